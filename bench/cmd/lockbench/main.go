@@ -1,0 +1,243 @@
+// Command lockbench runs paxlock's lock benchmark against Redis, etcd and
+// ZooKeeper (started by bench/scripts/peers.sh) and writes results.md,
+// results.json and SVG plots.
+//
+//	lockbench -systems paxlock,redis,etcd,zk -scenarios uncontended,contended,sweep -repeats 3
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paxlock/paxlock/bench/load"
+	"github.com/paxlock/paxlock/bench/peers"
+	"github.com/paxlock/paxlock/bench/report"
+)
+
+func main() {
+	if err := run(); err != nil {
+		slog.Error("lockbench failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	def := peers.DefaultConfig()
+	var (
+		systems   = flag.String("systems", "paxlock,redis,etcd,zk", "systems to compare, in report order: paxlock, redis, etcd, zk, mem (in-memory fake)")
+		scenarios = flag.String("scenarios", "uncontended,contended", "scenarios: uncontended, contended, renew, rw, sweep, or all")
+		workers   = flag.Int("workers", 64, "concurrent workers (each with its own session)")
+		duration  = flag.Duration("duration", 15*time.Second, "measured time per run")
+		warmup    = flag.Duration("warmup", 3*time.Second, "unmeasured warm-up before each run")
+		ttl       = flag.Duration("ttl", 10*time.Second, "lock TTL (session TTL for etcd and ZooKeeper)")
+		hold      = flag.Duration("hold", 0, "time a lock is held before release (contended, rw)")
+		keys      = flag.Int("keys", 16, "hot keys (contended, rw)")
+		repeats   = flag.Int("repeats", 1, "repeats of each scenario; the report shows min/median/max")
+		acqTO     = flag.Duration("acquire-timeout", 10*time.Second, "longest wait of one acquire; exceeding it is a timeout error")
+		renews    = flag.Int("renews", 4, "renews per op (renew)")
+		readFrac  = flag.Float64("read-fraction", 0.9, "share of read locks (rw)")
+		sweepW    = flag.String("sweep", "1,2,4,8,16,32,64,128,256", "worker counts of the sweep")
+		sweepDur  = flag.Duration("sweep-duration", 5*time.Second, "measured time per sweep point")
+		sweepWarm = flag.Duration("sweep-warmup", time.Second, "warm-up per sweep point")
+		sweepRep  = flag.Int("sweep-repeats", 1, "repeats of each sweep point")
+		pauseFlag = flag.Duration("pause", time.Second, "pause between runs")
+		seed      = flag.Uint64("seed", 0, "seed for key choices (0: random)")
+		out       = flag.String("out", "results", "directory for results.md, results.json and *.svg")
+		dataDir   = flag.String("data-dir", envOr("PEERS_DIR", filepath.Join(os.TempDir(), "paxlock-bench-peers")), "where the servers keep data (only to describe its disk)")
+		skipDown  = flag.Bool("skip-unavailable", false, "leave out a system that does not answer instead of failing")
+		verbose   = flag.Bool("v", false, "debug logging")
+
+		redisAddr = flag.String("redis", def.RedisAddr, "Redis host:port")
+		redisPoll = flag.Duration("redis-poll", def.RedisPoll, "Redis: sleep between SET NX attempts while a key is taken")
+		etcdEPs   = flag.String("etcd", strings.Join(def.EtcdEndpoints, ","), "etcd client URLs")
+		zkServers = flag.String("zk", strings.Join(def.ZKServers, ","), "ZooKeeper host:port list")
+		paxReg    = flag.String("paxlock-registry", strings.Join(def.PaxlockRegistry, ","), "paxlock registry addresses")
+		paxNS     = flag.String("paxlock-namespace", def.PaxlockNamespace, "paxlock namespace")
+		paxSecret = flag.String("paxlock-secret", "", "paxlock namespace secret (or PAXLOCK_SECRET)")
+	)
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: lockbench [flags]\n\nStart the peers first: bench/scripts/peers.sh start all\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+
+	level := slog.LevelInfo
+	if *verbose {
+		level = slog.LevelDebug
+	}
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+
+	if *seed == 0 {
+		*seed = load.RandomSeed()
+	}
+	base := load.Scenario{
+		Workers: *workers, Duration: *duration, Warmup: *warmup, TTL: *ttl,
+		AcquireTimeout: *acqTO, Seed: *seed,
+	}
+	var scs, sweep []load.Scenario
+	for _, name := range splitList(*scenarios) {
+		if name == "all" {
+			name = "uncontended,contended,renew,rw,sweep"
+		}
+		for _, n := range strings.Split(name, ",") {
+			sc := base
+			sc.Name = n
+			switch load.Kind(n) {
+			case load.Uncontended:
+				sc.Kind = load.Uncontended
+			case load.Contended:
+				sc.Kind, sc.Keys, sc.Hold = load.Contended, *keys, *hold
+			case load.RenewHeavy:
+				sc.Kind, sc.Renews = load.RenewHeavy, *renews
+			case load.ReadWrite:
+				sc.Kind, sc.Keys, sc.Hold, sc.ReadFraction = load.ReadWrite, *keys, *hold, *readFrac
+			default:
+				if n != "sweep" {
+					return fmt.Errorf("unknown scenario %q", n)
+				}
+				ws, err := parseInts(*sweepW)
+				if err != nil {
+					return fmt.Errorf("-sweep: %w", err)
+				}
+				for _, w := range ws {
+					s := base
+					s.Name, s.Kind, s.Workers, s.Duration, s.Warmup = "sweep", load.Uncontended, w, *sweepDur, *sweepWarm
+					sweep = append(sweep, s)
+				}
+				continue
+			}
+			scs = append(scs, sc)
+		}
+	}
+	for _, sc := range append(slices.Clone(scs), sweep...) {
+		if err := sc.Validate(); err != nil {
+			return fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+	}
+	if len(scs)+len(sweep) == 0 {
+		return errors.New("no scenario selected")
+	}
+
+	maxWorkers := *workers
+	for _, s := range sweep {
+		maxWorkers = max(maxWorkers, s.Workers)
+	}
+	cfg := def
+	cfg.TTL, cfg.MaxWorkers = *ttl, maxWorkers
+	cfg.RedisAddr, cfg.RedisPoll = *redisAddr, *redisPoll
+	cfg.EtcdEndpoints, cfg.ZKServers = splitList(*etcdEPs), splitList(*zkServers)
+	cfg.PaxlockRegistry, cfg.PaxlockNamespace = splitList(*paxReg), *paxNS
+	cfg.PaxlockSecret = *paxSecret
+	if cfg.PaxlockSecret == "" {
+		cfg.PaxlockSecret = os.Getenv("PAXLOCK_SECRET")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rep := &report.Report{
+		Started: time.Now(),
+		Command: "lockbench " + strings.Join(os.Args[1:], " "),
+		Machine: report.DescribeMachine(*dataDir),
+		Repeats: *repeats,
+	}
+	slog.Info("machine", "desc", rep.Machine.String())
+
+	var lockers []load.Locker
+	defer func() {
+		for _, lk := range lockers {
+			_ = lk.Close()
+		}
+	}()
+	for _, name := range splitList(*systems) {
+		lk, err := peers.Open(ctx, name, cfg)
+		switch {
+		case errors.Is(err, load.ErrNotBuilt):
+			slog.Warn("skipping system", "system", name, "reason", err)
+			rep.Systems = append(rep.Systems, report.System{Name: name, Display: report.DisplayName(name), Status: err.Error()})
+			continue
+		case err != nil && *skipDown:
+			slog.Warn("skipping unavailable system", "system", name, "err", err)
+			rep.Systems = append(rep.Systems, report.System{Name: name, Display: report.DisplayName(name), Status: "unavailable: " + err.Error()})
+			continue
+		case err != nil:
+			return err
+		}
+		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		v, err := lk.Version(vctx)
+		cancel()
+		if err != nil {
+			slog.Warn("could not read server version", "system", name, "err", err)
+			v = "unknown"
+		}
+		slog.Info("system ready", "system", name, "version", v)
+		lockers = append(lockers, lk)
+		rep.Systems = append(rep.Systems, report.SystemFrom(lk, v))
+	}
+	if len(lockers) == 0 {
+		return load.ErrNoSystems
+	}
+
+	stat, _ := os.Stderr.Stat()
+	suite := &load.Suite{
+		Lockers:      lockers,
+		Scenarios:    scs,
+		Repeats:      *repeats,
+		Sweep:        sweep,
+		SweepRepeats: *sweepRep,
+		Pause:        *pauseFlag,
+		Progress:     &load.Progress{W: os.Stderr, TTY: stat != nil && stat.Mode()&os.ModeCharDevice != 0, Every: 5 * time.Second},
+	}
+	results, err := suite.Run(ctx)
+	if err != nil {
+		return err
+	}
+	rep.Results = results
+	rep.Finished = time.Now()
+	files, err := rep.WriteAll(*out)
+	if err != nil {
+		return err
+	}
+	slog.Info("results written", "files", strings.Join(files, " "), "took", rep.Finished.Sub(rep.Started).Round(time.Second))
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad worker count %q", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,83 @@
+// Package peers adapts the lock services paxlock is compared with — Redis,
+// etcd and ZooKeeper — and paxlock itself to load.Locker. Each adapter uses
+// the system's usual Go client and its usual lock recipe, as an application
+// would; the servers are the ones bench/scripts/peers.sh starts on loopback.
+package peers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/paxlock/paxlock/bench/load"
+	"github.com/paxlock/paxlock/bench/memlock"
+)
+
+// Config holds what the adapters need to reach their servers.
+type Config struct {
+	// TTL is given to session-based systems when a session is made.
+	TTL time.Duration
+	// MaxWorkers is the most workers any run will use (sizes pools).
+	MaxWorkers int
+
+	// RedisAddr is host:port of the Redis server.
+	RedisAddr string
+	// RedisPoll is the sleep between SET NX attempts while a key is taken.
+	RedisPoll time.Duration
+
+	// EtcdEndpoints are the etcd members' client URLs.
+	EtcdEndpoints []string
+
+	// ZKServers are the ZooKeeper members' host:port.
+	ZKServers []string
+
+	// Paxlock* reach a paxlock cluster (see paxlock.go).
+	PaxlockRegistry  []string
+	PaxlockNamespace string
+	PaxlockSecret    string
+}
+
+// DefaultConfig matches bench/scripts/peers.sh.
+func DefaultConfig() Config {
+	return Config{
+		TTL:        10 * time.Second,
+		MaxWorkers: 64,
+		RedisAddr:  "127.0.0.1:16379",
+		RedisPoll:  2 * time.Millisecond,
+		EtcdEndpoints: []string{
+			"http://127.0.0.1:12379", "http://127.0.0.1:22379", "http://127.0.0.1:32379",
+		},
+		ZKServers:        []string{"127.0.0.1:12181", "127.0.0.1:22181", "127.0.0.1:32181"},
+		PaxlockRegistry:  []string{"127.0.0.1:7100"},
+		PaxlockNamespace: "bench",
+	}
+}
+
+// Names lists the systems Open knows, in report order; "mem" is the
+// in-memory fake.
+var Names = []string{"paxlock", "redis", "etcd", "zk", "mem"}
+
+// Open connects to the named system and checks that it answers. A system
+// whose adapter is a placeholder returns an error wrapping load.ErrNotBuilt.
+func Open(ctx context.Context, name string, cfg Config) (load.Locker, error) {
+	switch strings.ToLower(name) {
+	case "paxlock":
+		return OpenPaxlock(ctx, cfg)
+	case "redis":
+		return OpenRedis(ctx, cfg)
+	case "etcd":
+		return OpenEtcd(ctx, cfg)
+	case "zk", "zookeeper":
+		return OpenZK(ctx, cfg)
+	case "mem":
+		return memlock.New(memlock.Options{}), nil
+	}
+	return nil, fmt.Errorf("unknown system %q (want one of %s)", name, strings.Join(Names, ", "))
+}
+
+// ttlSeconds rounds a TTL up to whole seconds, at least 1.
+func ttlSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}

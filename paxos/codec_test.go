@@ -1,0 +1,299 @@
+package paxos
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+)
+
+// codecRandBallot returns a ballot with fields spread over every varint width.
+func codecRandBallot(r *rand.Rand) Ballot {
+	return Ballot{Round: codecRandU64(r), Node: NodeID(codecRandU64(r))}
+}
+
+// codecRandU64 returns 0, a small number, a large one or the maximum.
+func codecRandU64(r *rand.Rand) uint64 {
+	switch r.IntN(4) {
+	case 0:
+		return 0
+	case 1:
+		return uint64(r.IntN(200))
+	case 2:
+		return r.Uint64() >> r.UintN(64)
+	default:
+		return math.MaxUint64
+	}
+}
+
+func codecRandBytes(r *rand.Rand, max int) []byte {
+	n := r.IntN(max + 1)
+	if n == 0 {
+		return nil
+	}
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.UintN(256))
+	}
+	return b
+}
+
+func codecRandValue(r *rand.Rand) Value {
+	v := Value{Origin: codecRandBallot(r), Seq: codecRandU64(r)}
+	if n := r.IntN(5); n > 0 {
+		v.Cmds = make([][]byte, n)
+		for i := range v.Cmds {
+			v.Cmds[i] = codecRandBytes(r, 40)
+		}
+	}
+	return v
+}
+
+func codecRandEntry(r *rand.Rand) Entry {
+	return Entry{Instance: codecRandU64(r), Ballot: codecRandBallot(r), Value: codecRandValue(r)}
+}
+
+func codecRandMessage(r *rand.Rand, t MsgType) Message {
+	m := Message{
+		Type:      t,
+		Group:     GroupID(r.Uint32()),
+		From:      NodeID(r.Uint32()),
+		To:        NodeID(r.Uint32()),
+		Ballot:    codecRandBallot(r),
+		Hint:      codecRandBallot(r),
+		Instance:  codecRandU64(r),
+		Committed: codecRandU64(r),
+		LogStart:  codecRandU64(r),
+		Tick:      codecRandU64(r),
+		Reject:    r.IntN(2) == 0,
+		Snapshot:  r.IntN(2) == 0,
+		Chunk:     codecRandBytes(r, 100),
+	}
+	if n := r.IntN(4); n > 0 {
+		m.Entries = make([]Entry, n)
+		for i := range m.Entries {
+			m.Entries[i] = codecRandEntry(r)
+		}
+	}
+	return m
+}
+
+// normalize maps empty slices to nil, which is how the decoder returns them.
+func codecNormalize(m Message) Message {
+	if len(m.Chunk) == 0 {
+		m.Chunk = nil
+	}
+	if len(m.Entries) == 0 {
+		m.Entries = nil
+	}
+	for i := range m.Entries {
+		m.Entries[i].Value = codecNormalizeValue(m.Entries[i].Value)
+	}
+	return m
+}
+
+func codecNormalizeValue(v Value) Value {
+	if len(v.Cmds) == 0 {
+		v.Cmds = nil
+	}
+	for i, c := range v.Cmds {
+		if len(c) == 0 {
+			v.Cmds[i] = nil
+		}
+	}
+	return v
+}
+
+func TestCodecMessageRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for typ := MsgPrepare; typ <= MsgSnapshot; typ++ {
+		for i := 0; i < 200; i++ {
+			m := codecRandMessage(r, typ)
+			prefix := []byte("prefix")
+			enc := AppendMessage(prefix, &m)
+			if !bytes.Equal(enc[:len(prefix)], []byte("prefix")) {
+				t.Fatalf("%v: AppendMessage clobbered dst", typ)
+			}
+			got, err := DecodeMessage(enc[len(prefix):])
+			if err != nil {
+				t.Fatalf("%v: decode: %v", typ, err)
+			}
+			want := codecNormalize(m)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%v: round trip mismatch\n got %+v\nwant %+v", typ, got, want)
+			}
+		}
+	}
+}
+
+func TestCodecDecodeDoesNotAlias(t *testing.T) {
+	m := Message{Type: MsgAccept, Group: 3, From: 1, To: 2, Chunk: []byte("chunk"),
+		Entries: []Entry{{Instance: 7, Value: Value{Cmds: [][]byte{[]byte("abc"), []byte("defg")}}}}}
+	enc := AppendMessage(nil, &m)
+	got, err := DecodeMessage(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range enc {
+		enc[i] = 0xff
+	}
+	if string(got.Chunk) != "chunk" || string(got.Entries[0].Value.Cmds[0]) != "abc" || string(got.Entries[0].Value.Cmds[1]) != "defg" {
+		t.Fatalf("decoded message aliases its input: %+v", got)
+	}
+	// Appending to a decoded command must not overwrite its neighbour.
+	_ = append(got.Entries[0].Value.Cmds[0], 'X')
+	if string(got.Entries[0].Value.Cmds[1]) != "defg" {
+		t.Fatalf("decoded commands share capacity: %q", got.Entries[0].Value.Cmds[1])
+	}
+}
+
+func TestCodecEntryAndValueRoundTrip(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 500; i++ {
+		e := codecRandEntry(r)
+		got, err := DecodeEntry(AppendEntry(nil, &e))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Value = codecNormalizeValue(e.Value)
+		if !reflect.DeepEqual(got, e) {
+			t.Fatalf("entry mismatch\n got %+v\nwant %+v", got, e)
+		}
+		v := codecRandValue(r)
+		gv, err := DecodeValue(AppendValue(nil, &v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := codecNormalizeValue(v); !reflect.DeepEqual(gv, want) {
+			t.Fatalf("value mismatch\n got %+v\nwant %+v", gv, want)
+		}
+	}
+}
+
+func TestCodecRejectsCorrupt(t *testing.T) {
+	m := Message{Type: MsgAccept, Group: 1, From: 1, To: 2,
+		Entries: []Entry{{Instance: 1, Value: Value{Cmds: [][]byte{[]byte("x")}}}}}
+	good := AppendMessage(nil, &m)
+	cases := map[string][]byte{
+		"empty":       nil,
+		"version":     append([]byte{9}, good[1:]...),
+		"type zero":   append([]byte{codecVersion, 0}, good[2:]...),
+		"type high":   append([]byte{codecVersion, byte(MsgSnapshot) + 1}, good[2:]...),
+		"flags":       append([]byte{codecVersion, byte(MsgAccept), 0x80}, good[3:]...),
+		"trailing":    append(append([]byte(nil), good...), 0),
+		"overlong":    {codecVersion, byte(MsgAccept), 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01},
+		"group > u32": {codecVersion, byte(MsgAccept), 0, 0x80, 0x80, 0x80, 0x80, 0x10},
+		"huge count":  {codecVersion, byte(MsgAccept), 0, 1, 1, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f},
+	}
+	for i := 0; i < len(good); i++ {
+		cases["truncated"+string(rune('a'+i%26))+string(rune('0'+i/26))] = good[:i]
+	}
+	for name, b := range cases {
+		if _, err := DecodeMessage(b); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
+		}
+	}
+	ge := AppendEntry(nil, &m.Entries[0])
+	for i := 0; i < len(ge); i++ {
+		if _, err := DecodeEntry(ge[:i]); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("entry truncated at %d: err = %v", i, err)
+		}
+	}
+	if _, err := DecodeEntry(append(ge, 1)); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("entry with trailing byte: err = %v", err)
+	}
+}
+
+// checkMessageReencode asserts the fuzz property: a message that decodes
+// re-encodes to bytes that decode to the same message, canonically.
+func checkMessageReencode(t *testing.T, b []byte) {
+	m, err := DecodeMessage(b)
+	if err != nil {
+		if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+		}
+		return
+	}
+	enc := AppendMessage(nil, &m)
+	m2, err := DecodeMessage(enc)
+	if err != nil {
+		t.Fatalf("re-encoded message does not decode: %v", err)
+	}
+	if !reflect.DeepEqual(m, m2) {
+		t.Fatalf("re-encode mismatch\n first %+v\nsecond %+v", m, m2)
+	}
+	if enc2 := AppendMessage(nil, &m2); !bytes.Equal(enc, enc2) {
+		t.Fatalf("encoding not canonical")
+	}
+}
+
+func FuzzDecodeMessage(f *testing.F) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for typ := MsgPrepare; typ <= MsgSnapshot; typ++ {
+		m := codecRandMessage(r, typ)
+		f.Add(AppendMessage(nil, &m))
+	}
+	f.Fuzz(checkMessageReencode)
+}
+
+func FuzzDecodeEntry(f *testing.F) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 4; i++ {
+		e := codecRandEntry(r)
+		f.Add(AppendEntry(nil, &e))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := DecodeEntry(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error does not wrap ErrCorrupt: %v", err)
+			}
+			return
+		}
+		enc := AppendEntry(nil, &e)
+		e2, err := DecodeEntry(enc)
+		if err != nil {
+			t.Fatalf("re-encoded entry does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(e, e2) {
+			t.Fatalf("re-encode mismatch\n first %+v\nsecond %+v", e, e2)
+		}
+	})
+}
+
+// codecBenchAccept is an Accept carrying one instance of 64 commands of 64 bytes.
+func codecBenchAccept() Message {
+	cmds := make([][]byte, 64)
+	for i := range cmds {
+		cmds[i] = bytes.Repeat([]byte{byte(i)}, 64)
+	}
+	return Message{
+		Type: MsgAccept, Group: 7, From: 1, To: 2,
+		Ballot: Ballot{Round: 12, Node: 1}, Committed: 123456,
+		Entries: []Entry{{Instance: 123457, Ballot: Ballot{Round: 12, Node: 1},
+			Value: Value{Origin: Ballot{Round: 12, Node: 1}, Seq: 99, Cmds: cmds}}},
+	}
+}
+
+func BenchmarkCodec(b *testing.B) {
+	m := codecBenchAccept()
+	buf := AppendMessage(nil, &m)
+	b.Run("Encode", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for b.Loop() {
+			buf = AppendMessage(buf[:0], &m)
+		}
+	})
+	b.Run("Decode", func(b *testing.B) {
+		b.SetBytes(int64(len(buf)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := DecodeMessage(buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

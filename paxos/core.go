@@ -1,0 +1,1130 @@
+package paxos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+)
+
+// Config configures one group's Core.
+type Config struct {
+	// ID is this replica; Peers lists every replica of the group, ID
+	// included.
+	ID    NodeID
+	Group GroupID
+	Peers []NodeID
+
+	// HeartbeatTicks is how often a master renews its lease and announces
+	// the committed instance.
+	HeartbeatTicks int
+	// LeaseTicks is how long an acceptor, after promising or renewing a
+	// ballot, refuses to promise any other ballot. The master's own lease is
+	// shorter (see MaxDrift), and followers campaign only after they heard
+	// nothing for longer than this.
+	LeaseTicks int
+	// MaxDrift bounds how far any node's tick rate may differ from real
+	// time, as a fraction (0.01 = 1%). Leases are shortened by it.
+	MaxDrift float64
+	// RetransmitTicks is how long a master waits for an Accepted before it
+	// sends the Accept again, and a follower before it repeats a Learn.
+	RetransmitTicks int
+
+	// MaxInflight bounds the instances a master has in phase 2 at once.
+	MaxInflight int
+	// MaxBatchCmds and MaxBatchBytes bound one instance's batch.
+	MaxBatchCmds  int
+	MaxBatchBytes int
+	// MaxQueue bounds the commands waiting for a batch; Propose answers
+	// ErrOverloaded beyond it.
+	MaxQueue int
+	// MaxMsgBytes bounds the entries carried by one Promise or LearnReply.
+	MaxMsgBytes int
+
+	// Seed seeds the election-timeout jitter, so that a simulation replays.
+	Seed uint64
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 10
+	}
+	if c.LeaseTicks <= 0 {
+		c.LeaseTicks = 10 * c.HeartbeatTicks
+	}
+	if c.MaxDrift <= 0 {
+		c.MaxDrift = 0.01
+	}
+	if c.RetransmitTicks <= 0 {
+		c.RetransmitTicks = c.HeartbeatTicks
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 2
+	}
+	if c.MaxBatchCmds <= 0 {
+		c.MaxBatchCmds = 2048
+	}
+	if c.MaxBatchBytes <= 0 {
+		c.MaxBatchBytes = 1 << 20
+	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = 1 << 16
+	}
+	if c.MaxMsgBytes <= 0 {
+		c.MaxMsgBytes = 4 << 20
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c *Config) Validate() error {
+	if c.ID == 0 {
+		return fmt.Errorf("paxos: config: node id 0 is reserved")
+	}
+	if !slices.Contains(c.Peers, c.ID) {
+		return fmt.Errorf("paxos: config: peers %v do not include self %d", c.Peers, c.ID)
+	}
+	if c.MaxDrift >= 0.5 {
+		return fmt.Errorf("paxos: config: max drift %.2f too large", c.MaxDrift)
+	}
+	return nil
+}
+
+// InitState is what a Core starts from: the durable state of its replica.
+type InitState struct {
+	Hard     HardState
+	LogStart uint64
+	Applied  uint64
+	// Entries holds every stored entry above Applied, in instance order.
+	Entries []Entry
+}
+
+// LogReader gives a Core read access to stored entries at or below its
+// applied instance, which it no longer keeps in memory.
+type LogReader interface {
+	Entries(from, to uint64, maxBytes int) ([]Entry, error)
+}
+
+// Applied is one chosen instance handed to the state machine. Tags is set
+// on the replica that proposed the value: Tags[i] is the tag given with
+// Value.Cmds[i].
+type Applied struct {
+	Instance uint64
+	Value    Value
+	Tags     []uint64
+}
+
+// Failed reports proposals that did not and will not take effect.
+type Failed struct {
+	Tags []uint64
+	Err  error
+}
+
+// SoftState is what a replica knows of its group's mastership.
+type SoftState struct {
+	// Master is the node believed to be master, 0 if none is known.
+	Master NodeID
+	// Ballot is the master's ballot.
+	Ballot Ballot
+	// Serving is true on the master once it holds a lease and has applied
+	// every instance chosen before its term: it may answer from applied
+	// state and accept proposals.
+	Serving bool
+}
+
+// Ready is what a Core asks its driver to do, in this order: persist
+// HardState and Entries in one synchronous write; send Messages; apply
+// Apply; resolve Failed; start a snapshot stream to each of SendSnapshot.
+// Then call Advance.
+type Ready struct {
+	HardState        HardState
+	HardStateChanged bool
+	Entries          []Entry
+	Messages         []Message
+	Apply            []Applied
+	Failed           []Failed
+	SendSnapshot     []NodeID
+	Soft             SoftState
+	SoftChanged      bool
+}
+
+// Empty reports whether rd asks for nothing.
+func (rd *Ready) Empty() bool {
+	return !rd.HardStateChanged && len(rd.Entries) == 0 && len(rd.Messages) == 0 &&
+		len(rd.Apply) == 0 && len(rd.Failed) == 0 && len(rd.SendSnapshot) == 0 && !rd.SoftChanged
+}
+
+type role uint8
+
+const (
+	follower role = iota
+	candidate
+	master
+)
+
+type inflight struct {
+	entry Entry
+	acks  []NodeID
+	sent  uint64 // tick of the last (re)send
+	done  bool
+}
+
+type myProposal struct {
+	origin Ballot
+	seq    uint64
+	tags   []uint64
+}
+
+// Core is the deterministic Multi-Paxos state machine of one group on one
+// replica. It is not safe for concurrent use; one goroutine drives it.
+type Core struct {
+	cfg    Config
+	quorum int
+	rng    *rand.Rand
+	log    LogReader
+
+	now uint64 // local ticks since start
+
+	hs       HardState
+	hsDirty  bool
+	logStart uint64
+	last     uint64 // highest instance stored
+	applied  uint64 // highest instance handed out in Apply
+	entries  map[uint64]Entry
+
+	// acceptor lease
+	leaseBallot Ballot
+	leaseUntil  uint64
+	quietUntil  uint64 // no promises to anyone before this tick (after restart)
+
+	role      role
+	soft      SoftState
+	softDirty bool
+	lastHeard uint64
+	electAt   uint64 // tick at which a follower campaigns
+	maxRound  uint64
+	preferred NodeID
+
+	// candidate
+	ballot      Ballot
+	prepareTick uint64
+	promises    map[NodeID]bool
+	recovered   map[uint64]Entry // highest-ballot accepted value per instance from promises
+	recoverHi   uint64           // highest instance any promising acceptor stored
+	released    Ballot           // hand-off: the ballot whose master released the lease
+
+	// master
+	leaseExpiry uint64
+	nextInst    uint64
+	inflight    map[uint64]*inflight
+	seq         uint64
+	queue       [][]byte
+	queueTags   []uint64
+	queueBytes  int
+	ackTick     map[NodeID]uint64
+	peerCommit  map[NodeID]uint64
+	lastHB      uint64
+	servingAt   uint64 // applied instance at which the master may serve
+	masterSince uint64
+
+	// proposals of this replica still waiting for their instance to apply
+	mine map[uint64]myProposal
+
+	// follower catch-up
+	learnSent    uint64
+	learnPending bool
+	awaitSnap    bool
+	awaitSnapAt  uint64
+
+	// output
+	msgs     []Message
+	newEnts  []Entry
+	failed   []Failed
+	snapSend []NodeID
+}
+
+// NewCore returns a Core that resumes from st.
+func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Core{
+		cfg:      cfg,
+		quorum:   len(cfg.Peers)/2 + 1,
+		rng:      rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID)<<32|uint64(cfg.Group))),
+		log:      lr,
+		hs:       st.Hard,
+		logStart: max(st.LogStart, 1),
+		applied:  st.Applied,
+		entries:  make(map[uint64]Entry),
+		mine:     make(map[uint64]myProposal),
+	}
+	if c.hs.Committed < c.applied {
+		c.hs.Committed = c.applied
+	}
+	c.last = max(c.applied, c.logStart-1)
+	for _, e := range st.Entries {
+		if e.Instance > c.applied {
+			c.entries[e.Instance] = e
+			c.last = max(c.last, e.Instance)
+		}
+	}
+	c.maxRound = c.hs.Promised.Round
+	// A restarted acceptor forgot when its promises' leases end: it
+	// promises nobody until any lease it may have granted has run out.
+	// One that never promised anything granted no lease.
+	if !c.hs.Promised.IsZero() {
+		c.quietUntil = uint64(c.cfg.LeaseTicks) + 1
+	}
+	c.resetElection()
+	return c, nil
+}
+
+// masterLeaseTicks is how long a master may count on a lease after it sent
+// the Prepare or Heartbeat that a majority acknowledged. An acceptor's lease
+// lasts at least (LeaseTicks-1) of its ticks from receipt; with rates within
+// 1±MaxDrift of real time that is at least (LeaseTicks-1)/(1+d) real time,
+// while the master's (L+1) ticks last at most (L+1)/(1-d).
+func (c *Core) masterLeaseTicks() uint64 {
+	d := c.cfg.MaxDrift
+	l := int(float64(c.cfg.LeaseTicks-1)*(1-d)/(1+d)) - 2
+	if l < 1 {
+		l = 1
+	}
+	return uint64(l)
+}
+
+func (c *Core) resetElection() {
+	c.lastHeard = c.now
+	base := c.cfg.LeaseTicks + 2*c.cfg.HeartbeatTicks
+	jitter := c.rng.IntN(c.cfg.LeaseTicks/2 + 1)
+	if c.preferred != 0 && c.preferred != c.cfg.ID {
+		// Let the preferred node win when it is alive.
+		base += c.cfg.LeaseTicks / 2
+	}
+	c.electAt = c.now + uint64(base+jitter)
+}
+
+// Status returns the replica's view of mastership.
+func (c *Core) Status() SoftState { return c.soft }
+
+// Committed returns the highest instance known chosen with all below it.
+func (c *Core) Committed() uint64 { return c.hs.Committed }
+
+// AppliedIndex returns the highest instance handed out for apply.
+func (c *Core) AppliedIndex() uint64 { return c.applied }
+
+// LogStart returns the first instance still held in the log.
+func (c *Core) LogStart() uint64 { return c.logStart }
+
+// Now returns the number of ticks since the Core started.
+func (c *Core) Now() uint64 { return c.now }
+
+// IsMaster reports whether this replica is master with a valid lease.
+func (c *Core) IsMaster() bool { return c.role == master && c.now < c.leaseExpiry }
+
+// LeaseRemaining returns how many ticks the master's lease still runs, 0 if
+// this replica is not master.
+func (c *Core) LeaseRemaining() uint64 {
+	if !c.IsMaster() {
+		return 0
+	}
+	return c.leaseExpiry - c.now
+}
+
+// SetPreferred names the node that should be master (the placement hint);
+// 0 turns balancing off. A master hands the group over to the preferred node
+// once that node is alive and caught up.
+func (c *Core) SetPreferred(id NodeID) {
+	if id != 0 && !slices.Contains(c.cfg.Peers, id) {
+		return
+	}
+	c.preferred = id
+}
+
+// Preferred returns the placement hint.
+func (c *Core) Preferred() NodeID { return c.preferred }
+
+func (c *Core) setSoft(s SoftState) {
+	if s != c.soft {
+		c.soft = s
+		c.softDirty = true
+	}
+}
+
+func (c *Core) send(m Message) {
+	m.Group = c.cfg.Group
+	m.From = c.cfg.ID
+	if m.To == c.cfg.ID {
+		c.Step(m)
+		return
+	}
+	c.msgs = append(c.msgs, m)
+}
+
+func (c *Core) broadcast(m Message) {
+	for _, p := range c.cfg.Peers {
+		m.To = p
+		c.send(m)
+	}
+}
+
+func (c *Core) setPromised(b Ballot) {
+	if c.hs.Promised.Less(b) {
+		c.hs.Promised = b
+		c.hsDirty = true
+		if b.Round > c.maxRound {
+			c.maxRound = b.Round
+		}
+	}
+}
+
+func (c *Core) setCommitted(i uint64) {
+	if i > c.hs.Committed {
+		c.hs.Committed = i
+		c.hsDirty = true
+	}
+}
+
+// store records e as accepted (or learned chosen) and schedules it to be
+// persisted.
+func (c *Core) store(e Entry) {
+	if e.Instance <= c.applied || e.Instance < c.logStart {
+		return
+	}
+	c.entries[e.Instance] = e
+	c.newEnts = append(c.newEnts, e)
+	if e.Instance > c.last {
+		c.last = e.Instance
+	}
+}
+
+// entry returns the stored entry for inst, from memory or the log.
+func (c *Core) entry(inst uint64) (Entry, bool) {
+	if e, ok := c.entries[inst]; ok {
+		return e, true
+	}
+	if inst < c.logStart || inst > c.applied || c.log == nil {
+		return Entry{}, false
+	}
+	es, err := c.log.Entries(inst, inst, 1)
+	if err != nil || len(es) == 0 || es[0].Instance != inst {
+		return Entry{}, false
+	}
+	return es[0], true
+}
+
+// entriesFrom collects stored entries from `from` to `to`, bounded by
+// MaxMsgBytes. It reports whether it reached `to`.
+func (c *Core) entriesFrom(from, to uint64) ([]Entry, bool) {
+	var out []Entry
+	size := 0
+	i := from
+	if i <= c.applied && c.log != nil {
+		upto := min(to, c.applied)
+		es, err := c.log.Entries(i, upto, c.cfg.MaxMsgBytes)
+		if err != nil {
+			return nil, false
+		}
+		for _, e := range es {
+			if e.Instance != i {
+				return out, false
+			}
+			out = append(out, e)
+			size += e.Value.Size()
+			i++
+		}
+		if i <= upto {
+			return out, false
+		}
+	}
+	for ; i <= to; i++ {
+		e, ok := c.entries[i]
+		if !ok {
+			continue // a gap in what this acceptor accepted
+		}
+		if size > 0 && size+e.Value.Size() > c.cfg.MaxMsgBytes {
+			return out, false
+		}
+		out = append(out, e)
+		size += e.Value.Size()
+	}
+	return out, true
+}
+
+// Tick advances the Core's clock by one tick.
+func (c *Core) Tick() {
+	c.now++
+	switch c.role {
+	case follower:
+		if c.awaitSnap && c.now-c.awaitSnapAt > uint64(4*c.cfg.LeaseTicks) {
+			c.awaitSnap = false // the stream never came; ask again
+		}
+		if c.now >= c.electAt {
+			c.campaign(Ballot{})
+		} else if c.learnPending && c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks) {
+			c.requestLearn(c.soft.Master)
+		}
+	case candidate:
+		if c.now >= c.electAt {
+			c.campaign(Ballot{})
+		}
+	case master:
+		if c.now >= c.leaseExpiry {
+			c.stepDown(0)
+			return
+		}
+		if c.now-c.lastHB >= uint64(c.cfg.HeartbeatTicks) {
+			c.heartbeat()
+		}
+		c.retransmit()
+		c.maybeHandOff()
+	}
+}
+
+func (c *Core) campaign(released Ballot) {
+	if c.role == master {
+		return
+	}
+	c.role = candidate
+	c.maxRound++
+	c.ballot = Ballot{Round: c.maxRound, Node: c.cfg.ID}
+	c.prepareTick = c.now
+	c.promises = make(map[NodeID]bool)
+	c.recovered = make(map[uint64]Entry)
+	c.recoverHi = 0
+	c.released = released
+	c.resetElection()
+	c.broadcast(Message{Type: MsgPrepare, Ballot: c.ballot, Instance: c.hs.Committed + 1, Hint: released})
+}
+
+// Campaign makes this replica try to become master now.
+func (c *Core) Campaign() { c.campaign(Ballot{}) }
+
+func (c *Core) stepDown(seen uint64) {
+	if seen > c.maxRound {
+		c.maxRound = seen
+	}
+	wasMaster := c.role == master
+	c.role = follower
+	c.promises = nil
+	c.recovered = nil
+	if wasMaster {
+		c.flushQueue(ErrNotMaster)
+		c.inflight = nil
+		c.ackTick = nil
+		c.peerCommit = nil
+		c.leaseExpiry = 0
+		c.setSoft(SoftState{})
+	}
+	c.resetElection()
+}
+
+func (c *Core) flushQueue(err error) {
+	if len(c.queueTags) > 0 {
+		c.failed = append(c.failed, Failed{Tags: c.queueTags, Err: err})
+	}
+	c.queue, c.queueTags, c.queueBytes = nil, nil, 0
+}
+
+// Step processes one message addressed to this replica.
+func (c *Core) Step(m Message) {
+	if m.Group != c.cfg.Group || m.To != c.cfg.ID || !slices.Contains(c.cfg.Peers, m.From) {
+		return
+	}
+	if m.Ballot.Round > c.maxRound {
+		c.maxRound = m.Ballot.Round
+	}
+	switch m.Type {
+	case MsgPrepare:
+		c.onPrepare(m)
+	case MsgPromise:
+		c.onPromise(m)
+	case MsgAccept:
+		c.onAccept(m)
+	case MsgAccepted:
+		c.onAccepted(m)
+	case MsgHeartbeat:
+		c.onHeartbeat(m)
+	case MsgHeartbeatAck:
+		c.onHeartbeatAck(m)
+	case MsgLearn:
+		c.onLearn(m)
+	case MsgLearnReply:
+		c.onLearnReply(m)
+	case MsgTimeoutNow:
+		if c.role != master && m.Ballot == c.soft.Ballot {
+			c.campaign(m.Ballot)
+		}
+	}
+}
+
+// --- acceptor side ---
+
+func (c *Core) leaseBlocks(b, released Ballot) bool {
+	if c.now < c.quietUntil {
+		return true
+	}
+	if c.now < c.leaseUntil && c.leaseBallot != b && !(released == c.leaseBallot && !released.IsZero()) {
+		return true
+	}
+	return false
+}
+
+func (c *Core) onPrepare(m Message) {
+	reply := Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Committed: c.hs.Committed, LogStart: c.logStart}
+	if m.Ballot.Less(c.hs.Promised) || c.leaseBlocks(m.Ballot, m.Hint) {
+		reply.Reject = true
+		reply.Hint = c.hs.Promised
+		c.send(reply)
+		return
+	}
+	if c.hs.Promised.Less(m.Ballot) && c.role == master && m.From != c.cfg.ID {
+		c.stepDown(m.Ballot.Round)
+	}
+	c.setPromised(m.Ballot)
+	c.leaseBallot = m.Ballot
+	c.leaseUntil = c.now + uint64(c.cfg.LeaseTicks)
+	if m.From != c.cfg.ID {
+		if c.role == candidate {
+			c.stepDown(0)
+		}
+		c.resetElection()
+	}
+	if m.Instance < c.logStart && m.Instance <= c.hs.Committed {
+		// The candidate needs instances this acceptor no longer holds.
+		reply.Snapshot = true
+		c.send(reply)
+		return
+	}
+	es, complete := c.entriesFrom(m.Instance, c.last)
+	reply.Entries = es
+	reply.Instance = c.last
+	if !complete {
+		reply.Snapshot = true
+	}
+	c.send(reply)
+}
+
+func (c *Core) onAccept(m Message) {
+	if m.Ballot.Less(c.hs.Promised) {
+		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised, Instance: firstInstance(m.Entries)})
+		return
+	}
+	if c.hs.Promised.Less(m.Ballot) {
+		if c.role == master && m.From != c.cfg.ID {
+			c.stepDown(m.Ballot.Round)
+		}
+		c.setPromised(m.Ballot)
+	}
+	if m.From != c.cfg.ID {
+		c.heardFrom(m.From, m.Ballot)
+	}
+	for _, e := range m.Entries {
+		if e.Instance > c.hs.Committed && e.Instance >= c.logStart {
+			e.Ballot = m.Ballot
+			c.store(e)
+		}
+		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Instance: e.Instance})
+	}
+	if m.From != c.cfg.ID {
+		c.learnCommitted(m.Committed, m.Ballot, m.From)
+	}
+}
+
+func firstInstance(es []Entry) uint64 {
+	if len(es) == 0 {
+		return 0
+	}
+	return es[0].Instance
+}
+
+func (c *Core) heardFrom(from NodeID, b Ballot) {
+	if c.role == candidate && c.ballot.Less(b) {
+		c.stepDown(0)
+	}
+	if c.role != master {
+		c.resetElection()
+		c.setSoft(SoftState{Master: from, Ballot: b})
+	}
+}
+
+func (c *Core) onHeartbeat(m Message) {
+	if m.Ballot.Less(c.hs.Promised) {
+		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised})
+		return
+	}
+	if c.hs.Promised.Less(m.Ballot) {
+		// A master this acceptor never promised: adopt it only where no
+		// rival lease stands in the way.
+		if c.leaseBlocks(m.Ballot, Ballot{}) {
+			return
+		}
+		if c.role == master {
+			c.stepDown(m.Ballot.Round)
+		}
+		c.setPromised(m.Ballot)
+	}
+	if c.now >= c.quietUntil {
+		c.leaseBallot = m.Ballot
+		c.leaseUntil = c.now + uint64(c.cfg.LeaseTicks)
+	}
+	if m.From != c.cfg.ID {
+		c.heardFrom(m.From, m.Ballot)
+		c.learnCommitted(m.Committed, m.Ballot, m.From)
+	}
+	if c.now >= c.quietUntil {
+		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Tick: m.Tick, Committed: c.hs.Committed})
+	}
+}
+
+// learnCommitted advances Committed over instances whose stored entry was
+// accepted in the ballot of the master that says they are chosen; for the
+// rest it asks that master.
+func (c *Core) learnCommitted(upto uint64, b Ballot, from NodeID) {
+	for c.hs.Committed < upto {
+		i := c.hs.Committed + 1
+		e, ok := c.entries[i]
+		if !ok || e.Ballot != b {
+			break
+		}
+		c.setCommitted(i)
+	}
+	if c.hs.Committed < upto {
+		if !c.learnPending || c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks) {
+			c.requestLearn(from)
+		}
+		c.learnPending = true
+	} else {
+		c.learnPending = false
+	}
+}
+
+func (c *Core) requestLearn(from NodeID) {
+	if c.awaitSnap {
+		return
+	}
+	if from == 0 || from == c.cfg.ID {
+		from = c.randomPeer()
+		if from == 0 {
+			return
+		}
+	}
+	c.learnSent = c.now
+	c.send(Message{Type: MsgLearn, To: from, Instance: c.hs.Committed + 1})
+}
+
+func (c *Core) randomPeer() NodeID {
+	if len(c.cfg.Peers) < 2 {
+		return 0
+	}
+	for {
+		p := c.cfg.Peers[c.rng.IntN(len(c.cfg.Peers))]
+		if p != c.cfg.ID {
+			return p
+		}
+	}
+}
+
+func (c *Core) onLearn(m Message) {
+	reply := Message{Type: MsgLearnReply, To: m.From, Committed: c.hs.Committed, LogStart: c.logStart, Instance: m.Instance}
+	if m.Instance < c.logStart {
+		reply.Snapshot = true
+		c.send(reply)
+		if !slices.Contains(c.snapSend, m.From) {
+			c.snapSend = append(c.snapSend, m.From)
+		}
+		return
+	}
+	if m.Instance <= c.hs.Committed {
+		reply.Entries, _ = c.entriesFrom(m.Instance, c.hs.Committed)
+	}
+	c.send(reply)
+}
+
+func (c *Core) onLearnReply(m Message) {
+	if m.Snapshot {
+		if m.Instance > c.hs.Committed || c.hs.Committed >= m.LogStart {
+			return // stale: we already have what was asked for
+		}
+		c.awaitSnap = true
+		c.awaitSnapAt = c.now
+		return
+	}
+	progressed := false
+	for _, e := range m.Entries {
+		if e.Instance != c.hs.Committed+1 || e.Instance > m.Committed {
+			continue
+		}
+		c.store(e)
+		c.setCommitted(e.Instance)
+		progressed = true
+	}
+	c.learnPending = c.hs.Committed < m.Committed
+	if progressed && c.learnPending {
+		c.requestLearn(m.From)
+	}
+}
+
+// --- candidate side ---
+
+func (c *Core) onPromise(m Message) {
+	if c.role != candidate || m.Ballot != c.ballot {
+		return
+	}
+	if m.Reject {
+		if c.ballot.Less(m.Hint) {
+			c.stepDown(m.Hint.Round)
+		}
+		return
+	}
+	// Chosen entries the acceptor reports are learned outright.
+	for _, e := range m.Entries {
+		if e.Instance <= m.Committed {
+			if e.Instance == c.hs.Committed+1 {
+				c.store(e)
+				c.setCommitted(e.Instance)
+			}
+			continue
+		}
+		if r, ok := c.recovered[e.Instance]; !ok || r.Ballot.Less(e.Ballot) {
+			c.recovered[e.Instance] = e
+		}
+	}
+	if m.Snapshot || m.Committed > c.hs.Committed {
+		// The acceptor knows chosen instances we could not learn from
+		// this reply: catch up first, campaign later.
+		c.stepDown(0)
+		c.requestLearn(m.From)
+		c.learnPending = true
+		return
+	}
+	c.recoverHi = max(c.recoverHi, m.Instance)
+	c.promises[m.From] = true
+	if len(c.promises) >= c.quorum {
+		c.becomeMaster()
+	}
+}
+
+func (c *Core) becomeMaster() {
+	b := c.ballot
+	c.role = master
+	c.masterSince = c.now
+	c.leaseExpiry = c.prepareTick + c.masterLeaseTicks()
+	c.inflight = make(map[uint64]*inflight)
+	c.ackTick = make(map[NodeID]uint64)
+	c.peerCommit = make(map[NodeID]uint64)
+	c.promises = nil
+	hi := max(c.hs.Committed, c.recoverHi)
+	for i := range c.recovered {
+		hi = max(hi, i)
+	}
+	for i := c.hs.Committed + 1; i <= hi; i++ {
+		r, ok := c.recovered[i]
+		v := r.Value
+		if !ok {
+			v = Value{Origin: b} // no-op filler
+		}
+		c.proposeAt(i, v)
+	}
+	c.recovered = nil
+	c.nextInst = hi + 1
+	c.servingAt = hi
+	c.lastHB = c.now
+	c.setSoft(SoftState{Master: c.cfg.ID, Ballot: b, Serving: c.applied >= c.servingAt})
+	c.advanceMaster()
+	c.propose()
+}
+
+// --- master side ---
+
+func (c *Core) proposeAt(inst uint64, v Value) {
+	e := Entry{Instance: inst, Ballot: c.ballot, Value: v}
+	c.inflight[inst] = &inflight{entry: e, sent: c.now}
+	c.send(Message{Type: MsgAccept, To: c.cfg.ID, Ballot: c.ballot, Entries: []Entry{e}, Committed: c.hs.Committed})
+	for _, p := range c.cfg.Peers {
+		if p != c.cfg.ID {
+			c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: []Entry{e}, Committed: c.hs.Committed})
+		}
+	}
+}
+
+// Propose queues cmd for the next instance; tag comes back in Applied.Tags
+// or Failed.Tags. It returns ErrNotMaster, ErrOverloaded or ErrTooLarge at
+// once when the command cannot be queued.
+func (c *Core) Propose(cmd []byte, tag uint64) error {
+	if c.role != master || !c.soft.Serving || c.now >= c.leaseExpiry {
+		return ErrNotMaster
+	}
+	if len(cmd)+64 > c.cfg.MaxBatchBytes {
+		return ErrTooLarge
+	}
+	if len(c.queue) >= c.cfg.MaxQueue {
+		return ErrOverloaded
+	}
+	c.queue = append(c.queue, cmd)
+	c.queueTags = append(c.queueTags, tag)
+	c.queueBytes += len(cmd) + 4
+	return nil
+}
+
+// propose starts instances for queued commands while the window allows.
+func (c *Core) propose() {
+	if c.role != master || !c.soft.Serving || c.now >= c.leaseExpiry {
+		return
+	}
+	for len(c.queue) > 0 && len(c.inflight) < c.cfg.MaxInflight {
+		n, bytes := 0, 24
+		for n < len(c.queue) && n < c.cfg.MaxBatchCmds {
+			sz := len(c.queue[n]) + 4
+			if n > 0 && bytes+sz > c.cfg.MaxBatchBytes {
+				break
+			}
+			bytes += sz
+			n++
+		}
+		c.seq++
+		cmds := c.queue[:n:n]
+		tags := c.queueTags[:n:n]
+		c.queue = c.queue[n:]
+		c.queueTags = c.queueTags[n:]
+		c.queueBytes -= bytes - 24
+		inst := c.nextInst
+		c.nextInst++
+		c.mine[inst] = myProposal{origin: c.ballot, seq: c.seq, tags: tags}
+		c.proposeAt(inst, Value{Origin: c.ballot, Seq: c.seq, Cmds: cmds})
+	}
+	if len(c.queue) == 0 {
+		c.queue, c.queueTags = nil, nil
+	}
+}
+
+func (c *Core) onAccepted(m Message) {
+	if c.role != master || m.Ballot != c.ballot {
+		return
+	}
+	if m.Reject {
+		if c.ballot.Less(m.Hint) {
+			c.stepDown(m.Hint.Round)
+		}
+		return
+	}
+	f, ok := c.inflight[m.Instance]
+	if !ok || f.done {
+		return
+	}
+	if !slices.Contains(f.acks, m.From) {
+		f.acks = append(f.acks, m.From)
+	}
+	if len(f.acks) >= c.quorum {
+		f.done = true
+		c.advanceMaster()
+	}
+}
+
+// advanceMaster moves Committed over chosen in-flight instances.
+func (c *Core) advanceMaster() {
+	moved := false
+	for {
+		f, ok := c.inflight[c.hs.Committed+1]
+		if !ok || !f.done {
+			break
+		}
+		delete(c.inflight, c.hs.Committed+1)
+		c.setCommitted(c.hs.Committed + 1)
+		moved = true
+	}
+	if moved {
+		c.propose()
+	}
+}
+
+func (c *Core) heartbeat() {
+	c.lastHB = c.now
+	c.broadcast(Message{Type: MsgHeartbeat, Ballot: c.ballot, Committed: c.hs.Committed, Tick: c.now})
+}
+
+func (c *Core) onHeartbeatAck(m Message) {
+	if c.role != master || m.Ballot != c.ballot {
+		return
+	}
+	if m.Reject {
+		if c.ballot.Less(m.Hint) {
+			c.stepDown(m.Hint.Round)
+		}
+		return
+	}
+	if m.Tick > c.ackTick[m.From] {
+		c.ackTick[m.From] = m.Tick
+	}
+	if m.Committed > c.peerCommit[m.From] {
+		c.peerCommit[m.From] = m.Committed
+	}
+	// The lease runs from the quorum-th most recent acknowledged send.
+	ticks := make([]uint64, 0, len(c.cfg.Peers))
+	for _, p := range c.cfg.Peers {
+		if t, ok := c.ackTick[p]; ok {
+			ticks = append(ticks, t)
+		}
+	}
+	if len(ticks) < c.quorum {
+		return
+	}
+	slices.Sort(ticks)
+	s := ticks[len(ticks)-c.quorum]
+	if exp := s + c.masterLeaseTicks(); exp > c.leaseExpiry {
+		c.leaseExpiry = exp
+	}
+}
+
+func (c *Core) retransmit() {
+	// In instance order, so that a simulation replays.
+	for inst := c.hs.Committed + 1; inst < c.nextInst; inst++ {
+		f, ok := c.inflight[inst]
+		if !ok || f.done || c.now-f.sent < uint64(c.cfg.RetransmitTicks) {
+			continue
+		}
+		f.sent = c.now
+		for _, p := range c.cfg.Peers {
+			if p != c.cfg.ID && !slices.Contains(f.acks, p) {
+				c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: []Entry{f.entry}, Committed: c.hs.Committed})
+			}
+		}
+	}
+}
+
+func (c *Core) maybeHandOff() {
+	p := c.preferred
+	if p == 0 || p == c.cfg.ID || c.now-c.masterSince < uint64(2*c.cfg.LeaseTicks) {
+		return
+	}
+	t, ok := c.ackTick[p]
+	if !ok || c.now-t > uint64(2*c.cfg.HeartbeatTicks) || c.peerCommit[p] < c.hs.Committed {
+		return
+	}
+	c.TransferTo(p)
+}
+
+// TransferTo hands mastership to node id: this replica stops acting as
+// master at once, releases its lease and tells id to campaign. It does
+// nothing unless this replica is master.
+func (c *Core) TransferTo(id NodeID) {
+	if c.role != master || id == c.cfg.ID || !slices.Contains(c.cfg.Peers, id) {
+		return
+	}
+	b := c.ballot
+	c.stepDown(0)
+	if c.leaseBallot == b {
+		c.leaseUntil = 0
+	}
+	c.setSoft(SoftState{Ballot: b})
+	c.send(Message{Type: MsgTimeoutNow, To: id, Ballot: b})
+}
+
+// --- driver interface ---
+
+// HasReady reports whether Ready would return work.
+func (c *Core) HasReady() bool {
+	return c.hsDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.failed) > 0 ||
+		len(c.snapSend) > 0 || c.softDirty || c.applied < c.hs.Committed ||
+		(len(c.queue) > 0 && c.role == master && c.soft.Serving && len(c.inflight) < c.cfg.MaxInflight)
+}
+
+// Ready collects what the driver must do; call Advance after doing it.
+// Commands proposed since the last Ready start their instances here, so
+// everything proposed between two Readys shares an instance when the
+// window allows.
+func (c *Core) Ready() Ready {
+	c.propose()
+	rd := Ready{
+		HardState:        c.hs,
+		HardStateChanged: c.hsDirty,
+		Entries:          c.newEnts,
+		Messages:         c.msgs,
+		Failed:           c.failed,
+		SendSnapshot:     c.snapSend,
+		Soft:             c.soft,
+		SoftChanged:      c.softDirty,
+	}
+	size := 0
+	for i := c.applied + 1; i <= c.hs.Committed && size < c.cfg.MaxMsgBytes; i++ {
+		e, ok := c.entries[i]
+		if !ok {
+			break
+		}
+		a := Applied{Instance: i, Value: e.Value}
+		if p, ok := c.mine[i]; ok {
+			if e.Value.Origin == p.origin && e.Value.Seq == p.seq {
+				a.Tags = p.tags
+			} else {
+				rd.Failed = append(rd.Failed, Failed{Tags: p.tags, Err: ErrNotChosen})
+			}
+		}
+		rd.Apply = append(rd.Apply, a)
+		size += e.Value.Size()
+	}
+	return rd
+}
+
+// Advance tells the Core that rd was carried out.
+func (c *Core) Advance(rd Ready) {
+	c.hsDirty = false
+	c.softDirty = false
+	c.newEnts = nil
+	c.msgs = nil
+	c.failed = nil
+	c.snapSend = nil
+	for _, a := range rd.Apply {
+		delete(c.entries, a.Instance)
+		delete(c.mine, a.Instance)
+		c.applied = a.Instance
+	}
+	if c.role == master && !c.soft.Serving && c.applied >= c.servingAt {
+		c.setSoft(SoftState{Master: c.cfg.ID, Ballot: c.ballot, Serving: true})
+		c.propose()
+	}
+}
+
+// SnapshotInstalled tells the Core that the state machine now reflects
+// every instance up to applied, installed from a snapshot, and that the log
+// below applied+1 is gone.
+func (c *Core) SnapshotInstalled(applied uint64) {
+	c.awaitSnap = false
+	if applied <= c.applied {
+		return
+	}
+	for i := range c.entries {
+		if i <= applied {
+			delete(c.entries, i)
+		}
+	}
+	for i, p := range c.mine {
+		if i <= applied {
+			c.failed = append(c.failed, Failed{Tags: p.tags, Err: ErrNotChosen})
+			delete(c.mine, i)
+		}
+	}
+	c.applied = applied
+	c.logStart = applied + 1
+	c.last = max(c.last, applied)
+	c.setCommitted(applied)
+	c.learnPending = true
+	c.learnSent = 0
+}
+
+// Compacted tells the Core that the log below start was deleted. start
+// must not exceed AppliedIndex()+1.
+func (c *Core) Compacted(start uint64) {
+	if start > c.logStart && start <= c.applied+1 {
+		c.logStart = start
+	}
+}
+
+// Flush fails every queued command with err; the driver calls it when it
+// stops.
+func (c *Core) Flush(err error) {
+	c.flushQueue(err)
+	for i, p := range c.mine {
+		c.failed = append(c.failed, Failed{Tags: p.tags, Err: err})
+		delete(c.mine, i)
+	}
+}

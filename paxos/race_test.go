@@ -1,0 +1,5 @@
+//go:build race
+
+package paxos
+
+const raceEnabled = true

@@ -1,0 +1,666 @@
+package paxos
+
+import (
+	"container/heap"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+)
+
+var (
+	simSeed  = flag.Int64("seed", -1, "replay one simulation seed")
+	simSeeds = flag.Int("seeds", 0, "number of simulation seeds (default 1000, 150 under -race)")
+	simTrace = flag.Bool("simtrace", false, "print every simulated event")
+)
+
+// The simulator drives N Cores through a network that drops, duplicates,
+// reorders and delays messages, partitions and heals, and crashes and
+// restarts replicas (losing messages of a Ready that was persisted but not
+// sent, and rewinding unsynced applied state). Time is in units of 1/1000 of
+// a nominal tick; each replica ticks at its own rate within MaxDrift.
+
+const unit = 1000
+
+type simEvent struct {
+	at   int64
+	seq  uint64
+	kind int // evTick, evMsg, evSnap
+	node NodeID
+	inc  int // incarnation of the node the tick is for
+	msg  Message
+	snap *simSnap
+}
+
+const (
+	evTick = iota
+	evMsg
+	evSnap
+)
+
+type simSnap struct {
+	applied uint64
+	sm      []string
+}
+
+type eventQueue []*simEvent
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if q[i].at != q[j].at {
+		return q[i].at < q[j].at
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*simEvent)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// simDisk is what survives a crash.
+type simDisk struct {
+	hard     HardState
+	log      map[uint64]Entry
+	logStart uint64
+	// sm[i-1] is the value applied at instance i; applied = len(sm).
+	sm       []string
+	smSynced int // sm entries that survive a crash
+}
+
+func (d *simDisk) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
+	var out []Entry
+	size := 0
+	for i := from; i <= to; i++ {
+		e, ok := d.log[i]
+		if !ok {
+			break
+		}
+		if len(out) > 0 && size+e.Value.Size() > maxBytes {
+			break
+		}
+		out = append(out, e)
+		size += e.Value.Size()
+	}
+	return out, nil
+}
+
+type simNode struct {
+	id     NodeID
+	core   *Core
+	up     bool
+	inc    int
+	period int64
+	disk   simDisk
+	tags   map[uint64]string // proposal tag -> value key, for this incarnation
+}
+
+type sim struct {
+	t       *testing.T
+	seed    int64
+	rng     *rand.Rand
+	cfg     Config
+	nodes   []*simNode
+	q       eventQueue
+	now     int64
+	seq     uint64
+	cut     map[[2]NodeID]bool
+	drop    float64
+	dup     float64
+	longP   float64
+	failed  error
+	crashy  bool
+	nextCmd int
+
+	// checker state
+	votes      map[uint64]map[Ballot]*vote
+	chosen     map[uint64]string
+	appliedVal map[uint64]string
+	proposed   map[string]bool
+	failedTags map[uint64]bool
+	restartAt  map[NodeID]int64
+	events     int
+}
+
+type vote struct {
+	val   string
+	nodes []NodeID
+}
+
+func valKey(v Value) string {
+	if len(v.Cmds) == 0 {
+		return fmt.Sprintf("noop/%s/%d", v.Origin, v.Seq)
+	}
+	return fmt.Sprintf("%s/%d/%q", v.Origin, v.Seq, v.Cmds)
+}
+
+func newSim(t *testing.T, seed int64, n int) *sim {
+	s := &sim{
+		t:          t,
+		seed:       seed,
+		rng:        rand.New(rand.NewPCG(uint64(seed), 0x5eed)),
+		cut:        make(map[[2]NodeID]bool),
+		votes:      make(map[uint64]map[Ballot]*vote),
+		chosen:     make(map[uint64]string),
+		appliedVal: make(map[uint64]string),
+		proposed:   make(map[string]bool),
+		failedTags: make(map[uint64]bool),
+		restartAt:  make(map[NodeID]int64),
+	}
+	peers := make([]NodeID, n)
+	for i := range peers {
+		peers[i] = NodeID(i + 1)
+	}
+	s.cfg = Config{
+		Group:           7,
+		Peers:           peers,
+		HeartbeatTicks:  3,
+		LeaseTicks:      20,
+		MaxDrift:        0.05,
+		RetransmitTicks: 4,
+		MaxInflight:     1 + s.rng.IntN(3),
+		MaxBatchCmds:    1 + s.rng.IntN(8),
+		MaxQueue:        64,
+		MaxMsgBytes:     512 + s.rng.IntN(4096),
+	}
+	for _, id := range peers {
+		// Rates within ±4%, inside the configured 5% bound.
+		r := (s.rng.Float64()*2 - 1) * 0.04
+		nd := &simNode{id: id, period: int64(float64(unit) / (1 + r)), disk: simDisk{log: make(map[uint64]Entry), logStart: 1}}
+		s.nodes = append(s.nodes, nd)
+		s.start(nd)
+	}
+	return s
+}
+
+func (s *sim) node(id NodeID) *simNode { return s.nodes[id-1] }
+
+func (s *sim) fail(format string, args ...any) {
+	if s.failed == nil {
+		s.failed = fmt.Errorf("seed %d at t=%d: %s", s.seed, s.now, fmt.Sprintf(format, args...))
+	}
+}
+
+func (s *sim) push(e *simEvent) {
+	s.seq++
+	e.seq = s.seq
+	heap.Push(&s.q, e)
+}
+
+func (s *sim) start(nd *simNode) {
+	cfg := s.cfg
+	cfg.ID = nd.id
+	cfg.Seed = s.rng.Uint64()
+	st := InitState{Hard: nd.disk.hard, LogStart: nd.disk.logStart, Applied: uint64(len(nd.disk.sm))}
+	for i := st.Applied + 1; ; i++ {
+		e, ok := nd.disk.log[i]
+		if !ok {
+			// Entries above a gap are still loaded: collect them all.
+			var rest []uint64
+			for k := range nd.disk.log {
+				if k > i {
+					rest = append(rest, k)
+				}
+			}
+			slices.Sort(rest)
+			for _, k := range rest {
+				st.Entries = append(st.Entries, nd.disk.log[k])
+			}
+			break
+		}
+		st.Entries = append(st.Entries, e)
+	}
+	c, err := NewCore(cfg, st, &nd.disk)
+	if err != nil {
+		s.fail("NewCore: %v", err)
+		return
+	}
+	nd.core = c
+	nd.up = true
+	nd.inc++
+	nd.tags = make(map[uint64]string)
+	if s.rng.IntN(3) == 0 {
+		c.SetPreferred(NodeID(1 + s.rng.IntN(len(s.nodes))))
+	}
+	s.push(&simEvent{at: s.now + s.rng.Int64N(nd.period) + 1, kind: evTick, node: nd.id, inc: nd.inc})
+}
+
+func (s *sim) crash(nd *simNode) {
+	if !nd.up {
+		return
+	}
+	nd.up = false
+	nd.core = nil
+	// Applied state is written without sync: a crash may lose a suffix of
+	// it, never what a truncation or snapshot made durable.
+	keep := nd.disk.smSynced + s.rng.IntN(len(nd.disk.sm)-nd.disk.smSynced+1)
+	nd.disk.sm = nd.disk.sm[:keep]
+	if s.rng.IntN(2) == 0 {
+		// The lazily written committed mark may fall back too, but never
+		// below what is applied.
+		nd.disk.hard.Committed = max(uint64(keep), nd.disk.logStart-1)
+	}
+}
+
+func (s *sim) trace(format string, args ...any) {
+	if *simTrace {
+		s.t.Logf("%8d "+format, append([]any{s.now}, args...)...)
+	}
+}
+
+// process carries out a node's Ready like the real runtime does.
+func (s *sim) process(nd *simNode) {
+	for nd.up && nd.core.HasReady() {
+		rd := nd.core.Ready()
+		// Persist.
+		if rd.HardState.Promised.Less(nd.disk.hard.Promised) {
+			s.fail("node %d promised went back from %s to %s", nd.id, nd.disk.hard.Promised, rd.HardState.Promised)
+		}
+		nd.disk.hard.Promised = rd.HardState.Promised
+		nd.disk.hard.Committed = max(nd.disk.hard.Committed, rd.HardState.Committed)
+		for _, e := range rd.Entries {
+			if e.Instance < nd.disk.logStart || e.Instance <= uint64(len(nd.disk.sm)) {
+				continue
+			}
+			nd.disk.log[e.Instance] = e
+			s.recordVote(nd.id, e)
+		}
+		if rd.HardStateChanged || len(rd.Entries) > 0 {
+			if s.crashy && s.rng.IntN(400) == 0 {
+				s.trace("node %d crashes after persisting, before sending", nd.id)
+				s.crash(nd)
+				return
+			}
+		}
+		for _, m := range rd.Messages {
+			s.sendMsg(m)
+		}
+		for _, a := range rd.Apply {
+			s.apply(nd, a)
+		}
+		for _, f := range rd.Failed {
+			for _, tag := range f.Tags {
+				s.failedTags[tag] = true
+			}
+		}
+		for _, p := range rd.SendSnapshot {
+			snap := &simSnap{applied: uint64(len(nd.disk.sm)), sm: slices.Clone(nd.disk.sm)}
+			s.deliverLater(nd.id, p, &simEvent{kind: evSnap, node: p, snap: snap})
+		}
+		if rd.SoftChanged {
+			s.trace("node %d soft %+v", nd.id, rd.Soft)
+		}
+		nd.core.Advance(rd)
+		s.maybeTruncate(nd)
+	}
+}
+
+func (s *sim) apply(nd *simNode, a Applied) {
+	if a.Instance != uint64(len(nd.disk.sm))+1 {
+		s.fail("node %d applied %d after %d", nd.id, a.Instance, len(nd.disk.sm))
+		return
+	}
+	k := valKey(a.Value)
+	if c, ok := s.chosen[a.Instance]; !ok || c != k {
+		s.fail("node %d applied %q at %d, chosen %q (%v)", nd.id, k, a.Instance, c, ok)
+	}
+	if prev, ok := s.appliedVal[a.Instance]; ok && prev != k {
+		s.fail("node %d applied %q at %d, another applied %q", nd.id, k, a.Instance, prev)
+	}
+	s.appliedVal[a.Instance] = k
+	nd.disk.sm = append(nd.disk.sm, k)
+	for i, tag := range a.Tags {
+		if want := nd.tags[tag]; want != string(a.Value.Cmds[i]) {
+			s.fail("node %d: tag %d came back with %q, proposed %q", nd.id, tag, a.Value.Cmds[i], want)
+		}
+	}
+}
+
+func (s *sim) maybeTruncate(nd *simNode) {
+	applied := uint64(len(nd.disk.sm))
+	if applied < nd.disk.logStart+12 || s.rng.IntN(8) != 0 {
+		return
+	}
+	start := applied - uint64(s.rng.IntN(4))
+	nd.disk.smSynced = len(nd.disk.sm)
+	for i := range nd.disk.log {
+		if i < start {
+			delete(nd.disk.log, i)
+		}
+	}
+	nd.disk.logStart = start
+	nd.disk.hard.Committed = max(nd.disk.hard.Committed, applied)
+	nd.core.Compacted(start)
+}
+
+func (s *sim) recordVote(id NodeID, e Entry) {
+	k := valKey(e.Value)
+	byBallot := s.votes[e.Instance]
+	if byBallot == nil {
+		byBallot = make(map[Ballot]*vote)
+		s.votes[e.Instance] = byBallot
+	}
+	v := byBallot[e.Ballot]
+	if v == nil {
+		v = &vote{val: k}
+		byBallot[e.Ballot] = v
+	}
+	if v.val != k {
+		s.fail("instance %d ballot %s carries two values %q and %q", e.Instance, e.Ballot, v.val, k)
+	}
+	if !slices.Contains(v.nodes, id) {
+		v.nodes = append(v.nodes, id)
+	}
+	if len(v.nodes) >= len(s.nodes)/2+1 {
+		if c, ok := s.chosen[e.Instance]; ok && c != k {
+			s.fail("instance %d chose %q and %q", e.Instance, c, k)
+		}
+		s.chosen[e.Instance] = k
+	}
+}
+
+func (s *sim) deliverLater(from, to NodeID, ev *simEvent) {
+	if s.cut[[2]NodeID{from, to}] || s.rng.Float64() < s.drop {
+		return
+	}
+	delay := 50 + s.rng.Int64N(2*unit)
+	if s.rng.Float64() < s.longP {
+		delay += s.rng.Int64N(30 * unit)
+	}
+	ev.at = s.now + delay
+	s.push(ev)
+	if s.rng.Float64() < s.dup {
+		cp := *ev
+		cp.at = s.now + 50 + s.rng.Int64N(3*unit)
+		s.push(&cp)
+	}
+}
+
+func (s *sim) sendMsg(m Message) {
+	s.deliverLater(m.From, m.To, &simEvent{kind: evMsg, node: m.To, msg: m})
+}
+
+// checkMasters asserts invariant I5: at most one node holds an unexpired
+// master lease.
+func (s *sim) checkMasters() {
+	var ms []NodeID
+	for _, nd := range s.nodes {
+		if nd.up && nd.core.IsMaster() {
+			ms = append(ms, nd.id)
+		}
+	}
+	if len(ms) > 1 {
+		s.fail("two masters with live leases: %v", ms)
+	}
+}
+
+func (s *sim) step() bool {
+	if len(s.q) == 0 {
+		return false
+	}
+	ev := heap.Pop(&s.q).(*simEvent)
+	s.now = ev.at
+	s.events++
+	nd := s.node(ev.node)
+	switch ev.kind {
+	case evTick:
+		if !nd.up || ev.inc != nd.inc {
+			return true
+		}
+		nd.core.Tick()
+		s.push(&simEvent{at: s.now + nd.period, kind: evTick, node: nd.id, inc: nd.inc})
+	case evMsg:
+		if !nd.up {
+			return true
+		}
+		s.trace("deliver %s %d->%d b=%s i=%d c=%d rej=%v n=%d", ev.msg.Type, ev.msg.From, ev.msg.To, ev.msg.Ballot, ev.msg.Instance, ev.msg.Committed, ev.msg.Reject, len(ev.msg.Entries))
+		nd.core.Step(ev.msg)
+	case evSnap:
+		if !nd.up || ev.snap.applied <= uint64(len(nd.disk.sm)) {
+			return true
+		}
+		// Install: the state machine, then the log below it goes.
+		nd.disk.sm = slices.Clone(ev.snap.sm)
+		nd.disk.smSynced = len(nd.disk.sm)
+		for i := range nd.disk.log {
+			if i <= ev.snap.applied {
+				delete(nd.disk.log, i)
+			}
+		}
+		nd.disk.logStart = ev.snap.applied + 1
+		nd.disk.hard.Committed = max(nd.disk.hard.Committed, ev.snap.applied)
+		for i, k := range nd.disk.sm {
+			if prev, ok := s.appliedVal[uint64(i+1)]; ok && prev != k {
+				s.fail("snapshot on node %d disagrees at %d", nd.id, i+1)
+			}
+		}
+		nd.core.SnapshotInstalled(ev.snap.applied)
+	}
+	s.process(nd)
+	s.checkMasters()
+	return true
+}
+
+func (s *sim) propose() {
+	for _, nd := range s.nodes {
+		if nd.up && nd.core.Status().Serving {
+			s.nextCmd++
+			cmd := fmt.Sprintf("c%d", s.nextCmd)
+			tag := uint64(s.nextCmd)
+			if err := nd.core.Propose([]byte(cmd), tag); err == nil {
+				nd.tags[tag] = cmd
+				s.proposed[cmd] = true
+			}
+			s.process(nd)
+			return
+		}
+	}
+}
+
+// chaos runs the faulty phase for the given number of nominal ticks.
+func (s *sim) chaos(ticks int) {
+	end := s.now + int64(ticks)*unit
+	s.crashy = true
+	s.drop = s.rng.Float64() * 0.2
+	s.dup = s.rng.Float64() * 0.1
+	s.longP = s.rng.Float64() * 0.05
+	nextFault := s.now + s.rng.Int64N(40*unit)
+	nextProp := s.now
+	for s.failed == nil && s.now < end {
+		if s.now >= nextFault {
+			s.fault()
+			nextFault = s.now + s.rng.Int64N(20*unit)
+		}
+		s.restarts()
+		if len(s.q) == 0 {
+			s.now += unit // everyone is down: let time pass until a restart
+			continue
+		}
+		if s.now >= nextProp {
+			for range 1 + s.rng.IntN(3) {
+				s.propose()
+			}
+			nextProp = s.now + s.rng.Int64N(unit)
+		}
+		if !s.step() {
+			break
+		}
+	}
+}
+
+func (s *sim) fault() {
+	n := len(s.nodes)
+	switch s.rng.IntN(8) {
+	case 0, 1:
+		nd := s.nodes[s.rng.IntN(n)]
+		if nd.up {
+			s.trace("crash %d", nd.id)
+			s.crash(nd)
+			s.restartAt[nd.id] = s.now + 1 + s.rng.Int64N(60*unit)
+		}
+	case 2:
+		a, b := NodeID(1+s.rng.IntN(n)), NodeID(1+s.rng.IntN(n))
+		if a != b {
+			s.trace("cut %d-%d", a, b)
+			s.cut[[2]NodeID{a, b}] = true
+			s.cut[[2]NodeID{b, a}] = true
+		}
+	case 3:
+		// Isolate one node completely.
+		a := NodeID(1 + s.rng.IntN(n))
+		s.trace("isolate %d", a)
+		for _, nd := range s.nodes {
+			if nd.id != a {
+				s.cut[[2]NodeID{a, nd.id}] = true
+				s.cut[[2]NodeID{nd.id, a}] = true
+			}
+		}
+	case 4:
+		s.trace("heal network")
+		clear(s.cut)
+	case 5:
+		// A rogue or impatient timer: campaign now, whatever the lease.
+		nd := s.nodes[s.rng.IntN(n)]
+		if nd.up {
+			s.trace("campaign %d", nd.id)
+			nd.core.Campaign()
+			s.process(nd)
+		}
+	case 6:
+		// An explicit hand-off to a random node.
+		nd := s.nodes[s.rng.IntN(n)]
+		if nd.up {
+			to := NodeID(1 + s.rng.IntN(n))
+			s.trace("transfer %d -> %d", nd.id, to)
+			nd.core.TransferTo(to)
+			s.process(nd)
+		}
+	case 7:
+		nd := s.nodes[s.rng.IntN(n)]
+		if nd.up {
+			p := NodeID(s.rng.IntN(n + 1))
+			s.trace("prefer %d on %d", p, nd.id)
+			nd.core.SetPreferred(p)
+		}
+	}
+}
+
+func (s *sim) restarts() {
+	for _, nd := range s.nodes {
+		if !nd.up && s.now >= s.restartAt[nd.id] {
+			s.trace("restart %d", nd.id)
+			s.start(nd)
+			s.process(nd)
+		}
+	}
+}
+
+// heal ends every fault and checks liveness: a master serves and a
+// proposal commits on every replica within a bounded number of ticks.
+func (s *sim) heal() {
+	clear(s.cut)
+	s.drop, s.dup, s.longP, s.crashy = 0, 0, 0, false
+	for _, nd := range s.nodes {
+		if !nd.up {
+			s.start(nd)
+			s.process(nd)
+		}
+	}
+	// Messages delayed from the chaos phase may still arrive; that is fine.
+	bound := s.now + int64(40*s.cfg.LeaseTicks)*unit
+	var cmd string
+	var tag, target uint64
+	for s.failed == nil && s.now < bound {
+		if cmd != "" && target == 0 && s.failedTags[tag] {
+			cmd = "" // dropped by a master that stepped down: propose again
+		}
+		if cmd == "" {
+			for _, nd := range s.nodes {
+				if nd.core.Status().Serving {
+					s.nextCmd++
+					cmd = fmt.Sprintf("live%d", s.nextCmd)
+					err := nd.core.Propose([]byte(cmd), uint64(s.nextCmd))
+					s.trace("heal: propose %s on %d: %v", cmd, nd.id, err)
+					if err != nil {
+						cmd = ""
+						continue
+					}
+					tag = uint64(s.nextCmd)
+					nd.tags[tag] = cmd
+					s.process(nd)
+					break
+				}
+			}
+		} else if target == 0 {
+			for i, k := range s.appliedVal {
+				if k != "" && containsCmd(k, cmd) {
+					target = i
+				}
+			}
+		} else {
+			all := true
+			for _, nd := range s.nodes {
+				if uint64(len(nd.disk.sm)) < target {
+					all = false
+				}
+			}
+			if all {
+				return
+			}
+		}
+		if !s.step() {
+			break
+		}
+	}
+	if s.failed == nil {
+		st := make([]string, 0, len(s.nodes))
+		for _, nd := range s.nodes {
+			st = append(st, fmt.Sprintf("n%d{soft=%+v applied=%d committed=%d start=%d}", nd.id, nd.core.Status(), len(nd.disk.sm), nd.core.Committed(), nd.disk.logStart))
+		}
+		s.fail("no progress after healing: cmd=%q target=%d %v", cmd, target, st)
+	}
+}
+
+func containsCmd(k, cmd string) bool { return strings.Contains(k, fmt.Sprintf("%q", cmd)) }
+
+func runSim(t *testing.T, seed int64) error {
+	n := 3
+	if seed%4 == 3 {
+		n = 5
+	}
+	s := newSim(t, seed, n)
+	for _, nd := range s.nodes {
+		s.process(nd)
+	}
+	s.chaos(300 + s.rng.IntN(300))
+	if s.failed == nil {
+		s.heal()
+	}
+	return s.failed
+}
+
+func TestSimulation(t *testing.T) {
+	if *simSeed >= 0 {
+		if err := runSim(t, *simSeed); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	n := *simSeeds
+	if n == 0 {
+		n = 1000
+		if raceEnabled || testing.Short() {
+			n = 150
+		}
+	}
+	for seed := range int64(n) {
+		if err := runSim(t, seed); err != nil {
+			t.Fatalf("%v\nreplay: go test ./paxos -run TestSimulation -seed %d -simtrace", err, seed)
+		}
+	}
+}

@@ -1,0 +1,691 @@
+package paxos
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Transport delivers messages between the replicas of every group on a
+// node. Send never blocks on a slow or dead peer; messages may be dropped
+// (Paxos tolerates loss).
+type Transport interface {
+	Send(msgs []Message)
+	Close() error
+}
+
+// Defaults of TCPTransportConfig's tuning fields.
+const (
+	DefaultMaxQueueBytes = 8 << 20
+	DefaultMaxFrameSize  = 64 << 20
+	DefaultDialTimeout   = time.Second
+	DefaultWriteTimeout  = 5 * time.Second
+)
+
+const (
+	tcpMinBackoff       = 10 * time.Millisecond
+	tcpMaxBackoff       = time.Second
+	tcpHandshakeTimeout = 5 * time.Second
+	tcpReadBufferSize   = 64 << 10
+	tcpMaxBatch         = 256     // messages per Handler call
+	tcpKeepBuffer       = 1 << 20 // larger idle buffers are released
+	tcpHandshakeVersion = 1
+)
+
+// tcpMagic opens the handshake frame.
+var tcpMagic = []byte("PXLK")
+
+// TCPTransportConfig configures NewTCPTransport.
+type TCPTransportConfig struct {
+	// Self is this node's id; messages to Self are handed to Handler
+	// directly.
+	Self NodeID
+	// Listen is the host:port to listen on ("127.0.0.1:0" picks a port;
+	// Addr reports it).
+	Listen string
+	// Peers maps peer ids to addresses; SetPeer adds or changes them later.
+	Peers map[NodeID]string
+	// Handler receives decoded messages addressed to Self, in batches. It
+	// is called from the transport's reader goroutines and, for messages to
+	// Self, synchronously from Send; it must not block long and must not
+	// call Send's caller back synchronously. It owns the slice it is given.
+	Handler func(msgs []Message)
+	// Logger receives connection events; nil means slog.Default().
+	Logger *slog.Logger
+
+	// MaxQueueBytes caps the encoded bytes queued for one peer; messages
+	// that would exceed it are dropped (0: DefaultMaxQueueBytes).
+	MaxQueueBytes int
+	// MaxFrameSize caps one encoded message, sent or received; a peer that
+	// announces a bigger frame is disconnected (0: DefaultMaxFrameSize).
+	MaxFrameSize int
+	// DialTimeout bounds one connection attempt (0: DefaultDialTimeout).
+	DialTimeout time.Duration
+	// WriteTimeout bounds one coalesced write; a peer that does not drain
+	// its socket within it is disconnected (0: DefaultWriteTimeout).
+	WriteTimeout time.Duration
+}
+
+// TransportStats counts messages since the transport started.
+type TransportStats struct {
+	Sent     uint64 // written to a peer's socket
+	Dropped  uint64 // never written: queue full, peer unknown or unreachable, write failed, too large
+	Received uint64 // decoded from sockets and handed to Handler
+	Local    uint64 // addressed to Self and handed to Handler
+	Rejected uint64 // received but not addressed to Self or not from the connected peer
+}
+
+// TCPTransport is a Transport over TCP. Each node dials every peer once and
+// sends all its groups' messages to that peer over that one connection;
+// connections a node accepts are only read from. Frames are a u32
+// big-endian length followed by an AppendMessage encoding; the first frame
+// on a connection is a handshake naming the dialer.
+//
+// Per peer, Send appends encoded frames to a bounded queue and one writer
+// goroutine writes everything queued with a single Write call, so a burst
+// of messages costs one syscall. The writer dials lazily, reconnects with
+// exponential backoff, and discards what is queued while the peer is
+// unreachable.
+type TCPTransport struct {
+	cfg TCPTransportConfig
+	log *slog.Logger
+	ln  net.Listener
+
+	ctx    context.Context // canceled by Close; aborts dials
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	peers atomic.Pointer[map[NodeID]*tcpPeer] // copy on write, under mu
+
+	mu       sync.Mutex
+	closed   bool // under mu; isClosed mirrors it for lock-free reads
+	isClosed atomic.Bool
+	inbound  map[net.Conn]struct{}
+
+	sent, dropped, received, local, rejected atomic.Uint64
+}
+
+// tcpPeer is the outbound side towards one peer.
+type tcpPeer struct {
+	t    *TCPTransport
+	id   NodeID
+	wake chan struct{} // capacity 1: work queued or address changed
+
+	mu      sync.Mutex
+	addr    string
+	addrGen uint64
+	pending []byte // encoded frames not yet taken by the writer
+	npend   int    // messages in pending
+	conn    net.Conn
+}
+
+// NewTCPTransport listens on cfg.Listen at once and returns the transport.
+func NewTCPTransport(cfg TCPTransportConfig) (*TCPTransport, error) {
+	if cfg.Self == 0 {
+		return nil, errors.New("paxos: tcp transport: Self must not be 0")
+	}
+	if cfg.Handler == nil {
+		return nil, errors.New("paxos: tcp transport: Handler is nil")
+	}
+	if cfg.MaxQueueBytes <= 0 {
+		cfg.MaxQueueBytes = DefaultMaxQueueBytes
+	}
+	if cfg.MaxFrameSize <= 0 {
+		cfg.MaxFrameSize = DefaultMaxFrameSize
+	}
+	cfg.MaxFrameSize = min(cfg.MaxFrameSize, math.MaxInt32) // it must fit the u32 length
+	if cfg.DialTimeout <= 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("component", "transport", "self", cfg.Self)
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("paxos: tcp transport: listen: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &TCPTransport{
+		cfg:     cfg,
+		log:     log,
+		ln:      ln,
+		ctx:     ctx,
+		cancel:  cancel,
+		inbound: make(map[net.Conn]struct{}),
+	}
+	empty := map[NodeID]*tcpPeer{}
+	t.peers.Store(&empty)
+	for id, addr := range cfg.Peers {
+		t.SetPeer(id, addr)
+	}
+	t.wg.Add(1)
+	go t.acceptLoop()
+	return t, nil
+}
+
+// Addr returns the address the transport listens on.
+func (t *TCPTransport) Addr() string { return t.ln.Addr().String() }
+
+// SetPeer adds peer id at addr, or moves it there (its connection is
+// re-established). Setting Self is ignored.
+func (t *TCPTransport) SetPeer(id NodeID, addr string) {
+	if id == t.cfg.Self || id == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	if p, ok := (*t.peers.Load())[id]; ok {
+		p.mu.Lock()
+		if p.addr != addr {
+			p.addr = addr
+			p.addrGen++
+		}
+		p.mu.Unlock()
+		p.signal()
+		return
+	}
+	p := &tcpPeer{t: t, id: id, addr: addr, wake: make(chan struct{}, 1)}
+	old := *t.peers.Load()
+	next := make(map[NodeID]*tcpPeer, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[id] = p
+	t.peers.Store(&next)
+	t.wg.Add(1)
+	go p.run()
+}
+
+// Stats returns the transport's counters.
+func (t *TCPTransport) Stats() TransportStats {
+	return TransportStats{
+		Sent:     t.sent.Load(),
+		Dropped:  t.dropped.Load(),
+		Received: t.received.Load(),
+		Local:    t.local.Load(),
+		Rejected: t.rejected.Load(),
+	}
+}
+
+// Send queues msgs for their peers (by To) and returns without waiting for
+// any socket. Messages to Self are handed to Handler before Send returns
+// (their Entries and Chunk are shared with the caller, so neither side may
+// modify them). Messages for unknown peers, or that do not fit a peer's
+// queue, are dropped.
+func (t *TCPTransport) Send(msgs []Message) {
+	if t.isClosed.Load() {
+		t.dropped.Add(uint64(len(msgs)))
+		return
+	}
+	peers := *t.peers.Load()
+	nself := 0
+	var last *tcpPeer
+	for i := range msgs {
+		m := &msgs[i]
+		if m.To == t.cfg.Self {
+			nself++
+			continue
+		}
+		p := peers[m.To]
+		if p == nil {
+			t.dropped.Add(1)
+			continue
+		}
+		if last != nil && last != p {
+			last.signal()
+		}
+		last = p
+		p.enqueue(m)
+	}
+	if last != nil {
+		last.signal()
+	}
+	if nself == 0 {
+		return
+	}
+	local := make([]Message, 0, nself)
+	for i := range msgs {
+		if msgs[i].To == t.cfg.Self {
+			local = append(local, msgs[i])
+		}
+	}
+	t.local.Add(uint64(nself))
+	t.cfg.Handler(local)
+}
+
+// enqueue appends m's frame to p's queue, or drops it.
+func (p *tcpPeer) enqueue(m *Message) {
+	t := p.t
+	p.mu.Lock()
+	start := len(p.pending)
+	p.pending = append(p.pending, 0, 0, 0, 0)
+	p.pending = AppendMessage(p.pending, m)
+	n := len(p.pending) - start - 4
+	// One message may exceed the queue cap on an empty queue, but never the
+	// frame limit.
+	if n > t.cfg.MaxFrameSize || (start > 0 && len(p.pending) > t.cfg.MaxQueueBytes) {
+		p.pending = p.pending[:start]
+		p.mu.Unlock()
+		t.dropped.Add(1)
+		if n > t.cfg.MaxFrameSize {
+			t.log.Error("message exceeds frame limit; dropped", "peer", p.id, "type", m.Type, "group", m.Group, "bytes", n)
+		}
+		return
+	}
+	binary.BigEndian.PutUint32(p.pending[start:], uint32(n))
+	p.npend++
+	p.mu.Unlock()
+}
+
+func (p *tcpPeer) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run is p's writer goroutine.
+func (p *tcpPeer) run() {
+	t := p.t
+	defer t.wg.Done()
+	var (
+		conn    net.Conn
+		dead    *atomic.Bool // set when the peer closed conn
+		gen     uint64
+		buf     []byte
+		backoff = tcpMinBackoff
+		failing bool // the last dial failed (log only transitions)
+	)
+	defer func() {
+		if conn != nil {
+			p.dropConn(conn)
+		}
+	}()
+	for {
+		select {
+		case <-t.ctx.Done():
+			return
+		case <-p.wake:
+		}
+		p.mu.Lock()
+		addr, curGen, queued := p.addr, p.addrGen, p.npend
+		p.mu.Unlock()
+		if conn != nil && (gen != curGen || dead.Load()) {
+			p.dropConn(conn)
+			conn = nil
+		}
+		if queued == 0 {
+			continue
+		}
+		if conn == nil {
+			c, err := p.dial(addr)
+			if err != nil {
+				n := p.discard()
+				t.dropped.Add(uint64(n))
+				if !failing {
+					t.log.Warn("peer unreachable; dropping its messages while retrying", "peer", p.id, "addr", addr, "err", err)
+				} else {
+					t.log.Debug("dial failed", "peer", p.id, "addr", addr, "err", err, "dropped", n)
+				}
+				failing = true
+				select {
+				case <-t.ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, tcpMaxBackoff)
+				p.signal() // retry if messages were queued meanwhile
+				continue
+			}
+			if failing {
+				t.log.Info("peer reachable again", "peer", p.id, "addr", addr)
+			}
+			failing = false
+			backoff = tcpMinBackoff
+			if !p.setConn(c) {
+				_ = c.Close()
+				return
+			}
+			conn, gen = c, curGen
+			dead = new(atomic.Bool)
+			t.wg.Add(1)
+			go p.watch(c, dead)
+		}
+		p.mu.Lock()
+		buf, p.pending = p.pending, buf[:0]
+		n := p.npend
+		p.npend = 0
+		p.mu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+		if _, err := conn.Write(buf); err != nil {
+			t.dropped.Add(uint64(n))
+			if t.ctx.Err() == nil {
+				t.log.Warn("write to peer failed; reconnecting", "peer", p.id, "addr", addr, "err", err)
+			}
+			p.dropConn(conn)
+			conn = nil
+			p.signal() // reconnect at once if more is queued
+		} else {
+			t.sent.Add(uint64(n))
+		}
+		if cap(buf) > tcpKeepBuffer {
+			buf = nil // release the memory of a burst
+		}
+	}
+}
+
+// dial connects to addr and sends the handshake.
+func (p *tcpPeer) dial(addr string) (net.Conn, error) {
+	t := p.t
+	d := net.Dialer{Timeout: t.cfg.DialTimeout}
+	c, err := d.DialContext(t.ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	hs := make([]byte, 4, 4+len(tcpMagic)+1+binary.MaxVarintLen32)
+	hs = append(hs, tcpMagic...)
+	hs = append(hs, tcpHandshakeVersion)
+	hs = binary.AppendUvarint(hs, uint64(t.cfg.Self))
+	binary.BigEndian.PutUint32(hs, uint32(len(hs)-4))
+	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+	if _, err := c.Write(hs); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("handshake: %w", err)
+	}
+	return c, nil
+}
+
+// watch reads from an outbound connection, which the peer never writes to,
+// so that a peer closing it is noticed before the next write is lost on it.
+func (p *tcpPeer) watch(c net.Conn, dead *atomic.Bool) {
+	defer p.t.wg.Done()
+	_, _ = io.Copy(io.Discard, c)
+	dead.Store(true)
+	p.signal()
+}
+
+// setConn records the writer's connection so Close can interrupt it; false
+// means the transport is closing.
+func (p *tcpPeer) setConn(c net.Conn) bool {
+	p.t.mu.Lock()
+	defer p.t.mu.Unlock()
+	if p.t.closed {
+		return false
+	}
+	p.mu.Lock()
+	p.conn = c
+	p.mu.Unlock()
+	return true
+}
+
+func (p *tcpPeer) dropConn(c net.Conn) {
+	_ = c.Close()
+	p.mu.Lock()
+	if p.conn == c {
+		p.conn = nil
+	}
+	p.mu.Unlock()
+}
+
+// discard empties p's queue and returns how many messages it held.
+func (p *tcpPeer) discard() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.npend
+	p.pending = p.pending[:0]
+	if cap(p.pending) > tcpKeepBuffer {
+		p.pending = nil
+	}
+	p.npend = 0
+	return n
+}
+
+func (t *TCPTransport) acceptLoop() {
+	defer t.wg.Done()
+	for {
+		c, err := t.ln.Accept()
+		if err != nil {
+			if t.ctx.Err() != nil {
+				return
+			}
+			// Out of file descriptors and the like: wait and retry.
+			t.log.Error("accept failed; retrying", "err", err)
+			select {
+			case <-t.ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		t.mu.Lock()
+		if t.closed {
+			t.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		t.inbound[c] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		go t.serve(c)
+	}
+}
+
+// serve reads frames from one inbound connection until it fails.
+func (t *TCPTransport) serve(c net.Conn) {
+	defer t.wg.Done()
+	defer func() {
+		_ = c.Close()
+		t.mu.Lock()
+		delete(t.inbound, c)
+		t.mu.Unlock()
+	}()
+	remote := c.RemoteAddr().String()
+	br := bufio.NewReaderSize(c, tcpReadBufferSize)
+	_ = c.SetReadDeadline(time.Now().Add(tcpHandshakeTimeout))
+	from, err := readHandshake(br)
+	if err != nil {
+		if t.ctx.Err() == nil {
+			t.log.Warn("bad handshake; closing connection", "remote", remote, "err", err)
+		}
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	log := t.log.With("peer", from, "remote", remote)
+	log.Debug("inbound connection")
+	r := frameReader{br: br, max: t.cfg.MaxFrameSize}
+	for {
+		m, err := r.next()
+		if err != nil {
+			t.logReadError(log, err)
+			return
+		}
+		batch := make([]Message, 0, 8)
+		batch = t.admit(batch, &m, from)
+		// Everything already buffered joins the same Handler call.
+		for len(batch) < tcpMaxBatch && r.ready() {
+			if m, err = r.next(); err != nil {
+				break
+			}
+			batch = t.admit(batch, &m, from)
+		}
+		if len(batch) > 0 {
+			t.received.Add(uint64(len(batch)))
+			t.cfg.Handler(batch)
+		}
+		if err != nil {
+			t.logReadError(log, err)
+			return
+		}
+	}
+}
+
+// admit appends m to batch if it is addressed to this node by the peer that
+// connected.
+func (t *TCPTransport) admit(batch []Message, m *Message, from NodeID) []Message {
+	if m.To != t.cfg.Self || m.From != from {
+		t.rejected.Add(1)
+		return batch
+	}
+	return append(batch, *m)
+}
+
+func (t *TCPTransport) logReadError(log *slog.Logger, err error) {
+	switch {
+	case t.ctx.Err() != nil:
+	case errors.Is(err, io.EOF):
+		log.Debug("inbound connection closed")
+	case errors.Is(err, ErrCorrupt):
+		log.Warn("peer broke framing; closing its connection", "err", err)
+	default:
+		log.Info("inbound connection failed", "err", err)
+	}
+}
+
+// readHandshake reads the first frame of a connection and returns the
+// dialer's NodeID.
+func readHandshake(br *bufio.Reader) (NodeID, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+		return 0, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n < uint32(len(tcpMagic))+2 || n > 32 {
+		return 0, fmt.Errorf("%w: handshake frame of %d bytes", ErrCorrupt, n)
+	}
+	var buf [32]byte
+	b := buf[:n]
+	if _, err := io.ReadFull(br, b); err != nil {
+		return 0, err
+	}
+	if !bytes.Equal(b[:len(tcpMagic)], tcpMagic) {
+		return 0, fmt.Errorf("%w: handshake magic %q", ErrCorrupt, b[:len(tcpMagic)])
+	}
+	b = b[len(tcpMagic):]
+	if b[0] != tcpHandshakeVersion {
+		return 0, fmt.Errorf("%w: handshake version %d", ErrCorrupt, b[0])
+	}
+	id, k := binary.Uvarint(b[1:])
+	if k <= 0 || k != len(b)-1 || id == 0 || id > 1<<32-1 {
+		return 0, fmt.Errorf("%w: handshake node id", ErrCorrupt)
+	}
+	return NodeID(id), nil
+}
+
+// frameReader reads length-prefixed message frames.
+type frameReader struct {
+	br      *bufio.Reader
+	max     int
+	scratch []byte // for frames larger than br's buffer
+}
+
+// ready reports whether a whole frame is already buffered, so that next
+// will not block.
+func (r *frameReader) ready() bool {
+	if r.br.Buffered() < 4 {
+		return false
+	}
+	hdr, _ := r.br.Peek(4)
+	n := int(binary.BigEndian.Uint32(hdr))
+	// An invalid length counts as ready: next reports it without reading.
+	return n == 0 || n > r.max || r.br.Buffered()-4 >= n
+}
+
+// next reads and decodes one frame. A zero or oversized length, or a frame
+// that does not decode, is an error wrapping ErrCorrupt.
+func (r *frameReader) next() (Message, error) {
+	hdr, err := r.br.Peek(4)
+	if err != nil {
+		return Message{}, err
+	}
+	n := int(binary.BigEndian.Uint32(hdr))
+	if n == 0 || n > r.max {
+		return Message{}, fmt.Errorf("%w: frame of %d bytes (limit %d)", ErrCorrupt, n, r.max)
+	}
+	if _, err := r.br.Discard(4); err != nil {
+		return Message{}, err
+	}
+	if n <= r.br.Size() {
+		b, err := r.br.Peek(n)
+		if err != nil {
+			return Message{}, unexpectedEOF(err)
+		}
+		m, err := DecodeMessage(b)
+		_, _ = r.br.Discard(n)
+		return m, err
+	}
+	if cap(r.scratch) < n {
+		r.scratch = make([]byte, n)
+	}
+	b := r.scratch[:n]
+	if _, err := io.ReadFull(r.br, b); err != nil {
+		return Message{}, unexpectedEOF(err)
+	}
+	m, err := DecodeMessage(b)
+	if cap(r.scratch) > tcpKeepBuffer {
+		r.scratch = nil
+	}
+	return m, err
+}
+
+func unexpectedEOF(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// Close stops the transport: it closes the listener and every connection and
+// waits for the transport's goroutines. Queued messages are dropped. Close
+// is safe to call more than once.
+func (t *TCPTransport) Close() error {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		return nil
+	}
+	t.closed = true
+	t.isClosed.Store(true)
+	conns := make([]net.Conn, 0, len(t.inbound))
+	for c := range t.inbound {
+		conns = append(conns, c)
+	}
+	t.mu.Unlock()
+	t.cancel()
+	err := t.ln.Close()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+	for _, p := range *t.peers.Load() {
+		p.mu.Lock()
+		if p.conn != nil {
+			_ = p.conn.Close()
+		}
+		p.mu.Unlock()
+	}
+	t.wg.Wait()
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("paxos: tcp transport close: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,174 @@
+// Package paxos implements Multi-Paxos for one replication group: a
+// deterministic core (Core) that takes messages, ticks and proposals and
+// returns messages to send, state to persist and decisions to apply, plus a
+// runtime (Group, Host) that drives many cores with Pebble storage, a
+// transport and a monotonic ticker.
+//
+// The core follows the shape of etcd-io/raft: no goroutines, sockets or clock
+// reads inside, so that a simulator can drive it through any interleaving and
+// check safety after every step.
+//
+// # Protocol
+//
+// A node becomes master of a group with phase 1 (Prepare/Promise) for every
+// instance from its first unchosen one on, under a ballot ordered by
+// (round, node). It then runs phase 2 (Accept/Accepted) per instance, with up
+// to Config.MaxInflight instances in flight. Commands that arrive while the
+// window is full queue and ride in the next instance together (adaptive
+// batching without a fixed delay). The master tells followers which
+// instances are chosen in every Accept and Heartbeat, so they learn without
+// another round; a follower that misses instances asks for them (Learn), and
+// one that fell behind the truncated log receives a snapshot.
+//
+// # Leases (invariant I5)
+//
+// Master leases are promise-based and use only local tick counts. An acceptor
+// that promises or renews ballot b refuses every other ballot's Prepare for
+// LeaseTicks of its own ticks; a master counts its lease from the tick at
+// which it sent the Prepare or Heartbeat that a majority acknowledged, and
+// shortens it by the configured clock-rate bound, so the lease always ends
+// before any acceptor would promise a rival. An acceptor that restarts has
+// forgotten its promises' timers, so it promises nobody for LeaseTicks after
+// it starts. A master hands the group over explicitly by stepping down first
+// and then telling the target it may campaign at once (TimeoutNow); acceptors
+// release their lease for a Prepare that carries the released ballot.
+package paxos
+
+import (
+	"errors"
+	"fmt"
+)
+
+// NodeID names a replica. Zero is not a valid NodeID.
+type NodeID uint32
+
+// GroupID names one replication group on a node.
+type GroupID uint32
+
+// Ballot orders master terms: by Round, then by Node. The zero Ballot is
+// lower than every ballot a node can use.
+type Ballot struct {
+	Round uint64
+	Node  NodeID
+}
+
+// Less reports whether b orders before o.
+func (b Ballot) Less(o Ballot) bool {
+	if b.Round != o.Round {
+		return b.Round < o.Round
+	}
+	return b.Node < o.Node
+}
+
+// IsZero reports whether b is the zero ballot.
+func (b Ballot) IsZero() bool { return b.Round == 0 && b.Node == 0 }
+
+// String formats the ballot as round.node.
+func (b Ballot) String() string { return fmt.Sprintf("%d.%d", b.Round, b.Node) }
+
+// Value is what one instance chooses: a batch of opaque commands, tagged with
+// the ballot and sequence number under which it was first proposed so that
+// the proposer can recognise its own batch when the instance is applied. A
+// no-op value has no commands.
+type Value struct {
+	Origin Ballot
+	Seq    uint64
+	Cmds   [][]byte
+}
+
+// Same reports whether v and o are the same proposal.
+func (v Value) Same(o Value) bool { return v.Origin == o.Origin && v.Seq == o.Seq }
+
+// Size returns the approximate encoded size of v in bytes.
+func (v Value) Size() int {
+	n := 24
+	for _, c := range v.Cmds {
+		n += len(c) + 4
+	}
+	return n
+}
+
+// Entry is one instance of the log as an acceptor stores it: the value it
+// accepted and the ballot it accepted it in.
+type Entry struct {
+	Instance uint64
+	Ballot   Ballot
+	Value    Value
+}
+
+// HardState is the part of an acceptor's state that must survive a crash
+// before it answers: the highest ballot it promised. Committed is the highest
+// instance known chosen with every instance below it; it may be persisted
+// lazily (a replica relearns it), but it never goes backwards.
+type HardState struct {
+	Promised  Ballot
+	Committed uint64
+}
+
+// MsgType is the kind of a Message.
+type MsgType uint8
+
+// Message types.
+const (
+	MsgPrepare      MsgType = iota + 1 // phase 1a: Ballot, Instance = first instance asked for, Released
+	MsgPromise                         // phase 1b: Ballot, Entries (accepted at or after Instance), Committed, LogStart, Reject
+	MsgAccept                          // phase 2a: Ballot, Entries (one or more consecutive), Committed
+	MsgAccepted                        // phase 2b: Ballot, Instance, Reject (Hint = promised)
+	MsgHeartbeat                       // lease renewal and commit notice: Ballot, Committed, Tick
+	MsgHeartbeatAck                    // Ballot, Tick (echoed), Reject
+	MsgLearn                           // catch-up request: Instance = first instance wanted
+	MsgLearnReply                      // Entries (chosen), Committed, LogStart (Snapshot if behind it)
+	MsgTimeoutNow                      // hand-off: the master of Ballot stepped down; campaign now
+	MsgSnapshot                        // one chunk of a snapshot stream (handled by the runtime)
+)
+
+var msgTypeNames = [...]string{"?", "Prepare", "Promise", "Accept", "Accepted", "Heartbeat", "HeartbeatAck", "Learn", "LearnReply", "TimeoutNow", "Snapshot"}
+
+// String returns the type's name.
+func (t MsgType) String() string {
+	if int(t) < len(msgTypeNames) {
+		return msgTypeNames[t]
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// Message is what replicas of one group say to each other. Which fields
+// matter depends on Type.
+type Message struct {
+	Type      MsgType
+	Group     GroupID
+	From, To  NodeID
+	Ballot    Ballot
+	Hint      Ballot // on rejection: the ballot the acceptor promised; on Prepare: the released ballot of a hand-off
+	Instance  uint64
+	Committed uint64
+	LogStart  uint64
+	Tick      uint64
+	Reject    bool
+	// Snapshot says, on LearnReply, that the sender's log no longer holds
+	// Instance and a snapshot stream follows.
+	Snapshot bool
+	Entries  []Entry
+	// Chunk carries snapshot bytes (MsgSnapshot), with Instance = the
+	// snapshot's applied instance, Tick = chunk offset and Reject = last chunk.
+	Chunk []byte
+}
+
+// Errors returned by the package.
+var (
+	// ErrNotMaster means this replica is not the group's master; the
+	// command was not proposed.
+	ErrNotMaster = errors.New("paxos: not master")
+	// ErrOverloaded means the proposal queue is full; the command was not
+	// proposed.
+	ErrOverloaded = errors.New("paxos: proposal queue full")
+	// ErrNotChosen means the instance that carried the command chose
+	// another value: the command definitely did not take effect.
+	ErrNotChosen = errors.New("paxos: proposal lost to another master")
+	// ErrStopped means the group is shutting down.
+	ErrStopped = errors.New("paxos: group stopped")
+	// ErrTooLarge means a command exceeds the batch byte limit.
+	ErrTooLarge = errors.New("paxos: command too large")
+	// ErrCorrupt means stored or received bytes could not be decoded.
+	ErrCorrupt = errors.New("paxos: corrupt data")
+)

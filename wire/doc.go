@@ -1,0 +1,90 @@
+// Package wire is paxlock's client protocol: the frame format, the message
+// types, the status codes and the key hash. It is the one place client and
+// server agree, and imports nothing else of the project.
+//
+// # Frames
+//
+// A connection carries frames in both directions:
+//
+//	u32 length    big-endian; counts the bytes after itself (10 + body)
+//	u8  version   Version (1); anything else is ErrBadVersion
+//	u8  type      Type
+//	u64 reqID     big-endian
+//	... body      one msgpack value, the message for type
+//
+// HeaderSize is 14. A receiver bounds the whole frame (DefaultMaxFrame,
+// 1 MiB, unless configured) and closes a connection whose framing breaks
+// (ErrFrameTooLarge, ErrBadLength, ErrBadVersion); ParseFrame detects these
+// from the first five bytes. An unknown type or an undecodable body leaves
+// the stream intact: the server answers BAD_REQUEST and reads on.
+//
+// Requests are pipelined: a client may send many before the replies come,
+// and the server answers each by its request id, in any order. Request ids
+// are chosen by the client, nonzero, and unique among its requests in
+// flight on that connection. Request id 0 marks a server push.
+//
+// # Session
+//
+// A connection's first request is Hello (namespace, secret, client id). The
+// server answers AUTH_FAILED to anything else until a Hello succeeds. The
+// namespace applies to every later request on the connection; see Hello for
+// why it is per connection while the lock owner is per request.
+//
+// # Messages
+//
+// Every body is a msgpack array of the message's fields in the order below.
+// Integers use the smallest msgpack encoding; strings are msgpack str;
+// nested records are arrays. A receiver treats missing trailing fields as
+// zero and skips extra trailing fields, so a later version may append
+// fields without breaking older peers; it never reorders or removes them.
+// An Owner is two fields, client then id.
+//
+//	type  name           dir   body fields
+//	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent
+//	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID
+//	0x03  Renew          c→s   Key, Owner, Token, TTLMs
+//	0x04  Release        c→s   Key, Owner, Token
+//	0x05  State          c→s   Key
+//	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs
+//	0x07  Unwatch        c→s   Key, WatchID
+//	0x08  CancelWait     c→s   Key, Owner, WaitID
+//	0x09  Heartbeat      c→s   (none)
+//	0x0A  GetView        c→s   (none)
+//	0x0B  SubscribeView  c→s   (none)
+//	0x40  Response       s→c   Status, Token, Holder, TTLLeftMs, QueueLen, Kind,
+//	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg
+//	0x41  View           s→c   Version, Groups [[Master, Addr, Epoch]...],
+//	                           Nodes [[ID, Addr, Alive]...]
+//	0x80  Granted        push  WaitID, Key, Status, Token, Owner
+//	0x81  Lost           push  Key, Token, Owner, Event
+//	0x82  WatchEvent     push  WatchID, Key, Event, Token, Holder
+//	0x83  ViewChanged    push  (same body as View)
+//
+// Every request gets exactly one reply with its id: a Response, except that
+// a successful GetView or SubscribeView gets a View. Response omits its
+// trailing zero fields. Pushes carry request id 0 and name their subject in
+// the body: a blocked Acquire's WaitID (Granted), a Watch's WatchID
+// (WatchEvent), a held lock's key and token (Lost).
+//
+// # Acquiring
+//
+// The client computes h := KeyHash(namespace, key) and sends Acquire to the
+// master of group GroupOf(h, len(view.Groups)); a server hands it to worker
+// WorkerOf(h, workers) of that group. With MaxWaitMs 0 (try-lock) the reply
+// is SUCCESS with the fencing token or LOCK_OCCUPIED. With MaxWaitMs > 0 and
+// the key held, the reply is LOCK_WAIT and the outcome arrives later as a
+// Granted push for the request's WaitID; the client may give up with
+// CancelWait. A node that is not the group's master answers MASTER_REDIRECT
+// with the master's address, or NO_MASTER during an election. Fencing
+// tokens are groupVersion<<48 | instanceID (MakeToken) and strictly
+// increase per key.
+//
+// # Encoding in Go
+//
+// Messages implement msgpack.CustomEncoder and CustomDecoder by hand (no
+// reflection). A Codec reuses one Encoder and one Decoder, so AppendFrame
+// writes a frame into the caller's buffer without allocating, and decoding
+// allocates only the message and its strings (none but the strings with
+// DecodeInto). The package-level AppendFrame, Decode and DecodeInto draw
+// Codecs from a pool.
+package wire

@@ -1,0 +1,908 @@
+package wire
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// WaitForever, as MaxWaitMs, asks to wait with no deadline.
+const WaitForever = math.MaxUint32
+
+// Limits on a View's lists, checked when one is decoded.
+const (
+	// MaxViewGroups is the most groups a View may list.
+	MaxViewGroups = 1024
+	// MaxViewNodes is the most nodes a View may list.
+	MaxViewNodes = 1024
+)
+
+// Request is a message a client sends; Validate checks the rules decoding
+// does not (key length, weight range, required ids). Every error it returns
+// wraps ErrInvalid.
+type Request interface {
+	Message
+	Validate() error
+}
+
+func validateOwner(o Owner) error {
+	if o.Client == 0 {
+		return fmt.Errorf("%w: owner client id is 0", ErrInvalidField)
+	}
+	return nil
+}
+
+// Hello opens a session and must be a connection's first request. The
+// server answers Response{Status: SUCCESS, ViewVersion} or AUTH_FAILED; it
+// answers every other request on a connection without an accepted Hello
+// with AUTH_FAILED.
+//
+// Why once per connection and not per request: requests stay small (no
+// namespace string to send, decode and allocate on every acquire), the
+// secret is checked once, the server computes KeyHash from the connection's
+// namespace, and a registry can pick the cluster to describe from it. A
+// client object serves one namespace, so nothing is lost; a process using
+// two namespaces opens two clients. Owner identity, in contrast, is carried
+// in every request, so that ownership survives reconnects and master
+// changes and a node can relay a request to the master unchanged.
+type Hello struct {
+	// Namespace is the tenant; see ValidateNamespace.
+	Namespace string
+	// Secret is the namespace's secret, sent in the clear: use a trusted
+	// network.
+	Secret string
+	// ClientID is the client's Owner.Client value; the server may refuse
+	// requests on this connection whose Owner.Client differs.
+	ClientID uint64
+	// Agent names the client library and version, for logs (may be empty).
+	Agent string
+}
+
+func (*Hello) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Hello) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(4)
+	w.str(m.Namespace)
+	w.str(m.Secret)
+	w.uint(m.ClientID)
+	w.str(m.Agent)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Hello) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Hello{
+		Namespace: f.str(),
+		Secret:    f.str(),
+		ClientID:  f.u64(),
+		Agent:     f.str(),
+	}
+	return f.done("Hello")
+}
+
+// Validate checks the namespace, the secret's length and that ClientID is
+// nonzero.
+func (m *Hello) Validate() error {
+	if err := ValidateNamespace(m.Namespace); err != nil {
+		return err
+	}
+	if len(m.Secret) > MaxSecretLen {
+		return fmt.Errorf("%w: secret of %d bytes, limit %d", ErrInvalidField, len(m.Secret), MaxSecretLen)
+	}
+	if m.ClientID == 0 {
+		return fmt.Errorf("%w: client id is 0", ErrInvalidField)
+	}
+	if len(m.Agent) > MaxKeyLen {
+		return fmt.Errorf("%w: agent of %d bytes", ErrInvalidField, len(m.Agent))
+	}
+	return nil
+}
+
+// Acquire asks for a lock on Key for Owner.
+//
+// Replies: SUCCESS with the new fencing Token; LOCK_OCCUPIED (try-lock,
+// key held: holder, token, TTL left and queue length filled in); LOCK_WAIT
+// (blocking, queued: the outcome comes as a Granted push carrying WaitID);
+// MASTER_REDIRECT, NO_MASTER, OVERLOADED, TIMEOUT, BAD_REQUEST,
+// AUTH_FAILED, ERROR.
+type Acquire struct {
+	// Key is the lock's name within the connection's namespace.
+	Key string
+	// Owner is who will hold the lock.
+	Owner Owner
+	// Kind is exclusive, read or write.
+	Kind Kind
+	// Flags may hold FlagReentrant.
+	Flags Flags
+	// Weight, MinWeight..MaxWeight, orders waiters: heaviest first, then
+	// earliest.
+	Weight uint8
+	// TTLMs is how long the lock lives without a renewal, in milliseconds;
+	// 0 asks for the server's default. The server enforces its bounds.
+	TTLMs uint32
+	// MaxWaitMs is how long the request may wait in the key's queue: 0 is a
+	// try-lock (never queued), WaitForever has no deadline.
+	MaxWaitMs uint32
+	// WaitID names this wait in Granted and CancelWait: chosen by the
+	// client, nonzero and unique within its ClientID when MaxWaitMs > 0,
+	// and kept when the request is re-sent to a new master.
+	WaitID uint64
+}
+
+func (*Acquire) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(9)
+	w.str(m.Key)
+	w.uint(m.Owner.Client)
+	w.uint(m.Owner.ID)
+	w.uint(uint64(m.Kind))
+	w.uint(uint64(m.Flags))
+	w.uint(uint64(m.Weight))
+	w.uint(uint64(m.TTLMs))
+	w.uint(uint64(m.MaxWaitMs))
+	w.uint(m.WaitID)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Acquire{
+		Key:       f.str(),
+		Owner:     Owner{Client: f.u64(), ID: f.u64()},
+		Kind:      Kind(f.u8()),
+		Flags:     Flags(f.u8()),
+		Weight:    f.u8(),
+		TTLMs:     f.u32(),
+		MaxWaitMs: f.u32(),
+		WaitID:    f.u64(),
+	}
+	return f.done("Acquire")
+}
+
+// Blocking reports whether the request may wait in the queue.
+func (m *Acquire) Blocking() bool { return m.MaxWaitMs > 0 }
+
+// Validate checks the key, owner, kind and weight, and that a blocking
+// acquire has a WaitID.
+func (m *Acquire) Validate() error {
+	if err := ValidateKey(m.Key); err != nil {
+		return err
+	}
+	if err := validateOwner(m.Owner); err != nil {
+		return err
+	}
+	if !m.Kind.Valid() {
+		return fmt.Errorf("%w: %d", ErrInvalidKind, m.Kind)
+	}
+	if err := ValidateWeight(m.Weight); err != nil {
+		return err
+	}
+	if m.Blocking() && m.WaitID == 0 {
+		return fmt.Errorf("%w: blocking acquire with wait id 0", ErrInvalidField)
+	}
+	return nil
+}
+
+// Renew extends the lock Owner holds on Key with Token.
+//
+// Replies: SUCCESS (Token unchanged, TTLLeftMs the new TTL);
+// LOCK_DELETED; LOCK_CHANGED_OWNER; TOKEN_ERROR; and the routing and
+// overload statuses.
+type Renew struct {
+	// Key is the lock's name.
+	Key string
+	// Owner must be the holder.
+	Owner Owner
+	// Token must be the lock's current fencing token.
+	Token uint64
+	// TTLMs is the new TTL from now, in milliseconds; 0 keeps the lock's
+	// current TTL.
+	TTLMs uint32
+}
+
+func (*Renew) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Renew) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(5)
+	w.str(m.Key)
+	w.uint(m.Owner.Client)
+	w.uint(m.Owner.ID)
+	w.uint(m.Token)
+	w.uint(uint64(m.TTLMs))
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Renew) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Renew{
+		Key:   f.str(),
+		Owner: Owner{Client: f.u64(), ID: f.u64()},
+		Token: f.u64(),
+		TTLMs: f.u32(),
+	}
+	return f.done("Renew")
+}
+
+// Validate checks the key and owner.
+func (m *Renew) Validate() error {
+	if err := ValidateKey(m.Key); err != nil {
+		return err
+	}
+	return validateOwner(m.Owner)
+}
+
+// Release frees the lock Owner holds on Key with Token; if the key has
+// waiters, the same step grants it to the first of them.
+//
+// Replies: SUCCESS; LOCK_DELETED (already expired or released);
+// LOCK_CHANGED_OWNER; TOKEN_ERROR; and the routing and overload statuses.
+// On the last three the caller must assume the protected work may have
+// overlapped another holder's.
+type Release struct {
+	// Key is the lock's name.
+	Key string
+	// Owner must be the holder.
+	Owner Owner
+	// Token must be the lock's current fencing token.
+	Token uint64
+}
+
+func (*Release) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(4)
+	w.str(m.Key)
+	w.uint(m.Owner.Client)
+	w.uint(m.Owner.ID)
+	w.uint(m.Token)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Release{
+		Key:   f.str(),
+		Owner: Owner{Client: f.u64(), ID: f.u64()},
+		Token: f.u64(),
+	}
+	return f.done("Release")
+}
+
+// Validate checks the key and owner.
+func (m *Release) Validate() error {
+	if err := ValidateKey(m.Key); err != nil {
+		return err
+	}
+	return validateOwner(m.Owner)
+}
+
+// State asks for the state of Key, read from the master's applied state
+// without a Paxos round.
+//
+// Replies: SUCCESS with Token, Holder, Kind, Readers, TTLLeftMs and
+// QueueLen; LOCK_DELETED when the key is free (QueueLen may still be
+// nonzero while a hand-off is in flight); and the routing statuses.
+type State struct {
+	// Key is the lock's name.
+	Key string
+}
+
+func (*State) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *State) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(1)
+	w.str(m.Key)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *State) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = State{Key: f.str()}
+	return f.done("State")
+}
+
+// Validate checks the key.
+func (m *State) Validate() error { return ValidateKey(m.Key) }
+
+// Watch asks to be told when Key changes relative to Token, the token the
+// watcher last saw (0 for none): the server pushes a WatchEvent with
+// WatchID when the key is granted with a token above Token
+// (EventAcquired), or the lock holding Token is released (EventReleased),
+// expires (EventExpired) or is revoked (EventRevoked); if the key is already
+// held above Token the event is pushed at once. Only the latest state is
+// reported, not every step in between. Without FlagContinuous the watch
+// ends with its first event; with it, the watch continues with Token
+// advanced to each event's. When MaxWaitMs (0 or WaitForever: no deadline)
+// passes, the server pushes EventTimeout and drops the watch.
+//
+// Replies: SUCCESS (registered); the routing and overload statuses.
+// Watches live in the master's memory: after a reconnect or master change
+// the client registers them again.
+type Watch struct {
+	// Key is the lock's name.
+	Key string
+	// WatchID names the watch in WatchEvent and Unwatch: chosen by the
+	// client, nonzero, unique within its connection.
+	WatchID uint64
+	// Token is the last token the watcher knows of.
+	Token uint64
+	// Flags may hold FlagContinuous.
+	Flags Flags
+	// MaxWaitMs bounds the watch's life, in milliseconds.
+	MaxWaitMs uint32
+}
+
+func (*Watch) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Watch) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(5)
+	w.str(m.Key)
+	w.uint(m.WatchID)
+	w.uint(m.Token)
+	w.uint(uint64(m.Flags))
+	w.uint(uint64(m.MaxWaitMs))
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Watch) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Watch{
+		Key:       f.str(),
+		WatchID:   f.u64(),
+		Token:     f.u64(),
+		Flags:     Flags(f.u8()),
+		MaxWaitMs: f.u32(),
+	}
+	return f.done("Watch")
+}
+
+// Validate checks the key and that WatchID is nonzero.
+func (m *Watch) Validate() error {
+	if err := ValidateKey(m.Key); err != nil {
+		return err
+	}
+	if m.WatchID == 0 {
+		return fmt.Errorf("%w: watch id is 0", ErrInvalidField)
+	}
+	return nil
+}
+
+// Unwatch drops the watch WatchID on Key. Key routes the request to the
+// key's group. Replies: SUCCESS, also when no such watch exists; the
+// routing statuses.
+type Unwatch struct {
+	// Key is the watched key.
+	Key string
+	// WatchID is the Watch's id.
+	WatchID uint64
+}
+
+func (*Unwatch) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Unwatch) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(2)
+	w.str(m.Key)
+	w.uint(m.WatchID)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Unwatch) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Unwatch{Key: f.str(), WatchID: f.u64()}
+	return f.done("Unwatch")
+}
+
+// Validate checks the key and that WatchID is nonzero.
+func (m *Unwatch) Validate() error {
+	if err := ValidateKey(m.Key); err != nil {
+		return err
+	}
+	if m.WatchID == 0 {
+		return fmt.Errorf("%w: watch id is 0", ErrInvalidField)
+	}
+	return nil
+}
+
+// CancelWait takes Owner's blocked acquire WaitID out of Key's queue, for a
+// client whose caller gave up (context cancelled). Key routes the request.
+//
+// Replies: SUCCESS with Token 0 when the waiter was removed or was not
+// queued. If the grant won the race, SUCCESS with Token set to the granted
+// token (a Granted push was or will be sent too): the owner holds the lock
+// and must release it. Routing statuses as usual.
+type CancelWait struct {
+	// Key is the key waited on.
+	Key string
+	// Owner is the waiting owner.
+	Owner Owner
+	// WaitID is the Acquire's WaitID.
+	WaitID uint64
+}
+
+func (*CancelWait) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *CancelWait) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(4)
+	w.str(m.Key)
+	w.uint(m.Owner.Client)
+	w.uint(m.Owner.ID)
+	w.uint(m.WaitID)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *CancelWait) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = CancelWait{
+		Key:    f.str(),
+		Owner:  Owner{Client: f.u64(), ID: f.u64()},
+		WaitID: f.u64(),
+	}
+	return f.done("CancelWait")
+}
+
+// Validate checks the key, owner and that WaitID is nonzero.
+func (m *CancelWait) Validate() error {
+	if err := ValidateKey(m.Key); err != nil {
+		return err
+	}
+	if err := validateOwner(m.Owner); err != nil {
+		return err
+	}
+	if m.WaitID == 0 {
+		return fmt.Errorf("%w: wait id is 0", ErrInvalidField)
+	}
+	return nil
+}
+
+// Heartbeat keeps a connection alive and lets the client notice a stale
+// view. Reply: Response{Status: SUCCESS, ViewVersion}.
+type Heartbeat struct{}
+
+func (*Heartbeat) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (*Heartbeat) EncodeMsgpack(e *msgpack.Encoder) error { return e.EncodeArrayLen(0) }
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (*Heartbeat) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	return f.done("Heartbeat")
+}
+
+// Validate always succeeds.
+func (*Heartbeat) Validate() error { return nil }
+
+// GetView asks for the current cluster view. Reply: a View frame, or a
+// Response on failure.
+type GetView struct{}
+
+func (*GetView) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (*GetView) EncodeMsgpack(e *msgpack.Encoder) error { return e.EncodeArrayLen(0) }
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (*GetView) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	return f.done("GetView")
+}
+
+// Validate always succeeds.
+func (*GetView) Validate() error { return nil }
+
+// SubscribeView asks for the current cluster view and every later one.
+// Reply: a View frame (or a Response on failure); then a ViewChanged push
+// whenever the view's version rises, until the connection closes.
+type SubscribeView struct{}
+
+func (*SubscribeView) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (*SubscribeView) EncodeMsgpack(e *msgpack.Encoder) error { return e.EncodeArrayLen(0) }
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (*SubscribeView) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	return f.done("SubscribeView")
+}
+
+// Validate always succeeds.
+func (*SubscribeView) Validate() error { return nil }
+
+// Response is the reply to every request except a successful GetView or
+// SubscribeView. Which fields are set depends on the request and status
+// (see each request and Status); the rest are zero. It is encoded without
+// its trailing zero fields, so a plain SUCCESS with a token takes a few
+// bytes.
+type Response struct {
+	// Status is the outcome.
+	Status Status
+	// Token is the fencing token: of the lock just granted (Acquire), the
+	// current holder's (LOCK_OCCUPIED, State).
+	Token uint64
+	// Holder is the lock's holder (LOCK_OCCUPIED, State; for a read lock,
+	// one of the readers).
+	Holder Owner
+	// TTLLeftMs is the time left before the lock expires as the master
+	// sees it, in milliseconds (LOCK_OCCUPIED, State, Renew).
+	TTLLeftMs uint32
+	// QueueLen is the number of waiters on the key (LOCK_OCCUPIED,
+	// LOCK_WAIT, State).
+	QueueLen uint32
+	// Kind is the held lock's kind (State, LOCK_OCCUPIED).
+	Kind Kind
+	// Readers is how many owners hold a read lock on the key (State).
+	Readers uint32
+	// RetryAfterMs is how long to wait before retrying (OVERLOADED,
+	// NO_MASTER).
+	RetryAfterMs uint32
+	// Redirect is the master's client address, host:port
+	// (MASTER_REDIRECT).
+	Redirect string
+	// ViewVersion is the version of the server's cluster view (Hello,
+	// Heartbeat): a client whose view is older fetches a new one.
+	ViewVersion uint64
+	// Msg is a human-readable detail (BAD_REQUEST, ERROR); not for
+	// programs to parse.
+	Msg string
+}
+
+func (*Response) wireMessage() {}
+
+// responseFields is how many fields r needs: up to its last nonzero one.
+func (m *Response) responseFields() int {
+	switch {
+	case m.Msg != "":
+		return 12
+	case m.ViewVersion != 0:
+		return 11
+	case m.Redirect != "":
+		return 10
+	case m.RetryAfterMs != 0:
+		return 9
+	case m.Readers != 0:
+		return 8
+	case m.Kind != 0:
+		return 7
+	case m.QueueLen != 0:
+		return 6
+	case m.TTLLeftMs != 0:
+		return 5
+	case m.Holder.ID != 0:
+		return 4
+	case m.Holder.Client != 0:
+		return 3
+	case m.Token != 0:
+		return 2
+	}
+	return 1
+}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Response) EncodeMsgpack(e *msgpack.Encoder) error {
+	n := m.responseFields()
+	w := fieldWriter{e: e}
+	w.array(n)
+	w.uint(uint64(m.Status))
+	if n == 1 {
+		return w.err
+	}
+	w.uint(m.Token)
+	if n == 2 {
+		return w.err
+	}
+	fields := [...]uint64{
+		m.Holder.Client, m.Holder.ID, uint64(m.TTLLeftMs), uint64(m.QueueLen),
+		uint64(m.Kind), uint64(m.Readers), uint64(m.RetryAfterMs),
+	}
+	for i := 0; i < len(fields) && i < n-2; i++ {
+		w.uint(fields[i])
+	}
+	if n > 9 {
+		w.str(m.Redirect)
+	}
+	if n > 10 {
+		w.uint(m.ViewVersion)
+	}
+	if n > 11 {
+		w.str(m.Msg)
+	}
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Response) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Response{
+		Status:       Status(f.u8()),
+		Token:        f.u64(),
+		Holder:       Owner{Client: f.u64(), ID: f.u64()},
+		TTLLeftMs:    f.u32(),
+		QueueLen:     f.u32(),
+		Kind:         Kind(f.u8()),
+		Readers:      f.u32(),
+		RetryAfterMs: f.u32(),
+		Redirect:     f.str(),
+		ViewVersion:  f.u64(),
+		Msg:          f.str(),
+	}
+	return f.done("Response")
+}
+
+// View is the cluster view: which node masters each group and where nodes
+// listen for clients. Its version rises with every change; a client keeps
+// the highest version it has seen and ignores older ones. The group count
+// is len(Groups), and a key's group is GroupOf(KeyHash(ns, key),
+// len(Groups)).
+type View struct {
+	// Version orders views.
+	Version uint64
+	// Groups lists every group, indexed by group number.
+	Groups []GroupView
+	// Nodes lists the cluster's members.
+	Nodes []NodeView
+}
+
+// GroupView is one group's entry in a View.
+type GroupView struct {
+	// Master is the master's node id, 0 when the group has none.
+	Master uint32
+	// Addr is the master's client address, host:port ("" when none).
+	Addr string
+	// Epoch rises with every change of the group's master.
+	Epoch uint64
+}
+
+// NodeView is one node's entry in a View.
+type NodeView struct {
+	// ID is the node id, nonzero.
+	ID uint32
+	// Addr is the node's client address, host:port.
+	Addr string
+	// Alive is the membership layer's opinion: a hint, not a promise.
+	Alive bool
+}
+
+func (*View) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *View) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(3)
+	w.uint(m.Version)
+	w.array(len(m.Groups))
+	for i := range m.Groups {
+		g := &m.Groups[i]
+		w.array(3)
+		w.uint(uint64(g.Master))
+		w.str(g.Addr)
+		w.uint(g.Epoch)
+	}
+	w.array(len(m.Nodes))
+	for i := range m.Nodes {
+		n := &m.Nodes[i]
+		w.array(3)
+		w.uint(uint64(n.ID))
+		w.str(n.Addr)
+		w.boolean(n.Alive)
+	}
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder. Lists longer than
+// MaxViewGroups or MaxViewNodes are ErrMalformed.
+func (m *View) DecodeMsgpack(d *msgpack.Decoder) error {
+	*m = View{}
+	f := readFields(d)
+	m.Version = f.u64()
+	if n := f.list(MaxViewGroups); n > 0 {
+		m.Groups = make([]GroupView, n)
+		for i := range m.Groups {
+			g := readFields(d)
+			m.Groups[i] = GroupView{Master: g.u32(), Addr: g.str(), Epoch: g.u64()}
+			if err := g.done("View group"); err != nil {
+				*m = View{}
+				return err
+			}
+		}
+	}
+	if n := f.list(MaxViewNodes); n > 0 {
+		m.Nodes = make([]NodeView, n)
+		for i := range m.Nodes {
+			g := readFields(d)
+			m.Nodes[i] = NodeView{ID: g.u32(), Addr: g.str(), Alive: g.boolean()}
+			if err := g.done("View node"); err != nil {
+				*m = View{}
+				return err
+			}
+		}
+	}
+	if err := f.done("View"); err != nil {
+		*m = View{}
+		return err
+	}
+	return nil
+}
+
+// GroupCount returns the number of groups, len(Groups).
+func (m *View) GroupCount() int { return len(m.Groups) }
+
+// MasterAddr returns the client address of group g's master, and false if
+// g is out of range or the group has no master.
+func (m *View) MasterAddr(g int) (string, bool) {
+	if g < 0 || g >= len(m.Groups) || m.Groups[g].Master == 0 || m.Groups[g].Addr == "" {
+		return "", false
+	}
+	return m.Groups[g].Addr, true
+}
+
+// Granted is pushed (request id 0) to a waiter whose blocking Acquire
+// ended: Status SUCCESS means Owner now holds Key with Token; TIMEOUT means
+// MaxWaitMs passed and the waiter left the queue. It is sent on the
+// connection the Acquire (or its latest re-send) arrived on.
+type Granted struct {
+	// WaitID is the Acquire's WaitID.
+	WaitID uint64
+	// Key is the lock's name.
+	Key string
+	// Status is SUCCESS or TIMEOUT.
+	Status Status
+	// Token is the new fencing token (SUCCESS).
+	Token uint64
+	// Owner is the waiter's owner.
+	Owner Owner
+}
+
+func (*Granted) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Granted) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(6)
+	w.uint(m.WaitID)
+	w.str(m.Key)
+	w.uint(uint64(m.Status))
+	w.uint(m.Token)
+	w.uint(m.Owner.Client)
+	w.uint(m.Owner.ID)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Granted) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Granted{
+		WaitID: f.u64(),
+		Key:    f.str(),
+		Status: Status(f.u8()),
+		Token:  f.u64(),
+		Owner:  Owner{Client: f.u64(), ID: f.u64()},
+	}
+	return f.done("Granted")
+}
+
+// Lost is pushed (request id 0) to a holder whose lock on Key with Token
+// is gone without its asking: Event is EventExpired or EventRevoked. It is
+// best effort (the holder may be disconnected); a client also counts the
+// TTL down on its own clock.
+type Lost struct {
+	// Key is the lock's name.
+	Key string
+	// Token is the lost lock's fencing token.
+	Token uint64
+	// Owner was the holder.
+	Owner Owner
+	// Event says why.
+	Event Event
+}
+
+func (*Lost) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *Lost) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(5)
+	w.str(m.Key)
+	w.uint(m.Token)
+	w.uint(m.Owner.Client)
+	w.uint(m.Owner.ID)
+	w.uint(uint64(m.Event))
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *Lost) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = Lost{
+		Key:   f.str(),
+		Token: f.u64(),
+		Owner: Owner{Client: f.u64(), ID: f.u64()},
+		Event: Event(f.u8()),
+	}
+	return f.done("Lost")
+}
+
+// WatchEvent is pushed (request id 0) to a watcher when its key changed;
+// see Watch.
+type WatchEvent struct {
+	// WatchID is the Watch's id.
+	WatchID uint64
+	// Key is the watched key.
+	Key string
+	// Event says what happened.
+	Event Event
+	// Token is the key's token after the event (EventAcquired) or the
+	// token of the lock that ended.
+	Token uint64
+	// Holder is the new holder (EventAcquired), else zero.
+	Holder Owner
+}
+
+func (*WatchEvent) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *WatchEvent) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(6)
+	w.uint(m.WatchID)
+	w.str(m.Key)
+	w.uint(uint64(m.Event))
+	w.uint(m.Token)
+	w.uint(m.Holder.Client)
+	w.uint(m.Holder.ID)
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *WatchEvent) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = WatchEvent{
+		WatchID: f.u64(),
+		Key:     f.str(),
+		Event:   Event(f.u8()),
+		Token:   f.u64(),
+		Holder:  Owner{Client: f.u64(), ID: f.u64()},
+	}
+	return f.done("WatchEvent")
+}
+
+// Compile-time checks that every request type validates.
+var (
+	_ Request = (*Hello)(nil)
+	_ Request = (*Acquire)(nil)
+	_ Request = (*Renew)(nil)
+	_ Request = (*Release)(nil)
+	_ Request = (*State)(nil)
+	_ Request = (*Watch)(nil)
+	_ Request = (*Unwatch)(nil)
+	_ Request = (*CancelWait)(nil)
+	_ Request = (*Heartbeat)(nil)
+	_ Request = (*GetView)(nil)
+	_ Request = (*SubscribeView)(nil)
+)

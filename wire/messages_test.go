@@ -1,0 +1,373 @@
+package wire
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// allTypes lists every defined type.
+var allTypes = []Type{
+	TypeHello, TypeAcquire, TypeRenew, TypeRelease, TypeState, TypeWatch,
+	TypeUnwatch, TypeCancelWait, TypeHeartbeat, TypeGetView, TypeSubscribeView,
+	TypeResponse, TypeView, TypeGranted, TypeLost, TypeWatchEvent, TypeViewChanged,
+}
+
+// randUint returns a random value up to max, biased to the boundaries of
+// msgpack's integer encodings.
+func randUint(r *rand.Rand, max uint64) uint64 {
+	edges := []uint64{0, 1, 127, 128, 255, 256, 65535, 65536, math.MaxUint32, math.MaxUint32 + 1, math.MaxUint64}
+	if r.IntN(2) == 0 {
+		e := edges[r.IntN(len(edges))]
+		if e <= max {
+			return e
+		}
+		return max
+	}
+	v := r.Uint64() >> r.IntN(64)
+	if max != math.MaxUint64 {
+		v %= max + 1
+	}
+	return v
+}
+
+func randString(r *rand.Rand) string {
+	lens := []int{0, 1, 5, 31, 32, 255, 256, 600}
+	n := lens[r.IntN(len(lens))]
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.UintN(256))
+	}
+	return string(b)
+}
+
+// fill sets every field of the value v points to at random.
+func fill(r *rand.Rand, v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		fill(r, v.Elem())
+	case reflect.Struct:
+		for i := 0; i < v.NumField(); i++ {
+			fill(r, v.Field(i))
+		}
+	case reflect.String:
+		v.SetString(randString(r))
+	case reflect.Bool:
+		v.SetBool(r.IntN(2) == 1)
+	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(randUint(r, uint64(1)<<(v.Type().Bits()-1)<<1-1))
+	case reflect.Slice:
+		n := r.IntN(6)
+		if n == 0 {
+			v.Set(reflect.Zero(v.Type()))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), n, n)
+		for i := 0; i < n; i++ {
+			fill(r, s.Index(i))
+		}
+		v.Set(s)
+	default:
+		panic("fill: unhandled kind " + v.Kind().String())
+	}
+}
+
+func randMessage(r *rand.Rand, typ Type) Message {
+	m := NewMessage(typ)
+	fill(r, reflect.ValueOf(m))
+	return m
+}
+
+func TestRoundTripRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	c := NewCodec()
+	var buf []byte
+	for _, typ := range allTypes {
+		for i := 0; i < 300; i++ {
+			m := randMessage(r, typ)
+			var err error
+			buf, err = c.AppendFrame(buf[:0], typ, uint64(i+1), m)
+			if err != nil {
+				t.Fatalf("%s: AppendFrame: %v", typ, err)
+			}
+			f, n, err := ParseFrame(buf, 0)
+			if err != nil || n != len(buf) {
+				t.Fatalf("%s: ParseFrame: n=%d of %d, %v", typ, n, len(buf), err)
+			}
+			if f.Type != typ || f.ReqID != uint64(i+1) {
+				t.Fatalf("%s: header %v/%d", typ, f.Type, f.ReqID)
+			}
+			got, err := c.Decode(f.Type, f.Body)
+			if err != nil {
+				t.Fatalf("%s: Decode: %v\n%#v", typ, err, m)
+			}
+			if !reflect.DeepEqual(got, m) {
+				t.Fatalf("%s: round trip\n got %#v\nwant %#v", typ, got, m)
+			}
+			// Through the msgpack package's own entry points too.
+			b, err := msgpack.Marshal(m)
+			if err != nil {
+				t.Fatalf("%s: msgpack.Marshal: %v", typ, err)
+			}
+			if !bytes.Equal(b, f.Body) {
+				t.Fatalf("%s: msgpack.Marshal differs from AppendFrame body", typ)
+			}
+			got2 := NewMessage(typ)
+			if err := msgpack.Unmarshal(b, got2); err != nil || !reflect.DeepEqual(got2, m) {
+				t.Fatalf("%s: msgpack.Unmarshal: %v", typ, err)
+			}
+		}
+	}
+}
+
+func TestZeroMessagesRoundTrip(t *testing.T) {
+	for _, typ := range allTypes {
+		m := NewMessage(typ)
+		frame, err := AppendFrame(nil, typ, 7, m)
+		if err != nil {
+			t.Fatalf("%s: %v", typ, err)
+		}
+		f, _, err := ParseFrame(frame, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := Decode(typ, f.Body)
+		if err != nil || !reflect.DeepEqual(got, m) {
+			t.Fatalf("%s: %v %#v", typ, err, got)
+		}
+	}
+}
+
+func TestResponseTrimsTrailingZeros(t *testing.T) {
+	cases := []struct {
+		r    Response
+		size int // body bytes
+	}{
+		{Response{}, 2},                                        // [0]
+		{Response{Token: 1 << 40}, 1 + 1 + 9},                  // [0, u64]
+		{Response{Status: StatusLockWait, QueueLen: 3}, 1 + 6}, // six small fields
+		{Response{Status: StatusMasterRedirect, Redirect: "10.0.0.1:7000"}, 1 + 9 + 1 + 13},
+	}
+	for _, tc := range cases {
+		b, err := AppendBody(nil, &tc.r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != tc.size {
+			t.Errorf("%+v: %d bytes, want %d (% x)", tc.r, len(b), tc.size, b)
+		}
+		var got Response
+		if err := DecodeInto(b, &got); err != nil || got != tc.r {
+			t.Errorf("%+v: got %+v, %v", tc.r, got, err)
+		}
+	}
+	// Every prefix length round-trips.
+	full := Response{StatusError, 1, Owner{2, 3}, 4, 5, KindWrite, 7, 8, "r", 9, "m"}
+	for i := 0; i < reflect.TypeOf(full).NumField(); i++ {
+		r := full
+		v := reflect.ValueOf(&r).Elem()
+		for j := i + 1; j < v.NumField(); j++ {
+			v.Field(j).Set(reflect.Zero(v.Field(j).Type()))
+		}
+		b, _ := AppendBody(nil, &r)
+		var got Response
+		if err := DecodeInto(b, &got); err != nil || got != r {
+			t.Fatalf("prefix %d: got %+v want %+v: %v", i, got, r, err)
+		}
+	}
+}
+
+// rawArray encodes a msgpack array of the given values with the msgpack
+// package's generic encoder.
+func rawArray(t testing.TB, vals ...any) []byte {
+	t.Helper()
+	b, err := msgpack.Marshal(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDecodeToleratesExtraFields(t *testing.T) {
+	want := Acquire{Key: "k", Owner: Owner{1, 2}, Kind: KindRead, Flags: FlagReentrant,
+		Weight: 3, TTLMs: 4, MaxWaitMs: 5, WaitID: 6}
+	extras := []any{
+		"a string", []byte{1, 2, 3}, -5, 3.5, float32(1.5), true, nil,
+		[]any{1, []any{2, "x", map[string]any{"k": []any{1}}}},
+		map[string]any{"a": 1, "b": "c"},
+		msgpack.RawMessage{0xd4, 0x01, 0x02},                   // fixext1
+		msgpack.RawMessage{0xc7, 0x03, 0x05, 0x01, 0x02, 0x03}, // ext8
+		uint64(math.MaxUint64), int64(math.MinInt64),
+	}
+	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6}, extras...)
+	body := rawArray(t, vals...)
+	var got Acquire
+	if err := DecodeInto(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("got %+v want %+v", got, want)
+	}
+}
+
+func TestDecodeToleratesMissingFields(t *testing.T) {
+	var got Acquire
+	if err := DecodeInto(rawArray(t, "k", 9), &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := (Acquire{Key: "k", Owner: Owner{Client: 9}}); got != want {
+		t.Fatalf("got %+v", got)
+	}
+	// DecodeInto overwrites every field of a reused value.
+	got = Acquire{Key: "old", Weight: 9, WaitID: 7}
+	if err := DecodeInto([]byte{0x90}, &got); err != nil || got != (Acquire{}) {
+		t.Fatalf("got %+v, %v", got, err)
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		typ  Type
+		body []byte
+	}{
+		{"empty body", TypeAcquire, nil},
+		{"string body", TypeAcquire, []byte{0xa1, 'k'}},
+		{"map body", TypeResponse, []byte{0x80}},
+		{"nil body", TypeResponse, []byte{0xc0}},
+		{"trailing bytes", TypeState, append(rawArray(t, "k"), 0x01)},
+		{"truncated", TypeState, rawArray(t, "key")[:3]},
+		{"string for uint", TypeAcquire, rawArray(t, "k", "x")},
+		{"uint8 overflow", TypeAcquire, rawArray(t, "k", 1, 1, 256)},
+		{"uint32 overflow", TypeAcquire, rawArray(t, "k", 1, 1, 0, 0, 1, uint64(1)<<32)},
+		{"negative into u8", TypeResponse, rawArray(t, -1)},
+		{"uint for string", TypeState, rawArray(t, 5)},
+		{"bad bool", TypeView, rawArray(t, 1, nil, []any{[]any{1, "a", 7}})},
+		{"too many groups", TypeView, append([]byte{0x93, 0x01, 0xdd, 0, 0, 0x04, 0x01}, make([]byte, 1025)...)},
+		{"truncated extra", TypeState, []byte{0x92, 0xa1, 'k', 0xdb, 0, 0, 1, 0}},
+		{"huge extra array", TypeState, []byte{0x92, 0xa1, 'k', 0xdd, 0xff, 0xff, 0xff, 0xff}},
+		{"invalid code in extra", TypeState, []byte{0x92, 0xa1, 'k', 0xc1}},
+		{"group not array", TypeView, rawArray(t, 1, []any{5})},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Decode(tc.typ, tc.body)
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("got %v, %v; want ErrMalformed", m, err)
+			}
+		})
+	}
+	if _, err := Decode(Type(0x3f), rawArray(t)); !errors.Is(err, ErrUnknownType) {
+		t.Fatalf("unknown type: %v", err)
+	}
+}
+
+// TestDeepNestingIsCheap checks that skipping deeply nested extra fields
+// neither recurses nor takes long.
+func TestDeepNestingIsCheap(t *testing.T) {
+	const depth = 1 << 19
+	body := []byte{0x92, 0xa1, 'k'}
+	body = append(body, bytes.Repeat([]byte{0x91}, depth)...)
+	body = append(body, 0x01)
+	var s State
+	if err := DecodeInto(body, &s); err != nil || s.Key != "k" {
+		t.Fatalf("%+v %v", s, err)
+	}
+	// The same nesting, cut short, is an error.
+	if err := DecodeInto(body[:len(body)-1], &s); !errors.Is(err, ErrMalformed) {
+		t.Fatalf("truncated: %v", err)
+	}
+}
+
+func TestViewDecodeNilListsAndHelpers(t *testing.T) {
+	var v View
+	if err := DecodeInto(rawArray(t, 3, nil, nil), &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Version != 3 || v.Groups != nil || v.Nodes != nil {
+		t.Fatalf("%+v", v)
+	}
+	v = View{Groups: []GroupView{{Master: 1, Addr: "a:1"}, {}}}
+	if v.GroupCount() != 2 {
+		t.Fatal("GroupCount")
+	}
+	if a, ok := v.MasterAddr(0); !ok || a != "a:1" {
+		t.Fatal("MasterAddr(0)")
+	}
+	for _, g := range []int{-1, 1, 2} {
+		if _, ok := v.MasterAddr(g); ok {
+			t.Fatalf("MasterAddr(%d) ok", g)
+		}
+	}
+}
+
+func TestDecodeIntoFreshStrings(t *testing.T) {
+	body, _ := AppendBody(nil, &State{Key: "abcd"})
+	var s State
+	if err := DecodeInto(body, &s); err != nil {
+		t.Fatal(err)
+	}
+	copy(body, bytes.Repeat([]byte{'z'}, len(body)))
+	if s.Key != "abcd" {
+		t.Fatalf("decoded string aliases body: %q", s.Key)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	own := Owner{Client: 1, ID: 2}
+	ok := Acquire{Key: "k", Owner: own, Weight: 1}
+	cases := []struct {
+		name string
+		r    Request
+		want error
+	}{
+		{"acquire ok", &ok, nil},
+		{"acquire blocking ok", &Acquire{Key: "k", Owner: own, Weight: 10, MaxWaitMs: WaitForever, WaitID: 1, Kind: KindWrite}, nil},
+		{"acquire empty key", &Acquire{Owner: own, Weight: 1}, ErrInvalidKey},
+		{"acquire long key", &Acquire{Key: strings.Repeat("k", MaxKeyLen+1), Owner: own, Weight: 1}, ErrInvalidKey},
+		{"acquire max key", &Acquire{Key: strings.Repeat("k", MaxKeyLen), Owner: own, Weight: 1}, nil},
+		{"acquire weight 0", &Acquire{Key: "k", Owner: own}, ErrInvalidWeight},
+		{"acquire weight 11", &Acquire{Key: "k", Owner: own, Weight: 11}, ErrInvalidWeight},
+		{"acquire kind", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: 3}, ErrInvalidKind},
+		{"acquire no client", &Acquire{Key: "k", Owner: Owner{ID: 1}, Weight: 1}, ErrInvalidField},
+		{"acquire blocking no wait id", &Acquire{Key: "k", Owner: own, Weight: 1, MaxWaitMs: 1}, ErrInvalidField},
+		{"hello ok", &Hello{Namespace: "orders-v1.eu_west", ClientID: 1}, nil},
+		{"hello ns", &Hello{Namespace: "a b", ClientID: 1}, ErrInvalidNamespace},
+		{"hello ns nul", &Hello{Namespace: "a\x00", ClientID: 1}, ErrInvalidNamespace},
+		{"hello ns empty", &Hello{ClientID: 1}, ErrInvalidNamespace},
+		{"hello ns long", &Hello{Namespace: strings.Repeat("n", MaxNamespaceLen+1), ClientID: 1}, ErrInvalidNamespace},
+		{"hello client", &Hello{Namespace: "n"}, ErrInvalidField},
+		{"hello secret", &Hello{Namespace: "n", ClientID: 1, Secret: strings.Repeat("s", MaxSecretLen+1)}, ErrInvalidField},
+		{"renew ok", &Renew{Key: "k", Owner: own}, nil},
+		{"renew key", &Renew{Owner: own}, ErrInvalidKey},
+		{"release owner", &Release{Key: "k"}, ErrInvalidField},
+		{"state key", &State{}, ErrInvalidKey},
+		{"watch id", &Watch{Key: "k"}, ErrInvalidField},
+		{"watch ok", &Watch{Key: "k", WatchID: 1}, nil},
+		{"unwatch id", &Unwatch{Key: "k"}, ErrInvalidField},
+		{"unwatch key", &Unwatch{WatchID: 1}, ErrInvalidKey},
+		{"cancel id", &CancelWait{Key: "k", Owner: own}, ErrInvalidField},
+		{"cancel ok", &CancelWait{Key: "k", Owner: own, WaitID: 3}, nil},
+		{"heartbeat", &Heartbeat{}, nil},
+		{"getview", &GetView{}, nil},
+		{"subscribe", &SubscribeView{}, nil},
+	}
+	for _, tc := range cases {
+		err := tc.r.Validate()
+		if tc.want == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}

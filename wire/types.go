@@ -1,0 +1,308 @@
+package wire
+
+import "strconv"
+
+// Type is a frame's message type. Its top two bits tell the class: 0x00–0x3F
+// requests (client to server), 0x40–0x7F replies, 0x80–0xBF pushes.
+type Type uint8
+
+// Requests. Each is answered by exactly one reply frame carrying the
+// request's id: a Response, or for GetView and SubscribeView a View (or a
+// Response if the request failed).
+const (
+	// TypeHello opens a session: body Hello, reply Response.
+	TypeHello Type = 0x01
+	// TypeAcquire takes a lock: body Acquire, reply Response.
+	TypeAcquire Type = 0x02
+	// TypeRenew extends a held lock: body Renew, reply Response.
+	TypeRenew Type = 0x03
+	// TypeRelease frees a held lock: body Release, reply Response.
+	TypeRelease Type = 0x04
+	// TypeState asks for a key's holder, token, TTL and queue: body State,
+	// reply Response.
+	TypeState Type = 0x05
+	// TypeWatch registers interest in a key's changes: body Watch, reply
+	// Response, then WatchEvent pushes.
+	TypeWatch Type = 0x06
+	// TypeUnwatch drops a watch: body Unwatch, reply Response.
+	TypeUnwatch Type = 0x07
+	// TypeCancelWait leaves a key's wait queue: body CancelWait, reply
+	// Response.
+	TypeCancelWait Type = 0x08
+	// TypeHeartbeat keeps the connection alive: body Heartbeat, reply
+	// Response carrying the server's view version.
+	TypeHeartbeat Type = 0x09
+	// TypeGetView asks for the cluster view: body GetView, reply View.
+	TypeGetView Type = 0x0A
+	// TypeSubscribeView asks for the cluster view and for every later one:
+	// body SubscribeView, reply View, then ViewChanged pushes.
+	TypeSubscribeView Type = 0x0B
+)
+
+// Replies; their request id is the request's.
+const (
+	// TypeResponse is the reply to every request except a successful
+	// GetView or SubscribeView: body Response.
+	TypeResponse Type = 0x40
+	// TypeView is the reply to GetView and SubscribeView: body View.
+	TypeView Type = 0x41
+)
+
+// Pushes; their request id is 0 and their body names what they are about
+// (a wait id, a watch id, a key).
+const (
+	// TypeGranted tells a waiter its blocking acquire ended: body Granted.
+	TypeGranted Type = 0x80
+	// TypeLost tells a holder its lock is gone: body Lost.
+	TypeLost Type = 0x81
+	// TypeWatchEvent tells a watcher its key changed: body WatchEvent.
+	TypeWatchEvent Type = 0x82
+	// TypeViewChanged carries a new cluster view to subscribers: body View.
+	TypeViewChanged Type = 0x83
+)
+
+// IsRequest reports whether t is in the request range.
+func (t Type) IsRequest() bool { return t < 0x40 }
+
+// IsReply reports whether t is in the reply range.
+func (t Type) IsReply() bool { return t >= 0x40 && t < 0x80 }
+
+// IsPush reports whether t is in the push range.
+func (t Type) IsPush() bool { return t >= 0x80 && t < 0xC0 }
+
+// Known reports whether t is a type this version of the protocol defines.
+func (t Type) Known() bool { return typeNames[t] != "" }
+
+var typeNames = [256]string{
+	TypeHello:         "Hello",
+	TypeAcquire:       "Acquire",
+	TypeRenew:         "Renew",
+	TypeRelease:       "Release",
+	TypeState:         "State",
+	TypeWatch:         "Watch",
+	TypeUnwatch:       "Unwatch",
+	TypeCancelWait:    "CancelWait",
+	TypeHeartbeat:     "Heartbeat",
+	TypeGetView:       "GetView",
+	TypeSubscribeView: "SubscribeView",
+	TypeResponse:      "Response",
+	TypeView:          "View",
+	TypeGranted:       "Granted",
+	TypeLost:          "Lost",
+	TypeWatchEvent:    "WatchEvent",
+	TypeViewChanged:   "ViewChanged",
+}
+
+// String returns the type's name, or Type(0xNN) for an unknown type.
+func (t Type) String() string {
+	if s := typeNames[t]; s != "" {
+		return s
+	}
+	return "Type(0x" + strconv.FormatUint(uint64(t), 16) + ")"
+}
+
+// Status is a reply's outcome. The numbering follows WLock's where the two
+// share a meaning (7, WLock's unused PROPOSE_FAIL, is skipped). A receiver
+// must treat a status it does not know as StatusError.
+type Status uint8
+
+// Status codes.
+const (
+	// StatusSuccess: the request did what it asked. For Acquire the lock is
+	// held and Response.Token is its fencing token; for Granted the wait
+	// ended with the lock held.
+	StatusSuccess Status = 0
+	// StatusTimeout: the operation did not finish in time. Clients
+	// synthesize it when a reply does not arrive; a server sends it in
+	// Granted when a waiter's MaxWaitMs ran out, and in Response when a
+	// proposal could not be committed in time (its outcome is then unknown:
+	// query State before assuming either). Retryable.
+	StatusTimeout Status = 1
+	// StatusError: the server failed in a way not covered by another code
+	// (storage failure, a bug). Response.Msg may say more. Not retryable
+	// blindly.
+	StatusError Status = 2
+	// StatusLockOccupied: a try-lock (MaxWaitMs 0) found the key held by
+	// another owner. Response carries the holder, its token, TTL left and
+	// the queue length.
+	StatusLockOccupied Status = 3
+	// StatusLockDeleted: Renew, Release or State found no lock on the key:
+	// it expired, was released, or never existed.
+	StatusLockDeleted Status = 4
+	// StatusLockChangedOwner: Renew or Release came from an owner that does
+	// not hold the key (another owner does). Nothing changed; the caller
+	// must assume it lost the lock.
+	StatusLockChangedOwner Status = 5
+	// StatusMasterRedirect: this node is not the master of the key's group.
+	// Response.Redirect is the master's client address (empty if the node
+	// does not know it). Retry there and refresh the view.
+	StatusMasterRedirect Status = 6
+	// StatusTokenError: Renew or Release named the right owner but a token
+	// that is not the lock's current one (a stale handle). Nothing changed.
+	StatusTokenError Status = 8
+	// StatusLockWait: a blocking acquire found the key held and was queued;
+	// the outcome comes later as a Granted push with the request's WaitID.
+	// Response.QueueLen is the queue length including this waiter.
+	StatusLockWait Status = 9
+	// StatusAuthFailed: the connection has no accepted Hello, or the Hello
+	// named an unknown namespace or a wrong secret. A request on such a
+	// connection changes nothing.
+	StatusAuthFailed Status = 10
+	// StatusBadRequest: the request did not decode or failed validation
+	// (empty key, weight out of range, unknown type, TTL outside the
+	// server's bounds...). Response.Msg says which. Fix the caller; do not
+	// retry.
+	StatusBadRequest Status = 11
+	// StatusOverloaded: the server refused the request to protect itself
+	// (queues full, rate limit). Nothing changed. Retry after
+	// Response.RetryAfterMs.
+	StatusOverloaded Status = 12
+	// StatusNoMaster: the key's group has no master right now (an election
+	// is under way). Nothing changed. Retry after Response.RetryAfterMs,
+	// refreshing the view.
+	StatusNoMaster Status = 13
+)
+
+var statusNames = [256]string{
+	StatusSuccess:          "SUCCESS",
+	StatusTimeout:          "TIMEOUT",
+	StatusError:            "ERROR",
+	StatusLockOccupied:     "LOCK_OCCUPIED",
+	StatusLockDeleted:      "LOCK_DELETED",
+	StatusLockChangedOwner: "LOCK_CHANGED_OWNER",
+	StatusMasterRedirect:   "MASTER_REDIRECT",
+	StatusTokenError:       "TOKEN_ERROR",
+	StatusLockWait:         "LOCK_WAIT",
+	StatusAuthFailed:       "AUTH_FAILED",
+	StatusBadRequest:       "BAD_REQUEST",
+	StatusOverloaded:       "OVERLOADED",
+	StatusNoMaster:         "NO_MASTER",
+}
+
+// String returns the status's protocol name, such as LOCK_OCCUPIED, or
+// Status(N) for an unknown status.
+func (s Status) String() string {
+	if n := statusNames[s]; n != "" {
+		return n
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Known reports whether s is a status this version of the protocol defines.
+func (s Status) Known() bool { return statusNames[s] != "" }
+
+// Retryable reports whether the same request may succeed if sent again
+// later, possibly to another node, without the caller changing anything:
+// TIMEOUT, MASTER_REDIRECT, OVERLOADED and NO_MASTER.
+func (s Status) Retryable() bool {
+	switch s {
+	case StatusTimeout, StatusMasterRedirect, StatusOverloaded, StatusNoMaster:
+		return true
+	}
+	return false
+}
+
+// Kind is a lock's kind. A key is used either as a mutex (KindExclusive)
+// or as a read-write lock (KindRead and KindWrite), not both.
+type Kind uint8
+
+// Lock kinds.
+const (
+	// KindExclusive is a plain mutex: one holder.
+	KindExclusive Kind = 0
+	// KindRead is the shared side of a read-write lock: many readers, no
+	// writer.
+	KindRead Kind = 1
+	// KindWrite is the exclusive side of a read-write lock: one writer, no
+	// readers. Waiting writers are preferred over new readers.
+	KindWrite Kind = 2
+)
+
+// Valid reports whether k is a defined kind.
+func (k Kind) Valid() bool { return k <= KindWrite }
+
+// String returns exclusive, read, write, or Kind(N).
+func (k Kind) String() string {
+	switch k {
+	case KindExclusive:
+		return "exclusive"
+	case KindRead:
+		return "read"
+	case KindWrite:
+		return "write"
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event says what happened to a key, in WatchEvent and Lost pushes.
+type Event uint8
+
+// Events. Zero is not an event.
+const (
+	// EventAcquired: the key was granted with a token above the watched one.
+	EventAcquired Event = 1
+	// EventReleased: the lock was released by its holder.
+	EventReleased Event = 2
+	// EventExpired: the lock's TTL ran out without a renewal.
+	EventExpired Event = 3
+	// EventRevoked: the lock was removed by other means (an operator, a
+	// namespace being dropped).
+	EventRevoked Event = 4
+	// EventTimeout: a watch's MaxWaitMs ran out with no change; the watch is
+	// gone.
+	EventTimeout Event = 5
+)
+
+// String returns the event's name, or Event(N).
+func (e Event) String() string {
+	switch e {
+	case EventAcquired:
+		return "acquired"
+	case EventReleased:
+		return "released"
+	case EventExpired:
+		return "expired"
+	case EventRevoked:
+		return "revoked"
+	case EventTimeout:
+		return "timeout"
+	}
+	return "Event(" + strconv.Itoa(int(e)) + ")"
+}
+
+// Flags modify a request. Bits a receiver does not know are ignored.
+type Flags uint8
+
+// Flag bits.
+const (
+	// FlagReentrant (Acquire): if the same Owner already holds the key in
+	// the same kind, grant again at once, with a new token and TTL, instead
+	// of answering LOCK_OCCUPIED or queueing.
+	FlagReentrant Flags = 1 << 0
+	// FlagContinuous (Watch): keep the watch after its first event, until
+	// Unwatch or MaxWaitMs.
+	FlagContinuous Flags = 1 << 1
+)
+
+// Has reports whether every bit of x is set in f.
+func (f Flags) Has(x Flags) bool { return f&x == x }
+
+// Owner identifies who holds a lock. Client names a client instance: a
+// random nonzero value chosen when the client starts, unique among the
+// clients of a cluster with overwhelming probability, and repeated in its
+// Hello after every reconnect. ID is the owner within that client; the
+// client decides what an owner is (a lock handle, a goroutine's task, the
+// whole process). Only the owner with a lock's current token may renew or
+// release it.
+type Owner struct {
+	Client uint64
+	ID     uint64
+}
+
+// IsZero reports whether o is the zero Owner, which names nobody.
+func (o Owner) IsZero() bool { return o.Client == 0 && o.ID == 0 }
+
+// String formats the owner as client/id in hex.
+func (o Owner) String() string {
+	return strconv.FormatUint(o.Client, 16) + "/" + strconv.FormatUint(o.ID, 16)
+}
