@@ -95,6 +95,9 @@ type InitState struct {
 	Applied  uint64
 	// Entries holds every stored entry above Applied, in instance order.
 	Entries []Entry
+	// NeedSnapshot says the state machine is incomplete (an install was
+	// cut short): nothing is applied until a snapshot is installed.
+	NeedSnapshot bool
 }
 
 // LogReader gives a Core read access to stored entries at or below its
@@ -232,6 +235,7 @@ type Core struct {
 	learnSent    uint64
 	learnPending bool
 	awaitSnap    bool
+	needSnap     bool
 	awaitSnapAt  uint64
 
 	// output
@@ -269,6 +273,10 @@ func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
 		}
 	}
 	c.maxRound = c.hs.Promised.Round
+	if st.NeedSnapshot {
+		c.needSnap = true
+		c.applied = 0
+	}
 	// A restarted acceptor forgot when its promises' leases end: it
 	// promises nobody until any lease it may have granted has run out.
 	// One that never promised anything granted no lease.
@@ -454,12 +462,15 @@ func (c *Core) entriesFrom(from, to uint64) ([]Entry, bool) {
 // Tick advances the Core's clock by one tick.
 func (c *Core) Tick() {
 	c.now++
+	if c.awaitSnap && c.now-c.awaitSnapAt > uint64(4*c.cfg.LeaseTicks) {
+		c.awaitSnap = false // the stream never came; ask again
+	}
 	switch c.role {
 	case follower:
-		if c.awaitSnap && c.now-c.awaitSnapAt > uint64(4*c.cfg.LeaseTicks) {
-			c.awaitSnap = false // the stream never came; ask again
+		if c.needSnap && !c.awaitSnap && c.now-c.learnSent >= uint64(c.cfg.LeaseTicks) {
+			c.requestLearn(c.soft.Master)
 		}
-		if c.now >= c.electAt {
+		if c.now >= c.electAt && !c.needSnap {
 			c.campaign(Ballot{})
 		} else if c.learnPending && c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks) {
 			c.requestLearn(c.soft.Master)
@@ -710,7 +721,11 @@ func (c *Core) requestLearn(from NodeID) {
 		}
 	}
 	c.learnSent = c.now
-	c.send(Message{Type: MsgLearn, To: from, Instance: c.hs.Committed + 1})
+	inst := c.hs.Committed + 1
+	if c.needSnap {
+		inst = 0 // below every log start: ask for a snapshot
+	}
+	c.send(Message{Type: MsgLearn, To: from, Instance: inst})
 }
 
 func (c *Core) randomPeer() NodeID {
@@ -743,7 +758,7 @@ func (c *Core) onLearn(m Message) {
 
 func (c *Core) onLearnReply(m Message) {
 	if m.Snapshot {
-		if m.Instance > c.hs.Committed || c.hs.Committed >= m.LogStart {
+		if !c.needSnap && (m.Instance > c.hs.Committed || c.hs.Committed+1 >= m.LogStart) {
 			return // stale: we already have what was asked for
 		}
 		c.awaitSnap = true
@@ -1025,7 +1040,7 @@ func (c *Core) TransferTo(id NodeID) {
 // HasReady reports whether Ready would return work.
 func (c *Core) HasReady() bool {
 	return c.hsDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.failed) > 0 ||
-		len(c.snapSend) > 0 || c.softDirty || c.applied < c.hs.Committed ||
+		len(c.snapSend) > 0 || c.softDirty || (c.applied < c.hs.Committed && !c.awaitSnap && !c.needSnap && c.entries[c.applied+1].Instance != 0) ||
 		(len(c.queue) > 0 && c.role == master && c.soft.Serving && len(c.inflight) < c.cfg.MaxInflight)
 }
 
@@ -1046,7 +1061,7 @@ func (c *Core) Ready() Ready {
 		SoftChanged:      c.softDirty,
 	}
 	size := 0
-	for i := c.applied + 1; i <= c.hs.Committed && size < c.cfg.MaxMsgBytes; i++ {
+	for i := c.applied + 1; i <= c.hs.Committed && size < c.cfg.MaxMsgBytes && !c.awaitSnap && !c.needSnap; i++ {
 		e, ok := c.entries[i]
 		if !ok {
 			break
@@ -1089,9 +1104,10 @@ func (c *Core) Advance(rd Ready) {
 // below applied+1 is gone.
 func (c *Core) SnapshotInstalled(applied uint64) {
 	c.awaitSnap = false
-	if applied <= c.applied {
-		return
+	if applied < c.logStart-1 || (applied <= c.applied && !c.needSnap) {
+		return // too old to cover what this replica truncated
 	}
+	c.needSnap = false
 	for i := range c.entries {
 		if i <= applied {
 			delete(c.entries, i)
@@ -1104,7 +1120,7 @@ func (c *Core) SnapshotInstalled(applied uint64) {
 		}
 	}
 	c.applied = applied
-	c.logStart = applied + 1
+	c.logStart = max(c.logStart, applied+1)
 	c.last = max(c.last, applied)
 	c.setCommitted(applied)
 	c.learnPending = true

@@ -1,0 +1,260 @@
+package paxos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// kvSM is a test state machine: "k=v" sets k to v; every command's result
+// is the instance that applied it.
+type kvSM struct {
+	mu      sync.Mutex
+	data    map[string]string
+	applied uint64
+}
+
+func newKV() *kvSM { return &kvSM{data: map[string]string{}} }
+
+func (s *kvSM) Apply(inst uint64, cmds [][]byte, w Writer, results []any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, c := range cmds {
+		k, v, _ := strings.Cut(string(c), "=")
+		s.data[k] = v
+		w.Set([]byte(k), []byte(v))
+		results[i] = inst
+	}
+	s.applied = inst
+}
+
+func (s *kvSM) Load(r Reader, applied uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.data = map[string]string{}
+	s.applied = applied
+	return r.Scan(nil, func(k, v []byte) error {
+		s.data[string(k)] = string(v)
+		return nil
+	})
+}
+
+func (s *kvSM) get(k string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.data[k]
+	return v, ok
+}
+
+// testNode is one replica process: store, transport, host and its groups.
+type testNode struct {
+	id    NodeID
+	dir   string
+	addr  string
+	store *Store
+	tr    *TCPTransport
+	host  *Host
+	sms   map[GroupID]*kvSM
+}
+
+type testCluster struct {
+	t      *testing.T
+	nodes  map[NodeID]*testNode
+	peers  []NodeID
+	groups int
+	keep   uint64
+}
+
+// quietLogger discards logs unless PAXOS_TEST_LOG is set.
+func quietLogger() *slog.Logger {
+	if os.Getenv("PAXOS_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+
+func newTestCluster(t *testing.T, n, groups int, keep uint64) *testCluster {
+	tc := &testCluster{t: t, nodes: map[NodeID]*testNode{}, groups: groups, keep: keep}
+	for i := 1; i <= n; i++ {
+		tc.peers = append(tc.peers, NodeID(i))
+	}
+	for _, id := range tc.peers {
+		tc.nodes[id] = &testNode{id: id, dir: t.TempDir(), addr: "127.0.0.1:0"}
+	}
+	for _, id := range tc.peers {
+		tc.start(id)
+	}
+	t.Cleanup(func() {
+		for id, nd := range tc.nodes {
+			if nd.host != nil {
+				tc.stop(id)
+			}
+		}
+	})
+	return tc
+}
+
+func (tc *testCluster) start(id NodeID) {
+	t := tc.t
+	nd := tc.nodes[id]
+	st, err := OpenStore(nd.dir, StoreOptions{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.store = st
+	nd.host = NewHost(HostConfig{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: quietLogger()})
+	peers := map[NodeID]string{}
+	for pid, p := range tc.nodes {
+		if pid != id && p.addr != "127.0.0.1:0" {
+			peers[pid] = p.addr
+		}
+	}
+	tr, err := NewTCPTransport(TCPTransportConfig{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd.tr = tr
+	nd.addr = tr.Addr()
+	for pid, p := range tc.nodes {
+		if pid != id && p.tr != nil {
+			p.tr.SetPeer(id, nd.addr)
+		}
+	}
+	nd.host.SetTransport(tr)
+	nd.sms = map[GroupID]*kvSM{}
+	for g := 1; g <= tc.groups; g++ {
+		sm := newKV()
+		gr, err := nd.host.AddGroup(GroupConfig{KeepLog: tc.keep, Core: Config{Group: GroupID(g), Peers: tc.peers, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd.sms[GroupID(g)] = sm
+		// Placement: group g prefers node g mod N.
+		gr.SetPreferred(tc.peers[g%len(tc.peers)])
+	}
+	nd.host.Start()
+}
+
+func (tc *testCluster) stop(id NodeID) {
+	nd := tc.nodes[id]
+	nd.host.Stop()
+	nd.tr.Close()
+	if err := nd.store.Close(); err != nil {
+		tc.t.Errorf("close store %d: %v", id, err)
+	}
+	nd.host = nil
+}
+
+// master waits for group g to have a serving master among running nodes.
+func (tc *testCluster) master(g GroupID, timeout time.Duration) *Group {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, nd := range tc.nodes {
+			if nd.host == nil {
+				continue
+			}
+			if gr := nd.host.Group(g); gr != nil && gr.Status().Serving {
+				return gr
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	tc.t.Fatalf("group %d has no master after %v", g, timeout)
+	return nil
+}
+
+// put proposes k=v to group g's master, retrying across master changes.
+func (tc *testCluster) put(g GroupID, k, v string) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		m := tc.master(g, 60*time.Second)
+		r, err := m.Propose(ctx, []byte(k+"="+v))
+		if err == nil {
+			return r.Value.(uint64)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tc.t.Fatalf("put %s=%s in group %d: %v", k, v, g, ctx.Err())
+	return 0
+}
+
+// waitValue waits until node id's replica of group g has k=v.
+func (tc *testCluster) waitValue(id NodeID, g GroupID, k, v string) {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if got, ok := tc.nodes[id].sms[g].get(k); ok && got == v {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	got, _ := tc.nodes[id].sms[g].get(k)
+	tc.t.Fatalf("node %d group %d: %s=%q, want %q", id, g, k, got, v)
+}
+
+func TestClusterCommitsAllGroups(t *testing.T) {
+	tc := newTestCluster(t, 3, 15, 0)
+	for g := GroupID(1); g <= 15; g++ {
+		tc.put(g, "k", fmt.Sprint(g))
+	}
+	for g := GroupID(1); g <= 15; g++ {
+		for _, id := range tc.peers {
+			tc.waitValue(id, g, "k", fmt.Sprint(g))
+		}
+	}
+}
+
+func TestClusterKillAndRestart(t *testing.T) {
+	// A short log forces the restarted replica to catch up by snapshot.
+	tc := newTestCluster(t, 3, 3, 20)
+	for g := GroupID(1); g <= 3; g++ {
+		tc.put(g, "before", "1")
+	}
+	tc.stop(2)
+	for i := range 120 {
+		for g := GroupID(1); g <= 3; g++ {
+			tc.put(g, fmt.Sprintf("k%d", i%7), fmt.Sprint(i))
+		}
+	}
+	for g := GroupID(1); g <= 3; g++ {
+		tc.put(g, "after", "2")
+	}
+	tc.start(2)
+	for g := GroupID(1); g <= 3; g++ {
+		tc.waitValue(2, g, "before", "1")
+		tc.waitValue(2, g, "after", "2")
+		tc.waitValue(2, g, "k0", "119")
+	}
+	// The restarted node serves again: its preferred group moves back.
+	tc.put(2, "back", "3")
+	tc.waitValue(2, 2, "back", "3")
+}
+
+func TestClusterFullRestartKeepsChosen(t *testing.T) {
+	tc := newTestCluster(t, 3, 2, 0)
+	for i := range 20 {
+		tc.put(1, fmt.Sprintf("k%d", i), "v")
+		tc.put(2, fmt.Sprintf("k%d", i), "w")
+	}
+	for _, id := range tc.peers {
+		tc.stop(id)
+	}
+	for _, id := range tc.peers {
+		tc.start(id)
+	}
+	for _, id := range tc.peers {
+		tc.waitValue(id, 1, "k19", "v")
+		tc.waitValue(id, 2, "k19", "w")
+	}
+	tc.put(1, "new", "x")
+	for _, id := range tc.peers {
+		tc.waitValue(id, 1, "new", "x")
+	}
+}
