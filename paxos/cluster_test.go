@@ -79,7 +79,6 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-
 func newTestCluster(t *testing.T, n, groups int, keep uint64) *testCluster {
 	tc := &testCluster{t: t, nodes: map[NodeID]*testNode{}, groups: groups, keep: keep}
 	for i := 1; i <= n; i++ {

@@ -90,14 +90,14 @@ type Store struct {
 
 // OpenStore opens (creating if needed) the database in dir.
 func OpenStore(dir string, opts StoreOptions) (*Store, error) {
-	log := opts.Logger
-	if log == nil {
-		log = slog.Default()
+	base := opts.Logger
+	if base == nil {
+		base = slog.Default()
 	}
-	log = log.With("component", "store")
+	log := base.With("component", "store")
 	po := &pebble.Options{
 		FormatMajorVersion:          storeFormat,
-		Logger:                      pebbleLogger{log: log.With("component", "pebble")},
+		Logger:                      pebbleLogger{log: base.With("component", "pebble")},
 		MemTableSize:                storeMemTableSize,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
@@ -118,6 +118,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("paxos: open store %q: %w", dir, err)
 	}
+	log.Info("store open", "dir", dir, "format", db.FormatMajorVersion())
 	return &Store{db: db, log: log}, nil
 }
 

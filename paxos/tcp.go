@@ -26,10 +26,14 @@ type Transport interface {
 
 // Defaults of TCPTransportConfig's tuning fields.
 const (
+	// DefaultMaxQueueBytes is the default cap on bytes queued per peer.
 	DefaultMaxQueueBytes = 8 << 20
-	DefaultMaxFrameSize  = 64 << 20
-	DefaultDialTimeout   = time.Second
-	DefaultWriteTimeout  = 5 * time.Second
+	// DefaultMaxFrameSize is the default cap on one encoded message.
+	DefaultMaxFrameSize = 64 << 20
+	// DefaultDialTimeout is the default bound on one connection attempt.
+	DefaultDialTimeout = time.Second
+	// DefaultWriteTimeout is the default bound on one coalesced write.
+	DefaultWriteTimeout = 5 * time.Second
 )
 
 const (
@@ -56,9 +60,12 @@ type TCPTransportConfig struct {
 	// Peers maps peer ids to addresses; SetPeer adds or changes them later.
 	Peers map[NodeID]string
 	// Handler receives decoded messages addressed to Self, in batches. It
-	// is called from the transport's reader goroutines and, for messages to
-	// Self, synchronously from Send; it must not block long and must not
-	// call Send's caller back synchronously. It owns the slice it is given.
+	// is called concurrently from the transport's reader goroutines (one per
+	// inbound connection) and, for messages to Self, synchronously from
+	// Send; so it must be safe for concurrent use, must not block long and
+	// must not call back into the sender synchronously. It owns the slice
+	// it is given; decoded messages share no memory with the transport,
+	// while messages to Self share Entries and Chunk with Send's caller.
 	Handler func(msgs []Message)
 	// Logger receives connection events; nil means slog.Default().
 	Logger *slog.Logger
@@ -302,18 +309,32 @@ func (p *tcpPeer) signal() {
 	}
 }
 
-// run is p's writer goroutine.
+// run is p's writer goroutine. It dials when there is something to send,
+// waits an exponential backoff (tcpMinBackoff to tcpMaxBackoff) before each
+// dial that follows a failed dial or a connection that died young, and
+// discards what is queued whenever a dial fails.
 func (p *tcpPeer) run() {
 	t := p.t
 	defer t.wg.Done()
 	var (
 		conn    net.Conn
 		dead    *atomic.Bool // set when the peer closed conn
-		gen     uint64
-		buf     []byte
-		backoff = tcpMinBackoff
+		gen     uint64       // p.addrGen that conn was dialed for
+		since   time.Time    // when conn was established
+		buf     []byte       // the writer's half of the double buffer
+		wait    time.Duration
 		failing bool // the last dial failed (log only transitions)
 	)
+	// drop closes conn; one that dies young delays the next dial.
+	drop := func() {
+		p.dropConn(conn)
+		conn = nil
+		if time.Since(since) < tcpMaxBackoff {
+			wait = nextBackoff(wait)
+		} else {
+			wait = 0
+		}
+	}
 	defer func() {
 		if conn != nil {
 			p.dropConn(conn)
@@ -329,13 +350,19 @@ func (p *tcpPeer) run() {
 		addr, curGen, queued := p.addr, p.addrGen, p.npend
 		p.mu.Unlock()
 		if conn != nil && (gen != curGen || dead.Load()) {
-			p.dropConn(conn)
-			conn = nil
+			drop()
 		}
 		if queued == 0 {
 			continue
 		}
 		if conn == nil {
+			if wait > 0 {
+				select {
+				case <-t.ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 			c, err := p.dial(addr)
 			if err != nil {
 				n := p.discard()
@@ -346,25 +373,19 @@ func (p *tcpPeer) run() {
 					t.log.Debug("dial failed", "peer", p.id, "addr", addr, "err", err, "dropped", n)
 				}
 				failing = true
-				select {
-				case <-t.ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, tcpMaxBackoff)
-				p.signal() // retry if messages were queued meanwhile
+				wait = nextBackoff(wait)
+				p.signal() // retry (after wait) if more gets queued
 				continue
 			}
 			if failing {
 				t.log.Info("peer reachable again", "peer", p.id, "addr", addr)
 			}
 			failing = false
-			backoff = tcpMinBackoff
 			if !p.setConn(c) {
 				_ = c.Close()
 				return
 			}
-			conn, gen = c, curGen
+			conn, gen, since = c, curGen, time.Now()
 			dead = new(atomic.Bool)
 			t.wg.Add(1)
 			go p.watch(c, dead)
@@ -383,9 +404,8 @@ func (p *tcpPeer) run() {
 			if t.ctx.Err() == nil {
 				t.log.Warn("write to peer failed; reconnecting", "peer", p.id, "addr", addr, "err", err)
 			}
-			p.dropConn(conn)
-			conn = nil
-			p.signal() // reconnect at once if more is queued
+			drop()
+			p.signal() // reconnect if more is queued
 		} else {
 			t.sent.Add(uint64(n))
 		}
@@ -393,6 +413,13 @@ func (p *tcpPeer) run() {
 			buf = nil // release the memory of a burst
 		}
 	}
+}
+
+func nextBackoff(d time.Duration) time.Duration {
+	if d <= 0 {
+		return tcpMinBackoff
+	}
+	return min(2*d, tcpMaxBackoff)
 }
 
 // dial connects to addr and sends the handshake.

@@ -265,6 +265,45 @@ func TestTCPTransportSlowPeer(t *testing.T) {
 	}
 }
 
+// TestTCPTransportRedialBackoff: a peer that accepts and at once closes
+// every connection must not be redialed at the rate messages are sent.
+func TestTCPTransportRedialBackoff(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var accepts atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepts.Add(1)
+			c.Close()
+		}
+	}()
+	var in tcpInbox
+	a, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "127.0.0.1:0", Handler: in.handle, Logger: tcpTestLogger(),
+		Peers: map[NodeID]string{2: ln.Addr().String()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+		a.Send([]Message{tcpTestMessage(1, 2, 0, 1)})
+		time.Sleep(time.Millisecond)
+	}
+	// With 10ms doubling to 1s, 600ms allow about 7 dials; without backoff
+	// it would be hundreds.
+	n := accepts.Load()
+	t.Logf("%d connections in 600ms", n)
+	if n > 20 || n == 0 {
+		t.Fatalf("%d connections in 600ms", n)
+	}
+}
+
 // rawDial connects to tr and sends a handshake naming from.
 func rawDial(t *testing.T, tr *TCPTransport, from NodeID) net.Conn {
 	t.Helper()

@@ -214,6 +214,7 @@ func (c *Codec) Decode(typ Type, body []byte) (Message, error) {
 // can reuse one message value per type. Strings and slices in m are always
 // newly allocated, never shared with an earlier decode or with body. The
 // whole body must be one msgpack value; trailing bytes are ErrMalformed.
+// After an error m's fields are unspecified.
 func (c *Codec) DecodeInto(body []byte, m Message) error {
 	if m == nil {
 		return fmt.Errorf("%w: nil message", ErrTypeMismatch)
@@ -357,6 +358,10 @@ func (f *fieldReader) str() string {
 	if !f.next() {
 		return ""
 	}
+	if err := checkStrLen(f.d); err != nil {
+		f.err = err
+		return ""
+	}
 	s, err := f.d.DecodeString()
 	if err != nil {
 		f.err = err
@@ -391,10 +396,57 @@ func (f *fieldReader) list(max int) int {
 		f.err = fmt.Errorf("list of %d, limit %d", n, max)
 		return 0
 	}
+	if br, ok := f.d.Buffered().(*bytes.Reader); ok && n > br.Len() {
+		// Every element takes at least one byte.
+		f.err = io.ErrUnexpectedEOF
+		return 0
+	}
 	if n < 0 {
 		return 0
 	}
 	return n
+}
+
+// checkStrLen fails if the string or binary value at the reader's position
+// declares more bytes than remain. The msgpack decoder would otherwise
+// allocate up to a megabyte at a time towards the declared length before it
+// noticed the end of input, so that a few bytes could cost megabytes. It
+// checks only when the decoder reads from a bytes.Reader, as every Codec's
+// does; anything else it leaves to the decoder.
+func checkStrLen(d *msgpack.Decoder) error {
+	br, ok := d.Buffered().(*bytes.Reader)
+	if !ok {
+		return nil
+	}
+	var hdr [5]byte
+	k, _ := br.ReadAt(hdr[:], br.Size()-int64(br.Len()))
+	if k == 0 {
+		return nil // the decoder reports the end of input
+	}
+	c := hdr[0]
+	var size, n int // header size, declared length
+	switch {
+	case msgpcode.IsFixedString(c):
+		size, n = 1, int(c&msgpcode.FixedStrMask)
+	case c == msgpcode.Str8 || c == msgpcode.Bin8:
+		size = 2
+	case c == msgpcode.Str16 || c == msgpcode.Bin16:
+		size = 3
+	case c == msgpcode.Str32 || c == msgpcode.Bin32:
+		size = 5
+	default:
+		return nil // nil, or a type error the decoder reports
+	}
+	if k < size {
+		return io.ErrUnexpectedEOF
+	}
+	for _, b := range hdr[1:size] {
+		n = n<<8 | int(b)
+	}
+	if n > br.Len()-size {
+		return fmt.Errorf("string of %d bytes, %d left: %w", n, br.Len()-size, io.ErrUnexpectedEOF)
+	}
+	return nil
 }
 
 // done skips unread trailing fields and returns the first error, wrapped in

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -368,6 +369,38 @@ func TestValidate(t *testing.T) {
 		}
 		if !errors.Is(err, tc.want) || !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: got %v, want %v", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestLyingLengthsAreCheap checks that a few bytes declaring a huge string,
+// list or extra field are refused without allocating toward the declared
+// size (found by FuzzDecodeGranted: a str32 header made the msgpack decoder
+// allocate megabytes).
+func TestLyingLengthsAreCheap(t *testing.T) {
+	cases := []struct {
+		typ  Type
+		body []byte
+	}{
+		{TypeGranted, []byte{0x96, 0x30, 0xdb, 0x30, 0x30, 0x30, 0x30, 0x30}},
+		{TypeState, []byte{0x91, 0xc6, 0x7f, 0xff, 0xff, 0xff}},               // bin32
+		{TypeState, []byte{0x91, 0xda, 0xff, 0xff}},                           // str16
+		{TypeState, []byte{0x91, 0xdb, 0xff}},                                 // cut header
+		{TypeState, []byte{0x92, 0xa1, 'k', 0xc9, 0x7f, 0xff, 0xff, 0xff, 1}}, // ext32 extra
+		{TypeView, []byte{0x93, 0x01, 0xdc, 0x03, 0xff}},                      // 1023 groups
+		{TypeView, []byte{0x93, 0x01, 0x90, 0xdc, 0x03, 0xff, 0x93}},          // 1023 nodes
+	}
+	for _, tc := range cases {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for i := 0; i < 20; i++ {
+			if _, err := Decode(tc.typ, tc.body); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("% x: %v", tc.body, err)
+			}
+		}
+		runtime.ReadMemStats(&after)
+		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+			t.Errorf("% x: 20 decodes allocated %d bytes", tc.body, got)
 		}
 	}
 }

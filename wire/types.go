@@ -295,8 +295,10 @@ func (f Flags) Has(x Flags) bool { return f&x == x }
 // whole process). Only the owner with a lock's current token may renew or
 // release it.
 type Owner struct {
+	// Client is the client instance's id, the same as its Hello.ClientID.
 	Client uint64
-	ID     uint64
+	// ID is the owner within the client.
+	ID uint64
 }
 
 // IsZero reports whether o is the zero Owner, which names nobody.

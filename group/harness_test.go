@@ -1,0 +1,253 @@
+package group
+
+import (
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// testSink records what the service says to one connection.
+type testSink struct {
+	mu     sync.Mutex
+	resps  map[uint64]wire.Response
+	pushes []wire.Message
+	signal chan struct{}
+}
+
+func newSink() *testSink {
+	return &testSink{resps: map[uint64]wire.Response{}, signal: make(chan struct{}, 1)}
+}
+
+func (s *testSink) Respond(id uint64, r wire.Response) {
+	s.mu.Lock()
+	s.resps[id] = r
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+func (s *testSink) Push(m wire.Message) {
+	s.mu.Lock()
+	s.pushes = append(s.pushes, m)
+	s.mu.Unlock()
+	select {
+	case s.signal <- struct{}{}:
+	default:
+	}
+}
+
+// wait waits (up to a generous bound) until cond holds on the sink.
+func (s *testSink) wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s.mu.Lock()
+		ok := cond()
+		s.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		select {
+		case <-s.signal:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (s *testSink) response(t *testing.T, id uint64) wire.Response {
+	t.Helper()
+	var r wire.Response
+	s.wait(t, "response", func() bool {
+		var ok bool
+		r, ok = s.resps[id]
+		return ok
+	})
+	return r
+}
+
+func (s *testSink) granted(t *testing.T, waitID uint64) *wire.Granted {
+	t.Helper()
+	var g *wire.Granted
+	s.wait(t, "granted", func() bool {
+		for _, m := range s.pushes {
+			if x, ok := m.(*wire.Granted); ok && x.WaitID == waitID {
+				g = x
+				return true
+			}
+		}
+		return false
+	})
+	return g
+}
+
+type node struct {
+	id    paxos.NodeID
+	dir   string
+	store *paxos.Store
+	host  *paxos.Host
+	svc   *Service
+}
+
+type cluster struct {
+	t      *testing.T
+	net    *paxos.MemNetwork
+	nodes  map[paxos.NodeID]*node
+	peers  []paxos.NodeID
+	cfg    Config
+	reqID  uint64
+	mu     sync.Mutex
+	groups int
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newCluster(t *testing.T, n int, cfg Config) *cluster {
+	if cfg.Groups == 0 {
+		cfg.Groups = 15
+	}
+	c := &cluster{t: t, net: paxos.NewMemNetwork(), nodes: map[paxos.NodeID]*node{}, cfg: cfg, groups: cfg.Groups}
+	for i := 1; i <= n; i++ {
+		c.peers = append(c.peers, paxos.NodeID(i))
+	}
+	for _, id := range c.peers {
+		c.nodes[id] = &node{id: id, dir: t.TempDir()}
+		c.start(id)
+	}
+	t.Cleanup(func() {
+		for id, nd := range c.nodes {
+			if nd.host != nil {
+				c.stop(id)
+			}
+		}
+	})
+	return c
+}
+
+func (c *cluster) start(id paxos.NodeID) {
+	nd := c.nodes[id]
+	st, err := paxos.OpenStore(nd.dir, paxos.StoreOptions{Logger: quiet()})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nd.store = st
+	nd.host = paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
+	nd.host.SetTransport(c.net.Join(id, nd.host.Deliver))
+	cfg := c.cfg
+	cfg.Logger = quiet()
+	svc, err := NewService(cfg, nd.host, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: 60},
+		func(g int) paxos.NodeID { return c.peers[g%len(c.peers)] })
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	nd.svc = svc
+	nd.host.Start()
+}
+
+func (c *cluster) stop(id paxos.NodeID) {
+	nd := c.nodes[id]
+	nd.host.Stop()
+	nd.svc.Close()
+	if err := nd.store.Close(); err != nil {
+		c.t.Errorf("close store: %v", err)
+	}
+	nd.host = nil
+}
+
+// master returns the node serving key's group, waiting for one.
+func (c *cluster) master(ns, key string) *node {
+	g := wire.GroupOf(wire.KeyHash(ns, key), c.groups)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, nd := range c.nodes {
+			if nd.host != nil && nd.svc.Group(g).Serving() {
+				return nd
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatalf("no master for group %d", g)
+	return nil
+}
+
+func (c *cluster) nextID() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reqID++
+	return c.reqID
+}
+
+// do submits r to the master of its key and returns the response. It
+// retries on NO_MASTER (a master change) up to a bound.
+func (c *cluster) do(s *testSink, r Request) wire.Response {
+	c.t.Helper()
+	r.Hash = wire.KeyHash(r.Namespace, r.Key)
+	if r.Namespace == "" {
+		r.Namespace = "ns"
+		r.Hash = wire.KeyHash(r.Namespace, r.Key)
+	}
+	for range 100 {
+		r.ReqID = c.nextID()
+		r.Sink = s
+		rr := r
+		c.master(r.Namespace, r.Key).svc.Submit(&rr)
+		resp := s.response(c.t, r.ReqID)
+		if resp.Status != wire.StatusNoMaster {
+			return resp
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no master answered %+v", r)
+	return wire.Response{}
+}
+
+func owner(c, id uint64) wire.Owner { return wire.Owner{Client: c, ID: id} }
+
+func TestAcquireReleaseHandOff(t *testing.T) {
+	c := newCluster(t, 3, Config{})
+	a, b := newSink(), newSink()
+	r := c.do(a, Request{Op: OpAcquire, Key: "k", Owner: owner(1, 1), TTL: 10 * time.Second})
+	if r.Status != wire.StatusSuccess || r.Token == 0 {
+		t.Fatalf("acquire: %+v", r)
+	}
+	tok := r.Token
+	// A try-lock by another owner is refused at once.
+	if r2 := c.do(b, Request{Op: OpAcquire, Key: "k", Owner: owner(2, 1)}); r2.Status != wire.StatusLockOccupied || r2.Holder != owner(1, 1) || r2.Token != tok {
+		t.Fatalf("try-lock: %+v", r2)
+	}
+	// A reacquire by the holder keeps the token.
+	if r3 := c.do(a, Request{Op: OpAcquire, Key: "k", Owner: owner(1, 1)}); r3.Status != wire.StatusSuccess || r3.Token != tok {
+		t.Fatalf("reacquire: %+v (token %d)", r3, tok)
+	}
+	// A blocking acquire waits, and the release hands the lock over.
+	if r4 := c.do(b, Request{Op: OpAcquire, Key: "k", Owner: owner(2, 1), MaxWait: -1, WaitID: 9}); r4.Status != wire.StatusLockWait {
+		t.Fatalf("blocking acquire: %+v", r4)
+	}
+	// Wrong token and wrong owner change nothing.
+	if r5 := c.do(b, Request{Op: OpRelease, Key: "k", Owner: owner(2, 1), Token: tok}); r5.Status != wire.StatusLockChangedOwner {
+		t.Fatalf("release by non-owner: %+v", r5)
+	}
+	if r6 := c.do(a, Request{Op: OpRelease, Key: "k", Owner: owner(1, 1), Token: tok + 1}); r6.Status != wire.StatusTokenError {
+		t.Fatalf("release with wrong token: %+v", r6)
+	}
+	if r7 := c.do(a, Request{Op: OpRelease, Key: "k", Owner: owner(1, 1), Token: tok}); r7.Status != wire.StatusSuccess {
+		t.Fatalf("release: %+v", r7)
+	}
+	g := b.granted(t, 9)
+	if g.Status != wire.StatusSuccess || g.Token <= tok {
+		t.Fatalf("granted: %+v, old token %d", g, tok)
+	}
+	st := c.do(a, Request{Op: OpState, Key: "k"})
+	if st.Status != wire.StatusSuccess || st.Holder != owner(2, 1) || st.Token != g.Token {
+		t.Fatalf("state: %+v", st)
+	}
+}

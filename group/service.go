@@ -1,0 +1,205 @@
+package group
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// Op is what a Request asks for.
+type Op uint8
+
+// Request operations.
+const (
+	OpAcquire Op = iota + 1
+	OpRenew
+	OpRelease
+	OpState
+	OpWatch
+	OpUnwatch
+	OpCancelWait
+)
+
+// Sink receives what the service says about one client connection's
+// requests. Both methods must return at once (queue, don't write).
+type Sink interface {
+	// Respond answers the request with id reqID.
+	Respond(reqID uint64, r wire.Response)
+	// Push delivers an event: *wire.Granted, *wire.Lost or *wire.WatchEvent.
+	Push(m wire.Message)
+}
+
+// Request is one client request for a key.
+type Request struct {
+	Op Op
+	// Namespace and Key name the lock; Hash is wire.KeyHash(Namespace, Key).
+	Namespace string
+	Key       string
+	Hash      uint64
+	Owner     wire.Owner
+	Kind      wire.Kind
+	Flags     wire.Flags
+	Weight    uint8
+	// TTL is the lock's TTL (0: the default).
+	TTL time.Duration
+	// MaxWait is how long an acquire may wait (0: try-lock; negative: no
+	// limit) or how long a watch lives (0 or negative: no limit).
+	MaxWait time.Duration
+	// Token is the holder's token (renew, release) or the watcher's last
+	// seen token (watch).
+	Token uint64
+	// WaitID names a blocking acquire's wait, WatchID a watch.
+	WaitID  uint64
+	WatchID uint64
+	// ReqID is echoed to Sink.Respond.
+	ReqID uint64
+	Sink  Sink
+}
+
+// Config configures a Service.
+type Config struct {
+	// Groups is the number of replication groups (default 15).
+	Groups int
+	// Workers is the number of workers per group (default 8).
+	Workers int
+	// DefaultTTL, MinTTL and MaxTTL bound lock TTLs (defaults 30s, 1s, 24h).
+	DefaultTTL, MinTTL, MaxTTL time.Duration
+	// MaxWaiters bounds the waiters of one key (default 10000).
+	MaxWaiters int
+	// Clock is the monotonic clock for deadlines (default: the real one).
+	Clock Clock
+	// Logger receives events (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.Groups <= 0 {
+		c.Groups = wire.DefaultGroups
+	}
+	if c.Workers <= 0 {
+		c.Workers = 8
+	}
+	if c.DefaultTTL <= 0 {
+		c.DefaultTTL = 30 * time.Second
+	}
+	if c.MinTTL <= 0 {
+		c.MinTTL = time.Second
+	}
+	if c.MaxTTL <= 0 {
+		c.MaxTTL = 24 * time.Hour
+	}
+	if c.MaxWaiters <= 0 {
+		c.MaxWaiters = 10000
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Service is the lock service of one node: one lock group per replication
+// group, each with its workers.
+type Service struct {
+	cfg    Config
+	groups []*LockGroup
+}
+
+// LockGroup is the lock service of one replication group on this node.
+type LockGroup struct {
+	svc     *Service
+	id      int
+	px      *paxos.Group
+	sm      *StateMachine
+	workers []*worker
+}
+
+// NewService creates the lock groups on host: replication group g+1 for
+// lock group g (paxos group ids start at 1), each with peers as replicas.
+// preferred(g) names the node that should master group g, 0 for none.
+func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
+	cfg.setDefaults()
+	s := &Service{cfg: cfg}
+	for g := 0; g < cfg.Groups; g++ {
+		sm := NewStateMachine(cfg.Workers)
+		lg := &LockGroup{svc: s, id: g, sm: sm}
+		for i := 0; i < cfg.Workers; i++ {
+			lg.workers = append(lg.workers, newWorker(lg, i))
+		}
+		sm.observe(lg.masterChanged)
+		c := pcfg
+		c.Group = paxos.GroupID(g + 1)
+		c.Peers = peers
+		px, err := host.AddGroup(paxos.GroupConfig{Core: c}, sm)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("group: %w", err)
+		}
+		lg.px = px
+		if preferred != nil {
+			px.SetPreferred(preferred(g))
+		}
+		s.groups = append(s.groups, lg)
+		for _, w := range lg.workers {
+			go w.run()
+		}
+		// The group may already be master (single node): tell the workers.
+		lg.masterChanged(px.Status())
+	}
+	return s, nil
+}
+
+// Close stops the workers. The paxos host is stopped by its owner.
+func (s *Service) Close() {
+	for _, g := range s.groups {
+		for _, w := range g.workers {
+			w.stop()
+		}
+	}
+}
+
+// Groups returns the lock groups, indexed by wire.GroupOf.
+func (s *Service) Groups() []*LockGroup { return s.groups }
+
+// Group returns lock group g.
+func (s *Service) Group(g int) *LockGroup { return s.groups[g] }
+
+// Submit routes r to its key's worker. It never blocks; the answer and any
+// later events reach r.Sink.
+func (s *Service) Submit(r *Request) {
+	g := s.groups[wire.GroupOf(r.Hash, len(s.groups))]
+	g.workers[wire.WorkerOf(r.Hash, len(g.workers))].submit(r)
+}
+
+// ForgetClient removes every waiter and watch of client id (its connection
+// closed). Held locks are untouched: they expire unless renewed.
+func (s *Service) ForgetClient(id uint64, sink Sink) {
+	for _, g := range s.groups {
+		for _, w := range g.workers {
+			w.post(event{kind: evForget, client: id, sink: sink})
+		}
+	}
+}
+
+// Paxos returns the replication group under lock group g.
+func (g *LockGroup) Paxos() *paxos.Group { return g.px }
+
+// StateMachine returns the group's lock table.
+func (g *LockGroup) StateMachine() *StateMachine { return g.sm }
+
+// Serving reports whether this node is the group's serving master.
+func (g *LockGroup) Serving() bool { return g.px.Status().Serving }
+
+func (g *LockGroup) masterChanged(s paxos.SoftState) {
+	for _, w := range g.workers {
+		w.post(event{kind: evMaster, serving: s.Serving})
+	}
+}
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("group: service closed")

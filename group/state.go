@@ -1,0 +1,527 @@
+// Package group is the lock service on top of paxos: it routes a key to
+// its group and worker, decides on the master what can succeed, proposes
+// it, applies acquire, renew, release and expire in a deterministic state
+// machine, expires locks on the master's monotonic clock and hands freed
+// locks to the heaviest, earliest waiter.
+//
+// # State machine
+//
+// Every replica keeps, per key, the holders of the lock (one writer, or
+// readers) with each holder's owner, fencing token and TTL, in memory and
+// in the group's Pebble keyspace. It stores TTLs, never deadlines: time
+// enters the log only as an Expire the master decided (invariant I6).
+// A grant's token is groupVersion<<48 | instanceID; the master puts at most
+// one owner-changing command per key into one instance (it serialises a
+// key's changes), so a key's tokens strictly increase (I2), and a reader
+// admitted together with others in one hand-off shares their token.
+// A reacquire by the current owner keeps its token and refreshes its TTL,
+// which also makes a retried acquire harmless.
+package group
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// op is a replicated command's kind.
+type op uint8
+
+const (
+	opAcquire    op = 1 // grant key to owner (kind, ttl) if the state allows
+	opRenew      op = 2 // refresh the TTL of owner's hold with token
+	opRelease    op = 3 // remove owner's hold with token, then grant to grants
+	opExpire     op = 4 // remove the hold with token (master-decided), then grant
+	opSetVersion op = 5 // raise the group version (migration)
+	opGrant      op = 6 // grant to grants (a free or read-held key's waiters)
+)
+
+// grant is a hold handed to a waiter inside a release or expire.
+type grant struct {
+	owner wire.Owner
+	kind  wire.Kind
+	ttlMs uint32
+}
+
+// command is the decoded form of a replicated command.
+type command struct {
+	op     op
+	key    string
+	owner  wire.Owner
+	kind   wire.Kind
+	ttlMs  uint32
+	token  uint64
+	grants []grant
+}
+
+var errBadCommand = errors.New("group: malformed command")
+
+func appendCommand(dst []byte, c *command) []byte {
+	dst = append(dst, byte(c.op), byte(c.kind))
+	dst = binary.AppendUvarint(dst, uint64(len(c.key)))
+	dst = append(dst, c.key...)
+	dst = binary.AppendUvarint(dst, c.owner.Client)
+	dst = binary.AppendUvarint(dst, c.owner.ID)
+	dst = binary.AppendUvarint(dst, uint64(c.ttlMs))
+	dst = binary.AppendUvarint(dst, c.token)
+	dst = binary.AppendUvarint(dst, uint64(len(c.grants)))
+	for _, g := range c.grants {
+		dst = binary.AppendUvarint(dst, g.owner.Client)
+		dst = binary.AppendUvarint(dst, g.owner.ID)
+		dst = append(dst, byte(g.kind))
+		dst = binary.AppendUvarint(dst, uint64(g.ttlMs))
+	}
+	return dst
+}
+
+type reader struct {
+	b   []byte
+	err bool
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) == 0 {
+		r.err = true
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) bytes(n uint64) []byte {
+	if uint64(len(r.b)) < n {
+		r.err = true
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func decodeCommand(b []byte) (command, error) {
+	r := reader{b: b}
+	var c command
+	c.op = op(r.byte())
+	c.kind = wire.Kind(r.byte())
+	c.key = string(r.bytes(r.uvarint()))
+	c.owner.Client = r.uvarint()
+	c.owner.ID = r.uvarint()
+	c.ttlMs = uint32(r.uvarint())
+	c.token = r.uvarint()
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		return command{}, errBadCommand
+	}
+	for i := uint64(0); i < n && !r.err; i++ {
+		var g grant
+		g.owner.Client = r.uvarint()
+		g.owner.ID = r.uvarint()
+		g.kind = wire.Kind(r.byte())
+		g.ttlMs = uint32(r.uvarint())
+		c.grants = append(c.grants, g)
+	}
+	if r.err || len(r.b) != 0 || !c.kind.Valid() {
+		return command{}, errBadCommand
+	}
+	return c, nil
+}
+
+// holder is one owner's hold on a key.
+type holder struct {
+	owner wire.Owner
+	token uint64
+	ttlMs uint32
+}
+
+// lockRec is a key's lock: a writer (kind exclusive or write) or readers.
+type lockRec struct {
+	kind    wire.Kind
+	holders []holder
+}
+
+func (l *lockRec) find(o wire.Owner) int {
+	for i := range l.holders {
+		if l.holders[i].owner == o {
+			return i
+		}
+	}
+	return -1
+}
+
+func (l *lockRec) findToken(t uint64) int {
+	for i := range l.holders {
+		if l.holders[i].token == t {
+			return i
+		}
+	}
+	return -1
+}
+
+func exclusive(k wire.Kind) bool { return k != wire.KindRead }
+
+// canGrant reports whether owner o may take the key in kind k now, and
+// whether that is a reacquire of a hold it has.
+func (l *lockRec) canGrant(o wire.Owner, k wire.Kind) (ok, again bool) {
+	if l == nil || len(l.holders) == 0 {
+		return true, false
+	}
+	i := l.find(o)
+	if exclusive(k) {
+		if i >= 0 && len(l.holders) == 1 && exclusive(l.kind) {
+			return true, true
+		}
+		return false, false
+	}
+	if exclusive(l.kind) {
+		return false, false
+	}
+	return true, i >= 0
+}
+
+func encodeRec(dst []byte, l *lockRec) []byte {
+	dst = append(dst, 1, byte(l.kind))
+	dst = binary.AppendUvarint(dst, uint64(len(l.holders)))
+	for _, h := range l.holders {
+		dst = binary.AppendUvarint(dst, h.owner.Client)
+		dst = binary.AppendUvarint(dst, h.owner.ID)
+		dst = binary.AppendUvarint(dst, h.token)
+		dst = binary.AppendUvarint(dst, uint64(h.ttlMs))
+	}
+	return dst
+}
+
+func decodeRec(b []byte) (*lockRec, error) {
+	r := reader{b: b}
+	if r.byte() != 1 {
+		return nil, fmt.Errorf("group: lock record version: %w", errBadCommand)
+	}
+	l := &lockRec{kind: wire.Kind(r.byte())}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		return nil, errBadCommand
+	}
+	for i := uint64(0); i < n && !r.err; i++ {
+		var h holder
+		h.owner.Client = r.uvarint()
+		h.owner.ID = r.uvarint()
+		h.token = r.uvarint()
+		h.ttlMs = uint32(r.uvarint())
+		l.holders = append(l.holders, h)
+	}
+	if r.err {
+		return nil, errBadCommand
+	}
+	return l, nil
+}
+
+// Keys of a group's state-machine keyspace.
+const (
+	lockPrefix = 'l' // 'l' + full key -> lock record
+	metaPrefix = 'm' // 'm' + name -> value
+)
+
+var versionKey = []byte("mversion")
+
+// outcome is what applying one command returns to its proposer.
+type outcome struct {
+	status wire.Status
+	token  uint64
+	// grants[i] is the token granted to command.grants[i], 0 if it could
+	// not be granted.
+	grants []uint64
+}
+
+// shard is the part of the lock table one worker decides on.
+type shard struct {
+	mu    sync.RWMutex
+	locks map[string]*lockRec
+}
+
+// StateMachine is one group's replicated lock table. It implements
+// paxos.StateMachine; workers read it under each shard's lock.
+type StateMachine struct {
+	workers int
+	shards  []shard
+	version uint64 // group version; tokens are version<<48 | instance
+	count   int64  // held keys, for status
+
+	mu      sync.Mutex // guards version, count and the observer
+	applied uint64
+	obs     func(paxos.SoftState)
+	key     []byte // scratch
+	val     []byte // scratch
+}
+
+// NewStateMachine returns an empty lock table split over workers shards.
+func NewStateMachine(workers int) *StateMachine {
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
+	for i := range sm.shards {
+		sm.shards[i].locks = make(map[string]*lockRec)
+	}
+	return sm
+}
+
+func (sm *StateMachine) shardOf(key string) *shard {
+	return &sm.shards[wire.WorkerOf(hashFull(key), sm.workers)]
+}
+
+// hashFull hashes a full key (namespace, 0x00, key) exactly as
+// wire.KeyHash hashes its two parts.
+func hashFull(full string) uint64 {
+	ns, key := splitFull(full)
+	return wire.KeyHash(ns, key)
+}
+
+// fullKey joins a namespace and a key; a namespace never contains 0x00.
+func fullKey(ns, key string) string { return ns + "\x00" + key }
+
+func splitFull(full string) (ns, key string) {
+	for i := 0; i < len(full); i++ {
+		if full[i] == 0 {
+			return full[:i], full[i+1:]
+		}
+	}
+	return "", full
+}
+
+// Version returns the group version.
+func (sm *StateMachine) Version() uint64 {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.version
+}
+
+// Count returns the number of keys held.
+func (sm *StateMachine) Count() int64 {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.count
+}
+
+// Applied returns the last applied instance.
+func (sm *StateMachine) Applied() uint64 {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.applied
+}
+
+// get returns a copy of key's record, or nil.
+func (sm *StateMachine) get(key string) *lockRec {
+	s := sm.shardOf(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := s.locks[key]
+	if l == nil {
+		return nil
+	}
+	cp := &lockRec{kind: l.kind, holders: append([]holder(nil), l.holders...)}
+	return cp
+}
+
+// Apply implements paxos.StateMachine.
+func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, results []any) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	sm.applied = instance
+	for i, b := range cmds {
+		c, err := decodeCommand(b)
+		if err != nil {
+			results[i] = &outcome{status: wire.StatusError}
+			continue
+		}
+		results[i] = sm.apply(instance, &c, w)
+	}
+}
+
+func (sm *StateMachine) token(instance uint64) uint64 {
+	return sm.version<<48 | instance&(1<<48-1)
+}
+
+func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outcome {
+	if c.op == opSetVersion {
+		if c.token > sm.version {
+			sm.version = c.token
+			w.Set(versionKey, binary.AppendUvarint(nil, sm.version))
+		}
+		return &outcome{status: wire.StatusSuccess, token: sm.version}
+	}
+	s := sm.shardOf(c.key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.locks[c.key]
+	held := l != nil && len(l.holders) > 0
+	out := &outcome{status: wire.StatusSuccess}
+	switch c.op {
+	case opAcquire:
+		out.status, out.token = sm.grant(&l, instance, c.owner, c.kind, c.ttlMs)
+	case opRenew, opRelease, opExpire:
+		if !held {
+			out.status = wire.StatusLockDeleted
+			break
+		}
+		var i int
+		if c.op == opExpire {
+			i = l.findToken(c.token)
+			if i < 0 {
+				out.status = wire.StatusTokenError
+				break
+			}
+		} else {
+			i = l.find(c.owner)
+			if i < 0 {
+				out.status = wire.StatusLockChangedOwner
+				break
+			}
+			if l.holders[i].token != c.token {
+				out.status = wire.StatusTokenError
+				break
+			}
+		}
+		out.token = l.holders[i].token
+		if c.op == opRenew {
+			if c.ttlMs > 0 {
+				l.holders[i].ttlMs = c.ttlMs
+			}
+			break
+		}
+		l.holders = append(l.holders[:i], l.holders[i+1:]...)
+		sm.applyGrants(&l, instance, c, out)
+	case opGrant:
+		sm.applyGrants(&l, instance, c, out)
+	default:
+		out.status = wire.StatusError
+	}
+	sm.put(c.key, s, l, held, w)
+	return out
+}
+
+func (sm *StateMachine) applyGrants(lp **lockRec, instance uint64, c *command, out *outcome) {
+	if len(c.grants) == 0 {
+		return
+	}
+	out.grants = make([]uint64, len(c.grants))
+	for j, g := range c.grants {
+		if st, tok := sm.grant(lp, instance, g.owner, g.kind, g.ttlMs); st == wire.StatusSuccess {
+			out.grants[j] = tok
+		}
+	}
+}
+
+// grant gives the key to o if the state allows.
+func (sm *StateMachine) grant(lp **lockRec, instance uint64, o wire.Owner, k wire.Kind, ttlMs uint32) (wire.Status, uint64) {
+	l := *lp
+	ok, again := l.canGrant(o, k)
+	if !ok {
+		return wire.StatusLockOccupied, 0
+	}
+	if again {
+		i := l.find(o)
+		l.holders[i].ttlMs = ttlMs
+		return wire.StatusSuccess, l.holders[i].token
+	}
+	if l == nil {
+		l = &lockRec{}
+		*lp = l
+	}
+	if len(l.holders) == 0 {
+		l.kind = k
+	}
+	tok := sm.token(instance)
+	l.holders = append(l.holders, holder{owner: o, token: tok, ttlMs: ttlMs})
+	return wire.StatusSuccess, tok
+}
+
+// put stores key's record after a change (or deletes it when empty).
+func (sm *StateMachine) put(key string, s *shard, l *lockRec, wasHeld bool, w paxos.Writer) {
+	sm.key = append(append(sm.key[:0], lockPrefix), key...)
+	if l == nil || len(l.holders) == 0 {
+		if wasHeld {
+			delete(s.locks, key)
+			w.Delete(sm.key)
+			sm.count--
+		}
+		return
+	}
+	if !wasHeld {
+		s.locks[key] = l
+		sm.count++
+	}
+	sm.val = encodeRec(sm.val[:0], l)
+	w.Set(sm.key, sm.val)
+}
+
+// Load implements paxos.StateMachine.
+func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	for i := range sm.shards {
+		sm.shards[i].mu.Lock()
+		sm.shards[i].locks = make(map[string]*lockRec)
+	}
+	defer func() {
+		for i := range sm.shards {
+			sm.shards[i].mu.Unlock()
+		}
+	}()
+	sm.version, sm.count, sm.applied = 0, 0, applied
+	return r.Scan(nil, func(k, v []byte) error {
+		switch {
+		case len(k) > 0 && k[0] == lockPrefix:
+			l, err := decodeRec(v)
+			if err != nil {
+				return fmt.Errorf("group: lock %q: %w", k[1:], err)
+			}
+			key := string(k[1:])
+			sm.shards[wire.WorkerOf(hashFull(key), sm.workers)].locks[key] = l
+			sm.count++
+		case string(k) == string(versionKey):
+			v, n := binary.Uvarint(v)
+			if n <= 0 {
+				return fmt.Errorf("group: version: %w", errBadCommand)
+			}
+			sm.version = v
+		}
+		return nil
+	})
+}
+
+// MasterChanged implements paxos.MasterObserver.
+func (sm *StateMachine) MasterChanged(s paxos.SoftState) {
+	sm.mu.Lock()
+	f := sm.obs
+	sm.mu.Unlock()
+	if f != nil {
+		f(s)
+	}
+}
+
+func (sm *StateMachine) observe(f func(paxos.SoftState)) {
+	sm.mu.Lock()
+	sm.obs = f
+	sm.mu.Unlock()
+}
+
+// forEach calls f for every record of shard i under its read lock.
+func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
+	s := &sm.shards[i]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for k, l := range s.locks {
+		f(k, l)
+	}
+}

@@ -1,0 +1,892 @@
+package group
+
+import (
+	"container/heap"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// Clock is the monotonic clock the master measures deadlines with.
+type Clock interface {
+	Now() time.Time
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a scheduled call that can be stopped.
+type Timer interface{ Stop() bool }
+
+// RealClock is the process's monotonic clock.
+type RealClock struct{}
+
+// Now returns time.Now(), which carries a monotonic reading.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// AfterFunc calls time.AfterFunc.
+func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+type evKind uint8
+
+const (
+	evRequest evKind = iota
+	evResult
+	evMaster
+	evForget
+	evTimer
+)
+
+type event struct {
+	kind    evKind
+	req     *Request
+	res     paxos.Result
+	pend    *pending
+	serving bool
+	client  uint64
+	sink    Sink
+}
+
+// pending is a proposal in flight and what to do with its outcome.
+type pending struct {
+	cmd    command
+	req    *Request  // the requester to answer, nil for expire and grants
+	grants []*waiter // waiters the command grants to, in cmd.grants order
+	lost   holdInfo  // expire: the hold that ends
+}
+
+type waiter struct {
+	req      *Request
+	seq      uint64
+	deadline time.Time
+	granting bool
+	gone     bool
+}
+
+func (w *waiter) weight() uint8 {
+	if w.req.Weight == 0 {
+		return wire.DefaultWeight
+	}
+	return w.req.Weight
+}
+
+type watcher struct {
+	id         uint64
+	sink       Sink
+	token      uint64
+	continuous bool
+	deadline   time.Time
+	gone       bool
+}
+
+type holdInfo struct {
+	deadline time.Time
+	owner    wire.Owner
+	sink     Sink
+	key      string
+}
+
+// keyState is what the master's worker knows of one key beyond the
+// replicated record: deadlines, waiters, watchers, and whether a change is
+// in flight.
+type keyState struct {
+	busy      bool
+	deferred  []*Request
+	waiters   []*waiter
+	watchers  []*watcher
+	deadlines map[uint64]holdInfo // token -> deadline
+}
+
+func (ks *keyState) empty() bool {
+	return !ks.busy && len(ks.deferred) == 0 && len(ks.waiters) == 0 && len(ks.watchers) == 0 && len(ks.deadlines) == 0
+}
+
+type timerKind uint8
+
+const (
+	tExpire timerKind = iota
+	tWait
+	tWatch
+)
+
+type timerEntry struct {
+	at    time.Time
+	kind  timerKind
+	key   string
+	token uint64
+	w     *waiter
+	wt    *watcher
+}
+
+type timerHeap []timerEntry
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// worker decides for the keys that hash to it, on the master. All its
+// state is owned by its goroutine; everything reaches it as an event.
+type worker struct {
+	g     *LockGroup
+	idx   int
+	clock Clock
+
+	mu      sync.Mutex
+	q       []event
+	closed  bool
+	wake    chan struct{}
+	done    chan struct{}
+	serving bool
+
+	keys    map[string]*keyState
+	seq     uint64
+	timers  timerHeap
+	timer   Timer
+	timerAt time.Time
+}
+
+func newWorker(g *LockGroup, idx int) *worker {
+	return &worker{
+		g:     g,
+		idx:   idx,
+		clock: g.svc.cfg.Clock,
+		wake:  make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		keys:  make(map[string]*keyState),
+	}
+}
+
+func (w *worker) post(e event) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		if e.kind == evRequest {
+			respond(e.req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
+		}
+		return
+	}
+	w.q = append(w.q, e)
+	first := len(w.q) == 1
+	w.mu.Unlock()
+	if first {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (w *worker) submit(r *Request) { w.post(event{kind: evRequest, req: r}) }
+
+func (w *worker) stop() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	<-w.done
+}
+
+func (w *worker) run() {
+	defer close(w.done)
+	var batch []event
+	for range w.wake {
+		w.mu.Lock()
+		batch, w.q = w.q, batch[:0]
+		closed := w.closed
+		w.mu.Unlock()
+		for i := range batch {
+			w.handle(&batch[i])
+		}
+		clear(batch)
+		if closed {
+			w.loseMastership()
+			if w.timer != nil {
+				w.timer.Stop()
+			}
+			return
+		}
+		w.armTimer()
+	}
+}
+
+func (w *worker) handle(e *event) {
+	switch e.kind {
+	case evRequest:
+		w.onRequest(e.req)
+	case evResult:
+		w.onResult(e.pend, e.res)
+	case evMaster:
+		if e.serving && !w.serving {
+			w.becomeMaster()
+		} else if !e.serving && w.serving {
+			w.loseMastership()
+		}
+	case evForget:
+		w.forget(e.client, e.sink)
+	case evTimer:
+		w.fireTimers()
+	}
+}
+
+func respond(r *Request, resp wire.Response) {
+	if r != nil && r.Sink != nil {
+		r.Sink.Respond(r.ReqID, resp)
+	}
+}
+
+func (w *worker) key(r *Request) string { return fullKey(r.Namespace, r.Key) }
+
+func (w *worker) state(key string) *keyState {
+	ks := w.keys[key]
+	if ks == nil {
+		ks = &keyState{deadlines: make(map[uint64]holdInfo)}
+		w.keys[key] = ks
+	}
+	return ks
+}
+
+func (w *worker) tidy(key string, ks *keyState) {
+	if ks.empty() {
+		delete(w.keys, key)
+	}
+}
+
+func (w *worker) ttl(r *Request) uint32 {
+	cfg := &w.g.svc.cfg
+	d := r.TTL
+	if d <= 0 {
+		d = cfg.DefaultTTL
+	}
+	d = min(max(d, cfg.MinTTL), cfg.MaxTTL)
+	return uint32(d / time.Millisecond)
+}
+
+func (w *worker) onRequest(r *Request) {
+	if !w.serving {
+		respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+		return
+	}
+	key := w.key(r)
+	switch r.Op {
+	case OpState:
+		w.answerState(r, key)
+		return
+	case OpWatch:
+		w.watch(r, key)
+		return
+	case OpUnwatch:
+		if ks := w.keys[key]; ks != nil {
+			for _, wt := range ks.watchers {
+				if wt.id == r.WatchID && wt.sink == r.Sink {
+					wt.gone = true
+				}
+			}
+			ks.watchers = dropWatchers(ks.watchers)
+			w.tidy(key, ks)
+		}
+		respond(r, wire.Response{Status: wire.StatusSuccess})
+		return
+	}
+	ks := w.state(key)
+	if ks.busy {
+		ks.deferred = append(ks.deferred, r)
+		return
+	}
+	switch r.Op {
+	case OpAcquire:
+		w.acquire(r, key, ks)
+	case OpRenew:
+		w.renew(r, key, ks)
+	case OpRelease:
+		w.release(r, key, ks)
+	case OpCancelWait:
+		w.cancelWait(r, key, ks)
+	default:
+		respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "unknown operation"})
+	}
+	w.tidy(key, ks)
+}
+
+// occupiedInfo fills the holder fields of a response from rec.
+func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
+	if rec == nil || len(rec.holders) == 0 {
+		return
+	}
+	h := rec.holders[0]
+	resp.Holder, resp.Token, resp.Kind = h.owner, h.token, rec.kind
+	if rec.kind == wire.KindRead {
+		resp.Readers = uint32(len(rec.holders))
+	}
+	resp.TTLLeftMs = h.ttlMs
+	if ks != nil {
+		if info, ok := ks.deadlines[h.token]; ok {
+			left := info.deadline.Sub(w.clock.Now())
+			resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
+		}
+		resp.QueueLen = uint32(len(ks.waiters))
+	}
+}
+
+func (w *worker) answerState(r *Request, key string) {
+	rec := w.g.sm.get(key)
+	if rec == nil || len(rec.holders) == 0 {
+		resp := wire.Response{Status: wire.StatusLockDeleted}
+		if ks := w.keys[key]; ks != nil {
+			resp.QueueLen = uint32(len(ks.waiters))
+		}
+		respond(r, resp)
+		return
+	}
+	resp := wire.Response{Status: wire.StatusSuccess}
+	w.occupiedInfo(&resp, w.keys[key], rec)
+	// Report the asker's own hold if it has one.
+	if i := rec.find(r.Owner); i >= 0 && i != 0 {
+		resp.Holder, resp.Token = rec.holders[i].owner, rec.holders[i].token
+	}
+	respond(r, resp)
+}
+
+// blockedByQueue reports whether a new arrival must wait behind queued
+// waiters even though the lock could be granted: a waiter of equal or
+// higher weight goes first, and new readers queue behind a waiting writer.
+func blockedByQueue(ks *keyState, r *Request) bool {
+	wt := r.Weight
+	if wt == 0 {
+		wt = wire.DefaultWeight
+	}
+	for _, q := range ks.waiters {
+		if q.weight() >= wt {
+			return true
+		}
+		if r.Kind == wire.KindRead && exclusive(q.req.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *worker) acquire(r *Request, key string, ks *keyState) {
+	rec := w.g.sm.get(key)
+	ok, again := rec.canGrant(r.Owner, r.Kind)
+	if ok && !again && blockedByQueue(ks, r) {
+		ok = false
+	}
+	if ok {
+		w.propose(ks, &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r)}})
+		return
+	}
+	// Re-sent by a client after a reconnect: the same wait, a new sink.
+	if r.WaitID != 0 {
+		for _, q := range ks.waiters {
+			if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
+				q.req = r
+				respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
+				return
+			}
+		}
+	}
+	if r.MaxWait == 0 {
+		resp := wire.Response{Status: wire.StatusLockOccupied}
+		w.occupiedInfo(&resp, ks, rec)
+		respond(r, resp)
+		return
+	}
+	if len(ks.waiters) >= w.g.svc.cfg.MaxWaiters {
+		respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 100, Msg: "too many waiters on key"})
+		return
+	}
+	w.seq++
+	q := &waiter{req: r, seq: w.seq}
+	if r.MaxWait > 0 {
+		q.deadline = w.clock.Now().Add(r.MaxWait)
+		w.schedule(timerEntry{at: q.deadline, kind: tWait, key: key, w: q})
+	}
+	// Keep the queue ordered: heaviest first, then earliest.
+	i := len(ks.waiters)
+	for i > 0 && ks.waiters[i-1].weight() < q.weight() {
+		i--
+	}
+	ks.waiters = append(ks.waiters, nil)
+	copy(ks.waiters[i+1:], ks.waiters[i:])
+	ks.waiters[i] = q
+	respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
+	// A free key with waiters (say, the head timed out at the wrong
+	// moment) is handed on at once.
+	if rec == nil || len(rec.holders) == 0 {
+		w.grantWaiters(key, ks, nil)
+	}
+}
+
+// pickGrants chooses the waiters that get the key once rest holds it: the
+// head writer alone when rest is empty, or the leading readers when rest
+// holds only readers (or nothing).
+func pickGrants(ks *keyState, rest []holder, restKind wire.Kind) []*waiter {
+	const maxGrants = 64
+	var out []*waiter
+	for _, q := range ks.waiters {
+		if q.granting {
+			return nil
+		}
+		if exclusive(q.req.Kind) {
+			if len(out) == 0 && len(rest) == 0 {
+				out = append(out, q)
+			}
+			break
+		}
+		if len(rest) > 0 && exclusive(restKind) {
+			break
+		}
+		out = append(out, q)
+		if len(out) == maxGrants {
+			break
+		}
+	}
+	return out
+}
+
+func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
+	gs := make([]grant, len(ws))
+	for i, q := range ws {
+		q.granting = true
+		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req)}
+	}
+	return gs
+}
+
+// grantWaiters hands a key that is free (or read-held) to its head
+// waiters with one command.
+func (w *worker) grantWaiters(key string, ks *keyState, rec *lockRec) {
+	if ks.busy || len(ks.waiters) == 0 {
+		return
+	}
+	var rest []holder
+	var kind wire.Kind
+	if rec != nil {
+		rest, kind = rec.holders, rec.kind
+	}
+	ws := pickGrants(ks, rest, kind)
+	if len(ws) == 0 {
+		return
+	}
+	// A grant-only command: release nothing, then grant.
+	w.propose(ks, &pending{grants: ws, cmd: command{op: opGrant, key: key, grants: w.grantsFor(ks, ws)}})
+}
+
+func (w *worker) renew(r *Request, key string, ks *keyState) {
+	rec := w.g.sm.get(key)
+	if st := checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
+		respond(r, wire.Response{Status: st})
+		return
+	}
+	var ttl uint32
+	if r.TTL > 0 {
+		ttl = w.ttl(r)
+	}
+	w.propose(ks, &pending{req: r, cmd: command{op: opRenew, key: key, owner: r.Owner, token: r.Token, ttlMs: ttl}})
+}
+
+func checkHolder(rec *lockRec, o wire.Owner, token uint64) wire.Status {
+	if rec == nil || len(rec.holders) == 0 {
+		return wire.StatusLockDeleted
+	}
+	i := rec.find(o)
+	if i < 0 {
+		return wire.StatusLockChangedOwner
+	}
+	if rec.holders[i].token != token {
+		return wire.StatusTokenError
+	}
+	return wire.StatusSuccess
+}
+
+func without(rec *lockRec, token uint64) []holder {
+	rest := make([]holder, 0, len(rec.holders))
+	for _, h := range rec.holders {
+		if h.token != token {
+			rest = append(rest, h)
+		}
+	}
+	return rest
+}
+
+func (w *worker) release(r *Request, key string, ks *keyState) {
+	rec := w.g.sm.get(key)
+	if st := checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
+		respond(r, wire.Response{Status: st})
+		return
+	}
+	ws := pickGrants(ks, without(rec, r.Token), rec.kind)
+	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}})
+}
+
+func (w *worker) cancelWait(r *Request, key string, ks *keyState) {
+	for _, q := range ks.waiters {
+		if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
+			q.gone = true
+		}
+	}
+	ks.waiters = dropWaiters(ks.waiters)
+	resp := wire.Response{Status: wire.StatusSuccess}
+	// If the grant won the race, say so: the owner holds the lock.
+	if rec := w.g.sm.get(key); rec != nil {
+		if i := rec.find(r.Owner); i >= 0 {
+			resp.Token = rec.holders[i].token
+		}
+	}
+	respond(r, resp)
+}
+
+func dropWaiters(ws []*waiter) []*waiter {
+	out := ws[:0]
+	for _, q := range ws {
+		if !q.gone {
+			out = append(out, q)
+		}
+	}
+	clear(ws[len(out):])
+	return out
+}
+
+func dropWatchers(ws []*watcher) []*watcher {
+	out := ws[:0]
+	for _, wt := range ws {
+		if !wt.gone {
+			out = append(out, wt)
+		}
+	}
+	clear(ws[len(out):])
+	return out
+}
+
+func (w *worker) propose(ks *keyState, p *pending) {
+	ks.busy = true
+	cmd := appendCommand(nil, &p.cmd)
+	w.g.px.Submit(cmd, func(res paxos.Result) {
+		w.post(event{kind: evResult, pend: p, res: res})
+	})
+}
+
+func statusOf(err error) wire.Status {
+	switch {
+	case errors.Is(err, paxos.ErrOverloaded):
+		return wire.StatusOverloaded
+	case errors.Is(err, paxos.ErrNotMaster), errors.Is(err, paxos.ErrNotChosen), errors.Is(err, paxos.ErrStopped):
+		return wire.StatusNoMaster
+	case errors.Is(err, paxos.ErrTooLarge):
+		return wire.StatusBadRequest
+	}
+	return wire.StatusError
+}
+
+func (w *worker) onResult(p *pending, res paxos.Result) {
+	key := p.cmd.key
+	ks := w.keys[key]
+	if ks == nil {
+		// Mastership was lost meanwhile; the requester was answered then.
+		return
+	}
+	ks.busy = false
+	now := w.clock.Now()
+	out, _ := res.Value.(*outcome)
+	if res.Err != nil || out == nil {
+		st := statusOf(res.Err)
+		respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
+		for _, q := range p.grants {
+			q.granting = false
+		}
+	} else {
+		name := p.cmd.key[len(splitNS(key))+1:]
+		switch p.cmd.op {
+		case opAcquire:
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if out.status == wire.StatusSuccess {
+				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
+				w.hold(ks, key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+				resp.TTLLeftMs = p.cmd.ttlMs
+				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner)
+			}
+			respond(p.req, resp)
+		case opRenew:
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if out.status == wire.StatusSuccess {
+				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
+				if p.cmd.ttlMs == 0 {
+					if rec := w.g.sm.get(key); rec != nil {
+						if i := rec.findToken(out.token); i >= 0 {
+							ttl = time.Duration(rec.holders[i].ttlMs) * time.Millisecond
+						}
+					}
+				}
+				w.hold(ks, key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+				resp.TTLLeftMs = uint32(ttl / time.Millisecond)
+			}
+			respond(p.req, resp)
+		case opRelease, opExpire:
+			if out.status == wire.StatusSuccess {
+				delete(ks.deadlines, p.cmd.token)
+				ev := wire.EventReleased
+				if p.cmd.op == opExpire {
+					ev = wire.EventExpired
+					if p.lost.sink != nil {
+						p.lost.sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: wire.EventExpired})
+					}
+				}
+				w.notify(ks, name, ev, p.cmd.token, wire.Owner{})
+			}
+			respond(p.req, wire.Response{Status: out.status, Token: out.token})
+		}
+		w.settleGrants(ks, key, name, p, out, now)
+	}
+	// Requests that waited for this change go on, in order.
+	for len(ks.deferred) > 0 && !ks.busy {
+		r := ks.deferred[0]
+		ks.deferred[0] = nil
+		ks.deferred = ks.deferred[1:]
+		w.onRequest(r)
+		if w.keys[key] != ks {
+			return
+		}
+	}
+	if !ks.busy {
+		w.grantWaiters(key, ks, w.g.sm.get(key))
+	}
+	w.tidy(key, ks)
+}
+
+func splitNS(full string) string {
+	ns, _ := splitFull(full)
+	return ns
+}
+
+// settleGrants pushes Granted to the waiters a command handed the key to.
+func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
+	if len(p.grants) == 0 {
+		return
+	}
+	for j, q := range p.grants {
+		q.granting = false
+		if j >= len(out.grants) || out.grants[j] == 0 {
+			continue // the state did not allow it; the waiter stays
+		}
+		tok := out.grants[j]
+		q.gone = true
+		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
+		w.hold(ks, key, tok, q.req.Owner, q.req.Sink, now.Add(ttl))
+		if q.req.Sink != nil {
+			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner})
+		}
+		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner)
+	}
+	ks.waiters = dropWaiters(ks.waiters)
+}
+
+// hold records a hold's deadline on the master's clock.
+func (w *worker) hold(ks *keyState, key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
+	ks.deadlines[token] = holdInfo{deadline: at, owner: o, sink: sink, key: key}
+	w.schedule(timerEntry{at: at, kind: tExpire, key: key, token: token})
+}
+
+func (w *worker) watch(r *Request, key string) {
+	ks := w.state(key)
+	wt := &watcher{id: r.WatchID, sink: r.Sink, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous)}
+	respond(r, wire.Response{Status: wire.StatusSuccess})
+	// Already past the watcher's token: tell it at once.
+	rec := w.g.sm.get(key)
+	var cur uint64
+	var holder wire.Owner
+	if rec != nil {
+		for _, h := range rec.holders {
+			if h.token > cur {
+				cur, holder = h.token, h.owner
+			}
+		}
+	}
+	switch {
+	case cur > r.Token:
+		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder})
+		if !wt.continuous {
+			return
+		}
+		wt.token = cur
+	case r.Token != 0 && cur < r.Token:
+		// The lock the watcher knew of is gone.
+		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventReleased, Token: r.Token})
+		if !wt.continuous {
+			return
+		}
+	}
+	if r.MaxWait > 0 {
+		wt.deadline = w.clock.Now().Add(r.MaxWait)
+		w.schedule(timerEntry{at: wt.deadline, kind: tWatch, key: key, wt: wt})
+	}
+	ks.watchers = append(ks.watchers, wt)
+}
+
+// notify tells the key's watchers about a change.
+func (w *worker) notify(ks *keyState, name string, ev wire.Event, token uint64, holder wire.Owner) {
+	if len(ks.watchers) == 0 {
+		return
+	}
+	for _, wt := range ks.watchers {
+		if ev == wire.EventAcquired && token <= wt.token {
+			continue
+		}
+		wt.sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: name, Event: ev, Token: token, Holder: holder})
+		if !wt.continuous {
+			wt.gone = true
+		} else if token > wt.token {
+			wt.token = token
+		}
+	}
+	ks.watchers = dropWatchers(ks.watchers)
+}
+
+func (w *worker) forget(client uint64, sink Sink) {
+	for key, ks := range w.keys {
+		for _, q := range ks.waiters {
+			if q.req.Owner.Client == client && q.req.Sink == sink && !q.granting {
+				q.gone = true
+			}
+		}
+		ks.waiters = dropWaiters(ks.waiters)
+		for _, wt := range ks.watchers {
+			if wt.sink == sink {
+				wt.gone = true
+			}
+		}
+		ks.watchers = dropWatchers(ks.watchers)
+		for tok, info := range ks.deadlines {
+			if info.sink == sink {
+				info.sink = nil
+				ks.deadlines[tok] = info
+			}
+		}
+		w.tidy(key, ks)
+	}
+}
+
+// becomeMaster gives every held lock a full TTL from now: the old master
+// may have extended it just before it lost its lease.
+func (w *worker) becomeMaster() {
+	w.serving = true
+	now := w.clock.Now()
+	w.g.sm.forEach(w.idx, func(key string, l *lockRec) {
+		ks := w.state(key)
+		for _, h := range l.holders {
+			at := now.Add(time.Duration(h.ttlMs) * time.Millisecond)
+			ks.deadlines[h.token] = holdInfo{deadline: at, owner: h.owner, key: key}
+			w.timers = append(w.timers, timerEntry{at: at, kind: tExpire, key: key, token: h.token})
+		}
+	})
+	heap.Init(&w.timers)
+}
+
+// loseMastership drops what only a master keeps. Waiters are told
+// NO_MASTER so that their clients re-send to the new master; in-flight
+// requests get NO_MASTER when their proposal fails.
+func (w *worker) loseMastership() {
+	w.serving = false
+	for _, ks := range w.keys {
+		for _, r := range ks.deferred {
+			respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+		}
+		for _, q := range ks.waiters {
+			if q.req.Sink != nil {
+				q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusNoMaster, Owner: q.req.Owner})
+			}
+		}
+	}
+	clear(w.keys)
+	w.timers = w.timers[:0]
+}
+
+func (w *worker) schedule(e timerEntry) {
+	heap.Push(&w.timers, e)
+}
+
+// armTimer makes sure a wake-up is scheduled for the earliest deadline.
+func (w *worker) armTimer() {
+	if len(w.timers) == 0 {
+		return
+	}
+	at := w.timers[0].at
+	if w.timer != nil && !w.timerAt.After(at) {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	d := at.Sub(w.clock.Now())
+	w.timerAt = at
+	w.timer = w.clock.AfterFunc(max(d, 0), func() { w.post(event{kind: evTimer}) })
+}
+
+func (w *worker) fireTimers() {
+	w.timer = nil
+	now := w.clock.Now()
+	for len(w.timers) > 0 && !w.timers[0].at.After(now) {
+		e := heap.Pop(&w.timers).(timerEntry)
+		ks := w.keys[e.key]
+		if ks == nil {
+			continue
+		}
+		switch e.kind {
+		case tWait:
+			if e.w.gone || e.w.granting {
+				continue
+			}
+			e.w.gone = true
+			ks.waiters = dropWaiters(ks.waiters)
+			if e.w.req.Sink != nil {
+				e.w.req.Sink.Push(&wire.Granted{WaitID: e.w.req.WaitID, Key: e.w.req.Key, Status: wire.StatusTimeout, Owner: e.w.req.Owner})
+			}
+		case tWatch:
+			if e.wt.gone {
+				continue
+			}
+			e.wt.gone = true
+			ks.watchers = dropWatchers(ks.watchers)
+			_, name := splitFull(e.key)
+			e.wt.sink.Push(&wire.WatchEvent{WatchID: e.wt.id, Key: name, Event: wire.EventTimeout})
+		case tExpire:
+			w.expire(e, ks, now)
+		}
+		w.tidy(e.key, ks)
+	}
+}
+
+func (w *worker) expire(e timerEntry, ks *keyState, now time.Time) {
+	info, ok := ks.deadlines[e.token]
+	if !ok || !info.deadline.Equal(e.at) {
+		return // renewed or gone
+	}
+	if ks.busy {
+		// A change is in flight; look again shortly.
+		w.schedule(timerEntry{at: now.Add(10 * time.Millisecond), kind: tExpire, key: e.key, token: e.token})
+		info.deadline = now.Add(10 * time.Millisecond)
+		ks.deadlines[e.token] = info
+		return
+	}
+	rec := w.g.sm.get(e.key)
+	if rec == nil || rec.findToken(e.token) < 0 {
+		delete(ks.deadlines, e.token)
+		return
+	}
+	ws := pickGrants(ks, without(rec, e.token), rec.kind)
+	w.propose(ks, &pending{lost: info, grants: ws, cmd: command{op: opExpire, key: e.key, token: e.token, grants: w.grantsFor(ks, ws)}})
+}
