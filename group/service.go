@@ -74,6 +74,10 @@ type Config struct {
 	Clock Clock
 	// Logger receives events (default slog.Default()).
 	Logger *slog.Logger
+	// OnMaster, if set, is told of every change in this replica's view of
+	// a group's mastership (group index, new state). It runs on the
+	// group's paxos goroutine and must not block.
+	OnMaster func(group int, s paxos.SoftState)
 }
 
 func (c *Config) setDefaults() {
@@ -196,6 +200,9 @@ func (g *LockGroup) StateMachine() *StateMachine { return g.sm }
 func (g *LockGroup) Serving() bool { return g.px.Status().Serving }
 
 func (g *LockGroup) masterChanged(s paxos.SoftState) {
+	if f := g.svc.cfg.OnMaster; f != nil {
+		f(g.id, s)
+	}
 	for _, w := range g.workers {
 		w.post(event{kind: evMaster, serving: s.Serving})
 	}

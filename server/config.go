@@ -1,0 +1,199 @@
+// Package server is one paxlock node: it opens the node's Pebble store,
+// runs the 15 Multi-Paxos groups with their lock service, talks to peers
+// over TCP, serves clients over the binary protocol with gnet, publishes
+// the cluster view and serves an admin endpoint.
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+)
+
+// Duration is a time.Duration that reads and writes as a string such as
+// "30s" in JSON.
+type Duration time.Duration
+
+// MarshalJSON implements json.Marshaler.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// NodeAddr is one member of the cluster.
+type NodeAddr struct {
+	ID uint32 `json:"id"`
+	// Peer is the address Paxos traffic uses; Client the binary protocol's.
+	Peer   string `json:"peer"`
+	Client string `json:"client"`
+	// Gossip is the memberlist address (optional).
+	Gossip string `json:"gossip,omitempty"`
+}
+
+// Namespace is a tenant and its secret.
+type Namespace struct {
+	Name   string `json:"name"`
+	Secret string `json:"secret"`
+}
+
+// Config is a node's configuration. Load reads it from a JSON file; flags
+// override fields.
+type Config struct {
+	// NodeID is this node's id; it must appear in Nodes.
+	NodeID uint32 `json:"node_id"`
+	// Nodes lists every member, this one included.
+	Nodes []NodeAddr `json:"nodes"`
+	// DataDir holds the node's Pebble database.
+	DataDir string `json:"data_dir"`
+	// AdminAddr serves /status and /metrics over HTTP ("" disables it).
+	AdminAddr string `json:"admin_addr"`
+	// Namespaces are the tenants accepted at start; more can be added at
+	// run time.
+	Namespaces []Namespace `json:"namespaces"`
+
+	// Groups and Workers size the lock service (defaults 15 and 8).
+	Groups  int `json:"groups"`
+	Workers int `json:"workers"`
+	// Tick is the Paxos tick (default 10ms); Lease the master lease
+	// (default 1s) and Heartbeat its renewal interval (default 100ms).
+	Tick      Duration `json:"tick"`
+	Lease     Duration `json:"lease"`
+	Heartbeat Duration `json:"heartbeat"`
+	// MaxDrift bounds clock-rate differences between nodes (default 0.01).
+	MaxDrift float64 `json:"max_drift"`
+	// DefaultTTL, MinTTL and MaxTTL bound lock TTLs.
+	DefaultTTL Duration `json:"default_ttl"`
+	MinTTL     Duration `json:"min_ttl"`
+	MaxTTL     Duration `json:"max_ttl"`
+
+	// MaxFrame bounds a client frame (default 1 MiB); MaxConns the client
+	// connections (default 10000); MaxInflight a connection's outstanding
+	// requests (default 4096).
+	MaxFrame    int `json:"max_frame"`
+	MaxConns    int `json:"max_conns"`
+	MaxInflight int `json:"max_inflight"`
+	// IdleTimeout closes a client connection that sent nothing, not even a
+	// heartbeat, for this long (default 2m).
+	IdleTimeout Duration `json:"idle_timeout"`
+	// EventLoops is the number of gnet event loops (default: one per CPU).
+	EventLoops int `json:"event_loops"`
+}
+
+// Load reads a JSON configuration file.
+func Load(path string) (Config, error) {
+	var c Config
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("config: %w", err)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return c, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// SetDefaults fills unset fields.
+func (c *Config) SetDefaults() {
+	if c.Groups <= 0 {
+		c.Groups = 15
+	}
+	if c.Workers <= 0 {
+		c.Workers = 8
+	}
+	if c.Tick <= 0 {
+		c.Tick = Duration(10 * time.Millisecond)
+	}
+	if c.Lease <= 0 {
+		c.Lease = Duration(time.Second)
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = Duration(100 * time.Millisecond)
+	}
+	if c.MaxDrift <= 0 {
+		c.MaxDrift = 0.01
+	}
+	if c.DefaultTTL <= 0 {
+		c.DefaultTTL = Duration(30 * time.Second)
+	}
+	if c.MinTTL <= 0 {
+		c.MinTTL = Duration(time.Second)
+	}
+	if c.MaxTTL <= 0 {
+		c.MaxTTL = Duration(24 * time.Hour)
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = 1 << 20
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 10000
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 4096
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = Duration(2 * time.Minute)
+	}
+	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID })
+}
+
+// Validate reports a configuration that cannot start.
+func (c *Config) Validate() error {
+	var errs []error
+	if c.NodeID == 0 {
+		errs = append(errs, errors.New("node_id must be set and nonzero"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("data_dir must be set"))
+	}
+	seen := map[uint32]bool{}
+	self := false
+	for _, n := range c.Nodes {
+		if n.ID == 0 || seen[n.ID] {
+			errs = append(errs, fmt.Errorf("nodes: id %d is zero or repeated", n.ID))
+		}
+		seen[n.ID] = true
+		if n.Peer == "" || n.Client == "" {
+			errs = append(errs, fmt.Errorf("nodes: node %d needs peer and client addresses", n.ID))
+		}
+		if n.ID == c.NodeID {
+			self = true
+		}
+	}
+	if !self {
+		errs = append(errs, fmt.Errorf("nodes: this node (%d) is not listed", c.NodeID))
+	}
+	if c.Lease < 5*c.Tick || c.Heartbeat < c.Tick || c.Heartbeat*3 > c.Lease {
+		errs = append(errs, errors.New("timing: need lease >= 5 ticks, heartbeat >= 1 tick and heartbeat <= lease/3"))
+	}
+	if c.MinTTL > c.MaxTTL || c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
+		errs = append(errs, errors.New("ttl: need min_ttl <= default_ttl <= max_ttl"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+// self returns this node's addresses.
+func (c *Config) self() NodeAddr {
+	for _, n := range c.Nodes {
+		if n.ID == c.NodeID {
+			return n
+		}
+	}
+	return NodeAddr{}
+}

@@ -1,0 +1,305 @@
+package server
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// handler is the gnet event handler for client connections.
+type handler struct {
+	gnet.BuiltinEventEngine
+	s *Server
+}
+
+// conn is one client connection. It is the group.Sink for its requests:
+// replies and pushes are encoded into a buffer and written with one
+// AsyncWrite per burst, double-buffered so that a burst accumulates while
+// the previous one is on its way.
+type conn struct {
+	s  *Server
+	gc gnet.Conn
+
+	// owned by the event loop
+	ns       string
+	clientID uint64
+	hello    bool
+	dec      wire.Codec
+
+	inflight atomic.Int64
+	lastSeen atomic.Int64 // unix nanos of the last frame
+	closed   atomic.Bool
+
+	mu      sync.Mutex
+	enc     wire.Codec
+	out     []byte
+	flight  []byte
+	writing bool
+}
+
+func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
+	h.s.eng = eng
+	return gnet.None
+}
+
+func (h *handler) OnTick() (time.Duration, gnet.Action) {
+	// The first tick runs after the loops are registered (see the gnet
+	// notes): only then is the listener ready.
+	h.s.bootOnce.Do(func() { close(h.s.booted) })
+	idle := time.Duration(h.s.cfg.IdleTimeout)
+	now := time.Now().UnixNano()
+	h.s.conns.Range(func(k, _ any) bool {
+		c := k.(*conn)
+		if now-c.lastSeen.Load() > int64(idle) {
+			h.s.log.Info("closing idle client connection", "remote", c.gc.RemoteAddr().String())
+			c.gc.Close()
+		}
+		return true
+	})
+	return time.Second, gnet.None
+}
+
+func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
+	s := h.s
+	if s.nconns.Add(1) > int64(s.cfg.MaxConns) {
+		s.nconns.Add(-1)
+		s.stats.overloaded.Add(1)
+		return nil, gnet.Close
+	}
+	c := &conn{s: s, gc: gc}
+	c.lastSeen.Store(time.Now().UnixNano())
+	gc.SetContext(c)
+	s.conns.Store(c, struct{}{})
+	return nil, gnet.None
+}
+
+func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
+	c, ok := gc.Context().(*conn)
+	if !ok {
+		return gnet.None
+	}
+	c.closed.Store(true)
+	h.s.nconns.Add(-1)
+	h.s.conns.Delete(c)
+	h.s.subscribe(c, false)
+	if c.hello {
+		h.s.svc.ForgetClient(c.clientID, c)
+	}
+	return gnet.None
+}
+
+func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
+	c := gc.Context().(*conn)
+	c.lastSeen.Store(time.Now().UnixNano())
+	for {
+		buf, _ := gc.Peek(-1)
+		if len(buf) < 4 {
+			return gnet.None
+		}
+		f, n, err := wire.ParseFrame(buf, c.s.cfg.MaxFrame)
+		if err != nil {
+			// Framing is broken: nothing after this can be trusted.
+			c.s.stats.badFrames.Add(1)
+			c.s.log.Warn("closing client connection: bad frame", "remote", gc.RemoteAddr().String(), "err", err)
+			return gnet.Close
+		}
+		if n == 0 {
+			return gnet.None
+		}
+		// The frame's body aliases gnet's buffer: decode before Discard.
+		c.handleFrame(f)
+		if _, err := gc.Discard(n); err != nil {
+			return gnet.Close
+		}
+	}
+}
+
+// Respond implements group.Sink.
+func (c *conn) Respond(reqID uint64, r wire.Response) {
+	c.inflight.Add(-1)
+	c.send(wire.TypeResponse, reqID, &r)
+}
+
+// Push implements group.Sink.
+func (c *conn) Push(m wire.Message) {
+	var typ wire.Type
+	switch m.(type) {
+	case *wire.Granted:
+		typ = wire.TypeGranted
+	case *wire.Lost:
+		typ = wire.TypeLost
+	case *wire.WatchEvent:
+		typ = wire.TypeWatchEvent
+	case *wire.View:
+		typ = wire.TypeViewChanged
+	default:
+		return
+	}
+	c.send(typ, 0, m)
+}
+
+// reply answers a request without going through a group.
+func (c *conn) reply(reqID uint64, r wire.Response) { c.send(wire.TypeResponse, reqID, &r) }
+
+func (c *conn) send(typ wire.Type, reqID uint64, m wire.Message) {
+	if c.closed.Load() {
+		return
+	}
+	c.mu.Lock()
+	out, err := c.enc.AppendFrame(c.out, typ, reqID, m)
+	if err != nil {
+		c.mu.Unlock()
+		c.s.log.Error("encode reply", "type", typ, "err", err)
+		return
+	}
+	c.out = out
+	if c.writing {
+		c.mu.Unlock()
+		return
+	}
+	c.writing = true
+	c.flight, c.out = c.out, c.flight[:0]
+	buf := c.flight
+	c.mu.Unlock()
+	if err := c.gc.AsyncWrite(buf, c.written); err != nil {
+		c.mu.Lock()
+		c.writing = false
+		c.mu.Unlock()
+	}
+}
+
+// written runs on the event loop after a burst went out; it sends what
+// accumulated meanwhile, writing directly since it is on the loop (gnet
+// buffers what the socket does not take).
+func (c *conn) written(gc gnet.Conn, err error) error {
+	for {
+		c.mu.Lock()
+		if err != nil || len(c.out) == 0 {
+			c.writing = false
+			c.mu.Unlock()
+			return nil
+		}
+		c.flight, c.out = c.out, c.flight[:0]
+		buf := c.flight
+		c.mu.Unlock()
+		_, err = gc.Write(buf)
+	}
+}
+
+func (c *conn) handleFrame(f wire.Frame) {
+	s := c.s
+	s.stats.requests.Add(1)
+	if !f.Type.IsRequest() {
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
+		return
+	}
+	m, err := c.dec.Decode(f.Type, f.Body)
+	if err != nil {
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+		return
+	}
+	if r, ok := m.(wire.Request); ok {
+		if err := r.Validate(); err != nil {
+			st := wire.StatusBadRequest
+			if f.Type == wire.TypeHello {
+				st = wire.StatusAuthFailed
+			}
+			c.reply(f.ReqID, wire.Response{Status: st, Msg: err.Error()})
+			return
+		}
+	}
+	switch m := m.(type) {
+	case *wire.Hello:
+		if !s.authenticate(m.Namespace, m.Secret) {
+			c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "unknown namespace or wrong secret"})
+			return
+		}
+		if c.hello && c.clientID != m.ClientID {
+			s.svc.ForgetClient(c.clientID, c)
+		}
+		c.hello, c.ns, c.clientID = true, m.Namespace, m.ClientID
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: s.view.Load().Version})
+		return
+	case *wire.Heartbeat:
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: s.view.Load().Version})
+		return
+	case *wire.GetView:
+		c.send(wire.TypeView, f.ReqID, s.view.Load())
+		return
+	case *wire.SubscribeView:
+		s.subscribe(c, true)
+		c.send(wire.TypeView, f.ReqID, s.view.Load())
+		return
+	}
+	if !c.hello {
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
+		return
+	}
+	r := &group.Request{Namespace: c.ns, ReqID: f.ReqID, Sink: c}
+	switch m := m.(type) {
+	case *wire.Acquire:
+		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
+		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
+		r.MaxWait = waitDuration(m.MaxWaitMs)
+		r.WaitID = m.WaitID
+	case *wire.Renew:
+		r.Op, r.Key, r.Owner, r.Token = group.OpRenew, m.Key, m.Owner, m.Token
+		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
+	case *wire.Release:
+		r.Op, r.Key, r.Owner, r.Token = group.OpRelease, m.Key, m.Owner, m.Token
+	case *wire.State:
+		r.Op, r.Key = group.OpState, m.Key
+	case *wire.Watch:
+		r.Op, r.Key, r.WatchID, r.Token, r.Flags = group.OpWatch, m.Key, m.WatchID, m.Token, m.Flags
+		r.MaxWait = waitDuration(m.MaxWaitMs)
+	case *wire.Unwatch:
+		r.Op, r.Key, r.WatchID = group.OpUnwatch, m.Key, m.WatchID
+	case *wire.CancelWait:
+		r.Op, r.Key, r.Owner, r.WaitID = group.OpCancelWait, m.Key, m.Owner, m.WaitID
+	default:
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported request " + f.Type.String()})
+		return
+	}
+	if r.Owner.Client != 0 && r.Owner.Client != c.clientID {
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "owner client id differs from the connection's"})
+		return
+	}
+	r.Hash = wire.KeyHash(c.ns, r.Key)
+	g := wire.GroupOf(r.Hash, s.cfg.Groups)
+	lg := s.svc.Group(g)
+	if !lg.Serving() {
+		c.redirect(f.ReqID, g)
+		return
+	}
+	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
+		c.inflight.Add(-1)
+		s.stats.overloaded.Add(1)
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
+		return
+	}
+	s.svc.Submit(r)
+}
+
+// redirect tells the client where group g's master is, or that it has
+// none right now.
+func (c *conn) redirect(reqID uint64, g int) {
+	gv := c.s.view.Load().Groups[g]
+	if gv.Master != 0 && gv.Master != c.s.cfg.NodeID && gv.Addr != "" {
+		c.s.stats.redirects.Add(1)
+		c.reply(reqID, wire.Response{Status: wire.StatusMasterRedirect, Redirect: gv.Addr, ViewVersion: c.s.view.Load().Version})
+		return
+	}
+	c.reply(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+}
+
+func waitDuration(ms uint32) time.Duration {
+	if ms == wire.WaitForever {
+		return -1
+	}
+	return time.Duration(ms) * time.Millisecond
+}

@@ -1,0 +1,334 @@
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+
+	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// Server is one running node.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	store *paxos.Store
+	host  *paxos.Host
+	tr    *paxos.TCPTransport
+	svc   *group.Service
+	addrs map[paxos.NodeID]NodeAddr
+
+	namespaces atomic.Pointer[map[string]string]
+
+	// cluster view
+	viewMu  sync.Mutex
+	masters []paxos.SoftState
+	view    atomic.Pointer[wire.View]
+	subs    map[*conn]struct{}
+
+	// client listener
+	eng      gnet.Engine
+	booted   chan struct{}
+	bootOnce sync.Once
+	runErr   chan error
+	conns    sync.Map // *conn -> struct{}
+	nconns   atomic.Int64
+	admin    *http.Server
+	clientLn string
+
+	stats stats
+}
+
+type stats struct {
+	requests, redirects, overloaded, badFrames atomic.Uint64
+}
+
+// New opens the node's storage, starts its Paxos groups and lock service,
+// and returns a Server that Start will open to clients.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
+		booted: make(chan struct{}), runErr: make(chan error, 1)}
+	ns := map[string]string{}
+	for _, n := range cfg.Namespaces {
+		if err := wire.ValidateNamespace(n.Name); err != nil {
+			return nil, fmt.Errorf("config: namespace %q: %w", n.Name, err)
+		}
+		ns[n.Name] = n.Secret
+	}
+	s.namespaces.Store(&ns)
+	var peers []paxos.NodeID
+	for _, n := range cfg.Nodes {
+		peers = append(peers, paxos.NodeID(n.ID))
+		s.addrs[paxos.NodeID(n.ID)] = n
+	}
+	s.masters = make([]paxos.SoftState, cfg.Groups)
+	s.rebuildView()
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	s.store = st
+	tick := time.Duration(cfg.Tick)
+	s.host = paxos.NewHost(paxos.HostConfig{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log})
+	pcfg := paxos.Config{
+		HeartbeatTicks: int(time.Duration(cfg.Heartbeat) / tick),
+		LeaseTicks:     int(time.Duration(cfg.Lease) / tick),
+		MaxDrift:       cfg.MaxDrift,
+	}
+	svc, err := group.NewService(group.Config{
+		Groups:     cfg.Groups,
+		Workers:    cfg.Workers,
+		DefaultTTL: time.Duration(cfg.DefaultTTL),
+		MinTTL:     time.Duration(cfg.MinTTL),
+		MaxTTL:     time.Duration(cfg.MaxTTL),
+		Logger:     log,
+		OnMaster:   s.onMaster,
+	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	s.svc = svc
+	self := cfg.self()
+	others := map[paxos.NodeID]string{}
+	for _, n := range cfg.Nodes {
+		if n.ID != cfg.NodeID {
+			others[paxos.NodeID(n.ID)] = n.Peer
+		}
+	}
+	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: s.host.Deliver, Logger: log})
+	if err != nil {
+		s.host.Stop()
+		svc.Close()
+		st.Close()
+		return nil, err
+	}
+	s.tr = tr
+	s.host.SetTransport(tr)
+	s.host.Start()
+	return s, nil
+}
+
+// Start opens the client listener (and the admin endpoint) and returns
+// once they accept connections.
+func (s *Server) Start(ctx context.Context) error {
+	self := s.cfg.self()
+	s.clientLn = self.Client
+	opts := []gnet.Option{
+		gnet.WithTicker(true),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithLogger(gnetLogger{s.log}),
+		gnet.WithReadBufferCap(64 << 10),
+	}
+	if s.cfg.EventLoops > 0 {
+		opts = append(opts, gnet.WithNumEventLoop(s.cfg.EventLoops))
+	} else {
+		opts = append(opts, gnet.WithMulticore(true))
+	}
+	go func() {
+		err := gnet.Run(&handler{s: s}, "tcp://"+self.Client, opts...)
+		s.runErr <- err
+		s.bootOnce.Do(func() { close(s.booted) })
+	}()
+	select {
+	case <-s.booted:
+	case <-ctx.Done():
+		return fmt.Errorf("server: start: %w", ctx.Err())
+	}
+	select {
+	case err := <-s.runErr:
+		return fmt.Errorf("server: client listener: %w", err)
+	default:
+	}
+	if s.cfg.AdminAddr != "" {
+		ln, err := net.Listen("tcp", s.cfg.AdminAddr)
+		if err != nil {
+			return fmt.Errorf("server: admin listener: %w", err)
+		}
+		s.admin = &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+		go s.admin.Serve(ln)
+	}
+	s.log.Info("paxlockd serving", "node", s.cfg.NodeID, "client", self.Client, "peer", self.Peer, "admin", s.cfg.AdminAddr)
+	return nil
+}
+
+// Shutdown stops accepting clients, stops the groups (failing what is in
+// flight), and closes the transport and the store.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var errs []error
+	select {
+	case <-s.booted:
+		if err := s.eng.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			errs = append(errs, err)
+		}
+	default:
+	}
+	if s.admin != nil {
+		errs = append(errs, s.admin.Shutdown(ctx))
+	}
+	s.host.Stop()
+	s.svc.Close()
+	errs = append(errs, s.tr.Close())
+	errs = append(errs, s.store.Close())
+	return errors.Join(errs...)
+}
+
+// Service returns the node's lock service.
+func (s *Server) Service() *group.Service { return s.svc }
+
+// Config returns the configuration in force.
+func (s *Server) Config() Config { return s.cfg }
+
+// AddNamespace adds or changes a namespace's secret on this node.
+func (s *Server) AddNamespace(name, secret string) error {
+	if err := wire.ValidateNamespace(name); err != nil {
+		return err
+	}
+	for {
+		old := s.namespaces.Load()
+		next := make(map[string]string, len(*old)+1)
+		for k, v := range *old {
+			next[k] = v
+		}
+		next[name] = secret
+		if s.namespaces.CompareAndSwap(old, &next) {
+			return nil
+		}
+	}
+}
+
+// authenticate checks a namespace's secret in constant time.
+func (s *Server) authenticate(ns, secret string) bool {
+	want, ok := (*s.namespaces.Load())[ns]
+	if !ok {
+		// Compare anyway so that timing does not reveal which names exist.
+		subtle.ConstantTimeCompare([]byte(secret), []byte(secret))
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(secret), []byte(want)) == 1
+}
+
+// onMaster records a group's mastership change and publishes a new view.
+func (s *Server) onMaster(g int, st paxos.SoftState) {
+	s.viewMu.Lock()
+	old := s.masters[g]
+	if st.Master == 0 && old.Master != 0 && st.Ballot == old.Ballot {
+		// Stepped down without news of a successor: keep pointing clients
+		// at the last master until the next one is known.
+		s.masters[g] = paxos.SoftState{Ballot: st.Ballot}
+	} else {
+		s.masters[g] = st
+	}
+	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
+	var v *wire.View
+	var subs []*conn
+	if changed {
+		v = s.rebuildViewLocked()
+		for c := range s.subs {
+			subs = append(subs, c)
+		}
+	}
+	s.viewMu.Unlock()
+	for _, c := range subs {
+		c.Push(v)
+	}
+}
+
+func (s *Server) rebuildView() {
+	s.viewMu.Lock()
+	s.rebuildViewLocked()
+	s.viewMu.Unlock()
+}
+
+// rebuildViewLocked builds the view from the groups' mastership. Its
+// version is the sum of the groups' ballot rounds, which only grows on
+// every node and so orders views from different nodes too.
+func (s *Server) rebuildViewLocked() *wire.View {
+	v := &wire.View{Groups: make([]wire.GroupView, len(s.masters))}
+	for g, st := range s.masters {
+		v.Version += st.Ballot.Round
+		gv := wire.GroupView{Master: uint32(st.Master), Epoch: st.Ballot.Round}
+		if st.Master != 0 {
+			gv.Addr = s.addrs[st.Master].Client
+		}
+		v.Groups[g] = gv
+	}
+	for _, n := range s.cfg.Nodes {
+		v.Nodes = append(v.Nodes, wire.NodeView{ID: n.ID, Addr: n.Client, Alive: true})
+	}
+	s.view.Store(v)
+	return v
+}
+
+func (s *Server) subscribe(c *conn, on bool) {
+	s.viewMu.Lock()
+	if on {
+		s.subs[c] = struct{}{}
+	} else {
+		delete(s.subs, c)
+	}
+	s.viewMu.Unlock()
+}
+
+// WaitReady waits until every group has a master that this node knows.
+func (s *Server) WaitReady(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		ready := true
+		for _, g := range s.view.Load().Groups {
+			if g.Master == 0 {
+				ready = false
+			}
+		}
+		if ready {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("server: waiting for masters: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// View returns the node's current cluster view.
+func (s *Server) View() *wire.View { return s.view.Load() }
+
+type gnetLogger struct{ l *slog.Logger }
+
+func (g gnetLogger) Debugf(format string, args ...any) {}
+func (g gnetLogger) Infof(format string, args ...any)  {}
+func (g gnetLogger) Warnf(format string, args ...any) {
+	g.l.Warn("gnet: " + fmt.Sprintf(format, args...))
+}
+func (g gnetLogger) Errorf(format string, args ...any) {
+	g.l.Error("gnet: " + fmt.Sprintf(format, args...))
+}
+func (g gnetLogger) Fatalf(format string, args ...any) {
+	g.l.Error("gnet: fatal: " + fmt.Sprintf(format, args...))
+	os.Exit(1)
+}
