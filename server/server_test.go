@@ -1,0 +1,365 @@
+package server
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+func testLogger() *slog.Logger {
+	if os.Getenv("PAXLOCK_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// freePorts returns n distinct loopback addresses that were free a moment
+// ago.
+func freePorts(t testing.TB, n int) []string {
+	var lns []net.Listener
+	var addrs []string
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		ln.Close()
+	}
+	return addrs
+}
+
+// testCluster runs n nodes in this process.
+type testCluster struct {
+	t     testing.TB
+	cfgs  []Config
+	nodes []*Server
+}
+
+func startCluster(t testing.TB, n int) *testCluster {
+	ports := freePorts(t, 2*n)
+	var nodes []NodeAddr
+	for i := range n {
+		nodes = append(nodes, NodeAddr{ID: uint32(i + 1), Peer: ports[2*i], Client: ports[2*i+1]})
+	}
+	tc := &testCluster{t: t}
+	for i := range n {
+		cfg := Config{
+			NodeID:     uint32(i + 1),
+			Nodes:      nodes,
+			DataDir:    t.TempDir(),
+			Namespaces: []Namespace{{Name: "ns", Secret: "s3cret"}, {Name: "other", Secret: "x"}},
+			EventLoops: 1,
+			Lease:      Duration(500 * time.Millisecond),
+			Heartbeat:  Duration(50 * time.Millisecond),
+		}
+		tc.cfgs = append(tc.cfgs, cfg)
+		tc.nodes = append(tc.nodes, nil)
+		tc.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range tc.nodes {
+			if tc.nodes[i] != nil {
+				tc.stop(i)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, s := range tc.nodes {
+		if err := s.WaitReady(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tc
+}
+
+func (tc *testCluster) start(i int) {
+	s, err := New(tc.cfgs[i], testLogger())
+	if err != nil {
+		tc.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Start(ctx); err != nil {
+		tc.t.Fatal(err)
+	}
+	tc.nodes[i] = s
+}
+
+func (tc *testCluster) stop(i int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := tc.nodes[i].Shutdown(ctx); err != nil {
+		tc.t.Logf("shutdown node %d: %v", i+1, err)
+	}
+	tc.nodes[i] = nil
+}
+
+func (tc *testCluster) clientAddrs() []string {
+	var out []string
+	for _, n := range tc.cfgs[0].Nodes {
+		out = append(out, n.Client)
+	}
+	return out
+}
+
+// rawConn speaks the protocol by hand, for tests of the server's edges.
+type rawConn struct {
+	t   testing.TB
+	c   net.Conn
+	buf []byte
+	id  uint64
+}
+
+func dialRaw(t testing.TB, addr string) *rawConn {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t: t, c: c}
+}
+
+func (r *rawConn) send(typ wire.Type, m wire.Message) uint64 {
+	r.id++
+	b, err := wire.AppendFrame(nil, typ, r.id, m)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if _, err := r.c.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+	return r.id
+}
+
+// read returns the next frame (reply or push).
+func (r *rawConn) read() (wire.Frame, wire.Message, error) {
+	r.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	f, buf, err := wire.ReadFrame(r.c, r.buf, wire.DefaultMaxFrame)
+	r.buf = buf
+	if err != nil {
+		return f, nil, err
+	}
+	m, err := wire.Decode(f.Type, f.Body)
+	return f, m, err
+}
+
+// call sends a request and returns its Response, skipping pushes.
+func (r *rawConn) call(typ wire.Type, m wire.Message) *wire.Response {
+	id := r.send(typ, m)
+	for {
+		f, msg, err := r.read()
+		if err != nil {
+			r.t.Fatalf("read: %v", err)
+		}
+		if f.ReqID == id {
+			resp, ok := msg.(*wire.Response)
+			if !ok {
+				r.t.Fatalf("reply to %v is %T", typ, msg)
+			}
+			return resp
+		}
+	}
+}
+
+func (r *rawConn) hello(ns, secret string, client uint64) *wire.Response {
+	return r.call(wire.TypeHello, &wire.Hello{Namespace: ns, Secret: secret, ClientID: client})
+}
+
+// masterConn returns a connection, authenticated, to the master of key.
+func (tc *testCluster) masterConn(ns, key string, client uint64) *rawConn {
+	g := wire.GroupOf(wire.KeyHash(ns, key), 15)
+	for _, s := range tc.nodes {
+		if s != nil && s.svc.Group(g).Serving() {
+			rc := dialRaw(tc.t, s.cfg.self().Client)
+			if r := rc.hello(ns, "s3cret", client); r.Status != wire.StatusSuccess {
+				tc.t.Fatalf("hello: %+v", r)
+			}
+			return rc
+		}
+	}
+	tc.t.Fatalf("no master for %s", key)
+	return nil
+}
+
+func TestServerLockAndRedirect(t *testing.T) {
+	tc := startCluster(t, 3)
+	key := "order:42"
+	rc := tc.masterConn("ns", key, 7)
+	r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 7, ID: 1}, Weight: 1, TTLMs: 10000})
+	if r.Status != wire.StatusSuccess || r.Token == 0 {
+		t.Fatalf("acquire: %+v", r)
+	}
+	// Another node redirects to the master.
+	g := wire.GroupOf(wire.KeyHash("ns", key), 15)
+	for _, s := range tc.nodes {
+		if s.svc.Group(g).Serving() {
+			continue
+		}
+		oc := dialRaw(t, s.cfg.self().Client)
+		oc.hello("ns", "s3cret", 8)
+		r := oc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 8, ID: 1}, Weight: 1})
+		if r.Status != wire.StatusMasterRedirect || r.Redirect == "" {
+			t.Fatalf("non-master answered %+v", r)
+		}
+		break
+	}
+	// Keys of another namespace never collide.
+	oc := dialRaw(t, tc.nodes[0].cfg.self().Client)
+	if r := oc.hello("other", "x", 9); r.Status != wire.StatusSuccess {
+		t.Fatalf("hello other: %+v", r)
+	}
+	og := wire.GroupOf(wire.KeyHash("other", key), 15)
+	for _, s := range tc.nodes {
+		if s.svc.Group(og).Serving() {
+			c := dialRaw(t, s.cfg.self().Client)
+			c.hello("other", "x", 9)
+			if r := c.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 9, ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
+				t.Fatalf("same key in another namespace: %+v", r)
+			}
+		}
+	}
+	if r := rc.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: 7, ID: 1}, Token: r.Token}); r.Status != wire.StatusSuccess {
+		t.Fatalf("release: %+v", r)
+	}
+}
+
+func TestServerAuth(t *testing.T) {
+	tc := startCluster(t, 1)
+	rc := dialRaw(t, tc.nodes[0].cfg.self().Client)
+	// Before Hello every request is refused.
+	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: "k", Owner: wire.Owner{Client: 1, ID: 1}, Weight: 1}); r.Status != wire.StatusAuthFailed {
+		t.Fatalf("acquire before hello: %+v", r)
+	}
+	if r := rc.hello("ns", "wrong", 1); r.Status != wire.StatusAuthFailed {
+		t.Fatalf("wrong secret: %+v", r)
+	}
+	if r := rc.hello("nope", "s3cret", 1); r.Status != wire.StatusAuthFailed {
+		t.Fatalf("unknown namespace: %+v", r)
+	}
+	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: "k", Owner: wire.Owner{Client: 1, ID: 1}, Weight: 1}); r.Status != wire.StatusAuthFailed {
+		t.Fatalf("acquire after failed hello: %+v", r)
+	}
+	if n := tc.nodes[0].svc.Group(wire.GroupOf(wire.KeyHash("ns", "k"), 15)).StateMachine().Count(); n != 0 {
+		t.Fatalf("refused requests changed state: %d locks", n)
+	}
+}
+
+func TestServerBadInput(t *testing.T) {
+	tc := startCluster(t, 1)
+	addr := tc.nodes[0].cfg.self().Client
+	// Oversized frame: the connection is closed.
+	c1 := dialRaw(t, addr)
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], 64<<20)
+	c1.c.Write(hdr[:])
+	if _, _, err := c1.read(); err == nil {
+		t.Fatal("oversized frame: connection stayed open")
+	}
+	// Broken framing (bad version): closed.
+	c2 := dialRaw(t, addr)
+	c2.c.Write([]byte{0, 0, 0, 10, 99, 1, 0, 0, 0, 0, 0, 0, 0, 1})
+	if _, _, err := c2.read(); err == nil {
+		t.Fatal("bad version: connection stayed open")
+	}
+	// Unknown type and malformed body: BAD_REQUEST, connection stays.
+	c3 := dialRaw(t, addr)
+	frame := []byte{0, 0, 0, 11, wire.Version, 0x3f, 0, 0, 0, 0, 0, 0, 0, 5, 0x90}
+	c3.c.Write(frame)
+	f, m, err := c3.read()
+	if err != nil || f.ReqID != 5 || m.(*wire.Response).Status != wire.StatusBadRequest {
+		t.Fatalf("unknown type: %v %+v %v", f, m, err)
+	}
+	frame = []byte{0, 0, 0, 12, wire.Version, byte(wire.TypeAcquire), 0, 0, 0, 0, 0, 0, 0, 6, 0xc1, 0xc1}
+	c3.c.Write(frame)
+	f, m, err = c3.read()
+	if err != nil || f.ReqID != 6 || m.(*wire.Response).Status != wire.StatusBadRequest {
+		t.Fatalf("malformed body: %v %+v %v", f, m, err)
+	}
+	// Invalid field (empty key) after hello: BAD_REQUEST.
+	c3.hello("ns", "s3cret", 3)
+	if r := c3.call(wire.TypeAcquire, &wire.Acquire{Key: "", Owner: wire.Owner{Client: 3, ID: 1}, Weight: 1}); r.Status != wire.StatusBadRequest {
+		t.Fatalf("empty key: %+v", r)
+	}
+	// The node still serves others.
+	c4 := dialRaw(t, addr)
+	c4.hello("ns", "s3cret", 4)
+	if r := c4.call(wire.TypeAcquire, &wire.Acquire{Key: "fine", Owner: wire.Owner{Client: 4, ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
+		t.Fatalf("after bad input: %+v", r)
+	}
+}
+
+func TestServerBlockingAcquirePush(t *testing.T) {
+	tc := startCluster(t, 3)
+	key := "hot"
+	a := tc.masterConn("ns", key, 1)
+	b := tc.masterConn("ns", key, 2)
+	r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 1, ID: 1}, Weight: 1, TTLMs: 10000})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", r)
+	}
+	if w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 2, ID: 1}, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 77}); w.Status != wire.StatusLockWait {
+		t.Fatalf("blocking acquire: %+v", w)
+	}
+	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: 1, ID: 1}, Token: r.Token}); rr.Status != wire.StatusSuccess {
+		t.Fatalf("release: %+v", rr)
+	}
+	for {
+		f, m, err := b.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, ok := m.(*wire.Granted); ok && f.ReqID == 0 {
+			if g.WaitID != 77 || g.Status != wire.StatusSuccess || g.Token <= r.Token {
+				t.Fatalf("granted: %+v", g)
+			}
+			return
+		}
+	}
+}
+
+func TestServerViewPush(t *testing.T) {
+	tc := startCluster(t, 3)
+	rc := dialRaw(t, tc.nodes[0].cfg.self().Client)
+	id := rc.send(wire.TypeSubscribeView, &wire.SubscribeView{})
+	f, m, err := rc.read()
+	if err != nil || f.ReqID != id {
+		t.Fatalf("subscribe: %v %v", f, err)
+	}
+	v0 := m.(*wire.View)
+	if len(v0.Groups) != 15 {
+		t.Fatalf("view has %d groups", len(v0.Groups))
+	}
+	// Move a group node 1 does not master... stop node 3: its groups move
+	// and node 1 pushes a newer view.
+	tc.stop(2)
+	for {
+		f, m, err := rc.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := m.(*wire.View); ok && f.Type == wire.TypeViewChanged && v.Version > v0.Version {
+			moved := true
+			for _, g := range v.Groups {
+				if g.Master == 3 {
+					moved = false
+				}
+			}
+			if moved {
+				return
+			}
+		}
+	}
+}
+
