@@ -484,7 +484,9 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		init.NeedSnapshot = true
 	}
 	if gs.Last > gs.Applied {
-		es, err := st.Entries(id, gs.Applied+1, gs.Last, 1<<40)
+		// Every accepted entry, gaps and all: each is a vote the core
+		// must report when a candidate asks.
+		es, err := st.EntriesFrom(id, gs.Applied+1)
 		if err != nil {
 			return nil, fmt.Errorf("paxos: group %d: %w", id, err)
 		}
