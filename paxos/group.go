@@ -84,6 +84,8 @@ type Group struct {
 	install *snapInstall
 	ctrl    []func(*Core)
 	streams map[NodeID]chan uint64 // guarded by mu
+	reqBuf  []Message
+	repBuf  []Message
 
 	done chan struct{}
 }
@@ -293,6 +295,12 @@ func (g *Group) handleReady() {
 			off += n
 			b.SetApplied(g.id, a.Instance)
 		}
+		// Requests (Accept, Prepare, Heartbeat, ...) leave before this
+		// replica's own write is durable, so that its fsync overlaps the
+		// followers'; it counts its own vote only through a reply it
+		// processes after this commit returned. Replies (Promise,
+		// Accepted, ...) wait for the commit: they vouch for it.
+		replies := g.sendRequests(rd.Messages)
 		if !b.Empty() {
 			if err := b.Commit(sync); err != nil {
 				// Storage failure is fatal for a replica: it must not
@@ -305,8 +313,8 @@ func (g *Group) handleReady() {
 				return
 			}
 		}
-		if len(rd.Messages) > 0 {
-			g.host.send(rd.Messages)
+		if len(replies) > 0 {
+			g.host.send(replies)
 		}
 		off = 0
 		for _, a := range rd.Apply {
@@ -340,6 +348,26 @@ func (g *Group) handleReady() {
 		g.maybeTruncate()
 	}
 	g.publish()
+}
+
+// sendRequests sends the messages that do not vouch for this replica's
+// durable state and returns the rest, reordered in place.
+func (g *Group) sendRequests(msgs []Message) []Message {
+	reqs, replies := g.reqBuf[:0], g.repBuf[:0]
+	defer func() { g.reqBuf, g.repBuf = reqs[:0], replies[:0] }()
+	for _, m := range msgs {
+		switch m.Type {
+		case MsgPromise, MsgAccepted, MsgHeartbeatAck:
+			replies = append(replies, m)
+		default:
+			reqs = append(reqs, m)
+		}
+	}
+	if len(reqs) > 0 {
+		g.host.send(reqs)
+	}
+	clear(reqs)
+	return replies
 }
 
 func (g *Group) handleReadyFinal() {

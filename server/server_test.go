@@ -362,4 +362,3 @@ func TestServerViewPush(t *testing.T) {
 		}
 	}
 }
-
