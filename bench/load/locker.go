@@ -118,8 +118,9 @@ type Session interface {
 	// Release gives the lock back. It returns an error wrapping ErrNotHeld if
 	// the system says the lease was no longer the holder.
 	Release(ctx context.Context, l Lease) error
-	// Close ends the session; locks it still holds are freed or expire.
-	Close() error
+	// Close ends the session (revoking its lease or closing its connection,
+	// bounded by ctx); locks it still holds are freed or expire.
+	Close(ctx context.Context) error
 }
 
 // Errors adapters wrap (with %w) so that failures are counted by kind.

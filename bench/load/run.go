@@ -41,7 +41,8 @@ type RunResult struct {
 	// Errors by "phase: kind", and the first message seen for each.
 	Errors       map[string]int64
 	ErrorSamples map[string]string
-	// Overlaps and TokenRegressions seen by the guard (hot keys only).
+	// Overlaps and TokenRegressions seen by the guard (hot keys only), at
+	// any time of the run: a violation in the warm-up counts too.
 	Overlaps, TokenRegressions int64
 	// PerWorker is each worker's number of complete ops.
 	PerWorker []int64
@@ -376,6 +377,8 @@ func openSessions(ctx context.Context, lk Locker, n int) ([]Session, error) {
 }
 
 func closeSessions(sessions []Session) {
+	ctx, cancel := context.WithTimeout(context.Background(), sessionTimeout)
+	defer cancel()
 	sem := make(chan struct{}, sessionWorkers)
 	var wg sync.WaitGroup
 	for _, s := range sessions {
@@ -386,7 +389,7 @@ func closeSessions(sessions []Session) {
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			_ = s.Close()
+			_ = s.Close(ctx)
 		}()
 	}
 	wg.Wait()

@@ -122,23 +122,50 @@ func (s Scenario) Describe() string {
 	return d
 }
 
+// scenarioJSON is Scenario as written to results.json.
+type scenarioJSON struct {
+	Name           string  `json:"name"`
+	Kind           Kind    `json:"kind"`
+	Workers        int     `json:"workers"`
+	Warmup         string  `json:"warmup"`
+	Duration       string  `json:"duration"`
+	TTL            string  `json:"ttl"`
+	Hold           string  `json:"hold"`
+	Keys           int     `json:"keys,omitempty"`
+	Renews         int     `json:"renews,omitempty"`
+	ReadFraction   float64 `json:"read_fraction,omitempty"`
+	AcquireTimeout string  `json:"acquire_timeout"`
+	Seed           uint64  `json:"seed"`
+}
+
 // MarshalJSON writes durations as Go duration strings ("10s").
 func (s Scenario) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		Name           string  `json:"name"`
-		Kind           Kind    `json:"kind"`
-		Workers        int     `json:"workers"`
-		Warmup         string  `json:"warmup"`
-		Duration       string  `json:"duration"`
-		TTL            string  `json:"ttl"`
-		Hold           string  `json:"hold"`
-		Keys           int     `json:"keys,omitempty"`
-		Renews         int     `json:"renews,omitempty"`
-		ReadFraction   float64 `json:"read_fraction,omitempty"`
-		AcquireTimeout string  `json:"acquire_timeout"`
-		Seed           uint64  `json:"seed"`
-	}{
+	return json.Marshal(scenarioJSON{
 		s.Name, s.Kind, s.Workers, s.Warmup.String(), s.Duration.String(), s.TTL.String(),
 		s.Hold.String(), s.Keys, s.Renews, s.ReadFraction, s.AcquireTimeout.String(), s.Seed,
 	})
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote.
+func (s *Scenario) UnmarshalJSON(b []byte) error {
+	var j scenarioJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Scenario{Name: j.Name, Kind: j.Kind, Workers: j.Workers, Keys: j.Keys, Renews: j.Renews,
+		ReadFraction: j.ReadFraction, Seed: j.Seed}
+	for _, d := range []struct {
+		dst *time.Duration
+		src string
+	}{{&s.Warmup, j.Warmup}, {&s.Duration, j.Duration}, {&s.TTL, j.TTL}, {&s.Hold, j.Hold}, {&s.AcquireTimeout, j.AcquireTimeout}} {
+		if d.src == "" {
+			continue
+		}
+		v, err := time.ParseDuration(d.src)
+		if err != nil {
+			return fmt.Errorf("scenario %s: %w", s.Name, err)
+		}
+		*d.dst = v
+	}
+	return nil
 }

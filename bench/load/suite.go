@@ -258,9 +258,6 @@ func (p *Progress) print(label string, eta time.Duration, live *Live, final bool
 		}
 		state = fmt.Sprintf("measured %4.1f/%.0fs %9d ops %9.0f ops/s %d err", m.Seconds(), (total - warmup).Seconds(), ops, rate, errs)
 	}
-	if final {
-		state = strings.Replace(state, "measured", "done", 1)
-	}
 	line := fmt.Sprintf("%s  %s  (suite ETA %s)", label, state, max(eta, 0).Round(time.Second))
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -235,4 +235,4 @@ func (s *session) Release(ctx context.Context, le load.Lease) error {
 	return nil
 }
 
-func (s *session) Close() error { return nil }
+func (s *session) Close(context.Context) error { return nil }

@@ -139,9 +139,7 @@ func (s *etcdSession) Release(ctx context.Context, l load.Lease) error {
 	return nil
 }
 
-func (s *etcdSession) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+func (s *etcdSession) Close(ctx context.Context) error {
 	// Stop the keep-alive and revoke the lease, deleting any key it still
 	// holds, rather than leaving it to expire.
 	s.s.Orphan()

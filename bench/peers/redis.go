@@ -164,7 +164,7 @@ func (s *redisSession) Release(ctx context.Context, l load.Lease) error {
 	return nil
 }
 
-func (s *redisSession) Close() error { return nil }
+func (s *redisSession) Close(context.Context) error { return nil }
 
 // redisErr keeps context errors recognizable and marks the rest.
 func redisErr(ctx context.Context, err error) error {

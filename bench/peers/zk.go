@@ -209,10 +209,16 @@ func (s *zkSession) Release(ctx context.Context, l load.Lease) error {
 
 // Close ends the session; the server deletes its ephemeral nodes, which
 // also ends any abandoned acquire still waiting.
-func (s *zkSession) Close() error {
+func (s *zkSession) Close(ctx context.Context) error {
 	s.c.Close()
-	s.pending.Wait()
-	return nil
+	done := make(chan struct{})
+	go func() { s.pending.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // acquireRW takes the read or write side of the read-write lock in dir:

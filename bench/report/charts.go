@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/paxlock/paxlock/bench/load"
@@ -52,15 +53,16 @@ func (r *Report) throughputChart() (Chart, bool) {
 		XLog:   true,
 		XTight: true,
 		YFrom0: true,
-		// throughput grows with workers, so the lower right tends to be empty
-		LegendBottomRight: true,
 	}
 	sc, repeats := gs[0].sc, 1
 	for _, res := range gs[0].results {
 		repeats = max(repeats, res.OpsPerSec.N)
 	}
-	c.Subtitle = fmt.Sprintf("%s; %v per point after %v warm-up; median, whiskers min–max (%d repeats)",
-		source, sc.Duration, sc.Warmup, repeats)
+	c.Subtitle = fmt.Sprintf("%s; %v per point after %v warm-up; median of %s",
+		source, sc.Duration, sc.Warmup, plural(repeats, "repeat"))
+	if repeats > 1 {
+		c.Subtitle += ", whiskers min–max"
+	}
 	for _, g := range gs {
 		c.XTicks = append(c.XTicks, float64(g.sc.Workers))
 	}
@@ -79,7 +81,27 @@ func (r *Report) throughputChart() (Chart, bool) {
 		}
 		c.Series = append(c.Series, ser)
 	}
+	// Systems an order of magnitude apart vanish at the bottom of a linear
+	// axis: switch to log then.
+	lo, hi := math.Inf(1), 0.0
+	for _, ser := range c.Series {
+		for _, p := range ser.Points {
+			if p.Y > 0 {
+				lo, hi = min(lo, p.Y), max(hi, p.Y)
+			}
+		}
+	}
+	if hi > 0 && hi/lo > 10 {
+		c.YLog, c.YFrom0, c.YLabel = true, false, "ops/s (log scale)"
+	}
 	return c, true
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func (r *Report) cdfChart(g group) (Chart, bool) {

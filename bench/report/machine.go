@@ -57,6 +57,16 @@ func DescribeMachine(dataDir string) Machine {
 	return m
 }
 
+// LoadAvg returns the 1, 5 and 15 minute load averages ("0.52 0.61 0.70"),
+// or "" where /proc/loadavg is missing.
+func LoadAvg() string {
+	f := strings.Fields(readFile("/proc/loadavg"))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
 func readFile(p string) string {
 	b, err := os.ReadFile(p)
 	if err != nil {

@@ -27,6 +27,10 @@ func (r *Report) Markdown(svgs []string) string {
 	b.WriteString("# Lock service benchmark: paxlock, Redis, etcd, ZooKeeper\n\n")
 	fmt.Fprintf(&b, "Run %s, took %s. ", r.Started.UTC().Format("2006-01-02 15:04 MST"), fmtDur(r.Finished.Sub(r.Started)))
 	fmt.Fprintf(&b, "**Machine:** %s. Servers and load generator share this machine and talk over loopback, so absolute numbers are not comparable with multi-host published figures; compare systems within this run.\n\n", r.Machine)
+	if r.LoadAvgStart != "" {
+		fmt.Fprintf(&b, "Load average (1, 5, 15 min) at start: %s; at end: %s (on %d cores; anything above that means other work competed with the run).\n\n",
+			r.LoadAvgStart, r.LoadAvgEnd, r.Machine.Cores)
+	}
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	}
@@ -88,7 +92,7 @@ func (r *Report) Markdown(svgs []string) string {
 - Latencies come from HdrHistograms (1 ns to 1 h, 3 significant digits); the percentiles of a row merge all its repeats. Acquire latency includes any time spent waiting for the lock, so in hot-key scenarios it is the wait.
 - Systems take turns within each repeat, and the turn order rotates between repeats, so a drift of the machine does not favour one of them. Noise is shown as min–max over the repeats.
 - Errors are counted by phase and kind (timeout, not held, unavailable, network, other); acquires cut short by the end of a run are not errors.
-- The guard: for every hot key an atomic holder word is set after acquire returns and cleared before release is sent; a second holder seen while it is set is an overlap. Where a system returns fencing tokens, a token of one key that does not increase is counted too.
+- The guard: for every hot key an atomic holder word is set after acquire returns and cleared before release is sent; a second holder seen while it is set is an overlap. The guard watches the whole run, warm-up included. Where a system returns fencing tokens, a token of one key that does not increase is counted too.
 - Fairness (hot-key scenarios): the spread of acquisitions per worker (min / median / max per run) and Jain's index (1 = perfectly even).
 `)
 	return b.String()

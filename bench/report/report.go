@@ -17,13 +17,18 @@ import (
 // Report is everything one invocation of the harness measured, with its
 // conditions.
 type Report struct {
-	Started  time.Time     `json:"started"`
-	Finished time.Time     `json:"finished"`
-	Command  string        `json:"command"`
-	Machine  Machine       `json:"machine"`
-	Systems  []System      `json:"systems"`
-	Repeats  int           `json:"repeats"`
-	Results  []load.Result `json:"results"`
+	Started  time.Time `json:"started"`
+	Finished time.Time `json:"finished"`
+	Command  string    `json:"command"`
+	Machine  Machine   `json:"machine"`
+	// LoadAvgStart and LoadAvgEnd are /proc/loadavg's 1, 5 and 15 minute
+	// load averages when the run started and ended: other work on the
+	// machine shows here.
+	LoadAvgStart string        `json:"loadavg_start,omitempty"`
+	LoadAvgEnd   string        `json:"loadavg_end,omitempty"`
+	Systems      []System      `json:"systems"`
+	Repeats      int           `json:"repeats"`
+	Results      []load.Result `json:"results"`
 }
 
 // System describes one system of the run, including those that could not

@@ -21,9 +21,7 @@ type Chart struct {
 	XTight bool
 	// YFrom0 makes a linear Y axis start at zero.
 	YFrom0 bool
-	// LegendBottomRight moves the legend from the top-left corner.
-	LegendBottomRight bool
-	Series            []Series
+	Series []Series
 	// Width and Height in pixels; 0 means 760×440.
 	Width, Height int
 }
@@ -167,10 +165,7 @@ func (c Chart) SVG() []byte {
 			lw = max(lw, len([]rune(s.Name)))
 		}
 		boxW, boxH := 44+7*lw, 8+18*len(visible)
-		lx, ly := float64(marginLeft)+10, float64(marginTop)+10
-		if c.LegendBottomRight {
-			lx, ly = float64(marginLeft)+pw-10-float64(boxW), float64(marginTop)+ph-10-float64(boxH)
-		}
+		lx, ly := c.legendCorner(float64(boxW), float64(boxH), pw, ph, px, py)
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%d" height="%d" fill="white" fill-opacity="0.85" stroke="#bbb"/>`+"\n",
 			lx, ly, boxW, boxH)
 		for i, s := range visible {
@@ -185,6 +180,42 @@ func (c Chart) SVG() []byte {
 	}
 	b.WriteString("</svg>\n")
 	return b.Bytes()
+}
+
+// legendCorner picks the corner of the plot area where the legend box covers
+// the fewest samples of the drawn lines (top-left on a tie).
+func (c Chart) legendCorner(w, h, pw, ph float64, px, py func(float64) float64) (float64, float64) {
+	const pad = 10
+	left, right := float64(marginLeft)+pad, float64(marginLeft)+pw-pad-w
+	top, bottom := float64(marginTop)+pad, float64(marginTop)+ph-pad-h
+	corners := [][2]float64{{left, top}, {right, top}, {right, bottom}, {left, bottom}}
+	best, bestHits := corners[0], -1
+	for _, k := range corners {
+		hits := 0
+		for _, s := range c.Series {
+			for i := 1; i < len(s.Points); i++ {
+				x0, y0 := px(s.Points[i-1].X), py(s.Points[i-1].Y)
+				x1, y1 := px(s.Points[i].X), py(s.Points[i].Y)
+				for j := 0; j <= 20; j++ {
+					f := float64(j) / 20
+					x, y := x0+f*(x1-x0), y0+f*(y1-y0)
+					if x >= k[0] && x <= k[0]+w && y >= k[1] && y <= k[1]+h {
+						hits++
+					}
+				}
+			}
+			if len(s.Points) == 1 {
+				x, y := px(s.Points[0].X), py(s.Points[0].Y)
+				if x >= k[0] && x <= k[0]+w && y >= k[1] && y <= k[1]+h {
+					hits++
+				}
+			}
+		}
+		if bestHits < 0 || hits < bestHits {
+			best, bestHits = k, hits
+		}
+	}
+	return best[0], best[1]
 }
 
 func esc(s string) string { return html.EscapeString(s) }

@@ -287,12 +287,22 @@ log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1} - %m%n
 EOF
 		java -Xms128m -Xmx"$ZK_HEAP" -Dzookeeper.log.dir="$d/log" \
 			-Dlog4j.configuration="file:$d/conf/log4j.properties" \
-			-cp "$d/conf:/usr/share/java/zookeeper.jar" \
+			-cp "$d/conf:/usr/share/java/zookeeper.jar$(zk_log_classpath)" \
 			org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/conf/zoo.cfg" \
 			>"$d/log/stdout.log" 2>&1 &
 		echo $! >"$zk_dir/$n.pid"
 	done
 	wait_until "zookeeper (3 members, leader elected)" zk_ready
+}
+
+# zk_log_classpath: Debian's zookeeper.jar ships no SLF4J binding, so the
+# server logs nothing unless one is on the classpath; use log4j 1.2's if present.
+zk_log_classpath() {
+	local j
+	for j in /usr/share/java/slf4j-log4j12.jar /usr/share/java/log4j-1.2.jar; do
+		[ -f "$j" ] || return 0
+	done
+	printf ':%s:%s' /usr/share/java/slf4j-log4j12.jar /usr/share/java/log4j-1.2.jar
 }
 
 # zk_ready: every member serves, and exactly one says it is the leader.

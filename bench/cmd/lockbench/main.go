@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -57,6 +58,7 @@ func run() error {
 		dataDir   = flag.String("data-dir", envOr("PEERS_DIR", filepath.Join(os.TempDir(), "paxlock-bench-peers")), "where the servers keep data (only to describe its disk)")
 		skipDown  = flag.Bool("skip-unavailable", false, "leave out a system that does not answer instead of failing")
 		verbose   = flag.Bool("v", false, "debug logging")
+		rerender  = flag.String("rerender", "", "only redraw results.md and the plots from this results.json into -out")
 
 		redisAddr = flag.String("redis", def.RedisAddr, "Redis host:port")
 		redisPoll = flag.Duration("redis-poll", def.RedisPoll, "Redis: sleep between SET NX attempts while a key is taken")
@@ -78,6 +80,9 @@ func run() error {
 	}
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 
+	if *rerender != "" {
+		return rerenderReport(*rerender, *out)
+	}
 	if *seed == 0 {
 		*seed = load.RandomSeed()
 	}
@@ -151,6 +156,8 @@ func run() error {
 		Command: "lockbench " + strings.Join(os.Args[1:], " "),
 		Machine: report.DescribeMachine(*dataDir),
 		Repeats: *repeats,
+
+		LoadAvgStart: report.LoadAvg(),
 	}
 	slog.Info("machine", "desc", rep.Machine.String())
 
@@ -205,11 +212,30 @@ func run() error {
 	}
 	rep.Results = results
 	rep.Finished = time.Now()
+	rep.LoadAvgEnd = report.LoadAvg()
 	files, err := rep.WriteAll(*out)
 	if err != nil {
 		return err
 	}
 	slog.Info("results written", "files", strings.Join(files, " "), "took", rep.Finished.Sub(rep.Started).Round(time.Second))
+	return nil
+}
+
+// rerenderReport rewrites the report files from a results.json.
+func rerenderReport(jsonPath, out string) error {
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		return err
+	}
+	var rep report.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", jsonPath, err)
+	}
+	files, err := rep.WriteAll(out)
+	if err != nil {
+		return err
+	}
+	slog.Info("results rewritten", "files", strings.Join(files, " "))
 	return nil
 }
 
