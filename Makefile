@@ -42,5 +42,9 @@ bench:
 		-sweep 1,4,16,64,256 -sweep-duration 3s -sweep-warmup 1s \
 		-out results $(BENCH_FLAGS)
 
+# fuzz runs every decoder's fuzz target for a fixed number of inputs.
+fuzz:
+	scripts/fuzz.sh
+
 e2e:
 	@echo "make e2e: no cross-process suite yet"; exit 1
