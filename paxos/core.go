@@ -29,7 +29,11 @@ type Config struct {
 	// sends the Accept again, and a follower before it repeats a Learn.
 	RetransmitTicks int
 
-	// MaxInflight bounds the instances a master has in phase 2 at once.
+	// MaxInflight bounds the instances a master has in phase 2 at once
+	// (default 1: while one instance is in flight, everything proposed
+	// meanwhile rides in the next one). Measured on 2 cores with three
+	// replicas in one process, 15 groups: 1 gave ~150k cmds/s, 2 ~90k,
+	// 4 ~70k; the cost per instance, not the wait, is what limits.
 	MaxInflight int
 	// MaxBatchCmds and MaxBatchBytes bound one instance's batch.
 	MaxBatchCmds  int
@@ -58,7 +62,7 @@ func (c *Config) setDefaults() {
 		c.RetransmitTicks = c.HeartbeatTicks
 	}
 	if c.MaxInflight <= 0 {
-		c.MaxInflight = 2
+		c.MaxInflight = 1
 	}
 	if c.MaxBatchCmds <= 0 {
 		c.MaxBatchCmds = 2048
@@ -138,8 +142,12 @@ type SoftState struct {
 // Apply; resolve Failed; start a snapshot stream to each of SendSnapshot.
 // Then call Advance.
 type Ready struct {
-	HardState        HardState
+	HardState HardState
+	// HardStateChanged says Promised changed: persist it before sending
+	// anything. CommittedChanged says only Committed changed: persist it
+	// with the next write, no sync needed.
 	HardStateChanged bool
+	CommittedChanged bool
 	Entries          []Entry
 	Messages         []Message
 	Apply            []Applied
@@ -151,7 +159,7 @@ type Ready struct {
 
 // Empty reports whether rd asks for nothing.
 func (rd *Ready) Empty() bool {
-	return !rd.HardStateChanged && len(rd.Entries) == 0 && len(rd.Messages) == 0 &&
+	return !rd.HardStateChanged && !rd.CommittedChanged && len(rd.Entries) == 0 && len(rd.Messages) == 0 &&
 		len(rd.Apply) == 0 && len(rd.Failed) == 0 && len(rd.SendSnapshot) == 0 && !rd.SoftChanged
 }
 
@@ -186,12 +194,15 @@ type Core struct {
 
 	now uint64 // local ticks since start
 
-	hs       HardState
-	hsDirty  bool
-	logStart uint64
-	last     uint64 // highest instance stored
-	applied  uint64 // highest instance handed out in Apply
-	entries  map[uint64]Entry
+	hs      HardState
+	hsDirty bool // Promised changed: persist synchronously
+	// Committed changed: persist with the next write, no sync needed
+	// (a replica relearns it)
+	commitDirty bool
+	logStart    uint64
+	last        uint64 // highest instance stored
+	applied     uint64 // highest instance handed out in Apply
+	entries     map[uint64]Entry
 
 	// acceptor lease
 	leaseBallot Ballot
@@ -389,7 +400,7 @@ func (c *Core) setPromised(b Ballot) {
 func (c *Core) setCommitted(i uint64) {
 	if i > c.hs.Committed {
 		c.hs.Committed = i
-		c.hsDirty = true
+		c.commitDirty = true
 	}
 }
 
@@ -1039,7 +1050,7 @@ func (c *Core) TransferTo(id NodeID) {
 
 // HasReady reports whether Ready would return work.
 func (c *Core) HasReady() bool {
-	return c.hsDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.failed) > 0 ||
+	return c.hsDirty || c.commitDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.failed) > 0 ||
 		len(c.snapSend) > 0 || c.softDirty || (c.applied < c.hs.Committed && !c.awaitSnap && !c.needSnap && c.entries[c.applied+1].Instance != 0) ||
 		(len(c.queue) > 0 && c.role == master && c.soft.Serving && len(c.inflight) < c.cfg.MaxInflight)
 }
@@ -1053,6 +1064,7 @@ func (c *Core) Ready() Ready {
 	rd := Ready{
 		HardState:        c.hs,
 		HardStateChanged: c.hsDirty,
+		CommittedChanged: c.commitDirty,
 		Entries:          c.newEnts,
 		Messages:         c.msgs,
 		Failed:           c.failed,
@@ -1083,6 +1095,7 @@ func (c *Core) Ready() Ready {
 // Advance tells the Core that rd was carried out.
 func (c *Core) Advance(rd Ready) {
 	c.hsDirty = false
+	c.commitDirty = false
 	c.softDirty = false
 	c.newEnts = nil
 	c.msgs = nil

@@ -271,7 +271,7 @@ func (g *Group) handleReady() {
 		rd := g.core.Ready()
 		b := g.batch
 		sync := rd.HardStateChanged || len(rd.Entries) > 0
-		if rd.HardStateChanged {
+		if rd.HardStateChanged || rd.CommittedChanged {
 			b.SetHardState(g.id, rd.HardState)
 		}
 		for i := range rd.Entries {
@@ -293,7 +293,9 @@ func (g *Group) handleReady() {
 				g.sm.Apply(a.Instance, a.Value.Cmds, smw, res[off:off+n])
 			}
 			off += n
-			b.SetApplied(g.id, a.Instance)
+		}
+		if len(rd.Apply) > 0 {
+			b.SetApplied(g.id, rd.Apply[len(rd.Apply)-1].Instance)
 		}
 		// Requests (Accept, Prepare, Heartbeat, ...) leave before this
 		// replica's own write is durable, so that its fsync overlaps the
