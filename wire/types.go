@@ -275,9 +275,11 @@ type Flags uint8
 
 // Flag bits.
 const (
-	// FlagReentrant (Acquire): if the same Owner already holds the key in
-	// the same kind, grant again at once, with a new token and TTL, instead
-	// of answering LOCK_OCCUPIED or queueing.
+	// FlagReentrant (Acquire) is informational: the server always treats
+	// an Acquire by the Owner that already holds the key in the same kind
+	// as a reacquire, which succeeds at once with the same token and a
+	// refreshed TTL. That also makes a re-sent Acquire harmless. Counting
+	// reentrant holds is the client's business (per handle).
 	FlagReentrant Flags = 1 << 0
 	// FlagContinuous (Watch): keep the watch after its first event, until
 	// Unwatch or MaxWaitMs.
