@@ -1,0 +1,906 @@
+package client
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// Agent is the client library's name and version, sent in every Hello.
+const Agent = "paxlock-go/0.1"
+
+// Config configures a Client. Registry, Namespace and Secret are required;
+// every other field has a default used when it is zero.
+type Config struct {
+	// Registry lists node addresses, host:port, to fetch the cluster view
+	// from; any one that answers is enough. Once connected the client also
+	// knows every node's address from the view and falls back to those.
+	Registry []string
+	// Namespace is the tenant every request of this client belongs to.
+	Namespace string
+	// Secret is the namespace's secret, sent in the clear in Hello.
+	Secret string
+
+	// Logger receives the client's log records (default slog.Default()).
+	// Routine events are logged at Debug; lost locks at Warn.
+	Logger *slog.Logger
+	// Dial opens a connection (default: a net.Dialer with TCP keep-alive).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// DialTimeout bounds connecting plus the Hello exchange (default 3s).
+	DialTimeout time.Duration
+	// RequestTimeout bounds one attempt of one request (default 3s); the
+	// caller's context bounds the whole call, retries included.
+	RequestTimeout time.Duration
+	// MaxRetries is how many times a request is re-sent after a retryable
+	// outcome (TIMEOUT, MASTER_REDIRECT, OVERLOADED, NO_MASTER, a broken
+	// connection) before the call fails (default 6).
+	MaxRetries int
+	// RetryBackoff is the first pause between attempts, doubled each time
+	// up to MaxBackoff (defaults 10ms and 1s), with jitter.
+	RetryBackoff, MaxBackoff time.Duration
+	// HeartbeatInterval is how long a connection may be idle before the
+	// client sends a Heartbeat (default 3s); HeartbeatTimeout is how long
+	// it then waits for any frame before it closes the connection and fails
+	// its requests over (default 3s).
+	HeartbeatInterval, HeartbeatTimeout time.Duration
+	// ViewRefresh is how often the client re-reads the cluster view even if
+	// no push or error asked it to (default 30s).
+	ViewRefresh time.Duration
+	// ClockDrift is the fraction of a lock's TTL the client subtracts when
+	// it counts the lock valid from the time it sent the request: valid
+	// until send time + TTL − ClockDrift·TTL, on its monotonic clock
+	// (default 0.05).
+	ClockDrift float64
+	// MaxFrame bounds the frames the client sends and accepts (default
+	// wire.DefaultMaxFrame).
+	MaxFrame int
+}
+
+func (cfg *Config) setDefaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&cfg.DialTimeout, 3*time.Second)
+	def(&cfg.RequestTimeout, 3*time.Second)
+	def(&cfg.RetryBackoff, 10*time.Millisecond)
+	def(&cfg.MaxBackoff, time.Second)
+	def(&cfg.HeartbeatInterval, 3*time.Second)
+	def(&cfg.HeartbeatTimeout, 3*time.Second)
+	def(&cfg.ViewRefresh, 30*time.Second)
+	if cfg.MaxRetries <= 0 {
+		cfg.MaxRetries = 6
+	}
+	if cfg.ClockDrift <= 0 || cfg.ClockDrift >= 0.5 {
+		cfg.ClockDrift = 0.05
+	}
+	if cfg.MaxFrame <= 0 {
+		cfg.MaxFrame = wire.DefaultMaxFrame
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dial == nil {
+		d := &net.Dialer{KeepAlive: 15 * time.Second}
+		cfg.Dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", addr)
+		}
+	}
+}
+
+func (cfg *Config) validate() error {
+	if len(cfg.Registry) == 0 {
+		return invalid("no registry address")
+	}
+	for _, a := range cfg.Registry {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return invalid("registry address %q: %v", a, err)
+		}
+	}
+	if err := wire.ValidateNamespace(cfg.Namespace); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if len(cfg.Secret) > wire.MaxSecretLen {
+		return invalid("secret of %d bytes, limit %d", len(cfg.Secret), wire.MaxSecretLen)
+	}
+	return nil
+}
+
+// Client is a connection to one paxlock cluster for one namespace. It keeps
+// one multiplexed connection per node it talks to, the cluster view (which
+// node masters each group), the background renewals of auto-renewed locks
+// and the registrations of blocked acquires and watches. Create one per
+// process and namespace and share it: it is safe for concurrent use.
+type Client struct {
+	cfg   Config
+	log   *slog.Logger
+	id    uint64
+	start time.Time
+
+	ctx       context.Context // cancelled by Close
+	cancel    context.CancelFunc
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	loopDone  chan struct{}
+	refreshCh chan struct{} // cap 1
+	subLostCh chan struct{} // cap 1
+
+	viewMu sync.Mutex
+	view   atomic.Pointer[wire.View]
+
+	nextOwner atomic.Uint64
+	nextWait  atomic.Uint64
+	nextWatch atomic.Uint64
+
+	// connView is a read-only copy of conns for the request path's
+	// lock-free lookup; it is replaced (under mu) whenever conns changes.
+	connView atomic.Pointer[map[string]*conn]
+
+	mu        sync.Mutex
+	closed    bool
+	conns     map[string]*conn
+	dials     map[string]*dialing
+	dialFails map[string]dialFailure
+	subConn   *conn
+	waits     map[uint64]*waiter
+	watches   map[uint64]*Watcher
+	holds     map[holdKey]*hold
+	procCores map[coreKey]*lockCore
+}
+
+// dialing is a connection attempt other callers can wait for.
+type dialing struct {
+	done chan struct{}
+	cn   *conn
+	err  error
+}
+
+type dialFailure struct {
+	n    int
+	last time.Time
+}
+
+// processOwnerID is the Owner.ID of ProcessOwner handles; per-handle owners
+// count up from it.
+const processOwnerID = 1
+
+// New connects to the cluster: it fetches the view from the first Registry
+// address that answers (trying the others in turn), subscribes to its
+// changes, and returns a ready Client. A refused namespace or secret gives
+// an error wrapping ErrAuth; no reachable node, ErrUnavailable. ctx bounds
+// only the bootstrap.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.Registry = slices.Clone(cfg.Registry)
+	cfg.setDefaults()
+	c := &Client{
+		cfg:       cfg,
+		id:        randomID(),
+		start:     time.Now(),
+		done:      make(chan struct{}),
+		loopDone:  make(chan struct{}),
+		refreshCh: make(chan struct{}, 1),
+		subLostCh: make(chan struct{}, 1),
+		conns:     make(map[string]*conn),
+		dials:     make(map[string]*dialing),
+		dialFails: make(map[string]dialFailure),
+		waits:     make(map[uint64]*waiter),
+		watches:   make(map[uint64]*Watcher),
+		holds:     make(map[holdKey]*hold),
+		procCores: make(map[coreKey]*lockCore),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.log = cfg.Logger.With("paxlock_client", strconv.FormatUint(c.id, 16))
+	c.nextOwner.Store(processOwnerID)
+	if err := c.subscribe(ctx); err != nil {
+		close(c.loopDone)
+		c.Close()
+		return nil, err
+	}
+	go c.loop()
+	return c, nil
+}
+
+func randomID() uint64 {
+	var b [8]byte
+	for {
+		if _, err := crand.Read(b[:]); err != nil {
+			return mrand.Uint64() | 1
+		}
+		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
+			return id
+		}
+	}
+}
+
+// ID returns the client's id: the Owner.Client of every lock it takes, and
+// the ClientID of its Hello.
+func (c *Client) ID() uint64 {
+	if c == nil {
+		return 0
+	}
+	return c.id
+}
+
+// View returns the newest cluster view the client knows. The caller must
+// not modify it.
+func (c *Client) View() *wire.View {
+	if c == nil {
+		return nil
+	}
+	return c.view.Load()
+}
+
+// Close stops the client: it closes every connection, ends blocked calls
+// and watches with ErrClosed and stops renewals. Locks still held are not
+// released: they expire after their TTL (their Lost channels close when the
+// client counts them expired). Close is idempotent and does not wait for
+// the network.
+func (c *Client) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		conns := make([]*conn, 0, len(c.conns))
+		for _, cn := range c.conns {
+			conns = append(conns, cn)
+		}
+		watches := make([]*Watcher, 0, len(c.watches))
+		for _, w := range c.watches {
+			watches = append(watches, w)
+		}
+		c.mu.Unlock()
+		close(c.done)
+		c.cancel()
+		for _, cn := range conns {
+			cn.fail(ErrClosed)
+		}
+		for _, w := range watches {
+			w.finish(ErrClosed)
+		}
+		<-c.loopDone
+	})
+	return nil
+}
+
+func (c *Client) isClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// now is the client's monotonic clock, in nanoseconds since New.
+func (c *Client) now() int64 { return int64(time.Since(c.start)) }
+
+// validUntil is when a lock granted for ttl on a request sent at from
+// stops being valid on the client's clock.
+func (c *Client) validUntil(from time.Time, ttl time.Duration) time.Time {
+	return from.Add(ttl - time.Duration(float64(ttl)*c.cfg.ClockDrift))
+}
+
+// backoff is the pause before attempt n (n >= 1), with jitter.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.RetryBackoff << min(n-1, 20)
+	if d <= 0 || d > c.cfg.MaxBackoff {
+		d = c.cfg.MaxBackoff
+	}
+	return d/2 + mrand.N(d/2+1)
+}
+
+// sleep waits d, or until ctx ends or the client closes.
+func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.done:
+		return ErrClosed
+	}
+}
+
+// ---- connections ----
+
+// getConn returns a working connection to addr, dialing (once, shared by
+// concurrent callers) if there is none.
+func (c *Client) getConn(ctx context.Context, addr string) (*conn, error) {
+	if m := c.connView.Load(); m != nil {
+		if cn := (*m)[addr]; cn != nil && !cn.dead() {
+			return cn, nil
+		}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if cn := c.conns[addr]; cn != nil && !cn.dead() {
+		c.mu.Unlock()
+		return cn, nil
+	}
+	d := c.dials[addr]
+	if d == nil {
+		d = &dialing{done: make(chan struct{})}
+		c.dials[addr] = d
+		go c.dial(addr, d)
+	}
+	c.mu.Unlock()
+	select {
+	case <-d.done:
+		return d.cn, d.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.done:
+		return nil, ErrClosed
+	}
+}
+
+// publishConnsLocked refreshes connView from conns; c.mu is held.
+func (c *Client) publishConnsLocked() {
+	m := make(map[string]*conn, len(c.conns))
+	for a, cn := range c.conns {
+		m[a] = cn
+	}
+	c.connView.Store(&m)
+}
+
+// dial connects to addr and says Hello, after a pause if recent attempts
+// to addr failed (reconnect backoff).
+func (c *Client) dial(addr string, d *dialing) {
+	cn, err := c.dialHello(addr)
+	c.mu.Lock()
+	delete(c.dials, addr)
+	switch {
+	case err == nil && c.closed:
+		err = ErrClosed
+	case err == nil:
+		c.conns[addr] = cn
+		c.publishConnsLocked()
+		cn.ready = true
+		delete(c.dialFails, addr)
+	default:
+		f := c.dialFails[addr]
+		c.dialFails[addr] = dialFailure{n: f.n + 1, last: time.Now()}
+	}
+	c.mu.Unlock()
+	if err != nil && cn != nil {
+		cn.fail(err)
+		cn = nil
+	}
+	d.cn, d.err = cn, err
+	close(d.done)
+}
+
+func (c *Client) dialHello(addr string) (*conn, error) {
+	c.mu.Lock()
+	f := c.dialFails[addr]
+	c.mu.Unlock()
+	if f.n > 0 {
+		wait := time.Until(f.last.Add(c.backoff(f.n)))
+		if err := c.sleep(c.ctx, wait); err != nil {
+			return nil, ErrClosed
+		}
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
+	defer cancel()
+	nc, err := c.cfg.Dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: dial %s: %w", ErrUnavailable, addr, err)
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	cn := newConn(c, addr, nc)
+	typ, msg, err := cn.roundTrip(ctx, wire.TypeHello, &wire.Hello{
+		Namespace: c.cfg.Namespace, Secret: c.cfg.Secret, ClientID: c.id, Agent: Agent,
+	}, 0)
+	if err != nil {
+		return cn, fmt.Errorf("%w: hello to %s: %w", ErrUnavailable, addr, err)
+	}
+	r, ok := msg.(*wire.Response)
+	switch {
+	case !ok:
+		return cn, fmt.Errorf("%w: hello to %s: unexpected %s", ErrServer, addr, typ)
+	case r.Status == wire.StatusAuthFailed:
+		return cn, fmt.Errorf("%w: namespace %q at %s: %s", ErrAuth, c.cfg.Namespace, addr, r.Msg)
+	case r.Status != wire.StatusSuccess:
+		return cn, fmt.Errorf("hello to %s: %w", addr, statusErr("hello", c.cfg.Namespace, r))
+	}
+	c.noteViewVersion(r.ViewVersion)
+	c.log.Debug("paxlock: connected", "addr", addr)
+	return cn, nil
+}
+
+// onConnLost runs once per failed connection: it forgets the connection
+// and re-routes what lived on it. Blocked acquires re-send themselves;
+// watches register again; the view subscription moves to another node.
+func (c *Client) onConnLost(cn *conn, cause error) {
+	c.mu.Lock()
+	live := cn.ready // false for a connection whose Hello failed
+	if c.conns[cn.addr] == cn {
+		delete(c.conns, cn.addr)
+		c.publishConnsLocked()
+	}
+	sub := c.subConn == cn
+	if sub {
+		c.subConn = nil
+	}
+	var orphans []*waiter
+	for id, w := range c.waits {
+		if w.conn != cn {
+			continue
+		}
+		if w.abandoned {
+			// The server forgets a connection's waiters when it closes.
+			delete(c.waits, id)
+			orphans = append(orphans, w)
+			continue
+		}
+		w.signalResend()
+	}
+	var rereg []*Watcher
+	for _, w := range c.watches {
+		if w.conn == cn {
+			w.conn = nil
+			rereg = append(rereg, w)
+		}
+	}
+	closed := c.closed
+	c.mu.Unlock()
+	for _, w := range orphans {
+		c.unrefCore(w.core)
+	}
+	if closed || !live {
+		return
+	}
+	c.log.Debug("paxlock: connection lost", "addr", cn.addr, "err", cause)
+	if sub {
+		select {
+		case c.subLostCh <- struct{}{}:
+		default:
+		}
+	}
+	c.refresh()
+	for _, w := range rereg {
+		w.reregister()
+	}
+}
+
+// ---- the cluster view ----
+
+// refresh asks the background loop to re-read the view soon.
+func (c *Client) refresh() {
+	select {
+	case c.refreshCh <- struct{}{}:
+	default:
+	}
+}
+
+// noteViewVersion refreshes the view if a server knows a newer one.
+func (c *Client) noteViewVersion(v uint64) {
+	if cur := c.view.Load(); v != 0 && (cur == nil || v > cur.Version) {
+		c.refresh()
+	}
+}
+
+// updateView installs v if it is newer than the current view, and moves
+// blocked acquires and watches whose group master changed.
+func (c *Client) updateView(v *wire.View) bool {
+	c.viewMu.Lock()
+	cur := c.view.Load()
+	if cur != nil && v.Version <= cur.Version {
+		c.viewMu.Unlock()
+		return false
+	}
+	c.view.Store(v)
+	c.viewMu.Unlock()
+	c.log.Debug("paxlock: view", "version", v.Version, "groups", len(v.Groups), "nodes", len(v.Nodes))
+
+	c.mu.Lock()
+	for _, w := range c.waits {
+		if w.conn == nil || w.abandoned {
+			continue
+		}
+		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.conn.addr {
+			w.signalResend()
+		}
+	}
+	var rereg []*Watcher
+	for _, w := range c.watches {
+		if w.conn == nil {
+			continue
+		}
+		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.conn.addr {
+			w.conn = nil
+			rereg = append(rereg, w)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range rereg {
+		w.reregister()
+	}
+	return true
+}
+
+// masterAddr returns the address of the master of key's group in the
+// current view.
+func (c *Client) masterAddr(hash uint64) (string, bool) {
+	v := c.view.Load()
+	if v == nil {
+		return "", false
+	}
+	return v.MasterAddr(wire.GroupOf(hash, len(v.Groups)))
+}
+
+// candidates lists the addresses to fetch the view from: the view's nodes
+// (alive ones first), then the configured registry addresses.
+func (c *Client) candidates() []string {
+	var out []string
+	seen := make(map[string]bool)
+	add := func(a string) {
+		if a != "" && !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	if v := c.view.Load(); v != nil {
+		nodes := slices.Clone(v.Nodes)
+		mrand.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+		slices.SortStableFunc(nodes, func(a, b wire.NodeView) int {
+			switch {
+			case a.Alive == b.Alive:
+				return 0
+			case a.Alive:
+				return -1
+			}
+			return 1
+		})
+		for _, n := range nodes {
+			add(n.Addr)
+		}
+	}
+	for _, a := range c.cfg.Registry {
+		add(a)
+	}
+	return out
+}
+
+// subscribe fetches the view from the first candidate that answers and
+// subscribes to its changes there. AUTH_FAILED ends it at once.
+func (c *Client) subscribe(ctx context.Context) error {
+	var errs []error
+	for _, addr := range c.candidates() {
+		err := c.subscribeAt(ctx, addr)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, ErrAuth) || errors.Is(err, ErrClosed) {
+			return err
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
+	return fmt.Errorf("%w: no node answered: %w", ErrUnavailable, errors.Join(errs...))
+}
+
+func (c *Client) subscribeAt(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.DialTimeout+c.cfg.RequestTimeout)
+	defer cancel()
+	cn, err := c.getConn(ctx, addr)
+	if err != nil {
+		return err
+	}
+	v, err := c.fetchView(ctx, cn, wire.TypeSubscribeView)
+	if err != nil {
+		return err
+	}
+	if len(v.Groups) == 0 {
+		return fmt.Errorf("%w: view from %s lists no groups", ErrServer, addr)
+	}
+	c.updateView(v)
+	c.mu.Lock()
+	if !cn.dead() {
+		c.subConn = cn
+	}
+	c.mu.Unlock()
+	if cn.dead() {
+		return fmt.Errorf("%w: %s closed", ErrUnavailable, addr)
+	}
+	return nil
+}
+
+func (c *Client) fetchView(ctx context.Context, cn *conn, typ wire.Type) (*wire.View, error) {
+	var m wire.Message = &wire.GetView{}
+	if typ == wire.TypeSubscribeView {
+		m = &wire.SubscribeView{}
+	}
+	rt, msg, err := cn.roundTrip(ctx, typ, m, c.cfg.RequestTimeout)
+	if err != nil {
+		return nil, fmt.Errorf("%w: view from %s: %w", ErrUnavailable, cn.addr, err)
+	}
+	switch r := msg.(type) {
+	case *wire.View:
+		return r, nil
+	case *wire.Response:
+		if r.Status == wire.StatusAuthFailed {
+			return nil, fmt.Errorf("%w: view from %s", ErrAuth, cn.addr)
+		}
+		return nil, statusErr("view", cn.addr, r)
+	}
+	return nil, fmt.Errorf("%w: view from %s: unexpected %s", ErrServer, cn.addr, rt)
+}
+
+// loop keeps the view fresh: it re-subscribes when the subscription's
+// connection fails, re-reads the view when asked (redirects, NO_MASTER,
+// lost connections, a newer version seen in a heartbeat) and every
+// ViewRefresh.
+func (c *Client) loop() {
+	defer close(c.loopDone)
+	tick := time.NewTicker(c.cfg.ViewRefresh)
+	defer tick.Stop()
+	failures := 0
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-c.done:
+			return
+		case <-c.subLostCh:
+		case <-c.refreshCh:
+		case <-tick.C:
+		case <-retry:
+		}
+		retry = nil
+		if err := c.refreshOnce(); err != nil {
+			failures++
+			c.log.Debug("paxlock: view refresh failed", "err", err)
+			retry = time.After(c.backoff(failures))
+			continue
+		}
+		failures = 0
+		// Coalesce bursts of refresh requests.
+		if c.sleep(context.Background(), c.cfg.RetryBackoff) != nil {
+			return
+		}
+	}
+}
+
+func (c *Client) refreshOnce() error {
+	c.mu.Lock()
+	sub := c.subConn
+	c.mu.Unlock()
+	if sub == nil || sub.dead() {
+		return c.subscribe(c.ctx)
+	}
+	v, err := c.fetchView(c.ctx, sub, wire.TypeGetView)
+	if err != nil {
+		return err
+	}
+	c.updateView(v)
+	return nil
+}
+
+// ---- requests ----
+
+// result is the outcome of a routed request.
+type result struct {
+	resp *wire.Response
+	cn   *conn
+	// unknown: an earlier attempt may have reached the server and been
+	// applied (its connection broke, or it timed out, before the reply).
+	unknown bool
+}
+
+// do sends a keyed request to the master of the key's group and returns
+// the first non-retryable answer. It follows MASTER_REDIRECT, waits out
+// NO_MASTER and OVERLOADED (RetryAfterMs or backoff), re-sends after
+// TIMEOUT and broken connections, refreshing the view as it goes, up to
+// MaxRetries re-sends and within ctx. Every request the client sends is
+// safe to repeat: a re-sent Acquire by the holder keeps its token.
+func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.Type, m wire.Message) (result, error) {
+	var (
+		res       result
+		lastErr   error
+		target    string
+		redirects int
+	)
+	for attempt := 0; ; attempt++ {
+		if c.isClosed() {
+			return res, ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return res, ctxErr(op, key, err, lastErr)
+		}
+		delay := time.Duration(-1) // -1: the usual backoff
+		r, cn, err := c.attempt(ctx, hash, target, typ, m)
+		target = ""
+		switch {
+		case err == nil:
+			res.resp, res.cn = r, cn
+			switch r.Status {
+			case wire.StatusMasterRedirect:
+				c.refresh()
+				if r.Redirect != "" && r.Redirect != cn.addr {
+					target = r.Redirect
+					if redirects++; redirects <= 2 {
+						delay = 0 // follow a redirect at once, twice
+					}
+				}
+			case wire.StatusNoMaster:
+				c.refresh()
+				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
+			case wire.StatusOverloaded:
+				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
+			case wire.StatusTimeout:
+				res.unknown = true
+			default:
+				return res, nil // an answer for the caller, AUTH_FAILED included
+			}
+			lastErr = statusErr(op, key, r)
+			res.resp = nil
+		case errors.Is(err, ErrAuth), errors.Is(err, ErrClosed):
+			return res, err
+		case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout):
+			res.unknown = true
+			if errors.Is(err, errAttemptTimeout) {
+				lastErr = fmt.Errorf("%w: %s %q at %s: %w", ErrTimeout, op, key, cn.addr, err)
+			} else {
+				lastErr = fmt.Errorf("%w: %s %q: %w", ErrUnavailable, op, key, err)
+			}
+		case ctx.Err() != nil:
+			if cn != nil {
+				res.unknown = true // the request may have been sent
+			}
+			return res, ctxErr(op, key, ctx.Err(), lastErr)
+		case errors.Is(err, ErrNoMaster), errors.Is(err, ErrUnavailable), errors.Is(err, ErrOverloaded):
+			lastErr = fmt.Errorf("client: %s %q: %w", op, key, err)
+		default:
+			return res, err // encoding errors, unexpected replies
+		}
+		if attempt >= c.cfg.MaxRetries {
+			return res, lastErr
+		}
+		if delay < 0 {
+			delay = c.backoff(attempt + 1)
+		}
+		if err := c.sleep(ctx, delay); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return res, ErrClosed
+			}
+			return res, ctxErr(op, key, err, lastErr)
+		}
+	}
+}
+
+// attempt sends m once: to target if set, else to the master of hash's
+// group in the current view. A nil error means a Response arrived; cn is
+// set whenever the request was handed to a connection.
+func (c *Client) attempt(ctx context.Context, hash uint64, target string, typ wire.Type, m wire.Message) (*wire.Response, *conn, error) {
+	addr := target
+	if addr == "" {
+		a, ok := c.masterAddr(hash)
+		if !ok {
+			c.refresh()
+			return nil, nil, ErrNoMaster
+		}
+		addr = a
+	}
+	cn, err := c.getConn(ctx, addr)
+	if err != nil {
+		if !errors.Is(err, ErrAuth) && !errors.Is(err, ErrClosed) {
+			c.refresh()
+		}
+		return nil, nil, err
+	}
+	rt, msg, err := cn.roundTrip(ctx, typ, m, c.cfg.RequestTimeout)
+	switch {
+	case err == nil:
+	case errors.Is(err, errConnLost) && c.isClosed():
+		return nil, cn, ErrClosed
+	case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout), errors.Is(err, ErrOverloaded), ctx.Err() != nil:
+		return nil, cn, err
+	default:
+		return nil, cn, fmt.Errorf("%w: %s: %w", ErrServer, addr, err)
+	}
+	r, ok := msg.(*wire.Response)
+	if !ok {
+		return nil, cn, fmt.Errorf("%w: unexpected %s reply from %s", ErrServer, rt, addr)
+	}
+	return r, cn, nil
+}
+
+// ctxErr wraps the context's error, mentioning the last retryable failure.
+func ctxErr(op, key string, err, last error) error {
+	if err == nil {
+		err = context.Canceled
+	}
+	if last != nil {
+		return fmt.Errorf("client: %s %q: %w (last: %v)", op, key, err, last)
+	}
+	return fmt.Errorf("client: %s %q: %w", op, key, err)
+}
+
+// ---- pushes ----
+
+// onPush handles a server push; it runs on a connection's reader and never
+// blocks.
+func (c *Client) onPush(cn *conn, m wire.Message, at time.Time) {
+	switch p := m.(type) {
+	case *wire.Granted:
+		c.onGranted(p, at)
+	case *wire.Lost:
+		c.onLost(p)
+	case *wire.WatchEvent:
+		c.onWatchEvent(cn, p)
+	case *wire.View:
+		if len(p.Groups) > 0 {
+			c.updateView(p)
+		}
+	}
+}
+
+func (c *Client) onLost(p *wire.Lost) {
+	if p.Owner.Client != c.id {
+		return
+	}
+	c.mu.Lock()
+	h := c.holds[holdKey{key: p.Key, token: p.Token, owner: p.Owner.ID}]
+	c.mu.Unlock()
+	if h != nil {
+		h.markLost(fmt.Errorf("%w: %q (token %d): server says %s", ErrLockLost, p.Key, p.Token, p.Event), false)
+	}
+}
+
+func (c *Client) onGranted(g *wire.Granted, at time.Time) {
+	if g.Owner.Client != c.id {
+		return
+	}
+	c.mu.Lock()
+	w := c.waits[g.WaitID]
+	if w == nil {
+		c.mu.Unlock()
+		c.log.Debug("paxlock: grant for unknown wait", "wait", g.WaitID, "key", g.Key, "status", g.Status)
+		return
+	}
+	if w.abandoned {
+		delete(c.waits, g.WaitID)
+		c.mu.Unlock()
+		if g.Status == wire.StatusSuccess {
+			go w.core.releaseOrphan(w, g.Token)
+		} else {
+			c.unrefCore(w.core)
+		}
+		return
+	}
+	c.mu.Unlock()
+	w.deliver(grant{status: g.Status, token: g.Token, at: at})
+}

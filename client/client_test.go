@@ -1,0 +1,970 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// Tests assert on events (a push arrived, the fake saw a request), never on
+// how long something took; the generous deadlines only stop a hung test.
+
+func testLogger() *slog.Logger {
+	if os.Getenv("PAXLOCK_CLIENT_DEBUG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func tctx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testConfig(registry ...string) Config {
+	return Config{
+		Registry:       registry,
+		Namespace:      fakeNS,
+		Secret:         fakeSecret,
+		Logger:         testLogger(),
+		RequestTimeout: 5 * time.Second,
+		RetryBackoff:   2 * time.Millisecond,
+		MaxBackoff:     50 * time.Millisecond,
+	}
+}
+
+func newTestClient(t *testing.T, cfg Config) *Client {
+	t.Helper()
+	c, err := New(tctx(t), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// goErr runs f in a goroutine and returns a channel with its error.
+func goErr(f func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+func recvErr(t *testing.T, ch <-chan error, what string) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		return nil
+	}
+}
+
+func TestTryLockAndUnlock(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m1, m2 := c.Mutex("k"), c.Mutex("k")
+	if err := m1.TryLock(ctx); err != nil {
+		t.Fatalf("m1.TryLock: %v", err)
+	}
+	tok1 := m1.Token()
+	if tok1 == 0 || !m1.Held() {
+		t.Fatalf("token %d held %v", tok1, m1.Held())
+	}
+	if o, tok, ok := n.holderOf("k"); !ok || o != m1.Owner() || tok != tok1 {
+		t.Fatalf("server holder %v %d %v, want %v %d", o, tok, ok, m1.Owner(), tok1)
+	}
+	err := m2.TryLock(ctx)
+	var le *LockedError
+	if !errors.Is(err, ErrLocked) || !errors.As(err, &le) {
+		t.Fatalf("m2.TryLock: %v, want ErrLocked", err)
+	}
+	if le.Holder != m1.Owner() || le.Token != tok1 {
+		t.Fatalf("LockedError %+v, want holder %v token %d", le, m1.Owner(), tok1)
+	}
+	if m2.Token() != 0 || m2.Held() || !isClosed(m2.Lost()) {
+		t.Fatal("m2 should hold nothing")
+	}
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatalf("m1.Unlock: %v", err)
+	}
+	if err := m1.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("second Unlock: %v, want ErrNotHeld", err)
+	}
+	if err := m2.TryLock(ctx); err != nil {
+		t.Fatalf("m2.TryLock after unlock: %v", err)
+	}
+	if m2.Token() <= tok1 {
+		t.Fatalf("token %d not above %d", m2.Token(), tok1)
+	}
+	if err := m2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := n.holderOf("k"); ok {
+		t.Fatal("key still held on the server")
+	}
+}
+
+func TestLockWokenByPush(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m1, m2 := c.Mutex("k"), c.Mutex("k", Weight(5))
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := goErr(func() error { return m2.Lock(ctx) })
+	n.waitFor(t, "m2 queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvErr(t, done, "m2.Lock"); err != nil {
+		t.Fatalf("m2.Lock: %v", err)
+	}
+	if o, tok, _ := n.holderOf("k"); o != m2.Owner() || tok != m2.Token() {
+		t.Fatalf("server holder %v/%d, want %v/%d", o, tok, m2.Owner(), m2.Token())
+	}
+	// One Acquire each: the waiter was woken by the push, not by polling.
+	if got := n.count(wire.TypeAcquire); got != 2 {
+		t.Fatalf("server saw %d acquires, want 2", got)
+	}
+	if err := m2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReentrant(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m := c.Mutex("k")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok := m.Token()
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("reentrant Lock: %v", err)
+	}
+	if err := m.TryLock(ctx); err != nil {
+		t.Fatalf("reentrant TryLock: %v", err)
+	}
+	if m.Token() != tok {
+		t.Fatalf("token changed: %d -> %d", tok, m.Token())
+	}
+	if a, r := n.count(wire.TypeAcquire), n.count(wire.TypeRenew); a != 1 || r != 2 {
+		t.Fatalf("server saw %d acquires and %d renews, want 1 and 2", a, r)
+	}
+	for i := 0; i < 2; i++ {
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := n.holderOf("k"); !ok {
+			t.Fatalf("released after %d of 3 unlocks", i+1)
+		}
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := n.holderOf("k"); ok {
+		t.Fatal("still held after the last unlock")
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("extra Unlock: %v", err)
+	}
+}
+
+func TestProcessOwner(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	c2 := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	h1, h2 := c.Mutex("k", ProcessOwner()), c.Mutex("k", ProcessOwner())
+	if h1.Owner() != h2.Owner() {
+		t.Fatalf("owners differ: %v %v", h1.Owner(), h2.Owner())
+	}
+	if err := h1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.TryLock(ctx); err != nil {
+		t.Fatalf("second process handle: %v", err)
+	}
+	if h2.Token() != h1.Token() || h1.Token() == 0 {
+		t.Fatalf("tokens %d %d", h1.Token(), h2.Token())
+	}
+	if err := c2.Mutex("k", ProcessOwner()).TryLock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("other client's process owner: %v, want ErrLocked", err)
+	}
+	if err := h1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := n.holderOf("k"); !ok {
+		t.Fatal("released with one unlock to go")
+	}
+	if err := h2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := n.holderOf("k"); ok {
+		t.Fatal("still held")
+	}
+	c.mu.Lock()
+	left := len(c.procCores)
+	c.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d process cores left after release", left)
+	}
+}
+
+func TestAutoRenew(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m := c.Mutex("k", TTL(600*time.Millisecond), AutoRenew())
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost := m.Lost()
+	n.waitFor(t, "three renewals", func(n *fakeNode) bool { return n.counts[wire.TypeRenew] >= 3 })
+	if isClosed(lost) {
+		t.Fatal("Lost closed while renewals succeed")
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := n.holderOf("k"); ok {
+		t.Fatal("still held")
+	}
+}
+
+func TestLostWhenRenewRefused(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m := c.Mutex("k", TTL(300*time.Millisecond), AutoRenew())
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.set(func(n *fakeNode) { n.renewStatus = wire.StatusLockDeleted })
+	waitClosed(t, m.Lost(), "Lost")
+	if m.Held() {
+		t.Fatal("Held after loss")
+	}
+	if err := m.Renew(ctx, 0); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Renew after loss: %v", err)
+	}
+	if err := m.Lock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("reentrant Lock after loss: %v", err)
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock after loss: %v, want ErrLockLost", err)
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("second Unlock: %v", err)
+	}
+}
+
+func TestLostWhenRenewalsFail(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m := c.Mutex("k", TTL(300*time.Millisecond), AutoRenew())
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.set(func(n *fakeNode) { n.dropRenews = true })
+	waitClosed(t, m.Lost(), "Lost")
+	releases := n.count(wire.TypeRelease)
+	if err := m.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock: %v, want ErrLockLost", err)
+	}
+	// Lost on the client's clock only: Unlock still tries to free it.
+	n.waitFor(t, "best-effort release", func(n *fakeNode) bool { return n.counts[wire.TypeRelease] > releases })
+}
+
+func TestLostPush(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m := c.Mutex("k")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := c.Mutex("other")
+	if err := other.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.revoke("k")
+	waitClosed(t, m.Lost(), "Lost")
+	if isClosed(other.Lost()) {
+		t.Fatal("another lock's Lost closed")
+	}
+	if err := m.Unlock(ctx); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRedirectAndViewChange(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	a, b := fc.nodes[0], fc.nodes[1]
+	a.set(func(n *fakeNode) { n.redirect = b.addr }) // the view says a; a knows better
+	c := newTestClient(t, testConfig(a.addr))
+	ctx := tctx(t)
+
+	m := c.Mutex("k1")
+	if err := m.TryLock(ctx); err != nil {
+		t.Fatalf("TryLock via redirect: %v", err)
+	}
+	if o, _, ok := b.holderOf("k1"); !ok || o != m.Owner() {
+		t.Fatal("lock not taken at the redirect target")
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock via redirect: %v", err)
+	}
+
+	// The master moves to b: the view push reaches the client, which then
+	// goes to b directly.
+	fc.setMaster(b)
+	deadline := time.After(20 * time.Second)
+	for c.View().Version < 2 {
+		select {
+		case <-deadline:
+			t.Fatal("view push not applied")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	before := a.count(wire.TypeAcquire)
+	m2 := c.Mutex("k2")
+	if err := m2.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.count(wire.TypeAcquire); got != before {
+		t.Fatalf("old master saw %d more acquires", got-before)
+	}
+	if _, _, ok := b.holderOf("k2"); !ok {
+		t.Fatal("k2 not held at the new master")
+	}
+}
+
+func TestNoMasterRetried(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	n.set(func(n *fakeNode) { n.noMaster = true })
+	cfg := testConfig(n.addr)
+	cfg.MaxRetries = 1000
+	c := newTestClient(t, cfg)
+	ctx := tctx(t)
+	done := goErr(func() error { return c.Mutex("k").TryLock(ctx) })
+	n.waitFor(t, "retries", func(n *fakeNode) bool { return n.counts[wire.TypeAcquire] >= 3 })
+	n.set(func(n *fakeNode) { n.noMaster = false })
+	if err := recvErr(t, done, "TryLock"); err != nil {
+		t.Fatalf("TryLock after election: %v", err)
+	}
+
+	// With few retries, the error says why.
+	n.set(func(n *fakeNode) { n.noMaster = true })
+	cfg.MaxRetries = 2
+	c2 := newTestClient(t, cfg)
+	if err := c2.Mutex("k2").TryLock(ctx); !errors.Is(err, ErrNoMaster) {
+		t.Fatalf("TryLock: %v, want ErrNoMaster", err)
+	}
+}
+
+func TestBlockedAcquireFollowsMaster(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	a, b := fc.nodes[0], fc.nodes[1]
+	c := newTestClient(t, testConfig(a.addr))
+	ctx := tctx(t)
+
+	holder := c.Mutex("k")
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Mutex("k")
+	done := goErr(func() error { return m.Lock(ctx) })
+	a.waitFor(t, "queued at a", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+
+	// b takes over with the key held (by someone it knows).
+	x := wire.Owner{Client: 99, ID: 1}
+	b.set(func(n *fakeNode) { n.grantLocked("k", x, wire.KindExclusive, 1000, nil) })
+	fc.setMaster(b)
+	b.waitFor(t, "re-queued at b", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	b.set(func(n *fakeNode) { n.dropHolderLocked("k", x, wire.EventReleased) })
+	if err := recvErr(t, done, "Lock"); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if o, tok, _ := b.holderOf("k"); o != m.Owner() || tok != m.Token() {
+		t.Fatalf("b's holder %v/%d, want %v/%d", o, tok, m.Owner(), m.Token())
+	}
+}
+
+func TestReconnectAfterServerCloses(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m1 := c.Mutex("k")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m2 := c.Mutex("k")
+	done := goErr(func() error { return m2.Lock(ctx) })
+	n.waitFor(t, "m2 queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	acquires := n.count(wire.TypeAcquire)
+	hellos := n.count(wire.TypeHello)
+
+	n.kick() // the server forgets m2's wait with the connection
+	n.waitFor(t, "reconnect and re-queue", func(n *fakeNode) bool {
+		return n.counts[wire.TypeHello] > hellos && n.counts[wire.TypeAcquire] > acquires && len(n.waiters["k"]) == 1
+	})
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock after reconnect: %v", err)
+	}
+	if err := recvErr(t, done, "m2.Lock"); err != nil {
+		t.Fatalf("m2.Lock: %v", err)
+	}
+	if err := c.Mutex("other").TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The view subscription came back too.
+	n.waitFor(t, "re-subscribed", func(n *fakeNode) bool {
+		for cn := range n.conns {
+			if cn.subscribed {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+func TestCancelWaitOnContextEnd(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m1 := c.Mutex("k")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	m2 := c.Mutex("k")
+	done := goErr(func() error { return m2.Lock(wctx) })
+	n.waitFor(t, "m2 queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	cancel()
+	if err := recvErr(t, done, "m2.Lock"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("m2.Lock: %v, want context.Canceled", err)
+	}
+	n.waitFor(t, "CancelWait", func(n *fakeNode) bool {
+		return n.counts[wire.TypeCancelWait] == 1 && len(n.waiters["k"]) == 0
+	})
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := n.holderOf("k"); ok {
+		t.Fatal("key held after the waiter left")
+	}
+	// The handle is usable again (its operation slot was given back).
+	if err := m2.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCancelWaitReleasesRacedGrant(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m1 := c.Mutex("k")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	m2 := c.Mutex("k")
+	done := goErr(func() error { return m2.Lock(wctx) })
+	n.waitFor(t, "m2 queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	// The grant happens but its push is still "in flight" when the caller
+	// gives up.
+	n.set(func(n *fakeNode) { n.suppressGranted = true })
+	if err := m1.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o, _, _ := n.holderOf("k"); o != m2.Owner() {
+		t.Fatal("fake did not grant to m2")
+	}
+	cancel()
+	if err := recvErr(t, done, "m2.Lock"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("m2.Lock: %v", err)
+	}
+	n.waitFor(t, "the raced grant released", func(n *fakeNode) bool {
+		l := n.locks["k"]
+		return n.counts[wire.TypeCancelWait] == 1 && (l == nil || len(l.holders) == 0)
+	})
+	if m2.Held() || m2.Token() != 0 {
+		t.Fatal("m2 claims the lock")
+	}
+}
+
+func TestLockTimeouts(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	m1 := c.Mutex("k")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Mutex("k", MaxWait(50*time.Millisecond)).Lock(ctx)
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("MaxWait: %v, want ErrTimeout", err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := c.Mutex("k").Lock(dctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ctx deadline: %v, want DeadlineExceeded", err)
+	}
+	n.waitFor(t, "queue empty", func(n *fakeNode) bool { return len(n.waiters["k"]) == 0 })
+}
+
+func TestRWMutex(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	r1, r2, w := c.RWMutex("k"), c.RWMutex("k"), c.RWMutex("k")
+	if err := r1.RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.TryRLock(ctx); err != nil {
+		t.Fatalf("second reader: %v", err)
+	}
+	if err := w.TryLock(ctx); !errors.Is(err, ErrLocked) {
+		t.Fatalf("writer while read-held: %v", err)
+	}
+	if err := r1.Lock(ctx); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("upgrade: %v, want ErrInvalid", err)
+	}
+	st, err := c.State(ctx, "k")
+	if err != nil || !st.Held || st.Kind != wire.KindRead || st.Readers != 2 {
+		t.Fatalf("State %+v, %v", st, err)
+	}
+	done := goErr(func() error { return w.Lock(ctx) })
+	n.waitFor(t, "writer queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	if err := r1.RUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.RUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvErr(t, done, "writer"); err != nil {
+		t.Fatal(err)
+	}
+	if w.Writer().Token() == 0 || w.Reader().Token() != 0 {
+		t.Fatal("tokens")
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.RUnlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("RUnlock unheld: %v", err)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	w, err := c.Watch(ctx, "k", 0, Continuous())
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() Event {
+		t.Helper()
+		select {
+		case ev, ok := <-w.Events():
+			if !ok {
+				t.Fatal("events closed")
+			}
+			return ev
+		case <-time.After(20 * time.Second):
+			t.Fatal("no event")
+		}
+		return Event{}
+	}
+	m := c.Mutex("k")
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Type != EventAcquired || ev.Token != m.Token() || ev.Holder != m.Owner() || ev.Key != "k" {
+		t.Fatalf("event %+v", ev)
+	}
+	tok := m.Token()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Type != EventReleased || ev.Token != tok {
+		t.Fatalf("event %+v", ev)
+	}
+
+	// After a reconnect the watch is registered again and keeps reporting.
+	watches := n.count(wire.TypeWatch)
+	n.kick()
+	n.waitFor(t, "re-registered watch", func(n *fakeNode) bool {
+		return n.counts[wire.TypeWatch] > watches && len(n.watches["k"]) == 1
+	})
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Type != EventAcquired || ev.Token != m.Token() {
+		t.Fatalf("event after reconnect %+v", ev)
+	}
+	w.Close()
+	if _, ok := <-w.Events(); ok {
+		t.Fatal("events not closed after Close")
+	}
+	n.waitFor(t, "unwatch", func(n *fakeNode) bool { return len(n.watches["k"]) == 0 })
+
+	// A one-shot watch on a key already past the token fires at once and ends.
+	w1, err := c.Watch(ctx, "k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, ok := <-w1.Events()
+	if !ok || ev.Type != EventAcquired || ev.Token != m.Token() {
+		t.Fatalf("one-shot event %+v %v", ev, ok)
+	}
+	if _, ok := <-w1.Events(); ok {
+		t.Fatal("one-shot watch did not end")
+	}
+	if w1.Err() != nil {
+		t.Fatal(w1.Err())
+	}
+}
+
+func TestState(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	st, err := c.State(ctx, "k")
+	if err != nil || st.Held {
+		t.Fatalf("free key: %+v %v", st, err)
+	}
+	m := c.Mutex("k", TTL(time.Minute))
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.State(ctx, "k")
+	if err != nil || !st.Held || st.Holder != m.Owner() || st.Token != m.Token() || st.TTLLeft <= 0 || st.Kind != wire.KindExclusive {
+		t.Fatalf("held key: %+v %v", st, err)
+	}
+}
+
+func TestElect(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c1 := newTestClient(t, testConfig(n.addr))
+	c2 := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	l1, err := c1.Elect(ctx, "leader", TTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l2 *Mutex
+	done := goErr(func() (err error) { l2, err = c2.Elect(ctx, "leader", TTL(time.Minute)); return err })
+	n.waitFor(t, "follower queued", func(n *fakeNode) bool { return len(n.waiters["leader"]) == 1 })
+	if err := l1.Unlock(ctx); err != nil { // resign
+		t.Fatal(err)
+	}
+	if err := recvErr(t, done, "second Elect"); err != nil {
+		t.Fatal(err)
+	}
+	if l2.Token() <= l1.Owner().ID && l2.Token() == 0 {
+		t.Fatal("no token")
+	}
+	if o, _, _ := n.holderOf("leader"); o != l2.Owner() {
+		t.Fatal("wrong leader")
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	checks := []struct {
+		name string
+		err  error
+		want []error
+	}{
+		{"empty key", c.Mutex("").Lock(ctx), []error{ErrInvalid, wire.ErrInvalidKey}},
+		{"long key", c.Mutex(strings.Repeat("x", wire.MaxKeyLen+1)).TryLock(ctx), []error{ErrInvalid, wire.ErrInvalidKey}},
+		{"empty key unlock", c.Mutex("").Unlock(ctx), []error{ErrInvalid}},
+		{"weight 0", c.Mutex("k", Weight(0)).Lock(ctx), []error{ErrInvalid, wire.ErrInvalidWeight}},
+		{"weight 11", c.Mutex("k", Weight(11)).Lock(ctx), []error{ErrInvalid}},
+		{"negative TTL", c.Mutex("k", TTL(-time.Second)).Lock(ctx), []error{ErrInvalid}},
+		{"negative MaxWait", c.Mutex("k", MaxWait(-1)).Lock(ctx), []error{ErrInvalid}},
+		{"renew TTL", func() error { m := c.Mutex("k"); return m.Renew(ctx, -1) }(), []error{ErrInvalid}},
+		{"renew unheld", c.Mutex("k").Renew(ctx, 0), []error{ErrNotHeld}},
+		{"unlock unheld", c.Mutex("k").Unlock(ctx), []error{ErrNotHeld}},
+		{"nil mutex", (*Mutex)(nil).Lock(ctx), []error{ErrInvalid}},
+		{"zero mutex", (&Mutex{}).Unlock(ctx), []error{ErrInvalid}},
+		{"nil rwmutex", (*RWMutex)(nil).RLock(ctx), []error{ErrInvalid}},
+		{"zero rwmutex", (&RWMutex{}).Lock(ctx), []error{ErrInvalid}},
+		{"nil client", (*Client)(nil).Mutex("k").Lock(ctx), []error{ErrInvalid}},
+		{"state empty key", func() error { _, err := c.State(ctx, ""); return err }(), []error{ErrInvalid}},
+		{"watch empty key", func() error { _, err := c.Watch(ctx, "", 0); return err }(), []error{ErrInvalid}},
+		{"watch bad option", func() error { _, err := c.Watch(ctx, "k", 0, MaxWait(-1)); return err }(), []error{ErrInvalid}},
+		{"elect empty key", func() error { _, err := c.Elect(ctx, ""); return err }(), []error{ErrInvalid}},
+	}
+	for _, ck := range checks {
+		for _, want := range ck.want {
+			if !errors.Is(ck.err, want) {
+				t.Errorf("%s: %v, want %v", ck.name, ck.err, want)
+			}
+		}
+	}
+	// Methods that return no error do not panic either.
+	var nilM *Mutex
+	_, _, _, _ = nilM.Token(), nilM.Held(), nilM.Key(), nilM.Owner()
+	<-nilM.Lost()
+	var nilW *Watcher
+	_ = nilW.Close()
+	_ = nilW.Err()
+	if nilW.Events() != nil {
+		t.Error("nil watcher events")
+	}
+	if n.count(wire.TypeAcquire) != 0 {
+		t.Errorf("bad input reached the server")
+	}
+
+	for _, cfg := range []Config{
+		{},
+		{Registry: []string{n.addr}},
+		{Registry: []string{n.addr}, Namespace: "bad namespace!"},
+		{Registry: []string{"no-port"}, Namespace: fakeNS},
+		{Registry: []string{n.addr}, Namespace: fakeNS, Secret: strings.Repeat("s", wire.MaxSecretLen+1)},
+	} {
+		if _, err := New(ctx, cfg); !errors.Is(err, ErrInvalid) {
+			t.Errorf("New(%+v): %v, want ErrInvalid", cfg, err)
+		}
+	}
+}
+
+func TestAuthFailed(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	cfg := testConfig(fc.nodes[0].addr)
+	cfg.Secret = "wrong"
+	if _, err := New(tctx(t), cfg); !errors.Is(err, ErrAuth) {
+		t.Fatalf("New: %v, want ErrAuth", err)
+	}
+}
+
+func TestBootstrapFallback(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	c := newTestClient(t, testConfig(dead, fc.nodes[0].addr))
+	if err := c.Mutex("k").TryLock(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := testConfig(dead)
+	cfg.DialTimeout = time.Second
+	if _, err := New(tctx(t), cfg); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("New with no live node: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestSubscriptionMovesToAnotherNode(t *testing.T) {
+	fc := newFakeCluster(t, 2)
+	a, b := fc.nodes[0], fc.nodes[1]
+	fc.setMaster(b)
+	c := newTestClient(t, testConfig(a.addr)) // knows only a
+	a.close()
+	b.waitFor(t, "subscription at b", func(n *fakeNode) bool {
+		for cn := range n.conns {
+			if cn.subscribed {
+				return true
+			}
+		}
+		return false
+	})
+	if err := c.Mutex("k").TryLock(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHeartbeatDetectsFrozenNode(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	cfg := testConfig(n.addr)
+	cfg.HeartbeatInterval = 20 * time.Millisecond
+	cfg.HeartbeatTimeout = 100 * time.Millisecond
+	c := newTestClient(t, cfg)
+	n.waitFor(t, "heartbeats", func(n *fakeNode) bool { return n.counts[wire.TypeHeartbeat] >= 2 })
+
+	n.set(func(n *fakeNode) { n.frozen = true })
+	n.waitFor(t, "client closes the silent connection", func(n *fakeNode) bool { return len(n.conns) == 0 })
+	n.set(func(n *fakeNode) { n.frozen = false })
+	if err := c.Mutex("k").TryLock(tctx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConcurrentPipelined(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for g := 0; g < 32; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				m := c.Mutex(fmt.Sprintf("k-%d-%d", g, i%3))
+				if err := m.TryLock(ctx); err != nil {
+					errs <- err
+					return
+				}
+				if err := m.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	// Contended hand-offs through the server's queue at the same time.
+	shared := 0
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := c.Mutex("hot")
+			for i := 0; i < 10; i++ {
+				if err := m.Lock(ctx); err != nil {
+					errs <- err
+					return
+				}
+				shared++ // guarded by the distributed lock
+				if err := m.Unlock(ctx); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if shared != 80 {
+		t.Fatalf("shared = %d, want 80", shared)
+	}
+	c.mu.Lock()
+	conns := len(c.conns)
+	c.mu.Unlock()
+	if conns != 1 {
+		t.Fatalf("%d connections to one node, want 1", conns)
+	}
+}
+
+func TestClose(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c, err := New(tctx(t), testConfig(n.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := tctx(t)
+	m1 := c.Mutex("k")
+	if err := m1.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(ctx, "other", 0, Continuous())
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := goErr(func() error { return c.Mutex("k").Lock(ctx) })
+	n.waitFor(t, "queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	c.Close()
+	if err := recvErr(t, done, "Lock"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("blocked Lock: %v, want ErrClosed", err)
+	}
+	if _, ok := <-w.Events(); ok || !errors.Is(w.Err(), ErrClosed) {
+		t.Fatalf("watch after Close: %v", w.Err())
+	}
+	if err := c.Mutex("x").TryLock(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("TryLock after Close: %v", err)
+	}
+	if _, err := c.State(ctx, "x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("State after Close: %v", err)
+	}
+	c.Close() // idempotent
+}

@@ -1,0 +1,62 @@
+// Package client is paxlock's Go client: distributed locks with fencing
+// tokens, served by a replicated paxlock cluster.
+//
+//	c, err := client.New(ctx, client.Config{
+//		Registry:  []string{"10.0.0.1:7100", "10.0.0.2:7100"},
+//		Namespace: "orders",
+//		Secret:    secret,
+//	})
+//	...
+//	m := c.Mutex("order:42", client.TTL(30*time.Second), client.AutoRenew())
+//	if err := m.Lock(ctx); err != nil { ... } // waits on the server, woken by push
+//	defer m.Unlock(ctx)
+//	write(data, m.Token()) // the storage refuses tokens older than the newest it saw
+//	select { case <-m.Lost(): ... }
+//
+// # Locks
+//
+// Client.Mutex returns a handle on an exclusive lock; Client.RWMutex a
+// read-write lock (many readers or one writer, writers preferred). A handle
+// is the lock's owner and is reentrant: Lock on a handle that holds counts,
+// Unlock releases at zero. With the ProcessOwner option the owner is the
+// whole Client instead, like WLock's process lock. Lock waits in the
+// server's queue (fair by Weight, then arrival) and is woken by the
+// server's push; TryLock never waits and returns a *LockedError naming the
+// holder. Every call that may wait takes a context.Context; a Lock whose
+// context ends leaves the queue and gives back a grant that raced with it.
+//
+// # Validity, renewal and loss
+//
+// A lock is valid, on the client's monotonic clock, until the time its
+// last acquire or renewal was sent plus its TTL minus a margin
+// (Config.ClockDrift). With AutoRenew the client renews it every TTL/3.
+// Lost is closed when the validity runs out without a successful renewal,
+// when the server pushes Lost, or when a renewal is answered LOCK_DELETED,
+// LOCK_CHANGED_OWNER or TOKEN_ERROR. Since a paused process cannot know it
+// paused, protect the resource with the fencing token (Mutex.Token), which
+// strictly increases per key.
+//
+// # Connections and retries
+//
+// The client fetches the cluster view (which node masters each of the
+// groups a key may hash to) from any registry address, subscribes to its
+// changes and learns every node's address from it. It keeps one connection
+// per node, multiplexed and pipelined by request id: callers queue frames
+// and a writer goroutine sends all queued frames in one write; a reader
+// goroutine hands replies to their callers and dispatches pushes. Idle
+// connections carry heartbeats; a dead one is closed and its requests fail
+// over. Requests follow MASTER_REDIRECT and are re-sent, with backoff and
+// within the caller's context, after TIMEOUT, OVERLOADED, NO_MASTER or a
+// broken connection, at most Config.MaxRetries times. Re-sending is safe:
+// a re-sent acquire by the lock's holder keeps its token. Blocked acquires
+// and watches, which the master keeps in memory only, are sent again after
+// a reconnect or a master change.
+//
+// # Errors
+//
+// Errors wrap the package's sentinels (ErrLocked, ErrNotHeld, ErrLockLost,
+// ErrAuth, ErrClosed, ErrTimeout, ErrNoMaster, ErrOverloaded,
+// ErrUnavailable, ErrInvalid, ErrBadRequest, ErrServer) and, when a context
+// ended, the context's error; test them with errors.Is. *LockedError and
+// *StatusError carry the server's details for errors.As.
+package client

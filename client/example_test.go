@@ -1,0 +1,210 @@
+package client_test
+
+// These examples need a running cluster, so they have no Output lines: they
+// are compiled by go test and shown by go doc, never run.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/paxlock/paxlock/client"
+)
+
+func connect(ctx context.Context) *client.Client {
+	c, err := client.New(ctx, client.Config{
+		Registry:  []string{"127.0.0.1:7100", "127.0.0.1:7101", "127.0.0.1:7102"},
+		Namespace: "orders",
+		Secret:    "orders-secret",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return c
+}
+
+// Connect once per process and namespace, and share the client.
+func ExampleNew() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{
+		Registry:  []string{"10.0.0.1:7100", "10.0.0.2:7100"},
+		Namespace: "orders",
+		Secret:    "orders-secret",
+	})
+	switch {
+	case errors.Is(err, client.ErrAuth):
+		log.Fatal("wrong namespace or secret")
+	case err != nil:
+		log.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Println("groups:", c.View().GroupCount())
+}
+
+// A blocking lock with a deadline, auto-renewed, whose fencing token guards
+// the write it protects.
+func ExampleClient_Mutex() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	m := c.Mutex("order:42", client.TTL(30*time.Second), client.AutoRenew(), client.Weight(5))
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.Lock(lctx); err != nil { // waits on the server, woken by push
+		log.Fatal(err)
+	}
+	defer func() {
+		if err := m.Unlock(ctx); errors.Is(err, client.ErrLockLost) {
+			log.Print("the lock was lost before Unlock: check the work")
+		}
+	}()
+
+	work, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-m.Lost(): // expired, revoked, or renewals failed
+			stop()
+		case <-work.Done():
+		}
+	}()
+	fmt.Println("writing with fencing token", m.Token())
+}
+
+// TryLock never waits; the error names the holder.
+func ExampleMutex_TryLock() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	m := c.Mutex("report:daily")
+	err := m.TryLock(ctx)
+	var held *client.LockedError
+	switch {
+	case errors.As(err, &held):
+		fmt.Printf("busy: held by %v for %v more\n", held.Holder, held.TTLLeft)
+		return
+	case err != nil:
+		log.Fatal(err)
+	}
+	defer m.Unlock(ctx)
+	fmt.Println("generating the report")
+}
+
+// A handle is reentrant: the lock is released by the last Unlock.
+func ExampleMutex_Lock_reentrant() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	m := c.Mutex("account:7")
+	_ = m.Lock(ctx)
+	_ = m.Lock(ctx)   // same handle: counts, keeps the token
+	_ = m.Unlock(ctx) // still held
+	_ = m.Unlock(ctx) // released
+}
+
+// Every ProcessOwner handle of a key shares one owner, like WLock's process
+// lock: a lock taken in one goroutine can be released in another.
+func ExampleProcessOwner() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	if err := c.Mutex("migration", client.ProcessOwner()).Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.Mutex("migration", client.ProcessOwner()).Unlock(ctx)
+	}()
+	<-done
+}
+
+// Readers share the lock; a writer excludes them, and waiting writers go
+// before new readers.
+func ExampleClient_RWMutex() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	rw := c.RWMutex("catalog", client.TTL(10*time.Second))
+	if err := rw.RLock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("reading with token", rw.Reader().Token())
+	_ = rw.RUnlock(ctx)
+
+	if err := rw.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("writing with token", rw.Writer().Token())
+	_ = rw.Unlock(ctx)
+}
+
+// Watch a key continuously; the client re-registers the watch after a
+// reconnect or a master change.
+func ExampleClient_Watch() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	w, err := c.Watch(ctx, "config:flags", 0, client.Continuous(), client.MaxWait(time.Hour))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer w.Close()
+	for ev := range w.Events() {
+		switch ev.Type {
+		case client.EventAcquired:
+			fmt.Println("taken by", ev.Holder, "token", ev.Token)
+		case client.EventReleased, client.EventExpired, client.EventRevoked:
+			fmt.Println("free again after token", ev.Token)
+		case client.EventTimeout:
+			fmt.Println("watch ended")
+		}
+	}
+	if err := w.Err(); err != nil {
+		log.Print(err)
+	}
+}
+
+// Leader election: campaign, lead until the lock is lost, resign with
+// Unlock.
+func ExampleClient_Elect() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	for {
+		leader, err := c.Elect(ctx, "scheduler", client.TTL(15*time.Second))
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("leading with term", leader.Token())
+		<-leader.Lost() // lead until leadership is lost (or call Unlock to resign)
+		_ = leader.Unlock(ctx)
+	}
+}
+
+// State reads a key's holder, token and queue from the master.
+func ExampleClient_State() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	st, err := c.State(ctx, "order:42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	if st.Held {
+		fmt.Printf("%s held by %v (token %d, %v left, %d waiting)\n", st.Key, st.Holder, st.Token, st.TTLLeft, st.QueueLen)
+	} else {
+		fmt.Println(st.Key, "is free")
+	}
+}

@@ -1,0 +1,668 @@
+package client
+
+import (
+	"bufio"
+	"net"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// fakeCluster is a set of fake nodes sharing one view: one node masters
+// every group. It speaks the wire protocol with simple in-memory lock
+// semantics, enough to exercise the client without the real server.
+type fakeCluster struct {
+	t      testing.TB
+	groups int
+
+	mu      sync.Mutex
+	version uint64
+	master  *fakeNode
+	nodes   []*fakeNode
+}
+
+const (
+	fakeNS     = "test-ns"
+	fakeSecret = "s3cret"
+)
+
+func newFakeCluster(t testing.TB, nodes int) *fakeCluster {
+	t.Helper()
+	fc := &fakeCluster{t: t, groups: 4, version: 1}
+	for i := 0; i < nodes; i++ {
+		fc.nodes = append(fc.nodes, newFakeNode(t, fc, uint32(i+1)))
+	}
+	fc.master = fc.nodes[0]
+	t.Cleanup(func() {
+		for _, n := range fc.nodes {
+			n.close()
+		}
+	})
+	return fc
+}
+
+func (fc *fakeCluster) view() *wire.View {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	v := &wire.View{Version: fc.version}
+	for g := 0; g < fc.groups; g++ {
+		gv := wire.GroupView{Epoch: fc.version}
+		if fc.master != nil {
+			gv.Master, gv.Addr = fc.master.id, fc.master.addr
+		}
+		v.Groups = append(v.Groups, gv)
+	}
+	for _, n := range fc.nodes {
+		v.Nodes = append(v.Nodes, wire.NodeView{ID: n.id, Addr: n.addr, Alive: true})
+	}
+	return v
+}
+
+// setMaster makes n the master of every group (nil: none) and pushes the
+// new view to every subscriber.
+func (fc *fakeCluster) setMaster(n *fakeNode) {
+	fc.mu.Lock()
+	fc.master = n
+	fc.version++
+	fc.mu.Unlock()
+	v := fc.view()
+	for _, node := range fc.nodes {
+		node.pushView(v)
+	}
+}
+
+type flock struct {
+	kind    wire.Kind
+	holders map[wire.Owner]*fhold
+}
+
+type fhold struct {
+	token uint64
+	conn  *fconn
+	ttlMs uint32
+}
+
+type fwaiter struct {
+	req  wire.Acquire
+	conn *fconn
+	seq  int
+}
+
+type fwatch struct {
+	id         uint64
+	token      uint64
+	continuous bool
+	conn       *fconn
+}
+
+// fakeNode is one fake server node.
+type fakeNode struct {
+	t    testing.TB
+	fc   *fakeCluster
+	id   uint32
+	ln   net.Listener
+	addr string
+
+	mu      sync.Mutex
+	conns   map[*fconn]bool
+	locks   map[string]*flock
+	waiters map[string][]*fwaiter
+	watches map[string][]*fwatch
+	token   uint64
+	seq     int
+	counts  map[wire.Type]int
+	changed chan struct{} // closed and replaced on every counted event
+	closed  bool
+
+	// Behaviour knobs, guarded by mu.
+	redirect        string      // answer keyed requests MASTER_REDIRECT to this
+	noMaster        bool        // answer keyed requests NO_MASTER
+	renewStatus     wire.Status // if nonzero, answer renews with it
+	dropRenews      bool        // never answer renews
+	suppressGranted bool        // grant waiters without pushing Granted
+	frozen          bool        // read but answer nothing
+}
+
+func newFakeNode(t testing.TB, fc *fakeCluster, id uint32) *fakeNode {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &fakeNode{
+		t: t, fc: fc, id: id, ln: ln, addr: ln.Addr().String(),
+		conns:   make(map[*fconn]bool),
+		locks:   make(map[string]*flock),
+		waiters: make(map[string][]*fwaiter),
+		watches: make(map[string][]*fwatch),
+		counts:  make(map[wire.Type]int),
+		changed: make(chan struct{}),
+	}
+	go n.accept()
+	return n
+}
+
+func (n *fakeNode) close() {
+	n.mu.Lock()
+	n.closed = true
+	n.mu.Unlock()
+	n.ln.Close()
+	n.kick()
+}
+
+// kick closes every client connection.
+func (n *fakeNode) kick() {
+	n.mu.Lock()
+	conns := make([]*fconn, 0, len(n.conns))
+	for c := range n.conns {
+		conns = append(conns, c)
+	}
+	n.mu.Unlock()
+	for _, c := range conns {
+		c.nc.Close()
+	}
+}
+
+func (n *fakeNode) set(f func(n *fakeNode)) {
+	n.mu.Lock()
+	f(n)
+	n.mu.Unlock()
+}
+
+// count returns how many requests of type typ the node has seen.
+func (n *fakeNode) count(typ wire.Type) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.counts[typ]
+}
+
+func (n *fakeNode) bumpLocked(typ wire.Type) {
+	n.counts[typ]++
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// waitFor waits until cond (evaluated under the node's lock) holds.
+func (n *fakeNode) waitFor(t testing.TB, what string, cond func(n *fakeNode) bool) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		n.mu.Lock()
+		ok := cond(n)
+		ch := n.changed
+		n.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (n *fakeNode) holderOf(key string) (wire.Owner, uint64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.locks[key]
+	if l == nil || len(l.holders) == 0 {
+		return wire.Owner{}, 0, false
+	}
+	for o, h := range l.holders {
+		return o, h.token, true
+	}
+	return wire.Owner{}, 0, false
+}
+
+func (n *fakeNode) queueLen(key string) int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.waiters[key])
+}
+
+func (n *fakeNode) accept() {
+	for {
+		nc, err := n.ln.Accept()
+		if err != nil {
+			return
+		}
+		c := &fconn{node: n, nc: nc}
+		n.mu.Lock()
+		if n.closed {
+			n.mu.Unlock()
+			nc.Close()
+			return
+		}
+		n.conns[c] = true
+		n.mu.Unlock()
+		go c.serve()
+	}
+}
+
+// fconn is one client connection to a fake node.
+type fconn struct {
+	node       *fakeNode
+	nc         net.Conn
+	wmu        sync.Mutex
+	codec      wire.Codec
+	hello      bool
+	subscribed bool // guarded by node.mu
+}
+
+func (c *fconn) write(typ wire.Type, id uint64, m wire.Message) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	b, err := c.codec.AppendFrame(nil, typ, id, m)
+	if err != nil {
+		c.node.t.Errorf("fake: encode %s: %v", typ, err)
+		return
+	}
+	_, _ = c.nc.Write(b)
+}
+
+func (c *fconn) respond(id uint64, r wire.Response) { c.write(wire.TypeResponse, id, &r) }
+
+func (c *fconn) serve() {
+	n := c.node
+	defer func() {
+		c.nc.Close()
+		n.mu.Lock()
+		delete(n.conns, c)
+		n.forgetLocked(c)
+		n.mu.Unlock()
+	}()
+	br := bufio.NewReader(c.nc)
+	var buf []byte
+	var dec wire.Codec
+	for {
+		f, nb, err := wire.ReadFrame(br, buf, 0)
+		buf = nb
+		if err != nil {
+			return
+		}
+		n.mu.Lock()
+		frozen := n.frozen
+		n.mu.Unlock()
+		if frozen {
+			continue
+		}
+		m, err := dec.Decode(f.Type, f.Body)
+		if err != nil {
+			c.respond(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+			continue
+		}
+		if req, ok := m.(wire.Request); ok {
+			if err := req.Validate(); err != nil {
+				c.respond(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+				continue
+			}
+		}
+		c.handle(f.Type, f.ReqID, m)
+	}
+}
+
+func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
+	n := c.node
+	if h, ok := m.(*wire.Hello); ok {
+		n.mu.Lock()
+		n.bumpLocked(typ)
+		n.mu.Unlock()
+		if h.Namespace != fakeNS || h.Secret != fakeSecret {
+			c.respond(id, wire.Response{Status: wire.StatusAuthFailed, Msg: "bad namespace or secret"})
+			return
+		}
+		c.hello = true
+		c.respond(id, wire.Response{Status: wire.StatusSuccess, ViewVersion: n.fc.view().Version})
+		return
+	}
+	if !c.hello {
+		c.respond(id, wire.Response{Status: wire.StatusAuthFailed})
+		return
+	}
+	switch m.(type) {
+	case *wire.GetView, *wire.SubscribeView:
+		v := n.fc.view()
+		n.mu.Lock()
+		n.bumpLocked(typ)
+		if typ == wire.TypeSubscribeView {
+			c.subscribed = true
+		}
+		c.write(wire.TypeView, id, v) // under n.mu so no push overtakes it
+		n.mu.Unlock()
+		return
+	case *wire.Heartbeat:
+		n.mu.Lock()
+		n.bumpLocked(typ)
+		n.mu.Unlock()
+		c.respond(id, wire.Response{Status: wire.StatusSuccess, ViewVersion: n.fc.view().Version})
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.bumpLocked(typ)
+	switch {
+	case n.redirect != "":
+		c.respond(id, wire.Response{Status: wire.StatusMasterRedirect, Redirect: n.redirect})
+		return
+	case n.noMaster:
+		c.respond(id, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 5})
+		return
+	}
+	switch r := m.(type) {
+	case *wire.Acquire:
+		c.respond(id, n.acquireLocked(c, r))
+	case *wire.Renew:
+		if n.dropRenews {
+			return
+		}
+		if n.renewStatus != 0 {
+			c.respond(id, wire.Response{Status: n.renewStatus})
+			return
+		}
+		st, h := n.checkLocked(r.Key, r.Owner, r.Token)
+		if st == wire.StatusSuccess {
+			h.conn = c
+			if r.TTLMs != 0 {
+				h.ttlMs = r.TTLMs
+			}
+			c.respond(id, wire.Response{Status: st, Token: r.Token, TTLLeftMs: h.ttlMs})
+			return
+		}
+		c.respond(id, wire.Response{Status: st})
+	case *wire.Release:
+		st, _ := n.checkLocked(r.Key, r.Owner, r.Token)
+		if st == wire.StatusSuccess {
+			n.dropHolderLocked(r.Key, r.Owner, wire.EventReleased)
+		}
+		c.respond(id, wire.Response{Status: st})
+	case *wire.State:
+		l := n.locks[r.Key]
+		if l == nil || len(l.holders) == 0 {
+			c.respond(id, wire.Response{Status: wire.StatusLockDeleted, QueueLen: uint32(len(n.waiters[r.Key]))})
+			return
+		}
+		resp := wire.Response{Status: wire.StatusSuccess, Kind: l.kind, QueueLen: uint32(len(n.waiters[r.Key]))}
+		for o, h := range l.holders {
+			resp.Holder, resp.Token, resp.TTLLeftMs = o, h.token, h.ttlMs
+			break
+		}
+		if l.kind == wire.KindRead {
+			resp.Readers = uint32(len(l.holders))
+		}
+		c.respond(id, resp)
+	case *wire.CancelWait:
+		ws := n.waiters[r.Key]
+		for i, w := range ws {
+			if w.req.Owner == r.Owner && w.req.WaitID == r.WaitID {
+				n.waiters[r.Key] = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
+		}
+		resp := wire.Response{Status: wire.StatusSuccess}
+		if l := n.locks[r.Key]; l != nil {
+			if h := l.holders[r.Owner]; h != nil {
+				resp.Token = h.token
+			}
+		}
+		c.respond(id, resp)
+	case *wire.Watch:
+		c.respond(id, wire.Response{Status: wire.StatusSuccess})
+		cur, holder := n.currentLocked(r.Key)
+		w := &fwatch{id: r.WatchID, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous), conn: c}
+		switch {
+		case cur > r.Token:
+			c.write(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: r.WatchID, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder})
+			if !w.continuous {
+				return
+			}
+			w.token = cur
+		case r.Token != 0 && cur < r.Token:
+			c.write(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: r.WatchID, Key: r.Key, Event: wire.EventReleased, Token: r.Token})
+			if !w.continuous {
+				return
+			}
+		}
+		n.watches[r.Key] = append(n.watches[r.Key], w)
+	case *wire.Unwatch:
+		ws := n.watches[r.Key]
+		for i, w := range ws {
+			if w.id == r.WatchID && w.conn == c {
+				n.watches[r.Key] = append(ws[:i:i], ws[i+1:]...)
+				break
+			}
+		}
+		c.respond(id, wire.Response{Status: wire.StatusSuccess})
+	default:
+		c.respond(id, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported"})
+	}
+}
+
+func (n *fakeNode) currentLocked(key string) (uint64, wire.Owner) {
+	var cur uint64
+	var holder wire.Owner
+	if l := n.locks[key]; l != nil {
+		for o, h := range l.holders {
+			if h.token > cur {
+				cur, holder = h.token, o
+			}
+		}
+	}
+	return cur, holder
+}
+
+func (n *fakeNode) checkLocked(key string, o wire.Owner, token uint64) (wire.Status, *fhold) {
+	l := n.locks[key]
+	if l == nil || len(l.holders) == 0 {
+		return wire.StatusLockDeleted, nil
+	}
+	h := l.holders[o]
+	if h == nil {
+		return wire.StatusLockChangedOwner, nil
+	}
+	if h.token != token {
+		return wire.StatusTokenError, nil
+	}
+	return wire.StatusSuccess, h
+}
+
+// canGrantLocked reports whether o may take key in kind k now.
+func (n *fakeNode) canGrantLocked(key string, o wire.Owner, k wire.Kind) (ok, again bool) {
+	l := n.locks[key]
+	if l == nil || len(l.holders) == 0 {
+		return true, false
+	}
+	_, mine := l.holders[o]
+	if k != wire.KindRead {
+		return mine && len(l.holders) == 1 && l.kind != wire.KindRead, true
+	}
+	if l.kind != wire.KindRead {
+		return false, false
+	}
+	return true, mine
+}
+
+func (n *fakeNode) grantLocked(key string, o wire.Owner, k wire.Kind, ttlMs uint32, c *fconn) uint64 {
+	l := n.locks[key]
+	if l == nil {
+		l = &flock{holders: make(map[wire.Owner]*fhold)}
+		n.locks[key] = l
+	}
+	if h := l.holders[o]; h != nil {
+		h.conn, h.ttlMs = c, ttlMs
+		return h.token
+	}
+	n.token++
+	l.kind = k
+	l.holders[o] = &fhold{token: n.token, conn: c, ttlMs: ttlMs}
+	n.notifyLocked(key, wire.EventAcquired, n.token, o)
+	return n.token
+}
+
+func (n *fakeNode) acquireLocked(c *fconn, r *wire.Acquire) wire.Response {
+	ok, again := n.canGrantLocked(r.Key, r.Owner, r.Kind)
+	if ok && !again {
+		for _, w := range n.waiters[r.Key] {
+			if w.req.Weight >= r.Weight || (r.Kind == wire.KindRead && w.req.Kind != wire.KindRead) {
+				ok = false
+			}
+		}
+	}
+	if ok {
+		tok := n.grantLocked(r.Key, r.Owner, r.Kind, r.TTLMs, c)
+		return wire.Response{Status: wire.StatusSuccess, Token: tok, TTLLeftMs: r.TTLMs}
+	}
+	for _, w := range n.waiters[r.Key] {
+		if w.req.Owner == r.Owner && w.req.WaitID == r.WaitID && r.WaitID != 0 {
+			w.conn = c
+			return wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(n.waiters[r.Key]))}
+		}
+	}
+	if r.MaxWaitMs == 0 {
+		resp := wire.Response{Status: wire.StatusLockOccupied, QueueLen: uint32(len(n.waiters[r.Key]))}
+		l := n.locks[r.Key]
+		resp.Kind = l.kind
+		for o, h := range l.holders {
+			resp.Holder, resp.Token, resp.TTLLeftMs = o, h.token, h.ttlMs
+			break
+		}
+		return resp
+	}
+	n.seq++
+	w := &fwaiter{req: *r, conn: c, seq: n.seq}
+	n.waiters[r.Key] = append(n.waiters[r.Key], w)
+	sort.SliceStable(n.waiters[r.Key], func(i, j int) bool {
+		return n.waiters[r.Key][i].req.Weight > n.waiters[r.Key][j].req.Weight
+	})
+	if r.MaxWaitMs != wire.WaitForever {
+		key, waitID, owner := r.Key, r.WaitID, r.Owner
+		time.AfterFunc(time.Duration(r.MaxWaitMs)*time.Millisecond, func() {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			ws := n.waiters[key]
+			for i, w := range ws {
+				if w.req.Owner == owner && w.req.WaitID == waitID {
+					n.waiters[key] = append(ws[:i:i], ws[i+1:]...)
+					w.conn.write(wire.TypeGranted, 0, &wire.Granted{WaitID: waitID, Key: key, Status: wire.StatusTimeout, Owner: owner})
+					return
+				}
+			}
+		})
+	}
+	return wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(n.waiters[r.Key]))}
+}
+
+// dropHolderLocked removes o's hold on key and hands the key to waiters.
+func (n *fakeNode) dropHolderLocked(key string, o wire.Owner, ev wire.Event) {
+	l := n.locks[key]
+	h := l.holders[o]
+	delete(l.holders, o)
+	n.notifyLocked(key, ev, h.token, wire.Owner{})
+	n.grantWaitersLocked(key)
+}
+
+func (n *fakeNode) grantWaitersLocked(key string) {
+	for len(n.waiters[key]) > 0 {
+		w := n.waiters[key][0]
+		if ok, _ := n.canGrantLocked(key, w.req.Owner, w.req.Kind); !ok {
+			return
+		}
+		n.waiters[key] = n.waiters[key][1:]
+		tok := n.grantLocked(key, w.req.Owner, w.req.Kind, w.req.TTLMs, w.conn)
+		if !n.suppressGranted {
+			w.conn.write(wire.TypeGranted, 0, &wire.Granted{WaitID: w.req.WaitID, Key: key, Status: wire.StatusSuccess, Token: tok, Owner: w.req.Owner})
+		}
+		if w.req.Kind != wire.KindRead {
+			return
+		}
+	}
+}
+
+func (n *fakeNode) notifyLocked(key string, ev wire.Event, token uint64, holder wire.Owner) {
+	var keep []*fwatch
+	for _, w := range n.watches[key] {
+		if ev == wire.EventAcquired && token <= w.token {
+			keep = append(keep, w)
+			continue
+		}
+		w.conn.write(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: w.id, Key: key, Event: ev, Token: token, Holder: holder})
+		if w.continuous {
+			w.token = max(w.token, token)
+			keep = append(keep, w)
+		}
+	}
+	n.watches[key] = keep
+}
+
+// revoke removes key's holds as if they expired, pushing Lost to holders.
+func (n *fakeNode) revoke(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	l := n.locks[key]
+	if l == nil {
+		return
+	}
+	for o, h := range l.holders {
+		if h.conn != nil {
+			h.conn.write(wire.TypeLost, 0, &wire.Lost{Key: key, Token: h.token, Owner: o, Event: wire.EventExpired})
+		}
+		n.dropHolderLocked(key, o, wire.EventExpired)
+	}
+}
+
+// forgetLocked drops a closed connection's waiters and watches, as the
+// real server does.
+func (n *fakeNode) forgetLocked(c *fconn) {
+	for key, ws := range n.waiters {
+		var keep []*fwaiter
+		for _, w := range ws {
+			if w.conn != c {
+				keep = append(keep, w)
+			}
+		}
+		n.waiters[key] = keep
+	}
+	for key, ws := range n.watches {
+		var keep []*fwatch
+		for _, w := range ws {
+			if w.conn != c {
+				keep = append(keep, w)
+			}
+		}
+		n.watches[key] = keep
+	}
+	for _, l := range n.locks {
+		for _, h := range l.holders {
+			if h.conn == c {
+				h.conn = nil
+			}
+		}
+	}
+}
+
+// pushView sends v to every subscribed connection.
+func (n *fakeNode) pushView(v *wire.View) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for c := range n.conns {
+		if c.subscribed {
+			c.write(wire.TypeViewChanged, 0, v)
+		}
+	}
+}
+
+// subscribers counts the node's subscribed connections.
+func (n *fakeNode) subscribers() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	k := 0
+	for c := range n.conns {
+		if c.subscribed {
+			k++
+		}
+	}
+	return k
+}

@@ -1,0 +1,1083 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// Mutex is a handle on one distributed lock: a key in the client's
+// namespace, taken in one kind (a plain mutex, or one side of an RWMutex).
+//
+// The handle is the lock's owner (unless ProcessOwner is given): Lock on a
+// handle that already holds the lock succeeds at once and counts (it also
+// renews the lock), and the lock is released when Unlock has been called
+// as many times. Goroutines that must exclude each other therefore use
+// separate handles, which are cheap: creating one sends nothing. Methods
+// are safe for concurrent use; operations on one handle run one at a time.
+//
+// While held, the lock is valid until the time its last acquire or renewal
+// was sent plus its TTL, minus a margin (Config.ClockDrift), on the
+// client's monotonic clock. Past that, or when the server reports the lock
+// gone, Lost is closed and Unlock returns an error wrapping ErrLockLost.
+type Mutex struct {
+	c     *Client
+	key   string
+	hash  uint64
+	kind  wire.Kind
+	opts  options
+	err   error // a bad key or option, reported by every method
+	owner wire.Owner
+	core  *lockCore // nil for a ProcessOwner handle: looked up per call
+	other *Mutex    // the other side of an RWMutex
+}
+
+// Mutex returns a handle on the exclusive lock key. It sends nothing; an
+// invalid key or option is reported by the handle's methods.
+func (c *Client) Mutex(key string, opts ...Option) *Mutex {
+	o := buildOptions(opts)
+	return c.newMutex(key, wire.KindExclusive, c.newOwner(o), o)
+}
+
+func (c *Client) newOwner(o options) wire.Owner {
+	if c == nil {
+		return wire.Owner{}
+	}
+	if o.processOwner {
+		return wire.Owner{Client: c.id, ID: processOwnerID}
+	}
+	return wire.Owner{Client: c.id, ID: c.nextOwner.Add(1)}
+}
+
+func (c *Client) newMutex(key string, kind wire.Kind, owner wire.Owner, o options) *Mutex {
+	m := &Mutex{c: c, key: key, kind: kind, opts: o, owner: owner, err: o.err}
+	if c == nil {
+		m.err = invalid("nil *Client")
+		return m
+	}
+	if m.err == nil {
+		m.err = validKey(key)
+	}
+	m.hash = wire.KeyHash(c.cfg.Namespace, key)
+	if !o.processOwner {
+		m.core = newCore(c, key, m.hash, kind, owner, false)
+	}
+	return m
+}
+
+// Key returns the lock's key.
+func (m *Mutex) Key() string {
+	if m == nil {
+		return ""
+	}
+	return m.key
+}
+
+// Owner returns the owner the handle acquires as.
+func (m *Mutex) Owner() wire.Owner {
+	if m == nil {
+		return wire.Owner{}
+	}
+	return m.owner
+}
+
+// Lock takes the lock, waiting until it is granted, ctx ends or MaxWait
+// passes. The wait happens on the server: the client queues one request
+// and is woken by the server's push, re-queueing by itself after a
+// reconnect or a master change. When ctx ends first, Lock leaves the queue
+// (CancelWait), releases the lock if the grant won that race, and returns
+// an error wrapping ctx.Err(). When MaxWait (or the deadline of ctx, which
+// the server is told about) passes in the queue, the error wraps
+// ErrTimeout (and context.DeadlineExceeded if the deadline was ctx's).
+//
+// A reentrant Lock on a handle whose lock was lost returns an error
+// wrapping ErrLockLost; Unlock as many times as Lock succeeded before
+// locking again.
+func (m *Mutex) Lock(ctx context.Context) error { return m.lock(ctx, true) }
+
+// TryLock takes the lock if it is free (or already held by this handle)
+// and returns at once otherwise with a *LockedError, which wraps ErrLocked
+// and names the holder. ctx bounds the request, retries included.
+func (m *Mutex) TryLock(ctx context.Context) error { return m.lock(ctx, false) }
+
+// Unlock undoes one Lock. The lock is released on the server when the
+// count reaches zero. It returns an error wrapping ErrNotHeld if the handle
+// does not hold the lock, and ErrLockLost if the lock had been lost (the
+// count still drops). If the release cannot reach the cluster, the handle
+// forgets the lock anyway and the server frees it when its TTL runs out.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	lc, leave, err := m.enter(ctx)
+	if err != nil {
+		return m.wrap("unlock", err)
+	}
+	defer leave()
+	lc.mu.Lock()
+	if lc.count == 0 {
+		lc.mu.Unlock()
+		return m.wrap("unlock", ErrNotHeld)
+	}
+	lc.count--
+	h := lc.h
+	if lc.count > 0 {
+		lc.mu.Unlock()
+		return h.lostErr()
+	}
+	lc.h = nil
+	lc.mu.Unlock()
+
+	lost, local, valid := h.finish()
+	if lost != nil {
+		if local {
+			// Our clock gave up first; the server may still hold it.
+			_, _ = lc.sendRelease(ctx, h.token)
+		}
+		return lost
+	}
+	res, err := lc.sendRelease(ctx, h.token)
+	if err != nil {
+		return err
+	}
+	r := res.resp
+	switch {
+	case r.Status == wire.StatusSuccess:
+		return nil
+	case lostStatus(r.Status) && res.unknown && valid:
+		// An earlier attempt released it: the lock was still valid when
+		// it was sent, so the server could not have freed it otherwise.
+		return nil
+	}
+	return statusErr("unlock", m.key, r)
+}
+
+// Renew extends the held lock to ttl from now (the handle's TTL if ttl is
+// 0), and makes ttl the TTL later renewals ask for. It returns an error
+// wrapping ErrNotHeld if the handle does not hold the lock, or ErrLockLost
+// if the server says it is no longer the holder (Lost is then closed).
+func (m *Mutex) Renew(ctx context.Context, ttl time.Duration) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if ttl < 0 || ttl > maxMs {
+		return invalid("renew TTL %v", ttl)
+	}
+	lc, leave, err := m.enter(ctx)
+	if err != nil {
+		return m.wrap("renew", err)
+	}
+	defer leave()
+	lc.mu.Lock()
+	h := lc.h
+	lc.mu.Unlock()
+	if h == nil {
+		return m.wrap("renew", ErrNotHeld)
+	}
+	return h.renew(ctx, ttl)
+}
+
+// Token returns the fencing token of the lock the handle holds (or held
+// until it was lost, until the matching Unlock), or 0 if it holds none. Pass it to the resource the lock protects, which should
+// refuse tokens lower than the highest it has seen. A reentrant Lock keeps
+// the token.
+func (m *Mutex) Token() uint64 {
+	lc := m.peek()
+	if lc == nil {
+		return 0
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.count > 0 && lc.h != nil {
+		return lc.h.token
+	}
+	return 0
+}
+
+// Held reports whether the handle holds the lock and has not seen it lost.
+func (m *Mutex) Held() bool {
+	lc := m.peek()
+	if lc == nil {
+		return false
+	}
+	lc.mu.Lock()
+	h := lc.h
+	lc.mu.Unlock()
+	return h != nil && h.lostErr() == nil
+}
+
+// Lost returns a channel closed when the lock the handle holds is lost: its
+// validity ran out without a successful renewal, the server pushed Lost
+// (expired or revoked), or a renewal was answered LOCK_DELETED,
+// LOCK_CHANGED_OWNER or TOKEN_ERROR. The channel belongs to the hold
+// current when Lost is called: call it after Lock. It is not closed by
+// Unlock. If the handle holds nothing, the returned channel is closed.
+func (m *Mutex) Lost() <-chan struct{} {
+	lc := m.peek()
+	if lc == nil {
+		return closedChan
+	}
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if lc.h == nil {
+		return closedChan
+	}
+	return lc.h.lost
+}
+
+var closedChan = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+func (m *Mutex) check() error {
+	switch {
+	case m == nil || m.c == nil && m.err == nil:
+		return invalid("nil or zero lock handle: use Client.Mutex")
+	case m.err != nil:
+		return m.err
+	case m.c.isClosed():
+		return ErrClosed
+	}
+	return nil
+}
+
+func (m *Mutex) wrap(op string, err error) error {
+	if errors.Is(err, ErrClosed) {
+		return ErrClosed
+	}
+	return fmt.Errorf("client: %s %q: %w", op, m.key, err)
+}
+
+// enter returns the handle's core with its operation slot taken; leave
+// gives the slot back.
+func (m *Mutex) enter(ctx context.Context) (lc *lockCore, leave func(), err error) {
+	lc = m.core
+	if lc == nil {
+		lc = m.c.refCore(coreKey{key: m.key, kind: m.kind}, m)
+	}
+	if err := lc.take(ctx); err != nil {
+		m.c.unrefCore(lc)
+		return nil, nil, err
+	}
+	return lc, func() {
+		lc.give()
+		m.c.unrefCore(lc)
+	}, nil
+}
+
+// peek returns the handle's core without taking its slot, or nil.
+func (m *Mutex) peek() *lockCore {
+	if m == nil || m.c == nil || m.err != nil {
+		return nil
+	}
+	if m.core != nil {
+		return m.core
+	}
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	return m.c.procCores[coreKey{key: m.key, kind: m.kind}]
+}
+
+// checkOther refuses to take one side of an RWMutex while the handle holds
+// the other: the server would queue the request behind the handle itself.
+func (m *Mutex) checkOther() error {
+	if m.other == nil {
+		return nil
+	}
+	if lc := m.other.peek(); lc != nil {
+		lc.mu.Lock()
+		n := lc.count
+		lc.mu.Unlock()
+		if n > 0 {
+			return invalid("%q: taking the %s lock while holding the %s lock (upgrade or downgrade) is not supported",
+				m.key, m.kind, m.other.kind)
+		}
+	}
+	return nil
+}
+
+// granted is an acquire's success: the token, the effective TTL and the
+// local time the TTL counts from.
+type granted struct {
+	token uint64
+	ttl   time.Duration
+	from  time.Time
+}
+
+func effTTL(asked time.Duration, leftMs uint32) time.Duration {
+	if leftMs > 0 {
+		return min(asked, time.Duration(leftMs)*time.Millisecond)
+	}
+	return asked
+}
+
+func (m *Mutex) lock(ctx context.Context, block bool) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	lc, leave, err := m.enter(ctx)
+	if err != nil {
+		return m.wrap("lock", err)
+	}
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			leave()
+		}
+	}()
+	if err := m.checkOther(); err != nil {
+		return err
+	}
+	lc.mu.Lock()
+	h, n := lc.h, lc.count
+	lc.mu.Unlock()
+	if n > 0 {
+		// Reentrant: confirm and extend the hold, then count.
+		if err := h.lostErr(); err != nil {
+			return err
+		}
+		if err := h.renew(ctx, m.opts.ttl); err != nil {
+			return err
+		}
+		lc.mu.Lock()
+		lc.count++
+		lc.mu.Unlock()
+		return nil
+	}
+	var g granted
+	if block {
+		g, err = m.acquireBlocking(ctx, lc, leave, &handedOff)
+	} else {
+		g, err = m.acquireTry(ctx, lc, leave, &handedOff)
+	}
+	if err != nil {
+		return err
+	}
+	h = m.c.newHold(lc, g, m.opts.ttl, m.opts.autoRenew)
+	lc.mu.Lock()
+	lc.h, lc.count = h, 1
+	lc.mu.Unlock()
+	return nil
+}
+
+func (m *Mutex) acquireMsg(waitMs uint32, waitID uint64) *wire.Acquire {
+	return &wire.Acquire{
+		Key:       m.key,
+		Owner:     m.owner,
+		Kind:      m.kind,
+		Weight:    m.opts.weight,
+		TTLMs:     ttlMs(m.opts.ttl),
+		MaxWaitMs: waitMs,
+		WaitID:    waitID,
+	}
+}
+
+func (m *Mutex) lockedErr(r *wire.Response) error {
+	return &LockedError{
+		Key: m.key, Holder: r.Holder, Token: r.Token, Kind: r.Kind,
+		TTLLeft: time.Duration(r.TTLLeftMs) * time.Millisecond, QueueLen: int(r.QueueLen),
+	}
+}
+
+func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, leave func(), handedOff *bool) (granted, error) {
+	from := time.Now()
+	res, err := m.c.do(ctx, "trylock", m.key, m.hash, wire.TypeAcquire, m.acquireMsg(0, 0))
+	if err != nil {
+		if res.unknown && !errors.Is(err, ErrClosed) {
+			// The acquire may have been granted after all: make sure it
+			// is not left held, in the background, keeping the slot.
+			*handedOff = true
+			go func() {
+				defer leave()
+				lc.cleanup(0)
+			}()
+		}
+		return granted{}, err
+	}
+	r := res.resp
+	switch r.Status {
+	case wire.StatusSuccess:
+		return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs), from: from}, nil
+	case wire.StatusLockOccupied:
+		return granted{}, m.lockedErr(r)
+	}
+	return granted{}, statusErr("trylock", m.key, r)
+}
+
+// acquireBlocking queues on the server and waits for the Granted push,
+// re-sending the same Acquire (same WaitID) after a lost connection, a
+// master change or a NO_MASTER grant.
+func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(), handedOff *bool) (granted, error) {
+	c := m.c
+	var limit time.Time
+	if m.opts.maxWait > 0 {
+		limit = time.Now().Add(m.opts.maxWait)
+	}
+	w := &waiter{
+		id:     c.nextWait.Add(1),
+		core:   lc,
+		hash:   m.hash,
+		ch:     make(chan grant, 1),
+		resend: make(chan struct{}, 1),
+	}
+	if !c.addWaiter(w) {
+		return granted{}, ErrClosed
+	}
+	queued := false // a registration may be live on the server
+	abandon := func(cause error) (granted, error) {
+		if !queued || c.isClosed() {
+			c.removeWaiter(w)
+			return granted{}, cause
+		}
+		*handedOff = true
+		go func() {
+			defer leave()
+			lc.abandon(w)
+		}()
+		return granted{}, cause
+	}
+	for n := 1; ; n++ {
+		select {
+		case <-w.resend:
+		default:
+		}
+		wait, byCtx, ok := waitLeft(ctx, limit)
+		if !ok {
+			return abandon(m.timeoutErr(byCtx))
+		}
+		from := time.Now()
+		ver := c.viewVersion()
+		res, err := c.do(ctx, "lock", m.key, m.hash, wire.TypeAcquire, m.acquireMsg(wait, w.id))
+		if err != nil {
+			queued = queued || res.unknown
+			return abandon(err)
+		}
+		r := res.resp
+		switch r.Status {
+		case wire.StatusSuccess:
+			c.removeWaiter(w)
+			return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs), from: from}, nil
+		case wire.StatusLockWait:
+			queued = true
+			c.setWaiterConn(w, res.cn)
+			if res.cn.dead() || c.movedSince(ver, m.hash, res.cn.addr) {
+				w.signalResend()
+			}
+		case wire.StatusLockOccupied:
+			c.removeWaiter(w)
+			return granted{}, m.lockedErr(r)
+		default:
+			c.removeWaiter(w)
+			return granted{}, statusErr("lock", m.key, r)
+		}
+		select {
+		case g := <-w.ch:
+			switch g.status {
+			case wire.StatusSuccess:
+				// The master started the TTL when it applied the grant,
+				// shortly before the push reached us; the validity margin
+				// covers that delivery delay.
+				c.removeWaiter(w)
+				return granted{token: g.token, ttl: m.opts.ttl, from: g.at}, nil
+			case wire.StatusTimeout:
+				c.removeWaiter(w)
+				return granted{}, m.timeoutErr(byCtx)
+			case wire.StatusNoMaster:
+				c.refresh()
+			default:
+				c.removeWaiter(w)
+				return granted{}, fmt.Errorf("client: lock %q: grant with status %s: %w", m.key, g.status, statusSentinel(g.status))
+			}
+		case <-w.resend:
+		case <-ctx.Done():
+			return abandon(ctxErr("lock", m.key, ctx.Err(), nil))
+		case <-c.done:
+			c.removeWaiter(w)
+			return granted{}, ErrClosed
+		}
+		// Re-send after a short pause.
+		if err := c.sleep(ctx, c.backoff(min(n, 3))); err != nil {
+			if errors.Is(err, ErrClosed) {
+				c.removeWaiter(w)
+				return granted{}, ErrClosed
+			}
+			return abandon(ctxErr("lock", m.key, err, nil))
+		}
+	}
+}
+
+func (m *Mutex) timeoutErr(byCtx bool) error {
+	if byCtx {
+		return fmt.Errorf("client: lock %q: %w: %w", m.key, ErrTimeout, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("client: lock %q: %w: MaxWait %v passed", m.key, ErrTimeout, m.opts.maxWait)
+}
+
+// waitLeft computes a blocking acquire's MaxWaitMs from the MaxWait limit
+// and ctx's deadline; byCtx says the deadline is the nearer one; ok is
+// false when the wait has already run out.
+func waitLeft(ctx context.Context, limit time.Time) (ms uint32, byCtx, ok bool) {
+	var left time.Duration
+	has := false
+	if !limit.IsZero() {
+		left, has = time.Until(limit), true
+	}
+	if d, dok := ctx.Deadline(); dok {
+		if r := time.Until(d); !has || r < left {
+			left, has, byCtx = r, true, true
+		}
+	}
+	if !has {
+		return wire.WaitForever, false, true
+	}
+	if left <= 0 {
+		return 0, byCtx, false
+	}
+	return waitMs(left), byCtx, true
+}
+
+// ---- waiters ----
+
+// waiter is a blocking acquire queued on the server, found by its WaitID
+// when the Granted push arrives.
+type waiter struct {
+	id     uint64
+	core   *lockCore
+	hash   uint64
+	ch     chan grant    // cap 1: the outcome
+	resend chan struct{} // cap 1: re-send the Acquire
+	// Guarded by Client.mu:
+	conn      *conn // where the last LOCK_WAIT came from
+	abandoned bool  // its Lock call gave up but could not leave the queue
+}
+
+type grant struct {
+	status wire.Status
+	token  uint64
+	at     time.Time
+}
+
+func (w *waiter) signalResend() {
+	select {
+	case w.resend <- struct{}{}:
+	default:
+	}
+}
+
+// deliver hands the outcome over without blocking; a SUCCESS is never
+// replaced by a later, stale outcome.
+func (w *waiter) deliver(g grant) {
+	for {
+		select {
+		case w.ch <- g:
+			return
+		default:
+		}
+		select {
+		case old := <-w.ch:
+			if old.status == wire.StatusSuccess {
+				g = old
+			}
+		default:
+		}
+	}
+}
+
+func (w *waiter) take() (grant, bool) {
+	select {
+	case g := <-w.ch:
+		return g, true
+	default:
+		return grant{}, false
+	}
+}
+
+func (c *Client) addWaiter(w *waiter) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.waits[w.id] = w
+	if w.core.shared {
+		w.core.refs++
+	}
+	return true
+}
+
+func (c *Client) removeWaiter(w *waiter) {
+	c.mu.Lock()
+	_, ok := c.waits[w.id]
+	delete(c.waits, w.id)
+	c.mu.Unlock()
+	if ok {
+		c.unrefCore(w.core)
+	}
+}
+
+func (c *Client) setWaiterConn(w *waiter, cn *conn) {
+	c.mu.Lock()
+	w.conn = cn
+	c.mu.Unlock()
+}
+
+func (c *Client) viewVersion() uint64 {
+	if v := c.view.Load(); v != nil {
+		return v.Version
+	}
+	return 0
+}
+
+// movedSince reports whether the view changed since version ver and now
+// names another master than addr for hash's group.
+func (c *Client) movedSince(ver, hash uint64, addr string) bool {
+	v := c.view.Load()
+	if v == nil || v.Version == ver {
+		return false
+	}
+	a, ok := v.MasterAddr(wire.GroupOf(hash, len(v.Groups)))
+	return ok && a != addr
+}
+
+// ---- cores ----
+
+type coreKey struct {
+	key  string
+	kind wire.Kind
+}
+
+// lockCore is the state of one owner's lock on one key and kind: the
+// reentrancy count and the current hold. A handle has its own core; the
+// ProcessOwner handles of a key and kind share one, kept in the client's
+// map while in use or held.
+type lockCore struct {
+	c      *Client
+	key    string
+	hash   uint64
+	kind   wire.Kind
+	owner  wire.Owner
+	shared bool
+	refs   int           // guarded by Client.mu; shared cores only
+	slot   chan struct{} // cap 1: one operation at a time
+
+	mu    sync.Mutex
+	count int
+	h     *hold
+}
+
+func newCore(c *Client, key string, hash uint64, kind wire.Kind, owner wire.Owner, shared bool) *lockCore {
+	return &lockCore{c: c, key: key, hash: hash, kind: kind, owner: owner, shared: shared, slot: make(chan struct{}, 1)}
+}
+
+func (lc *lockCore) take(ctx context.Context) error {
+	select {
+	case lc.slot <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-lc.c.done:
+		return ErrClosed
+	}
+}
+
+func (lc *lockCore) give() { <-lc.slot }
+
+// refCore returns the shared core for k, creating it, with a reference.
+func (c *Client) refCore(k coreKey, m *Mutex) *lockCore {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lc := c.procCores[k]
+	if lc == nil {
+		lc = newCore(c, k.key, m.hash, k.kind, m.owner, true)
+		c.procCores[k] = lc
+	}
+	lc.refs++
+	return lc
+}
+
+// unrefCore drops a reference to a shared core and forgets the core when
+// nobody uses or holds it.
+func (c *Client) unrefCore(lc *lockCore) {
+	if lc == nil || !lc.shared {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lc.refs--
+	if lc.refs > 0 {
+		return
+	}
+	lc.mu.Lock()
+	idle := lc.count == 0
+	lc.mu.Unlock()
+	k := coreKey{key: lc.key, kind: lc.kind}
+	if idle && c.procCores[k] == lc {
+		delete(c.procCores, k)
+	}
+}
+
+func (lc *lockCore) sendRelease(ctx context.Context, token uint64) (result, error) {
+	return lc.c.do(ctx, "unlock", lc.key, lc.hash, wire.TypeRelease,
+		&wire.Release{Key: lc.key, Owner: lc.owner, Token: token})
+}
+
+// abandon runs, in the background and holding the core's slot, after a
+// blocking Lock gave up while its request may be queued: it leaves the
+// queue and releases the lock if the grant won the race. If the server
+// cannot be asked, the wait stays registered as abandoned so that a late
+// grant is released when it arrives.
+func (lc *lockCore) abandon(w *waiter) {
+	c := lc.c
+	ctx, cancel := context.WithTimeout(c.ctx, 2*c.cfg.RequestTimeout)
+	defer cancel()
+	res, err := c.do(ctx, "cancel", lc.key, lc.hash, wire.TypeCancelWait,
+		&wire.CancelWait{Key: lc.key, Owner: lc.owner, WaitID: w.id})
+	if err == nil && res.resp.Status == wire.StatusSuccess {
+		tok := res.resp.Token
+		c.removeWaiter(w)
+		if g, ok := w.take(); ok && g.status == wire.StatusSuccess && tok == 0 {
+			tok = g.token
+		}
+		if tok != 0 {
+			lc.releaseStray(ctx, tok)
+		}
+		return
+	}
+	if g, ok := w.take(); ok && g.status == wire.StatusSuccess {
+		c.removeWaiter(w)
+		lc.releaseStray(ctx, g.token)
+		return
+	}
+	c.mu.Lock()
+	if _, ok := c.waits[w.id]; ok {
+		w.abandoned = true
+	}
+	c.mu.Unlock()
+	c.log.Debug("paxlock: could not leave the queue; a late grant will be released",
+		"key", lc.key, "wait", w.id, "err", err)
+}
+
+// cleanup makes sure a try-lock whose outcome is unknown left nothing held.
+// CancelWait with a fresh wait id removes nothing but reports the owner's
+// token if it holds the key.
+func (lc *lockCore) cleanup(token uint64) {
+	c := lc.c
+	ctx, cancel := context.WithTimeout(c.ctx, 2*c.cfg.RequestTimeout)
+	defer cancel()
+	if token == 0 {
+		res, err := c.do(ctx, "cancel", lc.key, lc.hash, wire.TypeCancelWait,
+			&wire.CancelWait{Key: lc.key, Owner: lc.owner, WaitID: c.nextWait.Add(1)})
+		if err != nil || res.resp.Status != wire.StatusSuccess {
+			return
+		}
+		token = res.resp.Token
+	}
+	if token != 0 {
+		lc.releaseStray(ctx, token)
+	}
+}
+
+// releaseOrphan releases a lock granted to a wait its Lock call abandoned,
+// unless the handle has since taken the lock legitimately (a reacquire
+// keeps the token).
+func (lc *lockCore) releaseOrphan(w *waiter, token uint64) {
+	c := lc.c
+	defer c.unrefCore(lc)
+	ctx, cancel := context.WithTimeout(c.ctx, 2*c.cfg.RequestTimeout)
+	defer cancel()
+	if lc.take(ctx) != nil {
+		return
+	}
+	defer lc.give()
+	lc.releaseStray(ctx, token)
+}
+
+// releaseStray releases token unless the core holds it; the caller holds
+// the core's slot.
+func (lc *lockCore) releaseStray(ctx context.Context, token uint64) {
+	lc.mu.Lock()
+	held := lc.count > 0 && lc.h != nil && lc.h.token == token
+	lc.mu.Unlock()
+	if held {
+		return
+	}
+	res, err := lc.sendRelease(ctx, token)
+	if err != nil {
+		lc.c.log.Debug("paxlock: releasing an abandoned grant failed; it will expire", "key", lc.key, "token", token, "err", err)
+		return
+	}
+	lc.c.log.Debug("paxlock: released an abandoned grant", "key", lc.key, "token", token, "status", res.resp.Status)
+}
+
+// ---- holds ----
+
+type holdKey struct {
+	key   string
+	token uint64
+	owner uint64
+}
+
+// hold is one granted lock: its token, its validity on the client's clock,
+// its renewal and expiry timers, and the Lost channel.
+type hold struct {
+	c     *Client
+	key   string
+	hash  uint64
+	owner wire.Owner
+	token uint64
+	lost  chan struct{}
+
+	mu         sync.Mutex
+	reqTTL     time.Duration // what renewals ask for
+	ttl        time.Duration // the effective TTL of the last grant or renewal
+	validUntil time.Time
+	ended      bool  // released or lost
+	err        error // why it was lost
+	local      bool  // lost because its validity ran out on our clock
+	renewT     *time.Timer
+	expT       *time.Timer
+}
+
+func (c *Client) newHold(lc *lockCore, g granted, reqTTL time.Duration, autoRenew bool) *hold {
+	h := &hold{
+		c: c, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
+		lost: make(chan struct{}), reqTTL: reqTTL, ttl: g.ttl,
+		validUntil: c.validUntil(g.from, g.ttl),
+	}
+	h.mu.Lock()
+	h.expT = time.AfterFunc(time.Until(h.validUntil), h.expire)
+	if autoRenew {
+		h.renewT = time.AfterFunc(time.Until(g.from.Add(g.ttl/3)), h.autoRenew)
+	}
+	h.mu.Unlock()
+	c.mu.Lock()
+	c.holds[holdKey{key: h.key, token: h.token, owner: h.owner.ID}] = h
+	c.mu.Unlock()
+	return h
+}
+
+func (h *hold) lostErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
+func (h *hold) stopTimersLocked() {
+	h.expT.Stop()
+	if h.renewT != nil {
+		h.renewT.Stop()
+	}
+}
+
+func (h *hold) forget() {
+	h.c.mu.Lock()
+	k := holdKey{key: h.key, token: h.token, owner: h.owner.ID}
+	if h.c.holds[k] == h {
+		delete(h.c.holds, k)
+	}
+	h.c.mu.Unlock()
+}
+
+// markLost ends the hold as lost and closes its Lost channel, once.
+func (h *hold) markLost(err error, local bool) {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	h.ended, h.err, h.local = true, err, local
+	h.stopTimersLocked()
+	h.mu.Unlock()
+	close(h.lost)
+	h.forget()
+	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
+}
+
+// finish ends the hold for Unlock. It returns why the hold was lost (nil if
+// it was not), whether that was our own clock, and whether the hold was
+// still valid on our clock.
+func (h *hold) finish() (lost error, local, valid bool) {
+	h.mu.Lock()
+	wasEnded := h.ended
+	lost, local = h.err, h.local
+	valid = time.Now().Before(h.validUntil)
+	h.ended = true
+	h.stopTimersLocked()
+	h.mu.Unlock()
+	if !wasEnded {
+		h.forget()
+	}
+	return lost, local, valid
+}
+
+func (h *hold) expire() {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return
+	}
+	if d := time.Until(h.validUntil); d > 0 {
+		h.expT.Reset(d)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.markLost(fmt.Errorf("%w: %q (token %d): not renewed within its TTL", ErrLockLost, h.key, h.token), true)
+}
+
+// extend records a successful renewal sent at from.
+func (h *hold) extend(from time.Time, ttl time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		return
+	}
+	h.ttl = ttl
+	if nv := h.c.validUntil(from, ttl); nv.After(h.validUntil) {
+		h.validUntil = nv
+		h.expT.Reset(time.Until(nv))
+	}
+	if h.renewT != nil {
+		h.renewT.Reset(max(time.Until(from.Add(ttl/3)), 0))
+	}
+}
+
+// renew sends one Renew (with its retries) and applies the answer.
+func (h *hold) renew(ctx context.Context, ttl time.Duration) error {
+	h.mu.Lock()
+	if h.ended {
+		err := h.err
+		h.mu.Unlock()
+		if err == nil {
+			err = fmt.Errorf("client: renew %q: %w", h.key, ErrNotHeld)
+		}
+		return err
+	}
+	if ttl > 0 {
+		h.reqTTL = ttl
+	} else {
+		ttl = h.reqTTL
+	}
+	h.mu.Unlock()
+	from := time.Now()
+	res, err := h.c.do(ctx, "renew", h.key, h.hash, wire.TypeRenew,
+		&wire.Renew{Key: h.key, Owner: h.owner, Token: h.token, TTLMs: ttlMs(ttl)})
+	if err != nil {
+		return err
+	}
+	r := res.resp
+	switch {
+	case r.Status == wire.StatusSuccess:
+		h.extend(from, effTTL(ttl, r.TTLLeftMs))
+		return nil
+	case lostStatus(r.Status):
+		err := statusErr("renew", h.key, r)
+		h.markLost(err, false)
+		return err
+	}
+	return statusErr("renew", h.key, r)
+}
+
+// autoRenew runs on the renewal timer: it renews, and on a transient
+// failure tries again soon; the expiry timer declares the lock lost if no
+// renewal succeeds in time.
+func (h *hold) autoRenew() {
+	h.mu.Lock()
+	if h.ended || h.c.isClosed() {
+		h.mu.Unlock()
+		return
+	}
+	until := h.validUntil
+	h.mu.Unlock()
+	ctx, cancel := context.WithDeadline(h.c.ctx, until)
+	err := h.renew(ctx, 0)
+	cancel()
+	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrNotHeld) {
+		return
+	}
+	h.c.log.Debug("paxlock: renewal failed; retrying", "key", h.key, "token", h.token, "err", err)
+	h.mu.Lock()
+	if !h.ended && !h.c.isClosed() {
+		h.renewT.Reset(max(h.ttl/10, time.Millisecond))
+	}
+	h.mu.Unlock()
+}
+
+// ---- read-write locks ----
+
+// RWMutex is a handle on a read-write lock: many readers or one writer,
+// with waiting writers preferred over new readers. Its two sides are
+// Mutex handles of the same owner (Reader and Writer); each side is
+// reentrant on its own. Holding one side while taking the other (upgrade
+// or downgrade) is refused with an error wrapping ErrInvalid.
+type RWMutex struct {
+	r, w *Mutex
+}
+
+// RWMutex returns a handle on the read-write lock key. It sends nothing.
+func (c *Client) RWMutex(key string, opts ...Option) *RWMutex {
+	o := buildOptions(opts)
+	owner := c.newOwner(o)
+	r := c.newMutex(key, wire.KindRead, owner, o)
+	w := c.newMutex(key, wire.KindWrite, owner, o)
+	r.other, w.other = w, r
+	return &RWMutex{r: r, w: w}
+}
+
+// Reader returns the read side as a Mutex (its Lock is RLock).
+func (rw *RWMutex) Reader() *Mutex {
+	if rw == nil {
+		return nil
+	}
+	return rw.r
+}
+
+// Writer returns the write side as a Mutex (its Lock is Lock).
+func (rw *RWMutex) Writer() *Mutex {
+	if rw == nil {
+		return nil
+	}
+	return rw.w
+}
+
+// RLock takes the lock for reading, waiting like Mutex.Lock.
+func (rw *RWMutex) RLock(ctx context.Context) error { return rw.Reader().Lock(ctx) }
+
+// TryRLock takes the lock for reading if that is possible at once, like
+// Mutex.TryLock.
+func (rw *RWMutex) TryRLock(ctx context.Context) error { return rw.Reader().TryLock(ctx) }
+
+// RUnlock undoes one RLock.
+func (rw *RWMutex) RUnlock(ctx context.Context) error { return rw.Reader().Unlock(ctx) }
+
+// Lock takes the lock for writing, waiting like Mutex.Lock.
+func (rw *RWMutex) Lock(ctx context.Context) error { return rw.Writer().Lock(ctx) }
+
+// TryLock takes the lock for writing if it is free, like Mutex.TryLock.
+func (rw *RWMutex) TryLock(ctx context.Context) error { return rw.Writer().TryLock(ctx) }
+
+// Unlock undoes one Lock.
+func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.Writer().Unlock(ctx) }
+
+// ---- leader election ----
+
+// Elect campaigns for leadership of key and returns when this client is
+// the leader: it queues on the lock (server-side, woken by push, fair by
+// weight and arrival) and holds it with AutoRenew, so there is no herd of
+// watchers racing for a freed key. Leadership lasts until the returned
+// handle's Lost channel closes or the leader calls Unlock (resign).
+// Followers that only want to know the leader use Watch or State.
+func (c *Client) Elect(ctx context.Context, key string, opts ...Option) (*Mutex, error) {
+	m := c.Mutex(key, append(slices.Clone(opts), AutoRenew())...)
+	if err := m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,128 @@
+package client
+
+import (
+	"math"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// DefaultTTL is a lock's TTL when no TTL option is given.
+const DefaultTTL = 30 * time.Second
+
+// maxMs is the longest duration a uint32 millisecond field can carry (about
+// 49 days); wire.WaitForever is one above it.
+const maxMs = time.Duration(math.MaxUint32-1) * time.Millisecond
+
+// Option configures a lock handle (Mutex, RWMutex, Elect) or a watch.
+// Options that do not apply to a call are ignored. An invalid option (a
+// weight out of range, a negative TTL) does not panic: every method of the
+// handle, or Watch, returns an error wrapping ErrInvalid.
+type Option func(*options)
+
+type options struct {
+	ttl          time.Duration
+	autoRenew    bool
+	weight       uint8
+	maxWait      time.Duration
+	processOwner bool
+	continuous   bool
+	err          error
+}
+
+func buildOptions(opts []Option) options {
+	o := options{ttl: DefaultTTL, weight: wire.DefaultWeight}
+	for _, f := range opts {
+		if f != nil {
+			f(&o)
+		}
+	}
+	return o
+}
+
+func (o *options) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// TTL sets how long the lock lives on the server without a renewal
+// (default DefaultTTL). The server clamps it to its own bounds; the client
+// uses the smaller of the two when it counts the lock's validity. d must be
+// positive and at most about 49 days.
+func TTL(d time.Duration) Option {
+	return func(o *options) {
+		if d <= 0 || d > maxMs {
+			o.fail(invalid("TTL %v not in (0, %v]", d, maxMs))
+			return
+		}
+		if d < time.Millisecond {
+			d = time.Millisecond
+		}
+		o.ttl = d
+	}
+}
+
+// AutoRenew makes the client renew the lock every TTL/3 while it is held,
+// in the background, until Unlock or until the lock is lost. A renewal
+// that keeps failing until the lock's validity runs out closes Lost.
+func AutoRenew() Option {
+	return func(o *options) { o.autoRenew = true }
+}
+
+// Weight sets the waiter's priority in the server's queue, wire.MinWeight
+// (1, the default) to wire.MaxWeight (10): a freed lock goes to the
+// heaviest waiter, and among equal weights to the earliest.
+func Weight(w int) Option {
+	return func(o *options) {
+		if w < wire.MinWeight || w > wire.MaxWeight {
+			o.fail(invalid("weight %d not in %d..%d: %w", w, wire.MinWeight, wire.MaxWeight, wire.ErrInvalidWeight))
+			return
+		}
+		o.weight = uint8(w)
+	}
+}
+
+// MaxWait bounds how long a blocking Lock waits in the server's queue (the
+// context's deadline bounds it too; the earlier one wins); when it passes,
+// Lock returns an error wrapping ErrTimeout. For Watch it bounds the
+// watch's life: the last event is then an EventTimeout. Zero (the default)
+// means no bound beyond the context. d must not be negative.
+func MaxWait(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 {
+			o.fail(invalid("MaxWait %v is negative", d))
+			return
+		}
+		o.maxWait = min(d, maxMs)
+	}
+}
+
+// ProcessOwner makes the handle's owner the whole Client (like WLock's
+// process lock) instead of the handle: every ProcessOwner handle for the
+// same key and kind shares one hold and one reentrancy count, so a lock
+// taken through one may be extended or released through another. By
+// default each handle is its own owner.
+func ProcessOwner() Option {
+	return func(o *options) { o.processOwner = true }
+}
+
+// Continuous makes a Watch keep reporting after its first event, until
+// Close, MaxWait or the Client's Close. Without it a watch ends (its
+// channel closes) after one event.
+func Continuous() Option {
+	return func(o *options) { o.continuous = true }
+}
+
+// waitMs converts a positive remaining wait into MaxWaitMs (at least 1).
+func waitMs(d time.Duration) uint32 {
+	if d >= maxMs {
+		return uint32(maxMs / time.Millisecond)
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return uint32(max(ms, 1))
+}
+
+func ttlMs(d time.Duration) uint32 {
+	return uint32(min(max(d, time.Millisecond), maxMs) / time.Millisecond)
+}
