@@ -45,7 +45,8 @@ type Config struct {
 	RequestTimeout time.Duration
 	// MaxRetries is how many times a request is re-sent after a retryable
 	// outcome (TIMEOUT, MASTER_REDIRECT, OVERLOADED, NO_MASTER, a broken
-	// connection) before the call fails (default 6).
+	// connection) before the call fails (default 10: with the default
+	// backoff that spans about 4 s, longer than a master failover).
 	MaxRetries int
 	// RetryBackoff is the first pause between attempts, doubled each time
 	// up to MaxBackoff (defaults 10ms and 1s), with jitter.
@@ -82,7 +83,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.HeartbeatTimeout, 3*time.Second)
 	def(&cfg.ViewRefresh, 30*time.Second)
 	if cfg.MaxRetries <= 0 {
-		cfg.MaxRetries = 6
+		cfg.MaxRetries = 10
 	}
 	if cfg.ClockDrift <= 0 || cfg.ClockDrift >= 0.5 {
 		cfg.ClockDrift = 0.05
@@ -411,6 +412,13 @@ func (c *Client) dialHello(addr string) (*conn, error) {
 	nc, err := c.cfg.Dial(ctx, addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: dial %s: %w", ErrUnavailable, addr, err)
+	}
+	if nc.LocalAddr().String() == nc.RemoteAddr().String() {
+		// TCP simultaneous open: dialing a dead local port in the
+		// ephemeral range can connect the socket to itself, and would
+		// then hold the port the node needs to restart.
+		nc.Close()
+		return nil, fmt.Errorf("%w: dial %s: connected to itself", ErrUnavailable, addr)
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)

@@ -139,6 +139,9 @@ func (s *Server) Start(ctx context.Context) error {
 	s.clientLn = self.Client
 	opts := []gnet.Option{
 		gnet.WithTicker(true),
+		// A restarted node must rebind its port while connections of the
+		// previous process linger in TIME_WAIT.
+		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithLogger(gnetLogger{s.log}),
 		gnet.WithReadBufferCap(64 << 10),

@@ -3,8 +3,10 @@ package server
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"testing"
@@ -21,14 +23,17 @@ func testLogger() *slog.Logger {
 }
 
 // freePorts returns n distinct loopback addresses that were free a moment
-// ago.
+// ago. They lie below the kernel's ephemeral range, so that no outgoing
+// connection (or a self-connected dial to a stopped node) can take a port
+// a restarted node needs.
 func freePorts(t testing.TB, n int) []string {
 	var lns []net.Listener
 	var addrs []string
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for len(addrs) < n {
+		port := 20000 + rand.IntN(10000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
-			t.Fatal(err)
+			continue
 		}
 		lns = append(lns, ln)
 		addrs = append(addrs, ln.Addr().String())
@@ -85,16 +90,26 @@ func startCluster(t testing.TB, n int) *testCluster {
 }
 
 func (tc *testCluster) start(i int) {
-	s, err := New(tc.cfgs[i], testLogger())
-	if err != nil {
-		tc.t.Fatal(err)
+	// A restarted node may find its ports still held for a moment by the
+	// one it replaces: try again for a while.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := New(tc.cfgs[i], testLogger())
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err = s.Start(ctx)
+			cancel()
+			if err == nil {
+				tc.nodes[i] = s
+				return
+			}
+			s.Shutdown(context.Background())
+		}
+		if time.Now().After(deadline) {
+			tc.t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.Start(ctx); err != nil {
-		tc.t.Fatal(err)
-	}
-	tc.nodes[i] = s
 }
 
 func (tc *testCluster) stop(i int) {
