@@ -1,6 +1,12 @@
 // Command paxlockctl inspects and uses a paxlock cluster.
 //
 //	paxlockctl [-admin host:port,...] status|wait
+//	paxlockctl [-registry host:port,...] [-namespace N -secret S] lock KEY [HOLD]
+//	paxlockctl [-registry host:port,...] [-namespace N -secret S] state KEY
+//
+// lock takes KEY (waiting in the server's queue if it is held), prints the
+// fencing token, holds it for HOLD (default 5s) and releases it. state
+// prints who holds KEY.
 //
 // wait returns once every group has a serving master (or fails after a
 // minute). status asks every node's admin endpoint for its report and prints the
@@ -8,6 +14,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -17,13 +24,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/server"
 )
 
 func main() {
 	admin := flag.String("admin", "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303", "comma-separated admin addresses of the nodes")
+	registry := flag.String("registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated client addresses of the nodes")
+	ns := flag.String("namespace", "default", "namespace")
+	secret := flag.String("secret", "paxlock", "namespace secret")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] status|wait\n")
+		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] status|wait|lock KEY [HOLD]|state KEY\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -37,6 +48,12 @@ func main() {
 		err = status(strings.Split(*admin, ","))
 	case "wait":
 		err = wait(strings.Split(*admin, ","), 60*time.Second)
+	case "lock", "state":
+		if flag.NArg() < 2 {
+			flag.Usage()
+			os.Exit(2)
+		}
+		err = lockCmd(strings.Split(*registry, ","), *ns, *secret, flag.Args())
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -133,4 +150,49 @@ func wait(addrs []string, limit time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func lockCmd(registry []string, ns, secret string, args []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(ctx, client.Config{Registry: registry, Namespace: ns, Secret: secret})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	key := args[1]
+	if args[0] == "state" {
+		st, err := c.State(ctx, key)
+		if err != nil {
+			return err
+		}
+		if !st.Held {
+			fmt.Printf("%s: free (%d waiting)\n", key, st.QueueLen)
+			return nil
+		}
+		fmt.Printf("%s: held by %s, token %d, %s left, %d waiting\n", key, st.Holder, st.Token, st.TTLLeft.Round(time.Millisecond), st.QueueLen)
+		return nil
+	}
+	hold := 5 * time.Second
+	if len(args) > 2 {
+		if hold, err = time.ParseDuration(args[2]); err != nil {
+			return fmt.Errorf("hold: %w", err)
+		}
+	}
+	m := c.Mutex(key, client.TTL(max(hold+5*time.Second, 10*time.Second)), client.AutoRenew())
+	start := time.Now()
+	if err := m.Lock(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("locked %s after %s, fencing token %d; holding for %s\n", key, time.Since(start).Round(time.Millisecond), m.Token(), hold)
+	select {
+	case <-time.After(hold):
+	case <-m.Lost():
+		return fmt.Errorf("lock on %s lost", key)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("released %s\n", key)
+	return nil
 }
