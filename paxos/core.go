@@ -341,6 +341,15 @@ func (c *Core) Now() uint64 { return c.now }
 // IsMaster reports whether this replica is master with a valid lease.
 func (c *Core) IsMaster() bool { return c.role == master && c.now < c.leaseExpiry }
 
+// LeaseExpiry returns the tick at which the master's lease ends, 0 if
+// this replica is not master.
+func (c *Core) LeaseExpiry() uint64 {
+	if c.role != master {
+		return 0
+	}
+	return c.leaseExpiry
+}
+
 // LeaseRemaining returns how many ticks the master's lease still runs, 0 if
 // this replica is not master.
 func (c *Core) LeaseRemaining() uint64 {

@@ -88,6 +88,9 @@ type Group struct {
 	repBuf  []Message
 
 	done chan struct{}
+
+	base      time.Time // when the core's tick 0 happened
+	delivered uint64    // ticks handed to the core (host ticker only)
 }
 
 type proposal struct {
@@ -96,7 +99,10 @@ type proposal struct {
 }
 
 type statusSnapshot struct {
-	soft      SoftState
+	soft SoftState
+	// leaseUntil is when the master's lease ends on this node's monotonic
+	// clock: tick k of the core happens at base + k*tick.
+	leaseUntil time.Time
 	committed uint64
 	applied   uint64
 	logStart  uint64
@@ -120,8 +126,18 @@ func (g *Group) signal() {
 func (g *Group) ID() GroupID { return g.id }
 
 // Status returns the replica's latest view of mastership, without waiting
-// for the group's goroutine.
-func (g *Group) Status() SoftState { return g.status.Load().soft }
+// for the group's goroutine. Serving is true only while the master's lease
+// runs on the monotonic clock now: a replica whose process was paused
+// stops serving the moment it resumes, before it even processes the ticks
+// it missed.
+func (g *Group) Status() SoftState {
+	s := g.status.Load()
+	soft := s.soft
+	if soft.Serving && !time.Now().Before(s.leaseUntil) {
+		soft.Serving = false
+	}
+	return soft
+}
 
 // Progress returns the committed and applied instances and the log start.
 func (g *Group) Progress() (committed, applied, logStart uint64) {
@@ -206,9 +222,19 @@ func (g *Group) deliver(msgs []Message) {
 	}
 }
 
-func (g *Group) tick() {
+// tick hands the group every tick due by now: tick k is due at
+// base + k*Tick on the monotonic clock, so ticks missed while the process
+// was paused all arrive at once (a lease measured in ticks then ends on
+// time). Only the host's ticker goroutine calls it.
+func (g *Group) tick(now time.Time) {
+	due := uint64(now.Sub(g.base) / g.host.cfg.Tick)
+	if due <= g.delivered {
+		return
+	}
+	n := int(due - g.delivered)
+	g.delivered = due
 	g.mu.Lock()
-	g.ticks++
+	g.ticks += n
 	g.mu.Unlock()
 	g.signal()
 }
@@ -400,8 +426,13 @@ func (g *Group) failAll(err error) {
 }
 
 func (g *Group) publish() {
+	var until time.Time
+	if exp := g.core.LeaseExpiry(); exp > 0 {
+		until = g.base.Add(time.Duration(exp) * g.host.cfg.Tick)
+	}
 	g.status.Store(&statusSnapshot{
-		soft:      g.core.Status(),
+		leaseUntil: until,
+		soft:       g.core.Status(),
 		committed: g.core.Committed(),
 		applied:   g.core.AppliedIndex(),
 		logStart:  g.core.LogStart(),
@@ -544,6 +575,7 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		batch:   st.NewBatch(),
 		streams: make(map[NodeID]chan uint64),
 		done:    make(chan struct{}),
+		base:    time.Now(),
 	}
 	g.publish()
 	h.mu.Lock()
@@ -575,8 +607,10 @@ func (h *Host) Start() {
 			case <-h.stop:
 				return
 			case <-t.C:
+				// Not the channel's time: after a pause that one is stale.
+				now := time.Now()
 				for _, g := range *h.groups.Load() {
-					g.tick()
+					g.tick(now)
 				}
 			}
 		}
