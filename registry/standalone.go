@@ -1,0 +1,680 @@
+package registry
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// StandaloneConfig configures a Standalone registry.
+type StandaloneConfig struct {
+	// Listen is the client address, host:port (port 0 picks one; see
+	// Standalone.Addr).
+	Listen string
+	// Clusters maps each cluster's name to its nodes' client addresses,
+	// host:port. The registry follows every cluster listed.
+	Clusters map[string][]string
+	// Namespaces maps each namespace to the cluster that serves it. A
+	// Hello naming a namespace not listed is refused with AUTH_FAILED.
+	Namespaces map[string]string
+	// UpstreamHello optionally gives, per cluster, a Hello the registry
+	// sends first on its connections to that cluster's nodes. paxlock nodes
+	// serve views without a Hello, so it is normally unset. A zero ClientID
+	// is replaced by a fixed nonzero one.
+	UpstreamHello map[string]wire.Hello
+
+	// MaxFrame bounds a client frame, header included (default
+	// wire.DefaultMaxFrame). A frame over it closes the connection.
+	MaxFrame int
+	// MaxConns bounds the client connections (default 10000); more are
+	// closed at once.
+	MaxConns int
+	// IdleTimeout closes a client connection that sent nothing, not even
+	// a Heartbeat, for this long (default 2m).
+	IdleTimeout time.Duration
+	// WriteTimeout bounds one write to a client (default 10s); a client
+	// that does not read is disconnected.
+	WriteTimeout time.Duration
+
+	// DialTimeout bounds connecting to a cluster node (default 3s).
+	DialTimeout time.Duration
+	// HeartbeatInterval is how often the registry sends a Heartbeat on
+	// each cluster connection (default 3s). A connection that answers
+	// nothing for HeartbeatInterval plus RequestTimeout is dropped and the
+	// registry moves to another node.
+	HeartbeatInterval time.Duration
+	// RequestTimeout bounds a cluster node's reply (default 3s).
+	RequestTimeout time.Duration
+	// ReconnectMin and ReconnectMax bound the pause before reconnecting
+	// to a cluster after every node failed (defaults 100ms and 5s; the
+	// pause doubles from min to max, with jitter).
+	ReconnectMin, ReconnectMax time.Duration
+
+	// Logger receives the registry's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+func (c *StandaloneConfig) setDefaults() {
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = wire.DefaultMaxFrame
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 10000
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 3 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 3 * time.Second
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 3 * time.Second
+	}
+	if c.ReconnectMin <= 0 {
+		c.ReconnectMin = 100 * time.Millisecond
+	}
+	if c.ReconnectMax < c.ReconnectMin {
+		c.ReconnectMax = max(5*time.Second, c.ReconnectMin)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+func (c *StandaloneConfig) validate() error {
+	var errs []error
+	if _, _, err := splitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
+	}
+	if len(c.Clusters) == 0 {
+		errs = append(errs, errors.New("no clusters"))
+	}
+	for name, addrs := range c.Clusters {
+		if name == "" {
+			errs = append(errs, errors.New("a cluster has an empty name"))
+		}
+		if len(addrs) == 0 {
+			errs = append(errs, fmt.Errorf("cluster %q lists no nodes", name))
+		}
+		for _, a := range addrs {
+			if _, _, err := splitHostPort(a); err != nil {
+				errs = append(errs, fmt.Errorf("cluster %q: node %q: %w", name, a, err))
+			}
+		}
+	}
+	for ns, cl := range c.Namespaces {
+		if err := wire.ValidateNamespace(ns); err != nil {
+			errs = append(errs, fmt.Errorf("namespace %q: %w", ns, err))
+		}
+		if _, ok := c.Clusters[cl]; !ok {
+			errs = append(errs, fmt.Errorf("namespace %q maps to unknown cluster %q", ns, cl))
+		}
+	}
+	for cl := range c.UpstreamHello {
+		if _, ok := c.Clusters[cl]; !ok {
+			errs = append(errs, fmt.Errorf("upstream hello for unknown cluster %q", cl))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("registry: config: %w", err)
+	}
+	return nil
+}
+
+// Standalone is a registry process serving the cluster views of several
+// clusters, each namespace mapped to one cluster (WLock's registry model,
+// over paxlock's wire protocol). For every cluster it keeps one connection
+// to a node, subscribed to the node's view and falling back to the other
+// nodes when it breaks, and caches the highest-version view seen. Clients
+// connect to it as to a node: Hello with their namespace (the secret is
+// not checked here; the cluster's nodes check it), then GetView or
+// SubscribeView for the namespace's cluster, then Heartbeats. Lock requests
+// are refused with BAD_REQUEST.
+type Standalone struct {
+	cfg      StandaloneConfig
+	log      *slog.Logger
+	clusters map[string]*clusterState
+	nsMap    map[string]*clusterState
+
+	ln     net.Listener
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	conns   map[*rconn]struct{}
+	started bool
+	closed  bool
+}
+
+// clusterState is the registry's knowledge of one cluster.
+type clusterState struct {
+	name  string
+	addrs []string
+	hello *wire.Hello
+
+	mu       sync.Mutex
+	view     *wire.View
+	subs     map[*rconn]struct{}
+	ready    chan struct{}
+	upstream string
+}
+
+// ClusterStatus describes what a Standalone registry knows of a cluster.
+type ClusterStatus struct {
+	// Name is the cluster's name.
+	Name string
+	// Upstream is the node address the registry is following, or "" while
+	// it is connected to none.
+	Upstream string
+	// HasView reports whether any view has been received.
+	HasView bool
+	// Version is the cached view's version.
+	Version uint64
+	// Subscribers is the number of client connections subscribed.
+	Subscribers int
+}
+
+// NewStandalone checks cfg and returns a registry that Start will open.
+func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Standalone{
+		cfg:      cfg,
+		log:      cfg.Logger.With("component", "registry"),
+		clusters: map[string]*clusterState{},
+		nsMap:    map[string]*clusterState{},
+		conns:    map[*rconn]struct{}{},
+	}
+	for name, addrs := range cfg.Clusters {
+		cl := &clusterState{name: name, addrs: slices.Clone(addrs), subs: map[*rconn]struct{}{}, ready: make(chan struct{})}
+		if h, ok := cfg.UpstreamHello[name]; ok {
+			if h.ClientID == 0 {
+				h.ClientID = upstreamClientID
+			}
+			cl.hello = &h
+		}
+		s.clusters[name] = cl
+	}
+	for ns, cl := range cfg.Namespaces {
+		s.nsMap[ns] = s.clusters[cl]
+	}
+	return s, nil
+}
+
+// upstreamClientID is the ClientID of the registry's upstream Hellos when
+// none is configured ("registry" in ASCII).
+const upstreamClientID = 0x7265676973747279
+
+// Start opens the client listener and starts following every cluster. It
+// returns once the listener accepts connections; clients that ask before a
+// cluster's first view arrives get NO_MASTER (retryable). See WaitReady.
+func (s *Standalone) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.started || s.closed {
+		s.mu.Unlock()
+		return errors.New("registry: already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("registry: listen: %w", err)
+	}
+	s.ln = ln
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for _, cl := range s.clusters {
+		s.wg.Add(1)
+		go s.follow(cl)
+	}
+	s.wg.Add(1)
+	go s.accept()
+	s.log.Info("registry serving", "addr", ln.Addr().String(), "clusters", len(s.clusters), "namespaces", len(s.nsMap))
+	return nil
+}
+
+// Addr returns the client listener's address (nil before Start).
+func (s *Standalone) Addr() net.Addr {
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// View returns the cached view of the named cluster and whether there is
+// one. The view is shared: do not modify it.
+func (s *Standalone) View(cluster string) (*wire.View, bool) {
+	cl := s.clusters[cluster]
+	if cl == nil {
+		return nil, false
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.view, cl.view != nil
+}
+
+// Status describes every cluster, sorted by name.
+func (s *Standalone) Status() []ClusterStatus {
+	out := make([]ClusterStatus, 0, len(s.clusters))
+	for _, cl := range s.clusters {
+		cl.mu.Lock()
+		st := ClusterStatus{Name: cl.name, Upstream: cl.upstream, HasView: cl.view != nil, Subscribers: len(cl.subs)}
+		if cl.view != nil {
+			st.Version = cl.view.Version
+		}
+		cl.mu.Unlock()
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b ClusterStatus) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// WaitReady waits until every cluster has a view, or ctx ends.
+func (s *Standalone) WaitReady(ctx context.Context) error {
+	for _, cl := range s.clusters {
+		select {
+		case <-cl.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("registry: waiting for cluster %q: %w", cl.name, ctx.Err())
+		}
+	}
+	return nil
+}
+
+// Shutdown closes the listener and every client connection, stops
+// following the clusters, and waits for the registry's goroutines or for
+// ctx.
+func (s *Standalone) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	started := s.started
+	conns := make([]*rconn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	if !started {
+		return nil
+	}
+	s.cancel()
+	err := s.ln.Close()
+	for _, c := range conns {
+		c.kill()
+	}
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return fmt.Errorf("registry: shutdown: %w", ctx.Err())
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		return fmt.Errorf("registry: shutdown: %w", err)
+	}
+	return nil
+}
+
+// ---- clients ----
+
+// maxPending bounds the bytes queued for one client; a client that lets
+// more pile up is disconnected.
+const maxPending = 4 << 20
+
+func (s *Standalone) accept() {
+	defer s.wg.Done()
+	pause := 5 * time.Millisecond
+	for {
+		nc, err := s.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) || s.ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("registry: accept", "err", err, "pause", pause)
+			select {
+			case <-time.After(pause):
+			case <-s.ctx.Done():
+				return
+			}
+			pause = min(pause*2, time.Second)
+			continue
+		}
+		pause = 5 * time.Millisecond
+		c := &rconn{s: s, nc: nc, codec: wire.NewCodec(), wake: make(chan struct{}, 1), done: make(chan struct{})}
+		s.mu.Lock()
+		if s.closed || len(s.conns) >= s.cfg.MaxConns {
+			full := !s.closed
+			s.mu.Unlock()
+			if full {
+				s.log.Warn("registry: too many connections, refusing one", "remote", nc.RemoteAddr().String(), "max", s.cfg.MaxConns)
+			}
+			nc.Close()
+			continue
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(2)
+		s.mu.Unlock()
+		go c.readLoop()
+		go c.writeLoop()
+	}
+}
+
+// rconn is one client connection. Its reader goroutine decodes requests
+// and queues replies; its writer goroutine flushes the queue. Cluster
+// updates queue pushes from the follower goroutines. Lock order: a
+// cluster's mu before an rconn's mu.
+type rconn struct {
+	s       *Standalone
+	nc      net.Conn
+	codec   *wire.Codec // reader goroutine only
+	scratch []byte      // reader goroutine only: the frame being encoded
+
+	cluster *clusterState // after a successful Hello; reader goroutine only
+
+	mu     sync.Mutex
+	out    []byte
+	sub    *clusterState
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+}
+
+// kill marks the connection closed; the writer goroutine tears it down.
+// It never blocks, so it may run under a cluster's lock.
+func (c *rconn) kill() {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.done)
+	}
+	c.mu.Unlock()
+}
+
+// enqueueLocked appends a frame for the writer; c.mu is held.
+func (c *rconn) enqueueLocked(frame []byte) {
+	if c.closed {
+		return
+	}
+	if len(c.out)+len(frame) > maxPending {
+		c.s.log.Warn("registry: client not reading, disconnecting", "remote", c.nc.RemoteAddr().String())
+		c.closed = true
+		close(c.done)
+		return
+	}
+	c.out = append(c.out, frame...)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// send encodes one frame into the queue.
+func (c *rconn) send(typ wire.Type, reqID uint64, m wire.Message) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sendLocked(typ, reqID, m)
+}
+
+func (c *rconn) sendLocked(typ wire.Type, reqID uint64, m wire.Message) {
+	if c.closed {
+		return
+	}
+	frame, err := c.codec.AppendFrame(c.scratch[:0], typ, reqID, m)
+	if err != nil {
+		c.s.log.Error("registry: encoding a reply", "type", typ, "err", err)
+		return
+	}
+	c.scratch = frame
+	c.enqueueLocked(frame)
+}
+
+func (c *rconn) reply(reqID uint64, r wire.Response) { c.send(wire.TypeResponse, reqID, &r) }
+
+func (c *rconn) writeLoop() {
+	defer c.s.wg.Done()
+	var buf []byte
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			c.teardown()
+			return
+		}
+		c.mu.Lock()
+		buf, c.out = c.out, buf[:0]
+		c.mu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.cfg.WriteTimeout))
+		if _, err := c.nc.Write(buf); err != nil {
+			c.kill()
+		}
+	}
+}
+
+// teardown closes the socket (ending the reader) and forgets the
+// connection everywhere.
+func (c *rconn) teardown() {
+	c.nc.Close()
+	c.mu.Lock()
+	sub := c.sub
+	c.sub = nil
+	c.mu.Unlock()
+	if sub != nil {
+		sub.mu.Lock()
+		delete(sub.subs, c)
+		sub.mu.Unlock()
+	}
+	c.s.mu.Lock()
+	delete(c.s.conns, c)
+	c.s.mu.Unlock()
+}
+
+func (c *rconn) readLoop() {
+	defer c.s.wg.Done()
+	defer c.kill()
+	br := bufio.NewReaderSize(c.nc, 16<<10)
+	var buf []byte
+	for {
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.cfg.IdleTimeout))
+		f, nb, err := wire.ReadFrame(br, buf, c.s.cfg.MaxFrame)
+		buf = nb
+		if err != nil {
+			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrBadLength) || errors.Is(err, wire.ErrBadVersion) {
+				c.s.log.Info("registry: closing connection that broke framing", "remote", c.nc.RemoteAddr().String(), "err", err)
+			}
+			return
+		}
+		c.handle(f)
+	}
+}
+
+// registryMsg is the BAD_REQUEST message for lock requests.
+const registryMsg = "this is a paxlock registry: it serves Hello, Heartbeat, GetView and SubscribeView only; send lock requests to the group's master named in the view"
+
+func (c *rconn) handle(f wire.Frame) {
+	if !f.Type.IsRequest() {
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
+		return
+	}
+	m, err := c.codec.Decode(f.Type, f.Body)
+	if err != nil {
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+		return
+	}
+	switch m := m.(type) {
+	case *wire.Hello:
+		if err := m.Validate(); err != nil {
+			c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: err.Error()})
+			return
+		}
+		cl := c.s.nsMap[m.Namespace]
+		if cl == nil {
+			c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "namespace " + m.Namespace + " is not served by this registry"})
+			return
+		}
+		if c.cluster != nil && c.cluster != cl {
+			c.unsubscribe()
+		}
+		c.cluster = cl
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: cl.version()})
+	case *wire.Heartbeat:
+		var v uint64
+		if c.cluster != nil {
+			v = c.cluster.version()
+		}
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: v})
+	case *wire.GetView:
+		c.serveView(f.ReqID, false)
+	case *wire.SubscribeView:
+		c.serveView(f.ReqID, true)
+	default:
+		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: registryMsg})
+	}
+}
+
+// noViewRetryMs is the RetryAfterMs of the NO_MASTER answer given while a
+// cluster's view is not known yet.
+const noViewRetryMs = 500
+
+// serveView answers GetView or SubscribeView. A subscription is recorded
+// and its reply queued under the cluster's lock, so that every later view
+// of the cluster follows the reply as a push and none is missed.
+func (c *rconn) serveView(reqID uint64, subscribe bool) {
+	cl := c.cluster
+	if cl == nil {
+		c.reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
+		return
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.view == nil {
+		c.send(wire.TypeResponse, reqID, &wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: noViewRetryMs,
+			Msg: "the registry has no view of cluster " + cl.name + " yet"})
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if subscribe && !c.closed {
+		c.sub = cl
+		cl.subs[c] = struct{}{}
+	}
+	c.sendLocked(wire.TypeView, reqID, cl.view)
+}
+
+// unsubscribe drops the connection's subscription, if any.
+func (c *rconn) unsubscribe() {
+	c.mu.Lock()
+	sub := c.sub
+	c.sub = nil
+	c.mu.Unlock()
+	if sub != nil {
+		sub.mu.Lock()
+		delete(sub.subs, c)
+		sub.mu.Unlock()
+	}
+}
+
+// ---- clusters ----
+
+func (cl *clusterState) version() uint64 {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.view == nil {
+		return 0
+	}
+	return cl.view.Version
+}
+
+// update caches v if it is the first view or newer than the cached one,
+// and pushes it to the subscribers. It reports whether v was taken.
+func (cl *clusterState) update(v *wire.View, log *slog.Logger) bool {
+	if len(v.Groups) == 0 {
+		log.Warn("registry: ignoring a view with no groups", "cluster", cl.name, "version", v.Version)
+		return false
+	}
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.view != nil && v.Version <= cl.view.Version {
+		return false
+	}
+	frame, err := wire.AppendFrame(nil, wire.TypeViewChanged, 0, v)
+	if err != nil {
+		log.Error("registry: encoding a view", "cluster", cl.name, "err", err)
+		return false
+	}
+	first := cl.view == nil
+	cl.view = v
+	for c := range cl.subs {
+		c.mu.Lock()
+		c.enqueueLocked(frame)
+		c.mu.Unlock()
+	}
+	if first {
+		close(cl.ready)
+	}
+	log.Debug("registry: view", "cluster", cl.name, "version", v.Version, "subscribers", len(cl.subs))
+	return true
+}
+
+func (cl *clusterState) setUpstream(addr string) {
+	cl.mu.Lock()
+	cl.upstream = addr
+	cl.mu.Unlock()
+}
+
+// candidates lists the addresses to follow the cluster at: the configured
+// nodes, then nodes the cached view names (alive ones first).
+func (cl *clusterState) candidates() []string {
+	out := slices.Clone(cl.addrs)
+	seen := map[string]bool{}
+	for _, a := range out {
+		seen[a] = true
+	}
+	cl.mu.Lock()
+	v := cl.view
+	cl.mu.Unlock()
+	if v != nil {
+		for _, alive := range []bool{true, false} {
+			for _, n := range v.Nodes {
+				if n.Alive == alive && n.Addr != "" && !seen[n.Addr] {
+					seen[n.Addr] = true
+					out = append(out, n.Addr)
+				}
+			}
+		}
+	}
+	return out
+}
