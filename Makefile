@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
-RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/...
+RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/...
 
 .PHONY: all build test test-short vet fmt-check run stop bench e2e fuzz
 

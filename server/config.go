@@ -61,6 +61,8 @@ type Config struct {
 	DataDir string `json:"data_dir"`
 	// AdminAddr serves /status and /metrics over HTTP ("" disables it).
 	AdminAddr string `json:"admin_addr"`
+	// ClusterName keeps clusters apart in gossip (default "paxlock").
+	ClusterName string `json:"cluster_name"`
 	// Namespaces are the tenants accepted at start; more can be added at
 	// run time.
 	Namespaces []Namespace `json:"namespaces"`
@@ -110,6 +112,9 @@ func Load(path string) (Config, error) {
 func (c *Config) SetDefaults() {
 	if c.Groups <= 0 {
 		c.Groups = 15
+	}
+	if c.ClusterName == "" {
+		c.ClusterName = "paxlock"
 	}
 	if c.Workers <= 0 {
 		c.Workers = 8

@@ -48,7 +48,9 @@ type Server struct {
 	admin    *http.Server
 	clientLn string
 
-	stats stats
+	stats  stats
+	gossip *gossip
+	alive  map[uint32]bool // from gossip; nil means everyone is presumed alive
 }
 
 type stats struct {
@@ -166,6 +168,9 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("server: client listener: %w", err)
 	default:
 	}
+	if err := s.startGossip(ctx); err != nil {
+		return fmt.Errorf("server: gossip: %w", err)
+	}
 	if s.cfg.AdminAddr != "" {
 		ln, err := net.Listen("tcp", s.cfg.AdminAddr)
 		if err != nil {
@@ -191,6 +196,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	if s.admin != nil {
 		errs = append(errs, s.admin.Shutdown(ctx))
+	}
+	if s.gossip != nil {
+		errs = append(errs, s.gossip.shutdown(ctx))
 	}
 	s.host.Stop()
 	s.svc.Close()
@@ -246,13 +254,33 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 		s.masters[g] = st
 	}
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
-	var v *wire.View
-	var subs []*conn
+	s.viewMu.Unlock()
 	if changed {
-		v = s.rebuildViewLocked()
-		for c := range s.subs {
-			subs = append(subs, c)
+		s.publishView()
+		if s.gossip != nil {
+			s.gossip.mastersChanged()
 		}
+	}
+}
+
+// setAlive records which nodes gossip says are alive. The view's version
+// is the sum of the groups' ballot rounds, so an alive flag alone does not
+// raise it: the flags ride along with the next master change (they are a
+// hint; masters are what clients route by).
+func (s *Server) setAlive(alive map[uint32]bool) {
+	s.viewMu.Lock()
+	s.alive = alive
+	s.rebuildViewLocked()
+	s.viewMu.Unlock()
+}
+
+// publishView rebuilds the view and pushes it to subscribers.
+func (s *Server) publishView() {
+	s.viewMu.Lock()
+	v := s.rebuildViewLocked()
+	subs := make([]*conn, 0, len(s.subs))
+	for c := range s.subs {
+		subs = append(subs, c)
 	}
 	s.viewMu.Unlock()
 	for _, c := range subs {
@@ -280,7 +308,8 @@ func (s *Server) rebuildViewLocked() *wire.View {
 		v.Groups[g] = gv
 	}
 	for _, n := range s.cfg.Nodes {
-		v.Nodes = append(v.Nodes, wire.NodeView{ID: n.ID, Addr: n.Client, Alive: true})
+		alive := s.alive == nil || s.alive[n.ID] || n.ID == s.cfg.NodeID
+		v.Nodes = append(v.Nodes, wire.NodeView{ID: n.ID, Addr: n.Client, Alive: alive})
 	}
 	s.view.Store(v)
 	return v

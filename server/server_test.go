@@ -52,10 +52,10 @@ type testCluster struct {
 }
 
 func startCluster(t testing.TB, n int) *testCluster {
-	ports := freePorts(t, 2*n)
+	ports := freePorts(t, 3*n)
 	var nodes []NodeAddr
 	for i := range n {
-		nodes = append(nodes, NodeAddr{ID: uint32(i + 1), Peer: ports[2*i], Client: ports[2*i+1]})
+		nodes = append(nodes, NodeAddr{ID: uint32(i + 1), Peer: ports[3*i], Client: ports[3*i+1], Gossip: ports[3*i+2]})
 	}
 	tc := &testCluster{t: t}
 	for i := range n {

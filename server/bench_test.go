@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/client"
+)
+
+// BenchmarkClientPairs measures acquire+release pairs through the real
+// client against three in-process nodes (real gnet, Pebble with fsync,
+// loopback TCP), 64 goroutines on fresh keys.
+func BenchmarkClientPairs(b *testing.B) {
+	tc := startCluster(b, 3)
+	c := newClient(b, tc)
+	ctx := context.Background()
+	const workers = 64
+	lat := make([][]time.Duration, workers)
+	var next atomic.Int64
+	var errs atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(b.N) {
+					return
+				}
+				t0 := time.Now()
+				m := c.Mutex(fmt.Sprintf("bench-%d-%d", w, i), client.TTL(30*time.Second))
+				if err := m.TryLock(ctx); err != nil {
+					errs.Add(1)
+					continue
+				}
+				if err := m.Unlock(ctx); err != nil {
+					errs.Add(1)
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	if len(all) == 0 {
+		b.Fatalf("no pair succeeded (%d errors)", errs.Load())
+	}
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/el.Seconds(), "pairs/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	if n := errs.Load(); n > 0 {
+		b.Logf("%d errors", n)
+	}
+}

@@ -1,0 +1,164 @@
+package server
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/registry"
+)
+
+// gossip runs memberlist for the node: it advertises the node's addresses
+// and the groups it masters, marks nodes alive or not in the view, and
+// moves each group's placement hint to a live node. Membership is a hint
+// for discovery and placement only; Paxos ballots, quorums and leases
+// decide who is master.
+type gossip struct {
+	s      *Server
+	m      *registry.Membership
+	ids    []uint32 // configured node ids, sorted
+	dirty  chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	placed []paxos.NodeID
+}
+
+func (s *Server) startGossip(ctx context.Context) error {
+	self := s.cfg.self()
+	if self.Gossip == "" {
+		return nil
+	}
+	g := &gossip{s: s, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
+	var seeds []string
+	for _, n := range s.cfg.Nodes {
+		g.ids = append(g.ids, n.ID)
+		if n.ID != s.cfg.NodeID && n.Gossip != "" {
+			seeds = append(seeds, n.Gossip)
+		}
+	}
+	sort.Slice(g.ids, func(i, j int) bool { return g.ids[i] < g.ids[j] })
+	m, err := registry.NewMembership(registry.MembershipConfig{
+		NodeID: s.cfg.NodeID,
+		Bind:   self.Gossip,
+		Seeds:  seeds,
+		Label:  s.cfg.ClusterName,
+		Meta:   g.meta,
+		Logger: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := m.Start(ctx); err != nil {
+		return err
+	}
+	g.m = m
+	s.gossip = g
+	changes, _ := m.Subscribe()
+	g.wg.Add(2)
+	go g.watch(changes)
+	go g.publishMeta()
+	go func() {
+		// The first node up has nobody to join; Start keeps retrying.
+		jctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = m.Join(jctx, seeds)
+	}()
+	return nil
+}
+
+// meta is what this node gossips: its addresses and the groups it
+// masters with their epochs.
+func (g *gossip) meta() registry.NodeMeta {
+	self := g.s.cfg.self()
+	meta := registry.NodeMeta{ID: self.ID, ClientAddr: self.Client, PeerAddr: self.Peer}
+	g.s.viewMu.Lock()
+	for i, st := range g.s.masters {
+		if st.Master == paxos.NodeID(self.ID) {
+			meta.Groups = append(meta.Groups, registry.GroupEpoch{Group: i, Epoch: st.Ballot.Round})
+		}
+	}
+	g.s.viewMu.Unlock()
+	return meta
+}
+
+// mastersChanged asks for the metadata to be gossiped again (coalesced).
+func (g *gossip) mastersChanged() {
+	select {
+	case g.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (g *gossip) publishMeta() {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case <-g.dirty:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = g.m.UpdateMeta(ctx, g.meta())
+		cancel()
+		// At most ten updates a second.
+		select {
+		case <-g.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// watch follows membership changes: alive flags for the view, and the
+// placement hint of every group.
+func (g *gossip) watch(changes <-chan struct{}) {
+	defer g.wg.Done()
+	for {
+		select {
+		case <-g.stop:
+			return
+		case _, ok := <-changes:
+			if !ok {
+				return
+			}
+		}
+		members := g.m.Members()
+		alive := map[uint32]bool{}
+		for _, mb := range members {
+			if mb.State == registry.StateAlive {
+				alive[mb.ID] = true
+			}
+		}
+		g.s.setAlive(alive)
+		live := registry.LiveIDs(members)
+		g.mu.Lock()
+		for i, lg := range g.s.svc.Groups() {
+			p := paxos.NodeID(registry.StickyPreferredMaster(i, g.ids, live))
+			if i >= len(g.placed) {
+				g.placed = append(g.placed, 0)
+			}
+			if p != 0 && p != g.placed[i] {
+				g.placed[i] = p
+				lg.Paxos().SetPreferred(p)
+			}
+		}
+		g.mu.Unlock()
+	}
+}
+
+func (g *gossip) shutdown(ctx context.Context) error {
+	close(g.stop)
+	// Tell the others we are leaving (so they see Left, not Dead), but do
+	// not hold a shutdown up for long on it.
+	lctx, cancel := context.WithTimeout(ctx, time.Second)
+	err := g.m.Leave(lctx)
+	cancel()
+	g.wg.Wait()
+	if e := g.m.Shutdown(); err == nil {
+		err = e
+	}
+	return err
+}
