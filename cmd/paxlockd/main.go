@@ -1,6 +1,14 @@
-// Command paxlockd runs one paxlock node.
+// Command paxlockd runs one paxlock node, or a standalone registry.
 //
 //	paxlockd -config node1.json [-id N] [-data DIR] [-admin ADDR]
+//	paxlockd -role registry -config registry.json
+//
+// A standalone registry serves the cluster views of several clusters and
+// maps each namespace to its cluster; its configuration is
+//
+//	{"listen": "0.0.0.0:7100",
+//	 "clusters": {"a": ["10.0.0.1:7101", "10.0.0.2:7101"]},
+//	 "namespaces": {"orders": "a"}}
 //
 // It reads the JSON configuration (see server.Config), lets flags override
 // it, starts the Paxos groups before it accepts clients, and on SIGTERM or
@@ -9,6 +17,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -17,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paxlock/paxlock/registry"
 	"github.com/paxlock/paxlock/server"
 )
 
@@ -33,6 +43,7 @@ func run() error {
 	data := flag.String("data", "", "data directory (overrides the file)")
 	admin := flag.String("admin", "", "admin HTTP address (overrides the file)")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
+	role := flag.String("role", "node", "node or registry")
 	flag.Parse()
 	if *path == "" {
 		flag.Usage()
@@ -45,6 +56,12 @@ func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
 	slog.SetDefault(log)
 
+	if *role == "registry" {
+		return runRegistry(*path, log)
+	}
+	if *role != "node" {
+		return fmt.Errorf("-role %q: want node or registry", *role)
+	}
 	cfg, err := server.Load(*path)
 	if err != nil {
 		return err
@@ -76,4 +93,39 @@ func run() error {
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
+}
+
+// registryConfig is the standalone registry's configuration file.
+type registryConfig struct {
+	Listen     string              `json:"listen"`
+	Clusters   map[string][]string `json:"clusters"`
+	Namespaces map[string]string   `json:"namespaces"`
+}
+
+func runRegistry(path string, log *slog.Logger) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("registry config: %w", err)
+	}
+	var rc registryConfig
+	if err := json.Unmarshal(b, &rc); err != nil {
+		return fmt.Errorf("registry config %s: %w", path, err)
+	}
+	reg, err := registry.NewStandalone(registry.StandaloneConfig{Listen: rc.Listen, Clusters: rc.Clusters, Namespaces: rc.Namespaces, Logger: log})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	err = reg.Start(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	log.Info("registry serving", "listen", reg.Addr().String(), "clusters", len(rc.Clusters), "namespaces", len(rc.Namespaces))
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	<-sig
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return reg.Shutdown(ctx)
 }
