@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -44,7 +45,7 @@ func (s *testSink) Push(m wire.Message) {
 }
 
 // wait waits (up to a generous bound) until cond holds on the sink.
-func (s *testSink) wait(t *testing.T, what string, cond func() bool) {
+func (s *testSink) wait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -64,7 +65,7 @@ func (s *testSink) wait(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func (s *testSink) response(t *testing.T, id uint64) wire.Response {
+func (s *testSink) response(t testing.TB, id uint64) wire.Response {
 	t.Helper()
 	var r wire.Response
 	s.wait(t, "response", func() bool {
@@ -75,7 +76,7 @@ func (s *testSink) response(t *testing.T, id uint64) wire.Response {
 	return r
 }
 
-func (s *testSink) granted(t *testing.T, waitID uint64) *wire.Granted {
+func (s *testSink) granted(t testing.TB, waitID uint64) *wire.Granted {
 	t.Helper()
 	var g *wire.Granted
 	s.wait(t, "granted", func() bool {
@@ -99,19 +100,20 @@ type node struct {
 }
 
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	net    *paxos.MemNetwork
-	nodes  map[paxos.NodeID]*node
+	nodes  map[paxos.NodeID]*node // the map is fixed; node fields change under nmu
 	peers  []paxos.NodeID
 	cfg    Config
 	reqID  uint64
 	mu     sync.Mutex
+	nmu    sync.Mutex // guards node.host and node.svc (stop and start race with clients)
 	groups int
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newCluster(t *testing.T, n int, cfg Config) *cluster {
+func newCluster(t testing.TB, n int, cfg Config) *cluster {
 	if cfg.Groups == 0 {
 		cfg.Groups = 15
 	}
@@ -124,13 +126,49 @@ func newCluster(t *testing.T, n int, cfg Config) *cluster {
 		c.start(id)
 	}
 	t.Cleanup(func() {
-		for id, nd := range c.nodes {
-			if nd.host != nil {
+		for _, id := range c.peers {
+			if c.running(id) {
 				c.stop(id)
 			}
 		}
 	})
+	c.settle()
 	return c
+}
+
+// settle waits until every group is served by its preferred node, so that
+// no placement hand-off moves a master in the middle of a test.
+func (c *cluster) settle() {
+	deadline := time.Now().Add(60 * time.Second)
+	for g := 0; g < c.groups; g++ {
+		want := c.peers[g%len(c.peers)]
+		for {
+			if id, _ := c.findMaster(g); id == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				c.t.Fatalf("group %d not served by its preferred node %d", g, want)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// running reports whether node id is up.
+func (c *cluster) running(id paxos.NodeID) bool {
+	c.nmu.Lock()
+	defer c.nmu.Unlock()
+	return c.nodes[id].host != nil
+}
+
+// svc returns node id's service, nil while it is stopped.
+func (c *cluster) svc(id paxos.NodeID) *Service {
+	c.nmu.Lock()
+	defer c.nmu.Unlock()
+	if c.nodes[id].host == nil {
+		return nil
+	}
+	return c.nodes[id].svc
 }
 
 func (c *cluster) start(id paxos.NodeID) {
@@ -140,43 +178,65 @@ func (c *cluster) start(id paxos.NodeID) {
 		c.t.Fatal(err)
 	}
 	nd.store = st
-	nd.host = paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
-	nd.host.SetTransport(c.net.Join(id, nd.host.Deliver))
+	host := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
+	host.SetTransport(c.net.Join(id, host.Deliver))
+	c.nmu.Lock()
+	nd.host = host
+	c.nmu.Unlock()
 	cfg := c.cfg
 	cfg.Logger = quiet()
-	svc, err := NewService(cfg, nd.host, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: 60},
+	svc, err := NewService(cfg, host, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: 60},
 		func(g int) paxos.NodeID { return c.peers[g%len(c.peers)] })
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	c.nmu.Lock()
 	nd.svc = svc
+	c.nmu.Unlock()
 	nd.host.Start()
 }
 
 func (c *cluster) stop(id paxos.NodeID) {
 	nd := c.nodes[id]
-	nd.host.Stop()
+	c.nmu.Lock()
+	host := nd.host
+	nd.host = nil
+	c.nmu.Unlock()
+	host.Stop()
 	nd.svc.Close()
 	if err := nd.store.Close(); err != nil {
 		c.t.Errorf("close store: %v", err)
 	}
-	nd.host = nil
 }
 
-// master returns the node serving key's group, waiting for one.
-func (c *cluster) master(ns, key string) *node {
-	g := wire.GroupOf(wire.KeyHash(ns, key), c.groups)
+// master returns the service serving key's group, waiting for one.
+func (c *cluster) master(ns, key string) *Service {
+	_, svc := c.groupMaster(wire.GroupOf(wire.KeyHash(ns, key), c.groups))
+	return svc
+}
+
+// groupMaster returns the node serving lock group g and its service,
+// waiting for one.
+func (c *cluster) groupMaster(g int) (paxos.NodeID, *Service) {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		for _, nd := range c.nodes {
-			if nd.host != nil && nd.svc.Group(g).Serving() {
-				return nd
-			}
+		if id, svc := c.findMaster(g); svc != nil {
+			return id, svc
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	c.t.Fatalf("no master for group %d", g)
-	return nil
+	return 0, nil
+}
+
+// findMaster returns the node serving lock group g now, if any.
+func (c *cluster) findMaster(g int) (paxos.NodeID, *Service) {
+	for _, id := range c.peers {
+		if svc := c.svc(id); svc != nil && svc.Group(g).Serving() {
+			return id, svc
+		}
+	}
+	return 0, nil
 }
 
 func (c *cluster) nextID() uint64 {
@@ -199,7 +259,7 @@ func (c *cluster) do(s *testSink, r Request) wire.Response {
 		r.ReqID = c.nextID()
 		r.Sink = s
 		rr := r
-		c.master(r.Namespace, r.Key).svc.Submit(&rr)
+		c.master(r.Namespace, r.Key).Submit(&rr)
 		resp := s.response(c.t, r.ReqID)
 		if resp.Status != wire.StatusNoMaster {
 			return resp
@@ -249,5 +309,98 @@ func TestAcquireReleaseHandOff(t *testing.T) {
 	st := c.do(a, Request{Op: OpState, Key: "k"})
 	if st.Status != wire.StatusSuccess || st.Holder != owner(2, 1) || st.Token != g.Token {
 		t.Fatalf("state: %+v", st)
+	}
+}
+
+// push waits for a push that match accepts and returns it.
+func (s *testSink) push(t testing.TB, what string, match func(wire.Message) bool) wire.Message {
+	t.Helper()
+	var got wire.Message
+	s.wait(t, what, func() bool {
+		for _, m := range s.pushes {
+			if match(m) {
+				got = m
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// count returns how many pushes match accepts.
+func (s *testSink) count(match func(wire.Message) bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.pushes {
+		if match(m) {
+			n++
+		}
+	}
+	return n
+}
+
+// watchEvents returns the WatchEvents of watch id, in order.
+func (s *testSink) watchEvents(id uint64) []wire.WatchEvent {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []wire.WatchEvent
+	for _, m := range s.pushes {
+		if e, ok := m.(*wire.WatchEvent); ok && e.WatchID == id {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
+// waitWatch waits until watch id has had n events and returns them.
+func (s *testSink) waitWatch(t testing.TB, id uint64, n int) []wire.WatchEvent {
+	t.Helper()
+	s.wait(t, fmt.Sprintf("%d events of watch %d", n, id), func() bool {
+		k := 0
+		for _, m := range s.pushes {
+			if e, ok := m.(*wire.WatchEvent); ok && e.WatchID == id {
+				k++
+			}
+		}
+		return k >= n
+	})
+	return s.watchEvents(id)
+}
+
+func isGranted(waitID uint64) func(wire.Message) bool {
+	return func(m wire.Message) bool {
+		g, ok := m.(*wire.Granted)
+		return ok && g.WaitID == waitID
+	}
+}
+
+func isLost(token uint64) func(wire.Message) bool {
+	return func(m wire.Message) bool {
+		l, ok := m.(*wire.Lost)
+		return ok && l.Token == token
+	}
+}
+
+// state asks the key's master for the key's state. Being handled by the
+// key's worker after everything submitted before it, it is also a
+// barrier: pushes the worker made before are in their sinks.
+func (c *cluster) state(key string) wire.Response {
+	c.t.Helper()
+	return c.do(newSink(), Request{Op: OpState, Key: key})
+}
+
+// advanceUntil moves the fake clock forward in steps until cond holds,
+// within a generous real-time bound.
+func advanceUntil(t testing.TB, fc *fakeClock, step time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		fc.Advance(step)
+		time.Sleep(2 * time.Millisecond)
 	}
 }

@@ -35,7 +35,7 @@ const (
 	opAcquire    op = 1 // grant key to owner (kind, ttl) if the state allows
 	opRenew      op = 2 // refresh the TTL of owner's hold with token
 	opRelease    op = 3 // remove owner's hold with token, then grant to grants
-	opExpire     op = 4 // remove the hold with token (master-decided), then grant
+	opExpire     op = 4 // remove owner's hold with token (master-decided), then grant
 	opSetVersion op = 5 // raise the group version (migration)
 	opGrant      op = 6 // grant to grants (a free or read-held key's waiters)
 )
@@ -376,7 +376,14 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		}
 		var i int
 		if c.op == opExpire {
-			i = l.findToken(c.token)
+			// Readers granted in one hand-off share a token, so the
+			// master names the hold by owner and token; an Expire
+			// without an owner names it by token alone.
+			if c.owner.IsZero() {
+				i = l.findToken(c.token)
+			} else if i = l.find(c.owner); i >= 0 && l.holders[i].token != c.token {
+				i = -1
+			}
 			if i < 0 {
 				out.status = wire.StatusTokenError
 				break

@@ -50,6 +50,7 @@ type event struct {
 
 // pending is a proposal in flight and what to do with its outcome.
 type pending struct {
+	term   uint64 // the worker's mastership term it was proposed in
 	cmd    command
 	req    *Request  // the requester to answer, nil for expire and grants
 	grants []*waiter // waiters the command grants to, in cmd.grants order
@@ -80,6 +81,13 @@ type watcher struct {
 	gone       bool
 }
 
+// holdID names one hold. Readers admitted in one hand-off share a token,
+// so a token alone does not name a hold.
+type holdID struct {
+	token uint64
+	owner wire.Owner
+}
+
 type holdInfo struct {
 	deadline time.Time
 	owner    wire.Owner
@@ -95,7 +103,7 @@ type keyState struct {
 	deferred  []*Request
 	waiters   []*waiter
 	watchers  []*watcher
-	deadlines map[uint64]holdInfo // token -> deadline
+	deadlines map[holdID]holdInfo
 }
 
 func (ks *keyState) empty() bool {
@@ -115,6 +123,7 @@ type timerEntry struct {
 	kind  timerKind
 	key   string
 	token uint64
+	owner wire.Owner // tExpire: the hold's owner
 	w     *waiter
 	wt    *watcher
 }
@@ -147,6 +156,7 @@ type worker struct {
 	serving bool
 
 	keys    map[string]*keyState
+	term    uint64 // counts mastership changes; see onResult
 	seq     uint64
 	timers  timerHeap
 	timer   Timer
@@ -168,8 +178,11 @@ func (w *worker) post(e event) {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		if e.kind == evRequest {
+		switch e.kind {
+		case evRequest:
 			respond(e.req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
+		case evResult:
+			staleResult(e.pend, e.res)
 		}
 		return
 	}
@@ -254,7 +267,7 @@ func (w *worker) key(r *Request) string { return fullKey(r.Namespace, r.Key) }
 func (w *worker) state(key string) *keyState {
 	ks := w.keys[key]
 	if ks == nil {
-		ks = &keyState{deadlines: make(map[uint64]holdInfo)}
+		ks = &keyState{deadlines: make(map[holdID]holdInfo)}
 		w.keys[key] = ks
 	}
 	return ks
@@ -277,7 +290,9 @@ func (w *worker) ttl(r *Request) uint32 {
 }
 
 func (w *worker) onRequest(r *Request) {
-	if !w.serving {
+	// The lease is checked on the monotonic clock for every request: a
+	// master whose process was paused must not answer from its state.
+	if !w.serving || !w.g.leaseValid() {
 		respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
 		return
 	}
@@ -288,6 +303,9 @@ func (w *worker) onRequest(r *Request) {
 		return
 	case OpWatch:
 		w.watch(r, key)
+		if ks := w.keys[key]; ks != nil {
+			w.tidy(key, ks) // a watch answered at once leaves nothing
+		}
 		return
 	case OpUnwatch:
 		if ks := w.keys[key]; ks != nil {
@@ -334,7 +352,7 @@ func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
 	}
 	resp.TTLLeftMs = h.ttlMs
 	if ks != nil {
-		if info, ok := ks.deadlines[h.token]; ok {
+		if info, ok := ks.deadlines[holdID{h.token, h.owner}]; ok {
 			left := info.deadline.Sub(w.clock.Now())
 			resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
 		}
@@ -514,10 +532,11 @@ func checkHolder(rec *lockRec, o wire.Owner, token uint64) wire.Status {
 	return wire.StatusSuccess
 }
 
-func without(rec *lockRec, token uint64) []holder {
+// without returns rec's holders but owner's hold with token.
+func without(rec *lockRec, owner wire.Owner, token uint64) []holder {
 	rest := make([]holder, 0, len(rec.holders))
 	for _, h := range rec.holders {
-		if h.token != token {
+		if h.token != token || h.owner != owner {
 			rest = append(rest, h)
 		}
 	}
@@ -530,7 +549,7 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		respond(r, wire.Response{Status: st})
 		return
 	}
-	ws := pickGrants(ks, without(rec, r.Token), rec.kind)
+	ws := pickGrants(ks, without(rec, r.Owner, r.Token), rec.kind)
 	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}})
 }
 
@@ -575,6 +594,7 @@ func dropWatchers(ws []*watcher) []*watcher {
 
 func (w *worker) propose(ks *keyState, p *pending) {
 	ks.busy = true
+	p.term = w.term
 	cmd := appendCommand(nil, &p.cmd)
 	w.g.px.Submit(cmd, func(res paxos.Result) {
 		w.post(event{kind: evResult, pend: p, res: res})
@@ -593,11 +613,32 @@ func statusOf(err error) wire.Status {
 	return wire.StatusError
 }
 
+// staleResult answers the requester of a proposal whose outcome arrives
+// after the worker lost the mastership it was proposed under: the command
+// may well have been chosen (the next master recovers it), so the answer
+// is what it did. Its waiters were told NO_MASTER when mastership was
+// lost; they re-send, and a reacquire keeps the token.
+func staleResult(p *pending, res paxos.Result) {
+	out, _ := res.Value.(*outcome)
+	if res.Err != nil || out == nil {
+		respond(p.req, wire.Response{Status: statusOf(res.Err), RetryAfterMs: 50})
+		return
+	}
+	resp := wire.Response{Status: out.status, Token: out.token}
+	if p.cmd.op == opAcquire && out.status == wire.StatusSuccess {
+		resp.TTLLeftMs = p.cmd.ttlMs
+	}
+	respond(p.req, resp)
+}
+
 func (w *worker) onResult(p *pending, res paxos.Result) {
 	key := p.cmd.key
 	ks := w.keys[key]
-	if ks == nil {
-		// Mastership was lost meanwhile; the requester was answered then.
+	if ks == nil || p.term != w.term {
+		// Proposed under a mastership since lost: its key's state is
+		// gone, or belongs to a new term (with a change of its own in
+		// flight, which this result must not unblock).
+		staleResult(p, res)
 		return
 	}
 	ks.busy = false
@@ -608,6 +649,11 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 		respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
 		for _, q := range p.grants {
 			q.granting = false
+		}
+		if p.cmd.op == opExpire {
+			// Not chosen (overload, a lost lease): the lock must still
+			// go, so propose the Expire again shortly.
+			w.retryExpire(ks, key, holdID{p.cmd.token, p.cmd.owner}, now)
 		}
 	} else {
 		name := p.cmd.key[len(splitNS(key))+1:]
@@ -627,7 +673,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
 				if p.cmd.ttlMs == 0 {
 					if rec := w.g.sm.get(key); rec != nil {
-						if i := rec.findToken(out.token); i >= 0 {
+						if i := rec.find(p.req.Owner); i >= 0 {
 							ttl = time.Duration(rec.holders[i].ttlMs) * time.Millisecond
 						}
 					}
@@ -637,8 +683,11 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			}
 			respond(p.req, resp)
 		case opRelease, opExpire:
+			if out.status == wire.StatusSuccess || p.cmd.op == opExpire {
+				// A failed Expire found the hold gone already.
+				delete(ks.deadlines, holdID{p.cmd.token, p.cmd.owner})
+			}
 			if out.status == wire.StatusSuccess {
-				delete(ks.deadlines, p.cmd.token)
 				ev := wire.EventReleased
 				if p.cmd.op == opExpire {
 					ev = wire.EventExpired
@@ -697,8 +746,8 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 
 // hold records a hold's deadline on the master's clock.
 func (w *worker) hold(ks *keyState, key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
-	ks.deadlines[token] = holdInfo{deadline: at, owner: o, sink: sink, key: key}
-	w.schedule(timerEntry{at: at, kind: tExpire, key: key, token: token})
+	ks.deadlines[holdID{token, o}] = holdInfo{deadline: at, owner: o, sink: sink, key: key}
+	w.schedule(timerEntry{at: at, kind: tExpire, key: key, token: token, owner: o})
 }
 
 func (w *worker) watch(r *Request, key string) {
@@ -784,13 +833,14 @@ func (w *worker) forget(client uint64, sink Sink) {
 // may have extended it just before it lost its lease.
 func (w *worker) becomeMaster() {
 	w.serving = true
+	w.term++
 	now := w.clock.Now()
 	w.g.sm.forEach(w.idx, func(key string, l *lockRec) {
 		ks := w.state(key)
 		for _, h := range l.holders {
 			at := now.Add(time.Duration(h.ttlMs) * time.Millisecond)
-			ks.deadlines[h.token] = holdInfo{deadline: at, owner: h.owner, key: key}
-			w.timers = append(w.timers, timerEntry{at: at, kind: tExpire, key: key, token: h.token})
+			ks.deadlines[holdID{h.token, h.owner}] = holdInfo{deadline: at, owner: h.owner, key: key}
+			w.timers = append(w.timers, timerEntry{at: at, kind: tExpire, key: key, token: h.token, owner: h.owner})
 		}
 	})
 	heap.Init(&w.timers)
@@ -798,9 +848,11 @@ func (w *worker) becomeMaster() {
 
 // loseMastership drops what only a master keeps. Waiters are told
 // NO_MASTER so that their clients re-send to the new master; in-flight
-// requests get NO_MASTER when their proposal fails.
+// requests are answered when their proposal's outcome arrives (see
+// staleResult).
 func (w *worker) loseMastership() {
 	w.serving = false
+	w.term++
 	for _, ks := range w.keys {
 		for _, r := range ks.deferred {
 			respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
@@ -871,22 +923,33 @@ func (w *worker) fireTimers() {
 }
 
 func (w *worker) expire(e timerEntry, ks *keyState, now time.Time) {
-	info, ok := ks.deadlines[e.token]
+	id := holdID{e.token, e.owner}
+	info, ok := ks.deadlines[id]
 	if !ok || !info.deadline.Equal(e.at) {
 		return // renewed or gone
 	}
 	if ks.busy {
 		// A change is in flight; look again shortly.
-		w.schedule(timerEntry{at: now.Add(10 * time.Millisecond), kind: tExpire, key: e.key, token: e.token})
-		info.deadline = now.Add(10 * time.Millisecond)
-		ks.deadlines[e.token] = info
+		w.retryExpire(ks, e.key, id, now)
 		return
 	}
 	rec := w.g.sm.get(e.key)
-	if rec == nil || rec.findToken(e.token) < 0 {
-		delete(ks.deadlines, e.token)
+	if rec == nil || checkHolder(rec, e.owner, e.token) != wire.StatusSuccess {
+		delete(ks.deadlines, id)
 		return
 	}
-	ws := pickGrants(ks, without(rec, e.token), rec.kind)
-	w.propose(ks, &pending{lost: info, grants: ws, cmd: command{op: opExpire, key: e.key, token: e.token, grants: w.grantsFor(ks, ws)}})
+	ws := pickGrants(ks, without(rec, e.owner, e.token), rec.kind)
+	w.propose(ks, &pending{lost: info, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
+}
+
+// retryExpire moves hold id's deadline a little past now, so that its
+// Expire is proposed again.
+func (w *worker) retryExpire(ks *keyState, key string, id holdID, now time.Time) {
+	info, ok := ks.deadlines[id]
+	if !ok {
+		return
+	}
+	info.deadline = now.Add(10 * time.Millisecond)
+	ks.deadlines[id] = info
+	w.schedule(timerEntry{at: info.deadline, kind: tExpire, key: key, token: id.token, owner: id.owner})
 }

@@ -1,0 +1,193 @@
+package group
+
+import (
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// workerRig drives one worker by hand, without its goroutine: events are
+// handled when the test says so. Its paxos group is either a lone replica
+// that becomes master (proposals are chosen and their results queued for
+// the worker), or one replica of three that never starts, so that every
+// proposal fails at once with ErrNotMaster. The worker's own view of
+// mastership is set by the test alone.
+type workerRig struct {
+	t  *testing.T
+	fc *fakeClock
+	sm *StateMachine
+	kv *memKV
+	w  *worker
+}
+
+func newWorkerRig(t *testing.T, master bool) *workerRig {
+	st := openStore(t, t.TempDir())
+	host := paxos.NewHost(paxos.HostConfig{Self: 1, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
+	sm := NewStateMachine(1)
+	peers := []paxos.NodeID{1, 2, 3}
+	if master {
+		peers = peers[:1]
+	}
+	px, err := host.AddGroup(paxos.GroupConfig{Core: paxos.Config{Group: 1, Peers: peers, HeartbeatTicks: 5, LeaseTicks: 20}}, sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if master {
+		host.Start()
+		deadline := time.Now().Add(30 * time.Second)
+		for !px.Status().Serving {
+			if time.Now().After(deadline) {
+				t.Fatal("the lone replica did not become master")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Cleanup(func() {
+		host.Stop()
+		st.Close()
+	})
+	fc := newFakeClock()
+	svc := &Service{cfg: Config{Workers: 1, Clock: fc, Logger: quiet()}}
+	svc.cfg.setDefaults()
+	lg := &LockGroup{svc: svc, px: px, sm: sm, leaseCheck: func() bool { return true }}
+	w := newWorker(lg, 0)
+	lg.workers = []*worker{w}
+	return &workerRig{t: t, fc: fc, sm: sm, kv: newMemKV(), w: w}
+}
+
+// waitQueued waits until n events are queued for the worker.
+func (r *workerRig) waitQueued(n int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r.w.mu.Lock()
+		k := len(r.w.q)
+		r.w.mu.Unlock()
+		if k >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("%d events queued, want %d", k, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// take removes and returns the events queued for the worker.
+func (r *workerRig) take() []event {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	q := r.w.q
+	r.w.q = nil
+	return q
+}
+
+// drain handles queued events (and those they cause) as run does.
+func (r *workerRig) drain() {
+	for {
+		r.w.armTimer()
+		q := r.take()
+		if len(q) == 0 {
+			return
+		}
+		for i := range q {
+			r.w.handle(&q[i])
+		}
+	}
+}
+
+func (r *workerRig) apply(inst uint64, c command) *outcome {
+	res := make([]any, 1)
+	r.sm.Apply(inst, [][]byte{appendCommand(nil, &c)}, r.kv, res)
+	return res[0].(*outcome)
+}
+
+func (r *workerRig) request(req Request) {
+	req.Namespace = "ns"
+	req.Hash = wire.KeyHash("ns", req.Key)
+	r.w.handle(&event{kind: evRequest, req: &req})
+}
+
+func (r *workerRig) master(serving bool) {
+	r.w.handle(&event{kind: evMaster, serving: serving})
+}
+
+// TestStaleResultAnsweredAndIgnored: the outcome of a proposal made
+// under a mastership the worker has since lost (and regained) is told to
+// its requester, and does not unblock the key's change of the new term,
+// which would let two changes of one key be in flight (and share an
+// instance, breaking I2).
+func TestStaleResultAnsweredAndIgnored(t *testing.T) {
+	r := newWorkerRig(t, true)
+	key := fullKey("ns", "k")
+	s := newSink()
+	a := owner(1, 1)
+	r.master(true)
+	r.request(Request{Op: OpAcquire, Key: "k", Owner: a, ReqID: 1, Sink: s})
+	r.waitQueued(1)
+	old := r.take()
+	if old[0].kind != evResult {
+		t.Fatalf("queued %+v, want the acquire's result", old)
+	}
+	// Mastership goes and comes back before the acquire's outcome
+	// reaches the worker; the new term releases the lock meanwhile.
+	r.master(false)
+	r.master(true)
+	out := old[0].res.Value.(*outcome)
+	r.request(Request{Op: OpRelease, Key: "k", Owner: a, Token: out.token, ReqID: 2, Sink: s})
+	r.w.handle(&old[0])
+	if resp, ok := s.resps[1]; !ok || resp.Status != wire.StatusSuccess || resp.Token != out.token {
+		t.Fatalf("stale requester answered %+v (%v), want SUCCESS with token %d", resp, ok, out.token)
+	}
+	ks := r.w.keys[key]
+	if ks == nil || !ks.busy {
+		t.Fatal("a stale result unblocked the key while the new term's change is in flight")
+	}
+	// An acquire for the key waits for the release in flight.
+	r.request(Request{Op: OpAcquire, Key: "k", Owner: owner(3, 1), ReqID: 3, Sink: s})
+	if len(ks.deferred) != 1 {
+		t.Fatal("a request was handled while another change of its key was in flight")
+	}
+	r.waitQueued(1)
+	r.drain() // the release's outcome; then the deferred acquire is proposed
+	if resp := s.resps[2]; resp.Status != wire.StatusSuccess {
+		t.Fatalf("release answered %+v", resp)
+	}
+	r.waitQueued(1)
+	r.drain()
+	if resp := s.resps[3]; resp.Status != wire.StatusSuccess || resp.Token <= out.token {
+		t.Fatalf("acquire after the release answered %+v (old token %d)", resp, out.token)
+	}
+}
+
+// TestFailedExpireIsRetried: an Expire that could not be proposed (here
+// the group is not master; in life an overloaded queue or a lost lease) is
+// proposed again, rather than leaving the lock held for good.
+func TestFailedExpireIsRetried(t *testing.T) {
+	r := newWorkerRig(t, false)
+	key := fullKey("ns", "k")
+	a := owner(1, 1)
+	if o := r.apply(3, command{op: opAcquire, key: key, owner: a, ttlMs: 1000}); o.status != wire.StatusSuccess {
+		t.Fatal(o.status)
+	}
+	r.master(true)
+	r.drain()
+	id := holdID{token: 3, owner: a}
+	if d := r.w.keys[key].deadlines[id].deadline; !d.Equal(r.fc.Now().Add(time.Second)) {
+		t.Fatalf("deadline %v after take-over, want now+1s", d)
+	}
+	r.fc.Advance(time.Second)
+	for i := range 3 {
+		r.drain() // the timer fires, the Expire is proposed and fails
+		ks := r.w.keys[key]
+		if ks == nil || ks.busy {
+			t.Fatalf("round %d: key state %+v", i, ks)
+		}
+		info, ok := ks.deadlines[id]
+		if !ok || !info.deadline.After(r.fc.Now()) {
+			t.Fatalf("round %d: after a failed Expire the hold has no future deadline (%+v, %v)", i, info, ok)
+		}
+		r.fc.Advance(info.deadline.Sub(r.fc.Now()))
+	}
+}
