@@ -296,6 +296,19 @@ func (g *Group) handleReady() {
 	for g.core.HasReady() {
 		rd := g.core.Ready()
 		b := g.batch
+		res := g.apply(b, rd.Apply)
+		// Answer proposers before syncing this Ready's new entries when the
+		// applied instances were made durable by an earlier Ready: the
+		// reply then waits for no fsync it does not need. (An instance
+		// chosen and applied in this same Ready, as on a single node, is
+		// answered only after its entry is synced.)
+		early := len(rd.Apply) > 0 && (len(rd.Entries) == 0 || rd.Entries[0].Instance > rd.Apply[len(rd.Apply)-1].Instance)
+		if early {
+			if !g.commit(b, false) {
+				return
+			}
+			g.answer(rd.Apply, res)
+		}
 		sync := rd.HardStateChanged || len(rd.Entries) > 0
 		if rd.HardStateChanged || rd.CommittedChanged {
 			b.SetHardState(g.id, rd.HardState)
@@ -303,57 +316,20 @@ func (g *Group) handleReady() {
 		for i := range rd.Entries {
 			b.PutEntry(g.id, &rd.Entries[i])
 		}
-		total := 0
-		for _, a := range rd.Apply {
-			total += len(a.Value.Cmds)
-		}
-		if cap(g.results) < total {
-			g.results = make([]any, total)
-		}
-		res := g.results[:total]
-		smw := b.SM(g.id)
-		off := 0
-		for _, a := range rd.Apply {
-			n := len(a.Value.Cmds)
-			if n > 0 {
-				g.sm.Apply(a.Instance, a.Value.Cmds, smw, res[off:off+n])
-			}
-			off += n
-		}
-		if len(rd.Apply) > 0 {
-			b.SetApplied(g.id, rd.Apply[len(rd.Apply)-1].Instance)
-		}
 		// Requests (Accept, Prepare, Heartbeat, ...) leave before this
 		// replica's own write is durable, so that its fsync overlaps the
 		// followers'; it counts its own vote only through a reply it
 		// processes after this commit returned. Replies (Promise,
 		// Accepted, ...) wait for the commit: they vouch for it.
 		replies := g.sendRequests(rd.Messages)
-		if !b.Empty() {
-			if err := b.Commit(sync); err != nil {
-				// Storage failure is fatal for a replica: it must not
-				// answer from state it could not persist.
-				g.log.Error("paxos: commit failed; stopping group", "group", g.id, "err", err)
-				g.failAll(fmt.Errorf("paxos: storage: %w", err))
-				g.mu.Lock()
-				g.closed = true
-				g.mu.Unlock()
-				return
-			}
+		if !g.commit(b, sync) {
+			return
 		}
 		if len(replies) > 0 {
 			g.host.send(replies)
 		}
-		off = 0
-		for _, a := range rd.Apply {
-			n := len(a.Value.Cmds)
-			for i, tag := range a.Tags {
-				if cb, ok := g.tags[tag]; ok {
-					delete(g.tags, tag)
-					cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
-				}
-			}
-			off += n
+		if !early {
+			g.answer(rd.Apply, res)
 		}
 		clear(res)
 		for _, f := range rd.Failed {
@@ -376,6 +352,64 @@ func (g *Group) handleReady() {
 		g.maybeTruncate()
 	}
 	g.publish()
+}
+
+// apply runs the chosen instances through the state machine, writing into
+// b, and returns the results, one per command in order.
+func (g *Group) apply(b *Batch, apply []Applied) []any {
+	total := 0
+	for _, a := range apply {
+		total += len(a.Value.Cmds)
+	}
+	if cap(g.results) < total {
+		g.results = make([]any, total)
+	}
+	res := g.results[:total]
+	if len(apply) == 0 {
+		return res
+	}
+	smw := b.SM(g.id)
+	off := 0
+	for _, a := range apply {
+		n := len(a.Value.Cmds)
+		if n > 0 {
+			g.sm.Apply(a.Instance, a.Value.Cmds, smw, res[off:off+n])
+		}
+		off += n
+	}
+	b.SetApplied(g.id, apply[len(apply)-1].Instance)
+	return res
+}
+
+// answer hands each proposer of this replica its command's result.
+func (g *Group) answer(apply []Applied, res []any) {
+	off := 0
+	for _, a := range apply {
+		for i, tag := range a.Tags {
+			if cb, ok := g.tags[tag]; ok {
+				delete(g.tags, tag)
+				cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
+			}
+		}
+		off += len(a.Value.Cmds)
+	}
+}
+
+// commit commits b; a storage failure stops the group, which must not
+// answer from state it could not persist.
+func (g *Group) commit(b *Batch, sync bool) bool {
+	if b.Empty() {
+		return true
+	}
+	if err := b.Commit(sync); err != nil {
+		g.log.Error("paxos: commit failed; stopping group", "group", g.id, "err", err)
+		g.failAll(fmt.Errorf("paxos: storage: %w", err))
+		g.mu.Lock()
+		g.closed = true
+		g.mu.Unlock()
+		return false
+	}
+	return true
 }
 
 // sendRequests sends the messages that do not vouch for this replica's

@@ -3,7 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,7 +21,7 @@ func BenchmarkClientPairs(b *testing.B) {
 	tc := startCluster(b, 3)
 	c := newClient(b, tc)
 	ctx := context.Background()
-	const workers = 64
+	workers := benchWorkers()
 	lat := make([][]time.Duration, workers)
 	var next atomic.Int64
 	var errs atomic.Int64
@@ -65,4 +67,12 @@ func BenchmarkClientPairs(b *testing.B) {
 	if n := errs.Load(); n > 0 {
 		b.Logf("%d errors", n)
 	}
+}
+
+// benchWorkers is 64 unless PAXLOCK_BENCH_WORKERS says otherwise.
+func benchWorkers() int {
+	if n, err := strconv.Atoi(os.Getenv("PAXLOCK_BENCH_WORKERS")); err == nil && n > 0 {
+		return n
+	}
+	return 64
 }
