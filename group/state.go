@@ -38,6 +38,10 @@ const (
 	opExpire     op = 4 // remove owner's hold with token (master-decided), then grant
 	opSetVersion op = 5 // raise the group version (migration)
 	opGrant      op = 6 // grant to grants (a free or read-held key's waiters)
+	// Namespace table (group 0 only; see namespace.go).
+	opNamespacePut    op = 7 // key = name, data = salt and secret hash
+	opNamespaceDelete op = 8 // key = name
+	opNamespaceInit   op = 9 // data = the configured namespaces, once
 )
 
 // grant is a hold handed to a waiter inside a release or expire.
@@ -56,6 +60,7 @@ type command struct {
 	ttlMs  uint32
 	token  uint64
 	grants []grant
+	data   []byte // namespace records
 }
 
 var errBadCommand = errors.New("group: malformed command")
@@ -75,7 +80,8 @@ func appendCommand(dst []byte, c *command) []byte {
 		dst = append(dst, byte(g.kind))
 		dst = binary.AppendUvarint(dst, uint64(g.ttlMs))
 	}
-	return dst
+	dst = binary.AppendUvarint(dst, uint64(len(c.data)))
+	return append(dst, c.data...)
 }
 
 type reader struct {
@@ -134,6 +140,9 @@ func decodeCommand(b []byte) (command, error) {
 		g.kind = wire.Kind(r.byte())
 		g.ttlMs = uint32(r.uvarint())
 		c.grants = append(c.grants, g)
+	}
+	if d := r.bytes(r.uvarint()); len(d) > 0 {
+		c.data = append([]byte(nil), d...)
 	}
 	if r.err || len(r.b) != 0 || !c.kind.Valid() {
 		return command{}, errBadCommand
@@ -265,11 +274,15 @@ type StateMachine struct {
 	obs     func(paxos.SoftState)
 	key     []byte // scratch
 	val     []byte // scratch
+
+	nsMu       sync.RWMutex     // guards the namespace table
+	namespaces map[string]nsRec // name -> salt and secret hash (group 0)
+	nsInit     bool             // the configured namespaces were installed
 }
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec)}
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
 	}
@@ -353,6 +366,10 @@ func (sm *StateMachine) token(instance uint64) uint64 {
 }
 
 func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outcome {
+	switch c.op {
+	case opNamespacePut, opNamespaceDelete, opNamespaceInit:
+		return sm.applyNamespace(c, w)
+	}
 	if c.op == opSetVersion {
 		if c.token > sm.version {
 			sm.version = c.token
@@ -486,8 +503,16 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		}
 	}()
 	sm.version, sm.count, sm.applied = 0, 0, applied
+	sm.nsMu.Lock()
+	defer sm.nsMu.Unlock()
+	sm.namespaces = make(map[string]nsRec)
+	sm.nsInit = false
 	return r.Scan(nil, func(k, v []byte) error {
 		switch {
+		case len(k) > 0 && k[0] == nsPrefix:
+			return sm.loadNamespace(k, v)
+		case string(k) == string(nsInitKey):
+			sm.nsInit = true
 		case len(k) > 0 && k[0] == lockPrefix:
 			l, err := decodeRec(v)
 			if err != nil {

@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -63,6 +67,7 @@ func (s *Server) adminMux() *http.ServeMux {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(s.Status())
 	})
+	mux.HandleFunc("/namespaces", s.namespacesHandler)
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		st := s.Status()
@@ -82,4 +87,59 @@ func (s *Server) adminMux() *http.ServeMux {
 		}
 	})
 	return mux
+}
+
+// namespacesHandler lists (GET), adds or changes (POST {"name","secret"})
+// and removes (DELETE ?name=) namespaces. Changes are proposed to Paxos
+// group 0, so a node that does not master it redirects to the one that
+// does. Secrets are never logged or echoed.
+func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(s.svc.Namespaces())
+		return
+	}
+	var name, secret string
+	switch r.Method {
+	case http.MethodPost:
+		var body struct{ Name, Secret string }
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+			http.Error(w, "body: want {\"name\": ..., \"secret\": ...}", http.StatusBadRequest)
+			return
+		}
+		name, secret = body.Name, body.Secret
+	case http.MethodDelete:
+		name = r.URL.Query().Get("name")
+	default:
+		http.Error(w, "use GET, POST or DELETE", http.StatusMethodNotAllowed)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	var err error
+	if r.Method == http.MethodPost {
+		err = s.svc.PutNamespace(ctx, name, secret)
+	} else {
+		err = s.svc.DeleteNamespace(ctx, name)
+	}
+	switch {
+	case err == nil:
+		s.log.Info("namespace changed", "name", name, "method", r.Method)
+		w.WriteHeader(http.StatusNoContent)
+	case errors.Is(err, group.ErrNotSystemMaster):
+		m := s.svc.SystemMaster()
+		for _, n := range s.cfg.Nodes {
+			if uint32(m) == n.ID && n.Admin != "" && n.ID != s.cfg.NodeID {
+				http.Redirect(w, r, "http://"+n.Admin+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+				return
+			}
+		}
+		http.Error(w, fmt.Sprintf("this node does not master the namespace table (master: node %d); retry there", m), http.StatusServiceUnavailable)
+	case errors.Is(err, group.ErrUnknownNamespace):
+		http.Error(w, "unknown namespace", http.StatusNotFound)
+	case errors.Is(err, wire.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
 }

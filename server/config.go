@@ -42,6 +42,9 @@ type NodeAddr struct {
 	Client string `json:"client"`
 	// Gossip is the memberlist address (optional).
 	Gossip string `json:"gossip,omitempty"`
+	// Admin is the node's admin HTTP address (optional; lets other nodes
+	// redirect namespace changes to the node that can make them).
+	Admin string `json:"admin,omitempty"`
 }
 
 // Namespace is a tenant and its secret.

@@ -154,11 +154,11 @@ func (g *gossip) shutdown(ctx context.Context) error {
 	// Tell the others we are leaving (so they see Left, not Dead), but do
 	// not hold a shutdown up for long on it.
 	lctx, cancel := context.WithTimeout(ctx, time.Second)
-	err := g.m.Leave(lctx)
+	if err := g.m.Leave(lctx); err != nil {
+		// The others may be gone already; they will see us dead instead.
+		g.s.log.Debug("gossip leave", "err", err)
+	}
 	cancel()
 	g.wg.Wait()
-	if e := g.m.Shutdown(); err == nil {
-		err = e
-	}
-	return err
+	return g.m.Shutdown()
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -213,33 +212,23 @@ func (s *Server) Service() *group.Service { return s.svc }
 // Config returns the configuration in force.
 func (s *Server) Config() Config { return s.cfg }
 
-// AddNamespace adds or changes a namespace's secret on this node.
-func (s *Server) AddNamespace(name, secret string) error {
-	if err := wire.ValidateNamespace(name); err != nil {
-		return err
-	}
-	for {
-		old := s.namespaces.Load()
-		next := make(map[string]string, len(*old)+1)
-		for k, v := range *old {
-			next[k] = v
-		}
-		next[name] = secret
-		if s.namespaces.CompareAndSwap(old, &next) {
-			return nil
-		}
-	}
+// authenticate checks a namespace's secret against the replicated
+// namespace table (the configured namespaces seed it on a new cluster).
+func (s *Server) authenticate(ns, secret string) bool {
+	return s.svc.Authenticate(ns, secret, *s.namespaces.Load())
 }
 
-// authenticate checks a namespace's secret in constant time.
-func (s *Server) authenticate(ns, secret string) bool {
-	want, ok := (*s.namespaces.Load())[ns]
-	if !ok {
-		// Compare anyway so that timing does not reveal which names exist.
-		subtle.ConstantTimeCompare([]byte(secret), []byte(secret))
-		return false
+// initNamespaces installs the configured namespaces into the replicated
+// table of a new cluster; it runs when this node becomes master of group 0.
+func (s *Server) initNamespaces() {
+	if s.svc.NamespacesInitialised() {
+		return
 	}
-	return subtle.ConstantTimeCompare([]byte(secret), []byte(want)) == 1
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := s.svc.InitNamespaces(ctx, *s.namespaces.Load()); err != nil {
+		s.log.Warn("installing the configured namespaces", "err", err)
+	}
 }
 
 // onMaster records a group's mastership change and publishes a new view.
@@ -255,6 +244,9 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	}
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
 	s.viewMu.Unlock()
+	if g == 0 && st.Serving {
+		go s.initNamespaces()
+	}
 	if changed {
 		s.publishView()
 		if s.gossip != nil {

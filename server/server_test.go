@@ -52,16 +52,17 @@ type testCluster struct {
 }
 
 func startCluster(t testing.TB, n int) *testCluster {
-	ports := freePorts(t, 3*n)
+	ports := freePorts(t, 4*n)
 	var nodes []NodeAddr
 	for i := range n {
-		nodes = append(nodes, NodeAddr{ID: uint32(i + 1), Peer: ports[3*i], Client: ports[3*i+1], Gossip: ports[3*i+2]})
+		nodes = append(nodes, NodeAddr{ID: uint32(i + 1), Peer: ports[4*i], Client: ports[4*i+1], Gossip: ports[4*i+2], Admin: ports[4*i+3]})
 	}
 	tc := &testCluster{t: t}
 	for i := range n {
 		cfg := Config{
 			NodeID:     uint32(i + 1),
 			Nodes:      nodes,
+			AdminAddr:  nodes[i].Admin,
 			DataDir:    t.TempDir(),
 			Namespaces: []Namespace{{Name: "ns", Secret: "s3cret"}, {Name: "other", Secret: "x"}},
 			EventLoops: 1,

@@ -1,6 +1,7 @@
 // Command paxlockctl inspects and uses a paxlock cluster.
 //
 //	paxlockctl [-admin host:port,...] status|wait
+//	paxlockctl [-admin host:port,...] namespace list|add NAME SECRET|remove NAME
 //	paxlockctl [-registry host:port,...] [-namespace N -secret S] lock KEY [HOLD]
 //	paxlockctl [-registry host:port,...] [-namespace N -secret S] state KEY
 //
@@ -14,11 +15,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -34,7 +38,7 @@ func main() {
 	ns := flag.String("namespace", "default", "namespace")
 	secret := flag.String("secret", "paxlock", "namespace secret")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] status|wait|lock KEY [HOLD]|state KEY\n")
+		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] status|wait|namespace list|add NAME SECRET|remove NAME|lock KEY [HOLD]|state KEY\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -48,6 +52,8 @@ func main() {
 		err = status(strings.Split(*admin, ","))
 	case "wait":
 		err = wait(strings.Split(*admin, ","), 60*time.Second)
+	case "namespace":
+		err = namespaceCmd(strings.Split(*admin, ","), flag.Args()[1:])
 	case "lock", "state":
 		if flag.NArg() < 2 {
 			flag.Usage()
@@ -195,4 +201,59 @@ func lockCmd(registry []string, ns, secret string, args []string) error {
 	}
 	fmt.Printf("released %s\n", key)
 	return nil
+}
+
+// namespaceCmd lists, adds or removes namespaces through any node's admin
+// endpoint (a node that cannot make the change redirects to one that can).
+func namespaceCmd(addrs []string, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("namespace: want list, add NAME SECRET or remove NAME")
+	}
+	cl := http.Client{Timeout: 15 * time.Second}
+	var lastErr error
+	for _, a := range addrs {
+		var req *http.Request
+		var err error
+		switch {
+		case args[0] == "list":
+			req, err = http.NewRequest(http.MethodGet, "http://"+a+"/namespaces", nil)
+		case args[0] == "add" && len(args) == 3:
+			body, _ := json.Marshal(map[string]string{"name": args[1], "secret": args[2]})
+			req, err = http.NewRequest(http.MethodPost, "http://"+a+"/namespaces", bytes.NewReader(body))
+		case args[0] == "remove" && len(args) == 2:
+			req, err = http.NewRequest(http.MethodDelete, "http://"+a+"/namespaces?name="+url.QueryEscape(args[1]), nil)
+		default:
+			return fmt.Errorf("namespace: want list, add NAME SECRET or remove NAME")
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK && args[0] == "list":
+			var names []string
+			if err := json.Unmarshal(b, &names); err != nil {
+				return err
+			}
+			for _, n := range names {
+				fmt.Println(n)
+			}
+			return nil
+		case resp.StatusCode == http.StatusNoContent:
+			fmt.Printf("namespace %s: %s done\n", args[1], args[0])
+			return nil
+		case resp.StatusCode == http.StatusServiceUnavailable:
+			lastErr = fmt.Errorf("%s: %s", a, strings.TrimSpace(string(b)))
+			continue
+		default:
+			return fmt.Errorf("%s: %s: %s", a, resp.Status, strings.TrimSpace(string(b)))
+		}
+	}
+	return fmt.Errorf("namespace %s: no node could do it: %w", args[0], lastErr)
 }
