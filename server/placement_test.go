@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/registry"
+)
+
+// masterCounts counts, for each node, the groups it serves right now.
+func masterCounts(tc *testCluster) map[uint32]int {
+	out := map[uint32]int{}
+	for _, s := range tc.nodes {
+		if s == nil {
+			continue
+		}
+		for _, g := range s.svc.Groups() {
+			if g.Serving() {
+				out[s.cfg.NodeID]++
+			}
+		}
+	}
+	return out
+}
+
+// watchTwoMasters samples every node's lease state until stop closes and
+// counts the moments at which two nodes held a live lease of one group.
+func watchTwoMasters(tc *testCluster, stop chan struct{}, mu *sync.Mutex) *atomic.Int64 {
+	var bad atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			mu.Lock()
+			serving := map[int]int{}
+			for _, s := range tc.nodes {
+				if s == nil {
+					continue
+				}
+				for g, lg := range s.svc.Groups() {
+					if lg.Paxos().Status().Serving {
+						serving[g]++
+					}
+				}
+			}
+			mu.Unlock()
+			for _, n := range serving {
+				if n > 1 {
+					bad.Add(1)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	return &bad
+}
+
+func TestPlacementSettlesAndSurvivesRestart(t *testing.T) {
+	tc := startCluster(t, 3)
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	bad := watchTwoMasters(tc, stop, &mu)
+	balanced := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		c := masterCounts(tc)
+		return c[1] == 5 && c[2] == 5 && c[3] == 5
+	}
+	waitFor(t, "5/5/5 after start", balanced)
+	mu.Lock()
+	tc.stop(1)
+	mu.Unlock()
+	waitFor(t, "all groups served by the two left", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		c := masterCounts(tc)
+		return c[1]+c[3] == 15
+	})
+	mu.Lock()
+	tc.start(1)
+	mu.Unlock()
+	waitFor(t, "5/5/5 after restart", balanced)
+	close(stop)
+	if n := bad.Load(); n > 0 {
+		t.Fatalf("%d samples saw two live masters of one group", n)
+	}
+	if err := registry.CheckBalanced(tc.nodes[0].View()); err != nil {
+		// The view follows the masters; give it a moment to catch up.
+		waitFor(t, "balanced view", func() bool { return registry.CheckBalanced(tc.nodes[0].View()) == nil })
+	}
+}
+
+// A client that knew one address keeps working while that node is down:
+// it learned the others from the view, and follows masters by push.
+func TestClientOutlivesItsRegistryNode(t *testing.T) {
+	tc := startCluster(t, 3)
+	ctx := ctxT(t)
+	c, err := client.New(ctx, client.Config{Registry: []string{tc.cfgs[0].Nodes[0].Client}, Namespace: "ns", Secret: "s3cret", Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tc.stop(0)
+	// Every group, including those node 1 mastered, serves the client.
+	for i := range 30 {
+		key := "k" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		m := c.Mutex(key)
+		lctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := m.Lock(lctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("lock %s with node 1 down: %v", key, err)
+		}
+		m.Unlock(ctx)
+	}
+	v := c.View()
+	for g, gv := range v.Groups {
+		if gv.Master == 1 {
+			t.Fatalf("client's view still names the stopped node as master of group %d", g)
+		}
+	}
+}
