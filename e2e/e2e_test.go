@@ -399,4 +399,3 @@ func checkHolds(t *testing.T, h *history) {
 		}
 	}
 }
-

@@ -103,9 +103,9 @@ type statusSnapshot struct {
 	// leaseUntil is when the master's lease ends on this node's monotonic
 	// clock: tick k of the core happens at base + k*tick.
 	leaseUntil time.Time
-	committed uint64
-	applied   uint64
-	logStart  uint64
+	committed  uint64
+	applied    uint64
+	logStart   uint64
 }
 
 type snapInstall struct {
@@ -467,9 +467,9 @@ func (g *Group) publish() {
 	g.status.Store(&statusSnapshot{
 		leaseUntil: until,
 		soft:       g.core.Status(),
-		committed: g.core.Committed(),
-		applied:   g.core.AppliedIndex(),
-		logStart:  g.core.LogStart(),
+		committed:  g.core.Committed(),
+		applied:    g.core.AppliedIndex(),
+		logStart:   g.core.LogStart(),
 	})
 }
 
