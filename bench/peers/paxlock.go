@@ -1,51 +1,185 @@
 package peers
 
-// The paxlock adapter. paxlock's Go client (package
-// github.com/paxlock/paxlock/client) does not exist yet, so this file is a
-// placeholder: OpenPaxlock returns an error wrapping load.ErrNotBuilt, and
-// the suite skips paxlock and says so in the report. Everything else in
-// bench/ is ready for it: the go.mod already replaces the core module with
-// the enclosing repository.
+// The paxlock adapter: paxlock's own Go client (package
+// github.com/paxlock/paxlock/client, from the enclosing repository through
+// go.mod's replace directive), used as an application would use it. This is
+// the only file of bench/ that imports the client.
 //
-// To fill it in, once the client exists (keep this the only file that
-// imports the client):
-//
-//  1. `cd bench && go get github.com/paxlock/paxlock@v0.0.0` (the replace
-//     directive makes that the working tree) and import
-//     "github.com/paxlock/paxlock/client".
-//  2. OpenPaxlock: client.New(ctx, client.Config{Registry: cfg.PaxlockRegistry,
-//     Namespace: cfg.PaxlockNamespace, Secret: cfg.PaxlockSecret}); check it
-//     answers (e.g. a State call on a throw-away key); keep ONE client for
-//     all workers — it multiplexes requests over its connections, which is
-//     how applications are meant to use it.
-//  3. NewSession: a small struct holding that client (no per-worker
-//     connection, unlike the etcd and ZooKeeper sessions).
-//  4. Acquire: Exclusive → c.Mutex(req.Key, client.TTL(req.TTL)), then
-//     m.Lock(ctx) — it waits server-side and is woken by the server's push,
-//     bounded by ctx's deadline. Read/Write → c.RWMutex(...).RLock/Lock.
-//     Lease.Token = the fencing token (m.Token()); Lease.Handle = m. No
-//     auto-renew: the harness renews explicitly in the renew scenario.
-//  5. Renew: the handle's renew call with ttl. Release: m.Unlock(ctx).
-//     Map the client's sentinel errors: LOCK_CHANGED_OWNER / TOKEN_ERROR →
-//     load.ErrNotHeld; TIMEOUT → context.DeadlineExceeded; OVERLOADED and
-//     no-master / connection errors → load.ErrUnavailable.
-//  6. Caps: Renew, ReadWrite and Fencing true; Wait "server push".
-//     Version: the server's version from the cluster view or status call.
-//
-// `make bench` then includes paxlock automatically (it is in the default
-// -systems list), and the report grows its paxlock / peer ratio columns.
+//   - One client.Client for all workers: it keeps one multiplexed,
+//     pipelined connection per node and routes each key to its group's
+//     master, so a session is only a pointer to it.
+//   - Every acquire makes a new handle (Client.Mutex or Client.RWMutex),
+//     which sends nothing by itself. A handle is its lock's owner, so
+//     workers never share one, and fresh keys need a new handle anyway.
+//   - Acquire is Lock with the harness's context deadline: a taken key is
+//     waited for in the master's queue, and the worker is woken by the
+//     server's Granted push (the client tells the server the deadline as
+//     the wait's MaxWaitMs). The lease carries the handle and its fencing
+//     token (Mutex.Token).
+//   - Renew is Mutex.Renew; Release is Mutex.Unlock, which sends the
+//     handle's token. No AutoRenew: the harness renews explicitly.
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
 
 	"github.com/paxlock/paxlock/bench/load"
+	"github.com/paxlock/paxlock/client"
 )
 
-// OpenPaxlock connects to a paxlock cluster through cfg.PaxlockRegistry.
-// Until paxlock's client exists it returns an error wrapping
-// load.ErrNotBuilt.
-func OpenPaxlock(_ context.Context, cfg Config) (load.Locker, error) {
-	return nil, fmt.Errorf("paxlock (registry %v): %w: the Go client (package client) does not exist yet; "+
-		"fill in bench/peers/paxlock.go when it does", cfg.PaxlockRegistry, load.ErrNotBuilt)
+type paxlockLocker struct {
+	c *client.Client
+}
+
+// OpenPaxlock connects one client to the paxlock cluster reachable through
+// cfg.PaxlockRegistry and checks that a lock can be taken and released.
+func OpenPaxlock(ctx context.Context, cfg Config) (load.Locker, error) {
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := client.New(octx, client.Config{
+		Registry:  cfg.PaxlockRegistry,
+		Namespace: cfg.PaxlockNamespace,
+		Secret:    cfg.PaxlockSecret,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("paxlock at %v, namespace %q: %w (is it running? bench/scripts/paxlock.sh start)",
+			cfg.PaxlockRegistry, cfg.PaxlockNamespace, err)
+	}
+	// The view names a master for every group only once elections settled;
+	// a throw-away lock proves the key's group serves.
+	m := c.Mutex(fmt.Sprintf("pxb/ping/%d", time.Now().UnixNano()), client.TTL(5*time.Second))
+	if err := m.TryLock(octx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("paxlock at %v: test lock: %w", cfg.PaxlockRegistry, paxlockErr(octx, err))
+	}
+	if err := m.Unlock(octx); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("paxlock at %v: test unlock: %w", cfg.PaxlockRegistry, paxlockErr(octx, err))
+	}
+	return &paxlockLocker{c: c}, nil
+}
+
+func (p *paxlockLocker) Name() string    { return "paxlock" }
+func (p *paxlockLocker) Display() string { return "paxlock" }
+
+func (p *paxlockLocker) Caps() load.Caps {
+	groups, nodes := 0, 0
+	if v := p.c.View(); v != nil {
+		groups, nodes = len(v.Groups), len(v.Nodes)
+	}
+	return load.Caps{
+		Renew:     true,
+		ReadWrite: true,
+		Fencing:   true,
+		Wait:      "server-side queue, push",
+		Notes: []string{
+			fmt.Sprintf("%d nodes, %d Paxos groups, fsync on every accept (Pebble)", nodes, groups),
+			"one client.Client shared by all workers (one multiplexed connection per node)",
+			"a new Mutex/RWMutex handle per acquire; acquire = Lock with the deadline; release = Unlock with the token",
+		},
+	}
+}
+
+// Version reports the build the cluster runs. The protocol carries no
+// server version, so it is the repository's `git describe` (the bench
+// builds the servers from the same tree), or "dev".
+func (p *paxlockLocker) Version(context.Context) (string, error) {
+	return repoVersion(), nil
+}
+
+var (
+	versionOnce sync.Once
+	version     string
+)
+
+func repoVersion() string {
+	versionOnce.Do(func() {
+		version = "dev"
+		_, file, _, ok := runtime.Caller(0)
+		if !ok {
+			return
+		}
+		// bench/peers/paxlock.go → the repository root.
+		root := filepath.Dir(filepath.Dir(filepath.Dir(file)))
+		out, err := exec.Command("git", "-C", root, "describe", "--always", "--dirty").Output()
+		if err != nil {
+			return
+		}
+		if v := strings.TrimSpace(string(out)); v != "" {
+			version = v
+		}
+	})
+	return version
+}
+
+func (p *paxlockLocker) NewSession(context.Context, int) (load.Session, error) {
+	return &paxlockSession{c: p.c}, nil
+}
+
+func (p *paxlockLocker) Close() error { return p.c.Close() }
+
+type paxlockSession struct {
+	c *client.Client
+}
+
+func (s *paxlockSession) Acquire(ctx context.Context, req load.Request) (load.Lease, error) {
+	var m *client.Mutex
+	switch req.Mode {
+	case load.Exclusive:
+		m = s.c.Mutex(req.Key, client.TTL(req.TTL))
+	case load.Write:
+		m = s.c.RWMutex(req.Key, client.TTL(req.TTL)).Writer()
+	case load.Read:
+		m = s.c.RWMutex(req.Key, client.TTL(req.TTL)).Reader()
+	default:
+		return load.Lease{}, load.ErrUnsupported
+	}
+	if err := m.Lock(ctx); err != nil {
+		return load.Lease{}, paxlockErr(ctx, err)
+	}
+	return load.Lease{Key: req.Key, Mode: req.Mode, Token: m.Token(), Fresh: req.Fresh, Handle: m}, nil
+}
+
+func (s *paxlockSession) Renew(ctx context.Context, l load.Lease, ttl time.Duration) error {
+	m := l.Handle.(*client.Mutex) // the exclusive handle, or the RWMutex side taken
+	if err := m.Renew(ctx, ttl); err != nil {
+		return paxlockErr(ctx, err)
+	}
+	return nil
+}
+
+func (s *paxlockSession) Release(ctx context.Context, l load.Lease) error {
+	m := l.Handle.(*client.Mutex)
+	if err := m.Unlock(ctx); err != nil {
+		return paxlockErr(ctx, err)
+	}
+	return nil
+}
+
+func (s *paxlockSession) Close(context.Context) error { return nil }
+
+// paxlockErr maps the client's sentinels onto the harness's kinds and keeps
+// context errors recognizable.
+func paxlockErr(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fmt.Errorf("paxlock: %w", err)
+	case ctx.Err() != nil:
+		return fmt.Errorf("paxlock: %w (%v)", ctx.Err(), err)
+	case errors.Is(err, client.ErrLockLost), errors.Is(err, client.ErrNotHeld):
+		return fmt.Errorf("paxlock: %w: %v", load.ErrNotHeld, err)
+	case errors.Is(err, client.ErrTimeout):
+		return fmt.Errorf("paxlock: %w: %v", context.DeadlineExceeded, err)
+	case errors.Is(err, client.ErrOverloaded), errors.Is(err, client.ErrNoMaster),
+		errors.Is(err, client.ErrUnavailable):
+		return fmt.Errorf("paxlock: %w: %v", load.ErrUnavailable, err)
+	}
+	return fmt.Errorf("paxlock: %w", err)
 }

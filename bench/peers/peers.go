@@ -38,7 +38,8 @@ type Config struct {
 	PaxlockSecret    string
 }
 
-// DefaultConfig matches bench/scripts/peers.sh.
+// DefaultConfig matches bench/scripts/peers.sh and paxlock's
+// scripts/cluster.sh.
 func DefaultConfig() Config {
 	return Config{
 		TTL:        10 * time.Second,
@@ -48,9 +49,11 @@ func DefaultConfig() Config {
 		EtcdEndpoints: []string{
 			"http://127.0.0.1:12379", "http://127.0.0.1:22379", "http://127.0.0.1:32379",
 		},
-		ZKServers:        []string{"127.0.0.1:12181", "127.0.0.1:22181", "127.0.0.1:32181"},
-		PaxlockRegistry:  []string{"127.0.0.1:7100"},
-		PaxlockNamespace: "bench",
+		ZKServers: []string{"127.0.0.1:12181", "127.0.0.1:22181", "127.0.0.1:32181"},
+		// The cluster of scripts/cluster.sh (make run, make bench).
+		PaxlockRegistry:  []string{"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"},
+		PaxlockNamespace: "default",
+		PaxlockSecret:    "paxlock",
 	}
 }
 

@@ -25,9 +25,10 @@ func openOrSkip(t *testing.T, name string) load.Locker {
 	cfg.MaxWorkers = 4
 	// Fail fast where nothing listens, instead of waiting out the clients' timeouts.
 	addr := map[string]string{
-		"redis": cfg.RedisAddr,
-		"etcd":  strings.TrimPrefix(cfg.EtcdEndpoints[0], "http://"),
-		"zk":    cfg.ZKServers[0],
+		"redis":   cfg.RedisAddr,
+		"etcd":    strings.TrimPrefix(cfg.EtcdEndpoints[0], "http://"),
+		"zk":      cfg.ZKServers[0],
+		"paxlock": cfg.PaxlockRegistry[0],
 	}[name]
 	if addr != "" {
 		c, err := net.DialTimeout("tcp", addr, time.Second)

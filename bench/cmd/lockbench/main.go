@@ -1,5 +1,5 @@
 // Command lockbench runs paxlock's lock benchmark against Redis, etcd and
-// ZooKeeper (started by bench/scripts/peers.sh) and writes results.md,
+// ZooKeeper (started by bench/scripts/paxlock.sh and peers.sh) and writes results.md,
 // results.json and SVG plots.
 //
 //	lockbench -systems paxlock,redis,etcd,zk -scenarios uncontended,contended,sweep -repeats 3
@@ -12,9 +12,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,6 +63,8 @@ func run() error {
 		skipDown  = flag.Bool("skip-unavailable", false, "leave out a system that does not answer instead of failing")
 		verbose   = flag.Bool("v", false, "debug logging")
 		rerender  = flag.String("rerender", "", "only redraw results.md and the plots from this results.json into -out")
+		cpuProf   = flag.String("cpuprofile", "", "write the load generator's CPU profile (clients included) to this file")
+		pprofAddr = flag.String("pprof", "", "serve the load generator's /debug/pprof on this address (e.g. 127.0.0.1:6060)")
 
 		redisAddr = flag.String("redis", def.RedisAddr, "Redis host:port")
 		redisPoll = flag.Duration("redis-poll", def.RedisPoll, "Redis: sleep between SET NX attempts while a key is taken")
@@ -66,10 +72,10 @@ func run() error {
 		zkServers = flag.String("zk", strings.Join(def.ZKServers, ","), "ZooKeeper host:port list")
 		paxReg    = flag.String("paxlock-registry", strings.Join(def.PaxlockRegistry, ","), "paxlock registry addresses")
 		paxNS     = flag.String("paxlock-namespace", def.PaxlockNamespace, "paxlock namespace")
-		paxSecret = flag.String("paxlock-secret", "", "paxlock namespace secret (or PAXLOCK_SECRET)")
+		paxSecret = flag.String("paxlock-secret", "", "paxlock namespace secret (default: PAXLOCK_SECRET, else scripts/cluster.sh's)")
 	)
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: lockbench [flags]\n\nStart the peers first: bench/scripts/peers.sh start all\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: lockbench [flags]\n\nStart the servers first: bench/scripts/paxlock.sh start; bench/scripts/peers.sh start all\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -82,6 +88,27 @@ func run() error {
 
 	if *rerender != "" {
 		return rerenderReport(*rerender, *out)
+	}
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		}()
+	}
+	if *pprofAddr != "" {
+		ln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return fmt.Errorf("-pprof: %w", err)
+		}
+		slog.Info("pprof", "url", "http://"+ln.Addr().String()+"/debug/pprof/")
+		go func() { _ = http.Serve(ln, nil) }() // net/http/pprof registers on the default mux
 	}
 	if *seed == 0 {
 		*seed = load.RandomSeed()
@@ -143,9 +170,10 @@ func run() error {
 	cfg.RedisAddr, cfg.RedisPoll = *redisAddr, *redisPoll
 	cfg.EtcdEndpoints, cfg.ZKServers = splitList(*etcdEPs), splitList(*zkServers)
 	cfg.PaxlockRegistry, cfg.PaxlockNamespace = splitList(*paxReg), *paxNS
-	cfg.PaxlockSecret = *paxSecret
-	if cfg.PaxlockSecret == "" {
-		cfg.PaxlockSecret = os.Getenv("PAXLOCK_SECRET")
+	if *paxSecret != "" {
+		cfg.PaxlockSecret = *paxSecret
+	} else if s := os.Getenv("PAXLOCK_SECRET"); s != "" {
+		cfg.PaxlockSecret = s
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
