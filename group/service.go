@@ -151,9 +151,6 @@ func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.C
 			px.SetPreferred(preferred(g))
 		}
 		s.groups = append(s.groups, lg)
-		for _, w := range lg.workers {
-			go w.run()
-		}
 		// The group may already be master (single node): tell the workers.
 		lg.masterChanged(px.Status())
 	}

@@ -36,6 +36,7 @@ const (
 	evMaster
 	evForget
 	evTimer
+	evStop
 )
 
 type event struct {
@@ -46,6 +47,7 @@ type event struct {
 	serving bool
 	client  uint64
 	sink    Sink
+	done    chan struct{} // evStop: closed when the worker stopped
 }
 
 // pending is a proposal in flight and what to do with its outcome.
@@ -150,9 +152,10 @@ type worker struct {
 
 	mu      sync.Mutex
 	q       []event
+	spare   []event
 	closed  bool
-	wake    chan struct{}
-	done    chan struct{}
+	running bool // a goroutine is running the worker (see post)
+	manual  bool // tests: post only queues; the test handles events
 	serving bool
 
 	keys    map[string]*keyState
@@ -168,12 +171,17 @@ func newWorker(g *LockGroup, idx int) *worker {
 		g:     g,
 		idx:   idx,
 		clock: g.svc.cfg.Clock,
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
 		keys:  make(map[string]*keyState),
 	}
 }
 
+// post hands the worker an event. There is no goroutine per worker: the
+// goroutine that posts to an idle worker runs it — the gnet loop for a
+// request, the paxos loop for a result, a timer for a deadline — until its
+// queue is empty; events posted meanwhile (also by the worker itself, as
+// when a proposal fails at once) are queued for that runner. This saves
+// two goroutine hand-offs per request without letting two goroutines into
+// the worker's state at once. Nothing the worker does blocks.
 func (w *worker) post(e event) {
 	w.mu.Lock()
 	if w.closed {
@@ -187,58 +195,59 @@ func (w *worker) post(e event) {
 		return
 	}
 	w.q = append(w.q, e)
-	first := len(w.q) == 1
-	w.mu.Unlock()
-	if first {
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (w *worker) submit(r *Request) { w.post(event{kind: evRequest, req: r}) }
-
-func (w *worker) stop() {
-	w.mu.Lock()
-	if w.closed {
+	if w.running || w.manual {
 		w.mu.Unlock()
 		return
 	}
-	w.closed = true
-	w.mu.Unlock()
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	<-w.done
-}
-
-func (w *worker) run() {
-	defer close(w.done)
-	var batch []event
-	for range w.wake {
-		w.mu.Lock()
-		batch, w.q = w.q, batch[:0]
-		closed := w.closed
+	w.running = true
+	for len(w.q) > 0 {
+		batch := w.q
+		w.q = w.spare[:0]
 		w.mu.Unlock()
 		for i := range batch {
 			w.handle(&batch[i])
 		}
-		clear(batch)
-		if closed {
-			w.loseMastership()
-			if w.timer != nil {
-				w.timer.Stop()
-			}
-			return
-		}
 		w.armTimer()
+		clear(batch)
+		w.mu.Lock()
+		w.spare = batch[:0]
 	}
+	w.running = false
+	w.mu.Unlock()
+}
+
+func (w *worker) submit(r *Request) { w.post(event{kind: evRequest, req: r}) }
+
+// stop drops the worker's master-only state and refuses further events.
+func (w *worker) stop() {
+	done := make(chan struct{})
+	w.post(event{kind: evStop, done: done})
+	<-done
 }
 
 func (w *worker) handle(e *event) {
 	switch e.kind {
+	case evStop:
+		w.loseMastership()
+		if w.timer != nil {
+			w.timer.Stop()
+		}
+		w.mu.Lock()
+		w.closed = true
+		rest := w.q
+		w.q = nil
+		w.mu.Unlock()
+		for i := range rest {
+			switch rest[i].kind {
+			case evRequest:
+				respond(rest[i].req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
+			case evResult:
+				staleResult(rest[i].pend, rest[i].res)
+			case evStop:
+				close(rest[i].done)
+			}
+		}
+		close(e.done)
 	case evRequest:
 		w.onRequest(e.req)
 	case evResult:

@@ -53,6 +53,7 @@ func newWorkerRig(t *testing.T, master bool) *workerRig {
 	svc.cfg.setDefaults()
 	lg := &LockGroup{svc: svc, px: px, sm: sm, leaseCheck: func() bool { return true }}
 	w := newWorker(lg, 0)
+	w.manual = true
 	lg.workers = []*worker{w}
 	return &workerRig{t: t, fc: fc, sm: sm, kv: newMemKV(), w: w}
 }
