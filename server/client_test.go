@@ -187,12 +187,14 @@ func TestClientAgainstCluster(t *testing.T) {
 	})
 
 	t.Run("auto-renew keeps a short lock", func(t *testing.T) {
-		a := c1.Mutex("renew", client.TTL(time.Second), client.AutoRenew())
+		// A 2 s TTL renewed every ~0.7 s: a renewal would have to stall for
+		// more than a second and a half for the lock to go.
+		a := c1.Mutex("renew", client.TTL(2*time.Second), client.AutoRenew())
 		if err := a.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		// Several TTLs pass; the lock stays with a.
-		deadline := time.Now().Add(3500 * time.Millisecond)
+		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			select {
 			case <-a.Lost():
