@@ -1061,7 +1061,7 @@ func (c *Core) TransferTo(id NodeID) {
 func (c *Core) HasReady() bool {
 	return c.hsDirty || c.commitDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.failed) > 0 ||
 		len(c.snapSend) > 0 || c.softDirty || (c.applied < c.hs.Committed && !c.awaitSnap && !c.needSnap && c.entries[c.applied+1].Instance != 0) ||
-		(len(c.queue) > 0 && c.role == master && c.soft.Serving && len(c.inflight) < c.cfg.MaxInflight)
+		(len(c.queue) > 0 && c.role == master && c.soft.Serving && c.now < c.leaseExpiry && len(c.inflight) < c.cfg.MaxInflight)
 }
 
 // Ready collects what the driver must do; call Advance after doing it.

@@ -637,6 +637,12 @@ func (h *Host) readyRound(groups []*Group) {
 		if len(items) == 0 {
 			return
 		}
+		progress := false
+		for i := range items {
+			if !items[i].rd.Empty() {
+				progress = true
+			}
+		}
 		if !h.commit(h.early, false) {
 			return
 		}
@@ -711,6 +717,9 @@ func (h *Host) readyRound(groups []*Group) {
 			g.maybeTruncate()
 		}
 		clear(items)
+		if !progress {
+			return // a core said it had work and produced none: do not spin
+		}
 	}
 }
 
