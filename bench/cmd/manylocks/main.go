@@ -1,0 +1,67 @@
+// Command manylocks fills a running paxlock cluster with held locks and
+// reports the acquire rate and the nodes' resident memory, for the "1M held
+// locks" target: run `make run`, then
+//
+//	go run ./cmd/manylocks -n 1000000
+//
+// then `make stop && make run` to time a restart with that many locks.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paxlock/paxlock/client"
+)
+
+func main() {
+	n := flag.Int("n", 1000000, "locks to take")
+	workers := flag.Int("workers", 1024, "concurrent acquirers")
+	ttl := flag.Duration("ttl", time.Hour, "lock TTL (no renewal)")
+	registry := flag.String("registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "node addresses")
+	flag.Parse()
+	ctx := context.Background()
+	c, err := client.New(ctx, client.Config{Registry: strings.Split(*registry, ","), Namespace: "default", Secret: "paxlock",
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer c.Close()
+	var next, done, errs atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range *workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(*n) {
+					return
+				}
+				m := c.Mutex(fmt.Sprintf("many-%d", i), client.TTL(*ttl))
+				if err := m.TryLock(ctx); err != nil {
+					errs.Add(1)
+					continue
+				}
+				if d := done.Add(1); d%100000 == 0 {
+					fmt.Printf("%d locks held, %.0f/s\n", d, float64(d)/time.Since(start).Seconds())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	el := time.Since(start)
+	fmt.Printf("%d locks taken in %s (%.0f/s), %d errors\n", done.Load(), el.Round(time.Second), float64(done.Load())/el.Seconds(), errs.Load())
+	out, _ := exec.Command("sh", "-c", `for p in $(pgrep -f 'paxlockd -config'); do grep VmRSS /proc/$p/status; done`).CombinedOutput()
+	fmt.Printf("paxlockd resident memory:\n%s", out)
+}
