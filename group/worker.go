@@ -91,10 +91,47 @@ type holdID struct {
 }
 
 type holdInfo struct {
+	token    uint64
 	deadline time.Time
 	owner    wire.Owner
 	sink     Sink
 	key      string
+}
+
+// holdSet is a key's holds with their deadlines. A key has one holder
+// (or a few readers), so a slice beats a map: a million held locks on a
+// master cost one small slice each, not a map each.
+type holdSet []holdInfo
+
+func (s holdSet) find(id holdID) int {
+	for i := range s {
+		if s[i].token == id.token && s[i].owner == id.owner {
+			return i
+		}
+	}
+	return -1
+}
+
+func (s holdSet) get(id holdID) (holdInfo, bool) {
+	if i := s.find(id); i >= 0 {
+		return s[i], true
+	}
+	return holdInfo{}, false
+}
+
+func (s *holdSet) set(id holdID, info holdInfo) {
+	info.token, info.owner = id.token, id.owner
+	if i := s.find(id); i >= 0 {
+		(*s)[i] = info
+		return
+	}
+	*s = append(*s, info)
+}
+
+func (s *holdSet) del(id holdID) {
+	if i := s.find(id); i >= 0 {
+		*s = append((*s)[:i], (*s)[i+1:]...)
+	}
 }
 
 // keyState is what the master's worker knows of one key beyond the
@@ -105,7 +142,7 @@ type keyState struct {
 	deferred  []*Request
 	waiters   []*waiter
 	watchers  []*watcher
-	deadlines map[holdID]holdInfo
+	deadlines holdSet
 }
 
 func (ks *keyState) empty() bool {
@@ -276,7 +313,7 @@ func (w *worker) key(r *Request) string { return fullKey(r.Namespace, r.Key) }
 func (w *worker) state(key string) *keyState {
 	ks := w.keys[key]
 	if ks == nil {
-		ks = &keyState{deadlines: make(map[holdID]holdInfo)}
+		ks = &keyState{}
 		w.keys[key] = ks
 	}
 	return ks
@@ -361,7 +398,7 @@ func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
 	}
 	resp.TTLLeftMs = h.ttlMs
 	if ks != nil {
-		if info, ok := ks.deadlines[holdID{h.token, h.owner}]; ok {
+		if info, ok := ks.deadlines.get(holdID{h.token, h.owner}); ok {
 			left := info.deadline.Sub(w.clock.Now())
 			resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
 		}
@@ -694,7 +731,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 		case opRelease, opExpire:
 			if out.status == wire.StatusSuccess || p.cmd.op == opExpire {
 				// A failed Expire found the hold gone already.
-				delete(ks.deadlines, holdID{p.cmd.token, p.cmd.owner})
+				ks.deadlines.del(holdID{p.cmd.token, p.cmd.owner})
 			}
 			if out.status == wire.StatusSuccess {
 				ev := wire.EventReleased
@@ -755,7 +792,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 
 // hold records a hold's deadline on the master's clock.
 func (w *worker) hold(ks *keyState, key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
-	ks.deadlines[holdID{token, o}] = holdInfo{deadline: at, owner: o, sink: sink, key: key}
+	ks.deadlines.set(holdID{token, o}, holdInfo{deadline: at, sink: sink, key: key})
 	w.schedule(timerEntry{at: at, kind: tExpire, key: key, token: token, owner: o})
 }
 
@@ -828,10 +865,9 @@ func (w *worker) forget(client uint64, sink Sink) {
 			}
 		}
 		ks.watchers = dropWatchers(ks.watchers)
-		for tok, info := range ks.deadlines {
-			if info.sink == sink {
-				info.sink = nil
-				ks.deadlines[tok] = info
+		for i := range ks.deadlines {
+			if ks.deadlines[i].sink == sink {
+				ks.deadlines[i].sink = nil
 			}
 		}
 		w.tidy(key, ks)
@@ -848,7 +884,7 @@ func (w *worker) becomeMaster() {
 		ks := w.state(key)
 		for _, h := range l.holders {
 			at := now.Add(time.Duration(h.ttlMs) * time.Millisecond)
-			ks.deadlines[holdID{h.token, h.owner}] = holdInfo{deadline: at, owner: h.owner, key: key}
+			ks.deadlines.set(holdID{h.token, h.owner}, holdInfo{deadline: at, key: key})
 			w.timers = append(w.timers, timerEntry{at: at, kind: tExpire, key: key, token: h.token, owner: h.owner})
 		}
 	})
@@ -933,7 +969,7 @@ func (w *worker) fireTimers() {
 
 func (w *worker) expire(e timerEntry, ks *keyState, now time.Time) {
 	id := holdID{e.token, e.owner}
-	info, ok := ks.deadlines[id]
+	info, ok := ks.deadlines.get(id)
 	if !ok || !info.deadline.Equal(e.at) {
 		return // renewed or gone
 	}
@@ -944,7 +980,7 @@ func (w *worker) expire(e timerEntry, ks *keyState, now time.Time) {
 	}
 	rec := w.g.sm.get(e.key)
 	if rec == nil || checkHolder(rec, e.owner, e.token) != wire.StatusSuccess {
-		delete(ks.deadlines, id)
+		ks.deadlines.del(id)
 		return
 	}
 	ws := pickGrants(ks, without(rec, e.owner, e.token), rec.kind)
@@ -954,11 +990,11 @@ func (w *worker) expire(e timerEntry, ks *keyState, now time.Time) {
 // retryExpire moves hold id's deadline a little past now, so that its
 // Expire is proposed again.
 func (w *worker) retryExpire(ks *keyState, key string, id holdID, now time.Time) {
-	info, ok := ks.deadlines[id]
+	info, ok := ks.deadlines.get(id)
 	if !ok {
 		return
 	}
 	info.deadline = now.Add(10 * time.Millisecond)
-	ks.deadlines[id] = info
+	ks.deadlines.set(id, info)
 	w.schedule(timerEntry{at: info.deadline, kind: tExpire, key: key, token: id.token, owner: id.owner})
 }

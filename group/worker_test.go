@@ -175,7 +175,8 @@ func TestFailedExpireIsRetried(t *testing.T) {
 	r.master(true)
 	r.drain()
 	id := holdID{token: 3, owner: a}
-	if d := r.w.keys[key].deadlines[id].deadline; !d.Equal(r.fc.Now().Add(time.Second)) {
+	if info, _ := r.w.keys[key].deadlines.get(id); !info.deadline.Equal(r.fc.Now().Add(time.Second)) {
+		d := info.deadline
 		t.Fatalf("deadline %v after take-over, want now+1s", d)
 	}
 	r.fc.Advance(time.Second)
@@ -185,7 +186,7 @@ func TestFailedExpireIsRetried(t *testing.T) {
 		if ks == nil || ks.busy {
 			t.Fatalf("round %d: key state %+v", i, ks)
 		}
-		info, ok := ks.deadlines[id]
+		info, ok := ks.deadlines.get(id)
 		if !ok || !info.deadline.After(r.fc.Now()) {
 			t.Fatalf("round %d: after a failed Expire the hold has no future deadline (%+v, %v)", i, info, ok)
 		}
