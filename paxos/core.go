@@ -825,6 +825,15 @@ func (c *Core) onPromise(m Message) {
 			c.recovered[e.Instance] = e
 		}
 	}
+	if m.Snapshot && len(m.Entries) > 0 && m.Committed <= c.hs.Committed {
+		// The acceptor's accepted entries did not fit one reply (they are
+		// bounded by MaxMsgBytes): ask it for the rest under the same
+		// ballot. Its promise counts once a reply reaches its last entry.
+		c.recoverHi = max(c.recoverHi, m.Instance)
+		next := m.Entries[len(m.Entries)-1].Instance + 1
+		c.send(Message{Type: MsgPrepare, To: m.From, Ballot: c.ballot, Instance: next, Hint: c.released})
+		return
+	}
 	if m.Snapshot || m.Committed > c.hs.Committed {
 		// The acceptor knows chosen instances we could not learn from
 		// this reply: catch up first, campaign later.
