@@ -344,34 +344,25 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 
 func withTimingDefaults(t Timing) Timing {
 	lan := memberlist.DefaultLANConfig()
-	if t.ProbeInterval <= 0 {
-		t.ProbeInterval = lan.ProbeInterval
-	}
-	if t.ProbeTimeout <= 0 {
-		t.ProbeTimeout = lan.ProbeTimeout
-	}
-	if t.GossipInterval <= 0 {
-		t.GossipInterval = lan.GossipInterval
-	}
-	if t.PushPullInterval <= 0 {
-		t.PushPullInterval = lan.PushPullInterval
-	}
-	if t.TCPTimeout <= 0 {
-		t.TCPTimeout = lan.TCPTimeout
-	}
+	defaultDuration(&t.ProbeInterval, lan.ProbeInterval)
+	defaultDuration(&t.ProbeTimeout, lan.ProbeTimeout)
+	defaultDuration(&t.GossipInterval, lan.GossipInterval)
+	defaultDuration(&t.PushPullInterval, lan.PushPullInterval)
+	defaultDuration(&t.TCPTimeout, lan.TCPTimeout)
 	if t.SuspicionMult <= 0 {
 		t.SuspicionMult = lan.SuspicionMult
 	}
-	if t.DeadNodeReclaim <= 0 {
-		t.DeadNodeReclaim = 10 * time.Second
-	}
-	if t.RejoinInterval <= 0 {
-		t.RejoinInterval = 15 * time.Second
-	}
-	if t.DeadRetention <= 0 {
-		t.DeadRetention = 10 * time.Minute
-	}
+	defaultDuration(&t.DeadNodeReclaim, 10*time.Second)
+	defaultDuration(&t.RejoinInterval, 15*time.Second)
+	defaultDuration(&t.DeadRetention, 10*time.Minute)
 	return t
+}
+
+// defaultDuration sets *d to v when it is unset (zero or negative).
+func defaultDuration(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
 }
 
 func splitHostPort(addr string) (string, int, error) {

@@ -69,24 +69,12 @@ func (c *StandaloneConfig) setDefaults() {
 	if c.MaxConns <= 0 {
 		c.MaxConns = 10000
 	}
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = 2 * time.Minute
-	}
-	if c.WriteTimeout <= 0 {
-		c.WriteTimeout = 10 * time.Second
-	}
-	if c.DialTimeout <= 0 {
-		c.DialTimeout = 3 * time.Second
-	}
-	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 3 * time.Second
-	}
-	if c.RequestTimeout <= 0 {
-		c.RequestTimeout = 3 * time.Second
-	}
-	if c.ReconnectMin <= 0 {
-		c.ReconnectMin = 100 * time.Millisecond
-	}
+	defaultDuration(&c.IdleTimeout, 2*time.Minute)
+	defaultDuration(&c.WriteTimeout, 10*time.Second)
+	defaultDuration(&c.DialTimeout, 3*time.Second)
+	defaultDuration(&c.HeartbeatInterval, 3*time.Second)
+	defaultDuration(&c.RequestTimeout, 3*time.Second)
+	defaultDuration(&c.ReconnectMin, 100*time.Millisecond)
 	if c.ReconnectMax < c.ReconnectMin {
 		c.ReconnectMax = max(5*time.Second, c.ReconnectMin)
 	}
