@@ -296,6 +296,23 @@ func (w *fieldWriter) uint(v uint64) {
 	}
 }
 
+// optional counts a trailing field that is written only when it is
+// nonzero: 1 if v is, else 0. Decoders read a field missing from the end of
+// the array as zero, so an old peer and a new one agree either way.
+func optional[T ~uint8 | ~uint32](v T) int {
+	if v != 0 {
+		return 1
+	}
+	return 0
+}
+
+// optionalUint writes a trailing field that optional counted.
+func (w *fieldWriter) optionalUint(v uint64) {
+	if v != 0 {
+		w.uint(v)
+	}
+}
+
 func (w *fieldWriter) str(v string) {
 	if w.err == nil {
 		w.err = w.e.EncodeString(v)

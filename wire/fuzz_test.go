@@ -181,7 +181,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		TypeAcquire:    &Acquire{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Weight: 5, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 3},
 		TypeRenew:      &Renew{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234), TTLMs: 30000},
 		TypeRelease:    &Release{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234)},
-		TypeState:      &State{Key: "order:42"},
+		TypeState:      &State{Key: "order:42", Redirects: ForwardNow},
 		TypeWatch:      &Watch{Key: "leader", WatchID: 9, Token: MakeToken(0, 88), Flags: FlagContinuous, MaxWaitMs: WaitForever},
 		TypeUnwatch:    &Unwatch{Key: "leader", WatchID: 9},
 		TypeCancelWait: &CancelWait{Key: "order:42", Owner: Owner{1, 2}, WaitID: 3},

@@ -26,6 +26,31 @@ type Request interface {
 	Validate() error
 }
 
+// ForwardNow, as a request's Redirects, says that the client could not
+// reach the master of the key's group itself: the node that receives it
+// forwards it to the master unless it is the master (see Routed).
+const ForwardNow = math.MaxUint8
+
+// Routed is a request about one key, which the master of the key's group
+// serves. A node that is not that master answers MASTER_REDIRECT with the
+// master's address; the client follows it and counts the hop in
+// Redirects. Once Redirects reaches the node's forwarding budget
+// (forward_after, 2 by default, as WLock's client.redirect.maxtime) the
+// node forwards the request to the master itself and relays the answer and
+// the pushes that follow (Granted, Lost, WatchEvent) back. A client that
+// cannot reach the master at all sends the request to any node with
+// Redirects = ForwardNow. A request that arrived through a relay (a
+// connection whose Hello carries Via) is never forwarded again.
+type Routed interface {
+	Request
+	// RoutingKey is the key whose group serves the request.
+	RoutingKey() string
+	// RedirectCount returns the request's Redirects.
+	RedirectCount() uint8
+	// SetRedirectCount sets the request's Redirects.
+	SetRedirectCount(n uint8)
+}
+
 func validateOwner(o Owner) error {
 	if o.Client == 0 {
 		return fmt.Errorf("%w: owner client id is 0", ErrInvalidField)
@@ -57,6 +82,11 @@ type Hello struct {
 	ClientID uint64
 	// Agent names the client library and version, for logs (may be empty).
 	Agent string
+	// Via is set by a node that relays requests for one of its clients to
+	// the master of their group: the relaying node's id. It is 0 for
+	// clients. Requests on a relay connection are never forwarded again,
+	// so a stale view cannot send one around in a circle.
+	Via uint32
 }
 
 func (*Hello) wireMessage() {}
@@ -64,11 +94,12 @@ func (*Hello) wireMessage() {}
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Hello) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(4)
+	w.array(4 + optional(m.Via))
 	w.str(m.Namespace)
 	w.str(m.Secret)
 	w.uint(m.ClientID)
 	w.str(m.Agent)
+	w.optionalUint(uint64(m.Via))
 	return w.err
 }
 
@@ -80,6 +111,7 @@ func (m *Hello) DecodeMsgpack(d *msgpack.Decoder) error {
 		Secret:    f.str(),
 		ClientID:  f.u64(),
 		Agent:     f.str(),
+		Via:       f.u32(),
 	}
 	return f.done("Hello")
 }
@@ -131,14 +163,26 @@ type Acquire struct {
 	// client, nonzero and unique within its ClientID when MaxWaitMs > 0,
 	// and kept when the request is re-sent to a new master.
 	WaitID uint64
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 }
 
 func (*Acquire) wireMessage() {}
 
+// RoutingKey implements Routed.
+func (m *Acquire) RoutingKey() string { return m.Key }
+
+// RedirectCount implements Routed.
+func (m *Acquire) RedirectCount() uint8 { return m.Redirects }
+
+// SetRedirectCount implements Routed.
+func (m *Acquire) SetRedirectCount(n uint8) { m.Redirects = n }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(9)
+	w.array(9 + optional(m.Redirects))
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
@@ -148,6 +192,7 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	w.uint(uint64(m.TTLMs))
 	w.uint(uint64(m.MaxWaitMs))
 	w.uint(m.WaitID)
+	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
 
@@ -163,6 +208,7 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 		TTLMs:     f.u32(),
 		MaxWaitMs: f.u32(),
 		WaitID:    f.u64(),
+		Redirects: f.u8(),
 	}
 	return f.done("Acquire")
 }
@@ -206,19 +252,32 @@ type Renew struct {
 	// TTLMs is the new TTL from now, in milliseconds; 0 keeps the lock's
 	// current TTL.
 	TTLMs uint32
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 }
 
 func (*Renew) wireMessage() {}
 
+// RoutingKey implements Routed.
+func (m *Renew) RoutingKey() string { return m.Key }
+
+// RedirectCount implements Routed.
+func (m *Renew) RedirectCount() uint8 { return m.Redirects }
+
+// SetRedirectCount implements Routed.
+func (m *Renew) SetRedirectCount(n uint8) { m.Redirects = n }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Renew) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(5)
+	w.array(5 + optional(m.Redirects))
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
 	w.uint(m.Token)
 	w.uint(uint64(m.TTLMs))
+	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
 
@@ -226,10 +285,11 @@ func (m *Renew) EncodeMsgpack(e *msgpack.Encoder) error {
 func (m *Renew) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
 	*m = Renew{
-		Key:   f.str(),
-		Owner: Owner{Client: f.u64(), ID: f.u64()},
-		Token: f.u64(),
-		TTLMs: f.u32(),
+		Key:       f.str(),
+		Owner:     Owner{Client: f.u64(), ID: f.u64()},
+		Token:     f.u64(),
+		TTLMs:     f.u32(),
+		Redirects: f.u8(),
 	}
 	return f.done("Renew")
 }
@@ -256,18 +316,31 @@ type Release struct {
 	Owner Owner
 	// Token must be the lock's current fencing token.
 	Token uint64
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 }
 
 func (*Release) wireMessage() {}
 
+// RoutingKey implements Routed.
+func (m *Release) RoutingKey() string { return m.Key }
+
+// RedirectCount implements Routed.
+func (m *Release) RedirectCount() uint8 { return m.Redirects }
+
+// SetRedirectCount implements Routed.
+func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(4)
+	w.array(4 + optional(m.Redirects))
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
 	w.uint(m.Token)
+	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
 
@@ -275,9 +348,10 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
 	*m = Release{
-		Key:   f.str(),
-		Owner: Owner{Client: f.u64(), ID: f.u64()},
-		Token: f.u64(),
+		Key:       f.str(),
+		Owner:     Owner{Client: f.u64(), ID: f.u64()},
+		Token:     f.u64(),
+		Redirects: f.u8(),
 	}
 	return f.done("Release")
 }
@@ -299,22 +373,35 @@ func (m *Release) Validate() error {
 type State struct {
 	// Key is the lock's name.
 	Key string
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 }
 
 func (*State) wireMessage() {}
 
+// RoutingKey implements Routed.
+func (m *State) RoutingKey() string { return m.Key }
+
+// RedirectCount implements Routed.
+func (m *State) RedirectCount() uint8 { return m.Redirects }
+
+// SetRedirectCount implements Routed.
+func (m *State) SetRedirectCount(n uint8) { m.Redirects = n }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *State) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(1)
+	w.array(1 + optional(m.Redirects))
 	w.str(m.Key)
+	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (m *State) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
-	*m = State{Key: f.str()}
+	*m = State{Key: f.str(), Redirects: f.u8()}
 	return f.done("State")
 }
 
@@ -347,19 +434,32 @@ type Watch struct {
 	Flags Flags
 	// MaxWaitMs bounds the watch's life, in milliseconds.
 	MaxWaitMs uint32
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 }
 
 func (*Watch) wireMessage() {}
 
+// RoutingKey implements Routed.
+func (m *Watch) RoutingKey() string { return m.Key }
+
+// RedirectCount implements Routed.
+func (m *Watch) RedirectCount() uint8 { return m.Redirects }
+
+// SetRedirectCount implements Routed.
+func (m *Watch) SetRedirectCount(n uint8) { m.Redirects = n }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Watch) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(5)
+	w.array(5 + optional(m.Redirects))
 	w.str(m.Key)
 	w.uint(m.WatchID)
 	w.uint(m.Token)
 	w.uint(uint64(m.Flags))
 	w.uint(uint64(m.MaxWaitMs))
+	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
 
@@ -372,6 +472,7 @@ func (m *Watch) DecodeMsgpack(d *msgpack.Decoder) error {
 		Token:     f.u64(),
 		Flags:     Flags(f.u8()),
 		MaxWaitMs: f.u32(),
+		Redirects: f.u8(),
 	}
 	return f.done("Watch")
 }
@@ -395,23 +496,36 @@ type Unwatch struct {
 	Key string
 	// WatchID is the Watch's id.
 	WatchID uint64
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 }
 
 func (*Unwatch) wireMessage() {}
 
+// RoutingKey implements Routed.
+func (m *Unwatch) RoutingKey() string { return m.Key }
+
+// RedirectCount implements Routed.
+func (m *Unwatch) RedirectCount() uint8 { return m.Redirects }
+
+// SetRedirectCount implements Routed.
+func (m *Unwatch) SetRedirectCount(n uint8) { m.Redirects = n }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Unwatch) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(2)
+	w.array(2 + optional(m.Redirects))
 	w.str(m.Key)
 	w.uint(m.WatchID)
+	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (m *Unwatch) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
-	*m = Unwatch{Key: f.str(), WatchID: f.u64()}
+	*m = Unwatch{Key: f.str(), WatchID: f.u64(), Redirects: f.u8()}
 	return f.done("Unwatch")
 }
 
@@ -440,18 +554,31 @@ type CancelWait struct {
 	Owner Owner
 	// WaitID is the Acquire's WaitID.
 	WaitID uint64
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 }
 
 func (*CancelWait) wireMessage() {}
 
+// RoutingKey implements Routed.
+func (m *CancelWait) RoutingKey() string { return m.Key }
+
+// RedirectCount implements Routed.
+func (m *CancelWait) RedirectCount() uint8 { return m.Redirects }
+
+// SetRedirectCount implements Routed.
+func (m *CancelWait) SetRedirectCount(n uint8) { m.Redirects = n }
+
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *CancelWait) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(4)
+	w.array(4 + optional(m.Redirects))
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
 	w.uint(m.WaitID)
+	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
 
@@ -459,9 +586,10 @@ func (m *CancelWait) EncodeMsgpack(e *msgpack.Encoder) error {
 func (m *CancelWait) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
 	*m = CancelWait{
-		Key:    f.str(),
-		Owner:  Owner{Client: f.u64(), ID: f.u64()},
-		WaitID: f.u64(),
+		Key:       f.str(),
+		Owner:     Owner{Client: f.u64(), ID: f.u64()},
+		WaitID:    f.u64(),
+		Redirects: f.u8(),
 	}
 	return f.done("CancelWait")
 }

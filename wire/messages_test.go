@@ -197,7 +197,7 @@ func rawArray(t testing.TB, vals ...any) []byte {
 
 func TestDecodeToleratesExtraFields(t *testing.T) {
 	want := Acquire{Key: "k", Owner: Owner{1, 2}, Kind: KindRead, Flags: FlagReentrant,
-		Weight: 3, TTLMs: 4, MaxWaitMs: 5, WaitID: 6}
+		Weight: 3, TTLMs: 4, MaxWaitMs: 5, WaitID: 6, Redirects: 7}
 	extras := []any{
 		"a string", []byte{1, 2, 3}, -5, 3.5, float32(1.5), true, nil,
 		[]any{1, []any{2, "x", map[string]any{"k": []any{1}}}},
@@ -206,7 +206,7 @@ func TestDecodeToleratesExtraFields(t *testing.T) {
 		msgpack.RawMessage{0xc7, 0x03, 0x05, 0x01, 0x02, 0x03}, // ext8
 		uint64(math.MaxUint64), int64(math.MinInt64),
 	}
-	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6}, extras...)
+	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7}, extras...)
 	body := rawArray(t, vals...)
 	var got Acquire
 	if err := DecodeInto(body, &got); err != nil {
@@ -214,6 +214,42 @@ func TestDecodeToleratesExtraFields(t *testing.T) {
 	}
 	if got != want {
 		t.Fatalf("got %+v want %+v", got, want)
+	}
+}
+
+// TestRedirectsIsOptional checks that Redirects and Hello.Via cost nothing
+// when zero (the body is what a peer without them sends) and round-trip
+// when set, on every routed request.
+func TestRedirectsIsOptional(t *testing.T) {
+	routed := []Routed{&Acquire{}, &Renew{}, &Release{}, &State{}, &Watch{}, &Unwatch{}, &CancelWait{}}
+	for _, m := range routed {
+		zero, err := AppendBody(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.SetRedirectCount(ForwardNow)
+		set, err := AppendBody(nil, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(set) != len(zero)+2 { // 0xcc 0xff
+			t.Fatalf("%T: %d bytes with Redirects, %d without", m, len(set), len(zero))
+		}
+		got := reflect.New(reflect.TypeOf(m).Elem()).Interface().(Routed)
+		if err := DecodeInto(set, got); err != nil || got.RedirectCount() != ForwardNow || got.RoutingKey() != m.RoutingKey() {
+			t.Fatalf("%T: %v, redirects %d", m, err, got.RedirectCount())
+		}
+		if err := DecodeInto(zero, got); err != nil || got.RedirectCount() != 0 {
+			t.Fatalf("%T without the field: %v, redirects %d", m, err, got.RedirectCount())
+		}
+	}
+	h := &Hello{Namespace: "n", ClientID: 1}
+	plain, _ := AppendBody(nil, h)
+	h.Via = 3
+	via, _ := AppendBody(nil, h)
+	var got Hello
+	if err := DecodeInto(via, &got); err != nil || got != *h || len(via) != len(plain)+1 {
+		t.Fatalf("Hello.Via: %+v %v (%d vs %d bytes)", got, err, len(via), len(plain))
 	}
 }
 
@@ -252,8 +288,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad bool", TypeView, rawArray(t, 1, nil, []any{[]any{1, "a", 7}})},
 		{"too many groups", TypeView, append([]byte{0x93, 0x01, 0xdd, 0, 0, 0x04, 0x01}, make([]byte, 1025)...)},
 		{"truncated extra", TypeState, []byte{0x92, 0xa1, 'k', 0xdb, 0, 0, 1, 0}},
-		{"huge extra array", TypeState, []byte{0x92, 0xa1, 'k', 0xdd, 0xff, 0xff, 0xff, 0xff}},
-		{"invalid code in extra", TypeState, []byte{0x92, 0xa1, 'k', 0xc1}},
+		{"huge extra array", TypeState, []byte{0x93, 0xa1, 'k', 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff}},
+		{"invalid code in extra", TypeState, []byte{0x93, 0xa1, 'k', 0x00, 0xc1}},
 		{"group not array", TypeView, rawArray(t, 1, []any{5})},
 	}
 	for _, tc := range cases {
@@ -273,7 +309,7 @@ func TestDecodeErrors(t *testing.T) {
 // neither recurses nor takes long.
 func TestDeepNestingIsCheap(t *testing.T) {
 	const depth = 1 << 19
-	body := []byte{0x92, 0xa1, 'k'}
+	body := []byte{0x93, 0xa1, 'k', 0x00} // Key, Redirects, then the nest
 	body = append(body, bytes.Repeat([]byte{0x91}, depth)...)
 	body = append(body, 0x01)
 	var s State
