@@ -299,13 +299,21 @@ func (c *Client) validUntil(from time.Time, ttl time.Duration) time.Time {
 	return from.Add(ttl - time.Duration(float64(ttl)*c.cfg.ClockDrift))
 }
 
-// backoff is the pause before attempt n (n >= 1), with jitter.
+// backoff is the pause before attempt n (n >= 1), with jitter: between
+// half and all of backoffCeil(n).
 func (c *Client) backoff(n int) time.Duration {
+	d := c.backoffCeil(n)
+	return d/2 + mrand.N(d/2+1)
+}
+
+// backoffCeil is the longest pause before attempt n: RetryBackoff doubled
+// per attempt, at most MaxBackoff.
+func (c *Client) backoffCeil(n int) time.Duration {
 	d := c.cfg.RetryBackoff << min(n-1, 20)
 	if d <= 0 || d > c.cfg.MaxBackoff {
 		d = c.cfg.MaxBackoff
 	}
-	return d/2 + mrand.N(d/2+1)
+	return d
 }
 
 // sleep waits d, or until ctx ends or the client closes.
@@ -534,7 +542,7 @@ func (c *Client) updateView(v *wire.View) bool {
 		if w.conn == nil || w.abandoned {
 			continue
 		}
-		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.conn.addr {
+		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.master {
 			w.signalResend()
 		}
 	}
@@ -543,7 +551,7 @@ func (c *Client) updateView(v *wire.View) bool {
 		if w.conn == nil {
 			continue
 		}
-		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.conn.addr {
+		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.master {
 			w.conn = nil
 			rereg = append(rereg, w)
 		}
@@ -723,6 +731,10 @@ func (c *Client) refreshOnce() error {
 type result struct {
 	resp *wire.Response
 	cn   *conn
+	// master is the node the request was meant for: cn's address, or the
+	// master's when cn is another node that relayed it (see attempt).
+	// Blocked acquires and watches are bound to it.
+	master string
 	// unknown: an earlier attempt may have reached the server and been
 	// applied (its connection broke, or it timed out, before the reply).
 	unknown bool
@@ -749,17 +761,18 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 			return res, ctxErr(op, key, err, lastErr)
 		}
 		delay := time.Duration(-1) // -1: the usual backoff
-		r, cn, err := c.attempt(ctx, hash, target, typ, m)
+		r, cn, master, err := c.attempt(ctx, hash, target, typ, m, redirects)
 		target = ""
 		switch {
 		case err == nil:
-			res.resp, res.cn = r, cn
+			res.resp, res.cn, res.master = r, cn, master
 			switch r.Status {
 			case wire.StatusMasterRedirect:
 				c.refresh()
+				redirects++
 				if r.Redirect != "" && r.Redirect != cn.addr {
 					target = r.Redirect
-					if redirects++; redirects <= 2 {
+					if redirects <= 2 {
 						delay = 0 // follow a redirect at once, twice
 					}
 				}
@@ -810,40 +823,99 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 }
 
 // attempt sends m once: to target if set, else to the master of hash's
-// group in the current view. A nil error means a Response arrived; cn is
-// set whenever the request was handed to a connection.
-func (c *Client) attempt(ctx context.Context, hash uint64, target string, typ wire.Type, m wire.Message) (*wire.Response, *conn, error) {
+// group in the current view, with m's Redirects set to redirects. When that
+// node cannot be reached (a dial failed just now or recently), it sends m
+// through another node instead, with Redirects = wire.ForwardNow, and that
+// node forwards it to the master (see wire.Routed). A nil error means a
+// Response arrived; cn is set whenever the request was handed to a
+// connection; master is the address m was meant for.
+func (c *Client) attempt(ctx context.Context, hash uint64, target string, typ wire.Type, m wire.Message, redirects int) (*wire.Response, *conn, string, error) {
 	addr := target
 	if addr == "" {
 		a, ok := c.masterAddr(hash)
 		if !ok {
 			c.refresh()
-			return nil, nil, ErrNoMaster
+			return nil, nil, "", ErrNoMaster
 		}
 		addr = a
 	}
-	cn, err := c.getConn(ctx, addr)
+	rt, routed := m.(wire.Routed)
+	if routed {
+		rt.SetRedirectCount(uint8(min(redirects, wire.ForwardNow-1)))
+	}
+	var cn *conn
+	err := ErrUnavailable
+	if !routed || !c.unreachable(addr) {
+		cn, err = c.getConn(ctx, addr)
+	}
+	if err != nil && routed && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		if rc := c.relayConn(ctx, addr); rc != nil {
+			c.log.Debug("paxlock: master unreachable, sending through another node", "master", addr, "via", rc.addr)
+			rt.SetRedirectCount(wire.ForwardNow)
+			cn, err = rc, nil
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, ErrAuth) && !errors.Is(err, ErrClosed) {
 			c.refresh()
 		}
-		return nil, nil, err
+		return nil, nil, addr, err
 	}
-	rt, msg, err := cn.roundTrip(ctx, typ, m, c.cfg.RequestTimeout)
+	rtyp, msg, err := cn.roundTrip(ctx, typ, m, c.cfg.RequestTimeout)
 	switch {
 	case err == nil:
 	case errors.Is(err, errConnLost) && c.isClosed():
-		return nil, cn, ErrClosed
+		return nil, cn, addr, ErrClosed
 	case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout), errors.Is(err, ErrOverloaded), ctx.Err() != nil:
-		return nil, cn, err
+		return nil, cn, addr, err
 	default:
-		return nil, cn, fmt.Errorf("%w: %s: %w", ErrServer, addr, err)
+		return nil, cn, addr, fmt.Errorf("%w: %s: %w", ErrServer, cn.addr, err)
 	}
 	r, ok := msg.(*wire.Response)
 	if !ok {
-		return nil, cn, fmt.Errorf("%w: unexpected %s reply from %s", ErrServer, rt, addr)
+		return nil, cn, addr, fmt.Errorf("%w: unexpected %s reply from %s", ErrServer, rtyp, cn.addr)
 	}
-	return r, cn, nil
+	return r, cn, addr, nil
+}
+
+// unreachable reports whether addr has no working connection and its last
+// dial failed within the reconnect backoff, so that dialing it again now
+// would only wait.
+func (c *Client) unreachable(addr string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cn := c.conns[addr]; cn != nil && !cn.dead() {
+		return false
+	}
+	f := c.dialFails[addr]
+	return f.n > 0 && time.Since(f.last) < c.backoffCeil(f.n)
+}
+
+// relayConn returns a working connection to a node other than master, to
+// relay a request through: the view subscription's, else any open one,
+// else the first candidate that can be dialed. nil if there is none.
+func (c *Client) relayConn(ctx context.Context, master string) *conn {
+	c.mu.Lock()
+	if cn := c.subConn; cn != nil && !cn.dead() && cn.addr != master {
+		c.mu.Unlock()
+		return cn
+	}
+	for a, cn := range c.conns {
+		if a != master && !cn.dead() {
+			c.mu.Unlock()
+			return cn
+		}
+	}
+	c.mu.Unlock()
+	for _, a := range c.candidates() {
+		if a == master || c.unreachable(a) {
+			continue
+		}
+		if cn, err := c.getConn(ctx, a); err == nil {
+			return cn
+		}
+	}
+	return nil
 }
 
 // ctxErr wraps the context's error, mentioning the last retryable failure.

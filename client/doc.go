@@ -45,8 +45,10 @@
 // and a writer goroutine sends all queued frames in one write; a reader
 // goroutine hands replies to their callers and dispatches pushes. Idle
 // connections carry heartbeats; a dead one is closed and its requests fail
-// over. Requests follow MASTER_REDIRECT and are re-sent, with backoff and
-// within the caller's context, after TIMEOUT, OVERLOADED, NO_MASTER or a
+// over. A request for a master the client cannot connect to goes through
+// another node, which forwards it and relays the reply and pushes back
+// (wire.Routed). Requests follow MASTER_REDIRECT and are re-sent, with
+// backoff and within the caller's context, after TIMEOUT, OVERLOADED, NO_MASTER or a
 // broken connection, at most Config.MaxRetries times. Re-sending is safe:
 // a re-sent acquire by the lock's holder keeps its token. Blocked acquires
 // and watches, which the master keeps in memory only, are sent again after

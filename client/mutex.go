@@ -466,8 +466,8 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(),
 			return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs), from: from}, nil
 		case wire.StatusLockWait:
 			queued = true
-			c.setWaiterConn(w, res.cn)
-			if res.cn.dead() || c.movedSince(ver, m.hash, res.cn.addr) {
+			c.setWaiterConn(w, res.cn, res.master)
+			if res.cn.dead() || c.movedSince(ver, m.hash, res.master) {
 				w.signalResend()
 			}
 		case wire.StatusLockOccupied:
@@ -554,8 +554,9 @@ type waiter struct {
 	ch     chan grant    // cap 1: the outcome
 	resend chan struct{} // cap 1: re-send the Acquire
 	// Guarded by Client.mu:
-	conn      *conn // where the last LOCK_WAIT came from
-	abandoned bool  // its Lock call gave up but could not leave the queue
+	conn      *conn  // where the last LOCK_WAIT came from
+	master    string // the master that queued it (conn's address unless relayed)
+	abandoned bool   // its Lock call gave up but could not leave the queue
 }
 
 type grant struct {
@@ -622,9 +623,9 @@ func (c *Client) removeWaiter(w *waiter) {
 	}
 }
 
-func (c *Client) setWaiterConn(w *waiter, cn *conn) {
+func (c *Client) setWaiterConn(w *waiter, cn *conn, master string) {
 	c.mu.Lock()
-	w.conn = cn
+	w.conn, w.master = cn, master
 	c.mu.Unlock()
 }
 

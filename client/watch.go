@@ -111,7 +111,8 @@ type Watcher struct {
 	rereg   bool // a re-registration goroutine runs
 	again   bool // re-register once more when it is done
 
-	conn *conn // guarded by Client.mu: where the watch is registered
+	conn   *conn  // guarded by Client.mu: where the watch is registered
+	master string // guarded by Client.mu: the master it is registered with (conn's address unless relayed)
 }
 
 // watchBuffer is the capacity of a Watcher's channel. When it is full the
@@ -205,7 +206,7 @@ func (w *Watcher) register(ctx context.Context) error {
 	c.mu.Lock()
 	live := c.watches[w.id] == w
 	if live {
-		w.conn = res.cn
+		w.conn, w.master = res.cn, res.master
 	}
 	c.mu.Unlock()
 	if !live {
@@ -214,7 +215,7 @@ func (w *Watcher) register(ctx context.Context) error {
 		res.cn.post(wire.TypeUnwatch, &wire.Unwatch{Key: w.key, WatchID: w.id})
 		return nil
 	}
-	if res.cn.dead() || c.movedSince(ver, w.hash, res.cn.addr) {
+	if res.cn.dead() || c.movedSince(ver, w.hash, res.master) {
 		return errRetry
 	}
 	return nil

@@ -74,6 +74,8 @@ func (s *Server) adminMux() *http.ServeMux {
 		fmt.Fprintf(w, "paxlock_client_connections %d\n", st.Conns)
 		fmt.Fprintf(w, "paxlock_requests_total %d\n", s.stats.requests.Load())
 		fmt.Fprintf(w, "paxlock_redirects_total %d\n", s.stats.redirects.Load())
+		fmt.Fprintf(w, "paxlock_forwarded_total %d\n", s.stats.forwarded.Load())
+		fmt.Fprintf(w, "paxlock_relays_opened_total %d\n", s.stats.relays.Load())
 		fmt.Fprintf(w, "paxlock_overloaded_total %d\n", s.stats.overloaded.Load())
 		fmt.Fprintf(w, "paxlock_bad_frames_total %d\n", s.stats.badFrames.Load())
 		for _, g := range st.Groups {

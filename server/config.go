@@ -96,6 +96,14 @@ type Config struct {
 	IdleTimeout Duration `json:"idle_timeout"`
 	// EventLoops is the number of gnet event loops (default: one per CPU).
 	EventLoops int `json:"event_loops"`
+	// ForwardAfter is the redirect budget: a node that is not a group's
+	// master forwards a request to the master itself, instead of
+	// redirecting the client again, once the client has followed this
+	// many redirects for it (default 2, as WLock's
+	// client.redirect.maxtime). A client that cannot reach the master
+	// asks any node to forward at once (wire.ForwardNow). Negative never
+	// forwards.
+	ForwardAfter int `json:"forward_after"`
 }
 
 // Load reads a JSON configuration file.
@@ -154,6 +162,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)
+	}
+	if c.ForwardAfter == 0 {
+		c.ForwardAfter = 2
 	}
 	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID })
 }

@@ -27,9 +27,14 @@ type conn struct {
 
 	// owned by the event loop
 	ns       string
+	secret   string // the client's, for the Hello of relays (never logged)
 	clientID uint64
 	hello    bool
+	via      bool // a relay from another node: never forward its requests
 	dec      wire.Codec
+
+	relayMu sync.Mutex
+	relays  map[uint32]*relay // by master node; see relay
 
 	inflight atomic.Int64
 	lastSeen atomic.Int64 // unix nanos of the last frame
@@ -87,6 +92,7 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	h.s.nconns.Add(-1)
 	h.s.conns.Delete(c)
 	h.s.subscribe(c, false)
+	c.closeRelays()
 	if c.hello {
 		h.s.svc.ForgetClient(c.clientID, c)
 	}
@@ -112,7 +118,7 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		// The frame's body aliases gnet's buffer: decode before Discard.
-		c.handleFrame(f)
+		c.handleFrame(f, buf[:n])
 		if _, err := gc.Discard(n); err != nil {
 			return gnet.Close
 		}
@@ -158,6 +164,22 @@ func (c *conn) send(typ wire.Type, reqID uint64, m wire.Message) {
 		return
 	}
 	c.out = out
+	c.flushLocked()
+}
+
+// sendRaw sends a frame encoded elsewhere (a relayed reply or push).
+func (c *conn) sendRaw(frame []byte) {
+	if c.closed.Load() {
+		return
+	}
+	c.mu.Lock()
+	c.out = append(c.out, frame...)
+	c.flushLocked()
+}
+
+// flushLocked starts writing c.out unless a write is under way (whose
+// callback sends it); it is called with c.mu held and releases it.
+func (c *conn) flushLocked() {
 	if c.writing {
 		c.mu.Unlock()
 		return
@@ -191,7 +213,8 @@ func (c *conn) written(gc gnet.Conn, err error) error {
 	}
 }
 
-func (c *conn) handleFrame(f wire.Frame) {
+// handleFrame serves one request; raw is its whole frame.
+func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 	s := c.s
 	s.stats.requests.Add(1)
 	if !f.Type.IsRequest() {
@@ -222,7 +245,7 @@ func (c *conn) handleFrame(f wire.Frame) {
 		if c.hello && c.clientID != m.ClientID {
 			s.svc.ForgetClient(c.clientID, c)
 		}
-		c.hello, c.ns, c.clientID = true, m.Namespace, m.ClientID
+		c.hello, c.ns, c.secret, c.clientID, c.via = true, m.Namespace, m.Secret, m.ClientID, m.Via != 0
 		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: s.view.Load().Version})
 		return
 	case *wire.Heartbeat:
@@ -272,9 +295,13 @@ func (c *conn) handleFrame(f wire.Frame) {
 	r.Hash = wire.KeyHash(c.ns, r.Key)
 	g := wire.GroupOf(r.Hash, s.cfg.Groups)
 	lg := s.svc.Group(g)
+	forward := false
 	if !lg.Serving() {
-		c.redirect(f.ReqID, g)
-		return
+		rt, _ := m.(wire.Routed)
+		if forward = rt != nil && c.forwardable(g, rt); !forward {
+			c.redirect(f.ReqID, g)
+			return
+		}
 	}
 	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
 		c.inflight.Add(-1)
@@ -282,7 +309,25 @@ func (c *conn) handleFrame(f wire.Frame) {
 		c.reply(f.ReqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
 		return
 	}
+	if forward {
+		c.forward(g, raw, f.ReqID)
+		return
+	}
 	s.svc.Submit(r)
+}
+
+// forwardable reports whether this node, which is not group g's master,
+// should forward rt to the master rather than redirect the client: the
+// client has used up the redirect budget (or cannot reach the master at
+// all), the request did not come through another node's relay, and the
+// master is known and is another node. See wire.Routed.
+func (c *conn) forwardable(g int, rt wire.Routed) bool {
+	after := c.s.cfg.ForwardAfter
+	if after < 0 || c.via || int(rt.RedirectCount()) < after {
+		return false
+	}
+	gv := c.s.view.Load().Groups[g]
+	return gv.Master != 0 && gv.Master != c.s.cfg.NodeID && gv.Addr != ""
 }
 
 // redirect tells the client where group g's master is, or that it has

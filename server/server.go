@@ -53,7 +53,7 @@ type Server struct {
 }
 
 type stats struct {
-	requests, redirects, overloaded, badFrames atomic.Uint64
+	requests, redirects, forwarded, relays, overloaded, badFrames atomic.Uint64
 }
 
 // New opens the node's storage, starts its Paxos groups and lock service,

@@ -52,6 +52,12 @@ type testCluster struct {
 }
 
 func startCluster(t testing.TB, n int) *testCluster {
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith starts n nodes, letting tune change each node's
+// configuration first.
+func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 	ports := freePorts(t, 4*n)
 	var nodes []NodeAddr
 	for i := range n {
@@ -68,6 +74,9 @@ func startCluster(t testing.TB, n int) *testCluster {
 			EventLoops: 1,
 			Lease:      Duration(500 * time.Millisecond),
 			Heartbeat:  Duration(50 * time.Millisecond),
+		}
+		if tune != nil {
+			tune(&cfg)
 		}
 		tc.cfgs = append(tc.cfgs, cfg)
 		tc.nodes = append(tc.nodes, nil)

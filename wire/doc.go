@@ -40,14 +40,14 @@
 // An Owner is two fields, client then id.
 //
 //	type  name           dir   body fields
-//	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent
-//	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID
-//	0x03  Renew          c→s   Key, Owner, Token, TTLMs
-//	0x04  Release        c→s   Key, Owner, Token
-//	0x05  State          c→s   Key
-//	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs
-//	0x07  Unwatch        c→s   Key, WatchID
-//	0x08  CancelWait     c→s   Key, Owner, WaitID
+//	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent, [Via]
+//	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects]
+//	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects]
+//	0x04  Release        c→s   Key, Owner, Token, [Redirects]
+//	0x05  State          c→s   Key, [Redirects]
+//	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]
+//	0x07  Unwatch        c→s   Key, WatchID, [Redirects]
+//	0x08  CancelWait     c→s   Key, Owner, WaitID, [Redirects]
 //	0x09  Heartbeat      c→s   (none)
 //	0x0A  GetView        c→s   (none)
 //	0x0B  SubscribeView  c→s   (none)
@@ -62,7 +62,8 @@
 //
 // Every request gets exactly one reply with its id: a Response, except that
 // a successful GetView or SubscribeView gets a View. Response omits its
-// trailing zero fields. Pushes carry request id 0 and name their subject in
+// trailing zero fields, and a request its trailing [bracketed] field when
+// it is zero. Pushes carry request id 0 and name their subject in
 // the body: a blocked Acquire's WaitID (Granted), a Watch's WatchID
 // (WatchEvent), a held lock's key and token (Lost).
 //
@@ -75,7 +76,10 @@
 // the key held, the reply is LOCK_WAIT and the outcome arrives later as a
 // Granted push for the request's WaitID; the client may give up with
 // CancelWait. A node that is not the group's master answers MASTER_REDIRECT
-// with the master's address, or NO_MASTER during an election. Fencing
+// with the master's address, or NO_MASTER during an election; once the
+// request's Redirects reaches the node's budget, or is ForwardNow, the node
+// forwards it to the master and relays the reply and pushes (see Routed).
+// Fencing
 // tokens are groupVersion<<48 | instanceID (MakeToken) and strictly
 // increase per key.
 //

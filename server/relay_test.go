@@ -1,0 +1,240 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// masterIndex returns the index of the node serving key's group, after
+// waiting for placement to settle (so the master stays put).
+func (tc *testCluster) masterIndex(ns, key string) int {
+	tc.t.Helper()
+	per := 15 / len(tc.nodes)
+	waitFor(tc.t, "balanced placement", func() bool {
+		for _, s := range tc.nodes {
+			if countServing(s) != per {
+				return false
+			}
+		}
+		return true
+	})
+	g := wire.GroupOf(wire.KeyHash(ns, key), 15)
+	for i, s := range tc.nodes {
+		if s.svc.Group(g).Serving() {
+			return i
+		}
+	}
+	tc.t.Fatalf("no master for %q", key)
+	return -1
+}
+
+// TestServerForwardsAfterRedirectBudget speaks the protocol by hand to a
+// node that is not the key's master: it redirects until the request has
+// used up the budget (2 redirects) or asks for forwarding (ForwardNow),
+// then forwards it, and relays replies and pushes back; a request that
+// came through a relay is never forwarded again; a broken relay closes its
+// client connection.
+func TestServerForwardsAfterRedirectBudget(t *testing.T) {
+	tc := startCluster(t, 3)
+	const key = "relayed"
+	mi := tc.masterIndex("ns", key)
+	via := tc.nodes[(mi+1)%3]
+	a := dialRaw(t, via.cfg.self().Client)
+	if r := a.hello("ns", "s3cret", 8); r.Status != wire.StatusSuccess {
+		t.Fatalf("hello: %+v", r)
+	}
+	acq := func(redirects uint8) *wire.Acquire {
+		return &wire.Acquire{Key: key, Owner: wire.Owner{Client: 8, ID: 1}, Weight: 1, TTLMs: 10000, Redirects: redirects}
+	}
+	for _, n := range []uint8{0, 1} {
+		if r := a.call(wire.TypeAcquire, acq(n)); r.Status != wire.StatusMasterRedirect || r.Redirect != tc.cfgs[mi].self().Client {
+			t.Fatalf("redirects=%d: %+v, want a redirect to %s", n, r, tc.cfgs[mi].self().Client)
+		}
+	}
+	r := a.call(wire.TypeAcquire, acq(2))
+	if r.Status != wire.StatusSuccess || r.Token == 0 {
+		t.Fatalf("redirects=2: %+v, want the master's grant through the relay", r)
+	}
+	tok := r.Token
+	if st := tc.masterConn("ns", key, 99).call(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusSuccess || st.Holder != (wire.Owner{Client: 8, ID: 1}) || st.Token != tok {
+		t.Fatalf("the master's state after a forwarded acquire: %+v", st)
+	}
+	if n := via.stats.forwarded.Load(); n != 1 {
+		t.Fatalf("forwarded counter %d, want 1", n)
+	}
+
+	// A blocking acquire through the relay is woken by the Granted push,
+	// relayed; so is a watch's event.
+	b := dialRaw(t, via.cfg.self().Client)
+	b.hello("ns", "s3cret", 9)
+	if w := b.call(wire.TypeWatch, &wire.Watch{Key: key, WatchID: 5, Token: tok, Redirects: wire.ForwardNow}); w.Status != wire.StatusSuccess {
+		t.Fatalf("watch through the relay: %+v", w)
+	}
+	w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 9, ID: 1}, Weight: 1, TTLMs: 10000,
+		MaxWaitMs: wire.WaitForever, WaitID: 77, Redirects: wire.ForwardNow})
+	if w.Status != wire.StatusLockWait {
+		t.Fatalf("blocking acquire through the relay: %+v", w)
+	}
+	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: 8, ID: 1}, Token: tok, Redirects: wire.ForwardNow}); rr.Status != wire.StatusSuccess {
+		t.Fatalf("release through the relay: %+v", rr)
+	}
+	var granted *wire.Granted
+	var event *wire.WatchEvent
+	for granted == nil || event == nil {
+		f, m, err := b.read()
+		if err != nil {
+			t.Fatalf("waiting for the relayed pushes: %v", err)
+		}
+		if f.ReqID != 0 {
+			continue
+		}
+		switch p := m.(type) {
+		case *wire.Granted:
+			granted = p
+		case *wire.WatchEvent:
+			event = p
+		}
+	}
+	if granted.WaitID != 77 || granted.Status != wire.StatusSuccess || granted.Token <= tok {
+		t.Fatalf("relayed grant: %+v (released token %d)", granted, tok)
+	}
+	if event.WatchID != 5 || event.Token < tok {
+		t.Fatalf("relayed watch event: %+v", event)
+	}
+
+	// A request that came through another node's relay is redirected, not
+	// forwarded again.
+	relayed := dialRaw(t, via.cfg.self().Client)
+	if r := relayed.call(wire.TypeHello, &wire.Hello{Namespace: "ns", Secret: "s3cret", ClientID: 10, Via: 3}); r.Status != wire.StatusSuccess {
+		t.Fatalf("hello with Via: %+v", r)
+	}
+	if r := relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow}); r.Status != wire.StatusMasterRedirect {
+		t.Fatalf("a relayed request was forwarded again: %+v", r)
+	}
+
+	// Stopping the master breaks the relay: its client connection is
+	// closed, so the client re-sends what it had registered there.
+	tc.stop(mi)
+	for {
+		if _, _, err := b.read(); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatal("client connection of a broken relay stayed open")
+			}
+			break
+		}
+	}
+}
+
+// TestClientRelaysWhenMasterUnreachable runs a client that cannot connect
+// to one node (its dialer refuses that address): requests for the groups
+// that node masters go through another node, which forwards them. Try-lock,
+// a blocking lock woken by a relayed push, unlock, state and a watch all
+// work as they would directly.
+//
+// The nodes close connections idle for 2 s, and the blocked lock waits
+// longer than that: the relay's own heartbeats keep it open (one relay
+// is opened in all).
+func TestClientRelaysWhenMasterUnreachable(t *testing.T) {
+	const idle = 2 * time.Second
+	tc := startClusterWith(t, 3, func(c *Config) { c.IdleTimeout = Duration(idle) })
+	const key = "behind-a-wall"
+	mi := tc.masterIndex("ns", key)
+	blocked := tc.cfgs[mi].self().Client
+	d := &net.Dialer{}
+	ctx := ctxT(t)
+	walled, err := client.New(ctx, client.Config{
+		Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(),
+		HeartbeatInterval: idle / 4,
+		Dial: func(ctx context.Context, addr string) (net.Conn, error) {
+			if addr == blocked {
+				return nil, errors.New("test: no route to " + addr)
+			}
+			return d.DialContext(ctx, "tcp", addr)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer walled.Close()
+	free, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret",
+		Logger: testLogger(), HeartbeatInterval: idle / 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer free.Close()
+
+	m := walled.Mutex(key, client.TTL(10*time.Second))
+	if err := m.TryLock(ctx); err != nil {
+		t.Fatalf("try-lock through a relay: %v", err)
+	}
+	st, err := free.State(ctx, key)
+	if err != nil || !st.Held || st.Holder.Client != walled.ID() || st.Token != m.Token() {
+		t.Fatalf("state seen directly: %+v %v (token %d)", st, err, m.Token())
+	}
+	watch, err := walled.Watch(ctx, key, m.Token())
+	if err != nil {
+		t.Fatalf("watch through a relay: %v", err)
+	}
+	defer watch.Close()
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("unlock through a relay: %v", err)
+	}
+
+	// The directly connected client takes the lock; the walled one blocks
+	// and is woken by the Granted push its relay carries back.
+	other := free.Mutex(key, client.TTL(10*time.Second))
+	if err := other.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	blockedLock := walled.Mutex(key, client.TTL(10*time.Second))
+	go func() { got <- blockedLock.Lock(ctx) }()
+	waitFor(t, "the walled client queued", func() bool {
+		st, err := free.State(ctx, key)
+		return err == nil && st.QueueLen == 1
+	})
+	// Outlast the nodes' idle timeout with only the wait on the relay.
+	time.Sleep(5 * idle / 2)
+	before := other.Token()
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("blocking lock through a relay: %v", err)
+	}
+	if blockedLock.Token() <= before {
+		t.Fatalf("token %d after %d", blockedLock.Token(), before)
+	}
+	select {
+	case ev := <-watch.Events():
+		if ev.Token <= m.Token() {
+			t.Fatalf("watch event %+v", ev)
+		}
+	case <-ctx.Done():
+		t.Fatal("no watch event through the relay")
+	}
+	if err := blockedLock.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var forwarded uint64
+	for _, s := range tc.nodes {
+		forwarded += s.stats.forwarded.Load()
+	}
+	if forwarded == 0 {
+		t.Fatal("no node forwarded anything: the test did not exercise the relay")
+	}
+	var relays uint64
+	for _, s := range tc.nodes {
+		relays += s.stats.relays.Load()
+	}
+	if relays != 1 {
+		t.Fatalf("%d relays opened, want 1: an idle relay was closed", relays)
+	}
+}
