@@ -1,6 +1,7 @@
 // Package e2e runs paxlock as separate processes and injects faults: kill -9
-// of a node and SIGSTOP pauses longer than a lease, while clients take and
-// release locks. The history is checked by porcupine for linearizability,
+// of a node, SIGSTOP pauses longer than a lease, and partitions of a node's
+// Paxos traffic from one or both peers (through the nodes' fault-injection
+// endpoint), while clients take and release locks. The history is checked by porcupine for linearizability,
 // tokens for strict increase per key, and the holds the clients observed
 // for overlap on one monotonic clock.
 //
@@ -15,10 +16,14 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -30,11 +35,12 @@ import (
 )
 
 type proc struct {
-	id   int
-	cfg  string
-	cmd  *exec.Cmd
-	log  *os.File
-	addr string
+	id    int
+	cfg   string
+	cmd   *exec.Cmd
+	log   *os.File
+	addr  string
+	admin string
 }
 
 type cluster struct {
@@ -75,19 +81,22 @@ func startCluster(t *testing.T, n int) *cluster {
 		nodes = append(nodes, node{ID: i, Peer: freePort(t), Client: freePort(t)})
 	}
 	for i := 1; i <= n; i++ {
+		admin := freePort(t)
 		cfg := map[string]any{
-			"node_id":    i,
-			"data_dir":   filepath.Join(dir, fmt.Sprintf("data%d", i)),
-			"nodes":      nodes,
-			"namespaces": []map[string]string{{"name": "e2e", "secret": "s"}},
-			"min_ttl":    "500ms",
+			"node_id":         i,
+			"data_dir":        filepath.Join(dir, fmt.Sprintf("data%d", i)),
+			"nodes":           nodes,
+			"namespaces":      []map[string]string{{"name": "e2e", "secret": "s"}},
+			"min_ttl":         "500ms",
+			"admin_addr":      admin,
+			"fault_injection": true,
 		}
 		b, _ := json.Marshal(cfg)
 		path := filepath.Join(dir, fmt.Sprintf("n%d.json", i))
 		if err := os.WriteFile(path, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		p := &proc{id: i, cfg: path, addr: nodes[i-1].Client}
+		p := &proc{id: i, cfg: path, addr: nodes[i-1].Client, admin: admin}
 		c.procs = append(c.procs, p)
 		c.start(p)
 	}
@@ -121,6 +130,60 @@ func (c *cluster) kill(p *proc) {
 	p.cmd.Wait()
 	p.log.Close()
 	p.cmd = nil
+}
+
+// partition cuts node p's Paxos traffic to and from the given peers (none:
+// heal) through its fault-injection endpoint. Clients still reach p.
+func (c *cluster) partition(p *proc, peers ...int) {
+	var ids []string
+	for _, id := range peers {
+		ids = append(ids, strconv.Itoa(id))
+	}
+	resp, err := http.PostForm("http://"+p.admin+"/debug/partition", url.Values{"cut": {strings.Join(ids, ",")}})
+	if err != nil {
+		c.t.Fatalf("partition node %d: %v", p.id, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("partition node %d: %s", p.id, resp.Status)
+	}
+}
+
+// serving returns how many groups node p serves as master, from its
+// /status (-1 if it does not answer).
+func (c *cluster) serving(p *proc) int {
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get("http://" + p.admin + "/status")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Groups []struct {
+			Serving bool `json:"serving"`
+		} `json:"groups"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return -1
+	}
+	n := 0
+	for _, g := range st.Groups {
+		if g.Serving {
+			n++
+		}
+	}
+	return n
+}
+
+// waitUntil polls cond until it holds, failing the test after limit.
+func (c *cluster) waitUntil(what string, limit time.Duration, cond func() bool) {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (c *cluster) addrs() []string {
@@ -307,21 +370,51 @@ func TestFaults(t *testing.T) {
 		}()
 	}
 
-	// Faults: kill -9 and restart, and pauses longer than a lease.
+	// Faults: kill -9 and restart, pauses longer than a lease, a node cut
+	// off from both peers (its clients still reach it) and a node cut off
+	// from one peer only, each longer than a lease.
 	rng := rand.New(rand.NewPCG(42, 7))
-	for round := range 6 {
+	for round := range 8 {
 		time.Sleep(2 * time.Second)
 		p := c.procs[rng.IntN(len(c.procs))]
-		if round%2 == 0 {
+		var others []int
+		for _, q := range c.procs {
+			if q != p {
+				others = append(others, q.id)
+			}
+		}
+		switch round % 4 {
+		case 0:
 			t.Logf("kill -9 node %d", p.id)
 			c.kill(p)
 			time.Sleep(2 * time.Second)
 			c.start(p)
-		} else {
+		case 1:
 			t.Logf("pause node %d", p.id)
 			p.cmd.Process.Signal(syscall.SIGSTOP)
 			time.Sleep(2500 * time.Millisecond)
 			p.cmd.Process.Signal(syscall.SIGCONT)
+		case 2:
+			t.Logf("cut node %d off from nodes %v", p.id, others)
+			c.partition(p, others...)
+			// The cut-off node gives up every group and the other two
+			// serve all of them (a lease and an election later).
+			c.waitUntil(fmt.Sprintf("node %d serves nothing and the others serve all", p.id), 20*time.Second, func() bool {
+				total := 0
+				for _, q := range c.procs {
+					if q != p {
+						total += max(c.serving(q), 0)
+					}
+				}
+				return c.serving(p) == 0 && total == 15
+			})
+			time.Sleep(2 * time.Second)
+			c.partition(p)
+		case 3:
+			t.Logf("cut node %d off from node %d only", p.id, others[0])
+			c.partition(p, others[0])
+			time.Sleep(3 * time.Second)
+			c.partition(p)
 		}
 	}
 	time.Sleep(3 * time.Second)

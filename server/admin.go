@@ -68,6 +68,9 @@ func (s *Server) adminMux() *http.ServeMux {
 		_ = enc.Encode(s.Status())
 	})
 	mux.HandleFunc("/namespaces", s.namespacesHandler)
+	if s.faults != nil {
+		mux.HandleFunc("/debug/partition", s.faults.handle)
+	}
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		st := s.Status()

@@ -104,6 +104,10 @@ type Config struct {
 	// asks any node to forward at once (wire.ForwardNow). Negative never
 	// forwards.
 	ForwardAfter int `json:"forward_after"`
+	// FaultInjection enables the admin endpoint /debug/partition, which
+	// cuts this node's Paxos traffic to and from chosen peers (make e2e
+	// uses it to partition nodes). Never enable it in production.
+	FaultInjection bool `json:"fault_injection"`
 }
 
 // Load reads a JSON configuration file.

@@ -48,6 +48,7 @@ type Server struct {
 	clientLn string
 
 	stats  stats
+	faults *partition // nil unless Config.FaultInjection
 	gossip *gossip
 	alive  map[uint32]bool // from gossip; nil means everyone is presumed alive
 }
@@ -120,7 +121,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 			others[paxos.NodeID(n.ID)] = n.Peer
 		}
 	}
-	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: s.host.Deliver, Logger: log})
+	handler := s.host.Deliver
+	if cfg.FaultInjection {
+		s.faults = &partition{deliver: s.host.Deliver}
+		handler = s.faults.Deliver
+		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
+	}
+	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log})
 	if err != nil {
 		s.host.Stop()
 		svc.Close()
@@ -128,7 +135,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		return nil, err
 	}
 	s.tr = tr
-	s.host.SetTransport(tr)
+	if s.faults != nil {
+		s.faults.next = tr
+		s.host.SetTransport(s.faults)
+	} else {
+		s.host.SetTransport(tr)
+	}
 	s.host.Start()
 	return s, nil
 }

@@ -1,0 +1,81 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/paxlock/paxlock/paxos"
+)
+
+// partition drops the Paxos traffic between this node and the peers it is
+// told to cut off, in both directions, to test partitions across processes
+// (make e2e) without network namespaces or root. Clients still reach the
+// node, which is the case that matters for a lock service: a master cut off
+// from its peers must stop granting once its lease runs out, while clients
+// can still ask it. It sits between the Host and the TCP transport only
+// when Config.FaultInjection is set, and is driven through the admin
+// endpoint /debug/partition.
+type partition struct {
+	next    paxos.Transport
+	deliver func([]paxos.Message)
+	cut     atomic.Pointer[map[paxos.NodeID]bool]
+}
+
+// Send implements paxos.Transport: messages to cut-off peers are dropped.
+func (p *partition) Send(msgs []paxos.Message) {
+	if cut := p.cut.Load(); cut != nil && len(*cut) > 0 {
+		msgs = slices.DeleteFunc(slices.Clone(msgs), func(m paxos.Message) bool { return (*cut)[m.To] })
+	}
+	p.next.Send(msgs)
+}
+
+// Close implements paxos.Transport.
+func (p *partition) Close() error { return p.next.Close() }
+
+// Deliver passes on received messages, except those from cut-off peers.
+func (p *partition) Deliver(msgs []paxos.Message) {
+	if cut := p.cut.Load(); cut != nil && len(*cut) > 0 {
+		msgs = slices.DeleteFunc(slices.Clone(msgs), func(m paxos.Message) bool { return (*cut)[m.From] })
+	}
+	if len(msgs) > 0 {
+		p.deliver(msgs)
+	}
+}
+
+// handle serves /debug/partition: GET lists the peers cut off; POST with
+// the form value cut=2,3 cuts those peers off (replacing the set), and
+// cut= heals.
+func (p *partition) handle(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+	case http.MethodPost:
+		cut := map[paxos.NodeID]bool{}
+		for f := range strings.SplitSeq(r.FormValue("cut"), ",") {
+			if f = strings.TrimSpace(f); f == "" {
+				continue
+			}
+			id, err := strconv.ParseUint(f, 10, 32)
+			if err != nil || id == 0 {
+				http.Error(w, fmt.Sprintf("bad node id %q", f), http.StatusBadRequest)
+				return
+			}
+			cut[paxos.NodeID(id)] = true
+		}
+		p.cut.Store(&cut)
+	default:
+		http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
+		return
+	}
+	var ids []paxos.NodeID
+	if cut := p.cut.Load(); cut != nil {
+		ids = slices.Sorted(maps.Keys(*cut))
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"cut": ids})
+}
