@@ -137,6 +137,7 @@ type Client struct {
 	closeOnce sync.Once
 	loopDone  chan struct{}
 	refreshCh chan struct{} // cap 1
+	wide      atomic.Bool   // the next refresh asks other nodes too
 	subLostCh chan struct{} // cap 1
 
 	viewMu sync.Mutex
@@ -509,6 +510,17 @@ func (c *Client) onConnLost(cn *conn, cause error) {
 
 // ---- the cluster view ----
 
+// refreshWide asks the background loop to re-read the view soon, from
+// other nodes as well as the subscribed one: a group's master said it
+// serves nothing, or the view names none. The subscribed node's view can
+// be stale when that node is cut off from its peers (it still names itself
+// as the master of the groups it lost); the other nodes' views carry the
+// new masters with higher ballots, so updateView takes theirs.
+func (c *Client) refreshWide() {
+	c.wide.Store(true)
+	c.refresh()
+}
+
 // refresh asks the background loop to re-read the view soon.
 func (c *Client) refresh() {
 	select {
@@ -714,15 +726,52 @@ func (c *Client) refreshOnce() error {
 	c.mu.Lock()
 	sub := c.subConn
 	c.mu.Unlock()
+	var err error
 	if sub == nil || sub.dead() {
-		return c.subscribe(c.ctx)
+		err = c.subscribe(c.ctx)
+	} else {
+		var v *wire.View
+		if v, err = c.fetchView(c.ctx, sub, wire.TypeGetView); err == nil {
+			c.updateView(v)
+		}
 	}
-	v, err := c.fetchView(c.ctx, sub, wire.TypeGetView)
-	if err != nil {
-		return err
+	if c.wide.Swap(false) {
+		c.refreshFromOthers()
 	}
-	c.updateView(v)
-	return nil
+	return err
+}
+
+// widePeers is how many nodes besides the subscribed one a wide refresh
+// asks for their view.
+const widePeers = 2
+
+// refreshFromOthers reads the view from up to widePeers nodes other than
+// the subscribed one and installs the newest.
+func (c *Client) refreshFromOthers() {
+	c.mu.Lock()
+	var skip string
+	if c.subConn != nil {
+		skip = c.subConn.addr
+	}
+	c.mu.Unlock()
+	asked := 0
+	for _, addr := range c.candidates() {
+		if addr == skip || c.unreachable(addr) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout+c.cfg.RequestTimeout)
+		cn, err := c.getConn(ctx, addr)
+		if err == nil {
+			var v *wire.View
+			if v, err = c.fetchView(ctx, cn, wire.TypeGetView); err == nil && len(v.Groups) > 0 {
+				c.updateView(v)
+			}
+		}
+		cancel()
+		if asked++; asked == widePeers {
+			return
+		}
+	}
 }
 
 // ---- requests ----
@@ -777,7 +826,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 					}
 				}
 			case wire.StatusNoMaster:
-				c.refresh()
+				c.refreshWide()
 				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
 			case wire.StatusOverloaded:
 				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
@@ -834,7 +883,7 @@ func (c *Client) attempt(ctx context.Context, hash uint64, target string, typ wi
 	if addr == "" {
 		a, ok := c.masterAddr(hash)
 		if !ok {
-			c.refresh()
+			c.refreshWide()
 			return nil, nil, "", ErrNoMaster
 		}
 		addr = a

@@ -490,7 +490,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(),
 				c.removeWaiter(w)
 				return granted{}, m.timeoutErr(byCtx)
 			case wire.StatusNoMaster:
-				c.refresh()
+				c.refreshWide()
 			default:
 				c.removeWaiter(w)
 				return granted{}, fmt.Errorf("client: lock %q: grant with status %s: %w", m.key, g.status, statusSentinel(g.status))

@@ -32,6 +32,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/wire"
 )
 
 type proc struct {
@@ -173,6 +174,38 @@ func (c *cluster) serving(p *proc) int {
 		}
 	}
 	return n
+}
+
+// lockEveryGroup takes and releases a lock in every group with a client
+// that knows only node p, which is cut off from its peers: the client must
+// find the masters the other nodes elected although p's view still names
+// p for the groups it lost.
+func (c *cluster) lockEveryGroup(ctx context.Context, p *proc) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cl, err := client.New(ctx, client.Config{Registry: []string{p.addr}, Namespace: "e2e", Secret: "s", Logger: quiet})
+	if err != nil {
+		c.t.Fatalf("client of node %d: %v", p.id, err)
+	}
+	defer cl.Close()
+	seen := map[int]bool{}
+	for i := 0; len(seen) < 15; i++ {
+		key := fmt.Sprintf("every-%d", i)
+		g := wire.GroupOf(wire.KeyHash("e2e", key), 15)
+		if seen[g] {
+			continue
+		}
+		seen[g] = true
+		lctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		m := cl.Mutex(key, client.TTL(5*time.Second))
+		if err := m.TryLock(lctx); err != nil {
+			cancel()
+			c.t.Fatalf("group %d, with a client of cut-off node %d: %v", g, p.id, err)
+		}
+		if err := m.Unlock(lctx); err != nil {
+			c.t.Errorf("group %d: unlock: %v", g, err)
+		}
+		cancel()
+	}
 }
 
 // waitUntil polls cond until it holds, failing the test after limit.
@@ -408,7 +441,8 @@ func TestFaults(t *testing.T) {
 				}
 				return c.serving(p) == 0 && total == 15
 			})
-			time.Sleep(2 * time.Second)
+			c.lockEveryGroup(ctx, p)
+			time.Sleep(time.Second)
 			c.partition(p)
 		case 3:
 			t.Logf("cut node %d off from node %d only", p.id, others[0])
