@@ -554,7 +554,7 @@ func (c *Client) updateView(v *wire.View) bool {
 		if w.conn == nil || w.abandoned {
 			continue
 		}
-		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.master {
+		if newTerm(cur, v, wire.GroupOf(w.hash, len(v.Groups)), w.master) {
 			w.signalResend()
 		}
 	}
@@ -563,7 +563,7 @@ func (c *Client) updateView(v *wire.View) bool {
 		if w.conn == nil {
 			continue
 		}
-		if addr, ok := v.MasterAddr(wire.GroupOf(w.hash, len(v.Groups))); ok && addr != w.master {
+		if newTerm(cur, v, wire.GroupOf(w.hash, len(v.Groups)), w.master) {
 			w.conn = nil
 			rereg = append(rereg, w)
 		}
@@ -573,6 +573,27 @@ func (c *Client) updateView(v *wire.View) bool {
 		w.reregister()
 	}
 	return true
+}
+
+// newTerm reports whether view v names a master for group g other than
+// master, the one a wait or watch was registered with, or shows that g's
+// master began a new term since view cur (it stepped down and was elected
+// again). A master keeps waits and watches in memory for one term only, so
+// either way they must be sent again; re-sending one that survived is
+// harmless (same WaitID, duplicate events dropped).
+func newTerm(cur, v *wire.View, g int, master string) bool {
+	addr, ok := v.MasterAddr(g)
+	if !ok {
+		return false // no master yet: the next view will tell
+	}
+	if addr != master {
+		return true
+	}
+	if cur == nil || len(cur.Groups) != len(v.Groups) {
+		return false
+	}
+	was := cur.Groups[g]
+	return was.Addr == master && was.Epoch != v.Groups[g].Epoch
 }
 
 // masterAddr returns the address of the master of key's group in the

@@ -968,3 +968,43 @@ func TestClose(t *testing.T) {
 	}
 	c.Close() // idempotent
 }
+
+// TestNewTermReregisters: a master that steps down and is elected again
+// has forgotten its waits and watches (they live in one term's memory);
+// the view shows the same master with a new epoch, and the client sends
+// them again.
+func TestNewTermReregisters(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+
+	w, err := c.Watch(ctx, "watched", 0, Continuous())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	holder := c.Mutex("k")
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Mutex("k")
+	done := goErr(func() error { return m.Lock(ctx) })
+	n.waitFor(t, "queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+
+	// A new term at the same node: it forgot the wait and the watch.
+	n.set(func(n *fakeNode) {
+		delete(n.waiters, "k")
+		delete(n.watches, "watched")
+	})
+	fc.setMaster(n)
+	n.waitFor(t, "wait and watch sent again", func(n *fakeNode) bool {
+		return len(n.waiters["k"]) == 1 && len(n.watches["watched"]) == 1
+	})
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvErr(t, done, "Lock"); err != nil {
+		t.Fatalf("Lock after the new term: %v", err)
+	}
+}

@@ -453,7 +453,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(),
 			return abandon(m.timeoutErr(byCtx))
 		}
 		from := time.Now()
-		ver := c.viewVersion()
+		before := c.view.Load()
 		res, err := c.do(ctx, "lock", m.key, m.hash, wire.TypeAcquire, m.acquireMsg(wait, w.id))
 		if err != nil {
 			queued = queued || res.unknown
@@ -467,7 +467,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(),
 		case wire.StatusLockWait:
 			queued = true
 			c.setWaiterConn(w, res.cn, res.master)
-			if res.cn.dead() || c.movedSince(ver, m.hash, res.master) {
+			if res.cn.dead() || c.movedSince(before, m.hash, res.master) {
 				w.signalResend()
 			}
 		case wire.StatusLockOccupied:
@@ -629,22 +629,17 @@ func (c *Client) setWaiterConn(w *waiter, cn *conn, master string) {
 	c.mu.Unlock()
 }
 
-func (c *Client) viewVersion() uint64 {
-	if v := c.view.Load(); v != nil {
-		return v.Version
-	}
-	return 0
-}
-
-// movedSince reports whether the view changed since version ver and now
-// names another master than addr for hash's group.
-func (c *Client) movedSince(ver, hash uint64, addr string) bool {
+// movedSince reports whether the current view, compared with before (the
+// view when a wait or watch was sent), names another master than addr for
+// hash's group or a new term of it (see newTerm). A view that arrived
+// while the request was in flight is handled here, since updateView did
+// not yet know where the request went.
+func (c *Client) movedSince(before *wire.View, hash uint64, addr string) bool {
 	v := c.view.Load()
-	if v == nil || v.Version == ver {
+	if v == nil || v == before {
 		return false
 	}
-	a, ok := v.MasterAddr(wire.GroupOf(hash, len(v.Groups)))
-	return ok && a != addr
+	return newTerm(before, v, wire.GroupOf(hash, len(v.Groups)), addr)
 }
 
 // ---- cores ----

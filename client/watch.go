@@ -194,7 +194,7 @@ func (w *Watcher) register(ctx context.Context) error {
 	if w.continuous {
 		flags |= wire.FlagContinuous
 	}
-	ver := c.viewVersion()
+	before := c.view.Load()
 	res, err := c.do(ctx, "watch", w.key, w.hash, wire.TypeWatch,
 		&wire.Watch{Key: w.key, WatchID: w.id, Token: tok, Flags: flags, MaxWaitMs: wait})
 	if err != nil {
@@ -215,7 +215,7 @@ func (w *Watcher) register(ctx context.Context) error {
 		res.cn.post(wire.TypeUnwatch, &wire.Unwatch{Key: w.key, WatchID: w.id})
 		return nil
 	}
-	if res.cn.dead() || c.movedSince(ver, w.hash, res.master) {
+	if res.cn.dead() || c.movedSince(before, w.hash, res.master) {
 		return errRetry
 	}
 	return nil
