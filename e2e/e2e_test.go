@@ -45,13 +45,13 @@ type proc struct {
 }
 
 type cluster struct {
-	t     *testing.T
+	t     testing.TB
 	bin   string
 	dir   string
 	procs []*proc
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	for {
 		// Below the ephemeral range: see server's tests.
 		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
@@ -63,7 +63,7 @@ func freePort(t *testing.T) string {
 	}
 }
 
-func startCluster(t *testing.T, n int) *cluster {
+func startCluster(t testing.TB, n int) *cluster {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "paxlockd")
 	build := exec.Command("go", "build", "-o", bin, "github.com/paxlock/paxlock/cmd/paxlockd")
@@ -148,32 +148,6 @@ func (c *cluster) partition(p *proc, peers ...int) {
 	if resp.StatusCode != http.StatusOK {
 		c.t.Fatalf("partition node %d: %s", p.id, resp.Status)
 	}
-}
-
-// serving returns how many groups node p serves as master, from its
-// /status (-1 if it does not answer).
-func (c *cluster) serving(p *proc) int {
-	cl := http.Client{Timeout: 2 * time.Second}
-	resp, err := cl.Get("http://" + p.admin + "/status")
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Groups []struct {
-			Serving bool `json:"serving"`
-		} `json:"groups"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return -1
-	}
-	n := 0
-	for _, g := range st.Groups {
-		if g.Serving {
-			n++
-		}
-	}
-	return n
 }
 
 // lockEveryGroup takes and releases a lock in every group with a client
@@ -436,10 +410,10 @@ func TestFaults(t *testing.T) {
 				total := 0
 				for _, q := range c.procs {
 					if q != p {
-						total += max(c.serving(q), 0)
+						total += len(c.servedGroups(q))
 					}
 				}
-				return c.serving(p) == 0 && total == 15
+				return len(c.servedGroups(p)) == 0 && total == 15
 			})
 			c.lockEveryGroup(ctx, p)
 			time.Sleep(time.Second)
