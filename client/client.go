@@ -142,6 +142,10 @@ type Client struct {
 
 	viewMu sync.Mutex
 	view   atomic.Pointer[wire.View]
+	// viewCh is closed, and replaced, when a newer view is installed: a
+	// request waiting to retry after NO_MASTER or a lost master wakes at
+	// once instead of at the end of its backoff.
+	viewCh atomic.Pointer[chan struct{}]
 
 	nextOwner atomic.Uint64
 	nextWait  atomic.Uint64
@@ -206,6 +210,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		holds:     make(map[holdKey]*hold),
 		procCores: make(map[coreKey]*lockCore),
 	}
+	ch := make(chan struct{})
+	c.viewCh.Store(&ch)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.log = cfg.Logger.With("paxlock_client", strconv.FormatUint(c.id, 16))
 	c.nextOwner.Store(processOwnerID)
@@ -319,6 +325,12 @@ func (c *Client) backoffCeil(n int) time.Duration {
 
 // sleep waits d, or until ctx ends or the client closes.
 func (c *Client) sleep(ctx context.Context, d time.Duration) error {
+	return c.sleepOrView(ctx, d, nil)
+}
+
+// sleepOrView is sleep that also ends early, with a nil error, when
+// viewCh (from viewChanged; nil: never) is closed by a newer view.
+func (c *Client) sleepOrView(ctx context.Context, d time.Duration, viewCh <-chan struct{}) error {
 	if d <= 0 {
 		return nil
 	}
@@ -327,12 +339,18 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) error {
 	select {
 	case <-t.C:
 		return nil
+	case <-viewCh:
+		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.done:
 		return ErrClosed
 	}
 }
+
+// viewChanged returns a channel closed when a view newer than the current
+// one is installed.
+func (c *Client) viewChanged() <-chan struct{} { return *c.viewCh.Load() }
 
 // ---- connections ----
 
@@ -546,6 +564,8 @@ func (c *Client) updateView(v *wire.View) bool {
 		return false
 	}
 	c.view.Store(v)
+	next := make(chan struct{})
+	close(*c.viewCh.Swap(&next))
 	c.viewMu.Unlock()
 	c.log.Debug("paxlock: view", "version", v.Version, "groups", len(v.Groups), "nodes", len(v.Nodes))
 
@@ -831,6 +851,10 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 			return res, ctxErr(op, key, err, lastErr)
 		}
 		delay := time.Duration(-1) // -1: the usual backoff
+		// Routing failures wait for the backoff or a newer view, whichever
+		// comes first: a failover shows up as a view push.
+		var viewCh <-chan struct{}
+		routing := c.viewChanged()
 		r, cn, master, err := c.attempt(ctx, hash, target, typ, m, redirects)
 		target = ""
 		switch {
@@ -849,6 +873,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 			case wire.StatusNoMaster:
 				c.refreshWide()
 				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
+				viewCh = routing
 			case wire.StatusOverloaded:
 				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
 			case wire.StatusTimeout:
@@ -862,6 +887,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 			return res, err
 		case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout):
 			res.unknown = true
+			viewCh = routing
 			if errors.Is(err, errAttemptTimeout) {
 				lastErr = fmt.Errorf("%w: %s %q at %s: %w", ErrTimeout, op, key, cn.addr, err)
 			} else {
@@ -874,6 +900,9 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 			return res, ctxErr(op, key, ctx.Err(), lastErr)
 		case errors.Is(err, ErrNoMaster), errors.Is(err, ErrUnavailable), errors.Is(err, ErrOverloaded):
 			lastErr = fmt.Errorf("client: %s %q: %w", op, key, err)
+			if !errors.Is(err, ErrOverloaded) {
+				viewCh = routing
+			}
 		default:
 			return res, err // encoding errors, unexpected replies
 		}
@@ -883,7 +912,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		if delay < 0 {
 			delay = c.backoff(attempt + 1)
 		}
-		if err := c.sleep(ctx, delay); err != nil {
+		if err := c.sleepOrView(ctx, delay, viewCh); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return res, ErrClosed
 			}
