@@ -316,8 +316,11 @@ func (c *Core) resetElection() {
 	c.lastHeard = c.now
 	base := c.cfg.LeaseTicks + 2*c.cfg.HeartbeatTicks
 	jitter := c.rng.IntN(c.cfg.LeaseTicks/2 + 1)
-	if c.preferred != 0 && c.preferred != c.cfg.ID {
-		// Let the preferred node win when it is alive.
+	if c.preferred != 0 && c.preferred != c.cfg.ID && c.preferred != c.soft.Master {
+		// Let the preferred node win when it is alive. When the master
+		// that went silent is the preferred node itself, every survivor
+		// would wait the extra half lease for nobody: after kill -9 of a
+		// node, its groups were served again after ~2.0 s instead of ~1.5.
 		base += c.cfg.LeaseTicks / 2
 	}
 	c.electAt = c.now + uint64(base+jitter)
