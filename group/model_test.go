@@ -216,8 +216,8 @@ func dumpSM(sm *StateMachine) map[string]mLock {
 	for i := range sm.shards {
 		sm.forEach(i, func(key string, l *lockRec) {
 			var ml mLock
-			ml.kind = l.kind
-			for _, h := range l.holders {
+			ml.kind = l.kind()
+			for _, h := range l.holds() {
 				ml.holds = append(ml.holds, mHold{h.owner, h.token, h.ttlMs})
 			}
 			out[key] = ml
@@ -575,7 +575,7 @@ func TestReadersSharingTokenExpireSeparately(t *testing.T) {
 		t.Fatalf("expire r2: %+v", o)
 	}
 	l := sm.get(key)
-	if l == nil || len(l.holders) != 1 || l.holders[0].owner != r1 {
+	if l == nil || l.n() != 1 || l.at(0).owner != r1 {
 		t.Fatalf("after expiring r2 the lock is %+v, want r1 alone", l)
 	}
 }

@@ -155,17 +155,103 @@ type holder struct {
 	owner wire.Owner
 	token uint64
 	ttlMs uint32
+	kind  wire.Kind // the hold's kind; all holds of a key have the same
+	used  bool      // set on every hold in a record (see lockRec.first)
+	// deadline is the master's deadline for the hold, in nanoseconds on
+	// its worker's monotonic clock (see worker.mono), 0 when unknown. It
+	// is master-only soft state kept here because the record exists
+	// anyway: never encoded, replicated or compared.
+	deadline int64
 }
 
 // lockRec is a key's lock: a writer (kind exclusive or write) or readers.
+// The first hold is inline and the rest (more readers) in more, so the
+// common held key costs one 48-byte object besides its map entry. A
+// record with no hold (first.used false) exists only inside apply.
 type lockRec struct {
-	kind    wire.Kind
-	holders []holder
+	first holder
+	more  *[]holder
+}
+
+// n returns the number of holds; l may be nil.
+func (l *lockRec) n() int {
+	switch {
+	case l == nil || !l.first.used:
+		return 0
+	case l.more == nil:
+		return 1
+	}
+	return 1 + len(*l.more)
+}
+
+// at returns the i-th hold.
+func (l *lockRec) at(i int) *holder {
+	if i == 0 {
+		return &l.first
+	}
+	return &(*l.more)[i-1]
+}
+
+// kind returns the lock's kind (that of its holds).
+func (l *lockRec) kind() wire.Kind { return l.first.kind }
+
+// add appends a hold.
+func (l *lockRec) add(h holder) {
+	h.used = true
+	if !l.first.used {
+		l.first = h
+		return
+	}
+	if l.more == nil {
+		l.more = new([]holder)
+	}
+	*l.more = append(*l.more, h)
+}
+
+// remove deletes the i-th hold, keeping the others in order.
+func (l *lockRec) remove(i int) {
+	if l.more == nil {
+		l.first = holder{}
+		return
+	}
+	m := *l.more
+	if i == 0 {
+		l.first = m[0]
+		i = 1
+	}
+	m = append(m[:i-1], m[i:]...)
+	if len(m) == 0 {
+		l.more = nil
+		return
+	}
+	*l.more = m
+}
+
+// holds returns a copy of the holds in order.
+func (l *lockRec) holds() []holder {
+	out := make([]holder, 0, l.n())
+	for i := range l.n() {
+		out = append(out, *l.at(i))
+	}
+	return out
+}
+
+// clone returns a deep copy of l (nil for nil).
+func (l *lockRec) clone() *lockRec {
+	if l == nil {
+		return nil
+	}
+	cp := &lockRec{first: l.first}
+	if l.more != nil {
+		m := append([]holder(nil), *l.more...)
+		cp.more = &m
+	}
+	return cp
 }
 
 func (l *lockRec) find(o wire.Owner) int {
-	for i := range l.holders {
-		if l.holders[i].owner == o {
+	for i := range l.n() {
+		if l.at(i).owner == o {
 			return i
 		}
 	}
@@ -173,8 +259,8 @@ func (l *lockRec) find(o wire.Owner) int {
 }
 
 func (l *lockRec) findToken(t uint64) int {
-	for i := range l.holders {
-		if l.holders[i].token == t {
+	for i := range l.n() {
+		if l.at(i).token == t {
 			return i
 		}
 	}
@@ -186,26 +272,28 @@ func exclusive(k wire.Kind) bool { return k != wire.KindRead }
 // canGrant reports whether owner o may take the key in kind k now, and
 // whether that is a reacquire of a hold it has.
 func (l *lockRec) canGrant(o wire.Owner, k wire.Kind) (ok, again bool) {
-	if l == nil || len(l.holders) == 0 {
+	n := l.n()
+	if n == 0 {
 		return true, false
 	}
 	i := l.find(o)
 	if exclusive(k) {
-		if i >= 0 && len(l.holders) == 1 && exclusive(l.kind) {
+		if i >= 0 && n == 1 && exclusive(l.kind()) {
 			return true, true
 		}
 		return false, false
 	}
-	if exclusive(l.kind) {
+	if exclusive(l.kind()) {
 		return false, false
 	}
 	return true, i >= 0
 }
 
 func encodeRec(dst []byte, l *lockRec) []byte {
-	dst = append(dst, 1, byte(l.kind))
-	dst = binary.AppendUvarint(dst, uint64(len(l.holders)))
-	for _, h := range l.holders {
+	dst = append(dst, 1, byte(l.kind()))
+	dst = binary.AppendUvarint(dst, uint64(l.n()))
+	for i := range l.n() {
+		h := l.at(i)
 		dst = binary.AppendUvarint(dst, h.owner.Client)
 		dst = binary.AppendUvarint(dst, h.owner.ID)
 		dst = binary.AppendUvarint(dst, h.token)
@@ -219,18 +307,19 @@ func decodeRec(b []byte) (*lockRec, error) {
 	if r.byte() != 1 {
 		return nil, fmt.Errorf("group: lock record version: %w", errBadCommand)
 	}
-	l := &lockRec{kind: wire.Kind(r.byte())}
+	kind := wire.Kind(r.byte())
+	l := &lockRec{}
 	n := r.uvarint()
 	if n > uint64(len(r.b)) {
 		return nil, errBadCommand
 	}
 	for i := uint64(0); i < n && !r.err; i++ {
-		var h holder
+		h := holder{kind: kind}
 		h.owner.Client = r.uvarint()
 		h.owner.ID = r.uvarint()
 		h.token = r.uvarint()
 		h.ttlMs = uint32(r.uvarint())
-		l.holders = append(l.holders, h)
+		l.add(h)
 	}
 	if r.err {
 		return nil, errBadCommand
@@ -338,12 +427,7 @@ func (sm *StateMachine) get(key string) *lockRec {
 	s := sm.shardOf(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	l := s.locks[key]
-	if l == nil {
-		return nil
-	}
-	cp := &lockRec{kind: l.kind, holders: append([]holder(nil), l.holders...)}
-	return cp
+	return s.locks[key].clone()
 }
 
 // Apply implements paxos.StateMachine.
@@ -381,7 +465,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.locks[c.key]
-	held := l != nil && len(l.holders) > 0
+	held := l.n() > 0
 	out := &outcome{status: wire.StatusSuccess}
 	switch c.op {
 	case opAcquire:
@@ -398,7 +482,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 			// without an owner names it by token alone.
 			if c.owner.IsZero() {
 				i = l.findToken(c.token)
-			} else if i = l.find(c.owner); i >= 0 && l.holders[i].token != c.token {
+			} else if i = l.find(c.owner); i >= 0 && l.at(i).token != c.token {
 				i = -1
 			}
 			if i < 0 {
@@ -411,19 +495,19 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 				out.status = wire.StatusLockChangedOwner
 				break
 			}
-			if l.holders[i].token != c.token {
+			if l.at(i).token != c.token {
 				out.status = wire.StatusTokenError
 				break
 			}
 		}
-		out.token = l.holders[i].token
+		out.token = l.at(i).token
 		if c.op == opRenew {
 			if c.ttlMs > 0 {
-				l.holders[i].ttlMs = c.ttlMs
+				l.at(i).ttlMs = c.ttlMs
 			}
 			break
 		}
-		l.holders = append(l.holders[:i], l.holders[i+1:]...)
+		l.remove(i)
 		sm.applyGrants(&l, instance, c, out)
 	case opGrant:
 		sm.applyGrants(&l, instance, c, out)
@@ -454,26 +538,23 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, o wire.Owner, k wir
 		return wire.StatusLockOccupied, 0
 	}
 	if again {
-		i := l.find(o)
-		l.holders[i].ttlMs = ttlMs
-		return wire.StatusSuccess, l.holders[i].token
+		h := l.at(l.find(o))
+		h.ttlMs = ttlMs
+		return wire.StatusSuccess, h.token
 	}
 	if l == nil {
 		l = &lockRec{}
 		*lp = l
 	}
-	if len(l.holders) == 0 {
-		l.kind = k
-	}
 	tok := sm.token(instance)
-	l.holders = append(l.holders, holder{owner: o, token: tok, ttlMs: ttlMs})
+	l.add(holder{owner: o, token: tok, ttlMs: ttlMs, kind: k})
 	return wire.StatusSuccess, tok
 }
 
 // put stores key's record after a change (or deletes it when empty).
 func (sm *StateMachine) put(key string, s *shard, l *lockRec, wasHeld bool, w paxos.Writer) {
 	sm.key = append(append(sm.key[:0], lockPrefix), key...)
-	if l == nil || len(l.holders) == 0 {
+	if l.n() == 0 {
 		if wasHeld {
 			delete(s.locks, key)
 			w.Delete(sm.key)
@@ -546,6 +627,44 @@ func (sm *StateMachine) observe(f func(paxos.SoftState)) {
 	sm.mu.Lock()
 	sm.obs = f
 	sm.mu.Unlock()
+}
+
+// setDeadline records the master's deadline of owner o's hold with token
+// on key, and reports whether that hold exists.
+func (sm *StateMachine) setDeadline(key string, o wire.Owner, token uint64, at int64) bool {
+	s := sm.shardOf(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.locks[key]
+	if i := l.find(o); i >= 0 && l.at(i).token == token {
+		l.at(i).deadline = at
+		return true
+	}
+	return false
+}
+
+// deadline returns the master's deadline of owner o's hold with token on
+// key (0 when unknown), and whether that hold exists.
+func (sm *StateMachine) deadline(key string, o wire.Owner, token uint64) (int64, bool) {
+	s := sm.shardOf(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	l := s.locks[key]
+	if i := l.find(o); i >= 0 && l.at(i).token == token {
+		return l.at(i).deadline, true
+	}
+	return 0, false
+}
+
+// forEachMut calls f for every record of shard i under its write lock; f
+// may change the holds' master-only deadlines, nothing else.
+func (sm *StateMachine) forEachMut(i int, f func(key string, l *lockRec)) {
+	s := &sm.shards[i]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, l := range s.locks {
+		f(k, l)
+	}
 }
 
 // forEach calls f for every record of shard i under its read lock.

@@ -56,11 +56,12 @@ type pending struct {
 	cmd    command
 	req    *Request  // the requester to answer, nil for expire and grants
 	grants []*waiter // waiters the command grants to, in cmd.grants order
-	lost   holdInfo  // expire: the hold that ends
+	lost   expiry    // expire: the deadline that passed
 }
 
 type waiter struct {
 	req      *Request
+	key      string
 	seq      uint64
 	deadline time.Time
 	granting bool
@@ -76,6 +77,7 @@ func (w *waiter) weight() uint8 {
 
 type watcher struct {
 	id         uint64
+	key        string
 	sink       Sink
 	token      uint64
 	continuous bool
@@ -90,81 +92,108 @@ type holdID struct {
 	owner wire.Owner
 }
 
-type holdInfo struct {
-	token    uint64
-	deadline time.Time
-	owner    wire.Owner
-	sink     Sink
-	key      string
+// sinkRef is the connection a hold's Lost goes to. Every hold taken over
+// one connection points to the same sinkRef, so forgetting the connection
+// is one store, however many locks it holds.
+type sinkRef struct{ sink Sink }
+
+// expiry is a hold's deadline on the master. The expiry heap holds one
+// per deadline set; the hold's record in the state machine carries the
+// current one (holder.deadline), so an entry whose hold was renewed,
+// released or expired meanwhile is recognised and skipped when it comes
+// up. A held key needs no keyState on the master: this entry (56 bytes)
+// is all it costs there.
+type expiry struct {
+	at    int64 // on the worker's clock, see worker.mono
+	key   string
+	token uint64
+	owner wire.Owner
+	sink  *sinkRef // nil: nobody to tell
 }
 
-// holdSet is a key's holds with their deadlines. A key has one holder
-// (or a few readers), so a slice beats a map: a million held locks on a
-// master cost one small slice each, not a map each.
-type holdSet []holdInfo
+// expiryHeap is a min-heap of deadlines (by hand: container/heap would
+// box every entry).
+type expiryHeap []expiry
 
-func (s holdSet) find(id holdID) int {
-	for i := range s {
-		if s[i].token == id.token && s[i].owner == id.owner {
-			return i
+func (h *expiryHeap) push(e expiry) {
+	*h = append(*h, e)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if s[p].at <= s[i].at {
+			break
 		}
+		s[p], s[i] = s[i], s[p]
+		i = p
 	}
-	return -1
 }
 
-func (s holdSet) get(id holdID) (holdInfo, bool) {
-	if i := s.find(id); i >= 0 {
-		return s[i], true
+func (h *expiryHeap) down(i int) {
+	s := *h
+	for {
+		l := 2*i + 1
+		if l >= len(s) {
+			return
+		}
+		m := l
+		if r := l + 1; r < len(s) && s[r].at < s[l].at {
+			m = r
+		}
+		if s[i].at <= s[m].at {
+			return
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
 	}
-	return holdInfo{}, false
 }
 
-func (s *holdSet) set(id holdID, info holdInfo) {
-	info.token, info.owner = id.token, id.owner
-	if i := s.find(id); i >= 0 {
-		(*s)[i] = info
-		return
-	}
-	*s = append(*s, info)
+func (h *expiryHeap) pop() expiry {
+	s := *h
+	e := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = expiry{}
+	*h = s[:n]
+	h.down(0)
+	return e
 }
 
-func (s *holdSet) del(id holdID) {
-	if i := s.find(id); i >= 0 {
-		*s = append((*s)[:i], (*s)[i+1:]...)
+func (h *expiryHeap) init() {
+	for i := len(*h)/2 - 1; i >= 0; i-- {
+		h.down(i)
 	}
 }
 
 // keyState is what the master's worker knows of one key beyond the
-// replicated record: deadlines, waiters, watchers, and whether a change is
-// in flight.
+// replicated record while something is going on: a change in flight and
+// the requests deferred behind it, waiters, watchers. A key that is only
+// held has none (its deadline is in the expiry heap).
 type keyState struct {
-	busy      bool
-	deferred  []*Request
-	waiters   []*waiter
-	watchers  []*watcher
-	deadlines holdSet
+	busy     bool
+	deferred []*Request
+	waiters  []*waiter
+	watchers []*watcher
 }
 
 func (ks *keyState) empty() bool {
-	return !ks.busy && len(ks.deferred) == 0 && len(ks.waiters) == 0 && len(ks.watchers) == 0 && len(ks.deadlines) == 0
+	return !ks.busy && len(ks.deferred) == 0 && len(ks.waiters) == 0 && len(ks.watchers) == 0
 }
 
 type timerKind uint8
 
 const (
-	tExpire timerKind = iota
-	tWait
+	tWait timerKind = iota
 	tWatch
 )
 
+// timerEntry is a waiter's or a watch's deadline.
 type timerEntry struct {
-	at    time.Time
-	kind  timerKind
-	key   string
-	token uint64
-	owner wire.Owner // tExpire: the hold's owner
-	w     *waiter
-	wt    *watcher
+	at   time.Time
+	kind timerKind
+	key  string
+	w    *waiter
+	wt   *watcher
 }
 
 type timerHeap []timerEntry
@@ -198,17 +227,88 @@ type worker struct {
 	keys    map[string]*keyState
 	term    uint64 // counts mastership changes; see onResult
 	seq     uint64
-	timers  timerHeap
+	timers  timerHeap  // waiters' and watches' deadlines
+	expiry  expiryHeap // holds' deadlines
 	timer   Timer
 	timerAt time.Time
+	base    time.Time // origin of mono
+
+	// By connection: the sinkRef its holds point to, its waiters and
+	// its watches, so that a closed connection costs what it had.
+	refs     map[Sink]*sinkRef
+	waits    map[Sink]map[*waiter]struct{}
+	watching map[Sink]map[*watcher]struct{}
 }
 
 func newWorker(g *LockGroup, idx int) *worker {
 	return &worker{
-		g:     g,
-		idx:   idx,
-		clock: g.svc.cfg.Clock,
-		keys:  make(map[string]*keyState),
+		g:        g,
+		idx:      idx,
+		clock:    g.svc.cfg.Clock,
+		keys:     make(map[string]*keyState),
+		base:     g.svc.cfg.Clock.Now().Add(-time.Second), // mono(now) > 0
+		refs:     make(map[Sink]*sinkRef),
+		waits:    make(map[Sink]map[*waiter]struct{}),
+		watching: make(map[Sink]map[*watcher]struct{}),
+	}
+}
+
+// mono converts a time on the worker's clock to nanoseconds since a second
+// before the worker started (so > 0; 0 means unknown), the form stored in
+// holder.deadline and expiry.at.
+func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
+
+// timeOf is the inverse of mono.
+func (w *worker) timeOf(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
+
+// ref returns the sinkRef of sink (nil for none).
+func (w *worker) ref(sink Sink) *sinkRef {
+	if sink == nil {
+		return nil
+	}
+	r := w.refs[sink]
+	if r == nil {
+		r = &sinkRef{sink: sink}
+		w.refs[sink] = r
+	}
+	return r
+}
+
+// index and unindex keep a waiter in the by-connection index.
+func (w *worker) index(q *waiter) {
+	m := w.waits[q.req.Sink]
+	if m == nil {
+		m = make(map[*waiter]struct{})
+		w.waits[q.req.Sink] = m
+	}
+	m[q] = struct{}{}
+}
+
+func (w *worker) unindex(q *waiter) {
+	if m := w.waits[q.req.Sink]; m != nil {
+		delete(m, q)
+		if len(m) == 0 {
+			delete(w.waits, q.req.Sink)
+		}
+	}
+}
+
+// indexWatch and unindexWatch keep a watcher in the by-connection index.
+func (w *worker) indexWatch(wt *watcher) {
+	m := w.watching[wt.sink]
+	if m == nil {
+		m = make(map[*watcher]struct{})
+		w.watching[wt.sink] = m
+	}
+	m[wt] = struct{}{}
+}
+
+func (w *worker) unindexWatch(wt *watcher) {
+	if m := w.watching[wt.sink]; m != nil {
+		delete(m, wt)
+		if len(m) == 0 {
+			delete(w.watching, wt.sink)
+		}
 	}
 }
 
@@ -360,7 +460,7 @@ func (w *worker) onRequest(r *Request) {
 					wt.gone = true
 				}
 			}
-			ks.watchers = dropWatchers(ks.watchers)
+			ks.watchers = w.dropWatchers(ks.watchers)
 			w.tidy(key, ks)
 		}
 		respond(r, wire.Response{Status: wire.StatusSuccess})
@@ -388,27 +488,27 @@ func (w *worker) onRequest(r *Request) {
 
 // occupiedInfo fills the holder fields of a response from rec.
 func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
-	if rec == nil || len(rec.holders) == 0 {
+	if rec.n() == 0 {
 		return
 	}
-	h := rec.holders[0]
-	resp.Holder, resp.Token, resp.Kind = h.owner, h.token, rec.kind
-	if rec.kind == wire.KindRead {
-		resp.Readers = uint32(len(rec.holders))
+	h := rec.at(0)
+	resp.Holder, resp.Token, resp.Kind = h.owner, h.token, rec.kind()
+	if rec.kind() == wire.KindRead {
+		resp.Readers = uint32(rec.n())
 	}
 	resp.TTLLeftMs = h.ttlMs
+	if h.deadline != 0 {
+		left := w.timeOf(h.deadline).Sub(w.clock.Now())
+		resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
+	}
 	if ks != nil {
-		if info, ok := ks.deadlines.get(holdID{h.token, h.owner}); ok {
-			left := info.deadline.Sub(w.clock.Now())
-			resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
-		}
 		resp.QueueLen = uint32(len(ks.waiters))
 	}
 }
 
 func (w *worker) answerState(r *Request, key string) {
 	rec := w.g.sm.get(key)
-	if rec == nil || len(rec.holders) == 0 {
+	if rec.n() == 0 {
 		resp := wire.Response{Status: wire.StatusLockDeleted}
 		if ks := w.keys[key]; ks != nil {
 			resp.QueueLen = uint32(len(ks.waiters))
@@ -420,7 +520,7 @@ func (w *worker) answerState(r *Request, key string) {
 	w.occupiedInfo(&resp, w.keys[key], rec)
 	// Report the asker's own hold if it has one.
 	if i := rec.find(r.Owner); i >= 0 && i != 0 {
-		resp.Holder, resp.Token = rec.holders[i].owner, rec.holders[i].token
+		resp.Holder, resp.Token = rec.at(i).owner, rec.at(i).token
 	}
 	respond(r, resp)
 }
@@ -458,7 +558,9 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	if r.WaitID != 0 {
 		for _, q := range ks.waiters {
 			if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
+				w.unindex(q)
 				q.req = r
+				w.index(q)
 				respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 				return
 			}
@@ -475,7 +577,8 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		return
 	}
 	w.seq++
-	q := &waiter{req: r, seq: w.seq}
+	q := &waiter{req: r, key: key, seq: w.seq}
+	w.index(q)
 	if r.MaxWait > 0 {
 		q.deadline = w.clock.Now().Add(r.MaxWait)
 		w.schedule(timerEntry{at: q.deadline, kind: tWait, key: key, w: q})
@@ -491,15 +594,15 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 	// A free key with waiters (say, the head timed out at the wrong
 	// moment) is handed on at once.
-	if rec == nil || len(rec.holders) == 0 {
+	if rec.n() == 0 {
 		w.grantWaiters(key, ks, nil)
 	}
 }
 
-// pickGrants chooses the waiters that get the key once rest holds it: the
-// head writer alone when rest is empty, or the leading readers when rest
-// holds only readers (or nothing).
-func pickGrants(ks *keyState, rest []holder, restKind wire.Kind) []*waiter {
+// pickGrants chooses the waiters that get the key once rest holds remain
+// (of kind restKind): the head writer alone when none remain, or the
+// leading readers when the rest are only readers (or none).
+func pickGrants(ks *keyState, rest int, restKind wire.Kind) []*waiter {
 	const maxGrants = 64
 	var out []*waiter
 	for _, q := range ks.waiters {
@@ -507,12 +610,12 @@ func pickGrants(ks *keyState, rest []holder, restKind wire.Kind) []*waiter {
 			return nil
 		}
 		if exclusive(q.req.Kind) {
-			if len(out) == 0 && len(rest) == 0 {
+			if len(out) == 0 && rest == 0 {
 				out = append(out, q)
 			}
 			break
 		}
-		if len(rest) > 0 && exclusive(restKind) {
+		if rest > 0 && exclusive(restKind) {
 			break
 		}
 		out = append(out, q)
@@ -538,12 +641,11 @@ func (w *worker) grantWaiters(key string, ks *keyState, rec *lockRec) {
 	if ks.busy || len(ks.waiters) == 0 {
 		return
 	}
-	var rest []holder
 	var kind wire.Kind
 	if rec != nil {
-		rest, kind = rec.holders, rec.kind
+		kind = rec.kind()
 	}
-	ws := pickGrants(ks, rest, kind)
+	ws := pickGrants(ks, rec.n(), kind)
 	if len(ws) == 0 {
 		return
 	}
@@ -565,28 +667,28 @@ func (w *worker) renew(r *Request, key string, ks *keyState) {
 }
 
 func checkHolder(rec *lockRec, o wire.Owner, token uint64) wire.Status {
-	if rec == nil || len(rec.holders) == 0 {
+	if rec.n() == 0 {
 		return wire.StatusLockDeleted
 	}
 	i := rec.find(o)
 	if i < 0 {
 		return wire.StatusLockChangedOwner
 	}
-	if rec.holders[i].token != token {
+	if rec.at(i).token != token {
 		return wire.StatusTokenError
 	}
 	return wire.StatusSuccess
 }
 
-// without returns rec's holders but owner's hold with token.
-func without(rec *lockRec, owner wire.Owner, token uint64) []holder {
-	rest := make([]holder, 0, len(rec.holders))
-	for _, h := range rec.holders {
-		if h.token != token || h.owner != owner {
-			rest = append(rest, h)
+// without counts rec's holds but owner's hold with token.
+func without(rec *lockRec, owner wire.Owner, token uint64) int {
+	n := 0
+	for i := range rec.n() {
+		if h := rec.at(i); h.token != token || h.owner != owner {
+			n++
 		}
 	}
-	return rest
+	return n
 }
 
 func (w *worker) release(r *Request, key string, ks *keyState) {
@@ -595,7 +697,7 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		respond(r, wire.Response{Status: st})
 		return
 	}
-	ws := pickGrants(ks, without(rec, r.Owner, r.Token), rec.kind)
+	ws := pickGrants(ks, without(rec, r.Owner, r.Token), rec.kind())
 	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}})
 }
 
@@ -605,33 +707,41 @@ func (w *worker) cancelWait(r *Request, key string, ks *keyState) {
 			q.gone = true
 		}
 	}
-	ks.waiters = dropWaiters(ks.waiters)
+	ks.waiters = w.dropWaiters(ks.waiters)
 	resp := wire.Response{Status: wire.StatusSuccess}
 	// If the grant won the race, say so: the owner holds the lock.
 	if rec := w.g.sm.get(key); rec != nil {
 		if i := rec.find(r.Owner); i >= 0 {
-			resp.Token = rec.holders[i].token
+			resp.Token = rec.at(i).token
 		}
 	}
 	respond(r, resp)
 }
 
-func dropWaiters(ws []*waiter) []*waiter {
+// dropWaiters removes the waiters marked gone from ws and from the
+// by-connection index.
+func (w *worker) dropWaiters(ws []*waiter) []*waiter {
 	out := ws[:0]
 	for _, q := range ws {
 		if !q.gone {
 			out = append(out, q)
+		} else {
+			w.unindex(q)
 		}
 	}
 	clear(ws[len(out):])
 	return out
 }
 
-func dropWatchers(ws []*watcher) []*watcher {
+// dropWatchers removes the watchers marked gone from ws and from the
+// by-connection index.
+func (w *worker) dropWatchers(ws []*watcher) []*watcher {
 	out := ws[:0]
 	for _, wt := range ws {
 		if !wt.gone {
 			out = append(out, wt)
+		} else {
+			w.unindexWatch(wt)
 		}
 	}
 	clear(ws[len(out):])
@@ -699,7 +809,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 		if p.cmd.op == opExpire {
 			// Not chosen (overload, a lost lease): the lock must still
 			// go, so propose the Expire again shortly.
-			w.retryExpire(ks, key, holdID{p.cmd.token, p.cmd.owner}, now)
+			w.retryExpire(p.lost, now)
 		}
 	} else {
 		name := p.cmd.key[len(splitNS(key))+1:]
@@ -708,7 +818,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			resp := wire.Response{Status: out.status, Token: out.token}
 			if out.status == wire.StatusSuccess {
 				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
-				w.hold(ks, key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 				resp.TTLLeftMs = p.cmd.ttlMs
 				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner)
 			}
@@ -720,25 +830,23 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 				if p.cmd.ttlMs == 0 {
 					if rec := w.g.sm.get(key); rec != nil {
 						if i := rec.find(p.req.Owner); i >= 0 {
-							ttl = time.Duration(rec.holders[i].ttlMs) * time.Millisecond
+							ttl = time.Duration(rec.at(i).ttlMs) * time.Millisecond
 						}
 					}
 				}
-				w.hold(ks, key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 				resp.TTLLeftMs = uint32(ttl / time.Millisecond)
 			}
 			respond(p.req, resp)
 		case opRelease, opExpire:
-			if out.status == wire.StatusSuccess || p.cmd.op == opExpire {
-				// A failed Expire found the hold gone already.
-				ks.deadlines.del(holdID{p.cmd.token, p.cmd.owner})
-			}
+			// The hold's deadline went with its record (a failed Expire
+			// found the hold gone already).
 			if out.status == wire.StatusSuccess {
 				ev := wire.EventReleased
 				if p.cmd.op == opExpire {
 					ev = wire.EventExpired
-					if p.lost.sink != nil {
-						p.lost.sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: wire.EventExpired})
+					if ref := p.lost.sink; ref != nil && ref.sink != nil {
+						ref.sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: wire.EventExpired})
 					}
 				}
 				w.notify(ks, name, ev, p.cmd.token, wire.Owner{})
@@ -781,34 +889,35 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		tok := out.grants[j]
 		q.gone = true
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
-		w.hold(ks, key, tok, q.req.Owner, q.req.Sink, now.Add(ttl))
+		w.hold(key, tok, q.req.Owner, q.req.Sink, now.Add(ttl))
 		if q.req.Sink != nil {
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner})
 		}
 		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner)
 	}
-	ks.waiters = dropWaiters(ks.waiters)
+	ks.waiters = w.dropWaiters(ks.waiters)
 }
 
-// hold records a hold's deadline on the master's clock.
-func (w *worker) hold(ks *keyState, key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
-	ks.deadlines.set(holdID{token, o}, holdInfo{deadline: at, sink: sink, key: key})
-	w.schedule(timerEntry{at: at, kind: tExpire, key: key, token: token, owner: o})
+// hold records a hold's deadline on the master's clock: in its record,
+// and as an entry of the expiry heap that says whom to tell.
+func (w *worker) hold(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
+	ns := w.mono(at)
+	if w.g.sm.setDeadline(key, o, token, ns) {
+		w.expiry.push(expiry{at: ns, key: key, token: token, owner: o, sink: w.ref(sink)})
+	}
 }
 
 func (w *worker) watch(r *Request, key string) {
 	ks := w.state(key)
-	wt := &watcher{id: r.WatchID, sink: r.Sink, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous)}
+	wt := &watcher{id: r.WatchID, key: key, sink: r.Sink, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous)}
 	respond(r, wire.Response{Status: wire.StatusSuccess})
 	// Already past the watcher's token: tell it at once.
 	rec := w.g.sm.get(key)
 	var cur uint64
 	var holder wire.Owner
-	if rec != nil {
-		for _, h := range rec.holders {
-			if h.token > cur {
-				cur, holder = h.token, h.owner
-			}
+	for i := range rec.n() {
+		if h := rec.at(i); h.token > cur {
+			cur, holder = h.token, h.owner
 		}
 	}
 	switch {
@@ -830,6 +939,7 @@ func (w *worker) watch(r *Request, key string) {
 		w.schedule(timerEntry{at: wt.deadline, kind: tWatch, key: key, wt: wt})
 	}
 	ks.watchers = append(ks.watchers, wt)
+	w.indexWatch(wt)
 }
 
 // notify tells the key's watchers about a change.
@@ -848,28 +958,35 @@ func (w *worker) notify(ks *keyState, name string, ev wire.Event, token uint64, 
 			wt.token = token
 		}
 	}
-	ks.watchers = dropWatchers(ks.watchers)
+	ks.watchers = w.dropWatchers(ks.watchers)
 }
 
+// forget drops the waiters of client over sink and every watch over sink,
+// and stops telling sink about its holds (its connection closed). The
+// by-connection indexes make it cost what that connection had.
 func (w *worker) forget(client uint64, sink Sink) {
-	for key, ks := range w.keys {
-		for _, q := range ks.waiters {
-			if q.req.Owner.Client == client && q.req.Sink == sink && !q.granting {
-				q.gone = true
-			}
+	if r := w.refs[sink]; r != nil {
+		r.sink = nil
+		delete(w.refs, sink)
+	}
+	var keys []string
+	for q := range w.waits[sink] {
+		if q.req.Owner.Client == client && !q.granting {
+			q.gone = true
+			keys = append(keys, q.key)
 		}
-		ks.waiters = dropWaiters(ks.waiters)
-		for _, wt := range ks.watchers {
-			if wt.sink == sink {
-				wt.gone = true
-			}
+	}
+	for wt := range w.watching[sink] {
+		wt.gone = true
+		keys = append(keys, wt.key)
+	}
+	for _, key := range keys {
+		ks := w.keys[key]
+		if ks == nil {
+			continue
 		}
-		ks.watchers = dropWatchers(ks.watchers)
-		for i := range ks.deadlines {
-			if ks.deadlines[i].sink == sink {
-				ks.deadlines[i].sink = nil
-			}
-		}
+		ks.waiters = w.dropWaiters(ks.waiters)
+		ks.watchers = w.dropWatchers(ks.watchers)
 		w.tidy(key, ks)
 	}
 }
@@ -879,16 +996,16 @@ func (w *worker) forget(client uint64, sink Sink) {
 func (w *worker) becomeMaster() {
 	w.serving = true
 	w.term++
-	now := w.clock.Now()
-	w.g.sm.forEach(w.idx, func(key string, l *lockRec) {
-		ks := w.state(key)
-		for _, h := range l.holders {
-			at := now.Add(time.Duration(h.ttlMs) * time.Millisecond)
-			ks.deadlines.set(holdID{h.token, h.owner}, holdInfo{deadline: at, key: key})
-			w.timers = append(w.timers, timerEntry{at: at, kind: tExpire, key: key, token: h.token, owner: h.owner})
+	now := w.mono(w.clock.Now())
+	w.expiry = w.expiry[:0]
+	w.g.sm.forEachMut(w.idx, func(key string, l *lockRec) {
+		for i := range l.n() {
+			h := l.at(i)
+			h.deadline = now + int64(time.Duration(h.ttlMs)*time.Millisecond)
+			w.expiry = append(w.expiry, expiry{at: h.deadline, key: key, token: h.token, owner: h.owner})
 		}
 	})
-	heap.Init(&w.timers)
+	w.expiry.init()
 }
 
 // loseMastership drops what only a master keeps. Waiters are told
@@ -909,7 +1026,11 @@ func (w *worker) loseMastership() {
 		}
 	}
 	clear(w.keys)
-	w.timers = w.timers[:0]
+	clear(w.refs)
+	clear(w.waits)
+	clear(w.watching)
+	w.timers = nil
+	w.expiry = nil // the records' deadlines are reset when mastership returns
 }
 
 func (w *worker) schedule(e timerEntry) {
@@ -918,10 +1039,20 @@ func (w *worker) schedule(e timerEntry) {
 
 // armTimer makes sure a wake-up is scheduled for the earliest deadline.
 func (w *worker) armTimer() {
-	if len(w.timers) == 0 {
+	var at time.Time
+	switch {
+	case len(w.timers) > 0 && len(w.expiry) > 0:
+		at = w.timers[0].at
+		if e := w.timeOf(w.expiry[0].at); e.Before(at) {
+			at = e
+		}
+	case len(w.timers) > 0:
+		at = w.timers[0].at
+	case len(w.expiry) > 0:
+		at = w.timeOf(w.expiry[0].at)
+	default:
 		return
 	}
-	at := w.timers[0].at
 	if w.timer != nil && !w.timerAt.After(at) {
 		return
 	}
@@ -933,10 +1064,21 @@ func (w *worker) armTimer() {
 	w.timer = w.clock.AfterFunc(max(d, 0), func() { w.post(event{kind: evTimer}) })
 }
 
+// fireTimers handles every deadline that passed, in time order.
 func (w *worker) fireTimers() {
 	w.timer = nil
 	now := w.clock.Now()
-	for len(w.timers) > 0 && !w.timers[0].at.After(now) {
+	nowNs := w.mono(now)
+	for {
+		waitDue := len(w.timers) > 0 && !w.timers[0].at.After(now)
+		expDue := len(w.expiry) > 0 && w.expiry[0].at <= nowNs
+		if expDue && (!waitDue || w.expiry[0].at <= w.mono(w.timers[0].at)) {
+			w.expire(w.expiry.pop(), now)
+			continue
+		}
+		if !waitDue {
+			return
+		}
 		e := heap.Pop(&w.timers).(timerEntry)
 		ks := w.keys[e.key]
 		if ks == nil {
@@ -948,7 +1090,7 @@ func (w *worker) fireTimers() {
 				continue
 			}
 			e.w.gone = true
-			ks.waiters = dropWaiters(ks.waiters)
+			ks.waiters = w.dropWaiters(ks.waiters)
 			if e.w.req.Sink != nil {
 				e.w.req.Sink.Push(&wire.Granted{WaitID: e.w.req.WaitID, Key: e.w.req.Key, Status: wire.StatusTimeout, Owner: e.w.req.Owner})
 			}
@@ -957,44 +1099,41 @@ func (w *worker) fireTimers() {
 				continue
 			}
 			e.wt.gone = true
-			ks.watchers = dropWatchers(ks.watchers)
+			ks.watchers = w.dropWatchers(ks.watchers)
 			_, name := splitFull(e.key)
 			e.wt.sink.Push(&wire.WatchEvent{WatchID: e.wt.id, Key: name, Event: wire.EventTimeout})
-		case tExpire:
-			w.expire(e, ks, now)
 		}
 		w.tidy(e.key, ks)
 	}
 }
 
-func (w *worker) expire(e timerEntry, ks *keyState, now time.Time) {
-	id := holdID{e.token, e.owner}
-	info, ok := ks.deadlines.get(id)
-	if !ok || !info.deadline.Equal(e.at) {
+// expire proposes the Expire of the hold whose deadline e passed, unless
+// the hold was renewed or ended meanwhile.
+func (w *worker) expire(e expiry, now time.Time) {
+	dl, ok := w.g.sm.deadline(e.key, e.owner, e.token)
+	if !ok || dl != e.at {
 		return // renewed or gone
 	}
+	ks := w.state(e.key)
+	defer w.tidy(e.key, ks)
 	if ks.busy {
 		// A change is in flight; look again shortly.
-		w.retryExpire(ks, e.key, id, now)
+		w.retryExpire(e, now)
 		return
 	}
-	rec := w.g.sm.get(e.key)
-	if rec == nil || checkHolder(rec, e.owner, e.token) != wire.StatusSuccess {
-		ks.deadlines.del(id)
-		return
+	var ws []*waiter
+	if len(ks.waiters) > 0 {
+		rec := w.g.sm.get(e.key)
+		ws = pickGrants(ks, without(rec, e.owner, e.token), rec.kind())
 	}
-	ws := pickGrants(ks, without(rec, e.owner, e.token), rec.kind)
-	w.propose(ks, &pending{lost: info, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
+	w.propose(ks, &pending{lost: e, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
 }
 
-// retryExpire moves hold id's deadline a little past now, so that its
-// Expire is proposed again.
-func (w *worker) retryExpire(ks *keyState, key string, id holdID, now time.Time) {
-	info, ok := ks.deadlines.get(id)
-	if !ok {
-		return
+// retryExpire moves the deadline of e's hold a little past now, so that
+// its Expire is proposed again.
+func (w *worker) retryExpire(e expiry, now time.Time) {
+	e.at = w.mono(now.Add(10 * time.Millisecond))
+	if w.g.sm.setDeadline(e.key, e.owner, e.token, e.at) {
+		w.expiry.push(e)
 	}
-	info.deadline = now.Add(10 * time.Millisecond)
-	ks.deadlines.set(id, info)
-	w.schedule(timerEntry{at: info.deadline, kind: tExpire, key: key, token: id.token, owner: id.owner})
 }

@@ -174,22 +174,23 @@ func TestFailedExpireIsRetried(t *testing.T) {
 	}
 	r.master(true)
 	r.drain()
-	id := holdID{token: 3, owner: a}
-	if info, _ := r.w.keys[key].deadlines.get(id); !info.deadline.Equal(r.fc.Now().Add(time.Second)) {
-		d := info.deadline
+	deadline := func() (time.Time, bool) {
+		ns, ok := r.sm.deadline(key, a, 3)
+		return r.w.timeOf(ns), ok && ns != 0
+	}
+	if d, _ := deadline(); !d.Equal(r.fc.Now().Add(time.Second)) {
 		t.Fatalf("deadline %v after take-over, want now+1s", d)
 	}
 	r.fc.Advance(time.Second)
 	for i := range 3 {
 		r.drain() // the timer fires, the Expire is proposed and fails
-		ks := r.w.keys[key]
-		if ks == nil || ks.busy {
+		if ks := r.w.keys[key]; ks != nil && ks.busy {
 			t.Fatalf("round %d: key state %+v", i, ks)
 		}
-		info, ok := ks.deadlines.get(id)
-		if !ok || !info.deadline.After(r.fc.Now()) {
-			t.Fatalf("round %d: after a failed Expire the hold has no future deadline (%+v, %v)", i, info, ok)
+		d, ok := deadline()
+		if !ok || !d.After(r.fc.Now()) {
+			t.Fatalf("round %d: after a failed Expire the hold has no future deadline (%v, %v)", i, d, ok)
 		}
-		r.fc.Advance(info.deadline.Sub(r.fc.Now()))
+		r.fc.Advance(d.Sub(r.fc.Now()))
 	}
 }
