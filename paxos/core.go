@@ -327,9 +327,9 @@ func (c *Core) resetElection() {
 		// were served again ~2.0 s after a kill -9 instead of ~1.5; had
 		// they all campaigned at once, two candidates that each promised
 		// themselves held each other off for a lease (3.3 s). So the next
-		// node in the member order goes first, the others a quarter lease
-		// later.
-		base += c.cfg.LeaseTicks / 4
+		// node in the member order goes first, the others once its whole
+		// jitter range later.
+		base += c.cfg.LeaseTicks/2 + 1
 	}
 	c.electAt = c.now + uint64(base+jitter)
 }
