@@ -342,6 +342,19 @@ type outcome struct {
 	// grants[i] is the token granted to command.grants[i], 0 if it could
 	// not be granted.
 	grants []uint64
+	// key is the key as the lock table stores it when this command put a
+	// new record there, so that the master's expiry entries can share its
+	// bytes instead of keeping a copy of their own; "" otherwise.
+	key string
+}
+
+// stored returns the lock table's copy of key if the command created the
+// record, else key.
+func (o *outcome) stored(key string) string {
+	if o.key != "" {
+		return o.key
+	}
+	return key
 }
 
 // shard is the part of the lock table one worker decides on.
@@ -515,6 +528,9 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		out.status = wire.StatusError
 	}
 	sm.put(c.key, s, l, held, w)
+	if !held && l.n() > 0 {
+		out.key = c.key
+	}
 	return out
 }
 

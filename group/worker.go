@@ -818,7 +818,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			resp := wire.Response{Status: out.status, Token: out.token}
 			if out.status == wire.StatusSuccess {
 				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
-				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+				w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 				resp.TTLLeftMs = p.cmd.ttlMs
 				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner)
 			}
@@ -889,7 +889,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		tok := out.grants[j]
 		q.gone = true
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
-		w.hold(key, tok, q.req.Owner, q.req.Sink, now.Add(ttl))
+		w.hold(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
 		if q.req.Sink != nil {
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner})
 		}
