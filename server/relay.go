@@ -15,6 +15,10 @@ import (
 // relayDialTimeout bounds the dial and the Hello of a relay connection.
 const relayDialTimeout = 3 * time.Second
 
+// maxRelayQueue bounds the bytes waiting in one relay (while it dials, or
+// when the master reads slowly); beyond it requests get OVERLOADED.
+const maxRelayQueue = 8 << 20
+
 // relayHeartbeatID is the request id of a relay's own heartbeats, whose
 // replies it keeps to itself. A client's request ids count up from 1 on
 // its connection, so they never reach it.
@@ -73,11 +77,16 @@ func (c *conn) forward(g int, raw []byte, reqID uint64) {
 		go r.run()
 	}
 	c.relayMu.Unlock()
-	s.stats.forwarded.Add(1)
 	r.mu.Lock()
 	if r.err != nil {
 		r.mu.Unlock()
 		c.Respond(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50, Msg: "relay to the master failed"})
+		return
+	}
+	if len(r.out)+len(raw) > maxRelayQueue {
+		r.mu.Unlock()
+		s.stats.overloaded.Add(1)
+		c.Respond(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "relay to the master is backed up"})
 		return
 	}
 	r.out = append(r.out, raw...)
@@ -85,6 +94,7 @@ func (c *conn) forward(g int, raw []byte, reqID uint64) {
 		r.queued = append(r.queued, reqID)
 	}
 	r.mu.Unlock()
+	s.stats.forwarded.Add(1)
 	select {
 	case r.wake <- struct{}{}:
 	default:
