@@ -55,7 +55,7 @@ func (s *Server) startGossip(ctx context.Context) error {
 		return err
 	}
 	g.m = m
-	s.gossip = g
+	s.gossip.Store(g)
 	changes, _ := m.Subscribe()
 	g.wg.Add(2)
 	go g.watch(changes)

@@ -48,9 +48,9 @@ type Server struct {
 	clientLn string
 
 	stats  stats
-	faults *partition // nil unless Config.FaultInjection
-	gossip *gossip
-	alive  map[uint32]bool // from gossip; nil means everyone is presumed alive
+	faults *partition             // nil unless Config.FaultInjection
+	gossip atomic.Pointer[gossip] // set by Start; the host loop reads it
+	alive  map[uint32]bool        // from gossip; nil means everyone is presumed alive
 }
 
 type stats struct {
@@ -208,8 +208,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.admin != nil {
 		errs = append(errs, s.admin.Shutdown(ctx))
 	}
-	if s.gossip != nil {
-		errs = append(errs, s.gossip.shutdown(ctx))
+	if g := s.gossip.Load(); g != nil {
+		errs = append(errs, g.shutdown(ctx))
 	}
 	s.host.Stop()
 	s.svc.Close()
@@ -261,8 +261,8 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	}
 	if changed {
 		s.publishView()
-		if s.gossip != nil {
-			s.gossip.mastersChanged()
+		if g := s.gossip.Load(); g != nil {
+			g.mastersChanged()
 		}
 	}
 }
