@@ -646,17 +646,34 @@ func (sm *StateMachine) observe(f func(paxos.SoftState)) {
 }
 
 // setDeadline records the master's deadline of owner o's hold with token
-// on key, and reports whether that hold exists.
-func (sm *StateMachine) setDeadline(key string, o wire.Owner, token uint64, at int64) bool {
+// on key, and reports whether that hold exists and the deadline it had.
+func (sm *StateMachine) setDeadline(key string, o wire.Owner, token uint64, at int64) (prev int64, ok bool) {
 	s := sm.shardOf(key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.locks[key]
 	if i := l.find(o); i >= 0 && l.at(i).token == token {
-		l.at(i).deadline = at
-		return true
+		prev, l.at(i).deadline = l.at(i).deadline, at
+		return prev, true
 	}
-	return false
+	return 0, false
+}
+
+// liveDeadlines keeps the entries of es (all of shard i) whose hold still
+// has that deadline, in place, and returns them.
+func (sm *StateMachine) liveDeadlines(i int, es []expiry) []expiry {
+	s := &sm.shards[i]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := es[:0]
+	for _, e := range es {
+		l := s.locks[e.key]
+		if j := l.find(e.owner); j >= 0 && l.at(j).token == e.token && l.at(j).deadline == e.at {
+			out = append(out, e)
+		}
+	}
+	clear(es[len(out):])
+	return out
 }
 
 // deadline returns the master's deadline of owner o's hold with token on

@@ -156,6 +156,10 @@ func (h *expiryHeap) pop() expiry {
 	s[n] = expiry{}
 	*h = s[:n]
 	h.down(0)
+	if cap(s) >= 4096 && n < cap(s)/4 {
+		// Most deadlines passed: give the memory back.
+		*h = append(make(expiryHeap, 0, 2*n), s[:n]...)
+	}
 	return e
 }
 
@@ -229,6 +233,7 @@ type worker struct {
 	seq     uint64
 	timers  timerHeap  // waiters' and watches' deadlines
 	expiry  expiryHeap // holds' deadlines
+	stale   int        // entries of expiry known to be stale, roughly
 	timer   Timer
 	timerAt time.Time
 	base    time.Time // origin of mono
@@ -843,6 +848,9 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			// found the hold gone already).
 			if out.status == wire.StatusSuccess {
 				ev := wire.EventReleased
+				if p.cmd.op == opRelease {
+					w.staled() // the released hold's entry
+				}
 				if p.cmd.op == opExpire {
 					ev = wire.EventExpired
 					if ref := p.lost.sink; ref != nil && ref.sink != nil {
@@ -902,8 +910,28 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 // and as an entry of the expiry heap that says whom to tell.
 func (w *worker) hold(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
 	ns := w.mono(at)
-	if w.g.sm.setDeadline(key, o, token, ns) {
+	if prev, ok := w.g.sm.setDeadline(key, o, token, ns); ok {
+		if prev != 0 {
+			w.staled() // the entry of the deadline it had
+		}
 		w.expiry.push(expiry{at: ns, key: key, token: token, owner: o, sink: w.ref(sink)})
+	}
+}
+
+// staled counts an expiry entry that no longer names a current deadline
+// (its hold was renewed or released before it came up). When they are
+// more than half the heap, the heap is rebuilt without them: a released
+// lock's entry would otherwise stay until its TTL passes, and long TTLs
+// with churn would fill the heap with dead entries.
+func (w *worker) staled() {
+	w.stale++
+	if n := len(w.expiry); n >= 1024 && w.stale > n/2 {
+		w.stale = 0
+		w.expiry = w.g.sm.liveDeadlines(w.idx, w.expiry)
+		w.expiry.init()
+		if n := len(w.expiry); cap(w.expiry) > 4*n {
+			w.expiry = append(expiryHeap(nil), w.expiry...)
+		}
 	}
 }
 
@@ -997,7 +1025,7 @@ func (w *worker) becomeMaster() {
 	w.serving = true
 	w.term++
 	now := w.mono(w.clock.Now())
-	w.expiry = w.expiry[:0]
+	w.expiry, w.stale = w.expiry[:0], 0
 	w.g.sm.forEachMut(w.idx, func(key string, l *lockRec) {
 		for i := range l.n() {
 			h := l.at(i)
@@ -1031,6 +1059,7 @@ func (w *worker) loseMastership() {
 	clear(w.watching)
 	w.timers = nil
 	w.expiry = nil // the records' deadlines are reset when mastership returns
+	w.stale = 0
 }
 
 func (w *worker) schedule(e timerEntry) {
@@ -1133,7 +1162,7 @@ func (w *worker) expire(e expiry, now time.Time) {
 // its Expire is proposed again.
 func (w *worker) retryExpire(e expiry, now time.Time) {
 	e.at = w.mono(now.Add(10 * time.Millisecond))
-	if w.g.sm.setDeadline(e.key, e.owner, e.token, e.at) {
+	if _, ok := w.g.sm.setDeadline(e.key, e.owner, e.token, e.at); ok {
 		w.expiry.push(e)
 	}
 }

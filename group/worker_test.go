@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -192,5 +193,49 @@ func TestFailedExpireIsRetried(t *testing.T) {
 			t.Fatalf("round %d: after a failed Expire the hold has no future deadline (%v, %v)", i, d, ok)
 		}
 		r.fc.Advance(d.Sub(r.fc.Now()))
+	}
+}
+
+// TestExpiryHeapDropsStaleEntries: released holds' deadline entries are
+// dropped once they are more than half the heap, and the heap still
+// yields the live deadlines in order.
+func TestExpiryHeapDropsStaleEntries(t *testing.T) {
+	r := newWorkerRig(t, false)
+	r.master(true)
+	const n, released = 2048, 1536
+	now := r.fc.Now()
+	for i := range n {
+		key := fullKey("ns", fmt.Sprint("k", i))
+		o := r.apply(uint64(i+1), command{op: opAcquire, key: key, owner: owner(1, uint64(i)), ttlMs: 1000})
+		if o.status != wire.StatusSuccess {
+			t.Fatal(o.status)
+		}
+		r.w.hold(key, o.token, owner(1, uint64(i)), nil, now.Add(time.Duration(i*7919%n)*time.Millisecond))
+	}
+	for i := range released {
+		key := fullKey("ns", fmt.Sprint("k", i))
+		if o := r.apply(uint64(n+i+1), command{op: opRelease, key: key, owner: owner(1, uint64(i)), token: uint64(i + 1)}); o.status != wire.StatusSuccess {
+			t.Fatal(o.status)
+		}
+		r.w.staled()
+	}
+	// The compaction ran once, at the 1025th release.
+	if got, want := len(r.w.expiry), n-(n/2+1); got != want {
+		t.Fatalf("%d entries left, want %d", got, want)
+	}
+	var last int64
+	live := 0
+	for len(r.w.expiry) > 0 {
+		e := r.w.expiry.pop()
+		if e.at < last {
+			t.Fatalf("deadline %d after %d", e.at, last)
+		}
+		last = e.at
+		if dl, ok := r.sm.deadline(e.key, e.owner, e.token); ok && dl == e.at {
+			live++
+		}
+	}
+	if live != n-released {
+		t.Fatalf("%d live entries, want %d", live, n-released)
 	}
 }
