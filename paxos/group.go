@@ -402,8 +402,7 @@ type Host struct {
 	running atomic.Bool
 
 	// owned by the loop
-	early   *Batch // applies answered before the sync
-	batch   *Batch // promises, accepts, and applies answered after it
+	batch   *Batch // one round's promises, accepts and applies
 	items   []readyItem
 	reqs    []Message
 	replies []Message
@@ -441,7 +440,7 @@ func NewHost(cfg HostConfig) *Host {
 	var none []*Group
 	h.list.Store(&none)
 	if cfg.Store != nil {
-		h.early, h.batch = cfg.Store.NewBatch(), cfg.Store.NewBatch()
+		h.batch = cfg.Store.NewBatch()
 	}
 	return h
 }
@@ -607,14 +606,29 @@ func (h *Host) run() {
 }
 
 // readyRound carries out every group's Ready, together, until no group
-// has more: applies whose entries are already durable are committed
-// without sync and answered at once; then every group's hard state,
-// entries and remaining applies go into one batch. Requests (Accept,
-// Prepare, Heartbeat, ...) leave before that batch is durable, so that
-// this node's fsync overlaps the followers'; it counts its own vote only
-// through a reply it processes after the commit returned. Replies
-// (Promise, Accepted, ...) wait for the commit: they vouch for it.
+// has more, with one Pebble commit per round for every group's hard state,
+// entries and applies.
+//
+// Applies whose instances were chosen in an earlier Ready are answered as
+// soon as the state machine has run, before the round's commit: their
+// entries are durable already (on a quorum, and on this node since the
+// commit of the round that wrote them), and the state machine's writes
+// need no durability before the answer (a replica that loses them applies
+// the log again) nor visibility (the state machine reads its keyspace only
+// when it loads). The previous runtime committed them without sync first;
+// that second Pebble commit per round is gone.
+//
+// Requests (Accept, Prepare, Heartbeat, ...) leave before the batch is
+// durable, so that this node's fsync overlaps the followers'; it counts its
+// own vote only through a reply it processes after the commit returned.
+// Replies (Promise, Accepted, ...) wait for the commit: they vouch for it.
+//
+// Committed alone is never written: it may be persisted lazily (HardState),
+// a restarted replica starts from its applied instance and relearns the
+// rest, so it goes to disk only with a Promised change. That is one Pebble
+// key fewer per group and round on every replica.
 func (h *Host) readyRound(groups []*Group) {
+	b := h.batch
 	for {
 		items := h.items[:0]
 		for _, g := range groups {
@@ -629,7 +643,9 @@ func (h *Host) readyRound(groups []*Group) {
 			// sync of its own entry).
 			it.early = len(rd.Apply) > 0 && (len(rd.Entries) == 0 || rd.Entries[0].Instance > rd.Apply[len(rd.Apply)-1].Instance)
 			if it.early {
-				it.res = g.apply(h.early, rd.Apply)
+				it.res = g.apply(b, rd.Apply)
+				g.answer(rd.Apply, it.res)
+				clear(it.res)
 			}
 			items = append(items, it)
 		}
@@ -638,35 +654,25 @@ func (h *Host) readyRound(groups []*Group) {
 			return
 		}
 		progress := false
-		for i := range items {
-			if !items[i].rd.Empty() {
-				progress = true
-			}
-		}
-		if !h.commit(h.early, false) {
-			return
-		}
-		for i := range items {
-			if it := &items[i]; it.early {
-				it.g.answer(it.rd.Apply, it.res)
-			}
-		}
 		sync := false
 		reqs, replies := h.reqs[:0], h.replies[:0]
 		for i := range items {
 			it := &items[i]
 			g, rd := it.g, &it.rd
+			if !rd.Empty() {
+				progress = true
+			}
 			if rd.HardStateChanged || len(rd.Entries) > 0 {
 				sync = true
 			}
-			if rd.HardStateChanged || rd.CommittedChanged {
-				h.batch.SetHardState(g.id, rd.HardState)
+			if rd.HardStateChanged {
+				b.SetHardState(g.id, rd.HardState)
 			}
 			for j := range rd.Entries {
-				h.batch.PutEntry(g.id, &rd.Entries[j])
+				b.PutEntry(g.id, &rd.Entries[j])
 			}
 			if !it.early {
-				it.res = g.apply(h.batch, rd.Apply)
+				it.res = g.apply(b, rd.Apply)
 			}
 			for _, m := range rd.Messages {
 				switch m.Type {
@@ -680,7 +686,7 @@ func (h *Host) readyRound(groups []*Group) {
 		if len(reqs) > 0 {
 			h.send(reqs)
 		}
-		ok := h.commit(h.batch, sync)
+		ok := h.commit(b, sync)
 		if ok && len(replies) > 0 {
 			h.send(replies)
 		}
@@ -695,8 +701,8 @@ func (h *Host) readyRound(groups []*Group) {
 			g, rd := it.g, &it.rd
 			if !it.early {
 				g.answer(rd.Apply, it.res)
+				clear(it.res)
 			}
-			clear(it.res)
 			for _, f := range rd.Failed {
 				for _, tag := range f.Tags {
 					if cb, ok := g.tags[tag]; ok {
@@ -769,8 +775,7 @@ func (h *Host) Stop() {
 	} else {
 		h.finish()
 	}
-	if h.early != nil {
-		h.early.Close()
+	if h.batch != nil {
 		h.batch.Close()
 	}
 }
