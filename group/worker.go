@@ -85,20 +85,14 @@ type watcher struct {
 	gone       bool
 }
 
-// holdID names one hold. Readers admitted in one hand-off share a token,
-// so a token alone does not name a hold.
-type holdID struct {
-	token uint64
-	owner wire.Owner
-}
-
 // sinkRef is the connection a hold's Lost goes to. Every hold taken over
 // one connection points to the same sinkRef, so forgetting the connection
 // is one store, however many locks it holds.
 type sinkRef struct{ sink Sink }
 
-// expiry is a hold's deadline on the master. The expiry heap holds one
-// per deadline set; the hold's record in the state machine carries the
+// expiry is a hold's deadline on the master. A hold is named by token and
+// owner (readers admitted in one hand-off share a token). The expiry heap
+// holds one entry per deadline set; the hold's record in the state machine carries the
 // current one (holder.deadline), so an entry whose hold was renewed,
 // released or expired meanwhile is recognised and skipped when it comes
 // up. A held key needs no keyState on the master: this entry (56 bytes)
