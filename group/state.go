@@ -604,7 +604,15 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	defer sm.nsMu.Unlock()
 	sm.namespaces = make(map[string]nsRec)
 	sm.nsInit = false
-	return r.Scan(nil, func(k, v []byte) error {
+	// Records are gathered per shard first and each shard's map made at
+	// its final size: growing the maps one insert at a time cost about a
+	// quarter of a restart's Load in table splits.
+	type loaded struct {
+		key string
+		l   *lockRec
+	}
+	recs := make([][]loaded, len(sm.shards))
+	err := r.Scan(nil, func(k, v []byte) error {
 		switch {
 		case len(k) > 0 && k[0] == nsPrefix:
 			return sm.loadNamespace(k, v)
@@ -616,7 +624,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 				return fmt.Errorf("group: lock %q: %w", k[1:], err)
 			}
 			key := string(k[1:])
-			sm.shards[wire.WorkerOf(hashFull(key), sm.workers)].locks[key] = l
+			i := wire.WorkerOf(hashFull(key), sm.workers)
+			recs[i] = append(recs[i], loaded{key, l})
 			sm.count++
 		case string(k) == string(versionKey):
 			v, n := binary.Uvarint(v)
@@ -627,6 +636,15 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		}
 		return nil
 	})
+	for i, rs := range recs {
+		m := make(map[string]*lockRec, len(rs))
+		for _, x := range rs {
+			m[x.key] = x.l
+		}
+		sm.shards[i].locks = m
+		recs[i] = nil
+	}
+	return err
 }
 
 // MasterChanged implements paxos.MasterObserver.
