@@ -62,6 +62,10 @@ func main() {
 	wg.Wait()
 	el := time.Since(start)
 	fmt.Printf("%d locks taken in %s (%.0f/s), %d errors\n", done.Load(), el.Round(time.Second), float64(done.Load())/el.Seconds(), errs.Load())
-	out, _ := exec.Command("sh", "-c", `for p in $(pgrep -f 'paxlockd -config'); do grep VmRSS /proc/$p/status; done`).CombinedOutput()
+	// The brackets keep pgrep from matching this shell's own command line
+	// (it printed a stray ~1.6 MB line). Every paxlockd on the machine is
+	// listed, with its command line, so that nodes of other clusters can
+	// be told apart.
+	out, _ := exec.Command("sh", "-c", `for p in $(pgrep -f '[p]axlockd -config'); do echo "$(grep VmRSS /proc/$p/status)	$(tr '\0' ' ' < /proc/$p/cmdline)"; done`).CombinedOutput()
 	fmt.Printf("paxlockd resident memory:\n%s", out)
 }
