@@ -5,7 +5,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -30,15 +29,6 @@ func BenchmarkClusterPropose(b *testing.B) {
 			benchPropose(b, c.groups, c.outstanding)
 		})
 	}
-}
-
-// processCPU returns the CPU time the process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func benchPropose(b *testing.B, groups, outstanding int) {
