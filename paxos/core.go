@@ -17,6 +17,13 @@ type Config struct {
 	// HeartbeatTicks is how often a master renews its lease and announces
 	// the committed instance.
 	HeartbeatTicks int
+	// TickPhase is how many ticks of the driver's common clock had passed
+	// when this core's tick 0 happened. A master heartbeats at the ticks
+	// where its tick plus TickPhase is a multiple of HeartbeatTicks, so
+	// the groups of one node, ticked together, heartbeat together and
+	// their followers acknowledge together: one burst of messages per peer
+	// instead of one per group.
+	TickPhase uint64
 	// LeaseTicks is how long an acceptor, after promising or renewing a
 	// ballot, refuses to promise any other ballot. The master's own lease is
 	// shorter (see MaxDrift), and followers campaign only after they heard
@@ -523,7 +530,8 @@ func (c *Core) Tick() {
 			c.stepDown(0)
 			return
 		}
-		if c.now-c.lastHB >= uint64(c.cfg.HeartbeatTicks) {
+		hb := uint64(c.cfg.HeartbeatTicks)
+		if (c.now+c.cfg.TickPhase)%hb == 0 || c.now-c.lastHB >= hb {
 			c.heartbeat()
 		}
 		c.retransmit()

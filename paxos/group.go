@@ -87,7 +87,7 @@ type Group struct {
 	ctrl       []func(*Core)
 	streams    map[NodeID]chan uint64 // guarded by mu
 
-	base      time.Time // when the core's tick 0 happened
+	base      time.Time // when the core's tick 0 happened (a host tick)
 	delivered uint64    // ticks handed to the core (host ticker only)
 }
 
@@ -220,6 +220,9 @@ func (g *Group) deliver(msgs []Message) {
 // was paused all arrive at once (a lease measured in ticks then ends on
 // time). Only the host's ticker goroutine calls it.
 func (g *Group) tick(now time.Time) {
+	if now.Before(g.base) {
+		return
+	}
 	due := uint64(now.Sub(g.base) / g.host.cfg.Tick)
 	if due <= g.delivered {
 		return
@@ -390,6 +393,7 @@ func (g *Group) maybeTruncate() {
 // one, which is what DESIGN asks for ("one fsync shared by all groups").
 type Host struct {
 	cfg    HostConfig
+	base   time.Time // tick 0 of the host's clock; each group's ticks are host ticks
 	groups atomic.Pointer[map[GroupID]*Group]
 	list   atomic.Pointer[[]*Group] // the groups, by id
 	mu     sync.Mutex
@@ -434,7 +438,7 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Host{cfg: cfg, stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	h := &Host{cfg: cfg, base: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
 	empty := map[GroupID]*Group{}
 	h.groups.Store(&empty)
 	var none []*Group
@@ -488,6 +492,12 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		cfg.SnapshotChunk = 1 << 20
 	}
 	id := cfg.Core.Group
+	// The core's tick 0 is the next tick of the host's clock, so that
+	// every group is ticked at the same moments and heartbeats in step
+	// with the others (Config.TickPhase). Its first tick is a whole one.
+	phase := uint64(time.Since(h.base)/h.cfg.Tick) + 1
+	base := h.base.Add(time.Duration(phase) * h.cfg.Tick)
+	cfg.Core.TickPhase = phase
 	st := h.cfg.Store
 	gs, err := st.LoadGroup(id)
 	if err != nil {
@@ -528,7 +538,7 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		store:   st,
 		tags:    make(map[uint64]Callback),
 		streams: make(map[NodeID]chan uint64),
-		base:    time.Now(),
+		base:    base,
 	}
 	g.publish()
 	h.mu.Lock()

@@ -196,6 +196,9 @@ func (s *sim) start(nd *simNode) {
 	cfg := s.cfg
 	cfg.ID = nd.id
 	cfg.Seed = s.rng.Uint64()
+	// Replicas heartbeat in different phases, as on hosts that started at
+	// different times (no draw from rng: seeds keep replaying as before).
+	cfg.TickPhase = uint64(s.seed+int64(nd.id)) % 5
 	st := InitState{Hard: nd.disk.hard, LogStart: nd.disk.logStart, Applied: uint64(len(nd.disk.sm))}
 	for i := st.Applied + 1; ; i++ {
 		e, ok := nd.disk.log[i]
