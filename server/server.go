@@ -48,9 +48,11 @@ type Server struct {
 	clientLn string
 
 	stats  stats
-	faults *partition             // nil unless Config.FaultInjection
-	gossip atomic.Pointer[gossip] // set by Start; the host loop reads it
-	alive  map[uint32]bool        // from gossip; nil means everyone is presumed alive
+	faults *partition // nil unless Config.FaultInjection
+	// initingNS is set while initNamespaces runs.
+	initingNS atomic.Bool
+	gossip    atomic.Pointer[gossip] // set by Start; the host loop reads it
+	alive     map[uint32]bool        // from gossip; nil means everyone is presumed alive
 }
 
 type stats struct {
@@ -232,14 +234,25 @@ func (s *Server) authenticate(ns, secret string) bool {
 
 // initNamespaces installs the configured namespaces into the replicated
 // table of a new cluster; it runs when this node becomes master of group 0.
+// It tries again, with backoff, while this node still serves group 0: a
+// proposal can fail when a loaded machine stalls the round past the lease
+// or placement moves the group mid-way, and onMaster may not fire again.
 func (s *Server) initNamespaces() {
-	if s.svc.NamespacesInitialised() {
-		return
+	if !s.initingNS.CompareAndSwap(false, true) {
+		return // a loop is already at it
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.svc.InitNamespaces(ctx, *s.namespaces.Load()); err != nil {
+	defer s.initingNS.Store(false)
+	wait := 50 * time.Millisecond
+	for !s.svc.NamespacesInitialised() && s.svc.Group(0).Serving() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := s.svc.InitNamespaces(ctx, *s.namespaces.Load())
+		cancel()
+		if err == nil {
+			return
+		}
 		s.log.Warn("installing the configured namespaces", "err", err)
+		time.Sleep(wait)
+		wait = min(2*wait, time.Second)
 	}
 }
 
