@@ -981,6 +981,12 @@ func (c *Client) attempt(ctx context.Context, hash uint64, target string, typ wi
 // dial failed within the reconnect backoff, so that dialing it again now
 // would only wait.
 func (c *Client) unreachable(addr string) bool {
+	// The request path's common case, a live connection, without c.mu.
+	if m := c.connView.Load(); m != nil {
+		if cn := (*m)[addr]; cn != nil && !cn.dead() {
+			return false
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cn := c.conns[addr]; cn != nil && !cn.dead() {
