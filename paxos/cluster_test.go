@@ -64,11 +64,13 @@ type testNode struct {
 }
 
 type testCluster struct {
-	t      *testing.T
+	t      testing.TB
 	nodes  map[NodeID]*testNode
 	peers  []NodeID
 	groups int
 	keep   uint64
+	// inflight is the cores' MaxInflight (0: the default).
+	inflight int
 }
 
 // quietLogger discards logs unless PAXOS_TEST_LOG is set.
@@ -79,8 +81,11 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newTestCluster(t *testing.T, n, groups int, keep uint64) *testCluster {
+func newTestCluster(t testing.TB, n, groups int, keep uint64, inflight ...int) *testCluster {
 	tc := &testCluster{t: t, nodes: map[NodeID]*testNode{}, groups: groups, keep: keep}
+	if len(inflight) > 0 {
+		tc.inflight = inflight[0]
+	}
 	for i := 1; i <= n; i++ {
 		tc.peers = append(tc.peers, NodeID(i))
 	}
@@ -130,7 +135,7 @@ func (tc *testCluster) start(id NodeID) {
 	nd.sms = map[GroupID]*kvSM{}
 	for g := 1; g <= tc.groups; g++ {
 		sm := newKV()
-		gr, err := nd.host.AddGroup(GroupConfig{KeepLog: tc.keep, Core: Config{Group: GroupID(g), Peers: tc.peers, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
+		gr, err := nd.host.AddGroup(GroupConfig{KeepLog: tc.keep, Core: Config{Group: GroupID(g), Peers: tc.peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, sm)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -144,30 +144,66 @@ type SoftState struct {
 	Serving bool
 }
 
-// Ready is what a Core asks its driver to do, in this order: persist
-// HardState and Entries in one synchronous write; send Messages; apply
-// Apply; resolve Failed; start a snapshot stream to each of SendSnapshot.
-// Then call Advance.
+// Ready is what a Core asks its driver to do. Its contract is about
+// durability: what must be on disk before which message leaves.
+//
+//  1. Write HardState (when HardStateChanged or CommittedChanged) and
+//     Entries to stable storage. The write may complete later (a
+//     pipelined driver issues it and goes on), but writes must become
+//     durable in the order of the Readys that asked for them.
+//  2. Send Messages at once: they vouch for nothing this replica has not
+//     yet made durable (Accept, Prepare, Heartbeat, Learn, LearnReply,
+//     TimeoutNow), so they may leave before, or while, step 1 runs.
+//  3. Send MessagesAfterSync only once the writes of this Ready and of every
+//     earlier Ready are durable: they are this replica's votes and promises
+//     (Promise, Accepted, HeartbeatAck). Those addressed to this replica
+//     itself — the master's own vote, the candidate's own promise — go back
+//     into Step; the Core never counts its own vote before its sync.
+//  4. Apply Apply in order and resolve Failed; these may run before step 1
+//     completes: an instance is only ever applied once a quorum has durably
+//     accepted it (step 3 on each of them), so its result may be answered
+//     at once. The state machine's own writes belong to the same ordered
+//     stream as step 1's.
+//  5. Start a snapshot stream to each of SendSnapshot.
+//
+// Advance may be called as soon as the driver has taken responsibility for
+// all of the above (issued the write, queued the after-sync messages): the
+// Core does not wait for durability; it learns of it only through the
+// after-sync messages it receives back. That is what lets a driver build
+// and send the next Ready while this one's fsync runs.
 type Ready struct {
 	HardState HardState
 	// HardStateChanged says Promised changed: persist it before sending
-	// anything. CommittedChanged says only Committed changed: persist it
-	// with the next write, no sync needed.
+	// anything in MessagesAfterSync. CommittedChanged says only Committed
+	// changed: persist it with the next write; it may be lost in a crash.
 	HardStateChanged bool
 	CommittedChanged bool
 	Entries          []Entry
-	Messages         []Message
-	Apply            []Applied
-	Failed           []Failed
-	SendSnapshot     []NodeID
-	Soft             SoftState
-	SoftChanged      bool
+	// Messages may leave before this Ready's writes are durable.
+	Messages []Message
+	// MessagesAfterSync may leave only after this Ready's writes and every
+	// earlier Ready's are durable; those To this replica go back to Step.
+	MessagesAfterSync []Message
+	Apply             []Applied
+	Failed            []Failed
+	SendSnapshot      []NodeID
+	Soft              SoftState
+	SoftChanged       bool
 }
 
 // Empty reports whether rd asks for nothing.
 func (rd *Ready) Empty() bool {
 	return !rd.HardStateChanged && !rd.CommittedChanged && len(rd.Entries) == 0 && len(rd.Messages) == 0 &&
-		len(rd.Apply) == 0 && len(rd.Failed) == 0 && len(rd.SendSnapshot) == 0 && !rd.SoftChanged
+		len(rd.MessagesAfterSync) == 0 && len(rd.Apply) == 0 && len(rd.Failed) == 0 && len(rd.SendSnapshot) == 0 && !rd.SoftChanged
+}
+
+// NeedsSync reports whether rd asks for a durable write.
+func (rd *Ready) NeedsSync() bool { return rd.HardStateChanged || len(rd.Entries) > 0 }
+
+// afterSync reports whether a message of type t vouches for durable state
+// of its sender, and so must wait for the sync of what its sender wrote.
+func afterSync(t MsgType) bool {
+	return t == MsgPromise || t == MsgAccepted || t == MsgHeartbeatAck
 }
 
 type role uint8
@@ -257,10 +293,11 @@ type Core struct {
 	awaitSnapAt  uint64
 
 	// output
-	msgs     []Message
-	newEnts  []Entry
-	failed   []Failed
-	snapSend []NodeID
+	msgs      []Message
+	msgsAfter []Message // votes and promises: leave after the sync (Ready)
+	newEnts   []Entry
+	failed    []Failed
+	snapSend  []NodeID
 }
 
 // NewCore returns a Core that resumes from st.
@@ -405,9 +442,16 @@ func (c *Core) setSoft(s SoftState) {
 	}
 }
 
+// send queues m. A vote or promise (afterSync) waits for the driver's sync
+// even when it is addressed to this replica; a request to this replica is
+// stepped at once.
 func (c *Core) send(m Message) {
 	m.Group = c.cfg.Group
 	m.From = c.cfg.ID
+	if afterSync(m.Type) {
+		c.msgsAfter = append(c.msgsAfter, m)
+		return
+	}
 	if m.To == c.cfg.ID {
 		c.Step(m)
 		return
@@ -825,6 +869,9 @@ func (c *Core) onLearnReply(m Message) {
 	if progressed && c.learnPending {
 		c.requestLearn(m.From)
 	}
+	if progressed && c.role == master {
+		c.advanceMaster()
+	}
 }
 
 // --- candidate side ---
@@ -1004,6 +1051,15 @@ func (c *Core) advanceMaster() {
 		c.setCommitted(c.hs.Committed + 1)
 		moved = true
 	}
+	// Instances learned chosen another way (a LearnReply asked for as a
+	// follower that arrives after this replica won) leave the window too;
+	// otherwise they hold a slot forever.
+	for inst := range c.inflight {
+		if inst <= c.hs.Committed {
+			delete(c.inflight, inst)
+			moved = true
+		}
+	}
 	if moved {
 		c.propose()
 	}
@@ -1095,27 +1151,29 @@ func (c *Core) TransferTo(id NodeID) {
 
 // HasReady reports whether Ready would return work.
 func (c *Core) HasReady() bool {
-	return c.hsDirty || c.commitDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.failed) > 0 ||
+	return c.hsDirty || c.commitDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.msgsAfter) > 0 || len(c.failed) > 0 ||
 		len(c.snapSend) > 0 || c.softDirty || (c.applied < c.hs.Committed && !c.awaitSnap && !c.needSnap && c.entries[c.applied+1].Instance != 0) ||
 		(len(c.queue) > 0 && c.role == master && c.soft.Serving && c.now < c.leaseExpiry && len(c.inflight) < c.cfg.MaxInflight)
 }
 
-// Ready collects what the driver must do; call Advance after doing it.
+// Ready collects what the driver must do (see Ready for the order and
+// what must be durable first); call Advance once the driver has taken it.
 // Commands proposed since the last Ready start their instances here, so
 // everything proposed between two Readys shares an instance when the
 // window allows.
 func (c *Core) Ready() Ready {
 	c.propose()
 	rd := Ready{
-		HardState:        c.hs,
-		HardStateChanged: c.hsDirty,
-		CommittedChanged: c.commitDirty,
-		Entries:          c.newEnts,
-		Messages:         c.msgs,
-		Failed:           c.failed,
-		SendSnapshot:     c.snapSend,
-		Soft:             c.soft,
-		SoftChanged:      c.softDirty,
+		HardState:         c.hs,
+		HardStateChanged:  c.hsDirty,
+		CommittedChanged:  c.commitDirty,
+		Entries:           c.newEnts,
+		Messages:          c.msgs,
+		MessagesAfterSync: c.msgsAfter,
+		Failed:            c.failed,
+		SendSnapshot:      c.snapSend,
+		Soft:              c.soft,
+		SoftChanged:       c.softDirty,
 	}
 	size := 0
 	for i := c.applied + 1; i <= c.hs.Committed && size < c.cfg.MaxMsgBytes && !c.awaitSnap && !c.needSnap; i++ {
@@ -1137,13 +1195,15 @@ func (c *Core) Ready() Ready {
 	return rd
 }
 
-// Advance tells the Core that rd was carried out.
+// Advance tells the Core that the driver took rd: its writes are issued
+// (not necessarily durable), its messages sent or queued behind the sync.
 func (c *Core) Advance(rd Ready) {
 	c.hsDirty = false
 	c.commitDirty = false
 	c.softDirty = false
 	c.newEnts = nil
 	c.msgs = nil
+	c.msgsAfter = nil
 	c.failed = nil
 	c.snapSend = nil
 	for _, a := range rd.Apply {

@@ -46,6 +46,9 @@ func (tn *testNet) flush() {
 			}
 			tn.disks[id].hard = rd.HardState
 			tn.queue = append(tn.queue, rd.Messages...)
+			// Persisted above at once: the votes may leave now, those
+			// to the replica itself through the queue like any other.
+			tn.queue = append(tn.queue, rd.MessagesAfterSync...)
 			tn.apps[id] = append(tn.apps[id], rd.Apply...)
 			c.Advance(rd)
 		}

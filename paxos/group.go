@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -385,38 +386,57 @@ func (g *Group) maybeTruncate() {
 // Host runs every group of one node: it owns the ticker and routes the
 // transport's messages to the groups.
 //
-// One loop per node drives every group's core: it takes what arrived for
-// all groups, lets each core produce its Ready, and carries them out
-// together — one Pebble commit (one fsync) for every group's promises and
-// accepts, one transport call for every group's messages. At 64 clients
-// over 15 groups that is several groups' instances per fsync instead of
-// one, which is what DESIGN asks for ("one fsync shared by all groups").
+// One loop per node drives every group's core, in rounds: it takes what
+// arrived for all groups, lets each core produce its Ready, and carries
+// them out together — one Pebble batch for every group's promises, accepts
+// and applies, one transport call for every group's requests. The loop does
+// not wait for the batch's fsync: it applies the batch (visible at once,
+// durable in order) and hands it to the sync goroutine, which waits for the
+// fsync and then sends the round's votes and promises (Ready's
+// MessagesAfterSync), stepping those addressed to this node back into their
+// cores. So round k+1 is built and its Accepts leave while round k's fsync
+// runs, and the groups' syncs still share fsyncs (Pebble groups concurrent
+// syncs of its one WAL). That is the contract of Ready, and the simulator
+// checks it by carrying Readys out in the same order.
 type Host struct {
-	cfg    HostConfig
-	base   time.Time // tick 0 of the host's clock; each group's ticks are host ticks
-	groups atomic.Pointer[map[GroupID]*Group]
-	list   atomic.Pointer[[]*Group] // the groups, by id
-	mu     sync.Mutex
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	tr     Transport
+	cfg      HostConfig
+	base     time.Time // tick 0 of the host's clock; each group's ticks are host ticks
+	groups   atomic.Pointer[map[GroupID]*Group]
+	list     atomic.Pointer[[]*Group] // the groups, by id
+	mu       sync.Mutex
+	stop     chan struct{}
+	stopOnce sync.Once
+	wg       sync.WaitGroup
+	tr       Transport
 
 	wake    chan struct{}
 	done    chan struct{}
 	running atomic.Bool
 
+	// syncs carries applied batches, in order, from the loop to the sync
+	// goroutine; free holds batches it has synced, for reuse.
+	syncs      chan pendingSync
+	syncDone   chan struct{}
+	free       chan *Batch
+	storageErr atomic.Pointer[error] // set when a write or fsync failed
+
 	// owned by the loop
-	batch   *Batch // one round's promises, accepts and applies
-	items   []readyItem
-	reqs    []Message
-	replies []Message
+	items          []readyItem
+	reqs           []Message
+	after          []Message
+	stoppedOnError bool
+}
+
+// pendingSync is one round handed to the sync goroutine: its batch (nil
+// when it wrote nothing) and the messages that wait for its fsync.
+type pendingSync struct {
+	b     *Batch
+	after []Message
 }
 
 type readyItem struct {
-	g     *Group
-	rd    Ready
-	res   []any
-	early bool
+	g  *Group
+	rd Ready
 }
 
 // HostConfig configures a Host.
@@ -438,14 +458,14 @@ func NewHost(cfg HostConfig) *Host {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	h := &Host{cfg: cfg, base: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{})}
+	h := &Host{
+		cfg: cfg, base: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan *Batch, 64),
+	}
 	empty := map[GroupID]*Group{}
 	h.groups.Store(&empty)
 	var none []*Group
 	h.list.Store(&none)
-	if cfg.Store != nil {
-		h.batch = cfg.Store.NewBatch()
-	}
 	return h
 }
 
@@ -574,6 +594,7 @@ func (h *Host) signal() {
 // Start starts the loop that drives the groups and the ticker.
 func (h *Host) Start() {
 	h.running.Store(true)
+	go h.syncLoop()
 	go h.run()
 	h.wg.Add(1)
 	go func() {
@@ -612,68 +633,54 @@ func (h *Host) run() {
 		for _, g := range groups {
 			g.publish()
 		}
+		if err := h.storageErr.Load(); err != nil && !h.stoppedOnError {
+			h.failStorage(*err)
+		}
 	}
 }
 
 // readyRound carries out every group's Ready, together, until no group
-// has more, with one Pebble commit per round for every group's hard state,
-// entries and applies.
+// has more. Each round is one Pebble batch for every group's hard state,
+// entries and applies, applied without waiting for its fsync (see Host).
 //
-// Applies whose instances were chosen in an earlier Ready are answered as
-// soon as the state machine has run, before the round's commit: their
-// entries are durable already (on a quorum, and on this node since the
-// commit of the round that wrote them), and the state machine's writes
-// need no durability before the answer (a replica that loses them applies
-// the log again) nor visibility (the state machine reads its keyspace only
-// when it loads). The previous runtime committed them without sync first;
-// that second Pebble commit per round is gone.
-//
-// Requests (Accept, Prepare, Heartbeat, ...) leave before the batch is
-// durable, so that this node's fsync overlaps the followers'; it counts its
-// own vote only through a reply it processes after the commit returned.
-// Replies (Promise, Accepted, ...) wait for the commit: they vouch for it.
+// The order within a round follows Ready's contract: a group whose
+// mastership changed publishes its status and tells its state machine
+// first (a master that hands over stops serving before its TimeoutNow
+// leaves); chosen instances are applied and answered at once (chosen means
+// a quorum voted after its own fsync, so the answer is durable whatever
+// this node's disk holds); the round's requests (Accept, Prepare,
+// Heartbeat, ...) leave right away, so that this node's fsync overlaps the
+// followers'; its votes and promises wait in the sync goroutine.
 //
 // Committed alone is never written: it may be persisted lazily (HardState),
 // a restarted replica starts from its applied instance and relearns the
-// rest, so it goes to disk only with a Promised change. That is one Pebble
-// key fewer per group and round on every replica.
+// rest, so it goes to disk only with a Promised change.
 func (h *Host) readyRound(groups []*Group) {
-	b := h.batch
-	for {
+	for !h.stoppedOnError {
 		items := h.items[:0]
 		for _, g := range groups {
 			if g.isClosed() || !g.core.HasReady() {
 				continue
 			}
-			rd := g.core.Ready()
-			it := readyItem{g: g, rd: rd}
-			// Early answers only for instances chosen in an earlier Ready,
-			// whose entries are durable already (an instance chosen and
-			// applied in this Ready, as on a single node, waits for the
-			// sync of its own entry).
-			it.early = len(rd.Apply) > 0 && (len(rd.Entries) == 0 || rd.Entries[0].Instance > rd.Apply[len(rd.Apply)-1].Instance)
-			if it.early {
-				it.res = g.apply(b, rd.Apply)
-				g.answer(rd.Apply, it.res)
-				clear(it.res)
-			}
-			items = append(items, it)
+			items = append(items, readyItem{g: g, rd: g.core.Ready()})
 		}
 		h.items = items
 		if len(items) == 0 {
 			return
 		}
+		b := h.batchForRound()
+		reqs, after := h.reqs[:0], h.after[:0]
 		progress := false
-		sync := false
-		reqs, replies := h.reqs[:0], h.replies[:0]
 		for i := range items {
-			it := &items[i]
-			g, rd := it.g, &it.rd
+			g, rd := items[i].g, &items[i].rd
 			if !rd.Empty() {
 				progress = true
 			}
-			if rd.HardStateChanged || len(rd.Entries) > 0 {
-				sync = true
+			if rd.SoftChanged {
+				g.publish()
+				if mo, ok := g.sm.(MasterObserver); ok {
+					mo.MasterChanged(rd.Soft)
+				}
 			}
 			if rd.HardStateChanged {
 				b.SetHardState(g.id, rd.HardState)
@@ -681,37 +688,10 @@ func (h *Host) readyRound(groups []*Group) {
 			for j := range rd.Entries {
 				b.PutEntry(g.id, &rd.Entries[j])
 			}
-			if !it.early {
-				it.res = g.apply(b, rd.Apply)
-			}
-			for _, m := range rd.Messages {
-				switch m.Type {
-				case MsgPromise, MsgAccepted, MsgHeartbeatAck:
-					replies = append(replies, m)
-				default:
-					reqs = append(reqs, m)
-				}
-			}
-		}
-		if len(reqs) > 0 {
-			h.send(reqs)
-		}
-		ok := h.commit(b, sync)
-		if ok && len(replies) > 0 {
-			h.send(replies)
-		}
-		clear(reqs)
-		clear(replies)
-		h.reqs, h.replies = reqs[:0], replies[:0]
-		if !ok {
-			return
-		}
-		for i := range items {
-			it := &items[i]
-			g, rd := it.g, &it.rd
-			if !it.early {
-				g.answer(rd.Apply, it.res)
-				clear(it.res)
+			if len(rd.Apply) > 0 {
+				res := g.apply(b, rd.Apply)
+				g.answer(rd.Apply, res)
+				clear(res)
 			}
 			for _, f := range rd.Failed {
 				for _, tag := range f.Tags {
@@ -721,41 +701,123 @@ func (h *Host) readyRound(groups []*Group) {
 					}
 				}
 			}
+			reqs = append(reqs, rd.Messages...)
+			after = append(after, rd.MessagesAfterSync...)
 			for _, p := range rd.SendSnapshot {
 				g.startStream(p)
 			}
-			if rd.SoftChanged {
-				if mo, ok := g.sm.(MasterObserver); ok {
-					mo.MasterChanged(rd.Soft)
-				}
-			}
 			g.core.Advance(*rd)
-			g.maybeTruncate()
+		}
+		if len(reqs) > 0 {
+			h.send(reqs)
+		}
+		ok := h.handOff(b, after)
+		clear(reqs)
+		h.reqs, h.after = reqs[:0], after[:0]
+		if ok {
+			for i := range items {
+				items[i].g.maybeTruncate()
+			}
 		}
 		clear(items)
-		if !progress {
-			return // a core said it had work and produced none: do not spin
+		if !ok || !progress {
+			return // storage failed, or a core said it had work and produced none
 		}
 	}
 }
 
-// commit commits b. A storage failure stops every group: a replica must
-// not answer from state it could not persist.
-func (h *Host) commit(b *Batch, sync bool) bool {
-	if b.Empty() {
-		return true
+// batchForRound returns an empty batch: one the sync goroutine finished
+// with, or a new one.
+func (h *Host) batchForRound() *Batch {
+	select {
+	case b := <-h.free:
+		return b
+	default:
+		return h.cfg.Store.NewBatch()
 	}
-	if err := b.Commit(sync); err != nil {
-		h.cfg.Logger.Error("paxos: commit failed; stopping every group", "err", err)
-		for _, g := range *h.list.Load() {
-			g.failAll(fmt.Errorf("paxos: storage: %w", err))
-			g.mu.Lock()
-			g.closed = true
-			g.mu.Unlock()
-		}
+}
+
+// handOff applies b (without waiting for its fsync) and queues it, with
+// the messages that wait for it, to the sync goroutine. A round that wrote
+// nothing still queues its messages: they must wait for the earlier
+// rounds' fsyncs. It reports false when storage failed.
+func (h *Host) handOff(b *Batch, after []Message) bool {
+	if b.Empty() {
+		h.recycle(b)
+		b = nil
+	} else if err := b.Apply(); err != nil {
+		h.recycle(b)
+		h.failStorage(err)
 		return false
 	}
+	if b == nil && len(after) == 0 {
+		return true
+	}
+	h.syncs <- pendingSync{b: b, after: slices.Clone(after)}
 	return true
+}
+
+func (h *Host) recycle(b *Batch) {
+	select {
+	case h.free <- b:
+	default:
+		b.Close()
+	}
+}
+
+// syncLoop waits for each round's fsync, in order, then sends the round's
+// after-sync messages; those for this node go straight to their groups.
+// After a storage failure nothing more is sent: a vote must not vouch for
+// a write that may not be on disk.
+func (h *Host) syncLoop() {
+	defer close(h.syncDone)
+	var self []Message
+	for p := range h.syncs {
+		if p.b != nil {
+			if err := p.b.SyncWait(); err != nil && h.storageErr.Load() == nil {
+				h.storageErr.Store(&err)
+				h.signal()
+			}
+			h.recycle(p.b)
+		}
+		if h.storageErr.Load() != nil || len(p.after) == 0 {
+			continue
+		}
+		out := p.after[:0]
+		self = self[:0]
+		for _, m := range p.after {
+			if m.To == h.cfg.Self {
+				self = append(self, m)
+			} else {
+				out = append(out, m)
+			}
+		}
+		if len(out) > 0 {
+			h.send(out)
+		}
+		if len(self) > 0 {
+			h.Deliver(self)
+		}
+	}
+}
+
+// failStorage stops every group after a failed write or fsync: a replica
+// must not answer from state it could not persist.
+func (h *Host) failStorage(err error) {
+	if h.stoppedOnError {
+		return
+	}
+	h.stoppedOnError = true
+	if h.storageErr.Load() == nil {
+		h.storageErr.Store(&err)
+	}
+	h.cfg.Logger.Error("paxos: storage failed; stopping every group", "err", err)
+	for _, g := range *h.list.Load() {
+		g.failAll(fmt.Errorf("paxos: storage: %w", err))
+		g.mu.Lock()
+		g.closed = true
+		g.mu.Unlock()
+	}
 }
 
 // finish fails whatever is pending in every group when the host stops.
@@ -771,22 +833,33 @@ func (h *Host) finish() {
 
 // Stop stops the ticker and the loop, failing every pending proposal with
 // ErrStopped. It does not close the store or the transport.
+//
+// Stop may be called more than once, also concurrently: every call returns
+// once the host has stopped.
 func (h *Host) Stop() {
-	select {
-	case <-h.stop:
-		return
-	default:
-	}
+	h.stopOnce.Do(h.stopNow)
+}
+
+func (h *Host) stopNow() {
 	close(h.stop)
 	h.wg.Wait()
 	if h.running.Load() {
 		h.signal()
 		<-h.done
+		// The loop has stopped queueing; let the sync goroutine finish the
+		// fsyncs it waits for (a batch cannot be closed before).
+		close(h.syncs)
+		<-h.syncDone
 	} else {
 		h.finish()
 	}
-	if h.batch != nil {
-		h.batch.Close()
+	for {
+		select {
+		case b := <-h.free:
+			b.Close()
+		default:
+			return
+		}
 	}
 }
 

@@ -18,18 +18,24 @@ var (
 
 // The simulator drives N Cores through a network that drops, duplicates,
 // reorders and delays messages, partitions and heals, and crashes and
-// restarts replicas (losing messages of a Ready that was persisted but not
-// sent, and rewinding unsynced applied state). Time is in units of 1/1000 of
-// a nominal tick; each replica ticks at its own rate within MaxDrift.
+// restarts replicas. Each replica's Ready is carried out in the production
+// runtime's order: writes are issued at once and become durable at a later
+// sync event (in order, as in one write-ahead log); Messages leave at once;
+// MessagesAfterSync leave, and the replica's own votes are stepped back into
+// it, only at the sync that made their Ready durable. A crash keeps a random
+// prefix of the issued writes and loses the rest with their after-sync
+// messages. Time is in units of 1/1000 of a nominal tick; each replica
+// ticks at its own rate within MaxDrift.
 
 const unit = 1000
 
 type simEvent struct {
 	at   int64
 	seq  uint64
-	kind int // evTick, evMsg, evSnap
+	kind int // evTick, evMsg, evSnap, evSync
 	node NodeID
-	inc  int // incarnation of the node the tick is for
+	inc  int    // incarnation of the node the tick or sync is for
+	upto uint64 // evSync: the last write it makes durable
 	msg  Message
 	snap *simSnap
 }
@@ -38,6 +44,7 @@ const (
 	evTick = iota
 	evMsg
 	evSnap
+	evSync
 )
 
 type simSnap struct {
@@ -69,8 +76,7 @@ type simDisk struct {
 	log      map[uint64]Entry
 	logStart uint64
 	// sm[i-1] is the value applied at instance i; applied = len(sm).
-	sm       []string
-	smSynced int // sm entries that survive a crash
+	sm []string
 }
 
 func (d *simDisk) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
@@ -98,6 +104,23 @@ type simNode struct {
 	period int64
 	disk   simDisk
 	tags   map[uint64]string // proposal tag -> value key, for this incarnation
+	// sm is the applied state in memory (ahead of disk.sm by the pending
+	// writes); pending are the writes issued and not yet synced, in order.
+	sm      []string
+	pending []*simWrite
+	wseq    uint64
+}
+
+// simWrite is what one Ready asked to persist, issued but maybe not yet
+// durable, and the messages that wait for it.
+type simWrite struct {
+	seq     uint64
+	durable bool
+	hard    HardState
+	entries []Entry
+	smFrom  int      // applied instance before sm
+	sm      []string // values applied by the Ready
+	after   []Message
 }
 
 type sim struct {
@@ -227,6 +250,8 @@ func (s *sim) start(nd *simNode) {
 	nd.up = true
 	nd.inc++
 	nd.tags = make(map[uint64]string)
+	nd.sm = slices.Clone(nd.disk.sm)
+	nd.pending = nil
 	if s.rng.IntN(3) == 0 {
 		c.SetPreferred(NodeID(1 + s.rng.IntN(len(s.nodes))))
 	}
@@ -239,14 +264,82 @@ func (s *sim) crash(nd *simNode) {
 	}
 	nd.up = false
 	nd.core = nil
-	// Applied state is written without sync: a crash may lose a suffix of
-	// it, never what a truncation or snapshot made durable.
-	keep := nd.disk.smSynced + s.rng.IntN(len(nd.disk.sm)-nd.disk.smSynced+1)
-	nd.disk.sm = nd.disk.sm[:keep]
+	// Writes reach the disk in the order they were issued: a crash keeps
+	// a prefix of the unsynced ones, and their after-sync messages are
+	// never sent.
+	keep := s.rng.IntN(len(nd.pending) + 1)
+	for _, w := range nd.pending[:keep] {
+		s.persist(nd, w)
+	}
+	nd.pending = nil
 	if s.rng.IntN(2) == 0 {
 		// The lazily written committed mark may fall back too, but never
 		// below what is applied.
-		nd.disk.hard.Committed = max(uint64(keep), nd.disk.logStart-1)
+		nd.disk.hard.Committed = max(uint64(len(nd.disk.sm)), nd.disk.logStart-1)
+	}
+}
+
+// persist makes w durable on nd's disk.
+func (s *sim) persist(nd *simNode, w *simWrite) {
+	if w.durable {
+		return
+	}
+	w.durable = true
+	if w.hard.Promised.Less(nd.disk.hard.Promised) {
+		s.fail("node %d promised went back from %s to %s", nd.id, nd.disk.hard.Promised, w.hard.Promised)
+	}
+	nd.disk.hard.Promised = w.hard.Promised
+	nd.disk.hard.Committed = max(nd.disk.hard.Committed, w.hard.Committed)
+	for _, e := range w.entries {
+		if e.Instance < nd.disk.logStart || e.Instance <= uint64(len(nd.disk.sm)) {
+			continue
+		}
+		nd.disk.log[e.Instance] = e
+		s.recordVote(nd.id, e)
+	}
+	if len(w.sm) > 0 {
+		if w.smFrom != len(nd.disk.sm) {
+			s.fail("node %d: applied writes from %d reach a disk at %d", nd.id, w.smFrom, len(nd.disk.sm))
+			return
+		}
+		nd.disk.sm = append(nd.disk.sm, w.sm...)
+	}
+}
+
+// flush makes every issued write durable at once, as the runtime's
+// synchronous commits (log truncation, snapshot install) do; the
+// after-sync messages still leave at their own sync event.
+func (s *sim) flush(nd *simNode) {
+	for _, w := range nd.pending {
+		s.persist(nd, w)
+	}
+}
+
+// synced handles the sync event of nd's writes up to seq: they are
+// durable, and their after-sync messages leave (to nd itself: stepped in).
+func (s *sim) synced(nd *simNode, upto uint64) {
+	var after []Message
+	n := 0
+	for _, w := range nd.pending {
+		if w.seq > upto {
+			break
+		}
+		s.persist(nd, w)
+		after = append(after, w.after...)
+		n++
+	}
+	nd.pending = nd.pending[n:]
+	if len(after) > 0 && s.crashy && s.rng.IntN(400) == 0 {
+		s.trace("node %d crashes after syncing, before sending", nd.id)
+		s.crash(nd)
+		return
+	}
+	for _, m := range after {
+		if m.To == nd.id {
+			nd.core.Step(m)
+		} else {
+			s.sendMsg(m)
+		}
 	}
 }
 
@@ -256,35 +349,18 @@ func (s *sim) trace(format string, args ...any) {
 	}
 }
 
-// process carries out a node's Ready like the real runtime does.
+// process carries out a node's Ready in the order the production runtime
+// does: issue the writes (durable at a later sync event), send Messages,
+// apply, Advance; MessagesAfterSync wait for the sync.
 func (s *sim) process(nd *simNode) {
 	for nd.up && nd.core.HasReady() {
 		rd := nd.core.Ready()
-		// Persist.
-		if rd.HardState.Promised.Less(nd.disk.hard.Promised) {
-			s.fail("node %d promised went back from %s to %s", nd.id, nd.disk.hard.Promised, rd.HardState.Promised)
-		}
-		nd.disk.hard.Promised = rd.HardState.Promised
-		nd.disk.hard.Committed = max(nd.disk.hard.Committed, rd.HardState.Committed)
-		for _, e := range rd.Entries {
-			if e.Instance < nd.disk.logStart || e.Instance <= uint64(len(nd.disk.sm)) {
-				continue
-			}
-			nd.disk.log[e.Instance] = e
-			s.recordVote(nd.id, e)
-		}
-		if rd.HardStateChanged || len(rd.Entries) > 0 {
-			if s.crashy && s.rng.IntN(400) == 0 {
-				s.trace("node %d crashes after persisting, before sending", nd.id)
-				s.crash(nd)
-				return
-			}
-		}
+		w := &simWrite{hard: rd.HardState, entries: rd.Entries, after: rd.MessagesAfterSync, smFrom: len(nd.sm)}
 		for _, m := range rd.Messages {
 			s.sendMsg(m)
 		}
 		for _, a := range rd.Apply {
-			s.apply(nd, a)
+			s.apply(nd, a, w)
 		}
 		for _, f := range rd.Failed {
 			for _, tag := range f.Tags {
@@ -292,20 +368,30 @@ func (s *sim) process(nd *simNode) {
 			}
 		}
 		for _, p := range rd.SendSnapshot {
-			snap := &simSnap{applied: uint64(len(nd.disk.sm)), sm: slices.Clone(nd.disk.sm)}
+			snap := &simSnap{applied: uint64(len(nd.sm)), sm: slices.Clone(nd.sm)}
 			s.deliverLater(nd.id, p, &simEvent{kind: evSnap, node: p, snap: snap})
 		}
 		if rd.SoftChanged {
 			s.trace("node %d soft %+v", nd.id, rd.Soft)
 		}
 		nd.core.Advance(rd)
+		if rd.NeedsSync() || rd.CommittedChanged || len(w.sm) > 0 || len(w.after) > 0 {
+			nd.wseq++
+			w.seq = nd.wseq
+			nd.pending = append(nd.pending, w)
+			delay := 1 + s.rng.Int64N(unit/4)
+			if s.rng.IntN(20) == 0 {
+				delay += s.rng.Int64N(3 * unit) // a slow fsync
+			}
+			s.push(&simEvent{at: s.now + delay, kind: evSync, node: nd.id, inc: nd.inc, upto: w.seq})
+		}
 		s.maybeTruncate(nd)
 	}
 }
 
-func (s *sim) apply(nd *simNode, a Applied) {
-	if a.Instance != uint64(len(nd.disk.sm))+1 {
-		s.fail("node %d applied %d after %d", nd.id, a.Instance, len(nd.disk.sm))
+func (s *sim) apply(nd *simNode, a Applied, w *simWrite) {
+	if a.Instance != uint64(len(nd.sm))+1 {
+		s.fail("node %d applied %d after %d", nd.id, a.Instance, len(nd.sm))
 		return
 	}
 	k := valKey(a.Value)
@@ -316,7 +402,8 @@ func (s *sim) apply(nd *simNode, a Applied) {
 		s.fail("node %d applied %q at %d, another applied %q", nd.id, k, a.Instance, prev)
 	}
 	s.appliedVal[a.Instance] = k
-	nd.disk.sm = append(nd.disk.sm, k)
+	nd.sm = append(nd.sm, k)
+	w.sm = append(w.sm, k)
 	for i, tag := range a.Tags {
 		if want := nd.tags[tag]; want != string(a.Value.Cmds[i]) {
 			s.fail("node %d: tag %d came back with %q, proposed %q", nd.id, tag, a.Value.Cmds[i], want)
@@ -325,12 +412,13 @@ func (s *sim) apply(nd *simNode, a Applied) {
 }
 
 func (s *sim) maybeTruncate(nd *simNode) {
-	applied := uint64(len(nd.disk.sm))
+	applied := uint64(len(nd.sm))
 	if applied < nd.disk.logStart+12 || s.rng.IntN(8) != 0 {
 		return
 	}
 	start := applied - uint64(s.rng.IntN(4))
-	nd.disk.smSynced = len(nd.disk.sm)
+	// The runtime makes the applied state durable before it deletes.
+	s.flush(nd)
 	for i := range nd.disk.log {
 		if i < start {
 			delete(nd.disk.log, i)
@@ -423,13 +511,20 @@ func (s *sim) step() bool {
 		}
 		s.trace("deliver %s %d->%d b=%s i=%d c=%d rej=%v n=%d", ev.msg.Type, ev.msg.From, ev.msg.To, ev.msg.Ballot, ev.msg.Instance, ev.msg.Committed, ev.msg.Reject, len(ev.msg.Entries))
 		nd.core.Step(ev.msg)
-	case evSnap:
-		if !nd.up || ev.snap.applied <= uint64(len(nd.disk.sm)) {
+	case evSync:
+		if !nd.up || ev.inc != nd.inc {
 			return true
 		}
-		// Install: the state machine, then the log below it goes.
+		s.synced(nd, ev.upto)
+	case evSnap:
+		if !nd.up || ev.snap.applied <= uint64(len(nd.sm)) {
+			return true
+		}
+		// Install: earlier writes first (the install commits after them),
+		// the state machine, then the log below it goes.
+		s.flush(nd)
 		nd.disk.sm = slices.Clone(ev.snap.sm)
-		nd.disk.smSynced = len(nd.disk.sm)
+		nd.sm = slices.Clone(ev.snap.sm)
 		for i := range nd.disk.log {
 			if i <= ev.snap.applied {
 				delete(nd.disk.log, i)
@@ -608,7 +703,7 @@ func (s *sim) heal() {
 		} else {
 			all := true
 			for _, nd := range s.nodes {
-				if uint64(len(nd.disk.sm)) < target {
+				if uint64(len(nd.sm)) < target {
 					all = false
 				}
 			}
@@ -623,7 +718,7 @@ func (s *sim) heal() {
 	if s.failed == nil {
 		st := make([]string, 0, len(s.nodes))
 		for _, nd := range s.nodes {
-			st = append(st, fmt.Sprintf("n%d{soft=%+v applied=%d committed=%d start=%d}", nd.id, nd.core.Status(), len(nd.disk.sm), nd.core.Committed(), nd.disk.logStart))
+			st = append(st, fmt.Sprintf("n%d{soft=%+v applied=%d committed=%d start=%d}", nd.id, nd.core.Status(), len(nd.sm), nd.core.Committed(), nd.disk.logStart))
 		}
 		s.fail("no progress after healing: cmd=%q target=%d %v", cmd, target, st)
 	}

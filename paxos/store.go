@@ -568,6 +568,8 @@ type Batch struct {
 	val []byte
 	err error // first error from Pebble, returned by Commit
 	sm  map[GroupID]*smWriter
+	// applied says Apply handed b to Pebble and SyncWait has not yet run.
+	applied bool
 }
 
 // NewBatch returns an empty batch. Close it when done.
@@ -674,8 +676,53 @@ func (b *Batch) Commit(sync bool) error {
 	return nil
 }
 
+// Apply applies b and starts making it durable without waiting: its writes
+// are visible at once, and SyncWait returns once they (and every write
+// applied before them) are durable. Concurrent syncs share one fsync.
+// After Apply, b may not be written to or committed again until SyncWait
+// returned; then it is empty and reusable.
+//
+// This is Pebble's ApplyNoSyncWait (marked experimental; CockroachDB's raft
+// log writes use it the same way): the host loop builds and sends the next
+// round while this one's fsync runs, instead of sleeping through it.
+func (b *Batch) Apply() error {
+	err := b.err
+	b.err = nil
+	if err != nil {
+		b.b.Reset()
+		return fmt.Errorf("paxos: batch: %w", err)
+	}
+	b.applied = true
+	if err := b.s.db.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
+		b.applied = false
+		b.b.Reset()
+		return fmt.Errorf("paxos: apply batch: %w", err)
+	}
+	return nil
+}
+
+// SyncWait waits until the writes of the last Apply are durable, then
+// empties b for reuse. Without an Apply it returns at once.
+func (b *Batch) SyncWait() error {
+	if !b.applied {
+		return nil
+	}
+	b.applied = false
+	err := b.b.SyncWait()
+	if err != nil {
+		// Pebble refuses to reuse a batch whose commit failed.
+		b.b = b.s.db.NewBatch()
+		return fmt.Errorf("paxos: sync batch: %w", err)
+	}
+	b.b.Reset()
+	return nil
+}
+
 // Close releases b without committing what it holds.
 func (b *Batch) Close() {
+	if b.applied {
+		_ = b.SyncWait()
+	}
 	if b.b != nil {
 		_ = b.b.Close()
 		b.b = nil
