@@ -470,7 +470,11 @@ func runModel(t *testing.T, seed uint64, steps int) {
 		if sm.Count() != int64(len(st)) || sm.Version() != m.version || sm.Applied() != inst {
 			t.Fatalf("%s: count %d (want %d), version %d (want %d), applied %d", where, sm.Count(), len(st), sm.Version(), m.version, sm.Applied())
 		}
-		// Now and then, what was written reloads to the same state.
+		// Checkpoints at random instances write what changed since the
+		// last; now and then, what was written reloads to the same state.
+		if g.r.IntN(5) == 0 {
+			sm.Checkpoint(kv)
+		}
 		if step%97 == 0 {
 			checkReload(t, where, sm, kv, inst)
 		}
@@ -496,6 +500,7 @@ func fmtCmd(c *command) string {
 // from the keyspace sm wrote and compares.
 func checkReload(t *testing.T, where string, sm *StateMachine, kv *memKV, inst uint64) {
 	t.Helper()
+	sm.Checkpoint(kv)
 	re := NewStateMachine(3)
 	if err := re.Load(kv.clone(), inst); err != nil {
 		t.Fatalf("%s: load: %v", where, err)
@@ -532,6 +537,7 @@ func TestStateMachineReloadContinuesTokens(t *testing.T) {
 		m.apply(inst, &c)
 		apply([]*StateMachine{sm}, []*memKV{kv}, c)
 	}
+	sm.Checkpoint(kv)
 	re := NewStateMachine(2)
 	kv2 := kv.clone()
 	if err := re.Load(kv2, inst); err != nil {
@@ -546,6 +552,8 @@ func TestStateMachineReloadContinuesTokens(t *testing.T) {
 			t.Fatalf("instance %d %s: live %+v, restored %+v", inst, fmtCmd(&c), outs[0], outs[1])
 		}
 	}
+	sm.Checkpoint(kv)
+	re.Checkpoint(kv2)
 	if !reflect.DeepEqual(dumpSM(sm), dumpSM(re)) || !reflect.DeepEqual(kv.m, kv2.m) {
 		t.Fatal("live and restored state machines diverged")
 	}

@@ -20,7 +20,8 @@ func openStore(t *testing.T, dir string) *paxos.Store {
 }
 
 // applyCommitted applies cmds at inst to sm through a Pebble batch of
-// group gid and commits it with the applied instance, as paxos.Group does.
+// group gid and commits it with a checkpoint at the applied instance, as
+// paxos.Group does at its checkpoints.
 func applyCommitted(t *testing.T, st *paxos.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []*outcome {
 	t.Helper()
 	b := st.NewBatch()
@@ -31,6 +32,7 @@ func applyCommitted(t *testing.T, st *paxos.Store, gid paxos.GroupID, sm *StateM
 	}
 	res := make([]any, len(raw))
 	sm.Apply(inst, raw, b.SM(gid), res)
+	sm.Checkpoint(b.SM(gid))
 	b.SetApplied(gid, inst)
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
@@ -176,7 +178,7 @@ func (c *smCluster) start(id paxos.NodeID) {
 	h := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
 	h.SetTransport(c.net.Join(id, h.Deliver))
 	sm := NewStateMachine(4)
-	g, err := h.AddGroup(paxos.GroupConfig{KeepLog: c.keep, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
+	g, err := h.AddGroup(paxos.GroupConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -361,15 +361,35 @@ func (o *outcome) stored(key string) string {
 type shard struct {
 	mu    sync.RWMutex
 	locks map[string]*lockRec
+	// dirty holds the keys changed since the last checkpoint, each with
+	// whether the keyspace holds a record for it (it did exactly when
+	// the key was held at the checkpoint: the keyspace equals the table
+	// at every checkpoint).
+	dirty map[string]bool
 }
 
 // StateMachine is one group's replicated lock table. It implements
 // paxos.StateMachine; workers read it under each shard's lock.
+//
+// The table lives in memory and the log is its durable record: Apply
+// writes no lock record, it only notes the key as dirty, and the runtime
+// asks for a checkpoint now and then (paxos.Checkpointer), which writes the
+// records of the dirty keys that are held and deletes those that were
+// stored and are free. A key taken and given back between two checkpoints
+// — the common short-lived lock — costs no storage write at all; before,
+// every acquire and release put a record (or tombstone) into Pebble's
+// memtable, about half of its inserts. A restart loads the last checkpoint
+// and the runtime replays the log above it.
+//
+// Namespace and group-version changes (rare) are still written through
+// at once; replaying them over a keyspace that already holds them ends in
+// the same state, since each is a plain overwrite.
 type StateMachine struct {
 	workers int
 	shards  []shard
 	version uint64 // group version; tokens are version<<48 | instance
 	count   int64  // held keys, for status
+	dirtyN  int    // dirty keys over all shards, guarded by mu
 
 	mu      sync.Mutex // guards version, count and the observer
 	applied uint64
@@ -387,6 +407,7 @@ func NewStateMachine(workers int) *StateMachine {
 	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec)}
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
+		sm.shards[i].dirty = make(map[string]bool)
 	}
 	return sm
 }
@@ -443,7 +464,8 @@ func (sm *StateMachine) get(key string) *lockRec {
 	return s.locks[key].clone()
 }
 
-// Apply implements paxos.StateMachine.
+// Apply implements paxos.StateMachine. Lock records reach w only at the
+// next Checkpoint; namespace and version changes are written at once.
 func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, results []any) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
@@ -527,7 +549,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	default:
 		out.status = wire.StatusError
 	}
-	sm.put(c.key, s, l, held, w)
+	sm.put(c.key, s, l, held)
 	if !held && l.n() > 0 {
 		out.key = c.key
 	}
@@ -567,23 +589,63 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, o wire.Owner, k wir
 	return wire.StatusSuccess, tok
 }
 
-// put stores key's record after a change (or deletes it when empty).
-func (sm *StateMachine) put(key string, s *shard, l *lockRec, wasHeld bool, w paxos.Writer) {
-	sm.key = append(append(sm.key[:0], lockPrefix), key...)
+// put keeps key's record after a change (or drops it when empty) and
+// notes the key for the next checkpoint.
+func (sm *StateMachine) put(key string, s *shard, l *lockRec, wasHeld bool) {
 	if l.n() == 0 {
-		if wasHeld {
-			delete(s.locks, key)
-			w.Delete(sm.key)
-			sm.count--
+		if !wasHeld {
+			return // nothing changed: a refused or empty command
 		}
-		return
-	}
-	if !wasHeld {
+		delete(s.locks, key)
+		sm.count--
+	} else if !wasHeld {
 		s.locks[key] = l
 		sm.count++
 	}
-	sm.val = encodeRec(sm.val[:0], l)
-	w.Set(sm.key, sm.val)
+	if _, ok := s.dirty[key]; !ok {
+		s.dirty[key] = wasHeld
+		sm.dirtyN++
+	}
+}
+
+// checkpointKeys is how many dirty keys make a checkpoint due before the
+// runtime's own interval: it bounds the dirty maps' memory and the
+// records a restart finds only in the log.
+const checkpointKeys = 8192
+
+// CheckpointDue implements paxos.Checkpointer.
+func (sm *StateMachine) CheckpointDue() bool {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	return sm.dirtyN >= checkpointKeys
+}
+
+// Checkpoint implements paxos.Checkpointer: it writes the record of every
+// key changed since the last checkpoint that is held now, and deletes the
+// stored record of every such key that is free now.
+func (sm *StateMachine) Checkpoint(w paxos.Writer) {
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	for i := range sm.shards {
+		s := &sm.shards[i]
+		s.mu.Lock()
+		for key, stored := range s.dirty {
+			sm.key = append(append(sm.key[:0], lockPrefix), key...)
+			if l := s.locks[key]; l.n() > 0 {
+				sm.val = encodeRec(sm.val[:0], l)
+				w.Set(sm.key, sm.val)
+			} else if stored {
+				w.Delete(sm.key)
+			}
+		}
+		if len(s.dirty) > checkpointKeys/len(sm.shards) {
+			s.dirty = make(map[string]bool) // let a burst's buckets go
+		} else {
+			clear(s.dirty)
+		}
+		s.mu.Unlock()
+	}
+	sm.dirtyN = 0
 }
 
 // Load implements paxos.StateMachine.
@@ -593,7 +655,9 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	for i := range sm.shards {
 		sm.shards[i].mu.Lock()
 		sm.shards[i].locks = make(map[string]*lockRec)
+		sm.shards[i].dirty = make(map[string]bool)
 	}
+	sm.dirtyN = 0
 	defer func() {
 		for i := range sm.shards {
 			sm.shards[i].mu.Unlock()

@@ -24,6 +24,24 @@ type StateMachine interface {
 	Load(r Reader, applied uint64) error
 }
 
+// Checkpointer is a StateMachine that keeps its state in memory and writes
+// it to its keyspace only at checkpoints, with the log as the durable
+// record in between: its Apply writes little or nothing, and the runtime
+// records the applied instance only with a checkpoint, so a restart loads
+// the last checkpoint and replays the log above it. The log is truncated
+// only behind the last checkpoint, and snapshots are streamed from it.
+type Checkpointer interface {
+	StateMachine
+	// Checkpoint writes into w every change since the previous checkpoint
+	// (or Load), so that the keyspace reflects every applied instance. It
+	// runs on the group's goroutine, after Apply.
+	Checkpoint(w Writer)
+	// CheckpointDue reports whether the state machine holds enough
+	// unwritten changes to want a checkpoint before the runtime's
+	// interval (GroupConfig.CheckpointEvery) is up.
+	CheckpointDue() bool
+}
+
 // MasterObserver, when a StateMachine implements it, is told on the group's
 // goroutine whenever the replica's view of mastership changes.
 type MasterObserver interface {
@@ -55,17 +73,25 @@ type GroupConfig struct {
 	KeepLog uint64
 	// SnapshotChunk is the size of snapshot chunks (default 1 MiB).
 	SnapshotChunk int
+	// CheckpointEvery is how many applied instances a Checkpointer state
+	// machine may run ahead of its last checkpoint (default 2048): the
+	// most a restart replays from the log.
+	CheckpointEvery uint64
 }
 
 // Group runs one Core with storage, transport and ticks.
 type Group struct {
-	id    GroupID
-	host  *Host
-	core  *Core
-	sm    StateMachine
-	cfg   GroupConfig
-	log   *slog.Logger
-	store *Store
+	id   GroupID
+	host *Host
+	core *Core
+	sm   StateMachine
+	ckpt Checkpointer // sm, when it checkpoints; nil when it writes through
+	// checkpointed is the applied instance the keyspace reflects (the
+	// last checkpoint's, or the last apply's without a Checkpointer).
+	checkpointed uint64
+	cfg          GroupConfig
+	log          *slog.Logger
+	store        *Store
 
 	mu sync.Mutex
 	// guarded by mu
@@ -304,8 +330,23 @@ func (g *Group) apply(b *Batch, apply []Applied) []any {
 		}
 		off += n
 	}
-	b.SetApplied(g.id, apply[len(apply)-1].Instance)
+	last := apply[len(apply)-1].Instance
+	switch {
+	case g.ckpt == nil:
+		b.SetApplied(g.id, last)
+		g.checkpointed = last
+	case last-g.checkpointed >= g.cfg.CheckpointEvery || g.ckpt.CheckpointDue():
+		g.checkpoint(b, last)
+	}
 	return res
+}
+
+// checkpoint writes a Checkpointer's changes and the applied instance
+// they bring the keyspace to into b.
+func (g *Group) checkpoint(b *Batch, applied uint64) {
+	g.ckpt.Checkpoint(b.SM(g.id))
+	b.SetApplied(g.id, applied)
+	g.checkpointed = applied
 }
 
 // answer hands each proposer of this replica its command's result.
@@ -370,7 +411,9 @@ func (g *Group) publish() {
 }
 
 func (g *Group) maybeTruncate() {
-	applied := g.core.AppliedIndex()
+	// Only behind what the keyspace reflects: a restart replays the log
+	// above it.
+	applied := g.checkpointed
 	start := g.core.LogStart()
 	if applied < start+2*g.cfg.KeepLog {
 		return
@@ -511,6 +554,9 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 	if cfg.SnapshotChunk <= 0 {
 		cfg.SnapshotChunk = 1 << 20
 	}
+	if cfg.CheckpointEvery == 0 {
+		cfg.CheckpointEvery = 2048
+	}
 	id := cfg.Core.Group
 	// The core's tick 0 is the next tick of the host's clock, so that
 	// every group is ticked at the same moments and heartbeats in step
@@ -559,7 +605,10 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		tags:    make(map[uint64]Callback),
 		streams: make(map[NodeID]chan uint64),
 		base:    base,
+
+		checkpointed: gs.Applied,
 	}
+	g.ckpt, _ = sm.(Checkpointer)
 	g.publish()
 	h.mu.Lock()
 	old := *h.groups.Load()
@@ -670,7 +719,7 @@ func (h *Host) readyRound(groups []*Group) {
 		}
 		b := h.batchForRound()
 		reqs, after := h.reqs[:0], h.after[:0]
-		progress := false
+		progress, sync := false, false
 		for i := range items {
 			g, rd := items[i].g, &items[i].rd
 			if !rd.Empty() {
@@ -681,6 +730,9 @@ func (h *Host) readyRound(groups []*Group) {
 				if mo, ok := g.sm.(MasterObserver); ok {
 					mo.MasterChanged(rd.Soft)
 				}
+			}
+			if rd.NeedsSync() {
+				sync = true
 			}
 			if rd.HardStateChanged {
 				b.SetHardState(g.id, rd.HardState)
@@ -711,7 +763,7 @@ func (h *Host) readyRound(groups []*Group) {
 		if len(reqs) > 0 {
 			h.send(reqs)
 		}
-		ok := h.handOff(b, after)
+		ok := h.handOff(b, sync, after)
 		clear(reqs)
 		h.reqs, h.after = reqs[:0], after[:0]
 		if ok {
@@ -738,17 +790,32 @@ func (h *Host) batchForRound() *Batch {
 }
 
 // handOff applies b (without waiting for its fsync) and queues it, with
-// the messages that wait for it, to the sync goroutine. A round that wrote
-// nothing still queues its messages: they must wait for the earlier
-// rounds' fsyncs. It reports false when storage failed.
-func (h *Host) handOff(b *Batch, after []Message) bool {
-	if b.Empty() {
+// the messages that wait for it, to the sync goroutine. A round whose
+// writes need no durability (applies only: a replica that loses them
+// applies the log again) is committed without a sync of its own; its
+// messages, like those of a round that wrote nothing, still queue: they
+// must wait for the earlier rounds' fsyncs. That halves the fsyncs per
+// command (a master's apply round and a follower's learn round wrote
+// synced batches too). It reports false when storage failed.
+func (h *Host) handOff(b *Batch, sync bool, after []Message) bool {
+	switch {
+	case b.Empty():
 		h.recycle(b)
 		b = nil
-	} else if err := b.Apply(); err != nil {
+	case !sync:
+		err := b.Commit(false)
 		h.recycle(b)
-		h.failStorage(err)
-		return false
+		b = nil
+		if err != nil {
+			h.failStorage(err)
+			return false
+		}
+	default:
+		if err := b.Apply(); err != nil {
+			h.recycle(b)
+			h.failStorage(err)
+			return false
+		}
 	}
 	if b == nil && len(after) == 0 {
 		return true
@@ -820,8 +887,22 @@ func (h *Host) failStorage(err error) {
 	}
 }
 
-// finish fails whatever is pending in every group when the host stops.
+// finish fails whatever is pending in every group when the host stops,
+// and checkpoints the groups whose state machines checkpoint, so that the
+// next start has no log to replay.
 func (h *Host) finish() {
+	if !h.stoppedOnError && h.cfg.Store != nil {
+		b := h.cfg.Store.NewBatch()
+		for _, g := range *h.list.Load() {
+			if g.ckpt != nil && !g.isClosed() && g.core.AppliedIndex() > g.checkpointed {
+				g.checkpoint(b, g.core.AppliedIndex())
+			}
+		}
+		if err := b.Commit(true); err != nil {
+			h.cfg.Logger.Error("paxos: checkpoint at stop", "err", err)
+		}
+		b.Close()
+	}
 	for _, g := range *h.list.Load() {
 		g.mu.Lock()
 		g.closed = true
@@ -1013,6 +1094,7 @@ func (g *Group) onSnapshotMsg(m *Message) {
 			g.log.Error("paxos: load installed snapshot", "group", g.id, "err", err)
 			return
 		}
+		g.checkpointed = in.applied
 		g.core.SnapshotInstalled(in.applied)
 		g.log.Info("paxos: installed snapshot", "group", g.id, "from", m.From, "applied", in.applied)
 	}
