@@ -112,7 +112,11 @@ func (r *Report) cpuDetailNotes(b *strings.Builder, g group, ran []System) {
 		case c.ServerProcs == 0:
 			parts = append(parts, s.Display+" has no server process")
 		default:
-			parts = append(parts, fmt.Sprintf("%s %s", s.Display, plural(c.ServerProcs, "server process")))
+			word := "processes"
+			if c.ServerProcs == 1 {
+				word = "process"
+			}
+			parts = append(parts, fmt.Sprintf("%s %d server %s", s.Display, c.ServerProcs, word))
 		}
 	}
 	if len(parts) > 0 {

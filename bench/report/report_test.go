@@ -288,6 +288,7 @@ func TestMarkdownCPU(t *testing.T) {
 		"| n/a / 20.0 / n/a | n/a / 0.30 |",
 		"paxlock commits 2 replicated commands per op: 60.0 µs of CPU per command (servers 50.0 + client 10.0).",
 		"etcd servers n/a (pid file: open",
+		"CPU measured over: paxlock 3 server processes, Redis 3 server processes,",
 		// sweep
 		"| workers | paxlock | Redis | etcd | ZooKeeper | paxlock µs per command |",
 		"| 64 | 120 (100 + 20.0) | 220 (200 + 20.0) | n/a (client 20.0) | 420 (400 + 20.0) | 60.0 |",
