@@ -35,15 +35,18 @@ stop:
 # 3-node paxlock cluster (bench/scripts/paxlock.sh: scripts/cluster.sh with
 # its data under $PEERS_DIR/paxlock, never .run/; a cluster from make run
 # must be stopped first, the ports are the same) and the peers, and stops
-# them all afterwards. Results go to bench/results/. Extra lockbench flags:
+# them all afterwards, removing their data under $PEERS_DIR (default
+# /tmp/paxlock-bench-peers; BENCH_KEEP=1 keeps it and the logs). Results go
+# to bench/results/, with CPU per op of every system (servers from their pid
+# files, the load generator from getrusage). Extra lockbench flags:
 # make bench BENCH_FLAGS='-repeats 5'. About 7-9 minutes on 2 cores.
 bench: build
-	cd bench && trap './scripts/paxlock.sh stop; ./scripts/peers.sh stop all' EXIT INT TERM; \
+	cd bench && trap './scripts/paxlock.sh stop; if [ -n "$(BENCH_KEEP)" ]; then ./scripts/peers.sh stop all; else ./scripts/peers.sh clean; fi' EXIT INT TERM; \
 	BIN=$(abspath $(BIN)) ./scripts/paxlock.sh start && \
 	./scripts/peers.sh start all && \
 	$(GO) run ./cmd/lockbench -scenarios uncontended,contended,sweep \
 		-workers 64 -keys 16 -duration 8s -warmup 2s -repeats 3 \
-		-sweep 1,4,16,64,256 -sweep-duration 3s -sweep-warmup 1s \
+		-sweep 1,4,8,16,64,256 -sweep-duration 3s -sweep-warmup 1s \
 		-out results $(BENCH_FLAGS)
 
 # bench-failover kills (-9) a node of a 3-process cluster 5 times under

@@ -84,6 +84,28 @@ type Caps struct {
 	Wait string
 	// Notes are caveats the report should print next to the system.
 	Notes []string
+	// CommandsPerLock and CommandsPerRenew are the replicated commands that
+	// an acquire + release of a fresh key, and a renew, commit (0: the
+	// adapter does not state it). The report divides CPU per op by them.
+	CommandsPerLock, CommandsPerRenew int
+}
+
+// CommandsPerOp is how many replicated commands one op of sc commits
+// according to c, or 0 when that is not known. Only fresh-key scenarios
+// count: on a hot key a waiter's grant may ride on the holder's release, so
+// an op there commits fewer commands than an uncontended one.
+func (c Caps) CommandsPerOp(sc Scenario) int {
+	if c.CommandsPerLock <= 0 || sc.Hot() {
+		return 0
+	}
+	n := c.CommandsPerLock
+	if sc.Kind == RenewHeavy {
+		if c.CommandsPerRenew <= 0 {
+			return 0
+		}
+		n += sc.Renews * c.CommandsPerRenew
+	}
+	return n
 }
 
 // Locker is one lock service under test. Implementations are safe for

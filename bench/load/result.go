@@ -39,6 +39,8 @@ type Repeat struct {
 	AcquireP99Ms float64          `json:"acquire_p99_ms"`
 	Errors       map[string]int64 `json:"errors,omitempty"`
 	Overlaps     int64            `json:"overlaps"`
+	// CPU is the CPU time of the window (servers and load generator).
+	CPU *RunCPU `json:"cpu,omitempty"`
 }
 
 // Fairness describes how evenly the workers of a hot-key run got the lock.
@@ -75,7 +77,9 @@ type Result struct {
 	Overlaps         int64     `json:"overlaps"`
 	TokenRegressions int64     `json:"token_regressions"`
 	Fairness         *Fairness `json:"fairness,omitempty"`
-	Repeats          []Repeat  `json:"repeats,omitempty"`
+	// CPU per op over all repeats, when the suite had a CPU meter.
+	CPU     *CPU     `json:"cpu,omitempty"`
+	Repeats []Repeat `json:"repeats,omitempty"`
 }
 
 // ErrorCount is the total of r.Errors.
@@ -133,9 +137,10 @@ func Merge(runs []*RunResult) Result {
 		}
 		res.Repeats = append(res.Repeats, Repeat{
 			Ops: r.Ops, Seconds: r.Window.Seconds(), OpsPerSec: r.OpsPerSec(),
-			AcquireP99Ms: p99, Errors: r.Errors, Overlaps: r.Overlaps,
+			AcquireP99Ms: p99, Errors: r.Errors, Overlaps: r.Overlaps, CPU: r.CPU,
 		})
 	}
+	res.CPU = mergeCPU(runs)
 	res.OpsPerSec = SpreadOf(rates)
 	res.Acquire = Summarize(acq)
 	res.Release = Summarize(rel)

@@ -46,6 +46,8 @@ type RunResult struct {
 	Overlaps, TokenRegressions int64
 	// PerWorker is each worker's number of complete ops.
 	PerWorker []int64
+	// CPU is what the measured window cost in CPU, if a CPUMeter was given.
+	CPU *RunCPU
 }
 
 // OpsPerSec is the run's throughput.
@@ -83,6 +85,13 @@ func (l *Live) Snapshot() (ops, errs int64, elapsed, warmup, total time.Duration
 // and the measured window, stops the workers, closes the sessions and
 // returns what it measured. live may be nil.
 func Run(ctx context.Context, lk Locker, sc Scenario, live *Live) (*RunResult, error) {
+	return RunMeasured(ctx, lk, sc, live, nil)
+}
+
+// RunMeasured is Run that also reads meter at the start and at the end of
+// the measured window and reports the CPU time spent in between (meter nil:
+// no CPU figures).
+func RunMeasured(ctx context.Context, lk Locker, sc Scenario, live *Live, meter CPUMeter) (*RunResult, error) {
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,6 +136,25 @@ func Run(ctx context.Context, lk Locker, sc Scenario, live *Live) (*RunResult, e
 	stopCtx, stop := context.WithDeadline(ctx, r.to)
 	defer stop()
 
+	// The CPU readings at the window's edges, taken by a goroutine of their
+	// own so that no worker waits for them.
+	var cpuAt [2]CPUSample
+	cpuDone := make(chan struct{})
+	if meter != nil {
+		go func() {
+			defer close(cpuDone)
+			for i, at := range []time.Time{r.from, r.to} {
+				pause(stopCtx, time.Until(at))
+				if i == 0 && stopCtx.Err() != nil {
+					return // cancelled before the window began
+				}
+				cpuAt[i] = meter.ReadCPU()
+			}
+		}()
+	} else {
+		close(cpuDone)
+	}
+
 	var wg sync.WaitGroup
 	for w := range sc.Workers {
 		wg.Add(1)
@@ -145,6 +173,7 @@ func Run(ctx context.Context, lk Locker, sc Scenario, live *Live) (*RunResult, e
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	<-cpuDone // stopCtx has ended (the workers stopped at r.to), so this is quick
 
 	res := &RunResult{
 		Scenario:     sc,
@@ -158,6 +187,9 @@ func Run(ctx context.Context, lk Locker, sc Scenario, live *Live) (*RunResult, e
 	}
 	if r.ren != nil {
 		res.Renew = r.ren.merged()
+	}
+	if meter != nil && !cpuAt[1].At.IsZero() {
+		res.CPU = CPUBetween(cpuAt[0], cpuAt[1])
 	}
 	for _, n := range r.perWork {
 		res.Ops += n

@@ -26,6 +26,10 @@ type Suite struct {
 	// Pause between runs lets the servers settle (background compaction,
 	// GC, closing sessions).
 	Pause time.Duration
+	// Meters, if set, read the CPU time of each system's servers and of the
+	// load generator (by system name) at the edges of every measured window;
+	// a system without a meter gets no CPU figures.
+	Meters map[string]CPUMeter
 	// Progress, if set, shows a live status line.
 	Progress *Progress
 	// Log receives one line per finished run; nil means slog.Default().
@@ -71,7 +75,7 @@ func (s *Suite) Run(ctx context.Context) ([]Result, error) {
 		}
 		sc := p.sc
 		sc.Seed += uint64(p.repeat) // same key sequence for every system in one repeat
-		res, err := Run(ctx, p.lk, sc, live)
+		res, err := RunMeasured(ctx, p.lk, sc, live, s.Meters[p.lk.Name()])
 		if stop != nil {
 			stop()
 		}
@@ -86,9 +90,18 @@ func (s *Suite) Run(ctx context.Context) ([]Result, error) {
 		} else {
 			res.Repeat = p.repeat
 			runs[k] = append(runs[k], res)
-			log.Info("run done", "scenario", p.sc.Name, "system", p.lk.Name(), "workers", p.sc.Workers,
-				"repeat", p.repeat+1, "ops_per_sec", int64(res.OpsPerSec()),
-				"acquire_p99_ms", p99ms(res), "errors", sumErrors(res.Errors), "overlaps", res.Overlaps)
+			attrs := []any{"scenario", p.sc.Name, "system", p.lk.Name(), "workers", p.sc.Workers,
+				"repeat", p.repeat + 1, "ops_per_sec", int64(res.OpsPerSec()),
+				"acquire_p99_ms", p99ms(res), "errors", sumErrors(res.Errors), "overlaps", res.Overlaps}
+			if c := mergeCPU([]*RunResult{res}); c != nil {
+				if c.ServersKnown() {
+					attrs = append(attrs, "cpu_us_per_op_servers", int64(c.ServerUsPerOp+0.5))
+				} else {
+					attrs = append(attrs, "cpu_servers", "n/a: "+c.ServerNote)
+				}
+				attrs = append(attrs, "cpu_us_per_op_client", int64(c.ClientUsPerOp+0.5))
+			}
+			log.Info("run done", attrs...)
 		}
 		if s.Pause > 0 && i+1 < len(plan) {
 			pause(ctx, s.Pause)
@@ -106,6 +119,7 @@ func (s *Suite) Run(ctx context.Context) ([]Result, error) {
 		seen[k] = true
 		if rs := runs[k]; len(rs) > 0 {
 			r := Merge(rs)
+			r.CPU.SetCommands(p.lk.Caps().CommandsPerOp(p.sc))
 			if f := failures[k]; len(f) > 0 {
 				r.Note = fmt.Sprintf("%d of %d repeats failed: %s", len(f), len(f)+len(rs), f[0])
 			}

@@ -79,6 +79,10 @@ func (p *paxlockLocker) Caps() load.Caps {
 		ReadWrite: true,
 		Fencing:   true,
 		Wait:      "server-side queue, push",
+		// A free key's acquire, a release and a renew each commit one
+		// command of the key's Paxos group.
+		CommandsPerLock:  2,
+		CommandsPerRenew: 1,
 		Notes: []string{
 			fmt.Sprintf("%d nodes, %d Paxos groups, fsync on every accept (Pebble)", nodes, groups),
 			"one client.Client shared by all workers (one multiplexed connection per node)",

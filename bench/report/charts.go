@@ -22,6 +22,9 @@ func (r *Report) Charts() []NamedChart {
 	if c, ok := r.throughputChart(); ok {
 		out = append(out, NamedChart{File: "throughput-vs-workers.svg", Chart: c})
 	}
+	if c, ok := r.cpuChart(); ok {
+		out = append(out, NamedChart{File: "cpu-per-op-vs-workers.svg", Chart: c})
+	}
 	for _, g := range r.groups(false) {
 		if c, ok := r.cdfChart(g); ok {
 			out = append(out, NamedChart{File: fmt.Sprintf("latency-cdf-%s.svg", g.sc.Name), Chart: c})

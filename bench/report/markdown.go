@@ -84,6 +84,7 @@ func (r *Report) Markdown(svgs []string) string {
 		}
 	}
 
+	r.idleTable(&b)
 	r.noiseTable(&b)
 
 	b.WriteString("## Method\n\n")
@@ -95,6 +96,9 @@ func (r *Report) Markdown(svgs []string) string {
 - The guard: for every hot key an atomic holder word is set after acquire returns and cleared before release is sent; a second holder seen while it is set is an overlap. The guard watches the whole run, warm-up included. Where a system returns fencing tokens, a token of one key that does not increase is counted too.
 - Fairness (hot-key scenarios): the spread of acquisitions per worker (min / median / max per run) and Jain's index (1 = perfectly even).
 `)
+	if r.hasCPU() {
+		b.WriteString(cpuMethod)
+	}
 	return b.String()
 }
 
@@ -122,6 +126,8 @@ func (r *Report) summaryTable(b *strings.Builder, groups []group, ran, peers []S
 	type metric struct {
 		name string
 		get  func(load.Result) (float64, bool)
+		// cell, if set, renders a supported result's cell instead of get.
+		cell func(load.Result) string
 	}
 	for _, g := range groups {
 		waitName := "acquire p99 (ms)"
@@ -131,13 +137,13 @@ func (r *Report) summaryTable(b *strings.Builder, groups []group, ran, peers []S
 		ms := []metric{
 			{fmt.Sprintf("ops/s (median of %d)", r.repeatsOf(g)), func(x load.Result) (float64, bool) {
 				return x.OpsPerSec.Median, x.OpsPerSec.N > 0
-			}},
+			}, nil},
 			{waitName, func(x load.Result) (float64, bool) {
 				if x.Acquire == nil {
 					return 0, false
 				}
 				return x.Acquire.P99Ms, true
-			}},
+			}, nil},
 		}
 		if g.sc.Kind == load.RenewHeavy {
 			ms = append(ms, metric{"renew p99 (ms)", func(x load.Result) (float64, bool) {
@@ -145,7 +151,23 @@ func (r *Report) summaryTable(b *strings.Builder, groups []group, ran, peers []S
 					return 0, false
 				}
 				return x.Renew.P99Ms, true
-			}})
+			}, nil})
+		}
+		if groupHasCPU(g) {
+			ms = append(ms, metric{"CPU µs/op: total (servers + client)", func(x load.Result) (float64, bool) {
+				if !x.CPU.ServersKnown() {
+					return 0, false
+				}
+				return x.CPU.TotalUsPerOp, true
+			}, cpuCell})
+			if groupHasCommands(g) {
+				ms = append(ms, metric{"CPU µs per replicated command", func(x load.Result) (float64, bool) {
+					if x.CPU == nil || x.CPU.CommandsPerOp == 0 {
+						return 0, false
+					}
+					return x.CPU.UsPerCommand, true
+				}, commandCell})
+			}
 		}
 		for i, m := range ms {
 			label := ""
@@ -160,6 +182,8 @@ func (r *Report) summaryTable(b *strings.Builder, groups []group, ran, peers []S
 					b.WriteString(" — |")
 				case !res.Supported:
 					b.WriteString(" n/a |")
+				case m.cell != nil:
+					fmt.Fprintf(b, " %s |", m.cell(res))
 				case !has:
 					b.WriteString(" failed |")
 				case i == 0:
@@ -186,8 +210,9 @@ func (r *Report) summaryTable(b *strings.Builder, groups []group, ran, peers []S
 	}
 	b.WriteString("\n")
 	if base {
-		b.WriteString("Ratios are paxlock's value divided by the peer's: above 1× is better for ops/s, below 1× is better for latency.\n\n")
+		b.WriteString("Ratios are paxlock's value divided by the peer's: above 1× is better for ops/s, below 1× is better for latency and CPU.\n\n")
 	}
+	r.cpuNotes(b, groups)
 }
 
 func (r *Report) repeatsOf(g group) int {
@@ -236,6 +261,11 @@ func (r *Report) detailTable(b *strings.Builder, g group, ran []System) {
 	}
 	b.WriteString(" errors | overlaps |")
 	cols += 2
+	withCPU := groupHasCPU(g)
+	if withCPU {
+		b.WriteString(" CPU µs/op servers / client / total | CPU cores servers / client |")
+		cols += 2
+	}
 	if hot {
 		b.WriteString(" acquisitions per worker min / median / max | Jain | max wait ms |")
 		cols += 3
@@ -269,6 +299,9 @@ func (r *Report) detailTable(b *strings.Builder, g group, ran []System) {
 			}
 		}
 		fmt.Fprintf(b, " %s | %d |", fmtInt(res.ErrorCount()), res.Overlaps)
+		if withCPU {
+			fmt.Fprintf(b, " %s | %s |", cpuSplitCell(res.CPU), coresCell(res.CPU))
+		}
 		if hot {
 			if f := res.Fairness; f != nil {
 				fmt.Fprintf(b, " %s / %s / %s | %.3f | %s |", fmtOps(f.MinPerWorker), fmtOps(f.MedianPerWorker),
@@ -292,6 +325,9 @@ func (r *Report) detailTable(b *strings.Builder, g group, ran []System) {
 		}
 	}
 	b.WriteString("\n")
+	if withCPU {
+		r.cpuDetailNotes(b, g, ran)
+	}
 	if len(errLines) > 0 {
 		b.WriteString("Errors:\n\n" + strings.Join(errLines, "\n") + "\n\n")
 	}
@@ -340,6 +376,7 @@ func (r *Report) sweepTable(b *strings.Builder, sweep []group, ran, peers []Syst
 		b.WriteString("\n")
 	}
 	b.WriteString("\n")
+	r.sweepCPUTable(b, sweep, ran)
 }
 
 // noiseTable lists every repeat's ops/s, so the run-to-run noise is visible.

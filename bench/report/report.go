@@ -29,6 +29,9 @@ type Report struct {
 	Systems      []System      `json:"systems"`
 	Repeats      int           `json:"repeats"`
 	Results      []load.Result `json:"results"`
+	// IdleCPU is every system's CPU use with no load, measured before the
+	// runs with all systems connected.
+	IdleCPU []load.IdleCPU `json:"idle_cpu,omitempty"`
 }
 
 // System describes one system of the run, including those that could not

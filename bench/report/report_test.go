@@ -246,3 +246,141 @@ func TestDescribeMachine(t *testing.T) {
 		t.Fatal("empty description")
 	}
 }
+
+// withCPU gives every result of r CPU figures: servers 100 µs/op × the
+// system's index + 1, client 20 µs/op; etcd's servers could not be read.
+func withCPU(r *Report) *Report {
+	idx := map[string]int{"paxlock": 0, "redis": 1, "etcd": 2, "zk": 3}
+	for i := range r.Results {
+		res := &r.Results[i]
+		if !res.Supported {
+			continue
+		}
+		server := 100 * float64(idx[res.System]+1)
+		c := &load.CPU{ServerProcs: 3, ServerUsPerOp: server, ClientUsPerOp: 20, TotalUsPerOp: server + 20,
+			ServerCores: 1.2, ClientCores: 0.3}
+		if res.System == "etcd" {
+			c = &load.CPU{ServerNote: "pid file: open /p/etcd/m1.pid: no such file or directory", ClientUsPerOp: 20, ClientCores: 0.3}
+		}
+		if res.System == "paxlock" {
+			c.SetCommands((load.Caps{CommandsPerLock: 2}).CommandsPerOp(res.Scenario))
+		}
+		res.CPU = c
+	}
+	r.IdleCPU = []load.IdleCPU{
+		{System: "paxlock", Seconds: 3, ServerProcs: 3, ServerCores: 0.045, ClientCores: 0.004},
+		{System: "etcd", Seconds: 3, ServerNote: "pid file: open /p/etcd/m1.pid: no such file or directory", ClientCores: 0.004},
+	}
+	return r
+}
+
+func TestMarkdownCPU(t *testing.T) {
+	md := withCPU(fixture(true)).Markdown(nil)
+	for _, want := range []string{
+		// summary: total (servers + client), ratio on the total
+		"|  | CPU µs/op: total (servers + client) | 120 (100 + 20.0) | 220 (200 + 20.0) | n/a (client 20.0) | 420 (400 + 20.0) | 0.55× | n/a | 0.29× |",
+		// paxlock's 120 µs per op over 2 commands, uncontended only
+		"|  | CPU µs per replicated command | 60.0 (2 per op) | — | — | — |",
+		"- etcd, uncontended 64w: servers' CPU n/a: pid file: open /p/etcd/m1.pid",
+		// detail columns
+		"CPU µs/op servers / client / total | CPU cores servers / client |",
+		"| 0 | 100 / 20.0 / 120 | 1.20 / 0.30 |",
+		"| n/a / 20.0 / n/a | n/a / 0.30 |",
+		"paxlock commits 2 replicated commands per op: 60.0 µs of CPU per command (servers 50.0 + client 10.0).",
+		"etcd servers n/a (pid file: open",
+		"CPU measured over: paxlock 3 server processes, Redis 3 server processes,",
+		// sweep
+		"| workers | paxlock | Redis | etcd | ZooKeeper | paxlock µs per command |",
+		"| 64 | 120 (100 + 20.0) | 220 (200 + 20.0) | n/a (client 20.0) | 420 (400 + 20.0) | 60.0 |",
+		// idle
+		"| paxlock | 3 | 0.045 |",
+		"| etcd | n/a | n/a: pid file: open",
+		"every system's client (connections, keep-alives, timers): 0.004 cores",
+		"- CPU: at the start and at the end of every measured window",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q", want)
+		}
+	}
+	// contended: no per-command figure for paxlock (grants ride on releases)
+	if i := strings.Index(md, "| contended, 64w |"); i < 0 || strings.Contains(md[i:strings.Index(md[i:], "\n\n")+i], "per op)") {
+		t.Error("per-command figure in a hot-key scenario")
+	}
+	checkTables(t, md)
+
+	// Without CPU figures, no CPU rows, columns or method paragraph.
+	plain := fixture(true).Markdown(nil)
+	if strings.Contains(plain, "CPU µs") || strings.Contains(plain, "- CPU:") {
+		t.Error("CPU rendering without CPU figures")
+	}
+}
+
+func TestCPUChart(t *testing.T) {
+	charts := withCPU(fixture(true)).Charts()
+	var cpu *Chart
+	for i := range charts {
+		if charts[i].File == "cpu-per-op-vs-workers.svg" {
+			cpu = &charts[i].Chart
+		}
+	}
+	if cpu == nil {
+		t.Fatal("no CPU chart")
+	}
+	if !cpu.XLog || !cpu.YLog {
+		t.Error("CPU chart axes not logarithmic")
+	}
+	points := map[string]int{}
+	for _, s := range cpu.Series {
+		points[s.Name] = len(s.Points)
+	}
+	// etcd's servers were not measured: no point; the others at 1 and 64 workers.
+	if points["paxlock"] != 2 || points["Redis"] != 2 || points["ZooKeeper"] != 2 || points["etcd"] != 0 {
+		t.Errorf("points per series %v", points)
+	}
+	svg := string(cpu.SVG())
+	for _, name := range []string{">paxlock<", ">Redis<", ">ZooKeeper<"} {
+		if !strings.Contains(svg, name) {
+			t.Errorf("legend lacks %s", name)
+		}
+	}
+	for _, c := range fixture(true).Charts() {
+		if c.File == "cpu-per-op-vs-workers.svg" {
+			t.Error("CPU chart without CPU figures")
+		}
+	}
+}
+
+func TestThroughputChartHasEverySystem(t *testing.T) {
+	for _, c := range fixture(true).Charts() {
+		if c.File != "throughput-vs-workers.svg" {
+			continue
+		}
+		if !c.Chart.XLog {
+			t.Error("throughput chart's x axis is not logarithmic")
+		}
+		svg := string(c.Chart.SVG())
+		for _, name := range []string{">paxlock<", ">Redis<", ">etcd<", ">ZooKeeper<"} {
+			if !strings.Contains(svg, name) {
+				t.Errorf("legend lacks %s", name)
+			}
+		}
+		if n := strings.Count(svg, "<polyline"); n != 4 {
+			t.Errorf("%d lines, want 4", n)
+		}
+		return
+	}
+	t.Fatal("no throughput chart")
+}
+
+func TestFmtCPU(t *testing.T) {
+	for in, want := range map[float64]string{1234.4: "1,234", 123.4: "123", 12.34: "12.3", 1.234: "1.23", 0: "0.00"} {
+		if got := fmtUs(in); got != want {
+			t.Errorf("fmtUs(%v) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[float64]string{1.234: "1.23", 0.004: "0.004", 0: "0.00"} {
+		if got := fmtCores(in); got != want {
+			t.Errorf("fmtCores(%v) = %q, want %q", in, got, want)
+		}
+	}
+}

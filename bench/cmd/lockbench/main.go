@@ -27,6 +27,7 @@ import (
 
 	"github.com/paxlock/paxlock/bench/load"
 	"github.com/paxlock/paxlock/bench/peers"
+	"github.com/paxlock/paxlock/bench/proccpu"
 	"github.com/paxlock/paxlock/bench/report"
 )
 
@@ -60,6 +61,9 @@ func run() error {
 		seed      = flag.Uint64("seed", 0, "seed for key choices (0: random)")
 		out       = flag.String("out", "results", "directory for results.md, results.json and *.svg")
 		dataDir   = flag.String("data-dir", envOr("PEERS_DIR", filepath.Join(os.TempDir(), "paxlock-bench-peers")), "where the servers keep data (only to describe its disk)")
+		cpuFlag   = flag.Bool("cpu", true, "read the CPU time of every system's server processes (from the start scripts' pid files) and of lockbench at the edges of each measured window")
+		paxRunDir = flag.String("paxlock-rundir", "", "paxlock cluster's RUNDIR with n1.pid…n3.pid (default: $PAXLOCK_RUNDIR, else <data-dir>/paxlock as bench/scripts/paxlock.sh uses)")
+		idle      = flag.Duration("idle", 3*time.Second, "measure every system's idle CPU for this long before the runs (0: skip; needs -cpu)")
 		skipDown  = flag.Bool("skip-unavailable", false, "leave out a system that does not answer instead of failing")
 		verbose   = flag.Bool("v", false, "debug logging")
 		rerender  = flag.String("rerender", "", "only redraw results.md and the plots from this results.json into -out")
@@ -224,6 +228,42 @@ func run() error {
 		return load.ErrNoSystems
 	}
 
+	var meters map[string]load.CPUMeter
+	if *cpuFlag {
+		dirs := proccpu.Dirs{Peers: *dataDir, Paxlock: *paxRunDir}
+		if dirs.Paxlock == "" {
+			dirs.Paxlock = envOr("PAXLOCK_RUNDIR", filepath.Join(*dataDir, "paxlock"))
+		}
+		meters = map[string]load.CPUMeter{}
+		var names []string
+		for _, lk := range lockers {
+			m, ok := proccpu.ForSystem(lk.Name(), dirs)
+			if !ok {
+				slog.Warn("no CPU meter for system", "system", lk.Name())
+				continue
+			}
+			meters[lk.Name()] = m
+			names = append(names, lk.Name())
+			if s := m.ReadCPU(); s.ServerErr != "" {
+				slog.Warn("servers' CPU cannot be read; their CPU figures will be n/a", "system", lk.Name(), "why", s.ServerErr)
+			} else {
+				slog.Info("CPU meter", "system", lk.Name(), "server_pids", fmt.Sprint(s.Procs))
+			}
+		}
+		if *idle > 0 {
+			slog.Info("measuring idle CPU", "for", *idle)
+			idleCPU, err := load.MeasureIdle(ctx, names, meters, *idle)
+			if err != nil {
+				return err
+			}
+			rep.IdleCPU = idleCPU
+			for _, id := range rep.IdleCPU {
+				slog.Info("idle CPU", "system", id.System, "server_cores", fmt.Sprintf("%.3f", id.ServerCores),
+					"client_cores", fmt.Sprintf("%.3f", id.ClientCores), "note", id.ServerNote)
+			}
+		}
+	}
+
 	stat, _ := os.Stderr.Stat()
 	suite := &load.Suite{
 		Lockers:      lockers,
@@ -231,6 +271,7 @@ func run() error {
 		Repeats:      *repeats,
 		Sweep:        sweep,
 		SweepRepeats: *sweepRep,
+		Meters:       meters,
 		Pause:        *pauseFlag,
 		Progress:     &load.Progress{W: os.Stderr, TTY: stat != nil && stat.Mode()&os.ModeCharDevice != 0, Every: 5 * time.Second},
 	}
