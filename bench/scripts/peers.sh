@@ -361,10 +361,17 @@ done
 
 mkdir -p "$PEERS_DIR"
 rc=0
+# Every package is installed before any daemon starts: installing one
+# stops the packages' default services, and Debian's init scripts stop a
+# service by its executable, which took down the etcd members this script
+# had just started when ZooKeeper was installed after them (make bench on a
+# fresh machine failed with "etcd ... context deadline exceeded").
 case "$cmd" in
-start) for s in "${expanded[@]}"; do "start_$s"; done ;;
+start) for s in "${expanded[@]}"; do "install_$s"; done
+	for s in "${expanded[@]}"; do "start_$s"; done ;;
 stop) for s in "${expanded[@]}"; do "stop_$s"; done ;;
-restart) for s in "${expanded[@]}"; do "stop_$s"; "start_$s"; done ;;
+restart) for s in "${expanded[@]}"; do "install_$s"; done
+	for s in "${expanded[@]}"; do "stop_$s"; "start_$s"; done ;;
 status) for s in "${expanded[@]}"; do "status_$s" || rc=1; done ;;
 install) for s in "${expanded[@]}"; do "install_$s"; done ;;
 clean)
