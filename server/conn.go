@@ -116,6 +116,9 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	c := gc.Context().(*conn)
 	c.lastSeen.Store(time.Now().UnixNano())
+	// Refresh the output the client has not read (see written): it may
+	// have drained since the last write.
+	c.queued.Store(int64(gc.OutboundBuffered()))
 	for {
 		buf, _ := gc.Peek(-1)
 		if len(buf) < 4 {
