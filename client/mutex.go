@@ -223,11 +223,12 @@ func (m *Mutex) Lost() <-chan struct{} {
 		return closedChan
 	}
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	if lc.h == nil {
+	h := lc.h
+	lc.mu.Unlock()
+	if h == nil {
 		return closedChan
 	}
-	return lc.h.lost
+	return h.lostCh()
 }
 
 var closedChan = func() chan struct{} {
@@ -869,9 +870,9 @@ type hold struct {
 	hash  uint64
 	owner wire.Owner
 	token uint64
-	lost  chan struct{}
 
 	mu         sync.Mutex
+	lost       chan struct{} // see lostCh; nil until asked for
 	reqTTL     time.Duration // what renewals ask for
 	ttl        time.Duration // the effective TTL of the last grant or renewal
 	validUntil time.Time
@@ -885,7 +886,7 @@ type hold struct {
 func (c *Client) newHold(lc *lockCore, g granted, reqTTL time.Duration, autoRenew bool) *hold {
 	h := &hold{
 		c: c, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
-		lost: make(chan struct{}), reqTTL: reqTTL, ttl: g.ttl,
+		reqTTL: reqTTL, ttl: g.ttl,
 		validUntil: c.validUntil(g.from, g.ttl),
 	}
 	h.mu.Lock()
@@ -898,6 +899,21 @@ func (c *Client) newHold(lc *lockCore, g granted, reqTTL time.Duration, autoRene
 	c.holds[holdKey{key: h.key, token: h.token, owner: h.owner.ID}] = h
 	c.mu.Unlock()
 	return h
+}
+
+// lostCh returns the hold's Lost channel, made on first use (most holds
+// are never asked for it): closed if the hold was already lost.
+func (h *hold) lostCh() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost == nil {
+		if h.err != nil {
+			h.lost = closedChan
+		} else {
+			h.lost = make(chan struct{})
+		}
+	}
+	return h.lost
 }
 
 func (h *hold) lostErr() error {
@@ -931,8 +947,10 @@ func (h *hold) markLost(err error, local bool) {
 	}
 	h.ended, h.err, h.local = true, err, local
 	h.stopTimersLocked()
+	if h.lost != nil {
+		close(h.lost)
+	}
 	h.mu.Unlock()
-	close(h.lost)
 	h.forget()
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }
