@@ -67,6 +67,10 @@ type Config struct {
 	// MaxFrame bounds the frames the client sends and accepts (default
 	// wire.DefaultMaxFrame).
 	MaxFrame int
+	// CloseTimeout bounds how long Close spends leaving the servers' wait
+	// queues and giving back grants that raced with cancelled waits
+	// (default 2s). See Client.Close.
+	CloseTimeout time.Duration
 }
 
 func (cfg *Config) setDefaults() {
@@ -82,6 +86,7 @@ func (cfg *Config) setDefaults() {
 	def(&cfg.HeartbeatInterval, 3*time.Second)
 	def(&cfg.HeartbeatTimeout, 3*time.Second)
 	def(&cfg.ViewRefresh, 30*time.Second)
+	def(&cfg.CloseTimeout, 2*time.Second)
 	if cfg.MaxRetries <= 0 {
 		cfg.MaxRetries = 10
 	}
@@ -131,9 +136,17 @@ type Client struct {
 	id    uint64
 	start time.Time
 
-	ctx       context.Context // cancelled by Close
-	cancel    context.CancelFunc
-	done      chan struct{} // closed by Close
+	// ctx is the context of the client's own background work (view
+	// refreshes, renewals, clean-ups); it carries internalKey, so that
+	// requests under it keep working while Close gives back what it must,
+	// and is cancelled when Close stops the network.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// done is closed when Close starts: calls of the caller end with
+	// ErrClosed and no new ones start. stopped is closed when Close has
+	// finished its clean-ups and closes the connections.
+	done      chan struct{}
+	stopped   chan struct{}
 	closeOnce sync.Once
 	loopDone  chan struct{}
 	refreshCh chan struct{} // cap 1
@@ -156,7 +169,12 @@ type Client struct {
 	connView atomic.Pointer[map[string]*conn]
 
 	mu        sync.Mutex
-	closed    bool
+	closed    bool // done is closed
+	netClosed bool // stopped is closed
+	// cleaners counts the background clean-ups running (see goClean);
+	// cleanIdle, set by Close, is closed when the count drops to zero.
+	cleaners  int
+	cleanIdle chan struct{}
 	conns     map[string]*conn
 	dials     map[string]*dialing
 	dialFails map[string]dialFailure
@@ -199,6 +217,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		id:        randomID(),
 		start:     time.Now(),
 		done:      make(chan struct{}),
+		stopped:   make(chan struct{}),
 		loopDone:  make(chan struct{}),
 		refreshCh: make(chan struct{}, 1),
 		subLostCh: make(chan struct{}, 1),
@@ -212,7 +231,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	}
 	ch := make(chan struct{})
 	c.viewCh.Store(&ch)
-	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.Background(), internalKey{}, true))
 	c.log = cfg.Logger.With("paxlock_client", strconv.FormatUint(c.id, 16))
 	c.nextOwner.Store(processOwnerID)
 	if err := c.subscribe(ctx); err != nil {
@@ -254,18 +273,41 @@ func (c *Client) View() *wire.View {
 	return c.view.Load()
 }
 
-// Close stops the client: it closes every connection, ends blocked calls
-// and watches with ErrClosed and stops renewals. Locks still held are not
-// released: they expire after their TTL (their Lost channels close when the
-// client counts them expired). Close is idempotent and does not wait for
-// the network.
-func (c *Client) Close() error {
+// Close stops the client, within Config.CloseTimeout. Calls in progress
+// and watches end with ErrClosed and renewals stop. Before it closes the
+// connections, Close leaves the servers' wait queues (CancelWait for every
+// blocking Lock still registered, including those whose context ended
+// while their clean-up was under way) and releases every grant that raced
+// with such a cancelled wait, so that no lock is left held for its TTL by a
+// wait nobody will use. Locks held through Lock or TryLock that returned
+// nil are not released: they expire after their TTL unless Unlock was
+// called (their Lost channels close when the client counts them expired).
+// Close is idempotent; it returns nil.
+func (c *Client) Close() error { return c.CloseContext(context.Background()) }
+
+// CloseContext is Close bounded by ctx as well as Config.CloseTimeout:
+// when either ends, the clean-ups still under way are abandoned (their
+// grants expire after their TTL) and the connections are closed.
+func (c *Client) CloseContext(ctx context.Context) error {
 	if c == nil {
 		return nil
 	}
 	c.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(ctx, c.cfg.CloseTimeout)
+		defer cancel()
 		c.mu.Lock()
 		c.closed = true
+		waits := make([]*waiter, 0, len(c.waits))
+		for _, w := range c.waits {
+			waits = append(waits, w)
+		}
+		c.mu.Unlock()
+		close(c.done)
+		c.leaveQueues(ctx, waits)
+		c.waitCleaners(ctx)
+
+		c.mu.Lock()
+		c.netClosed = true
 		conns := make([]*conn, 0, len(c.conns))
 		for _, cn := range c.conns {
 			conns = append(conns, cn)
@@ -275,8 +317,8 @@ func (c *Client) Close() error {
 			watches = append(watches, w)
 		}
 		c.mu.Unlock()
-		close(c.done)
 		c.cancel()
+		close(c.stopped)
 		for _, cn := range conns {
 			cn.fail(ErrClosed)
 		}
@@ -286,6 +328,92 @@ func (c *Client) Close() error {
 		<-c.loopDone
 	})
 	return nil
+}
+
+// leaveQueues runs Close's clean-up of the blocking acquires registered
+// when it started, all at once, within ctx.
+func (c *Client) leaveQueues(ctx context.Context, waits []*waiter) {
+	if len(waits) == 0 {
+		return
+	}
+	ctx = context.WithValue(ctx, internalKey{}, true)
+	var wg sync.WaitGroup
+	for _, w := range waits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.core.leaveAtClose(ctx, w)
+		}()
+	}
+	wg.Wait()
+}
+
+// waitCleaners waits until the background clean-ups have finished, or ctx
+// ends.
+func (c *Client) waitCleaners(ctx context.Context) {
+	c.mu.Lock()
+	if c.cleaners == 0 {
+		c.mu.Unlock()
+		return
+	}
+	if c.cleanIdle == nil {
+		c.cleanIdle = make(chan struct{})
+	}
+	idle := c.cleanIdle
+	c.mu.Unlock()
+	select {
+	case <-idle:
+	case <-ctx.Done():
+		c.log.Debug("paxlock: close: clean-ups still under way are abandoned", "err", ctx.Err())
+	}
+}
+
+// goClean runs f in the background as a clean-up that Close waits for
+// (within its bound). It reports false, running nothing, once Close has
+// stopped the network.
+func (c *Client) goClean(f func()) bool {
+	c.mu.Lock()
+	if c.netClosed {
+		c.mu.Unlock()
+		return false
+	}
+	c.cleaners++
+	c.mu.Unlock()
+	go func() {
+		defer func() {
+			c.mu.Lock()
+			if c.cleaners--; c.cleaners == 0 && c.cleanIdle != nil {
+				close(c.cleanIdle)
+				c.cleanIdle = nil
+			}
+			c.mu.Unlock()
+		}()
+		f()
+	}()
+	return true
+}
+
+// internalKey marks the contexts of the client's own work (Client.ctx and
+// what derives from it, and Close's clean-ups): their requests go on
+// while Close cleans up, until it stops the network.
+type internalKey struct{}
+
+// stopFor returns the channel whose closing ends work under ctx: stopped
+// for the client's own work, done for the caller's.
+func (c *Client) stopFor(ctx context.Context) <-chan struct{} {
+	if ctx.Value(internalKey{}) != nil {
+		return c.stopped
+	}
+	return c.done
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *Client) isClosed() bool {
@@ -343,7 +471,7 @@ func (c *Client) sleepOrView(ctx context.Context, d time.Duration, viewCh <-chan
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-c.done:
+	case <-c.stopFor(ctx):
 		return ErrClosed
 	}
 }
@@ -362,8 +490,12 @@ func (c *Client) getConn(ctx context.Context, addr string) (*conn, error) {
 			return cn, nil
 		}
 	}
+	stop := c.stopFor(ctx)
+	if isDone(stop) {
+		return nil, ErrClosed
+	}
 	c.mu.Lock()
-	if c.closed {
+	if c.netClosed {
 		c.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -383,7 +515,7 @@ func (c *Client) getConn(ctx context.Context, addr string) (*conn, error) {
 		return d.cn, d.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
-	case <-c.done:
+	case <-stop:
 		return nil, ErrClosed
 	}
 }
@@ -404,7 +536,7 @@ func (c *Client) dial(addr string, d *dialing) {
 	c.mu.Lock()
 	delete(c.dials, addr)
 	switch {
-	case err == nil && c.closed:
+	case err == nil && c.netClosed:
 		err = ErrClosed
 	case err == nil:
 		c.conns[addr] = cn
@@ -505,7 +637,7 @@ func (c *Client) onConnLost(cn *conn, cause error) {
 			rereg = append(rereg, w)
 		}
 	}
-	closed := c.closed
+	closed := c.netClosed
 	c.mu.Unlock()
 	for _, w := range orphans {
 		c.unrefCore(w.core)
@@ -843,8 +975,9 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		target    string
 		redirects int
 	)
+	stop := c.stopFor(ctx)
 	for attempt := 0; ; attempt++ {
-		if c.isClosed() {
+		if isDone(stop) {
 			return res, ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
@@ -855,7 +988,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		// comes first: a failover shows up as a view push.
 		var viewCh <-chan struct{}
 		routing := c.viewChanged()
-		r, cn, master, err := c.attempt(ctx, hash, target, typ, m, redirects)
+		r, cn, master, err := c.attempt(ctx, stop, hash, target, typ, m, redirects)
 		target = ""
 		switch {
 		case err == nil:
@@ -928,7 +1061,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 // node forwards it to the master (see wire.Routed). A nil error means a
 // Response arrived; cn is set whenever the request was handed to a
 // connection; master is the address m was meant for.
-func (c *Client) attempt(ctx context.Context, hash uint64, target string, typ wire.Type, m wire.Message, redirects int) (*wire.Response, *conn, string, error) {
+func (c *Client) attempt(ctx context.Context, stop <-chan struct{}, hash uint64, target string, typ wire.Type, m wire.Message, redirects int) (*wire.Response, *conn, string, error) {
 	addr := target
 	if addr == "" {
 		a, ok := c.masterAddr(hash)
@@ -963,7 +1096,7 @@ func (c *Client) attempt(ctx context.Context, hash uint64, target string, typ wi
 	rtyp, msg, err := cn.roundTrip(ctx, typ, m, c.cfg.RequestTimeout)
 	switch {
 	case err == nil:
-	case errors.Is(err, errConnLost) && c.isClosed():
+	case errors.Is(err, errConnLost) && isDone(stop):
 		return nil, cn, addr, ErrClosed
 	case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout), errors.Is(err, ErrOverloaded), ctx.Err() != nil:
 		return nil, cn, addr, err
@@ -1079,9 +1212,7 @@ func (c *Client) onGranted(g *wire.Granted, at time.Time) {
 	if w.abandoned {
 		delete(c.waits, g.WaitID)
 		c.mu.Unlock()
-		if g.Status == wire.StatusSuccess {
-			go w.core.releaseOrphan(w, g.Token)
-		} else {
+		if g.Status != wire.StatusSuccess || !c.goClean(func() { w.core.releaseOrphan(w, g.Token) }) {
 			c.unrefCore(w.core)
 		}
 		return

@@ -28,9 +28,32 @@ type reply struct {
 
 // call is one request in flight. Its channel has room for the one reply,
 // so the reader never blocks on a caller that gave up.
+//
+// Calls of ordinary requests are recycled (callPool) once their one reply
+// was received, or once forget took them out of pending before any reply
+// was sent: then nothing else refers to them and their channel is empty.
+// A call whose caller gave up after the reader or fail took it is left to
+// the garbage collector. Heartbeat calls are never pooled.
 type call struct {
 	ch        chan reply
 	heartbeat bool
+	// timer bounds an attempt (roundTrip's timeout); created on first use
+	// and stopped before the call goes back to the pool. Since Go 1.23 a
+	// stopped or reset timer delivers no stale tick.
+	timer *time.Timer
+}
+
+var callPool = sync.Pool{New: func() any { return &call{ch: make(chan reply, 1)} }}
+
+func getCall() *call { return callPool.Get().(*call) }
+
+// putCall recycles cl; its channel must be empty and nothing else may
+// refer to it.
+func putCall(cl *call) {
+	if cl.timer != nil {
+		cl.timer.Stop()
+	}
+	callPool.Put(cl)
 }
 
 // conn is one multiplexed connection to a node. Callers encode their
@@ -85,7 +108,12 @@ func (cn *conn) dead() bool {
 
 // send queues one request and returns its id and call.
 func (cn *conn) send(typ wire.Type, m wire.Message, heartbeat bool) (uint64, *call, error) {
-	cl := &call{ch: make(chan reply, 1), heartbeat: heartbeat}
+	var cl *call
+	if heartbeat {
+		cl = &call{ch: make(chan reply, 1), heartbeat: true}
+	} else {
+		cl = getCall()
+	}
 	cn.mu.Lock()
 	if cn.err != nil {
 		err := cn.err
@@ -101,6 +129,9 @@ func (cn *conn) send(typ wire.Type, m wire.Message, heartbeat bool) (uint64, *ca
 	out, err := cn.enc.AppendFrame(cn.out, typ, id, m)
 	if err != nil {
 		cn.mu.Unlock()
+		if !heartbeat {
+			putCall(cl)
+		}
 		return 0, nil, fmt.Errorf("client: encode %s: %w", typ, err)
 	}
 	cn.out = out
@@ -117,10 +148,22 @@ func (cn *conn) send(typ wire.Type, m wire.Message, heartbeat bool) (uint64, *ca
 }
 
 // forget drops a request whose caller gave up; a late reply is discarded.
-func (cn *conn) forget(id uint64) {
+// It reports whether the call was still pending (so that no reply was or
+// will be sent to it).
+func (cn *conn) forget(id uint64) bool {
 	cn.mu.Lock()
+	_, ok := cn.pending[id]
 	delete(cn.pending, id)
 	cn.mu.Unlock()
+	return ok
+}
+
+// drop ends a call whose caller gave up, recycling it if no reply can
+// reach it any more.
+func (cn *conn) drop(id uint64, cl *call) {
+	if cn.forget(id) {
+		putCall(cl)
+	}
 }
 
 // roundTrip sends one request and waits for its reply, the context, the
@@ -132,25 +175,31 @@ func (cn *conn) roundTrip(ctx context.Context, typ wire.Type, m wire.Message, ti
 	}
 	var expired <-chan time.Time
 	if timeout > 0 {
-		t := time.NewTimer(timeout)
-		defer t.Stop()
-		expired = t.C
+		if cl.timer == nil {
+			cl.timer = time.NewTimer(timeout)
+		} else {
+			cl.timer.Reset(timeout)
+		}
+		expired = cl.timer.C
 	}
 	select {
 	case r := <-cl.ch:
+		putCall(cl)
 		return r.typ, r.msg, r.err
 	case <-ctx.Done():
-		cn.forget(id)
+		cn.drop(id, cl)
 		return 0, nil, ctx.Err()
 	case <-expired:
-		cn.forget(id)
+		cn.drop(id, cl)
 		return 0, nil, errAttemptTimeout
 	}
 }
 
 // post sends a request whose reply nobody waits for (Unwatch on Close).
 func (cn *conn) post(typ wire.Type, m wire.Message) {
-	_, _, _ = cn.send(typ, m, false)
+	if id, cl, err := cn.send(typ, m, false); err == nil {
+		cn.drop(id, cl)
+	}
 }
 
 // fail closes the connection once, fails every pending call with the

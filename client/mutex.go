@@ -114,11 +114,11 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	lc, leave, err := m.enter(ctx)
+	lc, err := m.enter(ctx)
 	if err != nil {
 		return m.wrap("unlock", err)
 	}
-	defer leave()
+	defer m.leave(lc)
 	lc.mu.Lock()
 	if lc.count == 0 {
 		lc.mu.Unlock()
@@ -168,11 +168,11 @@ func (m *Mutex) Renew(ctx context.Context, ttl time.Duration) error {
 	if ttl < 0 || ttl > maxMs {
 		return invalid("renew TTL %v", ttl)
 	}
-	lc, leave, err := m.enter(ctx)
+	lc, err := m.enter(ctx)
 	if err != nil {
 		return m.wrap("renew", err)
 	}
-	defer leave()
+	defer m.leave(lc)
 	lc.mu.Lock()
 	h := lc.h
 	lc.mu.Unlock()
@@ -223,11 +223,12 @@ func (m *Mutex) Lost() <-chan struct{} {
 		return closedChan
 	}
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
-	if lc.h == nil {
+	h := lc.h
+	lc.mu.Unlock()
+	if h == nil {
 		return closedChan
 	}
-	return lc.h.lost
+	return h.lostCh()
 }
 
 var closedChan = func() chan struct{} {
@@ -255,21 +256,24 @@ func (m *Mutex) wrap(op string, err error) error {
 	return fmt.Errorf("client: %s %q: %w", op, m.key, err)
 }
 
-// enter returns the handle's core with its operation slot taken; leave
-// gives the slot back.
-func (m *Mutex) enter(ctx context.Context) (lc *lockCore, leave func(), err error) {
-	lc = m.core
+// enter returns the handle's core with its operation slot taken;
+// m.leave(lc) gives the slot back.
+func (m *Mutex) enter(ctx context.Context) (*lockCore, error) {
+	lc := m.core
 	if lc == nil {
 		lc = m.c.refCore(coreKey{key: m.key, kind: m.kind}, m)
 	}
 	if err := lc.take(ctx); err != nil {
 		m.c.unrefCore(lc)
-		return nil, nil, err
+		return nil, err
 	}
-	return lc, func() {
-		lc.give()
-		m.c.unrefCore(lc)
-	}, nil
+	return lc, nil
+}
+
+// leave gives back the slot enter took.
+func (m *Mutex) leave(lc *lockCore) {
+	lc.give()
+	m.c.unrefCore(lc)
 }
 
 // peek returns the handle's core without taking its slot, or nil.
@@ -322,14 +326,16 @@ func (m *Mutex) lock(ctx context.Context, block bool) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	lc, leave, err := m.enter(ctx)
+	lc, err := m.enter(ctx)
 	if err != nil {
 		return m.wrap("lock", err)
 	}
+	// handedOff: a background clean-up took over the slot and gives it
+	// back itself.
 	handedOff := false
 	defer func() {
 		if !handedOff {
-			leave()
+			m.leave(lc)
 		}
 	}()
 	if err := m.checkOther(); err != nil {
@@ -353,9 +359,9 @@ func (m *Mutex) lock(ctx context.Context, block bool) error {
 	}
 	var g granted
 	if block {
-		g, err = m.acquireBlocking(ctx, lc, leave, &handedOff)
+		g, err = m.acquireBlocking(ctx, lc, &handedOff)
 	} else {
-		g, err = m.acquireTry(ctx, lc, leave, &handedOff)
+		g, err = m.acquireTry(ctx, lc, &handedOff)
 	}
 	if err != nil {
 		return err
@@ -386,18 +392,17 @@ func (m *Mutex) lockedErr(r *wire.Response) error {
 	}
 }
 
-func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, leave func(), handedOff *bool) (granted, error) {
+func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, handedOff *bool) (granted, error) {
 	from := time.Now()
 	res, err := m.c.do(ctx, "trylock", m.key, m.hash, wire.TypeAcquire, m.acquireMsg(0, 0))
 	if err != nil {
 		if res.unknown && !errors.Is(err, ErrClosed) {
 			// The acquire may have been granted after all: make sure it
 			// is not left held, in the background, keeping the slot.
-			*handedOff = true
-			go func() {
-				defer leave()
+			*handedOff = m.c.goClean(func() {
+				defer m.leave(lc)
 				lc.cleanup(0)
-			}()
+			})
 		}
 		return granted{}, err
 	}
@@ -414,7 +419,7 @@ func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, leave func(), hand
 // acquireBlocking queues on the server and waits for the Granted push,
 // re-sending the same Acquire (same WaitID) after a lost connection, a
 // master change or a NO_MASTER grant.
-func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(), handedOff *bool) (granted, error) {
+func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, handedOff *bool) (granted, error) {
 	c := m.c
 	var limit time.Time
 	if m.opts.maxWait > 0 {
@@ -432,15 +437,18 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(),
 	}
 	queued := false // a registration may be live on the server
 	abandon := func(cause error) (granted, error) {
-		if !queued || c.isClosed() {
+		if !queued {
 			c.removeWaiter(w)
 			return granted{}, cause
 		}
-		*handedOff = true
-		go func() {
-			defer leave()
+		if c.isClosed() {
+			// Close leaves the queue for it (leaveAtClose).
+			return granted{}, cause
+		}
+		*handedOff = c.goClean(func() {
+			defer m.leave(lc)
 			lc.abandon(w)
-		}()
+		})
 		return granted{}, cause
 	}
 	for n := 1; ; n++ {
@@ -499,14 +507,14 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, leave func(),
 		case <-ctx.Done():
 			return abandon(ctxErr("lock", m.key, ctx.Err(), nil))
 		case <-c.done:
-			c.removeWaiter(w)
+			// The wait stays registered: Close leaves the queue for it
+			// and gives back a grant that raced (leaveAtClose).
 			return granted{}, ErrClosed
 		}
 		// Re-send after a short pause.
 		if err := c.sleep(ctx, c.backoff(min(n, 3))); err != nil {
 			if errors.Is(err, ErrClosed) {
-				c.removeWaiter(w)
-				return granted{}, ErrClosed
+				return granted{}, ErrClosed // as above
 			}
 			return abandon(ctxErr("lock", m.key, err, nil))
 		}
@@ -678,7 +686,7 @@ func (lc *lockCore) take(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-lc.c.done:
+	case <-lc.c.stopFor(ctx):
 		return ErrClosed
 	}
 }
@@ -760,6 +768,40 @@ func (lc *lockCore) abandon(w *waiter) {
 		"key", lc.key, "wait", w.id, "err", err)
 }
 
+// leaveAtClose is Close's clean-up of a blocking acquire registered when
+// Close started: unless its Lock call or a background clean-up dealt with
+// it meanwhile, it leaves the server's queue and releases the lock if the
+// grant won the race. ctx is Close's (internal, bounded).
+func (lc *lockCore) leaveAtClose(ctx context.Context, w *waiter) {
+	c := lc.c
+	// The slot: a Lock call that was granted just before Close holds it
+	// until its hold is recorded, and a background abandon until it is
+	// done; either way the wait is then no longer registered.
+	if lc.take(ctx) != nil {
+		return
+	}
+	defer lc.give()
+	c.mu.Lock()
+	_, ok := c.waits[w.id]
+	c.mu.Unlock()
+	if !ok {
+		return
+	}
+	defer c.removeWaiter(w)
+	var tok uint64
+	res, err := c.do(ctx, "cancel", lc.key, lc.hash, wire.TypeCancelWait,
+		&wire.CancelWait{Key: lc.key, Owner: lc.owner, WaitID: w.id})
+	if err == nil && res.resp.Status == wire.StatusSuccess {
+		tok = res.resp.Token
+	}
+	if g, ok := w.take(); ok && g.status == wire.StatusSuccess && tok == 0 {
+		tok = g.token
+	}
+	if tok != 0 {
+		lc.releaseStray(ctx, tok)
+	}
+}
+
 // cleanup makes sure a try-lock whose outcome is unknown left nothing held.
 // CancelWait with a fresh wait id removes nothing but reports the owner's
 // token if it holds the key.
@@ -828,9 +870,9 @@ type hold struct {
 	hash  uint64
 	owner wire.Owner
 	token uint64
-	lost  chan struct{}
 
 	mu         sync.Mutex
+	lost       chan struct{} // see lostCh; nil until asked for
 	reqTTL     time.Duration // what renewals ask for
 	ttl        time.Duration // the effective TTL of the last grant or renewal
 	validUntil time.Time
@@ -844,7 +886,7 @@ type hold struct {
 func (c *Client) newHold(lc *lockCore, g granted, reqTTL time.Duration, autoRenew bool) *hold {
 	h := &hold{
 		c: c, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
-		lost: make(chan struct{}), reqTTL: reqTTL, ttl: g.ttl,
+		reqTTL: reqTTL, ttl: g.ttl,
 		validUntil: c.validUntil(g.from, g.ttl),
 	}
 	h.mu.Lock()
@@ -857,6 +899,21 @@ func (c *Client) newHold(lc *lockCore, g granted, reqTTL time.Duration, autoRene
 	c.holds[holdKey{key: h.key, token: h.token, owner: h.owner.ID}] = h
 	c.mu.Unlock()
 	return h
+}
+
+// lostCh returns the hold's Lost channel, made on first use (most holds
+// are never asked for it): closed if the hold was already lost.
+func (h *hold) lostCh() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lost == nil {
+		if h.err != nil {
+			h.lost = closedChan
+		} else {
+			h.lost = make(chan struct{})
+		}
+	}
+	return h.lost
 }
 
 func (h *hold) lostErr() error {
@@ -890,8 +947,10 @@ func (h *hold) markLost(err error, local bool) {
 	}
 	h.ended, h.err, h.local = true, err, local
 	h.stopTimersLocked()
+	if h.lost != nil {
+		close(h.lost)
+	}
 	h.mu.Unlock()
-	close(h.lost)
 	h.forget()
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }

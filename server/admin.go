@@ -81,6 +81,7 @@ func (s *Server) adminMux() *http.ServeMux {
 		fmt.Fprintf(w, "paxlock_relays_opened_total %d\n", s.stats.relays.Load())
 		fmt.Fprintf(w, "paxlock_overloaded_total %d\n", s.stats.overloaded.Load())
 		fmt.Fprintf(w, "paxlock_bad_frames_total %d\n", s.stats.badFrames.Load())
+		fmt.Fprintf(w, "paxlock_slow_consumers_total %d\n", s.stats.slowConsumers.Load())
 		for _, g := range st.Groups {
 			serving := 0
 			if g.Serving {

@@ -91,6 +91,12 @@ type Config struct {
 	MaxFrame    int `json:"max_frame"`
 	MaxConns    int `json:"max_conns"`
 	MaxInflight int `json:"max_inflight"`
+	// MaxOutput bounds the bytes of replies and pushes queued for one
+	// client connection that the client does not read (default 16 MiB).
+	// A connection past it is closed as a slow consumer (metric
+	// paxlock_slow_consumers_total): its waits and watches are dropped,
+	// its held locks expire unless renewed over another connection.
+	MaxOutput int `json:"max_output"`
 	// IdleTimeout closes a client connection that sent nothing, not even a
 	// heartbeat, for this long (default 2m).
 	IdleTimeout Duration `json:"idle_timeout"`
@@ -163,6 +169,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 4096
+	}
+	if c.MaxOutput <= 0 {
+		c.MaxOutput = 16 << 20
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,6 +33,13 @@ type conn struct {
 	hello    bool
 	via      bool // a relay from another node: never forward its requests
 	dec      wire.Codec
+	// Reused bodies of the hot request types, decoded into on the event
+	// loop: handleFrame copies what it needs out of them before the next
+	// frame.
+	acq wire.Acquire
+	rel wire.Release
+	ren wire.Renew
+	st  wire.State
 
 	relayMu sync.Mutex
 	relays  map[uint32]*relay // by master node; see relay
@@ -39,9 +47,15 @@ type conn struct {
 	inflight atomic.Int64
 	lastSeen atomic.Int64 // unix nanos of the last frame
 	closed   atomic.Bool
+	// queued is what gnet holds for the socket (OutboundBuffered), as the
+	// event loop last saw it; with len(out) it is the output the client
+	// has not read, bounded by Config.MaxOutput.
+	queued atomic.Int64
+	slow   atomic.Bool // closed as a slow consumer
 
 	mu      sync.Mutex
 	enc     wire.Codec
+	resp    wire.Response // scratch for Respond and reply, under mu: no allocation per reply
 	out     []byte
 	flight  []byte
 	writing bool
@@ -102,6 +116,9 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	c := gc.Context().(*conn)
 	c.lastSeen.Store(time.Now().UnixNano())
+	// Refresh the output the client has not read (see written): it may
+	// have drained since the last write.
+	c.queued.Store(int64(gc.OutboundBuffered()))
 	for {
 		buf, _ := gc.Peek(-1)
 		if len(buf) < 4 {
@@ -128,7 +145,7 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 // Respond implements group.Sink.
 func (c *conn) Respond(reqID uint64, r wire.Response) {
 	c.inflight.Add(-1)
-	c.send(wire.TypeResponse, reqID, &r)
+	c.sendResponse(reqID, r)
 }
 
 // Push implements group.Sink.
@@ -150,13 +167,30 @@ func (c *conn) Push(m wire.Message) {
 }
 
 // reply answers a request without going through a group.
-func (c *conn) reply(reqID uint64, r wire.Response) { c.send(wire.TypeResponse, reqID, &r) }
+func (c *conn) reply(reqID uint64, r wire.Response) { c.sendResponse(reqID, r) }
+
+// sendResponse encodes r from the connection's scratch Response, so that
+// r does not escape to the heap.
+func (c *conn) sendResponse(reqID uint64, r wire.Response) {
+	if c.closed.Load() {
+		return
+	}
+	c.mu.Lock()
+	c.resp = r
+	c.appendLocked(wire.TypeResponse, reqID, &c.resp)
+}
 
 func (c *conn) send(typ wire.Type, reqID uint64, m wire.Message) {
 	if c.closed.Load() {
 		return
 	}
 	c.mu.Lock()
+	c.appendLocked(typ, reqID, m)
+}
+
+// appendLocked encodes one frame into c.out and flushes; it is called with
+// c.mu held and releases it.
+func (c *conn) appendLocked(typ wire.Type, reqID uint64, m wire.Message) {
 	out, err := c.enc.AppendFrame(c.out, typ, reqID, m)
 	if err != nil {
 		c.mu.Unlock()
@@ -164,6 +198,9 @@ func (c *conn) send(typ wire.Type, reqID uint64, m wire.Message) {
 		return
 	}
 	c.out = out
+	if c.overLocked() {
+		return
+	}
 	c.flushLocked()
 }
 
@@ -174,7 +211,36 @@ func (c *conn) sendRaw(frame []byte) {
 	}
 	c.mu.Lock()
 	c.out = append(c.out, frame...)
+	if c.overLocked() {
+		return
+	}
 	c.flushLocked()
+}
+
+// overLocked checks the output bound; it is called with c.mu held and
+// releases it when it reports true (the connection is then closing).
+func (c *conn) overLocked() bool {
+	if int64(len(c.out))+c.queued.Load() <= int64(c.s.cfg.MaxOutput) {
+		return false
+	}
+	c.out = nil
+	c.mu.Unlock()
+	c.slowConsumer()
+	return true
+}
+
+// slowConsumer closes a connection whose client does not read what it is
+// sent, once: further replies and pushes are dropped, and OnClose forgets
+// its waits and watches. Safe from any goroutine.
+func (c *conn) slowConsumer() {
+	if !c.slow.CompareAndSwap(false, true) {
+		return
+	}
+	c.closed.Store(true)
+	c.s.stats.slowConsumers.Add(1)
+	c.s.log.Warn("closing client connection: slow consumer, output not read",
+		"remote", c.gc.RemoteAddr().String(), "limit", c.s.cfg.MaxOutput)
+	_ = c.gc.Close()
 }
 
 // flushLocked starts writing c.out unless a write is under way (whose
@@ -210,6 +276,13 @@ func (c *conn) written(gc gnet.Conn, err error) error {
 		buf := c.flight
 		c.mu.Unlock()
 		_, err = gc.Write(buf)
+		// What the socket did not take stays in gnet's buffer.
+		q := gc.OutboundBuffered()
+		c.queued.Store(int64(q))
+		if q > c.s.cfg.MaxOutput {
+			c.slowConsumer()
+			err = net.ErrClosed
+		}
 	}
 }
 
@@ -221,7 +294,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
 		return
 	}
-	m, err := c.dec.Decode(f.Type, f.Body)
+	m, err := c.decode(f)
 	if err != nil {
 		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
 		return
@@ -314,6 +387,28 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		return
 	}
 	s.svc.Submit(r)
+}
+
+// decode decodes a request body, into the connection's reused value for
+// the hot request types.
+func (c *conn) decode(f wire.Frame) (wire.Message, error) {
+	var m wire.Message
+	switch f.Type {
+	case wire.TypeAcquire:
+		m = &c.acq
+	case wire.TypeRelease:
+		m = &c.rel
+	case wire.TypeRenew:
+		m = &c.ren
+	case wire.TypeState:
+		m = &c.st
+	default:
+		return c.dec.Decode(f.Type, f.Body)
+	}
+	if err := c.dec.DecodeInto(f.Body, m); err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 // forwardable reports whether this node, which is not group g's master,

@@ -57,6 +57,7 @@ type Server struct {
 
 type stats struct {
 	requests, redirects, forwarded, relays, overloaded, badFrames atomic.Uint64
+	slowConsumers                                                 atomic.Uint64
 }
 
 // New opens the node's storage, starts its Paxos groups and lock service,
