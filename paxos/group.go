@@ -401,13 +401,20 @@ func (g *Group) publish() {
 	if exp := g.core.LeaseExpiry(); exp > 0 {
 		until = g.base.Add(time.Duration(exp) * g.host.cfg.Tick)
 	}
-	g.status.Store(&statusSnapshot{
+	next := statusSnapshot{
 		leaseUntil: until,
 		soft:       g.core.Status(),
 		committed:  g.core.Committed(),
 		applied:    g.core.AppliedIndex(),
 		logStart:   g.core.LogStart(),
-	})
+	}
+	// Most rounds (ticks, heartbeats of an idle group) change nothing:
+	// keep the snapshot rather than allocate a new one per group and round.
+	if cur := g.status.Load(); cur != nil && cur.soft == next.soft && cur.leaseUntil.Equal(next.leaseUntil) &&
+		cur.committed == next.committed && cur.applied == next.applied && cur.logStart == next.logStart {
+		return
+	}
+	g.status.Store(&next)
 }
 
 func (g *Group) maybeTruncate() {

@@ -9,11 +9,14 @@ BIN=${BIN:-bin}
 N=3
 ADMINS="127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303"
 
+# config prints node $1's configuration. CLUSTER_EXTRA adds settings to
+# every node's file, e.g. CLUSTER_EXTRA='"instance_window": 2'.
 config() {
   local i=$1
   cat <<JSON
 {
-  "node_id": $i,
+  "node_id": $i,${CLUSTER_EXTRA:+
+  $CLUSTER_EXTRA,}
   "data_dir": "$RUNDIR/data/n$i",
   "admin_addr": "127.0.0.1:730$i",
   "nodes": [

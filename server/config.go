@@ -110,6 +110,10 @@ type Config struct {
 	// asks any node to forward at once (wire.ForwardNow). Negative never
 	// forwards.
 	ForwardAfter int `json:"forward_after"`
+	// InstanceWindow is how many Paxos instances a group's master keeps
+	// in phase 2 at once (default 1: while one is in flight, everything
+	// proposed meanwhile rides in the next). See paxos.Config.MaxInflight.
+	InstanceWindow int `json:"instance_window"`
 	// FaultInjection enables the admin endpoint /debug/partition, which
 	// cuts this node's Paxos traffic to and from chosen peers (make e2e
 	// uses it to partition nodes). Never enable it in production.
@@ -178,6 +182,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.ForwardAfter == 0 {
 		c.ForwardAfter = 2
+	}
+	if c.InstanceWindow <= 0 {
+		c.InstanceWindow = 1
 	}
 	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID })
 }

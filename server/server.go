@@ -102,6 +102,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		HeartbeatTicks: int(time.Duration(cfg.Heartbeat) / tick),
 		LeaseTicks:     int(time.Duration(cfg.Lease) / tick),
 		MaxDrift:       cfg.MaxDrift,
+		MaxInflight:    cfg.InstanceWindow,
 	}
 	svc, err := group.NewService(group.Config{
 		Groups:     cfg.Groups,
