@@ -66,6 +66,9 @@ type waiter struct {
 	deadline time.Time
 	granting bool
 	gone     bool
+	// overdue: the deadline passed while a grant was in flight; if the
+	// grant does not happen, the waiter times out then.
+	overdue bool
 }
 
 func (w *waiter) weight() uint8 {
@@ -237,6 +240,9 @@ type worker struct {
 	refs     map[Sink]*sinkRef
 	waits    map[Sink]map[*waiter]struct{}
 	watching map[Sink]map[*watcher]struct{}
+	// defers counts, by connection and key, the requests parked in
+	// keyState.deferred, so that forget finds them.
+	defers map[Sink]map[string]int
 }
 
 func newWorker(g *LockGroup, idx int) *worker {
@@ -249,6 +255,42 @@ func newWorker(g *LockGroup, idx int) *worker {
 		refs:     make(map[Sink]*sinkRef),
 		waits:    make(map[Sink]map[*waiter]struct{}),
 		watching: make(map[Sink]map[*watcher]struct{}),
+		defers:   make(map[Sink]map[string]int),
+	}
+}
+
+// closer is implemented by a Sink that can tell its connection closed for
+// good (the server's connections do).
+type closer interface{ Closed() bool }
+
+// closedSink reports whether sink's connection closed for good.
+func closedSink(sink Sink) bool {
+	c, ok := sink.(closer)
+	return ok && c.Closed()
+}
+
+// deferReq parks r behind the change in flight on key.
+func (w *worker) deferReq(ks *keyState, key string, r *Request) {
+	ks.deferred = append(ks.deferred, r)
+	m := w.defers[r.Sink]
+	if m == nil {
+		m = make(map[string]int)
+		w.defers[r.Sink] = m
+	}
+	m[key]++
+}
+
+// undefer takes r off the deferred index of key.
+func (w *worker) undefer(key string, r *Request) {
+	m := w.defers[r.Sink]
+	if m == nil {
+		return
+	}
+	if m[key]--; m[key] <= 0 {
+		delete(m, key)
+		if len(m) == 0 {
+			delete(w.defers, r.Sink)
+		}
 	}
 }
 
@@ -260,9 +302,11 @@ func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
 // timeOf is the inverse of mono.
 func (w *worker) timeOf(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
 
-// ref returns the sinkRef of sink (nil for none).
+// ref returns the sinkRef of sink (nil for none, or for a connection that
+// closed: forget has run or will run for it, and a ref made now would
+// never be forgotten).
 func (w *worker) ref(sink Sink) *sinkRef {
-	if sink == nil {
+	if sink == nil || closedSink(sink) {
 		return nil
 	}
 	r := w.refs[sink]
@@ -467,7 +511,7 @@ func (w *worker) onRequest(r *Request) {
 	}
 	ks := w.state(key)
 	if ks.busy {
-		ks.deferred = append(ks.deferred, r)
+		w.deferReq(ks, key, r)
 		return
 	}
 	switch r.Op {
@@ -803,8 +847,9 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 		st := statusOf(res.Err)
 		respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
 		for _, q := range p.grants {
-			q.granting = false
+			w.ungrant(q)
 		}
+		ks.waiters = w.dropWaiters(ks.waiters)
 		if p.cmd.op == opExpire {
 			// Not chosen (overload, a lost lease): the lock must still
 			// go, so propose the Expire again shortly.
@@ -862,6 +907,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 		r := ks.deferred[0]
 		ks.deferred[0] = nil
 		ks.deferred = ks.deferred[1:]
+		w.undefer(key, r)
 		w.onRequest(r)
 		if w.keys[key] != ks {
 			return
@@ -884,10 +930,11 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		return
 	}
 	for j, q := range p.grants {
-		q.granting = false
 		if j >= len(out.grants) || out.grants[j] == 0 {
-			continue // the state did not allow it; the waiter stays
+			w.ungrant(q) // the state did not allow it; the waiter stays
+			continue
 		}
+		q.granting = false
 		tok := out.grants[j]
 		q.gone = true
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
@@ -1002,6 +1049,26 @@ func (w *worker) forget(client uint64, sink Sink) {
 		wt.gone = true
 		keys = append(keys, wt.key)
 	}
+	// Requests parked behind a change in flight: dropped, so that they do
+	// not become waiters or holds of a client that is gone.
+	for key := range w.defers[sink] {
+		ks := w.keys[key]
+		if ks == nil {
+			continue
+		}
+		out := ks.deferred[:0]
+		for _, r := range ks.deferred {
+			if r.Sink == sink && r.Owner.Client == client {
+				w.undefer(key, r)
+				respond(r, wire.Response{Status: wire.StatusError, Msg: "client forgotten"})
+				continue
+			}
+			out = append(out, r)
+		}
+		clear(ks.deferred[len(out):])
+		ks.deferred = out
+		keys = append(keys, key)
+	}
 	for _, key := range keys {
 		ks := w.keys[key]
 		if ks == nil {
@@ -1051,6 +1118,7 @@ func (w *worker) loseMastership() {
 	clear(w.refs)
 	clear(w.waits)
 	clear(w.watching)
+	clear(w.defers)
 	w.timers = nil
 	w.expiry = nil // the records' deadlines are reset when mastership returns
 	w.stale = 0
@@ -1109,14 +1177,16 @@ func (w *worker) fireTimers() {
 		}
 		switch e.kind {
 		case tWait:
-			if e.w.gone || e.w.granting {
+			if e.w.gone {
 				continue
 			}
-			e.w.gone = true
-			ks.waiters = w.dropWaiters(ks.waiters)
-			if e.w.req.Sink != nil {
-				e.w.req.Sink.Push(&wire.Granted{WaitID: e.w.req.WaitID, Key: e.w.req.Key, Status: wire.StatusTimeout, Owner: e.w.req.Owner})
+			if e.w.granting {
+				// Decided when the grant's outcome arrives (ungrant).
+				e.w.overdue = true
+				continue
 			}
+			w.timeOut(e.w)
+			ks.waiters = w.dropWaiters(ks.waiters)
 		case tWatch:
 			if e.wt.gone {
 				continue
@@ -1127,6 +1197,25 @@ func (w *worker) fireTimers() {
 			e.wt.sink.Push(&wire.WatchEvent{WatchID: e.wt.id, Key: name, Event: wire.EventTimeout})
 		}
 		w.tidy(e.key, ks)
+	}
+}
+
+// timeOut tells waiter q its MaxWait passed and marks it gone (the caller
+// drops it from its key's queue).
+func (w *worker) timeOut(q *waiter) {
+	q.gone = true
+	if q.req.Sink != nil {
+		q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusTimeout, Owner: q.req.Owner})
+	}
+}
+
+// ungrant ends q's part in a command that did not grant it the key: it
+// waits on, unless its deadline passed meanwhile (fireTimers left it
+// then), in which case it times out now. The caller drops gone waiters.
+func (w *worker) ungrant(q *waiter) {
+	q.granting = false
+	if q.overdue && !q.gone {
+		w.timeOut(q)
 	}
 }
 

@@ -148,6 +148,10 @@ func (c *conn) Respond(reqID uint64, r wire.Response) {
 	c.sendResponse(reqID, r)
 }
 
+// Closed reports whether the connection has closed; the lock service
+// then makes no new reference to it (a hold's Lost has nobody to go to).
+func (c *conn) Closed() bool { return c.closed.Load() }
+
 // Push implements group.Sink.
 func (c *conn) Push(m wire.Message) {
 	var typ wire.Type
