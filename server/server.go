@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,9 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	if err := checkIdentity(cfg.DataDir, cfg); err != nil {
+		return nil, err
 	}
 	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log})
 	if err != nil {
@@ -282,21 +286,25 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	}
 }
 
-// setAlive records which nodes gossip says are alive. The view's version
-// is the sum of the groups' ballot rounds, so an alive flag alone does not
-// raise it: the flags ride along with the next master change (they are a
-// hint; masters are what clients route by).
+// setAlive records which nodes gossip says are alive and publishes the
+// view if a flag changed (the version rises with it, see
+// rebuildViewLocked).
 func (s *Server) setAlive(alive map[uint32]bool) {
 	s.viewMu.Lock()
 	s.alive = alive
-	s.rebuildViewLocked()
 	s.viewMu.Unlock()
+	s.publishView()
 }
 
-// publishView rebuilds the view and pushes it to subscribers.
+// publishView rebuilds the view and pushes it to subscribers if it changed.
 func (s *Server) publishView() {
 	s.viewMu.Lock()
+	old := s.view.Load()
 	v := s.rebuildViewLocked()
+	if v == old {
+		s.viewMu.Unlock()
+		return // nothing changed
+	}
 	subs := make([]*conn, 0, len(s.subs))
 	for c := range s.subs {
 		subs = append(subs, c)
@@ -313,9 +321,23 @@ func (s *Server) rebuildView() {
 	s.viewMu.Unlock()
 }
 
-// rebuildViewLocked builds the view from the groups' mastership. Its
-// version is the sum of the groups' ballot rounds, which only grows on
-// every node and so orders views from different nodes too.
+// viewSeqBits is how many low bits of a view's version count the changes
+// made while the sum of ballot rounds stayed (see rebuildViewLocked).
+const (
+	viewSeqBits = 16
+	viewSeqMask = 1<<viewSeqBits - 1
+)
+
+// rebuildViewLocked builds the view from the groups' mastership and the
+// alive flags. Its version rises with every change of either: the high
+// bits are the sum of the groups' ballot rounds (which only grows, and
+// orders the views of different nodes: a node that knows of a later
+// election has a higher sum), the low viewSeqBits count the changes since
+// the sum last rose. The sum alone did not rise when only a flag, or a
+// master within a known ballot, changed, and clients ignored such a view;
+// a counter alone would let a node whose flags flapped outrank a node
+// that knows newer masters. A rebuild that changes nothing keeps the
+// version.
 func (s *Server) rebuildViewLocked() *wire.View {
 	v := &wire.View{Groups: make([]wire.GroupView, len(s.masters))}
 	for g, st := range s.masters {
@@ -326,9 +348,22 @@ func (s *Server) rebuildViewLocked() *wire.View {
 		}
 		v.Groups[g] = gv
 	}
+	v.Version <<= viewSeqBits
 	for _, n := range s.cfg.Nodes {
 		alive := s.alive == nil || s.alive[n.ID] || n.ID == s.cfg.NodeID
 		v.Nodes = append(v.Nodes, wire.NodeView{ID: n.ID, Addr: n.Client, Alive: alive})
+	}
+	if old := s.view.Load(); old != nil {
+		if slices.Equal(old.Groups, v.Groups) && slices.Equal(old.Nodes, v.Nodes) {
+			return old
+		}
+		switch {
+		case v.Version > old.Version: // the sum rose
+		case old.Version&viewSeqMask != viewSeqMask:
+			v.Version = old.Version + 1
+		default:
+			v.Version = old.Version // 65535 changes within one sum: saturated
+		}
 	}
 	s.view.Store(v)
 	return v
