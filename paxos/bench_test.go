@@ -39,19 +39,9 @@ func BenchmarkClusterPropose(b *testing.B) {
 func benchPropose(b *testing.B, groups, outstanding, inflight int) {
 	// b's temp directories and cleanup: each run preallocates WAL files,
 	// and a zero testing.T left ~8 GB of them behind per benchmark run.
-	tc := &testCluster{t: b, nodes: map[NodeID]*testNode{}, groups: groups, inflight: inflight, ckptEvery: 2048}
-	for i := 1; i <= 3; i++ {
-		tc.peers = append(tc.peers, NodeID(i))
-		tc.nodes[NodeID(i)] = &testNode{id: NodeID(i), dir: b.TempDir(), addr: "127.0.0.1:0"}
-	}
-	for _, id := range tc.peers {
-		tc.start(id)
-	}
-	defer func() {
-		for _, id := range tc.peers {
-			tc.stop(id)
-		}
-	}()
+	tc := newTestCluster(b, 3, groups, 0, func(tc *testCluster) {
+		tc.inflight, tc.ckptEvery = inflight, 2048
+	})
 	masters := make([]*Group, groups)
 	for g := range groups {
 		masters[g] = tc.master(GroupID(g+1), 30*time.Second)

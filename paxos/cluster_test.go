@@ -126,16 +126,18 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-func newTestCluster(t testing.TB, n, groups int, keep uint64, inflight ...int) *testCluster {
+// newTestCluster starts n nodes with groups groups each; opts adjust the
+// cluster and its nodes before they start.
+func newTestCluster(t testing.TB, n, groups int, keep uint64, opts ...func(*testCluster)) *testCluster {
 	tc := &testCluster{t: t, nodes: map[NodeID]*testNode{}, groups: groups, keep: keep}
-	if len(inflight) > 0 {
-		tc.inflight = inflight[0]
-	}
 	for i := 1; i <= n; i++ {
 		tc.peers = append(tc.peers, NodeID(i))
 	}
 	for _, id := range tc.peers {
 		tc.nodes[id] = &testNode{id: id, dir: t.TempDir(), addr: "127.0.0.1:0"}
+	}
+	for _, o := range opts {
+		o(tc)
 	}
 	for _, id := range tc.peers {
 		tc.start(id)
@@ -318,22 +320,10 @@ func TestClusterFullRestartKeepsChosen(t *testing.T) {
 // replica that was down past the truncation point catches up by a snapshot
 // taken at a checkpoint.
 func TestClusterCheckpointsReplayAfterCrash(t *testing.T) {
-	tc := &testCluster{t: t, nodes: map[NodeID]*testNode{}, groups: 2, keep: 20, ckptEvery: 7}
-	tc.peers = []NodeID{1, 2, 3}
 	mem := vfs.NewCrashableMem()
-	for _, id := range tc.peers {
-		tc.nodes[id] = &testNode{id: id, dir: t.TempDir(), addr: "127.0.0.1:0"}
-	}
-	tc.nodes[1].fs, tc.nodes[1].dir = mem, "n1"
-	for _, id := range tc.peers {
-		tc.start(id)
-	}
-	t.Cleanup(func() {
-		for id, nd := range tc.nodes {
-			if nd.host != nil {
-				tc.stop(id)
-			}
-		}
+	tc := newTestCluster(t, 3, 2, 20, func(tc *testCluster) {
+		tc.ckptEvery = 7
+		tc.nodes[1].fs, tc.nodes[1].dir = mem, "n1"
 	})
 	for g := GroupID(1); g <= 2; g++ {
 		tc.put(g, "first", "1")
