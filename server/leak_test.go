@@ -1,0 +1,19 @@
+package server
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the package's tests when any goroutine started by them
+// outlives them: whatever a node starts (relays, namespace installs,
+// timers, the paxos host and its sync goroutine), Stop must end. gnet's
+// default worker pool (ants) starts two goroutines of its own when the
+// package is loaded; they live for the process and are not ours.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+	)
+}
