@@ -277,7 +277,6 @@ type Core struct {
 	queueTags   []uint64
 	queueBytes  int
 	ackTick     map[NodeID]uint64
-	peerCommit  map[NodeID]uint64
 	// hbCommitted is Committed when the last heartbeat left; caughtUp[p]
 	// says p's acknowledgement of that heartbeat reported at least it.
 	hbCommitted uint64
@@ -618,7 +617,6 @@ func (c *Core) stepDown(seen uint64) {
 		c.flushQueue(ErrNotMaster)
 		c.inflight = nil
 		c.ackTick = nil
-		c.peerCommit = nil
 		c.caughtUp = nil
 		c.leaseExpiry = 0
 		c.setSoft(SoftState{})
@@ -935,7 +933,6 @@ func (c *Core) becomeMaster() {
 	c.leaseExpiry = c.prepareTick + c.masterLeaseTicks()
 	c.inflight = make(map[uint64]*inflight)
 	c.ackTick = make(map[NodeID]uint64)
-	c.peerCommit = make(map[NodeID]uint64)
 	c.caughtUp = make(map[NodeID]bool)
 	c.promises = nil
 	hi := max(c.hs.Committed, c.recoverHi)
@@ -1092,9 +1089,6 @@ func (c *Core) onHeartbeatAck(m Message) {
 	}
 	if m.Tick == c.lastHB {
 		c.caughtUp[m.From] = m.Committed >= c.hbCommitted
-	}
-	if m.Committed > c.peerCommit[m.From] {
-		c.peerCommit[m.From] = m.Committed
 	}
 	// The lease runs from the quorum-th most recent acknowledged send.
 	ticks := make([]uint64, 0, len(c.cfg.Peers))

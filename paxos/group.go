@@ -370,8 +370,13 @@ func (g *Group) isClosed() bool {
 }
 
 func (g *Group) handleReadyFinal() {
-	rd := g.core.Ready()
-	for _, f := range rd.Failed {
+	g.resolveFailed(g.core.Ready().Failed)
+	g.failAll(ErrStopped)
+}
+
+// resolveFailed tells the proposers of failed commands.
+func (g *Group) resolveFailed(fs []Failed) {
+	for _, f := range fs {
 		for _, tag := range f.Tags {
 			if cb, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
@@ -379,7 +384,6 @@ func (g *Group) handleReadyFinal() {
 			}
 		}
 	}
-	g.failAll(ErrStopped)
 }
 
 func (g *Group) failAll(err error) {
@@ -752,14 +756,7 @@ func (h *Host) readyRound(groups []*Group) {
 				g.answer(rd.Apply, res)
 				clear(res)
 			}
-			for _, f := range rd.Failed {
-				for _, tag := range f.Tags {
-					if cb, ok := g.tags[tag]; ok {
-						delete(g.tags, tag)
-						cb(Result{Err: f.Err})
-					}
-				}
-			}
+			g.resolveFailed(rd.Failed)
 			reqs = append(reqs, rd.Messages...)
 			after = append(after, rd.MessagesAfterSync...)
 			for _, p := range rd.SendSnapshot {
