@@ -2,6 +2,7 @@ package paxos
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 )
@@ -1158,6 +1159,66 @@ func (c *Core) TransferTo(id NodeID) {
 }
 
 // --- driver interface ---
+
+// NextTick returns the earliest tick (a value of Now) at which Tick may do
+// anything besides counting, were no message, proposal or control to
+// arrive meanwhile: the ticks before it can be skipped and handed over
+// later, all at once, with no difference in what the Core does. A driver
+// need not wake on every tick; it wakes at NextTick, and before it steps
+// anything else into the Core it delivers every tick that has passed, so
+// that Now is current whenever the Core decides (its leases and timeouts
+// are all compared with Now). It must ask again after every Step,
+// Propose, control call and Advance, since each may bring it forward.
+//
+// The answer errs early, never late: waking at a tick where nothing is
+// due costs only the wake-up. The simulator checks that no skipped tick
+// would have produced work.
+func (c *Core) NextTick() uint64 {
+	next := c.now + 1
+	earliest := uint64(math.MaxUint64)
+	at := func(t uint64) {
+		earliest = min(earliest, max(t, next))
+	}
+	if c.awaitSnap {
+		at(c.awaitSnapAt + uint64(4*c.cfg.LeaseTicks) + 1)
+	}
+	switch c.role {
+	case follower:
+		if c.needSnap {
+			if !c.awaitSnap {
+				at(c.learnSent + uint64(c.cfg.LeaseTicks))
+			}
+		} else {
+			at(c.electAt)
+		}
+		if c.learnPending {
+			at(c.learnSent + uint64(c.cfg.RetransmitTicks))
+		}
+	case candidate:
+		at(c.electAt)
+	case master:
+		at(c.leaseExpiry)
+		hb := uint64(c.cfg.HeartbeatTicks)
+		at(c.lastHB + hb)
+		at(next + (hb-(next+c.cfg.TickPhase)%hb)%hb)
+		for inst := c.hs.Committed + 1; inst < c.nextInst; inst++ {
+			if f, ok := c.inflight[inst]; ok && !f.done {
+				at(f.sent + uint64(c.cfg.RetransmitTicks))
+			}
+		}
+		if p := c.preferred; p != 0 && p != c.cfg.ID && slices.Contains(c.cfg.Peers, p) {
+			// maybeHandOff: the wait since election passes by itself; the
+			// rest changes only with a heartbeat acknowledgement, after
+			// which the driver asks again.
+			if since := c.masterSince + uint64(2*c.cfg.LeaseTicks); since > next {
+				at(since)
+			} else if t, ok := c.ackTick[p]; ok && c.caughtUp[p] && next-t <= uint64(2*c.cfg.HeartbeatTicks) {
+				at(next)
+			}
+		}
+	}
+	return earliest
+}
 
 // HasReady reports whether Ready would return work.
 func (c *Core) HasReady() bool {

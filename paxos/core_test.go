@@ -180,3 +180,45 @@ func TestTransfer(t *testing.T) {
 		t.Fatalf("after transfer: node1 master=%v node2 %+v", tn.cores[1].IsMaster(), tn.cores[2].Status())
 	}
 }
+
+// TestNextTickSkipsIdleTicks: in a settled group with no traffic, the
+// master need only wake for its next heartbeat and a follower for its
+// election timeout; an Accept in flight brings the master's wake to its
+// retransmission.
+func TestNextTickSkipsIdleTicks(t *testing.T) {
+	tn := newTestNet(t, 3)
+	tn.cores[1].Campaign()
+	tn.flush()
+	tn.settle(4)
+	tn.tick(5)
+	m, f := tn.cores[1], tn.cores[2]
+	if !m.Status().Serving {
+		t.Fatalf("node 1 not serving: %+v", m.Status())
+	}
+	hb := uint64(m.cfg.HeartbeatTicks)
+	if got, want := m.NextTick(), m.lastHB+hb; got != want {
+		t.Fatalf("master NextTick = %d, want the next heartbeat at %d (now %d)", got, want, m.Now())
+	}
+	if got := f.NextTick(); got != f.electAt || got <= f.Now()+1 {
+		t.Fatalf("follower NextTick = %d, want its election timeout %d (now %d)", got, f.electAt, f.Now())
+	}
+	if err := m.Propose([]byte("x"), 1); err != nil {
+		t.Fatal(err)
+	}
+	tn.flush() // the Accept is queued, not delivered
+	want := min(m.lastHB+hb, m.now+uint64(m.cfg.RetransmitTicks))
+	if got := m.NextTick(); got != want {
+		t.Fatalf("master NextTick with an Accept in flight = %d, want %d", got, want)
+	}
+	// The ticks before NextTick do nothing; the one at NextTick does.
+	for m.Now()+1 < m.NextTick() {
+		m.Tick()
+		if m.HasReady() {
+			t.Fatalf("tick %d before NextTick produced work", m.Now())
+		}
+	}
+	m.Tick()
+	if !m.HasReady() {
+		t.Fatalf("tick %d at NextTick produced nothing (heartbeat or retransmission due)", m.Now())
+	}
+}

@@ -97,7 +97,6 @@ type Group struct {
 	// guarded by mu
 	inbox   []Message
 	props   []proposal
-	ticks   int
 	closed  bool
 	pending int // queued proposals not yet handed to the core
 
@@ -115,7 +114,7 @@ type Group struct {
 	streams    map[NodeID]chan uint64 // guarded by mu
 
 	base      time.Time // when the core's tick 0 happened (a host tick)
-	delivered uint64    // ticks handed to the core (host ticker only)
+	delivered uint64    // ticks handed to the core (the host's loop only)
 }
 
 type proposal struct {
@@ -242,30 +241,35 @@ func (g *Group) deliver(msgs []Message) {
 	}
 }
 
-// tick hands the group every tick due by now: tick k is due at
-// base + k*Tick on the monotonic clock, so ticks missed while the process
-// was paused all arrive at once (a lease measured in ticks then ends on
-// time). Only the host's ticker goroutine calls it.
-func (g *Group) tick(now time.Time) {
+// dueTicks returns how many ticks are due by now and not yet handed to the
+// core: tick k is due at base + k*Tick on the monotonic clock, so ticks
+// that passed while the loop slept (the core said nothing was due) or
+// while the process was paused all arrive at once, and a lease measured
+// in ticks still ends on time.
+func (g *Group) dueTicks(now time.Time) int {
 	if now.Before(g.base) {
-		return
+		return 0
 	}
 	due := uint64(now.Sub(g.base) / g.host.cfg.Tick)
 	if due <= g.delivered {
-		return
+		return 0
 	}
 	n := int(due - g.delivered)
 	g.delivered = due
-	g.mu.Lock()
-	g.ticks += n
-	g.mu.Unlock()
-	g.signal()
+	return n
 }
 
-// drain moves what arrived for the group into its core: controls, ticks,
-// messages (snapshot chunks go to the runtime) and proposals. Only the
-// host's loop calls it.
-func (g *Group) drain() {
+// wakeAt is when the core next wants a tick (Core.NextTick).
+func (g *Group) wakeAt() time.Time {
+	return g.base.Add(time.Duration(g.core.NextTick()) * g.host.cfg.Tick)
+}
+
+// drain moves what arrived for the group into its core: controls, the
+// ticks due by now, messages (snapshot chunks go to the runtime) and
+// proposals. The ticks go first among what the core decides on, so that
+// its clock is current when it judges a message or proposal by its
+// leases. Only the host's loop calls it.
+func (g *Group) drain(now time.Time) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
@@ -274,14 +278,12 @@ func (g *Group) drain() {
 	inbox, props, ctrl := g.inbox, g.props, g.ctrl
 	g.inbox, g.props, g.ctrl = g.inboxSpare[:0], g.propsSpare[:0], g.ctrlSpare[:0]
 	g.pending -= len(props)
-	ticks := g.ticks
-	g.ticks = 0
 	g.mu.Unlock()
 
 	for _, f := range ctrl {
 		f(g.core)
 	}
-	for range ticks {
+	for range g.dueTicks(now) {
 		g.core.Tick()
 	}
 	for i := range inbox {
@@ -437,8 +439,9 @@ func (g *Group) maybeTruncate() {
 	g.core.Compacted(before)
 }
 
-// Host runs every group of one node: it owns the ticker and routes the
-// transport's messages to the groups.
+// Host runs every group of one node: it keeps the groups' clock (ticks of
+// HostConfig.Tick, handed over when a core has something due) and routes
+// the transport's messages to the groups.
 //
 // One loop per node drives every group's core, in rounds: it takes what
 // arrived for all groups, lets each core produce its Ready, and carries
@@ -651,33 +654,23 @@ func (h *Host) signal() {
 	}
 }
 
-// Start starts the loop that drives the groups and the ticker.
+// Start starts the loop that drives the groups and the sync goroutine.
 func (h *Host) Start() {
 	h.running.Store(true)
 	go h.syncLoop()
 	go h.run()
-	h.wg.Add(1)
-	go func() {
-		defer h.wg.Done()
-		t := time.NewTicker(h.cfg.Tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-h.stop:
-				return
-			case <-t.C:
-				// Not the channel's time: after a pause that one is stale.
-				now := time.Now()
-				for _, g := range *h.list.Load() {
-					g.tick(now)
-				}
-			}
-		}
-	}()
 }
 
+// run is the host's loop. It wakes when something arrives for a group and
+// when a core's next tick is due (Core.NextTick) — not on every tick: an
+// idle node wakes for its heartbeats and little else. Each pass hands
+// every group the ticks that passed, what arrived, then carries out the
+// Readys, and sets the timer for the earliest tick any core waits for.
 func (h *Host) run() {
 	defer close(h.done)
+	timer := time.AfterFunc(time.Hour, h.signal)
+	defer timer.Stop()
+	var wakeAt time.Time // when timer fires
 	for range h.wake {
 		select {
 		case <-h.stop:
@@ -686,15 +679,27 @@ func (h *Host) run() {
 		default:
 		}
 		groups := *h.list.Load()
+		now := time.Now()
 		for _, g := range groups {
-			g.drain()
+			g.drain(now)
 		}
 		h.readyRound(groups)
+		var next time.Time
 		for _, g := range groups {
 			g.publish()
+			if g.isClosed() {
+				continue
+			}
+			if at := g.wakeAt(); next.IsZero() || at.Before(next) {
+				next = at
+			}
 		}
 		if err := h.storageErr.Load(); err != nil && !h.stoppedOnError {
 			h.failStorage(*err)
+		}
+		if !next.IsZero() && !next.Equal(wakeAt) {
+			wakeAt = next
+			timer.Reset(time.Until(next))
 		}
 	}
 }

@@ -148,6 +148,7 @@ type sim struct {
 	failedTags map[uint64]bool
 	restartAt  map[NodeID]int64
 	events     int
+	idleTicks  int // ticks NextTick said could be skipped
 }
 
 type vote struct {
@@ -503,7 +504,16 @@ func (s *sim) step() bool {
 		if !nd.up || ev.inc != nd.inc {
 			return true
 		}
+		// A driver may skip the ticks before NextTick: check that each
+		// one it would have skipped does nothing.
+		idle := nd.core.Now()+1 < nd.core.NextTick() && !nd.core.HasReady()
 		nd.core.Tick()
+		if idle && nd.core.HasReady() {
+			s.fail("node %d: tick %d, before NextTick, produced work", nd.id, nd.core.Now())
+		}
+		if idle {
+			s.idleTicks++
+		}
 		s.push(&simEvent{at: s.now + nd.period, kind: evTick, node: nd.id, inc: nd.inc})
 	case evMsg:
 		if !nd.up {
