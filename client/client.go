@@ -1171,10 +1171,10 @@ func ctxErr(op, key string, err, last error) error {
 
 // onPush handles a server push; it runs on a connection's reader and never
 // blocks.
-func (c *Client) onPush(cn *conn, m wire.Message, at time.Time) {
+func (c *Client) onPush(cn *conn, m wire.Message) {
 	switch p := m.(type) {
 	case *wire.Granted:
-		c.onGranted(p, at)
+		c.onGranted(p)
 	case *wire.Lost:
 		c.onLost(p)
 	case *wire.WatchEvent:
@@ -1198,7 +1198,7 @@ func (c *Client) onLost(p *wire.Lost) {
 	}
 }
 
-func (c *Client) onGranted(g *wire.Granted, at time.Time) {
+func (c *Client) onGranted(g *wire.Granted) {
 	if g.Owner.Client != c.id {
 		return
 	}
@@ -1218,5 +1218,5 @@ func (c *Client) onGranted(g *wire.Granted, at time.Time) {
 		return
 	}
 	c.mu.Unlock()
-	w.deliver(grant{status: g.Status, token: g.Token, at: at})
+	w.deliver(grant{status: g.Status, token: g.Token, ttlMs: g.TTLMs})
 }

@@ -316,7 +316,7 @@ func (cn *conn) readLoop() {
 				cn.c.log.Debug("paxlock: undecodable push", "addr", cn.addr, "type", f.Type, "err", err)
 				continue
 			}
-			cn.c.onPush(cn, m, time.Now())
+			cn.c.onPush(cn, m)
 			continue
 		}
 		cn.mu.Lock()

@@ -29,7 +29,45 @@
 //
 // A lock is valid, on the client's monotonic clock, until the time its
 // last acquire or renewal was sent plus its TTL minus a margin
-// (Config.ClockDrift). With AutoRenew the client renews it every TTL/3.
+// (Config.ClockDrift). The TTL is the one the server applied (it clamps
+// the requested TTL to its min_ttl..max_ttl) when the answer says so,
+// and never more than the one requested. With AutoRenew the client
+// renews it every TTL/3.
+//
+// The client assumes no synchronized clocks, only that its clock and the
+// master's run at about the same rate (the margin covers the difference).
+// That is enough for a request the master answers: the master counts the
+// TTL from a moment after it received the request, hence after the
+// client sent it, so "send time plus TTL" on the client's clock ends no
+// later than the master's deadline.
+//
+// # Validity after a queued grant
+//
+// A blocking Lock that queues is granted later by a push, and the master
+// starts the TTL when it applies the grant, at a moment the client cannot
+// see: the push may arrive late (a slow network, a relay, a paused
+// process), so counting from its arrival could outlast the master's
+// deadline. The push carries the TTL the master applied
+// (wire.Granted.TTLMs), and the rule is:
+//
+//   - The grant counts from the send time of the wait's first Acquire.
+//     The wait's id is new, so every Acquire that can have queued it was
+//     sent at or after that time, and the master granted it later still:
+//     "first send plus the applied TTL" ends no later than the master's
+//     deadline, however late the push.
+//   - If that leaves less than two thirds of the TTL (the wait took a
+//     third of it or more, when an auto-renewed lock would already be
+//     renewed), or the server did not say the TTL (an older server),
+//     Lock first confirms the grant with a Renew, reports the lock held
+//     only once that succeeds, and counts from the Renew's send time, by
+//     the argument above. A grant that ended before the Renew reached the
+//     master (LOCK_DELETED and the like) is not reported: Lock waits
+//     again. If the Renew fails otherwise, Lock returns the error and
+//     gives the lock back in the background.
+//
+// The first case is the common one under contention (a short hand-off)
+// and costs nothing; an uncontended Lock is answered directly and never
+// waits for a push, so it costs no extra round trip either.
 // Lost is closed when the validity runs out without a successful renewal,
 // when the server pushes Lost, or when a renewal is answered LOCK_DELETED,
 // LOCK_CHANGED_OWNER or TOKEN_ERROR. Since a paused process cannot know it

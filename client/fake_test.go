@@ -124,6 +124,12 @@ type fakeNode struct {
 	dropRenews      bool        // never answer renews
 	suppressGranted bool        // grant waiters without pushing Granted
 	frozen          bool        // read but answer nothing
+	maxTTLMs        uint32      // if nonzero, clamp TTLs to it, as a server's max_ttl
+	oldGranted      bool        // push Granted without TTLMs, as a server before the field
+	holdGranted     bool        // keep Granted pushes in heldGranted until releaseGranted
+	heldGranted     []func()    // the pushes holdGranted kept
+	grantedAt       []time.Time // when each waiter was granted
+	renewedAt       []time.Time // when each Renew was answered SUCCESS
 }
 
 func newFakeNode(t testing.TB, fc *fakeCluster, id uint32) *fakeNode {
@@ -367,8 +373,9 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 		if st == wire.StatusSuccess {
 			h.conn = c
 			if r.TTLMs != 0 {
-				h.ttlMs = r.TTLMs
+				h.ttlMs = n.ttlLocked(r.TTLMs)
 			}
+			n.renewedAt = append(n.renewedAt, time.Now())
 			c.respond(id, wire.Response{Status: st, Token: r.Token, TTLLeftMs: h.ttlMs})
 			return
 		}
@@ -439,6 +446,26 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 	default:
 		c.respond(id, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported"})
 	}
+}
+
+// ttlLocked is the TTL the node applies to a request for ttlMs.
+func (n *fakeNode) ttlLocked(ttlMs uint32) uint32 {
+	if n.maxTTLMs != 0 && ttlMs > n.maxTTLMs {
+		return n.maxTTLMs
+	}
+	return ttlMs
+}
+
+// releaseGranted sends the Granted pushes holdGranted kept back, and stops
+// keeping them.
+func (n *fakeNode) releaseGranted() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.holdGranted = false
+	for _, push := range n.heldGranted {
+		push()
+	}
+	n.heldGranted = nil
 }
 
 func (n *fakeNode) currentLocked(key string) (uint64, wire.Owner) {
@@ -512,8 +539,9 @@ func (n *fakeNode) acquireLocked(c *fconn, r *wire.Acquire) wire.Response {
 		}
 	}
 	if ok {
-		tok := n.grantLocked(r.Key, r.Owner, r.Kind, r.TTLMs, c)
-		return wire.Response{Status: wire.StatusSuccess, Token: tok, TTLLeftMs: r.TTLMs}
+		ttl := n.ttlLocked(r.TTLMs)
+		tok := n.grantLocked(r.Key, r.Owner, r.Kind, ttl, c)
+		return wire.Response{Status: wire.StatusSuccess, Token: tok, TTLLeftMs: ttl}
 	}
 	for _, w := range n.waiters[r.Key] {
 		if w.req.Owner == r.Owner && w.req.WaitID == r.WaitID && r.WaitID != 0 {
@@ -571,9 +599,19 @@ func (n *fakeNode) grantWaitersLocked(key string) {
 			return
 		}
 		n.waiters[key] = n.waiters[key][1:]
-		tok := n.grantLocked(key, w.req.Owner, w.req.Kind, w.req.TTLMs, w.conn)
-		if !n.suppressGranted {
-			w.conn.write(wire.TypeGranted, 0, &wire.Granted{WaitID: w.req.WaitID, Key: key, Status: wire.StatusSuccess, Token: tok, Owner: w.req.Owner})
+		ttl := n.ttlLocked(w.req.TTLMs)
+		tok := n.grantLocked(key, w.req.Owner, w.req.Kind, ttl, w.conn)
+		n.grantedAt = append(n.grantedAt, time.Now())
+		g := &wire.Granted{WaitID: w.req.WaitID, Key: key, Status: wire.StatusSuccess, Token: tok, Owner: w.req.Owner, TTLMs: ttl}
+		if n.oldGranted {
+			g.TTLMs = 0
+		}
+		switch conn := w.conn; {
+		case n.suppressGranted:
+		case n.holdGranted:
+			n.heldGranted = append(n.heldGranted, func() { conn.write(wire.TypeGranted, 0, g) })
+		default:
+			conn.write(wire.TypeGranted, 0, g)
 		}
 		if w.req.Kind != wire.KindRead {
 			return

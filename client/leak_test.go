@@ -8,6 +8,12 @@ import (
 
 // TestMain fails the package's tests when any goroutine started by them
 // outlives them: whatever a client or node starts, Close and Stop must end.
+// The in-process server of validity_test.go uses gnet, whose default
+// worker pool (ants) starts two goroutines of its own when the package is
+// loaded; they live for the process and are not ours.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
+		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
+	)
 }

@@ -23,7 +23,9 @@ import (
 //
 // While held, the lock is valid until the time its last acquire or renewal
 // was sent plus its TTL, minus a margin (Config.ClockDrift), on the
-// client's monotonic clock. Past that, or when the server reports the lock
+// client's monotonic clock; a grant that ended a wait in the server's queue
+// counts from the wait's first send or from a confirming renewal (see the
+// package documentation). Past that, or when the server reports the lock
 // gone, Lost is closed and Unlock returns an error wrapping ErrLockLost.
 type Mutex struct {
 	c     *Client
@@ -308,16 +310,29 @@ func (m *Mutex) checkOther() error {
 }
 
 // granted is an acquire's success: the token, the effective TTL and the
-// local time the TTL counts from.
+// local time the TTL counts from. A queued grant (pushed, not answered)
+// must go through confirmQueued before it counts as held.
 type granted struct {
-	token uint64
-	ttl   time.Duration
-	from  time.Time
+	token  uint64
+	ttl    time.Duration // 0: unknown (queued grant from an older server)
+	from   time.Time
+	queued bool
 }
 
-func effTTL(asked time.Duration, leftMs uint32) time.Duration {
-	if leftMs > 0 {
+// effTTL is the TTL a successful acquire or renewal asking for asked is
+// counted with: the server's answer (leftMs, the TTL it applied) when it
+// gives one, else known, the effective TTL known from before (0 if none),
+// else asked. Never more than asked: the server may round a TTL up to
+// its minimum, and counting less than it applied is safe.
+func effTTL(asked time.Duration, leftMs uint32, known time.Duration) time.Duration {
+	switch {
+	case leftMs > 0:
 		return min(asked, time.Duration(leftMs)*time.Millisecond)
+	case known > 0:
+		// A server answered without the TTL (a result that arrived
+		// after a master change): it applied asked clamped to its
+		// bounds, and the last effective TTL was within them.
+		return min(asked, known)
 	}
 	return asked
 }
@@ -359,7 +374,20 @@ func (m *Mutex) lock(ctx context.Context, block bool) error {
 	}
 	var g granted
 	if block {
-		g, err = m.acquireBlocking(ctx, lc, &handedOff)
+		var limit time.Time
+		if m.opts.maxWait > 0 {
+			limit = time.Now().Add(m.opts.maxWait)
+		}
+		for {
+			g, err = m.acquireBlocking(ctx, lc, limit, &handedOff)
+			if err != nil || !g.queued {
+				break
+			}
+			var again bool
+			if g, again, err = m.confirmQueued(ctx, lc, g, &handedOff); !again {
+				break
+			}
+		}
 	} else {
 		g, err = m.acquireTry(ctx, lc, &handedOff)
 	}
@@ -409,7 +437,7 @@ func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, handedOff *bool) (
 	r := res.resp
 	switch r.Status {
 	case wire.StatusSuccess:
-		return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs), from: from}, nil
+		return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}, nil
 	case wire.StatusLockOccupied:
 		return granted{}, m.lockedErr(r)
 	}
@@ -419,12 +447,11 @@ func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, handedOff *bool) (
 // acquireBlocking queues on the server and waits for the Granted push,
 // re-sending the same Acquire (same WaitID) after a lost connection, a
 // master change or a NO_MASTER grant.
-func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, handedOff *bool) (granted, error) {
+//
+// A grant pushed by the master is returned with queued set, counted from
+// the send time of the wait's first Acquire (see confirmQueued).
+func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Time, handedOff *bool) (granted, error) {
 	c := m.c
-	var limit time.Time
-	if m.opts.maxWait > 0 {
-		limit = time.Now().Add(m.opts.maxWait)
-	}
 	w := &waiter{
 		id:     c.nextWait.Add(1),
 		core:   lc,
@@ -451,6 +478,10 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, handedOff *bo
 		})
 		return granted{}, cause
 	}
+	// first is when the wait's first Acquire was sent. Every Acquire
+	// that can have queued this wait (its WaitID is new) was sent at or
+	// after it, so the master granted it after first.
+	var first time.Time
 	for n := 1; ; n++ {
 		select {
 		case <-w.resend:
@@ -461,6 +492,9 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, handedOff *bo
 			return abandon(m.timeoutErr(byCtx))
 		}
 		from := time.Now()
+		if first.IsZero() {
+			first = from
+		}
 		before := c.view.Load()
 		res, err := c.do(ctx, "lock", m.key, m.hash, wire.TypeAcquire, m.acquireMsg(wait, w.id))
 		if err != nil {
@@ -471,7 +505,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, handedOff *bo
 		switch r.Status {
 		case wire.StatusSuccess:
 			c.removeWaiter(w)
-			return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs), from: from}, nil
+			return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}, nil
 		case wire.StatusLockWait:
 			queued = true
 			c.setWaiterConn(w, res.cn, res.master)
@@ -490,10 +524,11 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, handedOff *bo
 			switch g.status {
 			case wire.StatusSuccess:
 				// The master started the TTL when it applied the grant,
-				// shortly before the push reached us; the validity margin
-				// covers that delivery delay.
+				// at some time after first and before the push reached
+				// us; how late the push is, nobody knows.
 				c.removeWaiter(w)
-				return granted{token: g.token, ttl: m.opts.ttl, from: g.at}, nil
+				ttl := min(m.opts.ttl, time.Duration(g.ttlMs)*time.Millisecond)
+				return granted{token: g.token, ttl: ttl, from: first, queued: true}, nil
 			case wire.StatusTimeout:
 				c.removeWaiter(w)
 				return granted{}, m.timeoutErr(byCtx)
@@ -519,6 +554,50 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, handedOff *bo
 			return abandon(ctxErr("lock", m.key, err, nil))
 		}
 	}
+}
+
+// confirmQueued decides from when a queued grant counts (the rule in the
+// package documentation, "Validity after a queued grant"). A grant whose
+// wait began less than a third of its TTL ago counts from the wait's
+// first send, with the TTL the master applied: no request is needed. An
+// older grant, or one whose TTL the server did not say, is first
+// confirmed with a Renew, and counts from the Renew's send. again
+// reports that the grant was gone before it could be confirmed (it
+// expired while its push was on the way, or the process paused): the
+// caller queues anew. When the Renew cannot be made, the lock is given
+// back in the background and the error returned.
+func (m *Mutex) confirmQueued(ctx context.Context, lc *lockCore, g granted, handedOff *bool) (_ granted, again bool, _ error) {
+	if g.ttl > 0 && time.Since(g.from) < g.ttl/3 {
+		g.queued = false
+		return g, false, nil
+	}
+	c := m.c
+	giveBack := func() {
+		*handedOff = c.goClean(func() {
+			defer m.leave(lc)
+			lc.cleanup(g.token)
+		})
+	}
+	from := time.Now()
+	res, err := c.do(ctx, "lock", m.key, m.hash, wire.TypeRenew,
+		&wire.Renew{Key: m.key, Owner: m.owner, Token: g.token, TTLMs: ttlMs(m.opts.ttl)})
+	if err != nil {
+		if !errors.Is(err, ErrClosed) {
+			giveBack()
+		}
+		return granted{}, false, err
+	}
+	r := res.resp
+	switch {
+	case r.Status == wire.StatusSuccess:
+		return granted{token: g.token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, g.ttl), from: from}, false, nil
+	case lostStatus(r.Status):
+		c.log.Warn("paxlock: a queued grant ended before it could be confirmed; waiting again",
+			"key", m.key, "token", g.token, "status", r.Status)
+		return granted{}, true, nil
+	}
+	giveBack()
+	return granted{}, false, statusErr("lock", m.key, r)
 }
 
 func (m *Mutex) timeoutErr(byCtx bool) error {
@@ -570,7 +649,7 @@ type waiter struct {
 type grant struct {
 	status wire.Status
 	token  uint64
-	at     time.Time
+	ttlMs  uint32 // the TTL the master applied; 0 if the server did not say
 }
 
 func (w *waiter) signalResend() {
@@ -1030,7 +1109,10 @@ func (h *hold) renew(ctx context.Context, ttl time.Duration) error {
 	r := res.resp
 	switch {
 	case r.Status == wire.StatusSuccess:
-		h.extend(from, effTTL(ttl, r.TTLLeftMs))
+		h.mu.Lock()
+		known := h.ttl
+		h.mu.Unlock()
+		h.extend(from, effTTL(ttl, r.TTLLeftMs, known))
 		return nil
 	case lostStatus(r.Status):
 		err := statusErr("renew", h.key, r)

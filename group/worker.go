@@ -940,7 +940,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
 		w.hold(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
 		if q.req.Sink != nil {
-			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner})
+			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
 		}
 		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner)
 	}

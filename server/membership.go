@@ -21,7 +21,9 @@ type gossip struct {
 	ids    []uint32 // configured node ids, sorted
 	dirty  chan struct{}
 	stop   chan struct{}
-	wg     sync.WaitGroup
+	ctx    context.Context // ends at shutdown: bounds joins and updates
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // every goroutine startGossip starts
 	mu     sync.Mutex
 	placed []paxos.NodeID
 }
@@ -57,12 +59,14 @@ func (s *Server) startGossip(ctx context.Context) error {
 	g.m = m
 	s.gossip.Store(g)
 	changes, _ := m.Subscribe()
-	g.wg.Add(2)
+	g.ctx, g.cancel = context.WithCancel(s.life)
+	g.wg.Add(3)
 	go g.watch(changes)
 	go g.publishMeta()
 	go func() {
+		defer g.wg.Done()
 		// The first node up has nobody to join; Start keeps retrying.
-		jctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		jctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
 		defer cancel()
 		_, _ = m.Join(jctx, seeds)
 	}()
@@ -100,7 +104,7 @@ func (g *gossip) publishMeta() {
 			return
 		case <-g.dirty:
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
 		_ = g.m.UpdateMeta(ctx, g.meta())
 		cancel()
 		// At most ten updates a second.
@@ -151,6 +155,7 @@ func (g *gossip) watch(changes <-chan struct{}) {
 
 func (g *gossip) shutdown(ctx context.Context) error {
 	close(g.stop)
+	defer g.cancel()
 	// Tell the others we are leaving (so they see Left, not Dead), but do
 	// not hold a shutdown up for long on it.
 	lctx, cancel := context.WithTimeout(ctx, time.Second)

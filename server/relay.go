@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -27,6 +28,9 @@ const relayHeartbeatID = math.MaxUint64
 // errRelayClosed ends a relay whose client connection closed.
 var errRelayClosed = errors.New("relay closed")
 
+// errShuttingDown ends a relay of a node that is shutting down.
+var errShuttingDown = errors.New("node shutting down")
+
 // relay forwards the requests of one client connection that asked this
 // node to deliver them to the master of their group (wire.Routed: the
 // client was redirected too often, or cannot reach the master itself). It
@@ -45,12 +49,17 @@ var errRelayClosed = errors.New("relay closed")
 // through it, which it forgets when the relay breaks; so a broken relay
 // closes its client connection too, and the client re-sends its blocked
 // acquires and watches as after any lost connection.
+//
+// Its goroutines (run and read) are the node's background work: Shutdown
+// ends them (ctx derives from the node's life) and waits for them.
 type relay struct {
-	c    *conn
-	node uint32
-	addr string
-	done chan struct{} // closed when the relay has failed or closed
-	wake chan struct{} // cap 1: frames are queued
+	c      *conn
+	node   uint32
+	addr   string
+	done   chan struct{} // closed when the relay has failed or closed
+	wake   chan struct{} // cap 1: frames are queued
+	ctx    context.Context
+	cancel context.CancelFunc // called by fail
 
 	mu     sync.Mutex
 	out    []byte   // frames waiting for the writer
@@ -66,17 +75,7 @@ type relay struct {
 func (c *conn) forward(g int, raw []byte, reqID uint64) {
 	s := c.s
 	gv := s.view.Load().Groups[g]
-	c.relayMu.Lock()
-	r := c.relays[gv.Master]
-	if r == nil || r.failed() {
-		r = &relay{c: c, node: gv.Master, addr: gv.Addr, done: make(chan struct{}), wake: make(chan struct{}, 1)}
-		if c.relays == nil {
-			c.relays = make(map[uint32]*relay)
-		}
-		c.relays[gv.Master] = r
-		go r.run()
-	}
-	c.relayMu.Unlock()
+	r := c.relayTo(gv.Master, gv.Addr)
 	r.mu.Lock()
 	if r.err != nil {
 		r.mu.Unlock()
@@ -99,6 +98,28 @@ func (c *conn) forward(g int, raw []byte, reqID uint64) {
 	case r.wake <- struct{}{}:
 	default:
 	}
+}
+
+// relayTo returns the connection's relay to node, whose client address is
+// addr, opening one if there is none or it failed. A node shutting down
+// opens none: the relay returned has failed.
+func (c *conn) relayTo(node uint32, addr string) *relay {
+	c.relayMu.Lock()
+	defer c.relayMu.Unlock()
+	r := c.relays[node]
+	if r != nil && !r.failed() {
+		return r
+	}
+	r = &relay{c: c, node: node, addr: addr, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	r.ctx, r.cancel = context.WithCancel(c.s.life)
+	if c.relays == nil {
+		c.relays = make(map[uint32]*relay)
+	}
+	c.relays[node] = r
+	if !c.s.goBackground(r.run) {
+		r.fail(errShuttingDown)
+	}
+	return r
 }
 
 // closeRelays ends the connection's relays; it runs when the client
@@ -127,7 +148,9 @@ func (r *relay) failed() bool {
 func (r *relay) run() {
 	nc, err := r.open()
 	if err != nil {
-		r.c.s.log.Warn("relay to master failed", "node", r.node, "addr", r.addr, "err", err)
+		if r.ctx.Err() == nil {
+			r.c.s.log.Warn("relay to master failed", "node", r.node, "addr", r.addr, "err", err)
+		}
 		r.fail(err)
 		return
 	}
@@ -140,7 +163,13 @@ func (r *relay) run() {
 	r.nc, r.queued = nc, nil
 	r.mu.Unlock()
 	r.c.s.stats.relays.Add(1)
-	go r.read(nc)
+	// Counted while run is (so the count is above zero): Shutdown waits
+	// for the reader too.
+	r.c.s.bg.Add(1)
+	go func() {
+		defer r.c.s.bg.Done()
+		r.read(nc)
+	}()
 	// The master closes a connection idle for IdleTimeout; a relay that
 	// only carries a blocked acquire's wait must stay open, so it sends a
 	// Heartbeat when it has written nothing for a third of that.
@@ -152,6 +181,9 @@ func (r *relay) run() {
 	for {
 		select {
 		case <-r.done:
+			return
+		case <-r.ctx.Done():
+			r.fail(errShuttingDown)
 			return
 		case <-r.wake:
 		case <-hb.C:
@@ -177,13 +209,16 @@ func (r *relay) run() {
 }
 
 // open dials the master's client port and says Hello as the client, with
-// Via naming this node.
+// Via naming this node. The relay's end (r.ctx) interrupts it.
 func (r *relay) open() (net.Conn, error) {
 	c := r.c
-	nc, err := net.DialTimeout("tcp", r.addr, relayDialTimeout)
+	d := net.Dialer{Timeout: relayDialTimeout}
+	nc, err := d.DialContext(r.ctx, "tcp", r.addr)
 	if err != nil {
 		return nil, err
 	}
+	// Closing the connection is what interrupts the Hello's write and read.
+	stopWatch := context.AfterFunc(r.ctx, func() { nc.Close() })
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
@@ -204,6 +239,9 @@ func (r *relay) open() (net.Conn, error) {
 		if r, ok := m.(*wire.Response); err == nil && (!ok || r.Status != wire.StatusSuccess) {
 			err = fmt.Errorf("hello answered %v", m)
 		}
+	}
+	if !stopWatch() && err == nil {
+		err = r.ctx.Err() // the relay ended meanwhile: nc is closed
 	}
 	if err != nil {
 		nc.Close()
@@ -247,6 +285,7 @@ func (r *relay) fail(err error) {
 	queued, nc := r.queued, r.nc
 	r.queued, r.out = nil, nil
 	r.mu.Unlock()
+	r.cancel()
 	close(r.done)
 	if nc != nil {
 		nc.Close()
@@ -256,7 +295,7 @@ func (r *relay) fail(err error) {
 		c.Respond(id, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50,
 			Msg: fmt.Sprintf("node %d cannot reach the master (node %d)", c.s.cfg.NodeID, r.node)})
 	}
-	if nc != nil && !errors.Is(err, errRelayClosed) {
+	if nc != nil && !errors.Is(err, errRelayClosed) && !errors.Is(err, errShuttingDown) {
 		c.s.log.Info("relay to master broke; closing its client connection", "node", r.node, "err", err)
 		c.gc.Close()
 	}

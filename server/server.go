@@ -42,6 +42,7 @@ type Server struct {
 	eng      gnet.Engine
 	booted   chan struct{}
 	bootOnce sync.Once
+	running  atomic.Bool // the client listener's event loop was started
 	runErr   chan error
 	conns    sync.Map // *conn -> struct{}
 	nconns   atomic.Int64
@@ -54,6 +55,54 @@ type Server struct {
 	initingNS atomic.Bool
 	gossip    atomic.Pointer[gossip] // set by Start; the host loop reads it
 	alive     map[uint32]bool        // from gossip; nil means everyone is presumed alive
+
+	// life ends (endLife) when Shutdown starts: work the node does in the
+	// background (namespace installation, relays, gossip) watches it. bg
+	// counts that work's goroutines, which Shutdown waits for; once
+	// bgClosed is set, goBackground starts nothing more.
+	life     context.Context
+	endLife  context.CancelFunc
+	bgMu     sync.Mutex
+	bgClosed bool
+	bg       sync.WaitGroup
+	shutOnce sync.Once
+	shutErr  error
+}
+
+// installNamespaces installs namespaces into the replicated table (see
+// initNamespaces). It is a variable so that tests can make it fail.
+var installNamespaces = (*group.Service).InitNamespaces
+
+// goBackground runs f in a goroutine that Shutdown waits for, and reports
+// false, running nothing, once Shutdown has begun.
+func (s *Server) goBackground(f func()) bool {
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return false
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		f()
+	}()
+	return true
+}
+
+// waitBackground waits, within ctx, for the goroutines goBackground
+// started; the caller has set bgClosed.
+func (s *Server) waitBackground(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.bg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("server: shutdown: background work still running: %w", ctx.Err())
+	}
 }
 
 type stats struct {
@@ -73,6 +122,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
 		booted: make(chan struct{}), runErr: make(chan error, 1)}
+	s.life, s.endLife = context.WithCancel(context.Background())
 	ns := map[string]string{}
 	for _, n := range cfg.Namespaces {
 		if err := wire.ValidateNamespace(n.Name); err != nil {
@@ -90,13 +140,16 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.rebuildView()
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		s.endLife()
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
 	if err := checkIdentity(cfg.DataDir, cfg); err != nil {
+		s.endLife()
 		return nil, err
 	}
 	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log})
 	if err != nil {
+		s.endLife()
 		return nil, err
 	}
 	s.store = st
@@ -118,6 +171,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		OnMaster:   s.onMaster,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
+		s.endLife()
 		st.Close()
 		return nil, err
 	}
@@ -137,8 +191,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log})
 	if err != nil {
+		s.stopBackground()
 		s.host.Stop()
 		svc.Close()
+		_ = s.waitBackground(context.Background()) // its work watches life, which has ended
 		st.Close()
 		return nil, err
 	}
@@ -172,11 +228,14 @@ func (s *Server) Start(ctx context.Context) error {
 	} else {
 		opts = append(opts, gnet.WithMulticore(true))
 	}
-	go func() {
+	if !s.goBackground(func() {
 		err := gnet.Run(&handler{s: s}, "tcp://"+self.Client, opts...)
 		s.runErr <- err
 		s.bootOnce.Do(func() { close(s.booted) })
-	}()
+	}) {
+		return errors.New("server: start: shut down")
+	}
+	s.running.Store(true)
 	select {
 	case <-s.booted:
 	case <-ctx.Done():
@@ -196,22 +255,50 @@ func (s *Server) Start(ctx context.Context) error {
 			return fmt.Errorf("server: admin listener: %w", err)
 		}
 		s.admin = &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
-		go s.admin.Serve(ln)
+		admin := s.admin
+		if !s.goBackground(func() { _ = admin.Serve(ln) }) {
+			ln.Close()
+			return errors.New("server: start: shut down")
+		}
 	}
 	s.log.Info("paxlockd serving", "node", s.cfg.NodeID, "client", self.Client, "peer", self.Peer, "admin", s.cfg.AdminAddr)
 	return nil
 }
 
-// Shutdown stops accepting clients, stops the groups (failing what is in
-// flight), and closes the transport and the store.
+// Shutdown stops accepting clients, ends the node's background work
+// (namespace installation, relays, gossip) and waits for its goroutines,
+// stops the groups (failing what is in flight), and closes the transport
+// and the store. ctx bounds the waiting. It is safe to call more than
+// once and concurrently: every call returns when the first one is done,
+// with its result.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutOnce.Do(func() { s.shutErr = s.shutdown(ctx) })
+	return s.shutErr
+}
+
+// stopBackground ends the node's life: background work stops, and no new
+// goroutine is started for it.
+func (s *Server) stopBackground() {
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
+	s.endLife()
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
+	s.stopBackground()
 	var errs []error
-	select {
-	case <-s.booted:
-		if err := s.eng.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			errs = append(errs, err)
+	if s.running.Load() {
+		// A listener still booting is stopped once it has booted (or
+		// failed).
+		select {
+		case <-s.booted:
+			if err := s.eng.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errs = append(errs, err)
+			}
+		case <-ctx.Done():
+			errs = append(errs, fmt.Errorf("server: shutdown: client listener still booting: %w", ctx.Err()))
 		}
-	default:
 	}
 	if s.admin != nil {
 		errs = append(errs, s.admin.Shutdown(ctx))
@@ -219,6 +306,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if g := s.gossip.Load(); g != nil {
 		errs = append(errs, g.shutdown(ctx))
 	}
+	// Relays end with their client connections, which the engine closed;
+	// the ended life also stops those still dialing. The event loop and
+	// namespace installation have stopped too.
+	errs = append(errs, s.waitBackground(ctx))
 	s.host.Stop()
 	s.svc.Close()
 	errs = append(errs, s.tr.Close())
@@ -239,10 +330,11 @@ func (s *Server) authenticate(ns, secret string) bool {
 }
 
 // initNamespaces installs the configured namespaces into the replicated
-// table of a new cluster; it runs when this node becomes master of group 0.
-// It tries again, with backoff, while this node still serves group 0: a
-// proposal can fail when a loaded machine stalls the round past the lease
-// or placement moves the group mid-way, and onMaster may not fire again.
+// table of a new cluster; it runs (in the background, see goBackground)
+// when this node becomes master of group 0. It tries again, with backoff,
+// while this node still serves group 0: a proposal can fail when a loaded
+// machine stalls the round past the lease or placement moves the group
+// mid-way, and onMaster may not fire again. Shutdown ends it at once.
 func (s *Server) initNamespaces() {
 	if !s.initingNS.CompareAndSwap(false, true) {
 		return // a loop is already at it
@@ -250,14 +342,20 @@ func (s *Server) initNamespaces() {
 	defer s.initingNS.Store(false)
 	wait := 50 * time.Millisecond
 	for !s.svc.NamespacesInitialised() && s.svc.Group(0).Serving() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := s.svc.InitNamespaces(ctx, *s.namespaces.Load())
+		ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
+		err := installNamespaces(s.svc, ctx, *s.namespaces.Load())
 		cancel()
-		if err == nil {
+		if err == nil || s.life.Err() != nil {
 			return
 		}
 		s.log.Warn("installing the configured namespaces", "err", err)
-		time.Sleep(wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-s.life.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 		wait = min(2*wait, time.Second)
 	}
 }
@@ -276,7 +374,7 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
 	s.viewMu.Unlock()
 	if g == 0 && st.Serving {
-		go s.initNamespaces()
+		s.goBackground(s.initNamespaces) // nothing to do once shutting down
 	}
 	if changed {
 		s.publishView()

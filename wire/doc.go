@@ -55,15 +55,15 @@
 //	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg
 //	0x41  View           s→c   Version, Groups [[Master, Addr, Epoch]...],
 //	                           Nodes [[ID, Addr, Alive]...]
-//	0x80  Granted        push  WaitID, Key, Status, Token, Owner
+//	0x80  Granted        push  WaitID, Key, Status, Token, Owner, [TTLMs]
 //	0x81  Lost           push  Key, Token, Owner, Event
 //	0x82  WatchEvent     push  WatchID, Key, Event, Token, Holder
 //	0x83  ViewChanged    push  (same body as View)
 //
 // Every request gets exactly one reply with its id: a Response, except that
 // a successful GetView or SubscribeView gets a View. Response omits its
-// trailing zero fields, and a request its trailing [bracketed] field when
-// it is zero. Pushes carry request id 0 and name their subject in
+// trailing zero fields, and a request or push its trailing [bracketed]
+// field when it is zero. Pushes carry request id 0 and name their subject in
 // the body: a blocked Acquire's WaitID (Granted), a Watch's WatchID
 // (WatchEvent), a held lock's key and token (Lost).
 //

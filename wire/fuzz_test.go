@@ -189,7 +189,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		TypeResponse:   &Response{Status: StatusLockOccupied, Token: MakeToken(1, 99), Holder: Owner{5, 6}, TTLLeftMs: 1200, QueueLen: 2},
 		TypeView: &View{Version: 12, Groups: []GroupView{{1, "127.0.0.1:7001", 4}, {2, "127.0.0.1:7002", 1}, {0, "", 0}},
 			Nodes: []NodeView{{1, "127.0.0.1:7001", true}, {2, "127.0.0.1:7002", false}}},
-		TypeGranted:    &Granted{WaitID: 3, Key: "order:42", Token: MakeToken(1, 100), Owner: Owner{1, 2}},
+		TypeGranted:    &Granted{WaitID: 3, Key: "order:42", Token: MakeToken(1, 100), Owner: Owner{1, 2}, TTLMs: 30000},
 		TypeLost:       &Lost{Key: "order:42", Token: MakeToken(1, 100), Owner: Owner{1, 2}, Event: EventExpired},
 		TypeWatchEvent: &WatchEvent{WatchID: 9, Key: "leader", Event: EventAcquired, Token: MakeToken(0, 90), Holder: Owner{3, 4}},
 	}

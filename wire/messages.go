@@ -894,6 +894,13 @@ func (m *View) MasterAddr(g int) (string, bool) {
 // ended: Status SUCCESS means Owner now holds Key with Token; TIMEOUT means
 // MaxWaitMs passed and the waiter left the queue. It is sent on the
 // connection the Acquire (or its latest re-send) arrived on.
+//
+// The lock's TTL counts on the master from the moment it applied the
+// grant, which the waiter cannot observe: the push may arrive late. TTLMs
+// tells the waiter the TTL the master applied (the Acquire's TTLMs clamped
+// to the server's bounds); when it is counted from is the client's
+// business (see the client package's validity rule). A server older than
+// this field sends no TTLMs (decoded as 0): the TTL is then unknown.
 type Granted struct {
 	// WaitID is the Acquire's WaitID.
 	WaitID uint64
@@ -905,6 +912,11 @@ type Granted struct {
 	Token uint64
 	// Owner is the waiter's owner.
 	Owner Owner
+	// TTLMs is the TTL the master applied to the grant, in milliseconds
+	// (SUCCESS): the requested TTL within the server's bounds. 0 means
+	// unknown (a server that predates the field); it is omitted from the
+	// encoding when 0.
+	TTLMs uint32
 }
 
 func (*Granted) wireMessage() {}
@@ -912,13 +924,14 @@ func (*Granted) wireMessage() {}
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Granted) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(6)
+	w.array(6 + optional(m.TTLMs))
 	w.uint(m.WaitID)
 	w.str(m.Key)
 	w.uint(uint64(m.Status))
 	w.uint(m.Token)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
+	w.optionalUint(uint64(m.TTLMs))
 	return w.err
 }
 
@@ -931,6 +944,7 @@ func (m *Granted) DecodeMsgpack(d *msgpack.Decoder) error {
 		Status: Status(f.u8()),
 		Token:  f.u64(),
 		Owner:  Owner{Client: f.u64(), ID: f.u64()},
+		TTLMs:  f.u32(),
 	}
 	return f.done("Granted")
 }

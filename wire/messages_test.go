@@ -253,6 +253,45 @@ func TestRedirectsIsOptional(t *testing.T) {
 	}
 }
 
+// TestGrantedTTLIsCompatible checks Granted's TTLMs both ways: a push from a
+// server that predates the field (six fields) decodes with TTLMs 0, and a
+// push without a TTL is encoded as the six fields an older client expects,
+// while one with a TTL appends it.
+func TestGrantedTTLIsCompatible(t *testing.T) {
+	old := &Granted{WaitID: 3, Key: "k", Status: StatusSuccess, Token: MakeToken(1, 9), Owner: Owner{1, 2}}
+	plain, err := AppendBody(nil, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain[0] != 0x96 {
+		t.Fatalf("Granted without a TTL: array header %#x, want 6 fields (0x96)", plain[0])
+	}
+	withTTL := *old
+	withTTL.TTLMs = 10000
+	ext, err := AppendBody(nil, &withTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ext[0] != 0x97 || len(ext) != len(plain)+3 { // 0xcd 0x27 0x10
+		t.Fatalf("Granted with a TTL: % x", ext)
+	}
+	var got Granted
+	if err := DecodeInto(plain, &got); err != nil || got != *old {
+		t.Fatalf("six-field Granted: %+v %v", got, err)
+	}
+	if err := DecodeInto(ext, &got); err != nil || got != withTTL {
+		t.Fatalf("Granted with TTLMs: %+v %v", got, err)
+	}
+	// A later version's body, one more field after TTLMs, still decodes
+	// (older decoders skip TTLMs the same way; see
+	// TestDecodeToleratesExtraFields).
+	future := append([]byte{0x98}, ext[1:]...)
+	future = append(future, 0xc3)
+	if err := DecodeInto(future, &got); err != nil || got != withTTL {
+		t.Fatalf("Granted with a field after TTLMs: %+v %v", got, err)
+	}
+}
+
 func TestDecodeToleratesMissingFields(t *testing.T) {
 	var got Acquire
 	if err := DecodeInto(rawArray(t, "k", 9), &got); err != nil {
