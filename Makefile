@@ -17,9 +17,12 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# test runs every test once, then the concurrent packages again under -race.
+# test runs every test once, the consensus package again with its core's
+# invariants checked after every step of the runtime (-tags invariants,
+# internal/invariants), then the concurrent packages again under -race.
 test: fmt-check vet
 	$(GO) test -count=1 -timeout 20m ./...
+	$(GO) test -tags invariants -count=1 -timeout 20m ./paxos/...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(RACE_PKGS) 2>/dev/null)
 
 # run builds and starts a local 3-node cluster and says how to use it.

@@ -230,6 +230,34 @@ type myProposal struct {
 
 // Core is the deterministic Multi-Paxos state machine of one group on one
 // replica. It is not safe for concurrent use; one goroutine drives it.
+//
+// Between any two calls from its driver, its fields satisfy C1–C12
+// (written next to the fields they relate; checkInvariants checks them,
+// the simulator after every event, the runtime under -tags invariants):
+//
+//	C1  applied <= hs.Committed
+//	C2  logStart >= 1, and logStart <= applied+1 unless needSnap, in
+//	    which case applied == 0
+//	C3  last >= applied, last >= logStart-1, last >= hs.Committed
+//	C4  every entries[i] has applied < i <= last, i >= logStart and
+//	    Instance == i
+//	C5  hs.Promised.Round <= maxRound; a candidate's or master's ballot
+//	    is its own (Node == ID), of a round <= maxRound, and not below
+//	    hs.Promised
+//	C6  promises and recovered are non-nil exactly on a candidate
+//	C7  inflight, ackTick, caughtUp are non-nil exactly on the master;
+//	    elsewhere leaseExpiry == 0 and the queue is empty
+//	C8  every inflight[i] has i < nextInst, entry.Instance == i and
+//	    entry.Ballot == ballot; on the master nextInst > hs.Committed
+//	C9  len(queue) == len(queueTags) <= MaxQueue, and queueBytes is
+//	    the sum of len(cmd)+4 over queue
+//	C10 every key of mine is above applied
+//	C11 soft.Master == ID exactly on the master, whose soft.Ballot is
+//	    its ballot; soft.Serving only on the master with
+//	    applied >= servingAt
+//	C12 msgs holds no vote (afterSync) and nothing addressed to this
+//	    replica; msgsAfter holds only votes; both are from this
+//	    replica and group
 type Core struct {
 	cfg    Config
 	quorum int
@@ -238,15 +266,17 @@ type Core struct {
 
 	now uint64 // local ticks since start
 
-	hs      HardState
-	hsDirty bool // Promised changed: persist synchronously
+	hs      HardState // hs.Committed >= applied (C1)
+	hsDirty bool      // Promised changed: persist synchronously
 	// Committed changed: persist with the next write, no sync needed
 	// (a replica relearns it)
 	commitDirty bool
-	logStart    uint64
-	last        uint64 // highest instance stored
-	applied     uint64 // highest instance handed out in Apply
-	entries     map[uint64]Entry
+	logStart    uint64 // first instance in the log; <= applied+1 (C2)
+	last        uint64 // highest instance stored; >= applied, committed (C3)
+	applied     uint64 // highest instance handed out in Apply; 0 while needSnap (C2)
+	// entries holds the stored entries above applied, up to last (C4);
+	// those at or below applied are read from the log.
+	entries map[uint64]Entry
 
 	// acceptor lease
 	leaseBallot Ballot
@@ -254,14 +284,15 @@ type Core struct {
 	quietUntil  uint64 // no promises to anyone before this tick (after restart)
 
 	role      role
-	soft      SoftState
+	soft      SoftState // names this replica exactly when it is master (C11)
 	softDirty bool
 	lastHeard uint64
 	electAt   uint64 // tick at which a follower campaigns
-	maxRound  uint64
+	maxRound  uint64 // highest round seen; >= hs.Promised.Round (C5)
 	preferred NodeID
 
-	// candidate
+	// candidate; ballot stays set on the master (C5). promises and
+	// recovered exist only on a candidate (C6).
 	ballot      Ballot
 	prepareTick uint64
 	promises    map[NodeID]bool
@@ -269,12 +300,13 @@ type Core struct {
 	recoverHi   uint64           // highest instance any promising acceptor stored
 	released    Ballot           // hand-off: the ballot whose master released the lease
 
-	// master
+	// master: inflight, ackTick and caughtUp exist, leaseExpiry is set
+	// and the queue holds commands only on the master (C7).
 	leaseExpiry uint64
-	nextInst    uint64
-	inflight    map[uint64]*inflight
+	nextInst    uint64               // > committed (C8)
+	inflight    map[uint64]*inflight // instances below nextInst, in ballot (C8)
 	seq         uint64
-	queue       [][]byte
+	queue       [][]byte // with queueTags and queueBytes: C9
 	queueTags   []uint64
 	queueBytes  int
 	ackTick     map[NodeID]uint64
@@ -286,7 +318,8 @@ type Core struct {
 	servingAt   uint64 // applied instance at which the master may serve
 	masterSince uint64
 
-	// proposals of this replica still waiting for their instance to apply
+	// proposals of this replica still waiting for their instance to
+	// apply, by instance (above applied: C10)
 	mine map[uint64]myProposal
 
 	// follower catch-up
@@ -297,8 +330,8 @@ type Core struct {
 	awaitSnapAt  uint64
 
 	// output
-	msgs      []Message
-	msgsAfter []Message // votes and promises: leave after the sync (Ready)
+	msgs      []Message // requests to peers; no vote, nothing to itself (C12)
+	msgsAfter []Message // votes and promises only: leave after the sync (C12)
 	newEnts   []Entry
 	failed    []Failed
 	snapSend  []NodeID

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/invariants"
 )
 
 // StateMachine is the replicated application a Group drives. Apply runs on
@@ -302,6 +304,9 @@ func (g *Group) drain(now time.Time) {
 			continue
 		}
 		g.tags[g.nextTag] = p.cb
+	}
+	if invariants.Enabled {
+		g.core.assertInvariants("drain")
 	}
 	clear(inbox)
 	clear(props)
@@ -768,6 +773,9 @@ func (h *Host) readyRound(groups []*Group) {
 				g.startStream(p)
 			}
 			g.core.Advance(*rd)
+			if invariants.Enabled {
+				g.core.assertInvariants("Advance")
+			}
 		}
 		if len(reqs) > 0 {
 			h.send(reqs)

@@ -355,6 +355,11 @@ func (s *sim) trace(format string, args ...any) {
 // apply, Advance; MessagesAfterSync wait for the sync.
 func (s *sim) process(nd *simNode) {
 	for nd.up && nd.core.HasReady() {
+		// What the Core holds for this Ready must satisfy its invariants
+		// too (C12 is about the output before it leaves).
+		if err := nd.core.checkInvariants(); err != nil {
+			s.fail("invariant before Ready: %v", err)
+		}
 		rd := nd.core.Ready()
 		w := &simWrite{hard: rd.HardState, entries: rd.Entries, after: rd.MessagesAfterSync, smFrom: len(nd.sm)}
 		for _, m := range rd.Messages {
@@ -551,7 +556,19 @@ func (s *sim) step() bool {
 	}
 	s.process(nd)
 	s.checkMasters()
+	s.checkCores()
 	return true
+}
+
+// checkCores runs every live replica's own invariants (Core's C1–C12).
+func (s *sim) checkCores() {
+	for _, nd := range s.nodes {
+		if nd.up {
+			if err := nd.core.checkInvariants(); err != nil {
+				s.fail("invariant: %v", err)
+			}
+		}
+	}
 }
 
 func (s *sim) propose() {

@@ -1,0 +1,6 @@
+//go:build invariants
+
+package invariants
+
+// Enabled is true: the binary was built with -tags invariants.
+const Enabled = true
