@@ -1,140 +1,267 @@
 package paxos
 
 import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/cockroachdb/datadriven"
 )
 
-func TestElectionAndCommit(t *testing.T) {
-	tn := newTestNet3(t)
-	tn.core(1).Campaign()
-	tn.flush()
-	tn.settle(4)
-	if !tn.core(1).Status().Serving {
-		t.Fatalf("node 1 not serving after campaign: %+v", tn.core(1).Status())
+// TestCoreScripts runs the stories in testdata/core: a group of Cores on a
+// testNet (net_test.go) driven one command at a time, each command's
+// output compared with the script. Every Core's invariants are checked
+// after every Ready. Rewrite the expected output after a deliberate
+// change with
+//
+//	go test ./paxos -run TestCoreScripts -rewrite
+//
+// and read the diff: it is the change in behaviour.
+//
+// Commands (nodes are named by number; "n=" arguments are optional):
+//
+//	init [nodes=3] [heartbeat=2] [lease=10] [retransmit=2] [inflight=4]
+//	    a new group, every replica a follower at tick 0
+//	campaign <node>           the node campaigns now
+//	propose <node> <cmd> [tag=<n>]
+//	    proposes a command; prints the error if the Core refuses it
+//	transfer <node> <to>      the master hands over to <to>
+//	prefer <node> <p>         sets the node's placement hint (0: none)
+//	tick [<ticks>] [node=<n>] advances the clocks of every live replica (or
+//	    one) without delivering anything
+//	run ticks=<n> [quiet]     n times: tick every live replica, then deliver
+//	    everything queued (a healthy network)
+//	deliver [from=] [to=] [type=] [quiet]
+//	    steps the queued messages that match, in queue order; what they
+//	    cause is queued for later
+//	drop [from=] [to=] [type=]  loses the queued messages that match
+//	stabilize [quiet]         delivers until nothing is queued
+//	queue                     prints the queued messages
+//	crash <node>              stops a replica; its disk stays (every write
+//	    it issued is durable)
+//	restart <node>            starts it again from its disk
+//	status [<node>]           role, view of mastership, lease and progress
+//	applied <node>            what the replica applied, in order
+//	next-tick <node>          Now and NextTick
+//	idle-ticks <node>         ticks the node alone up to its NextTick,
+//	    failing if a tick before it produced work
+//
+// Delivered and dropped messages print as
+// "from->to Type b=ballot fields... instance@ballot=[cmds]"; events print as
+// "nX: ...": a change of its view of mastership, an applied instance (with
+// the proposer's tags on the replica that proposed it), a failed proposal.
+func TestCoreScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/core", func(t *testing.T, path string) {
+		var tn *testNet
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			if d.Cmd != "init" && tn == nil {
+				d.Fatalf(t, "%s before init", d.Cmd)
+			}
+			if tn != nil {
+				tn.t = t
+				tn.out = &strings.Builder{}
+			}
+			quiet := d.HasArg("quiet")
+			switch d.Cmd {
+			case "init":
+				nodes := 3
+				cfg := Config{Group: 1, HeartbeatTicks: 2, LeaseTicks: 10, MaxInflight: 4}
+				d.MaybeScanArgs(t, "nodes", &nodes)
+				d.MaybeScanArgs(t, "heartbeat", &cfg.HeartbeatTicks)
+				d.MaybeScanArgs(t, "lease", &cfg.LeaseTicks)
+				d.MaybeScanArgs(t, "retransmit", &cfg.RetransmitTicks)
+				d.MaybeScanArgs(t, "inflight", &cfg.MaxInflight)
+				tn = newTestNet(t, nodes, cfg)
+				tn.out = &strings.Builder{}
+			case "campaign":
+				tn.core(posNode(t, d, 0)).Campaign()
+				tn.flush()
+			case "propose":
+				id := posNode(t, d, 0)
+				cmd := pos(t, d, 1)
+				tag := uint64(0)
+				d.MaybeScanArgs(t, "tag", &tag)
+				if err := tn.core(id).Propose([]byte(cmd), tag); err != nil {
+					tn.logf("n%d: propose %s: %v", id, cmd, err)
+				}
+				tn.flush()
+			case "transfer":
+				tn.core(posNode(t, d, 0)).TransferTo(posNode(t, d, 1))
+				tn.flush()
+			case "prefer":
+				tn.core(posNode(t, d, 0)).SetPreferred(posNode(t, d, 1))
+				tn.flush()
+			case "tick":
+				n := 1
+				if len(d.CmdArgs) > 0 && d.CmdArgs[0].Vals == nil {
+					n = posInt(t, d, 0)
+				}
+				var ids []NodeID
+				if d.HasArg("node") {
+					var id int
+					d.ScanArgs(t, "node", &id)
+					ids = append(ids, NodeID(id))
+				}
+				for range n {
+					tn.tickOnly(ids...)
+				}
+			case "run":
+				var n int
+				d.ScanArgs(t, "ticks", &n)
+				out := tn.out
+				for range n {
+					tn.tickOnly()
+					tn.quietly(quiet, func() { tn.deliver(all) })
+				}
+				tn.out = out
+			case "deliver":
+				f := msgFilter(t, d)
+				tn.quietly(quiet, func() { tn.deliver(f) })
+			case "drop":
+				tn.drop(msgFilter(t, d))
+			case "stabilize":
+				tn.quietly(quiet, func() { tn.stabilize(100) })
+			case "queue":
+				for _, m := range tn.queue {
+					tn.logf("%s", fmtMsg(m))
+				}
+			case "crash":
+				tn.crash(posNode(t, d, 0))
+			case "restart":
+				tn.restart(posNode(t, d, 0))
+				tn.flush()
+			case "status":
+				for _, nd := range tn.nodes {
+					if len(d.CmdArgs) > 0 && nd.id != posNode(t, d, 0) {
+						continue
+					}
+					tn.logf("%s", fmtStatus(nd))
+				}
+			case "applied":
+				for _, a := range tn.node(posNode(t, d, 0)).apps {
+					tn.logf("%d: %s", a.Instance, fmtValue(a.Value))
+				}
+			case "next-tick":
+				c := tn.core(posNode(t, d, 0))
+				tn.logf("n%d: now %d, next tick %d", c.cfg.ID, c.Now(), c.NextTick())
+			case "idle-ticks":
+				c := tn.core(posNode(t, d, 0))
+				from := c.Now()
+				for c.Now()+1 < c.NextTick() {
+					c.Tick()
+					if c.HasReady() {
+						d.Fatalf(t, "n%d: tick %d, before NextTick %d, produced work", c.cfg.ID, c.Now(), c.NextTick())
+					}
+				}
+				if c.Now() == from {
+					tn.logf("n%d: no tick to skip; now %d, next tick %d", c.cfg.ID, c.Now(), c.NextTick())
+				} else {
+					tn.logf("n%d: ticks %d..%d did nothing; now %d, next tick %d", c.cfg.ID, from+1, c.Now(), c.Now(), c.NextTick())
+				}
+			default:
+				d.Fatalf(t, "unknown command %q", d.Cmd)
+			}
+			return tn.out.String()
+		})
+	})
+}
+
+// quietly runs f, keeping from the output the messages it delivers but
+// not the events (lines starting with "n").
+func (tn *testNet) quietly(quiet bool, f func()) {
+	if !quiet {
+		f()
+		return
 	}
-	if err := tn.core(1).Propose([]byte("a"), 7); err != nil {
-		t.Fatal(err)
-	}
-	if err := tn.core(2).Propose([]byte("b"), 8); err != ErrNotMaster {
-		t.Fatalf("follower Propose = %v, want ErrNotMaster", err)
-	}
-	tn.flush()
-	tn.settle(4)
-	tn.tick(3) // heartbeats carry the commit to followers
-	for id := NodeID(1); id <= 3; id++ {
-		apps := tn.node(id).apps
-		if len(apps) != 1 || string(apps[0].Value.Cmds[0]) != "a" {
-			t.Fatalf("node %d applied %+v", id, apps)
+	out := tn.out
+	tn.out = &strings.Builder{}
+	f()
+	for _, l := range strings.SplitAfter(tn.out.String(), "\n") {
+		if strings.HasPrefix(l, "n") {
+			out.WriteString(l)
 		}
 	}
-	if got := tn.node(1).apps[0].Tags; len(got) != 1 || got[0] != 7 {
-		t.Fatalf("master tags = %v, want [7]", got)
-	}
-	if tn.node(2).apps[0].Tags != nil {
-		t.Fatalf("follower got tags %v", tn.node(2).apps[0].Tags)
-	}
+	tn.out = out
 }
 
-// A value accepted by a majority is chosen even if its master dies before
-// anyone learns so; the next master must choose it again, not a no-op.
-func TestRecoveryKeepsChosenValue(t *testing.T) {
-	tn := newTestNet3(t)
-	tn.core(1).Campaign()
-	tn.flush()
-	tn.settle(4)
-	if err := tn.core(1).Propose([]byte("v"), 1); err != nil {
-		t.Fatal(err)
+func pos(t *testing.T, d *datadriven.TestData, i int) string {
+	if i >= len(d.CmdArgs) || d.CmdArgs[i].Vals != nil {
+		d.Fatalf(t, "%s: argument %d missing", d.Cmd, i+1)
 	}
-	tn.flush()
-	// Node 2 accepts; every other message is lost, then node 1 dies.
-	tn.deliver(func(m Message) bool { return m.Type == MsgAccept && m.To == 2 })
-	tn.queue = nil
-	tn.crash(1)
-	// Node 3 campaigns once leases ran out; node 2 reports the value.
-	for i := 0; i < 40 && !tn.core(3).Status().Serving && !tn.core(2).Status().Serving; i++ {
-		tn.tick(1)
+	return d.CmdArgs[i].Key
+}
+
+func posInt(t *testing.T, d *datadriven.TestData, i int) int {
+	n, err := strconv.Atoi(pos(t, d, i))
+	if err != nil {
+		d.Fatalf(t, "%s: argument %d: %v", d.Cmd, i+1, err)
 	}
-	tn.tick(6)
-	for _, id := range []NodeID{2, 3} {
-		apps := tn.node(id).apps
-		if len(apps) == 0 || len(apps[0].Value.Cmds) != 1 || string(apps[0].Value.Cmds[0]) != "v" {
-			t.Fatalf("node %d applied %+v at instance 1, want the chosen value v", id, apps)
+	return n
+}
+
+func posNode(t *testing.T, d *datadriven.TestData, i int) NodeID {
+	return NodeID(posInt(t, d, i))
+}
+
+// msgFilter matches the messages a deliver or drop names by from=, to= and
+// type= (each may list several values); no argument matches everything.
+func msgFilter(t *testing.T, d *datadriven.TestData) func(Message) bool {
+	var from, to []NodeID
+	var types []string
+	for _, a := range d.CmdArgs {
+		switch a.Key {
+		case "from", "to":
+			for _, v := range a.Vals {
+				n, err := strconv.Atoi(v)
+				if err != nil {
+					d.Fatalf(t, "%s=%s: %v", a.Key, v, err)
+				}
+				if a.Key == "from" {
+					from = append(from, NodeID(n))
+				} else {
+					to = append(to, NodeID(n))
+				}
+			}
+		case "type":
+			for _, v := range a.Vals {
+				if !slices.Contains(msgTypeNames[1:], v) {
+					d.Fatalf(t, "no message type %q", v)
+				}
+			}
+			types = a.Vals
+		case "quiet":
+		default:
+			d.Fatalf(t, "%s: unknown argument %q", d.Cmd, a.Key)
 		}
 	}
-}
-
-// While a master's lease runs, no acceptor that renewed it promises a
-// rival, so a rival campaign fails.
-func TestLeaseBlocksRival(t *testing.T) {
-	tn := newTestNet3(t)
-	tn.core(1).Campaign()
-	tn.flush()
-	tn.settle(4)
-	tn.tick(2)
-	tn.core(3).Campaign()
-	tn.flush()
-	tn.settle(4)
-	if tn.core(3).IsMaster() {
-		t.Fatal("rival became master during a live lease")
-	}
-	if !tn.core(1).IsMaster() {
-		t.Fatal("master lost its lease to a rejected rival")
+	return func(m Message) bool {
+		return (from == nil || slices.Contains(from, m.From)) &&
+			(to == nil || slices.Contains(to, m.To)) &&
+			(types == nil || slices.Contains(types, m.Type.String()))
 	}
 }
 
-// A hand-off moves mastership at once, without waiting out the lease.
-func TestTransfer(t *testing.T) {
-	tn := newTestNet3(t)
-	tn.core(1).Campaign()
-	tn.flush()
-	tn.settle(4)
-	tn.tick(2)
-	tn.core(1).TransferTo(2)
-	tn.flush()
-	tn.settle(6)
-	if tn.core(1).IsMaster() || !tn.core(2).Status().Serving {
-		t.Fatalf("after transfer: node1 master=%v node2 %+v", tn.core(1).IsMaster(), tn.core(2).Status())
+func fmtStatus(nd *netNode) string {
+	c := nd.core
+	if c == nil {
+		return fmt.Sprintf("n%d: down", nd.id)
 	}
-}
-
-// TestNextTickSkipsIdleTicks: in a settled group with no traffic, the
-// master need only wake for its next heartbeat and a follower for its
-// election timeout; an Accept in flight brings the master's wake to its
-// retransmission.
-func TestNextTickSkipsIdleTicks(t *testing.T) {
-	tn := newTestNet3(t)
-	tn.core(1).Campaign()
-	tn.flush()
-	tn.settle(4)
-	tn.tick(5)
-	m, f := tn.core(1), tn.core(2)
-	if !m.Status().Serving {
-		t.Fatalf("node 1 not serving: %+v", m.Status())
-	}
-	hb := uint64(m.cfg.HeartbeatTicks)
-	if got, want := m.NextTick(), m.lastHB+hb; got != want {
-		t.Fatalf("master NextTick = %d, want the next heartbeat at %d (now %d)", got, want, m.Now())
-	}
-	if got := f.NextTick(); got != f.electAt || got <= f.Now()+1 {
-		t.Fatalf("follower NextTick = %d, want its election timeout %d (now %d)", got, f.electAt, f.Now())
-	}
-	if err := m.Propose([]byte("x"), 1); err != nil {
-		t.Fatal(err)
-	}
-	tn.flush() // the Accept is queued, not delivered
-	want := min(m.lastHB+hb, m.now+uint64(m.cfg.RetransmitTicks))
-	if got := m.NextTick(); got != want {
-		t.Fatalf("master NextTick with an Accept in flight = %d, want %d", got, want)
-	}
-	// The ticks before NextTick do nothing; the one at NextTick does.
-	for m.Now()+1 < m.NextTick() {
-		m.Tick()
-		if m.HasReady() {
-			t.Fatalf("tick %d before NextTick produced work", m.Now())
+	var b strings.Builder
+	fmt.Fprintf(&b, "n%d: %s", nd.id, c.role)
+	switch c.role {
+	case master:
+		lease := "expired"
+		if c.IsMaster() {
+			lease = fmt.Sprintf("until %d", c.LeaseExpiry())
 		}
+		fmt.Fprintf(&b, " b=%s serving=%v lease %s", c.ballot, c.soft.Serving, lease)
+	case candidate:
+		fmt.Fprintf(&b, " b=%s", c.ballot)
+	default:
+		fmt.Fprintf(&b, " (%s)", fmtSoft(c.soft))
 	}
-	m.Tick()
-	if !m.HasReady() {
-		t.Fatalf("tick %d at NextTick produced nothing (heartbeat or retransmission due)", m.Now())
-	}
+	fmt.Fprintf(&b, " promised=%s committed=%d applied=%d now=%d", c.hs.Promised, c.hs.Committed, c.applied, c.now)
+	return b.String()
 }
