@@ -4,7 +4,7 @@ BIN     := bin
 RUNDIR  ?= .run
 RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/...
 
-.PHONY: all build test test-short vet fmt-check run stop bench bench-failover failover-check e2e fuzz
+.PHONY: all build test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e fuzz
 
 all: build
 
@@ -17,10 +17,26 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# mod-check fails when go.mod or go.sum of either module (the root and
+# bench/) is not what go mod tidy makes of it, or when they name different
+# Go versions.
+mod-check:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
+	@cd bench && $(GO) mod tidy -diff || { echo "bench/go.mod/go.sum not tidy: run go mod tidy in bench/"; exit 1; }
+	@a=$$($(GO) mod edit -print | sed -n 's/^go //p'); b=$$(cd bench && $(GO) mod edit -print | sed -n 's/^go //p'); \
+	if [ "$$a" != "$$b" ]; then echo "go.mod says go $$a, bench/go.mod go $$b: keep one Go version"; exit 1; fi
+
+# lint runs golangci-lint (v2, configured in .golangci.yml) over both
+# modules; .ci/run installs the pinned version.
+GOLANGCI_LINT ?= golangci-lint
+lint:
+	$(GOLANGCI_LINT) run ./...
+	cd bench && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
+
 # test runs every test once, the consensus package again with its core's
 # invariants checked after every step of the runtime (-tags invariants,
 # internal/invariants), then the concurrent packages again under -race.
-test: fmt-check vet
+test: fmt-check vet mod-check
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -tags invariants -count=1 -timeout 20m ./paxos/...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(RACE_PKGS) 2>/dev/null)

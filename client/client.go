@@ -236,7 +236,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c.nextOwner.Store(processOwnerID)
 	if err := c.subscribe(ctx); err != nil {
 		close(c.loopDone)
-		c.Close()
+		_ = c.Close() // the subscription's error is the one to report
 		return nil, err
 	}
 	go c.loop()

@@ -4,27 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
 // Tests assert on events (a push arrived, the fake saw a request), never on
 // how long something took; the generous deadlines only stop a hung test.
 
-func testLogger() *slog.Logger {
-	if os.Getenv("PAXLOCK_CLIENT_DEBUG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+// testLogger is quiet unless PAXLOCK_TEST_LOG is set (testutil.Logger).
+func testLogger() *slog.Logger { return testutil.Logger() }
 
 func tctx(t *testing.T) context.Context {
 	t.Helper()

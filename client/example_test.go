@@ -91,7 +91,11 @@ func ExampleMutex_TryLock() {
 	case err != nil:
 		log.Fatal(err)
 	}
-	defer m.Unlock(ctx)
+	defer func() {
+		if err := m.Unlock(ctx); err != nil {
+			log.Print(err) // the lock runs out with its TTL
+		}
+	}()
 	fmt.Println("generating the report")
 }
 

@@ -224,12 +224,6 @@ func (n *fakeNode) holderOf(key string) (wire.Owner, uint64, bool) {
 	return wire.Owner{}, 0, false
 }
 
-func (n *fakeNode) queueLen(key string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.waiters[key])
-}
-
 func (n *fakeNode) accept() {
 	for {
 		nc, err := n.ln.Accept()
@@ -690,17 +684,4 @@ func (n *fakeNode) pushView(v *wire.View) {
 			c.write(wire.TypeViewChanged, 0, v)
 		}
 	}
-}
-
-// subscribers counts the node's subscribed connections.
-func (n *fakeNode) subscribers() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	k := 0
-	for c := range n.conns {
-		if c.subscribed {
-			k++
-		}
-	}
-	return k
 }

@@ -135,7 +135,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	lc.h = nil
 	lc.mu.Unlock()
 
-	lost, local, valid := h.finish()
+	local, valid, lost := h.finish()
 	if lost != nil {
 		if local {
 			// Our clock gave up first; the server may still hold it.
@@ -167,7 +167,7 @@ func (m *Mutex) Renew(ctx context.Context, ttl time.Duration) error {
 	if err := m.check(); err != nil {
 		return err
 	}
-	if ttl < 0 || ttl > maxMs {
+	if ttl < 0 || ttl > maxTTLField {
 		return invalid("renew TTL %v", ttl)
 	}
 	lc, err := m.enter(ctx)
@@ -1034,10 +1034,10 @@ func (h *hold) markLost(err error, local bool) {
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }
 
-// finish ends the hold for Unlock. It returns why the hold was lost (nil if
-// it was not), whether that was our own clock, and whether the hold was
-// still valid on our clock.
-func (h *hold) finish() (lost error, local, valid bool) {
+// finish ends the hold for Unlock. It returns whether the loss (if any)
+// was our own clock's doing, whether the hold was still valid on our
+// clock, and why the hold was lost (nil if it was not).
+func (h *hold) finish() (local, valid bool, lost error) {
 	h.mu.Lock()
 	wasEnded := h.ended
 	lost, local = h.err, h.local
@@ -1048,7 +1048,7 @@ func (h *hold) finish() (lost error, local, valid bool) {
 	if !wasEnded {
 		h.forget()
 	}
-	return lost, local, valid
+	return local, valid, lost
 }
 
 func (h *hold) expire() {

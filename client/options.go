@@ -10,9 +10,9 @@ import (
 // DefaultTTL is a lock's TTL when no TTL option is given.
 const DefaultTTL = 30 * time.Second
 
-// maxMs is the longest duration a uint32 millisecond field can carry (about
+// maxTTLField is the longest duration a uint32 millisecond field can carry (about
 // 49 days); wire.WaitForever is one above it.
-const maxMs = time.Duration(math.MaxUint32-1) * time.Millisecond
+const maxTTLField = time.Duration(math.MaxUint32-1) * time.Millisecond
 
 // Option configures a lock handle (Mutex, RWMutex, Elect) or a watch.
 // Options that do not apply to a call are ignored. An invalid option (a
@@ -52,8 +52,8 @@ func (o *options) fail(err error) {
 // positive and at most about 49 days.
 func TTL(d time.Duration) Option {
 	return func(o *options) {
-		if d <= 0 || d > maxMs {
-			o.fail(invalid("TTL %v not in (0, %v]", d, maxMs))
+		if d <= 0 || d > maxTTLField {
+			o.fail(invalid("TTL %v not in (0, %v]", d, maxTTLField))
 			return
 		}
 		if d < time.Millisecond {
@@ -94,7 +94,7 @@ func MaxWait(d time.Duration) Option {
 			o.fail(invalid("MaxWait %v is negative", d))
 			return
 		}
-		o.maxWait = min(d, maxMs)
+		o.maxWait = min(d, maxTTLField)
 	}
 }
 
@@ -116,13 +116,13 @@ func Continuous() Option {
 
 // waitMs converts a positive remaining wait into MaxWaitMs (at least 1).
 func waitMs(d time.Duration) uint32 {
-	if d >= maxMs {
-		return uint32(maxMs / time.Millisecond)
+	if d >= maxTTLField {
+		return uint32(maxTTLField / time.Millisecond)
 	}
 	ms := (d + time.Millisecond - 1) / time.Millisecond
 	return uint32(max(ms, 1))
 }
 
 func ttlMs(d time.Duration) uint32 {
-	return uint32(min(max(d, time.Millisecond), maxMs) / time.Millisecond)
+	return uint32(min(max(d, time.Millisecond), maxTTLField) / time.Millisecond)
 }

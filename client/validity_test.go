@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/server"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -253,16 +254,13 @@ func TestQueuedGrantAgainstServer(t *testing.T) {
 	}
 	before := time.Now()
 	done := goErr(func() error { return waiter.Lock(ctx) })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := c.State(ctx, "k")
-		if err == nil && st.QueueLen == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the waiter did not queue: %+v %v", st, err)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition
+	var st State
+	var err error
+	if werr := testutil.Wait(20*time.Second, func() bool {
+		st, err = c.State(ctx, "k")
+		return err == nil && st.QueueLen == 1
+	}); werr != nil {
+		t.Fatalf("%v waiting for the waiter to queue: %+v %v", werr, st, err)
 	}
 	released := time.Now()
 	if err := holder.Unlock(ctx); err != nil {
@@ -324,7 +322,7 @@ func startServer(t *testing.T, tune func(*server.Config)) string {
 		}
 		cancel()
 		if err != nil {
-			s.Shutdown(context.Background())
+			_ = s.Shutdown(context.Background()) // a node that failed to start: its own error is the one reported
 			continue
 		}
 		t.Cleanup(func() {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -193,16 +194,12 @@ func takeOver(t *testing.T, c *cluster, g int, stop bool) paxos.NodeID {
 	} else {
 		svc.Group(g).Paxos().TransferTo(target)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if id, _ := c.findMaster(g); id != 0 && id != old {
-			return id
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("group %d: no new master after %d", g, old)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var id paxos.NodeID
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		id, _ = c.findMaster(g)
+		return id != 0 && id != old
+	}, "group %d to have a master other than %d", g, old)
+	return id
 }
 
 // TestTakeOverGivesFullTTL: a new master gives every held lock a full TTL

@@ -2,12 +2,11 @@ package group
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -111,8 +110,6 @@ type cluster struct {
 	groups int
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 func newCluster(t testing.TB, n int, cfg Config) *cluster {
 	if cfg.Groups == 0 {
 		cfg.Groups = 15
@@ -139,18 +136,12 @@ func newCluster(t testing.TB, n int, cfg Config) *cluster {
 // settle waits until every group is served by its preferred node, so that
 // no placement hand-off moves a master in the middle of a test.
 func (c *cluster) settle() {
-	deadline := time.Now().Add(60 * time.Second)
 	for g := 0; g < c.groups; g++ {
 		want := c.peers[g%len(c.peers)]
-		for {
-			if id, _ := c.findMaster(g); id == want {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.t.Fatalf("group %d not served by its preferred node %d", g, want)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Eventually(c.t, 60*time.Second, func() bool {
+			id, _ := c.findMaster(g)
+			return id == want
+		}, "group %d to be served by its preferred node %d", g, want)
 	}
 }
 
@@ -173,18 +164,18 @@ func (c *cluster) svc(id paxos.NodeID) *Service {
 
 func (c *cluster) start(id paxos.NodeID) {
 	nd := c.nodes[id]
-	st, err := paxos.OpenStore(nd.dir, paxos.StoreOptions{Logger: quiet()})
+	st, err := paxos.OpenStore(nd.dir, paxos.StoreOptions{Logger: testutil.Logger()})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	nd.store = st
-	host := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
+	host := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	host.SetTransport(c.net.Join(id, host.Deliver))
 	c.nmu.Lock()
 	nd.host = host
 	c.nmu.Unlock()
 	cfg := c.cfg
-	cfg.Logger = quiet()
+	cfg.Logger = testutil.Logger()
 	svc, err := NewService(cfg, host, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: 120},
 		func(g int) paxos.NodeID { return c.peers[g%len(c.peers)] })
 	if err != nil {
@@ -218,15 +209,13 @@ func (c *cluster) master(ns, key string) *Service {
 // groupMaster returns the node serving lock group g and its service,
 // waiting for one.
 func (c *cluster) groupMaster(g int) (paxos.NodeID, *Service) {
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if id, svc := c.findMaster(g); svc != nil {
-			return id, svc
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	c.t.Fatalf("no master for group %d", g)
-	return 0, nil
+	var id paxos.NodeID
+	var svc *Service
+	testutil.Eventually(c.t, 30*time.Second, func() bool {
+		id, svc = c.findMaster(g)
+		return svc != nil
+	}, "a master for group %d", g)
+	return id, svc
 }
 
 // findMaster returns the node serving lock group g now, if any.

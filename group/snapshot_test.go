@@ -6,13 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
 
 func openStore(t *testing.T, dir string) *paxos.Store {
 	t.Helper()
-	st, err := paxos.OpenStore(dir, paxos.StoreOptions{Logger: quiet()})
+	st, err := paxos.OpenStore(dir, paxos.StoreOptions{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +176,7 @@ func newSMCluster(t *testing.T, keep uint64) *smCluster {
 
 func (c *smCluster) start(id paxos.NodeID) {
 	st := openStore(c.t, c.dirs[id])
-	h := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
+	h := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	h.SetTransport(c.net.Join(id, h.Deliver))
 	sm := NewStateMachine(4)
 	g, err := h.AddGroup(paxos.GroupConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
@@ -246,20 +247,16 @@ func TestCatchUpAfterTruncation(t *testing.T) {
 	c.start(3)
 	run(5)
 	// Node 3 catches up and agrees with the others and the model.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var applied []uint64
+	var applied []uint64
+	if err := testutil.Wait(60*time.Second, func() bool {
+		applied = applied[:0]
 		for _, id := range c.peers {
 			_, a, _ := c.up[id].grp.Progress()
 			applied = append(applied, a)
 		}
-		if applied[0] == applied[1] && applied[1] == applied[2] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("replicas at %v", applied)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return applied[0] == applied[1] && applied[1] == applied[2]
+	}); err != nil {
+		t.Fatalf("%v waiting for the replicas to apply the same instance: at %v", err, applied)
 	}
 	want := dumpModel(m)
 	for _, id := range c.peers {
@@ -274,12 +271,7 @@ func TestCatchUpAfterTruncation(t *testing.T) {
 			n.grp.TransferTo(3)
 		}
 	}
-	for !c.up[3].grp.Status().Serving {
-		if time.Now().After(deadline.Add(30 * time.Second)) {
-			t.Fatal("node 3 did not become master")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 60*time.Second, func() bool { return c.up[3].grp.Status().Serving }, "node 3 to become master")
 	for i, key := range g.keys {
 		var top uint64
 		if l := m.locks[key]; l != nil {

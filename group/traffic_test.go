@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -316,11 +317,11 @@ func TestFifteenGroupsMasterChanges(t *testing.T) {
 func checkReplicasAgree(t *testing.T, c *cluster, empty bool) {
 	t.Helper()
 	for g := range c.groups {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			var applied []uint64
-			var dumps []map[string]mLock
-			var ids []paxos.NodeID
+		var applied []uint64
+		var dumps []map[string]mLock
+		var ids []paxos.NodeID
+		err := testutil.Wait(60*time.Second, func() bool {
+			applied, dumps, ids = nil, nil, nil
 			for _, id := range c.peers {
 				if svc := c.svc(id); svc != nil {
 					_, a, _ := svc.Group(g).Paxos().Progress()
@@ -329,20 +330,18 @@ func checkReplicasAgree(t *testing.T, c *cluster, empty bool) {
 					ids = append(ids, id)
 				}
 			}
-			same := true
 			for i := range applied {
-				same = same && applied[i] == applied[0] && reflect.DeepEqual(dumps[i], dumps[0])
-			}
-			if same {
-				if empty && len(dumps[0]) != 0 {
-					t.Fatalf("group %d: locks left held: %v", g, dumps[0])
+				if applied[i] != applied[0] || !reflect.DeepEqual(dumps[i], dumps[0]) {
+					return false
 				}
-				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("group %d: replicas %v disagree: applied %v\n%v", g, ids, applied, dumps)
-			}
-			time.Sleep(10 * time.Millisecond)
+			return true
+		})
+		if err != nil {
+			t.Fatalf("%v waiting for group %d's replicas %v to agree: applied %v\n%v", err, g, ids, applied, dumps)
+		}
+		if empty && len(dumps[0]) != 0 {
+			t.Fatalf("group %d: locks left held: %v", g, dumps[0])
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -25,7 +26,7 @@ type workerRig struct {
 
 func newWorkerRig(t *testing.T, master bool) *workerRig {
 	st := openStore(t, t.TempDir())
-	host := paxos.NewHost(paxos.HostConfig{Self: 1, Store: st, Tick: 5 * time.Millisecond, Logger: quiet()})
+	host := paxos.NewHost(paxos.HostConfig{Self: 1, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	sm := NewStateMachine(1)
 	peers := []paxos.NodeID{1, 2, 3}
 	if master {
@@ -37,20 +38,14 @@ func newWorkerRig(t *testing.T, master bool) *workerRig {
 	}
 	if master {
 		host.Start()
-		deadline := time.Now().Add(30 * time.Second)
-		for !px.Status().Serving {
-			if time.Now().After(deadline) {
-				t.Fatal("the lone replica did not become master")
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testutil.Eventually(t, 30*time.Second, func() bool { return px.Status().Serving }, "the lone replica to become master")
 	}
 	t.Cleanup(func() {
 		host.Stop()
 		st.Close()
 	})
 	fc := newFakeClock()
-	svc := &Service{cfg: Config{Workers: 1, Clock: fc, Logger: quiet()}}
+	svc := &Service{cfg: Config{Workers: 1, Clock: fc, Logger: testutil.Logger()}}
 	svc.cfg.setDefaults()
 	lg := &LockGroup{svc: svc, px: px, sm: sm, leaseCheck: func() bool { return true }}
 	w := newWorker(lg, 0)
@@ -61,19 +56,11 @@ func newWorkerRig(t *testing.T, master bool) *workerRig {
 
 // waitQueued waits until n events are queued for the worker.
 func (r *workerRig) waitQueued(n int) {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.Eventually(r.t, 30*time.Second, func() bool {
 		r.w.mu.Lock()
-		k := len(r.w.q)
-		r.w.mu.Unlock()
-		if k >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%d events queued, want %d", k, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer r.w.mu.Unlock()
+		return len(r.w.q) >= n
+	}, "%d events queued for the worker", n)
 }
 
 // take removes and returns the events queued for the worker.

@@ -9,12 +9,6 @@ import (
 	"time"
 )
 
-// nopSM applies nothing; it isolates the cost of consensus.
-type nopSM struct{}
-
-func (nopSM) Apply(inst uint64, cmds [][]byte, w Writer, results []any) {}
-func (nopSM) Load(r Reader, applied uint64) error                       { return nil }
-
 // BenchmarkClusterPropose measures committed commands per second through
 // three replicas in one process over loopback TCP and real Pebble with
 // fsync, state machines that checkpoint like the lock table (Apply writes

@@ -3,15 +3,14 @@ package paxos
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 // kvSM is a test state machine: "k=v" sets k to v; every command's result
@@ -118,13 +117,9 @@ type testCluster struct {
 	ckptEvery uint64
 }
 
-// quietLogger discards logs unless PAXOS_TEST_LOG is set.
-func quietLogger() *slog.Logger {
-	if os.Getenv("PAXOS_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+// quietLogger discards logs unless PAXLOCK_TEST_LOG is set
+// (testutil.Logger).
+func quietLogger() *slog.Logger { return testutil.Logger() }
 
 // newTestCluster starts n nodes with groups groups each; opts adjust the
 // cluster and its nodes before they start.
@@ -209,20 +204,20 @@ func (tc *testCluster) stop(id NodeID) {
 
 // master waits for group g to have a serving master among running nodes.
 func (tc *testCluster) master(g GroupID, timeout time.Duration) *Group {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var m *Group
+	testutil.Eventually(tc.t, timeout, func() bool {
 		for _, nd := range tc.nodes {
 			if nd.host == nil {
 				continue
 			}
 			if gr := nd.host.Group(g); gr != nil && gr.Status().Serving {
-				return gr
+				m = gr
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	tc.t.Fatalf("group %d has no master after %v", g, timeout)
-	return nil
+		return false
+	}, "a serving master of group %d", g)
+	return m
 }
 
 // put proposes k=v to group g's master, retrying across master changes.
@@ -243,15 +238,13 @@ func (tc *testCluster) put(g GroupID, k, v string) uint64 {
 
 // waitValue waits until node id's replica of group g has k=v.
 func (tc *testCluster) waitValue(id NodeID, g GroupID, k, v string) {
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
-		if got, ok := tc.nodes[id].sms[g].get(k); ok && got == v {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := testutil.Wait(60*time.Second, func() bool {
+		got, ok := tc.nodes[id].sms[g].get(k)
+		return ok && got == v
+	}); err != nil {
+		got, _ := tc.nodes[id].sms[g].get(k)
+		tc.t.Fatalf("%v waiting for node %d group %d to have %s=%q: has %q", err, id, g, k, v, got)
 	}
-	got, _ := tc.nodes[id].sms[g].get(k)
-	tc.t.Fatalf("node %d group %d: %s=%q, want %q", id, g, k, got, v)
 }
 
 func TestClusterCommitsAllGroups(t *testing.T) {

@@ -533,21 +533,6 @@ func (c *Core) store(e Entry) {
 	}
 }
 
-// entry returns the stored entry for inst, from memory or the log.
-func (c *Core) entry(inst uint64) (Entry, bool) {
-	if e, ok := c.entries[inst]; ok {
-		return e, true
-	}
-	if inst < c.logStart || inst > c.applied || c.log == nil {
-		return Entry{}, false
-	}
-	es, err := c.log.Entries(inst, inst, 1)
-	if err != nil || len(es) == 0 || es[0].Instance != inst {
-		return Entry{}, false
-	}
-	return es[0], true
-}
-
 // entriesFrom collects stored entries from `from` to `to`, bounded by
 // MaxMsgBytes. It reports whether it reached `to`.
 func (c *Core) entriesFrom(from, to uint64) ([]Entry, bool) {

@@ -998,7 +998,7 @@ func (g *Group) stream(p NodeID, acks chan uint64) error {
 	if err != nil {
 		return err
 	}
-	defer src.Close()
+	defer func() { _ = src.Close() }() // a read-only view: closing it fails only when closed twice
 	g.log.Info("paxos: streaming snapshot", "group", g.id, "to", p, "applied", src.Applied())
 	for seq := uint64(0); ; seq++ {
 		chunk, last, err := src.Next()

@@ -207,13 +207,6 @@ func (tn *testNet) drop(match func(Message) bool) int {
 
 func all(Message) bool { return true }
 
-// settle delivers everything queued, rounds times.
-func (tn *testNet) settle(rounds int) {
-	for range rounds {
-		tn.deliver(all)
-	}
-}
-
 // stabilize delivers until no message is left, or fails after max rounds.
 func (tn *testNet) stabilize(max int) {
 	for range max {

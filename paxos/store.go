@@ -131,8 +131,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 // then replays as usual.
 func (s *Store) Close() error {
 	if err := s.db.Flush(); err != nil {
-		s.db.Close()
-		return fmt.Errorf("paxos: flush store: %w", err)
+		return errors.Join(fmt.Errorf("paxos: flush store: %w", err), s.db.Close())
 	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("paxos: close store: %w", err)
@@ -298,7 +297,7 @@ type GroupState struct {
 // LoadGroup reads group g's state, consistently (from one Pebble snapshot).
 func (s *Store) LoadGroup(g GroupID) (GroupState, error) {
 	snap := s.db.NewSnapshot()
-	defer snap.Close()
+	defer func() { _ = snap.Close() }() // a read-only view: closing it fails only when closed twice
 	var st GroupState
 	var err error
 	if _, err = storeGet(snap, hardKey(g), func(v []byte) error {
@@ -754,7 +753,7 @@ func (s *Store) TruncateLog(g GroupID, before uint64) error {
 		return fmt.Errorf("paxos: group %d truncate: %w", g, err)
 	}
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }() // committed or abandoned: its own error is reported
 	if err := b.DeleteRange(appendLogKey(nil, g, 0), appendLogKey(nil, g, before), nil); err != nil {
 		return fmt.Errorf("paxos: group %d truncate: %w", g, err)
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 // tcpInbox collects what a transport's Handler receives.
@@ -40,7 +42,7 @@ func (in *tcpInbox) count() int {
 	return len(in.msgs)
 }
 
-func tcpTestLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func tcpTestLogger() *slog.Logger { return testutil.Logger() }
 
 func newTestTransport(t testing.TB, self NodeID, listen string, in *tcpInbox) *TCPTransport {
 	t.Helper()
@@ -54,13 +56,7 @@ func newTestTransport(t testing.TB, self NodeID, listen string, in *tcpInbox) *T
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, d, cond, "%s", what)
 }
 
 // freeAddr returns a loopback address nobody listens on (for now).
@@ -328,7 +324,9 @@ func frame(payload []byte) []byte {
 // expectClosed asserts that the transport closes c.
 func expectClosed(t *testing.T, c net.Conn, what string) {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if err := c.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	_, err := c.Read(make([]byte, 1))
 	if err == nil {
 		t.Fatalf("%s: connection still open (read returned data)", what)
@@ -387,7 +385,9 @@ func TestTCPTransportGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn.Write(frame([]byte("HELLO there")))
+	if _, err := conn.Write(frame([]byte("HELLO there"))); err != nil {
+		t.Fatal(err)
+	}
 	expectClosed(t, conn, "bad handshake")
 	conn.Close()
 
@@ -402,7 +402,9 @@ func TestTCPTransportGarbage(t *testing.T) {
 	for _, m := range []Message{wrongTo, spoofed, fine} {
 		buf = append(buf, frame(AppendMessage(nil, &m))...)
 	}
-	conn.Write(buf)
+	if _, err := conn.Write(buf); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the well-addressed message", 5*time.Second, func() bool {
 		for _, m := range ina.snapshot() {
 			if m.From == 3 && m.Committed == 4242 {

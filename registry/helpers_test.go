@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 // syncBuffer collects a test's logs; they are printed only if it fails.
@@ -43,15 +45,12 @@ func testLogger(t *testing.T) *slog.Logger {
 // deadline. Tests wait on conditions, never on durations.
 func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
 	var last string
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(20 * time.Millisecond)
+	if err := testutil.Wait(30*time.Second, func() bool {
+		var ok bool
+		ok, last = cond()
+		return ok
+	}); err != nil {
+		t.Fatalf("%v waiting for %s; last: %s", err, what, last)
 	}
-	t.Fatalf("timed out waiting for %s; last: %s", what, last)
 }

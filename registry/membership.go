@@ -711,11 +711,10 @@ func (m *Membership) userMsg(b []byte) {
 	if len(b) < 2 || b[0] != userMsgVersion || b[1] != userMsgLeaving || len(b) > 2+MaxAddrLen {
 		return
 	}
-	name := string(b[2:])
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	r := m.members[name]
+	r := m.members[string(b[2:])]
 	if r == nil || r.local || r.leaving {
 		return
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -56,7 +57,9 @@ func TestClientAgainstCluster(t *testing.T) {
 		if b.Token() <= first {
 			t.Fatalf("token went from %d to %d", first, b.Token())
 		}
-		b.Unlock(ctx)
+		if err := b.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	})
 
 	t.Run("blocking lock woken by release", func(t *testing.T) {
@@ -81,21 +84,29 @@ func TestClientAgainstCluster(t *testing.T) {
 		if b.Token() <= a.Token() {
 			t.Fatalf("hand-off token %d not above %d", b.Token(), a.Token())
 		}
-		b.Unlock(ctx)
+		if err := b.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	})
 
 	t.Run("reentrancy", func(t *testing.T) {
 		a := c1.Mutex("re")
-		a.Lock(ctx)
+		if err := a.Lock(ctx); err != nil {
+			t.Errorf("Lock: %v", err)
+		}
 		tok := a.Token()
 		if err := a.Lock(ctx); err != nil || a.Token() != tok {
 			t.Fatalf("reentrant lock: %v token %d->%d", err, tok, a.Token())
 		}
-		a.Unlock(ctx)
+		if err := a.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 		if err := c2.Mutex("re").TryLock(ctx); !errors.Is(err, client.ErrLocked) {
 			t.Fatalf("after one of two unlocks the key must still be held: %v", err)
 		}
-		a.Unlock(ctx)
+		if err := a.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 		if st, err := c1.State(ctx, "re"); err != nil || st.Held {
 			t.Fatalf("after the last unlock: %+v %v", st, err)
 		}
@@ -123,17 +134,25 @@ func TestClientAgainstCluster(t *testing.T) {
 		if err := c1.RWMutex("rw").TryRLock(ctx); !errors.Is(err, client.ErrLocked) {
 			t.Fatalf("reader behind a waiting writer: %v", err)
 		}
-		r1.RUnlock(ctx)
-		r2.RUnlock(ctx)
+		if err := r1.RUnlock(ctx); err != nil {
+			t.Errorf("RUnlock: %v", err)
+		}
+		if err := r2.RUnlock(ctx); err != nil {
+			t.Errorf("RUnlock: %v", err)
+		}
 		if err := <-wrote; err != nil {
 			t.Fatal(err)
 		}
-		w.Unlock(ctx)
+		if err := w.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	})
 
 	t.Run("weights", func(t *testing.T) {
 		h := c1.Mutex("w")
-		h.Lock(ctx)
+		if err := h.Lock(ctx); err != nil {
+			t.Errorf("Lock: %v", err)
+		}
 		order := make(chan int, 3)
 		var wg sync.WaitGroup
 		for i, weight := range []int{1, 5, 3} {
@@ -146,14 +165,18 @@ func TestClientAgainstCluster(t *testing.T) {
 					return
 				}
 				order <- weight
-				m.Unlock(ctx)
+				if err := m.Unlock(ctx); err != nil {
+					t.Errorf("Unlock: %v", err)
+				}
 			}()
 			waitFor(t, "queued", func() bool {
 				st, err := c1.State(ctx, "w")
 				return err == nil && st.QueueLen == i+1
 			})
 		}
-		h.Unlock(ctx)
+		if err := h.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 		wg.Wait()
 		close(order)
 		var got []int
@@ -183,7 +206,9 @@ func TestClientAgainstCluster(t *testing.T) {
 		if b.Token() <= tok {
 			t.Fatalf("token %d after expiry of %d", b.Token(), tok)
 		}
-		b.Unlock(ctx)
+		if err := b.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	})
 
 	t.Run("auto-renew keeps a short lock", func(t *testing.T) {
@@ -206,7 +231,9 @@ func TestClientAgainstCluster(t *testing.T) {
 		if err != nil || !st.Held || st.Token != a.Token() {
 			t.Fatalf("state after renewals: %+v %v", st, err)
 		}
-		a.Unlock(ctx)
+		if err := a.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	})
 
 	t.Run("watch", func(t *testing.T) {
@@ -216,7 +243,9 @@ func TestClientAgainstCluster(t *testing.T) {
 		}
 		defer w.Close()
 		a := c1.Mutex("watched")
-		a.Lock(ctx)
+		if err := a.Lock(ctx); err != nil {
+			t.Errorf("Lock: %v", err)
+		}
 		select {
 		case ev := <-w.Events():
 			if ev.Token != a.Token() {
@@ -225,12 +254,16 @@ func TestClientAgainstCluster(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("no watch event")
 		}
-		a.Unlock(ctx)
+		if err := a.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	})
 
 	t.Run("wrong token and non-owner change nothing", func(t *testing.T) {
 		a := c1.Mutex("owned")
-		a.Lock(ctx)
+		if err := a.Lock(ctx); err != nil {
+			t.Errorf("Lock: %v", err)
+		}
 		rc := tc.masterConn("ns", "owned", 99)
 		if r := rc.call(wire.TypeRelease, &wire.Release{Key: "owned", Owner: wire.Owner{Client: 99, ID: 1}, Token: a.Token()}); r.Status != wire.StatusLockChangedOwner {
 			t.Fatalf("release by non-owner: %+v", r)
@@ -239,19 +272,15 @@ func TestClientAgainstCluster(t *testing.T) {
 		if err != nil || st.Token != a.Token() {
 			t.Fatalf("state changed: %+v %v", st, err)
 		}
-		a.Unlock(ctx)
+		if err := a.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	})
 }
 
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, cond, "%s", what)
 }
 
 // holdGuard checks mutual exclusion and token order as the clients see

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 // readGate holds back what a client's connections read while it is shut,
@@ -184,12 +185,7 @@ func TestCloseGivesBackRacedGrants(t *testing.T) {
 		}
 		g.release()
 		// Given back by the cancelled Lock's clean-up, long before the TTL.
-		deadline := time.Now().Add(15 * time.Second)
-		for !free(t, "raced-late") {
-			if time.Now().After(deadline) {
-				t.Fatal("the raced grant of a cancelled Lock was not released")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testutil.Eventually(t, 15*time.Second, func() bool { return free(t, "raced-late") },
+			"the cancelled Lock's clean-up to release the raced grant")
 	})
 }

@@ -95,15 +95,18 @@ func writeIdentity(dir string, id identity) error {
 		err = os.Rename(tmp, filepath.Join(dir, identityFile))
 	}
 	if err != nil {
-		os.Remove(tmp)
+		_ = os.Remove(tmp) // best effort: the write's error is the one to report
 		return fmt.Errorf("server: identity: %w", err)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("server: identity: %w", err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("server: identity: sync dir: %w", err)
 	}
 	return nil

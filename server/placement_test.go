@@ -118,7 +118,9 @@ func TestClientOutlivesItsRegistryNode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("lock %s with node 1 down: %v", key, err)
 		}
-		m.Unlock(ctx)
+		if err := m.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
 	}
 	v := c.View()
 	for g, gv := range v.Groups {

@@ -172,8 +172,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
 		s.endLife()
-		st.Close()
-		return nil, err
+		return nil, errors.Join(err, st.Close())
 	}
 	s.svc = svc
 	self := cfg.self()
@@ -195,8 +194,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.host.Stop()
 		svc.Close()
 		_ = s.waitBackground(context.Background()) // its work watches life, which has ended
-		st.Close()
-		return nil, err
+		return nil, errors.Join(err, st.Close())
 	}
 	s.tr = tr
 	if s.faults != nil {

@@ -4,23 +4,18 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"os"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
-func testLogger() *slog.Logger {
-	if os.Getenv("PAXLOCK_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+// testLogger is quiet unless PAXLOCK_TEST_LOG is set (testutil.Logger).
+func testLogger() *slog.Logger { return testutil.Logger() }
 
 // freePorts returns n distinct loopback addresses that were free a moment
 // ago. They lie below the kernel's ephemeral range, so that no outgoing
@@ -113,7 +108,7 @@ func (tc *testCluster) start(i int) {
 				tc.nodes[i] = s
 				return
 			}
-			s.Shutdown(context.Background())
+			_ = s.Shutdown(context.Background()) // a node that failed to start: its own error is the one reported
 		}
 		if time.Now().After(deadline) {
 			tc.t.Fatal(err)
@@ -170,7 +165,9 @@ func (r *rawConn) send(typ wire.Type, m wire.Message) uint64 {
 
 // read returns the next frame (reply or push).
 func (r *rawConn) read() (wire.Frame, wire.Message, error) {
-	r.c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if err := r.c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		return wire.Frame{}, nil, err
+	}
 	f, buf, err := wire.ReadFrame(r.c, r.buf, wire.DefaultMaxFrame)
 	r.buf = buf
 	if err != nil {
@@ -288,26 +285,34 @@ func TestServerBadInput(t *testing.T) {
 	c1 := dialRaw(t, addr)
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], 64<<20)
-	c1.c.Write(hdr[:])
+	if _, err := c1.c.Write(hdr[:]); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := c1.read(); err == nil {
 		t.Fatal("oversized frame: connection stayed open")
 	}
 	// Broken framing (bad version): closed.
 	c2 := dialRaw(t, addr)
-	c2.c.Write([]byte{0, 0, 0, 10, 99, 1, 0, 0, 0, 0, 0, 0, 0, 1})
+	if _, err := c2.c.Write([]byte{0, 0, 0, 10, 99, 1, 0, 0, 0, 0, 0, 0, 0, 1}); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := c2.read(); err == nil {
 		t.Fatal("bad version: connection stayed open")
 	}
 	// Unknown type and malformed body: BAD_REQUEST, connection stays.
 	c3 := dialRaw(t, addr)
 	frame := []byte{0, 0, 0, 11, wire.Version, 0x3f, 0, 0, 0, 0, 0, 0, 0, 5, 0x90}
-	c3.c.Write(frame)
+	if _, err := c3.c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
 	f, m, err := c3.read()
 	if err != nil || f.ReqID != 5 || m.(*wire.Response).Status != wire.StatusBadRequest {
 		t.Fatalf("unknown type: %v %+v %v", f, m, err)
 	}
 	frame = []byte{0, 0, 0, 12, wire.Version, byte(wire.TypeAcquire), 0, 0, 0, 0, 0, 0, 0, 6, 0xc1, 0xc1}
-	c3.c.Write(frame)
+	if _, err := c3.c.Write(frame); err != nil {
+		t.Fatal(err)
+	}
 	f, m, err = c3.read()
 	if err != nil || f.ReqID != 6 || m.(*wire.Response).Status != wire.StatusBadRequest {
 		t.Fatalf("malformed body: %v %+v %v", f, m, err)

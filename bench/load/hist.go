@@ -102,9 +102,7 @@ var cdfPercentiles = func() []float64 {
 	for p := 0.0; p < 99; p++ {
 		ps = append(ps, p)
 	}
-	for _, p := range []float64{99, 99.2, 99.4, 99.6, 99.8, 99.9, 99.95, 99.99, 99.999, 100} {
-		ps = append(ps, p)
-	}
+	ps = append(ps, 99, 99.2, 99.4, 99.6, 99.8, 99.9, 99.95, 99.99, 99.999, 100)
 	return ps
 }()
 

@@ -277,7 +277,7 @@ func (p *Progress) print(label string, eta time.Duration, live *Live, final bool
 	defer p.mu.Unlock()
 	if p.TTY {
 		if final {
-			fmt.Fprint(p.W, "\r\x1b[K") // the run's log line replaces it
+			_, _ = fmt.Fprint(p.W, "\r\x1b[K") // the run's log line replaces it; a progress line may be lost
 		} else {
 			fmt.Fprintf(p.W, "\r\x1b[K%s", line)
 		}

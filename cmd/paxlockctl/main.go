@@ -77,7 +77,7 @@ func fetchStatus(addr string) (server.Status, error) {
 	if err != nil {
 		return st, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read to the end or abandoned: nothing to report
 	if resp.StatusCode != http.StatusOK {
 		return st, fmt.Errorf("%s: %s", addr, resp.Status)
 	}
@@ -103,7 +103,9 @@ func status(addrs []string) error {
 		fmt.Fprintf(tw, "%d\t%s\t%s\tup\t%d\t%d\n", st.Node, st.Client, a, n, st.Conns)
 		reports = append(reports, st)
 	}
-	tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	if len(reports) == 0 {
 		return fmt.Errorf("no node answered")
 	}
@@ -165,7 +167,7 @@ func lockCmd(registry []string, ns, secret string, args []string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // the command's own result is what it reports
 	key := args[1]
 	if args[0] == "state" {
 		st, err := c.State(ctx, key)
@@ -234,7 +236,7 @@ func namespaceCmd(addrs []string, args []string) error {
 			continue
 		}
 		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close() // read to the end: nothing to report
 		switch {
 		case resp.StatusCode == http.StatusOK && args[0] == "list":
 			var names []string

@@ -35,7 +35,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // the run's figures are already printed
 	var next, done, errs atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
