@@ -70,7 +70,7 @@ bench: build
 
 # bench-failover kills (-9) a node of a 3-process cluster 5 times under
 # client load and reports how long its groups stay unavailable to clients
-# (DESIGN.md's target: serving again within 2 s). About 2 minutes.
+# (the failover target in docs/design.md). About 2 minutes.
 bench-failover:
 	PAXLOCK_E2E=1 $(GO) test -run '^$$' -bench BenchmarkFailover -benchtime 5x -timeout 10m ./e2e/
 

@@ -57,7 +57,7 @@ var _ paxos.Reader = (*memKV)(nil)
 
 // ---- the reference model ----
 //
-// Written from DESIGN.md and the wire status docs, not from state.go: a
+// Written from docs/design.md and the wire status docs, not from state.go: a
 // key is free, held by one writer (exclusive or write), or held by
 // readers. A grant's token is version<<48 | instance; a reacquire by a
 // current holder keeps its token; only the holder with its current token

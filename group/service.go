@@ -1,7 +1,6 @@
 package group
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -76,7 +75,7 @@ type Config struct {
 	Logger *slog.Logger
 	// OnMaster, if set, is told of every change in this replica's view of
 	// a group's mastership (group index, new state). It runs on the
-	// group's paxos goroutine and must not block.
+	// paxos host's loop, which drives every group, and must not block.
 	OnMaster func(group int, s paxos.SoftState)
 }
 
@@ -216,6 +215,3 @@ func (g *LockGroup) masterChanged(s paxos.SoftState) {
 		w.post(event{kind: evMaster, serving: s.Serving})
 	}
 }
-
-// ErrClosed is returned after Close.
-var ErrClosed = errors.New("group: service closed")

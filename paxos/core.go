@@ -39,9 +39,8 @@ type Config struct {
 
 	// MaxInflight bounds the instances a master has in phase 2 at once
 	// (default 1: while one instance is in flight, everything proposed
-	// meanwhile rides in the next one). Measured on 2 cores with three
-	// replicas in one process, 15 groups: 1 gave ~150k cmds/s, 2 ~90k,
-	// 4 ~70k; the cost per instance, not the wait, is what limits.
+	// meanwhile rides in the next one, so fewer, larger instances carry
+	// the load; the cost per instance, not the wait, is what limits).
 	MaxInflight int
 	// MaxBatchCmds and MaxBatchBytes bound one instance's batch.
 	MaxBatchCmds  int
@@ -403,13 +402,12 @@ func (c *Core) resetElection() {
 		// Let the preferred node win when it is alive.
 		base += c.cfg.LeaseTicks / 2
 	case c.cfg.ID != c.successor(c.preferred):
-		// The master that went silent is the preferred node itself. Had
-		// every survivor waited the extra half lease for it, its groups
-		// were served again ~2.0 s after a kill -9 instead of ~1.5; had
-		// they all campaigned at once, two candidates that each promised
-		// themselves held each other off for a lease (3.3 s). So the next
-		// node in the member order goes first, the others once its whole
-		// jitter range later.
+		// The master that went silent is the preferred node itself.
+		// Waiting the extra half lease for it would delay every take-over
+		// for nothing, and campaigning all at once lets two candidates
+		// that each promised themselves hold each other off for a lease.
+		// So the next node in the member order goes first, the others
+		// once its whole jitter range later.
 		base += c.cfg.LeaseTicks/2 + 1
 	}
 	c.electAt = c.now + uint64(base+jitter)
@@ -442,15 +440,6 @@ func (c *Core) LeaseExpiry() uint64 {
 	return c.leaseExpiry
 }
 
-// LeaseRemaining returns how many ticks the master's lease still runs, 0 if
-// this replica is not master.
-func (c *Core) LeaseRemaining() uint64 {
-	if !c.IsMaster() {
-		return 0
-	}
-	return c.leaseExpiry - c.now
-}
-
 // SetPreferred names the node that should be master (the placement hint);
 // 0 turns balancing off. A master hands the group over to the preferred node
 // once that node is alive and caught up.
@@ -468,9 +457,6 @@ func (c *Core) successor(id NodeID) NodeID {
 	i := slices.Index(c.cfg.Peers, id)
 	return c.cfg.Peers[(i+1)%len(c.cfg.Peers)]
 }
-
-// Preferred returns the placement hint.
-func (c *Core) Preferred() NodeID { return c.preferred }
 
 func (c *Core) setSoft(s SoftState) {
 	if s != c.soft {
@@ -1149,11 +1135,10 @@ func (c *Core) maybeHandOff() {
 	}
 	t, ok := c.ackTick[p]
 	// Caught up means: its acknowledgement of the last heartbeat reported
-	// every instance committed when that heartbeat left. Comparing with
-	// Committed now never held under steady load (the peer always trails
-	// by the instance in flight), so a group placed on the wrong node at
-	// startup stayed there and make bench-failover timed out waiting for
-	// 5/5/5. The target recovers anything newer in its phase 1.
+	// every instance committed when that heartbeat left. (Under steady
+	// load a peer always trails Committed now by the instance in flight,
+	// so comparing with it would never hand over.) The target recovers
+	// anything newer in its phase 1.
 	if !ok || c.now-t > uint64(2*c.cfg.HeartbeatTicks) || !c.caughtUp[p] {
 		return
 	}

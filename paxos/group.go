@@ -14,7 +14,8 @@ import (
 )
 
 // StateMachine is the replicated application a Group drives. Apply runs on
-// every replica in log order, on the group's goroutine.
+// every replica in log order, on the host's loop (one loop drives every
+// group of a Host), so it must not block.
 type StateMachine interface {
 	// Apply applies the commands chosen for instance, in order. It records
 	// its persistent changes in w, which the runtime commits atomically
@@ -36,7 +37,7 @@ type Checkpointer interface {
 	StateMachine
 	// Checkpoint writes into w every change since the previous checkpoint
 	// (or Load), so that the keyspace reflects every applied instance. It
-	// runs on the group's goroutine, after Apply.
+	// runs on the host's loop, after Apply.
 	Checkpoint(w Writer)
 	// CheckpointDue reports whether the state machine holds enough
 	// unwritten changes to want a checkpoint before the runtime's
@@ -44,8 +45,8 @@ type Checkpointer interface {
 	CheckpointDue() bool
 }
 
-// MasterObserver, when a StateMachine implements it, is told on the group's
-// goroutine whenever the replica's view of mastership changes.
+// MasterObserver, when a StateMachine implements it, is told on the host's
+// loop whenever the replica's view of mastership changes.
 type MasterObserver interface {
 	MasterChanged(s SoftState)
 }
@@ -63,8 +64,8 @@ type Result struct {
 	Err error
 }
 
-// Callback receives a command's Result. It runs on the group's goroutine
-// (or, for errors found at once, on the submitter's) and must not block.
+// Callback receives a command's Result. It runs on the host's loop, which
+// drives every group of the Host (or, for errors found at once, on the submitter's) and must not block.
 type Callback func(Result)
 
 // GroupConfig configures one group on a Host.
@@ -147,7 +148,7 @@ func (g *Group) signal() { g.host.signal() }
 func (g *Group) ID() GroupID { return g.id }
 
 // Status returns the replica's latest view of mastership, without waiting
-// for the group's goroutine. Serving is true only while the master's lease
+// for the host's loop. Serving is true only while the master's lease
 // runs on the monotonic clock now: a replica whose process was paused
 // stops serving the moment it resumes, before it even processes the ticks
 // it missed.
@@ -562,8 +563,8 @@ func (h *Host) send(msgs []Message) {
 // Group returns the group with id, or nil.
 func (h *Host) Group(id GroupID) *Group { return (*h.groups.Load())[id] }
 
-// AddGroup opens group cfg.Core.Group from the store, loads sm and starts
-// the group's goroutine.
+// AddGroup opens group cfg.Core.Group from the store, loads sm and adds
+// the group to the host's loop.
 func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 	cfg.Core.ID = h.cfg.Self
 	cfg.Core.setDefaults()
@@ -1041,7 +1042,7 @@ func (g *Group) stream(p NodeID, acks chan uint64) error {
 }
 
 // onSnapshotMsg handles snapshot chunks and their acknowledgements on the
-// group's goroutine.
+// host's loop.
 func (g *Group) onSnapshotMsg(m *Message) {
 	if m.Snapshot { // an acknowledgement for a stream of ours
 		g.mu.Lock()

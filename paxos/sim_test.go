@@ -482,8 +482,8 @@ func (s *sim) sendMsg(m Message) {
 	s.deliverLater(m.From, m.To, &simEvent{kind: evMsg, node: m.To, msg: m})
 }
 
-// checkMasters asserts invariant I5: at most one node holds an unexpired
-// master lease.
+// checkMasters asserts invariant I5 (docs/design.md): at most one node
+// holds an unexpired master lease.
 func (s *sim) checkMasters() {
 	var ms []NodeID
 	for _, nd := range s.nodes {

@@ -20,7 +20,7 @@
 // another round; a follower that misses instances asks for them (Learn), and
 // one that fell behind the truncated log receives a snapshot.
 //
-// # Leases (invariant I5)
+// # Leases (invariant I5 in docs/design.md)
 //
 // Master leases are promise-based and use only local tick counts. An acceptor
 // that promises or renews ballot b refuses every other ballot's Prepare for
