@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/paxlock/paxlock/paxos"
@@ -122,6 +123,18 @@ type LockGroup struct {
 	workers []*worker
 	// leaseCheck, when set, replaces the lease check (tests only).
 	leaseCheck func() bool
+
+	// serve orders this node's answers from its lock table against a
+	// hand-off. A worker holds it for reading from its lease check until
+	// its answer is queued; masterChanged, which the host's loop calls
+	// after publishing that this node stopped serving and before the
+	// round's TimeoutNow leaves, takes it for writing. So every answer
+	// given under the old mastership (a State, a LOCK_OCCUPIED) was
+	// queued before the new master could be elected — and before it could
+	// grant anything — and every later one sees that this node no longer
+	// serves. Without it a worker descheduled between the check and the
+	// answer could answer from a table the new master has moved past.
+	serve sync.RWMutex
 }
 
 // NewService creates the lock groups on host: replication group g+1 for
@@ -208,6 +221,12 @@ func (g *LockGroup) StateMachine() *StateMachine { return g.sm }
 func (g *LockGroup) Serving() bool { return g.px.Status().Serving }
 
 func (g *LockGroup) masterChanged(s paxos.SoftState) {
+	if !s.Serving {
+		// Wait for the answers that passed the lease check before the
+		// status changed (see serve).
+		g.serve.Lock()
+		g.serve.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the point: it waits for readers
+	}
 	if f := g.svc.cfg.OnMaster; f != nil {
 		f(g.id, s)
 	}
