@@ -95,7 +95,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err := checkIdentity(cfg.DataDir, cfg); err != nil {
 		return nil, err
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log})
+	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS})
 	if err != nil {
 		return nil, err
 	}
