@@ -28,10 +28,10 @@ type GroupStatus struct {
 
 // Status is a node's report for operators (paxlockctl status).
 type Status struct {
-	Node        uint32        `json:"node"`
-	Client      string        `json:"client"`
-	ViewVersion uint64        `json:"view_version"`
-	Conns       int64         `json:"conns"`
+	Node        uint32 `json:"node"`
+	Client      string `json:"client"`
+	ViewVersion uint64 `json:"view_version"`
+	Conns       int64  `json:"conns"`
 	// StorageFailed says a write or fsync of the node's store failed:
 	// the node stopped all its groups (fail-stop) and serves none until it
 	// is restarted on a working disk. StorageError is that failure.
