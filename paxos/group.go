@@ -583,6 +583,9 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		cfg.CheckpointEvery = 2048
 	}
 	id := cfg.Core.Group
+	if err := h.storageFailure(); err != nil {
+		return nil, fmt.Errorf("paxos: group %d: %w", id, err)
+	}
 	// The core's tick 0 is the next tick of the host's clock, so that
 	// every group is ticked at the same moments and heartbeats in step
 	// with the others (Config.TickPhase). Its first tick is a whole one.
@@ -955,7 +958,7 @@ func (g *Group) stopOnStorage(err error) {
 // and checkpoints the groups whose state machines checkpoint, so that the
 // next start has no log to replay.
 func (h *Host) finish() {
-	if !h.stoppedOnError && h.cfg.Store != nil {
+	if !h.stoppedOnError && h.storageFailure() == nil && h.cfg.Store != nil {
 		b := h.cfg.Store.NewBatch()
 		for _, g := range *h.list.Load() {
 			if g.ckpt != nil && !g.isClosed() && g.core.AppliedIndex() > g.checkpointed {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,7 +16,9 @@ import (
 )
 
 // walFaults injects errorfs.ErrInjected into every write and sync of the
-// WAL files once switched on.
+// WAL files once switched on. errorfs does not wrap the files
+// ReuseForWrite returns (recycled WAL files): the tests switch it on
+// before Pebble rotates its first WAL.
 func walFaults() *errorfs.Toggle {
 	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if !strings.HasSuffix(op.Path, ".log") {
@@ -319,5 +322,66 @@ func TestStoreFailureRefusesWrites(t *testing.T) {
 	}
 	if _, ok, _ := st.Entry(1, 100); ok {
 		t.Fatal("an entry written after the failure reached the disk")
+	}
+}
+
+// retryCounter counts the log records, at any level, that report a
+// failed background job of Pebble.
+type retryCounter struct{ n atomic.Int64 }
+
+func (c *retryCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *retryCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "background error") {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *retryCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *retryCounter) WithGroup(string) slog.Handler      { return c }
+
+// TestStoreFailureInFlushIdles: a memtable flush that cannot write its
+// table fails the store too, and then, though Pebble retries a failed
+// flush at once and forever, the failed store's filesystem holds each
+// retry back: the node idles instead of spinning a CPU, and Close returns.
+func TestStoreFailureInFlushIdles(t *testing.T) {
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && op.Kind != errorfs.OpRemove {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	retries := &retryCounter{}
+	st, err := OpenStore(t.TempDir(), StoreOptions{Logger: slog.New(retries), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 256 << 10, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults.On()
+	b := st.NewBatch()
+	defer b.Close()
+	val := make([]byte, 4096)
+	// Four memtables' worth: the first flush fails the store, and the
+	// writes after it are refused.
+	for i := range 256 {
+		b.SM(1).Set(fmt.Appendf(nil, "k%d", i), val)
+		if err := b.Commit(false); err != nil {
+			if !errors.Is(err, ErrStorageFailed) {
+				t.Fatalf("commit %d: %v", i, err)
+			}
+			break
+		}
+	}
+	waitCond(t, "the failed flush fails the store", func() bool { return st.Err() != nil })
+	if err := st.Err(); !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("store error %v", err)
+	}
+	// Not a wait for anything: a window in which a spinning retry loop
+	// would log thousands of failures (a slow machine makes fewer).
+	before := retries.n.Load()
+	time.Sleep(2 * time.Second)
+	if n := retries.n.Load() - before; n > 10 {
+		t.Errorf("%d flush retries in 2s: the failed store spins", n)
+	}
+	if err := st.Close(); !errors.Is(err, ErrStorageFailed) {
+		t.Fatalf("close: %v", err)
 	}
 }

@@ -90,27 +90,28 @@ type StoreOptions struct {
 // filesystem, a failed commit or fsync, or an error Pebble itself calls
 // fatal, fails the whole store, for good (Err then returns it, wrapping
 // ErrStorageFailed and the cause): every later write is refused without
-// reaching Pebble, and the filesystem refuses every mutation, so the data
-// directory stays the image of a crash at the moment of the failure, which
-// Pebble recovers from at the next start. Reads go on working. A replica
-// cannot vouch for anything after such a failure (what was written but not
-// synced may or may not be on disk, and Pebble's WAL writer does not
-// recover from an error), so the Host stops every group (fail-stop) and the
-// node keeps running only to report it; restarting it once the disk is
-// fixed brings it back.
+// reaching Pebble; reads go on working. A replica cannot vouch for
+// anything after such a failure (what was written but not synced may or
+// may not be on disk, and Pebble's WAL writer does not recover from an
+// error), so the Host stops every group (fail-stop) and the node keeps
+// running only to report it; restarting it once the disk is fixed
+// recovers from what reached the disk, like after a crash.
 //
 // This is why the store is built the way it is:
 //   - Pebble's own policy is to call its Logger's Fatalf on a failed
-//     synchronous commit (and on MANIFEST errors), and to panic in a commit
-//     that finds its WAL writer failed. The store never makes a synchronous
-//     Pebble commit (every synced write is ApplyNoSyncWait then SyncWait,
-//     which reports the fsync's error to the caller), its Fatalf latches the
-//     failure instead of exiting, and the filesystem latches it before
-//     Pebble hears of the error: writes are serialized and each checks the
-//     latch first, so no write reaches a failed WAL writer.
-//   - What is left to Pebble: a failure while it rotates its WAL (once per
-//     memtable, 64 MiB of writes) or flushes at Close panics inside Pebble
-//     and ends the process, which is fail-stop too.
+//     synchronous commit (and on MANIFEST errors), and to panic in a
+//     commit that finds its WAL writer failed. The store never makes a
+//     synchronous Pebble commit (a synced write is ApplyNoSyncWait then
+//     SyncWait, which hands the fsync's error to the caller), its Fatalf
+//     latches the failure instead of exiting, and its filesystem (fenceFS)
+//     latches a failed write before Pebble hears of it: writes are
+//     serialized and each checks the latch first, so no write reaches a
+//     failed WAL writer.
+//   - After the failure the filesystem keeps Pebble from appending to its
+//     MANIFEST and slows its retries of failed flushes (see fenceFS).
+//   - What is left to Pebble: a WAL failure that strikes while Pebble
+//     rotates its WAL (once per memtable, 64 MiB of writes) panics inside
+//     Pebble and ends the process, which is fail-stop too.
 type Store struct {
 	db  *pebble.DB
 	log *slog.Logger
@@ -126,7 +127,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		base = slog.Default()
 	}
 	log := base.With("component", "store")
-	h := &storeHealth{log: log}
+	h := newStoreHealth(log)
 	fs := opts.FS
 	if fs == nil {
 		fs = vfs.Default
@@ -228,18 +229,27 @@ func (s *Store) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if ferr := s.h.failed(); ferr != nil {
+		s.h.close()
 		if err := s.db.Close(); err != nil {
 			s.log.Warn("close of a failed store", "err", err)
 		}
 		return fmt.Errorf("paxos: close store: %w", ferr)
 	}
-	if err := s.db.Flush(); err != nil {
-		s.db.Close()
-		if ferr := s.h.failed(); ferr != nil {
-			err = ferr
+	// Pebble's Flush would wait forever for a flush that keeps failing.
+	flushed, err := s.db.AsyncFlush()
+	if err == nil {
+		select {
+		case <-flushed:
+		case <-s.h.failedCh:
 		}
+		err = s.h.failed()
+	}
+	if err != nil {
+		s.h.close()
+		s.db.Close()
 		return fmt.Errorf("paxos: flush store: %w", err)
 	}
+	s.h.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("paxos: close store: %w", err)
 	}
@@ -265,12 +275,13 @@ func (s *Store) Sync() error {
 //
 // Fatalf fails the store instead of exiting: Pebble calls it for errors
 // after which its state is unknown (a failed synchronous commit, which the
-// store never makes; MANIFEST write errors; invariant violations). The
-// store then refuses every write, the filesystem every mutation, and the
-// Host stops every group, so nothing Pebble does next reaches the disk or
-// a peer; the process lives on to report the failure (Store.Err, the
-// server's /status and metrics). Exiting would be fail-stop too, but would
-// leave an operator only a log line and a restart loop to go by.
+// store never makes; MANIFEST write errors, after which it returns the
+// error to the job that wrote; invariant violations). The store then
+// refuses every write, the filesystem every MANIFEST change, and the Host
+// stops every group, so nothing Pebble does next reaches a peer; the
+// process lives on to report the failure (Store.Err, the server's /status
+// and metrics). Exiting would be fail-stop too, but would leave an
+// operator only a log line and a restart loop to go by.
 type pebbleLogger struct {
 	log *slog.Logger
 	h   *storeHealth
@@ -282,8 +293,19 @@ func (l pebbleLogger) Infof(format string, args ...any) {
 	}
 }
 
+// Errorf logs at Error level while the store is healthy. Once it failed,
+// Pebble's errors are the refusals of the failed store's filesystem (a
+// flush or compaction that cannot write its output, retried every
+// createRetryDelay): they go to the Debug level, so that the failure is
+// logged once, at the moment it happened.
 func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error(fmt.Sprintf(format, args...))
+	level := slog.LevelError
+	if l.h.failed() != nil {
+		level = slog.LevelDebug
+	}
+	if l.log.Enabled(context.Background(), level) {
+		l.log.Log(context.Background(), level, fmt.Sprintf(format, args...))
+	}
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
