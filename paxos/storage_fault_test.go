@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -431,5 +432,45 @@ func TestStoreFailureInFlushIdles(t *testing.T) {
 	}
 	if err := st.Close(); !errors.Is(err, ErrStorageFailed) {
 		t.Fatalf("close: %v", err)
+	}
+}
+
+// TestStoreManifestFailureDoesNotExit: Pebble calls its logger's Fatalf
+// when it cannot write its MANIFEST (here, at the flush of Close). The
+// store fails instead of ending the process, and the directory reopens
+// with what was synced.
+func TestStoreManifestFailureDoesNotExit(t *testing.T) {
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasPrefix(filepath.Base(op.Path), "MANIFEST-") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && op.Kind != errorfs.OpRemove {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	logs := &logCounter{errors: map[string]int{}}
+	dir := t.TempDir()
+	st, err := OpenStore(dir, StoreOptions{Logger: slog.New(logs), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.NewBatch()
+	b.PutEntry(1, &Entry{Instance: 1, Ballot: Ballot{Round: 1, Node: 1}})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	faults.On()
+	if err := st.Close(); !errors.Is(err, ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("close: %v, want the storage error", err)
+	}
+	if n := logs.count("storage failed"); n != 1 {
+		t.Errorf("the failure was logged %d times, want once", n)
+	}
+	st, err = OpenStore(dir, StoreOptions{Logger: quietLogger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, ok, err := st.Entry(1, 1); !ok || err != nil {
+		t.Fatalf("synced entry after reopening: %v %v", ok, err)
 	}
 }
