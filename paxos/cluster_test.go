@@ -2,6 +2,7 @@ package paxos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -102,6 +103,8 @@ type testNode struct {
 	// fs, when set, is the node's filesystem (a crashable one) instead of
 	// dir on disk.
 	fs vfs.FS
+	// log, when set, is the node's logger instead of quietLogger's.
+	log *slog.Logger
 }
 
 type testCluster struct {
@@ -115,6 +118,9 @@ type testCluster struct {
 	// ckptEvery, when set, runs Checkpointer state machines that
 	// checkpoint every ckptEvery instances.
 	ckptEvery uint64
+	// wrapTr, when set, wraps each node's transport (to watch what it
+	// sends).
+	wrapTr func(NodeID, Transport) Transport
 }
 
 // quietLogger discards logs unless PAXLOCK_TEST_LOG is set
@@ -150,12 +156,16 @@ func newTestCluster(t testing.TB, n, groups int, keep uint64, opts ...func(*test
 func (tc *testCluster) start(id NodeID) {
 	t := tc.t
 	nd := tc.nodes[id]
-	st, err := OpenStore(nd.dir, StoreOptions{Logger: quietLogger(), FS: nd.fs})
+	log := nd.log
+	if log == nil {
+		log = quietLogger()
+	}
+	st, err := OpenStore(nd.dir, StoreOptions{Logger: log, FS: nd.fs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nd.store = st
-	nd.host = NewHost(HostConfig{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: quietLogger()})
+	nd.host = NewHost(HostConfig{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: log})
 	peers := map[NodeID]string{}
 	for pid, p := range tc.nodes {
 		if pid != id && p.addr != "127.0.0.1:0" {
@@ -173,7 +183,11 @@ func (tc *testCluster) start(id NodeID) {
 			p.tr.SetPeer(id, nd.addr)
 		}
 	}
-	nd.host.SetTransport(tr)
+	var out Transport = tr
+	if tc.wrapTr != nil {
+		out = tc.wrapTr(id, tr)
+	}
+	nd.host.SetTransport(out)
 	nd.sms = map[GroupID]*kvSM{}
 	for g := 1; g <= tc.groups; g++ {
 		sm := newKV()
@@ -196,7 +210,8 @@ func (tc *testCluster) stop(id NodeID) {
 	nd := tc.nodes[id]
 	nd.host.Stop()
 	nd.tr.Close()
-	if err := nd.store.Close(); err != nil {
+	// A store that failed says so again at Close.
+	if err := nd.store.Close(); err != nil && !errors.Is(err, ErrStorageFailed) {
 		tc.t.Errorf("close store %d: %v", id, err)
 	}
 	nd.host = nil

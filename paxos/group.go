@@ -118,6 +118,7 @@ type Group struct {
 
 	base      time.Time // when the core's tick 0 happened (a host tick)
 	delivered uint64    // ticks handed to the core (the host's loop only)
+	halted    bool      // stopped by a storage failure (host's loop only)
 }
 
 type proposal struct {
@@ -176,13 +177,21 @@ func (g *Group) Submit(cmd []byte, cb Callback) {
 		return
 	}
 	if !g.Status().Serving {
-		cb(Result{Err: ErrNotMaster})
+		err := ErrNotMaster
+		if serr := g.host.Err(); serr != nil {
+			err = serr
+		}
+		cb(Result{Err: err})
 		return
 	}
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
-		cb(Result{Err: ErrStopped})
+		err := ErrStopped
+		if serr := g.host.Err(); serr != nil {
+			err = serr
+		}
+		cb(Result{Err: err})
 		return
 	}
 	if g.pending >= g.cfg.Core.MaxQueue {
@@ -232,7 +241,7 @@ func (g *Group) control(f func(*Core)) {
 
 func (g *Group) deliver(msgs []Message) {
 	g.mu.Lock()
-	if len(g.inbox) > 1<<16 {
+	if len(g.inbox) > 1<<16 || g.closed {
 		g.mu.Unlock()
 		return // overloaded: Paxos tolerates loss
 	}
@@ -409,6 +418,9 @@ func (g *Group) failAll(err error) {
 }
 
 func (g *Group) publish() {
+	if g.halted {
+		return
+	}
 	var until time.Time
 	if exp := g.core.LeaseExpiry(); exp > 0 {
 		until = g.base.Add(time.Duration(exp) * g.host.cfg.Tick)
@@ -478,10 +490,12 @@ type Host struct {
 
 	// syncs carries applied batches, in order, from the loop to the sync
 	// goroutine; free holds batches it has synced, for reuse.
-	syncs      chan pendingSync
-	syncDone   chan struct{}
-	free       chan *Batch
-	storageErr atomic.Pointer[error] // set when a write or fsync failed
+	syncs    chan pendingSync
+	syncDone chan struct{}
+	free     chan *Batch
+	// stopErr is what proposals get once a storage failure stopped the
+	// groups: ErrStopped wrapping the store's error.
+	stopErr atomic.Pointer[error]
 
 	// owned by the loop
 	items          []readyItem
@@ -578,6 +592,9 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		cfg.CheckpointEvery = 2048
 	}
 	id := cfg.Core.Group
+	if err := h.storageFailure(); err != nil {
+		return nil, fmt.Errorf("paxos: group %d: %w", id, err)
+	}
 	// The core's tick 0 is the next tick of the host's clock, so that
 	// every group is ticked at the same moments and heartbeats in step
 	// with the others (Config.TickPhase). Its first tick is a whole one.
@@ -700,8 +717,8 @@ func (h *Host) run() {
 				next = at
 			}
 		}
-		if err := h.storageErr.Load(); err != nil && !h.stoppedOnError {
-			h.failStorage(*err)
+		if err := h.storageFailure(); err != nil && !h.stoppedOnError {
+			h.failStorage(err)
 		}
 		if !next.IsZero() && !next.Equal(wakeAt) {
 			wakeAt = next
@@ -852,20 +869,22 @@ func (h *Host) recycle(b *Batch) {
 
 // syncLoop waits for each round's fsync, in order, then sends the round's
 // after-sync messages; those for this node go straight to their groups.
-// After a storage failure nothing more is sent: a vote must not vouch for
-// a write that may not be on disk.
+// After a storage failure nothing more is sent, not even the messages of
+// rounds whose fsync succeeded: a vote must not vouch for a write that
+// may not be on disk, and the groups are stopping. A failed fsync has
+// failed the store (Store.Err) before SyncWait returns; the loop, woken,
+// stops the groups.
 func (h *Host) syncLoop() {
 	defer close(h.syncDone)
 	var self []Message
 	for p := range h.syncs {
 		if p.b != nil {
-			if err := p.b.SyncWait(); err != nil && h.storageErr.Load() == nil {
-				h.storageErr.Store(&err)
+			if err := p.b.SyncWait(); err != nil {
 				h.signal()
 			}
 			h.recycle(p.b)
 		}
-		if h.storageErr.Load() != nil || len(p.after) == 0 {
+		if len(p.after) == 0 || h.storageFailure() != nil {
 			continue
 		}
 		out := p.after[:0]
@@ -886,22 +905,66 @@ func (h *Host) syncLoop() {
 	}
 }
 
-// failStorage stops every group after a failed write or fsync: a replica
-// must not answer from state it could not persist.
+// storageFailure returns the store's failure (Store.Err), or nil.
+func (h *Host) storageFailure() error {
+	if h.cfg.Store == nil {
+		return nil
+	}
+	return h.cfg.Store.Err()
+}
+
+// Err returns nil while the host runs its groups, and once a storage
+// failure stopped them the error every proposal then gets: it matches
+// ErrStopped and ErrStorageFailed and wraps the cause.
+func (h *Host) Err() error {
+	if p := h.stopErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// failStorage stops every group after a failed write or fsync, for good
+// (fail-stop): a replica must not answer or vote from state it could not
+// persist, and Pebble cannot go on after a failed WAL write. Every pending
+// proposal fails with Host.Err, as does every later one; the groups stop
+// taking messages, report no master and not serving, and tell their state
+// machines (MasterObserver) so; nothing more is written or sent. The other
+// replicas elect masters among themselves once this one's leases run out.
+// The process keeps running so that the node can report the failure
+// (Store.Err); a restart once the disk is fixed recovers from what reached
+// it. It runs on the loop.
 func (h *Host) failStorage(err error) {
 	if h.stoppedOnError {
 		return
 	}
 	h.stoppedOnError = true
-	if h.storageErr.Load() == nil {
-		h.storageErr.Store(&err)
+	if h.cfg.Store != nil {
+		err = h.cfg.Store.h.fail(err) // latches it if it did not fail the store yet
 	}
-	h.cfg.Logger.Error("paxos: storage failed; stopping every group", "err", err)
-	for _, g := range *h.list.Load() {
-		g.failAll(fmt.Errorf("paxos: storage: %w", err))
-		g.mu.Lock()
-		g.closed = true
-		g.mu.Unlock()
+	stop := fmt.Errorf("%w: %w", ErrStopped, err)
+	h.stopErr.Store(&stop)
+	groups := *h.list.Load()
+	h.cfg.Logger.Warn("paxos: stopped every group after a storage failure", "groups", len(groups), "err", err)
+	for _, g := range groups {
+		g.stopOnStorage(stop)
+	}
+}
+
+// stopOnStorage closes the group after a storage failure (see failStorage).
+func (g *Group) stopOnStorage(err error) {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.failAll(err)
+	g.halted = true
+	cur := g.status.Load()
+	next := *cur
+	next.soft, next.leaseUntil = SoftState{}, time.Time{}
+	g.status.Store(&next)
+	if cur.soft != next.soft {
+		if mo, ok := g.sm.(MasterObserver); ok {
+			mo.MasterChanged(next.soft)
+		}
 	}
 }
 
@@ -909,7 +972,7 @@ func (h *Host) failStorage(err error) {
 // and checkpoints the groups whose state machines checkpoint, so that the
 // next start has no log to replay.
 func (h *Host) finish() {
-	if !h.stoppedOnError && h.cfg.Store != nil {
+	if !h.stoppedOnError && h.storageFailure() == nil && h.cfg.Store != nil {
 		b := h.cfg.Store.NewBatch()
 		for _, g := range *h.list.Load() {
 			if g.ckpt != nil && !g.isClosed() && g.core.AppliedIndex() > g.checkpointed {

@@ -9,7 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"os"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -83,9 +83,41 @@ type StoreOptions struct {
 // Pebble makes a committed write visible to readers before a Sync commit's
 // fsync has finished. Never answer a peer or a client from state that was
 // only read back: wait for the Commit that wrote it.
+//
+// # Storage failures
+//
+// A write, sync, create, rename or link that fails on the store's
+// filesystem, a failed commit or fsync, or an error Pebble itself calls
+// fatal, fails the whole store, for good (Err then returns it, wrapping
+// ErrStorageFailed and the cause): every later write is refused without
+// reaching Pebble; reads go on working. A replica cannot vouch for
+// anything after such a failure (what was written but not synced may or
+// may not be on disk, and Pebble's WAL writer does not recover from an
+// error), so the Host stops every group (fail-stop) and the node keeps
+// running only to report it; restarting it once the disk is fixed
+// recovers from what reached the disk, like after a crash.
+//
+// This is why the store is built the way it is:
+//   - Pebble's own policy is to call its Logger's Fatalf on a failed
+//     synchronous commit (and on MANIFEST errors), and to panic in a
+//     commit that finds its WAL writer failed. The store never makes a
+//     synchronous Pebble commit (a synced write is ApplyNoSyncWait then
+//     SyncWait, which hands the fsync's error to the caller), its Fatalf
+//     latches the failure instead of exiting, and its filesystem (fenceFS)
+//     latches a failed write before Pebble hears of it: writes are
+//     serialized and each checks the latch first, so no write reaches a
+//     failed WAL writer.
+//   - After the failure the filesystem keeps Pebble from appending to its
+//     MANIFEST and slows its retries of failed flushes (see fenceFS).
+//   - What is left to Pebble: a WAL failure that strikes while Pebble
+//     rotates its WAL (once per memtable, 64 MiB of writes) panics inside
+//     Pebble and ends the process, which is fail-stop too.
 type Store struct {
 	db  *pebble.DB
 	log *slog.Logger
+	h   *storeHealth
+	// wmu serializes writes handed to Pebble with the check of h.
+	wmu sync.Mutex
 }
 
 // OpenStore opens (creating if needed) the database in dir.
@@ -95,16 +127,21 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		base = slog.Default()
 	}
 	log := base.With("component", "store")
+	h := newStoreHealth(log)
+	fs := opts.FS
+	if fs == nil {
+		fs = vfs.Default
+	}
 	po := &pebble.Options{
 		FormatMajorVersion:          storeFormat,
-		Logger:                      pebbleLogger{log: base.With("component", "pebble")},
+		Logger:                      pebbleLogger{log: base.With("component", "pebble"), h: h},
 		MemTableSize:                storeMemTableSize,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		CacheSize:                   storeCacheSize,
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
-		FS:                          opts.FS,
+		FS:                          &fenceFS{FS: fs, h: h},
 	}
 	if opts.MemTableSize > 0 {
 		po.MemTableSize = opts.MemTableSize
@@ -115,11 +152,67 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	// Levels inherit the filter policy of the level above them.
 	po.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	db, err := pebble.Open(dir, po)
+	if err == nil {
+		err = h.failed()
+		if err != nil {
+			_ = db.Close()
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("paxos: open store %q: %w", dir, err)
 	}
 	log.Info("store open", "dir", dir, "format", db.FormatMajorVersion())
-	return &Store{db: db, log: log}, nil
+	return &Store{db: db, log: log, h: h}, nil
+}
+
+// Err returns nil while the store is healthy, and after a storage failure
+// the error that failed it, which wraps ErrStorageFailed and the cause.
+func (s *Store) Err() error { return s.h.failed() }
+
+// write hands b to Pebble, serialized with the store's other writes: with
+// sync by ApplyNoSyncWait (visible at once; the caller must then call
+// syncWait), without by a NoSync commit. It refuses once the store has
+// failed; on an error, b was not applied (or its sync was waited for).
+func (s *Store) write(b *pebble.Batch, sync bool) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if err := s.h.failed(); err != nil {
+		return err
+	}
+	var err error
+	if sync {
+		err = s.db.ApplyNoSyncWait(b, pebble.Sync)
+	} else {
+		err = b.Commit(pebble.NoSync)
+	}
+	if err != nil {
+		return s.h.fail(err)
+	}
+	// Pebble reports some failures only to its logger's Fatalf (which
+	// latches) and then returns as if the write had succeeded.
+	if err := s.h.failed(); err != nil {
+		if sync {
+			_ = b.SyncWait()
+		}
+		return err
+	}
+	return nil
+}
+
+// syncWait waits until b, handed to write with sync, is durable.
+func (s *Store) syncWait(b *pebble.Batch) error {
+	if err := b.SyncWait(); err != nil {
+		return s.h.fail(err)
+	}
+	return nil
+}
+
+// commitSync commits b and waits until it is durable.
+func (s *Store) commitSync(b *pebble.Batch) error {
+	if err := s.write(b, true); err != nil {
+		return err
+	}
+	return s.syncWait(b)
 }
 
 // Close closes the database. Every Batch, SnapshotSource and SnapshotInstall
@@ -129,10 +222,33 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 // the WAL: after 1M locks were taken, that replay was 3.7–4.8 s of a
 // restart, and Open took 0.03 s after a flush. A crash skips this; Open
 // then replays as usual.
+//
+// After a storage failure it closes the database without a flush and
+// returns the failure (wrapping ErrStorageFailed).
 func (s *Store) Close() error {
-	if err := s.db.Flush(); err != nil {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if ferr := s.h.failed(); ferr != nil {
+		s.h.close()
+		if err := s.db.Close(); err != nil {
+			s.log.Warn("close of a failed store", "err", err)
+		}
+		return fmt.Errorf("paxos: close store: %w", ferr)
+	}
+	// Pebble's Flush would wait forever for a flush that keeps failing.
+	flushed, err := s.db.AsyncFlush()
+	if err == nil {
+		select {
+		case <-flushed:
+		case <-s.h.failedCh:
+		}
+		err = s.h.failed()
+	}
+	if err != nil {
+		s.h.close()
 		return errors.Join(fmt.Errorf("paxos: flush store: %w", err), s.db.Close())
 	}
+	s.h.close()
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("paxos: close store: %w", err)
 	}
@@ -142,17 +258,33 @@ func (s *Store) Close() error {
 // Sync makes every write committed so far durable (a synced, empty WAL
 // record: the WAL is sequential, so syncing it covers all earlier commits).
 func (s *Store) Sync() error {
-	if err := s.db.LogData(nil, pebble.Sync); err != nil {
+	b := s.db.NewBatch()
+	defer b.Close()
+	err := b.LogData(nil, nil)
+	if err == nil {
+		err = s.commitSync(b)
+	}
+	if err != nil {
 		return fmt.Errorf("paxos: store sync: %w", err)
 	}
 	return nil
 }
 
-// pebbleLogger adapts slog to pebble.Logger. Fatalf is fail-stop: Pebble
-// calls it for WAL and MANIFEST write errors after which its state is
-// unknown, and a replica that goes on would risk forgetting acknowledged
-// promises.
-type pebbleLogger struct{ log *slog.Logger }
+// pebbleLogger adapts slog to pebble.Logger.
+//
+// Fatalf fails the store instead of exiting: Pebble calls it for errors
+// after which its state is unknown (a failed synchronous commit, which the
+// store never makes; MANIFEST write errors, after which it returns the
+// error to the job that wrote; invariant violations). The store then
+// refuses every write, the filesystem every MANIFEST change, and the Host
+// stops every group, so nothing Pebble does next reaches a peer; the
+// process lives on to report the failure (Store.Err, the server's /status
+// and metrics). Exiting would be fail-stop too, but would leave an
+// operator only a log line and a restart loop to go by.
+type pebbleLogger struct {
+	log *slog.Logger
+	h   *storeHealth
+}
 
 func (l pebbleLogger) Infof(format string, args ...any) {
 	if l.log.Enabled(context.Background(), slog.LevelInfo) {
@@ -160,13 +292,23 @@ func (l pebbleLogger) Infof(format string, args ...any) {
 	}
 }
 
+// Errorf logs at Error level while the store is healthy. Once it failed,
+// Pebble's errors are the refusals of the failed store's filesystem (a
+// flush or compaction that cannot write its output, retried every
+// createRetryDelay): they go to the Debug level, so that the failure is
+// logged once, at the moment it happened.
 func (l pebbleLogger) Errorf(format string, args ...any) {
-	l.log.Error(fmt.Sprintf(format, args...))
+	level := slog.LevelError
+	if l.h.failed() != nil {
+		level = slog.LevelDebug
+	}
+	if l.log.Enabled(context.Background(), level) {
+		l.log.Log(context.Background(), level, fmt.Sprintf(format, args...))
+	}
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
-	l.log.Error("fatal storage error; exiting", "err", fmt.Sprintf(format, args...))
-	os.Exit(1)
+	l.h.fail(fmt.Errorf("pebble: fatal: %s", fmt.Sprintf(format, args...)))
 }
 
 // ---- keys ----
@@ -663,15 +805,18 @@ func (b *Batch) Commit(sync bool) error {
 		}
 		return nil
 	}
-	opt := pebble.NoSync
 	if sync {
-		opt = pebble.Sync
+		err = b.s.commitSync(b.b)
+	} else {
+		err = b.s.write(b.b, false)
 	}
-	err = b.b.Commit(opt)
-	b.b.Reset()
 	if err != nil {
+		// Pebble refuses to reuse a batch whose commit failed.
+		b.b.Close()
+		b.b = b.s.db.NewBatch()
 		return fmt.Errorf("paxos: commit batch: %w", err)
 	}
+	b.b.Reset()
 	return nil
 }
 
@@ -691,12 +836,12 @@ func (b *Batch) Apply() error {
 		b.b.Reset()
 		return fmt.Errorf("paxos: batch: %w", err)
 	}
-	b.applied = true
-	if err := b.s.db.ApplyNoSyncWait(b.b, pebble.Sync); err != nil {
-		b.applied = false
-		b.b.Reset()
+	if err := b.s.write(b.b, true); err != nil {
+		b.b.Close()
+		b.b = b.s.db.NewBatch()
 		return fmt.Errorf("paxos: apply batch: %w", err)
 	}
+	b.applied = true
 	return nil
 }
 
@@ -707,9 +852,9 @@ func (b *Batch) SyncWait() error {
 		return nil
 	}
 	b.applied = false
-	err := b.b.SyncWait()
-	if err != nil {
+	if err := b.s.syncWait(b.b); err != nil {
 		// Pebble refuses to reuse a batch whose commit failed.
+		b.b.Close()
 		b.b = b.s.db.NewBatch()
 		return fmt.Errorf("paxos: sync batch: %w", err)
 	}
@@ -760,7 +905,7 @@ func (s *Store) TruncateLog(g GroupID, before uint64) error {
 	if err := b.Set(logStartKey(g), binary.BigEndian.AppendUint64(nil, before), nil); err != nil {
 		return fmt.Errorf("paxos: group %d truncate: %w", g, err)
 	}
-	if err := b.Commit(pebble.NoSync); err != nil {
+	if err := s.write(b, false); err != nil {
 		return fmt.Errorf("paxos: group %d truncate: %w", g, err)
 	}
 	return nil
@@ -903,7 +1048,7 @@ func (s *Store) BeginInstall(g GroupID) (*SnapshotInstall, error) {
 		err = b.DeleteRange(appendPrefix(nil, g, kindSM), kindEnd(g, kindSM), nil)
 	}
 	if err == nil {
-		err = b.Commit(pebble.Sync)
+		err = s.commitSync(b)
 	}
 	if err != nil {
 		_ = b.Close()
@@ -940,8 +1085,13 @@ func (si *SnapshotInstall) AddChunk(chunk []byte) error {
 		si.b.Reset()
 		return fmt.Errorf("paxos: group %d snapshot chunk: %w", si.g, d.err)
 	}
-	err := si.b.Commit(pebble.NoSync)
-	si.b.Reset()
+	err := si.s.write(si.b, false)
+	if err != nil {
+		_ = si.b.Close()
+		si.b = si.s.db.NewBatch()
+	} else {
+		si.b.Reset()
+	}
 	if err != nil {
 		return fmt.Errorf("paxos: group %d snapshot chunk: %w", si.g, err)
 	}
@@ -977,7 +1127,7 @@ func (si *SnapshotInstall) Finish(applied uint64) error {
 		b.Delete(restoringKey(g), nil),
 	)
 	if err == nil {
-		err = b.Commit(pebble.Sync)
+		err = si.s.commitSync(b)
 	}
 	si.done = true
 	_ = b.Close()

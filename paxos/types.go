@@ -171,4 +171,9 @@ var (
 	ErrTooLarge = errors.New("paxos: command too large")
 	// ErrCorrupt means stored or received bytes could not be decoded.
 	ErrCorrupt = errors.New("paxos: corrupt data")
+	// ErrStorageFailed means a write or fsync of the node's store failed:
+	// the store refuses every write from then on and the node's groups are
+	// stopped (Store.Err). A proposal that fails for it also matches
+	// ErrStopped, and the cause (the filesystem's error) is wrapped too.
+	ErrStorageFailed = errors.New("paxos: storage failed")
 )

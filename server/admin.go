@@ -28,18 +28,26 @@ type GroupStatus struct {
 
 // Status is a node's report for operators (paxlockctl status).
 type Status struct {
-	Node        uint32        `json:"node"`
-	Client      string        `json:"client"`
-	ViewVersion uint64        `json:"view_version"`
-	Conns       int64         `json:"conns"`
-	Groups      []GroupStatus `json:"groups"`
-	Nodes       []NodeAddr    `json:"nodes"`
+	Node        uint32 `json:"node"`
+	Client      string `json:"client"`
+	ViewVersion uint64 `json:"view_version"`
+	Conns       int64  `json:"conns"`
+	// StorageFailed says a write or fsync of the node's store failed:
+	// the node stopped all its groups (fail-stop) and serves none until it
+	// is restarted on a working disk. StorageError is that failure.
+	StorageFailed bool          `json:"storage_failed"`
+	StorageError  string        `json:"storage_error,omitempty"`
+	Groups        []GroupStatus `json:"groups"`
+	Nodes         []NodeAddr    `json:"nodes"`
 }
 
 // Status returns the node's report.
 func (s *Server) Status() Status {
 	v := s.view.Load()
 	st := Status{Node: s.cfg.NodeID, Client: s.cfg.self().Client, ViewVersion: v.Version, Conns: s.nconns.Load(), Nodes: s.cfg.Nodes}
+	if err := s.store.Err(); err != nil {
+		st.StorageFailed, st.StorageError = true, err.Error()
+	}
 	for g, lg := range s.svc.Groups() {
 		c, a, ls := lg.Paxos().Progress()
 		gv := wire.GroupView{}
@@ -82,6 +90,11 @@ func (s *Server) adminMux() *http.ServeMux {
 		fmt.Fprintf(w, "paxlock_overloaded_total %d\n", s.stats.overloaded.Load())
 		fmt.Fprintf(w, "paxlock_bad_frames_total %d\n", s.stats.badFrames.Load())
 		fmt.Fprintf(w, "paxlock_slow_consumers_total %d\n", s.stats.slowConsumers.Load())
+		failed := 0
+		if st.StorageFailed {
+			failed = 1
+		}
+		fmt.Fprintf(w, "paxlock_storage_failed %d\n", failed)
 		for _, g := range st.Groups {
 			serving := 0
 			if g.Serving {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"sort"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Duration is a time.Duration that reads and writes as a string such as
@@ -118,6 +120,10 @@ type Config struct {
 	// cuts this node's Paxos traffic to and from chosen peers (make e2e
 	// uses it to partition nodes). Never enable it in production.
 	FaultInjection bool `json:"fault_injection"`
+
+	// storeFS, when set, is the filesystem the store uses (tests inject
+	// storage faults with it).
+	storeFS vfs.FS
 }
 
 // Load reads a JSON configuration file.

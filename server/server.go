@@ -147,7 +147,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.endLife()
 		return nil, err
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log})
+	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS})
 	if err != nil {
 		s.endLife()
 		return nil, err

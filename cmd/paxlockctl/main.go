@@ -100,7 +100,11 @@ func status(addrs []string) error {
 				n++
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\tup\t%d\t%d\n", st.Node, st.Client, a, n, st.Conns)
+		health := "up"
+		if st.StorageFailed {
+			health = "storage failed: " + st.StorageError
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", st.Node, st.Client, a, health, n, st.Conns)
 		reports = append(reports, st)
 	}
 	if err := tw.Flush(); err != nil {

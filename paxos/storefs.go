@@ -1,0 +1,250 @@
+package paxos
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// storeHealth latches the first storage failure of a Store: a write, sync,
+// create, rename or link that failed on its filesystem, a failed commit or
+// fsync, or a fatal error Pebble reported. Once latched it stays latched
+// until the process restarts; see Store.Err for what follows.
+type storeHealth struct {
+	log  *slog.Logger
+	err  atomic.Pointer[error]
+	once sync.Once
+	// failedCh is closed when the store fails.
+	failedCh chan struct{}
+	// closing is closed when the store closes: refused creates stop
+	// waiting (see refuseCreate).
+	closing   chan struct{}
+	closeOnce sync.Once
+}
+
+func newStoreHealth(log *slog.Logger) *storeHealth {
+	return &storeHealth{log: log, failedCh: make(chan struct{}), closing: make(chan struct{})}
+}
+
+// close ends the waits of refused creates.
+func (h *storeHealth) close() { h.closeOnce.Do(func() { close(h.closing) }) }
+
+// createRetryDelay is how long a create refused after a failure waits
+// before it returns.
+const createRetryDelay = time.Second
+
+// fail latches cause (the first call wins) and logs it once. It returns
+// the latched error.
+func (h *storeHealth) fail(cause error) error {
+	err := fmt.Errorf("%w: %w", ErrStorageFailed, cause)
+	h.once.Do(func() {
+		h.err.Store(&err)
+		close(h.failedCh)
+		h.log.Error("storage failed: every write refused from now on; restart the node once the disk is fixed", "err", cause)
+	})
+	return *h.err.Load()
+}
+
+// failed returns the latched error, or nil.
+func (h *storeHealth) failed() error {
+	if p := h.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fenceFS wraps a Store's filesystem. It latches the store's health on the
+// first failed mutation, before the error reaches Pebble (see Store.write
+// for why that order matters). After the failure:
+//
+//   - it refuses every mutation of Pebble's metadata (MANIFEST files and
+//     the markers that name the current one): after a failed MANIFEST
+//     write Pebble calls Fatalf and goes on, and an append behind a torn
+//     record could make the MANIFEST unreadable at the next start;
+//   - it holds every file creation back by createRetryDelay (or until the
+//     store closes): Pebble retries a failed flush or compaction at once,
+//     without a backoff, each retry starting with the creation of its
+//     output, and would otherwise spin a CPU and fill the log;
+//   - everything else goes through. The store hands Pebble no more writes,
+//     so what remains is Pebble finishing a commit that was under way (a
+//     refusal there, e.g. of the next WAL file, would make Pebble panic)
+//     and its background flushes and compactions, which are crash-safe:
+//     the directory stays one Pebble recovers from at the next start.
+type fenceFS struct {
+	vfs.FS
+	h *storeHealth
+}
+
+// isMeta reports whether name is a MANIFEST or a marker file.
+func isMeta(name string) bool {
+	base := filepath.Base(name)
+	return strings.HasPrefix(base, "MANIFEST-") || strings.HasPrefix(base, "marker.")
+}
+
+// guard returns the store's failure if it refuses a mutation of name.
+func (fs *fenceFS) guard(name string) error {
+	if err := fs.h.failed(); err != nil && isMeta(name) {
+		return err
+	}
+	return nil
+}
+
+// guardCreate is guard for the calls that create name; after a failure
+// it waits first (see fenceFS).
+func (fs *fenceFS) guardCreate(name string) error {
+	if fs.h.failed() == nil {
+		return nil
+	}
+	t := time.NewTimer(createRetryDelay)
+	select {
+	case <-t.C:
+	case <-fs.h.closing:
+		t.Stop()
+	}
+	return fs.guard(name)
+}
+
+// observe latches a failed mutation's error and returns it unchanged.
+func (fs *fenceFS) observe(err error) error {
+	if err != nil {
+		fs.h.fail(err)
+	}
+	return err
+}
+
+func (fs *fenceFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, fs.observe(err)
+	}
+	return &fenceFile{File: f, fs: fs, name: name}, nil
+}
+
+func (fs *fenceFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.guardCreate(name); err != nil {
+		return nil, err
+	}
+	f, err := fs.FS.Create(name, category)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *fenceFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	if err := fs.guardCreate(name); err != nil {
+		return nil, err
+	}
+	f, err := fs.FS.OpenReadWrite(name, category, opts...)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *fenceFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.guardCreate(newname); err != nil {
+		return nil, err
+	}
+	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	return fs.wrap(newname, f, err)
+}
+
+// OpenDir's directories are synced after a create or rename in them.
+func (fs *fenceFS) OpenDir(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return &fenceFile{File: f, fs: fs, name: name}, nil
+}
+
+func (fs *fenceFS) Link(oldname, newname string) error {
+	if fs.guard(oldname) != nil || fs.guard(newname) != nil {
+		return fs.h.failed()
+	}
+	return fs.observe(fs.FS.Link(oldname, newname))
+}
+
+func (fs *fenceFS) Rename(oldname, newname string) error {
+	if fs.guard(oldname) != nil || fs.guard(newname) != nil {
+		return fs.h.failed()
+	}
+	return fs.observe(fs.FS.Rename(oldname, newname))
+}
+
+func (fs *fenceFS) MkdirAll(dir string, perm os.FileMode) error {
+	return fs.observe(fs.FS.MkdirAll(dir, perm))
+}
+
+// Remove and RemoveAll latch nothing: Pebble tolerates their errors, and
+// a file left behind loses no data.
+func (fs *fenceFS) Remove(name string) error {
+	if err := fs.guard(name); err != nil {
+		return err
+	}
+	return fs.FS.Remove(name)
+}
+
+func (fs *fenceFS) RemoveAll(name string) error {
+	if err := fs.guard(name); err != nil {
+		return err
+	}
+	return fs.FS.RemoveAll(name)
+}
+
+func (fs *fenceFS) Unwrap() vfs.FS { return fs.FS }
+
+// fenceFile is a file of a fenceFS.
+type fenceFile struct {
+	vfs.File
+	fs   *fenceFS
+	name string
+}
+
+func (f *fenceFile) Write(p []byte) (int, error) {
+	if err := f.fs.guard(f.name); err != nil {
+		return 0, err
+	}
+	n, err := f.File.Write(p)
+	return n, f.fs.observe(err)
+}
+
+func (f *fenceFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.guard(f.name); err != nil {
+		return 0, err
+	}
+	n, err := f.File.WriteAt(p, off)
+	return n, f.fs.observe(err)
+}
+
+// Preallocate latches nothing: a filesystem may not support it, and
+// Pebble ignores its errors.
+func (f *fenceFile) Preallocate(offset, length int64) error {
+	if err := f.fs.guard(f.name); err != nil {
+		return err
+	}
+	return f.File.Preallocate(offset, length)
+}
+
+func (f *fenceFile) Sync() error {
+	if err := f.fs.guard(f.name); err != nil {
+		return err
+	}
+	return f.fs.observe(f.File.Sync())
+}
+
+func (f *fenceFile) SyncData() error {
+	if err := f.fs.guard(f.name); err != nil {
+		return err
+	}
+	return f.fs.observe(f.File.SyncData())
+}
+
+func (f *fenceFile) SyncTo(length int64) (bool, error) {
+	if err := f.fs.guard(f.name); err != nil {
+		return false, err
+	}
+	full, err := f.File.SyncTo(length)
+	return full, f.fs.observe(err)
+}
