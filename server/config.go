@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sort"
 	"time"
@@ -131,6 +132,26 @@ func Load(path string) (Config, error) {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// Redacted is what LogValue shows in place of a namespace's secret.
+const Redacted = "[redacted]"
+
+// LogValue implements slog.LogValuer: the configuration as JSON with every
+// namespace secret replaced by Redacted, so that logging a Config never
+// reveals a secret.
+func (c Config) LogValue() slog.Value {
+	c.Namespaces = append([]Namespace(nil), c.Namespaces...)
+	for i := range c.Namespaces {
+		if c.Namespaces[i].Secret != "" {
+			c.Namespaces[i].Secret = Redacted
+		}
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return slog.StringValue("unprintable config: " + err.Error())
+	}
+	return slog.AnyValue(json.RawMessage(b))
 }
 
 // SetDefaults fills unset fields.

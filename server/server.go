@@ -120,6 +120,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	log.Info("effective config", "config", cfg)
 	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
 		booted: make(chan struct{}), runErr: make(chan error, 1)}
 	s.life, s.endLife = context.WithCancel(context.Background())

@@ -1,6 +1,6 @@
 // Command paxlockd runs one paxlock node, or a standalone registry.
 //
-//	paxlockd -config node1.json [-id N] [-data DIR] [-admin ADDR]
+//	paxlockd -config node1.json [-id N] [-data DIR] [-admin ADDR] [-log-format text|json]
 //	paxlockd -role registry -config registry.json
 //
 // A standalone registry serves the cluster views of several clusters and
@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -43,6 +44,7 @@ func run() error {
 	data := flag.String("data", "", "data directory (overrides the file)")
 	admin := flag.String("admin", "", "admin HTTP address (overrides the file)")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
+	format := flag.String("log-format", "text", "text (logfmt) or json (one object per line)")
 	role := flag.String("role", "node", "node or registry")
 	flag.Parse()
 	if *path == "" {
@@ -53,7 +55,10 @@ func run() error {
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	log, err := newLogger(os.Stderr, *format, lv)
+	if err != nil {
+		return err
+	}
 	slog.SetDefault(log)
 
 	if *role == "registry" {
@@ -93,6 +98,19 @@ func run() error {
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
+}
+
+// newLogger returns a logger writing to w in format ("text" or "json") at
+// level lv and above.
+func newLogger(w io.Writer, format string, lv slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", format)
 }
 
 // registryConfig is the standalone registry's configuration file.
