@@ -8,8 +8,12 @@ RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/...
 
 all: build
 
+# BUILDVCS=auto stamps the binaries with the commit they were built from
+# (paxlockd -version, paxlockctl version) when the tree is a git clone;
+# Go omits it in a linked worktree. BUILDVCS=false never does.
+BUILDVCS ?= auto
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=$(BUILDVCS) -o $(BIN)/ ./cmd/...
 
 vet:
 	$(GO) vet ./...

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -100,5 +102,23 @@ func TestStartLogRedactsSecrets(t *testing.T) {
 				t.Errorf("logged config %+v: want defaults filled in (15 groups) and node 1", rec.Config)
 			}
 		})
+	}
+}
+
+func TestLoadRejectsUnknownKeys(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "node.json")
+	if err := os.WriteFile(p, []byte(`{"node_id": 1, "data_dir": "d", "heartbeet": "50ms"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(p)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "heartbeet"`) || !strings.Contains(err.Error(), p) {
+		t.Fatalf("Load: %v, want an error naming the file and the key heartbeet", err)
+	}
+	if err := os.WriteFile(p, []byte(`{"node_id": 1, "data_dir": "d", "heartbeat": "50ms"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil || c.Heartbeat != Duration(50*time.Millisecond) {
+		t.Fatalf("Load: %+v, %v", c, err)
 	}
 }

@@ -125,10 +125,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		booted: make(chan struct{}), runErr: make(chan error, 1)}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	ns := map[string]string{}
-	for _, n := range cfg.Namespaces {
-		if err := wire.ValidateNamespace(n.Name); err != nil {
-			return nil, fmt.Errorf("config: namespace %q: %w", n.Name, err)
-		}
+	for _, n := range cfg.Namespaces { // names checked by Validate
 		ns[n.Name] = n.Secret
 	}
 	s.namespaces.Store(&ns)
