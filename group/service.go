@@ -75,6 +75,10 @@ type Config struct {
 	Clock Clock
 	// Logger receives events (default slog.Default()).
 	Logger *slog.Logger
+	// Self is this node's id (default: the paxos.Config's ID); the logs
+	// of mastership changes need it to say when this node became or
+	// stopped being a group's master.
+	Self paxos.NodeID
 	// OnMaster, if set, is told of every change in this replica's view of
 	// a group's mastership (group index, new state). It runs on the
 	// paxos host's loop, which drives every group, and must not block.
@@ -138,10 +142,13 @@ type LockGroup struct {
 // preferred(g) names the node that should master group g, 0 for none.
 func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
 	cfg.setDefaults()
+	if cfg.Self == 0 {
+		cfg.Self = pcfg.ID
+	}
 	s := &Service{cfg: cfg}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)
-		lg := &LockGroup{svc: s, id: g, sm: sm, self: pcfg.ID}
+		lg := &LockGroup{svc: s, id: g, sm: sm, self: cfg.Self}
 		for i := 0; i < cfg.Workers; i++ {
 			lg.workers = append(lg.workers, newWorker(lg, i))
 		}
@@ -242,6 +249,9 @@ func (g *LockGroup) masterChanged(s paxos.SoftState) {
 // this replica can tell it. Changes between other nodes are logged at
 // debug level.
 func (g *LockGroup) logMaster(prev, s paxos.SoftState) {
+	if g.self == 0 {
+		return // who this node is was not said: nothing to tell
+	}
 	log := g.svc.cfg.Logger
 	pref := paxos.NodeID(g.preferred.Load())
 	group := slog.Int("group", g.id)

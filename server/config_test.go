@@ -72,6 +72,14 @@ func TestStartLogRedactsSecrets(t *testing.T) {
 			if strings.Contains(out, secret) {
 				t.Fatalf("the secret appears in the log:\n%s", out)
 			}
+			// The only node masters every group: each election is logged,
+			// and no step-down.
+			if n := strings.Count(out, "group master elected"); n != 15 {
+				t.Errorf("%d groups logged as elected on the only node, want 15:\n%s", n, out)
+			}
+			if strings.Contains(out, "stepped down") {
+				t.Errorf("a step-down logged on the only node:\n%s", out)
+			}
 			var line string
 			for _, l := range strings.Split(out, "\n") {
 				if strings.Contains(l, "effective config") {

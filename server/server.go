@@ -166,6 +166,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MinTTL:     time.Duration(cfg.MinTTL),
 		MaxTTL:     time.Duration(cfg.MaxTTL),
 		Logger:     log,
+		Self:       paxos.NodeID(cfg.NodeID),
 		OnMaster:   s.onMaster,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
