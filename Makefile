@@ -4,12 +4,30 @@ BIN     := bin
 RUNDIR  ?= .run
 RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/...
 
-.PHONY: all build test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e fuzz
+.PHONY: all build static docker-image test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e fuzz
 
 all: build
 
+# BUILDVCS=auto stamps the binaries with the commit they were built from
+# (paxlockd -version, paxlockctl version) when the tree is a git clone;
+# Go omits it in a linked worktree. BUILDVCS=false never does.
+BUILDVCS ?= auto
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=$(BUILDVCS) -o $(BIN)/ ./cmd/...
+
+# static builds paxlockd without cgo into $(BIN)/docker, the build context
+# of the Docker image (with an empty data directory for it).
+static:
+	mkdir -p $(BIN)/docker/data
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=$(BUILDVCS) -ldflags='-s -w' -o $(BIN)/docker/paxlockd ./cmd/paxlockd
+
+# docker-image builds $(IMAGE):$(IMAGE_TAG) FROM scratch with the static
+# paxlockd only (see Dockerfile); nothing is pulled.
+DOCKER    ?= docker
+IMAGE     ?= paxlock/paxlockd
+IMAGE_TAG ?= dev
+docker-image: static
+	$(DOCKER) build -f Dockerfile -t $(IMAGE):$(IMAGE_TAG) $(BIN)/docker
 
 vet:
 	$(GO) vet ./...

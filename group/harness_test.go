@@ -176,6 +176,7 @@ func (c *cluster) start(id paxos.NodeID) {
 	c.nmu.Unlock()
 	cfg := c.cfg
 	cfg.Logger = testutil.Logger()
+	cfg.Self = id
 	svc, err := NewService(cfg, host, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: 120},
 		func(g int) paxos.NodeID { return c.peers[g%len(c.peers)] })
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/paxos"
@@ -74,6 +75,10 @@ type Config struct {
 	Clock Clock
 	// Logger receives events (default slog.Default()).
 	Logger *slog.Logger
+	// Self is this node's id (default: the paxos.Config's ID); the logs
+	// of mastership changes need it to say when this node became or
+	// stopped being a group's master.
+	Self paxos.NodeID
 	// OnMaster, if set, is told of every change in this replica's view of
 	// a group's mastership (group index, new state). It runs on the
 	// paxos host's loop, which drives every group, and must not block.
@@ -135,6 +140,13 @@ type LockGroup struct {
 	// serves. Without it a worker descheduled between the check and the
 	// answer could answer from a table the new master has moved past.
 	serve sync.RWMutex
+	// self is this node; preferred the node that should master the group
+	// (0: none), kept to tell a hand-off from an election in the logs.
+	self      paxos.NodeID
+	preferred atomic.Uint32
+	// soft is the last mastership state seen, under softMu.
+	softMu sync.Mutex
+	soft   paxos.SoftState
 }
 
 // NewService creates the lock groups on host: replication group g+1 for
@@ -142,10 +154,13 @@ type LockGroup struct {
 // preferred(g) names the node that should master group g, 0 for none.
 func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
 	cfg.setDefaults()
+	if cfg.Self == 0 {
+		cfg.Self = pcfg.ID
+	}
 	s := &Service{cfg: cfg}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)
-		lg := &LockGroup{svc: s, id: g, sm: sm}
+		lg := &LockGroup{svc: s, id: g, sm: sm, self: cfg.Self}
 		for i := 0; i < cfg.Workers; i++ {
 			lg.workers = append(lg.workers, newWorker(lg, i))
 		}
@@ -160,7 +175,7 @@ func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.C
 		}
 		lg.px = px
 		if preferred != nil {
-			px.SetPreferred(preferred(g))
+			lg.SetPreferred(preferred(g))
 		}
 		s.groups = append(s.groups, lg)
 		// The group may already be master (single node): tell the workers.
@@ -220,6 +235,13 @@ func (g *LockGroup) StateMachine() *StateMachine { return g.sm }
 // Serving reports whether this node is the group's serving master.
 func (g *LockGroup) Serving() bool { return g.px.Status().Serving }
 
+// SetPreferred names the node that should master the group (0: none); a
+// master hands the group to it once it has caught up.
+func (g *LockGroup) SetPreferred(id paxos.NodeID) {
+	g.preferred.Store(uint32(id))
+	g.px.SetPreferred(id)
+}
+
 func (g *LockGroup) masterChanged(s paxos.SoftState) {
 	if !s.Serving {
 		// Wait for the answers that passed the lease check before the
@@ -227,10 +249,60 @@ func (g *LockGroup) masterChanged(s paxos.SoftState) {
 		g.serve.Lock()
 		g.serve.Unlock() //nolint:staticcheck // SA2001: the empty critical section is the point: it waits for readers
 	}
+	g.softMu.Lock()
+	prev := g.soft
+	g.soft = s
+	g.softMu.Unlock()
+	g.logMaster(prev, s)
 	if f := g.svc.cfg.OnMaster; f != nil {
 		f(g.id, s)
 	}
 	for _, w := range g.workers {
 		w.post(event{kind: evMaster, serving: s.Serving})
+	}
+}
+
+// logMaster logs this replica becoming the group's master, starting to
+// serve, and ceasing to be master or to serve, with the reason as far as
+// this replica can tell it. Changes between other nodes are logged at
+// debug level.
+func (g *LockGroup) logMaster(prev, s paxos.SoftState) {
+	if g.self == 0 {
+		return // who this node is was not said: nothing to tell
+	}
+	log := g.svc.cfg.Logger
+	pref := paxos.NodeID(g.preferred.Load())
+	group := slog.Int("group", g.id)
+	switch {
+	case s.Master == g.self && prev.Master != g.self:
+		var reason string
+		switch {
+		case prev.Master == 0:
+			reason = "elected: no master was known"
+		case pref == g.self:
+			reason = fmt.Sprintf("hand-off: took the group from node %d as its preferred master", prev.Master)
+		default:
+			reason = fmt.Sprintf("elected: took over from node %d", prev.Master)
+		}
+		log.Info("group master elected", group, "ballot", s.Ballot.String(), "previous", uint32(prev.Master), "reason", reason)
+	case prev.Master == g.self && s.Master != g.self:
+		var reason string
+		switch {
+		case s.Master == 0:
+			reason = "lost its lease or quorum: no master known"
+		case s.Master == pref:
+			reason = fmt.Sprintf("hand-off: gave the group to its preferred master, node %d", s.Master)
+		default:
+			reason = fmt.Sprintf("superseded by node %d's higher ballot", s.Master)
+		}
+		log.Info("group master stepped down", group, "ballot", prev.Ballot.String(), "new_master", uint32(s.Master), "new_ballot", s.Ballot.String(), "reason", reason)
+	case s.Master != prev.Master || s.Ballot != prev.Ballot:
+		log.Debug("group master changed", group, "master", uint32(s.Master), "ballot", s.Ballot.String())
+	}
+	if s.Master == g.self && s.Serving && !prev.Serving {
+		log.Info("group master serving", group, "ballot", s.Ballot.String())
+	}
+	if prev.Master == g.self && prev.Serving && s.Master == g.self && !s.Serving {
+		log.Info("group master stopped serving", group, "ballot", s.Ballot.String(), "reason", "lease not renewed by a quorum")
 	}
 }

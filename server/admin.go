@@ -76,6 +76,8 @@ func (s *Server) adminMux() *http.ServeMux {
 		_ = enc.Encode(s.Status())
 	})
 	mux.HandleFunc("/namespaces", s.namespacesHandler)
+	mux.HandleFunc("/healthz", s.healthzHandler)
+	mux.HandleFunc("/readyz", s.readyzHandler)
 	if s.faults != nil {
 		mux.HandleFunc("/debug/partition", s.faults.handle)
 	}

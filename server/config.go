@@ -5,14 +5,18 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // Duration is a time.Duration that reads and writes as a string such as
@@ -126,17 +130,61 @@ type Config struct {
 	storeFS vfs.FS
 }
 
-// Load reads a JSON configuration file.
+// Load reads a JSON configuration file. A key that names no setting is an
+// error that names it (a misspelt key would otherwise be ignored and its
+// setting left at its default), and so is anything after the object.
 func Load(path string) (Config, error) {
 	var c Config
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return c, fmt.Errorf("config: %w", err)
 	}
-	if err := json.Unmarshal(b, &c); err != nil {
+	if err := DecodeStrict(b, &c); err != nil {
 		return c, fmt.Errorf("config %s: %w", path, err)
 	}
 	return c, nil
+}
+
+// DecodeStrict decodes the single JSON value in b into v, refusing keys
+// that match no field of v and anything after the value.
+func DecodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// Check reports whether c could start a node, as New would judge it:
+// defaults filled in, then Validate. c itself is not changed.
+func (c Config) Check() error {
+	c.Nodes = append([]NodeAddr(nil), c.Nodes...)
+	c.SetDefaults()
+	return c.Validate()
+}
+
+// Redacted is what LogValue shows in place of a namespace's secret.
+const Redacted = "[redacted]"
+
+// LogValue implements slog.LogValuer: the configuration as JSON with every
+// namespace secret replaced by Redacted, so that logging a Config never
+// reveals a secret.
+func (c Config) LogValue() slog.Value {
+	c.Namespaces = append([]Namespace(nil), c.Namespaces...)
+	for i := range c.Namespaces {
+		if c.Namespaces[i].Secret != "" {
+			c.Namespaces[i].Secret = Redacted
+		}
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return slog.StringValue("unprintable config: " + err.Error())
+	}
+	return slog.AnyValue(json.RawMessage(b))
 }
 
 // SetDefaults fills unset fields.
@@ -226,6 +274,11 @@ func (c *Config) Validate() error {
 	}
 	if c.MinTTL > c.MaxTTL || c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
 		errs = append(errs, errors.New("ttl: need min_ttl <= default_ttl <= max_ttl"))
+	}
+	for _, n := range c.Namespaces {
+		if err := wire.ValidateNamespace(n.Name); err != nil {
+			errs = append(errs, fmt.Errorf("namespaces: %q: %w", n.Name, err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)

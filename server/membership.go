@@ -146,7 +146,7 @@ func (g *gossip) watch(changes <-chan struct{}) {
 			}
 			if p != 0 && p != g.placed[i] {
 				g.placed[i] = p
-				lg.Paxos().SetPreferred(p)
+				lg.SetPreferred(p)
 			}
 		}
 		g.mu.Unlock()

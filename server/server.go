@@ -120,14 +120,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.Default()
 	}
+	log.Info("effective config", "config", cfg)
 	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
 		booted: make(chan struct{}), runErr: make(chan error, 1)}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	ns := map[string]string{}
-	for _, n := range cfg.Namespaces {
-		if err := wire.ValidateNamespace(n.Name); err != nil {
-			return nil, fmt.Errorf("config: namespace %q: %w", n.Name, err)
-		}
+	for _, n := range cfg.Namespaces { // names checked by Validate
 		ns[n.Name] = n.Secret
 	}
 	s.namespaces.Store(&ns)
@@ -168,6 +166,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MinTTL:     time.Duration(cfg.MinTTL),
 		MaxTTL:     time.Duration(cfg.MaxTTL),
 		Logger:     log,
+		Self:       paxos.NodeID(cfg.NodeID),
 		OnMaster:   s.onMaster,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {

@@ -3,7 +3,6 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,25 +16,21 @@ import (
 )
 
 // adminGet returns the body of an admin endpoint.
-func adminGet(t *testing.T, addr, path string) []byte {
+// adminGetOK returns the body of a GET on the admin endpoint, failing the
+// test unless it answers 200.
+func adminGetOK(t *testing.T, addr, path string) []byte {
 	t.Helper()
-	cl := http.Client{Timeout: 10 * time.Second}
-	resp, err := cl.Get("http://" + addr + path)
-	if err != nil {
-		t.Fatal(err)
+	code, body, err := adminGet(t, addr, path)
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", path, code, err)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET %s: %s %v", path, resp.Status, err)
-	}
-	return b
+	return []byte(body)
 }
 
 func adminStatus(t *testing.T, addr string) Status {
 	t.Helper()
 	var st Status
-	if err := json.Unmarshal(adminGet(t, addr, "/status"), &st); err != nil {
+	if err := json.Unmarshal(adminGetOK(t, addr, "/status"), &st); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -61,7 +56,7 @@ func TestStorageFailureReported(t *testing.T) {
 	if st := adminStatus(t, admin); st.StorageFailed || st.StorageError != "" {
 		t.Fatalf("healthy node reports %+v", st)
 	}
-	if m := string(adminGet(t, admin, "/metrics")); !strings.Contains(m, "paxlock_storage_failed 0\n") {
+	if m := string(adminGetOK(t, admin, "/metrics")); !strings.Contains(m, "paxlock_storage_failed 0\n") {
 		t.Fatalf("metrics of a healthy node:\n%s", m)
 	}
 	// A key in every group.
@@ -107,7 +102,7 @@ func TestStorageFailureReported(t *testing.T) {
 			t.Errorf("failed node serves group %d", g.Group)
 		}
 	}
-	if m := string(adminGet(t, admin, "/metrics")); !strings.Contains(m, "paxlock_storage_failed 1\n") {
+	if m := string(adminGetOK(t, admin, "/metrics")); !strings.Contains(m, "paxlock_storage_failed 1\n") {
 		t.Errorf("metrics of the failed node:\n%s", m)
 	}
 	for _, cfg := range tc.cfgs[1:] {

@@ -1,5 +1,6 @@
 // Command paxlockctl inspects and uses a paxlock cluster.
 //
+//	paxlockctl version
 //	paxlockctl [-admin host:port,...] status|wait
 //	paxlockctl [-admin host:port,...] namespace list|add NAME SECRET|remove NAME
 //	paxlockctl [-registry host:port,...] [-namespace N -secret S] lock KEY [HOLD]
@@ -9,7 +10,8 @@
 // fencing token, holds it for HOLD (default 5s) and releases it. state
 // prints who holds KEY.
 //
-// wait returns once every group has a serving master (or fails after a
+// version prints the module version, VCS revision and time, and Go
+// version paxlockctl was built from. wait returns once every group has a serving master (or fails after a
 // minute). status asks every node's admin endpoint for its report and prints the
 // members, which node masters each group, and lock counts per group.
 package main
@@ -29,6 +31,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/server"
 )
 
@@ -38,7 +41,7 @@ func main() {
 	ns := flag.String("namespace", "default", "namespace")
 	secret := flag.String("secret", "paxlock", "namespace secret")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] status|wait|namespace list|add NAME SECRET|remove NAME|lock KEY [HOLD]|state KEY\n")
+		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] version|status|wait|namespace list|add NAME SECRET|remove NAME|lock KEY [HOLD]|state KEY\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -48,6 +51,8 @@ func main() {
 	}
 	var err error
 	switch flag.Arg(0) {
+	case "version":
+		fmt.Println(buildinfo.Line("paxlockctl"))
 	case "status":
 		err = status(strings.Split(*admin, ","))
 	case "wait":

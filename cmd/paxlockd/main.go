@@ -1,7 +1,9 @@
 // Command paxlockd runs one paxlock node, or a standalone registry.
 //
-//	paxlockd -config node1.json [-id N] [-data DIR] [-admin ADDR]
+//	paxlockd -config node1.json [-id N] [-data DIR] [-admin ADDR] [-log-format text|json]
 //	paxlockd -role registry -config registry.json
+//	paxlockd -check-config node1.json [-role registry] [-id N] [-data DIR] [-admin ADDR]
+//	paxlockd -version
 //
 // A standalone registry serves the cluster views of several clusters and
 // maps each namespace to its cluster; its configuration is
@@ -13,19 +15,25 @@
 // It reads the JSON configuration (see server.Config), lets flags override
 // it, starts the Paxos groups before it accepts clients, and on SIGTERM or
 // SIGINT stops accepting, fails what is in flight and closes its store.
+// Unknown keys in either configuration are an error naming the key.
+// -check-config validates a file as a start would (exit status 0, or 1
+// and the error) without opening storage or listening; -version prints
+// the module version, VCS revision and time, and Go version the binary
+// was built from.
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/registry"
 	"github.com/paxlock/paxlock/server"
 )
@@ -43,8 +51,39 @@ func run() error {
 	data := flag.String("data", "", "data directory (overrides the file)")
 	admin := flag.String("admin", "", "admin HTTP address (overrides the file)")
 	level := flag.String("log-level", "info", "debug, info, warn or error")
+	format := flag.String("log-format", "text", "text (logfmt) or json (one object per line)")
 	role := flag.String("role", "node", "node or registry")
+	version := flag.Bool("version", false, "print the version and build information, then exit")
+	check := flag.String("check-config", "", "validate this configuration file (with -role and the override flags) and exit: 0 if it could start, 1 with the error if not")
 	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (flags only)", flag.Args())
+	}
+	if *version {
+		fmt.Println(buildinfo.Line("paxlockd"))
+		return nil
+	}
+	if *role != "node" && *role != "registry" {
+		return fmt.Errorf("-role %q: want node or registry", *role)
+	}
+	override := func(cfg *server.Config) {
+		if *id != 0 {
+			cfg.NodeID = uint32(*id)
+		}
+		if *data != "" {
+			cfg.DataDir = *data
+		}
+		if *admin != "" {
+			cfg.AdminAddr = *admin
+		}
+	}
+	if *check != "" {
+		if err := checkConfig(*check, *role, override); err != nil {
+			return err
+		}
+		fmt.Printf("%s: ok\n", *check)
+		return nil
+	}
 	if *path == "" {
 		flag.Usage()
 		return fmt.Errorf("-config is required")
@@ -53,28 +92,21 @@ func run() error {
 	if err := lv.UnmarshalText([]byte(*level)); err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	log, err := newLogger(os.Stderr, *format, lv)
+	if err != nil {
+		return err
+	}
 	slog.SetDefault(log)
+	log.Info("paxlockd starting", "version", buildinfo.Line("paxlockd"), "role", *role, "config", *path)
 
 	if *role == "registry" {
 		return runRegistry(*path, log)
-	}
-	if *role != "node" {
-		return fmt.Errorf("-role %q: want node or registry", *role)
 	}
 	cfg, err := server.Load(*path)
 	if err != nil {
 		return err
 	}
-	if *id != 0 {
-		cfg.NodeID = uint32(*id)
-	}
-	if *data != "" {
-		cfg.DataDir = *data
-	}
-	if *admin != "" {
-		cfg.AdminAddr = *admin
-	}
+	override(&cfg)
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
@@ -95,6 +127,45 @@ func run() error {
 	return srv.Shutdown(ctx)
 }
 
+// checkConfig reads and validates the configuration file path of role
+// ("node" or "registry") as starting would, without opening storage or
+// listening: a node's after override applied the flags.
+func checkConfig(path, role string, override func(*server.Config)) error {
+	if role == "registry" {
+		rc, err := loadRegistryConfig(path)
+		if err != nil {
+			return err
+		}
+		_, err = registry.NewStandalone(rc.standalone(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			return fmt.Errorf("registry config %s: %w", path, err)
+		}
+		return nil
+	}
+	cfg, err := server.Load(path)
+	if err != nil {
+		return err
+	}
+	override(&cfg)
+	if err := cfg.Check(); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+// newLogger returns a logger writing to w in format ("text" or "json") at
+// level lv and above.
+func newLogger(w io.Writer, format string, lv slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("-log-format %q: want text or json", format)
+}
+
 // registryConfig is the standalone registry's configuration file.
 type registryConfig struct {
 	Listen     string              `json:"listen"`
@@ -102,16 +173,30 @@ type registryConfig struct {
 	Namespaces map[string]string   `json:"namespaces"`
 }
 
-func runRegistry(path string, log *slog.Logger) error {
+// loadRegistryConfig reads a standalone registry's configuration; unknown
+// keys are an error naming them.
+func loadRegistryConfig(path string) (registryConfig, error) {
+	var rc registryConfig
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("registry config: %w", err)
+		return rc, fmt.Errorf("registry config: %w", err)
 	}
-	var rc registryConfig
-	if err := json.Unmarshal(b, &rc); err != nil {
-		return fmt.Errorf("registry config %s: %w", path, err)
+	if err := server.DecodeStrict(b, &rc); err != nil {
+		return rc, fmt.Errorf("registry config %s: %w", path, err)
 	}
-	reg, err := registry.NewStandalone(registry.StandaloneConfig{Listen: rc.Listen, Clusters: rc.Clusters, Namespaces: rc.Namespaces, Logger: log})
+	return rc, nil
+}
+
+func (rc registryConfig) standalone(log *slog.Logger) registry.StandaloneConfig {
+	return registry.StandaloneConfig{Listen: rc.Listen, Clusters: rc.Clusters, Namespaces: rc.Namespaces, Logger: log}
+}
+
+func runRegistry(path string, log *slog.Logger) error {
+	rc, err := loadRegistryConfig(path)
+	if err != nil {
+		return err
+	}
+	reg, err := registry.NewStandalone(rc.standalone(log))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/paxlock/paxlock/server"
+)
+
+func TestNewLoggerFormats(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger(&buf, "json", slog.LevelInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Debug("hidden")
+	log.Info("hello", "group", 3)
+	var rec map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
+		t.Fatalf("json format wrote %q: %v", buf.String(), err)
+	}
+	if rec["msg"] != "hello" || rec["group"] != float64(3) {
+		t.Errorf("json record %v", rec)
+	}
+	buf.Reset()
+	log, err = newLogger(&buf, "text", slog.LevelInfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("hello", "group", 3)
+	if !strings.Contains(buf.String(), "msg=hello group=3") {
+		t.Errorf("text format wrote %q", buf.String())
+	}
+	if _, err := newLogger(&buf, "xml", slog.LevelInfo); err == nil || !strings.Contains(err.Error(), "xml") {
+		t.Errorf("format xml: err %v, want one naming it", err)
+	}
+}
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCheckConfig(t *testing.T) {
+	const node = `{"node_id": 1, "data_dir": "/var/lib/paxlock",
+		"nodes": [{"id": 1, "peer": "127.0.0.1:7201", "client": "127.0.0.1:7101"}],
+		"namespaces": [{"name": "default", "secret": "s"}]%s}`
+	none := func(*server.Config) {}
+	cases := []struct {
+		name, role, body string
+		override         func(*server.Config)
+		want             string // "" accepts; else a substring of the error
+	}{
+		{"good", "node", fmt.Sprintf(node, ""), none, ""},
+		{"unknown key", "node", fmt.Sprintf(node, `, "max_tll": "10s"`), none, `unknown field "max_tll"`},
+		{"nested unknown key", "node", `{"node_id": 1, "data_dir": "d", "nodes": [{"id": 1, "peer": "a:1", "client": "a:2", "gosip": "a:3"}]}`, none, `unknown field "gosip"`},
+		{"trailing data", "node", fmt.Sprintf(node, "") + `{}`, none, "after the JSON object"},
+		{"bad duration", "node", fmt.Sprintf(node, `, "lease": "soon"`), none, "duration"},
+		{"not listed", "node", fmt.Sprintf(node, ""), func(c *server.Config) { c.NodeID = 4 }, "this node (4) is not listed"},
+		{"bad timing", "node", fmt.Sprintf(node, `, "lease": "20ms"`), none, "timing"},
+		{"bad namespace", "node", `{"node_id": 1, "data_dir": "d", "nodes": [{"id": 1, "peer": "a:1", "client": "a:2"}], "namespaces": [{"name": "", "secret": "s"}]}`, none, "namespaces"},
+		{"registry good", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}}`, none, ""},
+		{"registry unknown key", "registry", `{"listen": "127.0.0.1:0", "cluster": {}}`, none, `unknown field "cluster"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := writeFile(t, "c.json", c.body)
+			err := checkConfig(p, c.role, c.override)
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("checkConfig: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("checkConfig: %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	if err := checkConfig(filepath.Join(t.TempDir(), "missing.json"), "node", none); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+}

@@ -1,0 +1,77 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/paxlock/paxlock/paxos"
+)
+
+// ReadyMaxLag is how many chosen instances a follower may have left to
+// apply and still count as following its group's master closely enough
+// for /readyz.
+const ReadyMaxLag = 1000
+
+// Ready reports whether this node is ready to take its share of the
+// cluster's work, and if not, why, in one short line: the membership
+// layer counts a majority of the members alive (this node included), and
+// every group has a master this node knows of that is alive, with this
+// node either that master and serving (holding its lease) or a follower
+// with at most ReadyMaxLag chosen instances left to apply.
+func (s *Server) Ready() (bool, string) {
+	v := s.view.Load()
+	alive := 0
+	for _, n := range v.Nodes {
+		if n.Alive {
+			alive++
+		}
+	}
+	if alive <= len(s.cfg.Nodes)/2 {
+		return false, fmt.Sprintf("no quorum: %d of %d nodes alive", alive, len(s.cfg.Nodes))
+	}
+	aliveNode := func(id paxos.NodeID) bool {
+		for _, n := range v.Nodes {
+			if n.ID == uint32(id) {
+				return n.Alive
+			}
+		}
+		return false
+	}
+	self := paxos.NodeID(s.cfg.NodeID)
+	for g, lg := range s.svc.Groups() {
+		st := lg.Paxos().Status()
+		switch {
+		case st.Master == 0:
+			return false, fmt.Sprintf("group %d: no master known", g)
+		case st.Master == self:
+			if !st.Serving {
+				return false, fmt.Sprintf("group %d: this node is master (ballot %s) but not serving yet", g, st.Ballot)
+			}
+		default:
+			if !aliveNode(st.Master) {
+				return false, fmt.Sprintf("group %d: master node %d is not alive", g, st.Master)
+			}
+			if c, a, _ := lg.Paxos().Progress(); c > a && c-a > ReadyMaxLag {
+				return false, fmt.Sprintf("group %d: %d chosen instances not yet applied (at most %d)", g, c-a, ReadyMaxLag)
+			}
+		}
+	}
+	return true, "ready"
+}
+
+// healthzHandler answers 200 while the process serves its admin endpoint.
+func (s *Server) healthzHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
+// readyzHandler answers 200 when Ready does, 503 with its reason when not.
+func (s *Server) readyzHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	ok, why := s.Ready()
+	if !ok {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	fmt.Fprintln(w, why)
+}
