@@ -45,3 +45,21 @@ func TestHandOffWaitsForAnswers(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, func() bool { id, _ := c.findMaster(g); return id != 0 },
 		"a master for group %d after the answer", g)
 }
+
+// TestServiceCloseTwice: Close may be called again (it hung: the second
+// stop waited for a worker that had already stopped).
+func TestServiceCloseTwice(t *testing.T) {
+	c := newCluster(t, 1, Config{Clock: newFakeClock()})
+	svc := c.svc(1)
+	done := make(chan struct{})
+	go func() {
+		svc.Close()
+		svc.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a second Service.Close did not return")
+	}
+}

@@ -184,7 +184,8 @@ func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.C
 	return s, nil
 }
 
-// Close stops the workers. The paxos host is stopped by its owner.
+// Close stops the workers; it may be called more than once. The paxos
+// host is stopped by its owner.
 func (s *Service) Close() {
 	for _, g := range s.groups {
 		for _, w := range g.workers {

@@ -371,6 +371,8 @@ func (w *worker) post(e event) {
 			respond(e.req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
 		case evResult:
 			staleResult(e.pend, e.res)
+		case evStop:
+			close(e.done) // stopped already: nothing is left to stop
 		}
 		return
 	}
