@@ -259,7 +259,7 @@ func (s *Store) Close() error {
 // record: the WAL is sequential, so syncing it covers all earlier commits).
 func (s *Store) Sync() error {
 	b := s.db.NewBatch()
-	defer b.Close()
+	defer func() { _ = b.Close() }() // an empty batch: nothing to lose
 	err := b.LogData(nil, nil)
 	if err == nil {
 		err = s.commitSync(b)
@@ -308,7 +308,7 @@ func (l pebbleLogger) Errorf(format string, args ...any) {
 }
 
 func (l pebbleLogger) Fatalf(format string, args ...any) {
-	l.h.fail(fmt.Errorf("pebble: fatal: %s", fmt.Sprintf(format, args...)))
+	_ = l.h.fail(fmt.Errorf("pebble: fatal: %s", fmt.Sprintf(format, args...))) // latched: Store.Err reports it
 }
 
 // ---- keys ----
@@ -811,8 +811,9 @@ func (b *Batch) Commit(sync bool) error {
 		err = b.s.write(b.b, false)
 	}
 	if err != nil {
-		// Pebble refuses to reuse a batch whose commit failed.
-		b.b.Close()
+		// Pebble refuses to reuse a batch whose commit failed; the
+		// commit's error is the one that matters.
+		_ = b.b.Close()
 		b.b = b.s.db.NewBatch()
 		return fmt.Errorf("paxos: commit batch: %w", err)
 	}
@@ -837,7 +838,7 @@ func (b *Batch) Apply() error {
 		return fmt.Errorf("paxos: batch: %w", err)
 	}
 	if err := b.s.write(b.b, true); err != nil {
-		b.b.Close()
+		_ = b.b.Close() // the write's error is the one that matters
 		b.b = b.s.db.NewBatch()
 		return fmt.Errorf("paxos: apply batch: %w", err)
 	}
@@ -853,8 +854,9 @@ func (b *Batch) SyncWait() error {
 	}
 	b.applied = false
 	if err := b.s.syncWait(b.b); err != nil {
-		// Pebble refuses to reuse a batch whose commit failed.
-		b.b.Close()
+		// Pebble refuses to reuse a batch whose commit failed; the
+		// commit's error is the one that matters.
+		_ = b.b.Close()
 		b.b = b.s.db.NewBatch()
 		return fmt.Errorf("paxos: sync batch: %w", err)
 	}

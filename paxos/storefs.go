@@ -114,7 +114,7 @@ func (fs *fenceFS) guardCreate(name string) error {
 // observe latches a failed mutation's error and returns it unchanged.
 func (fs *fenceFS) observe(err error) error {
 	if err != nil {
-		fs.h.fail(err)
+		_ = fs.h.fail(err) // latched; the caller gets err itself
 	}
 	return err
 }
