@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -29,5 +30,100 @@ func TestModelRejectsViolations(t *testing.T) {
 	ok := []porcupine.Operation{acq(1, 0, 10, 5), rel(1, 20, 30, 5), acq(2, 40, 50, 9), acq(2, 60, 70, 9)}
 	if porcupine.CheckOperationsTimeout(lockModel.ToModel(), ok, 10*time.Second) != porcupine.Ok {
 		t.Error("a valid history was rejected")
+	}
+}
+
+// The read-write model must reject what a read-write lock must never do,
+// and accept readers sharing the lock (and a hand-off's shared token).
+func TestRWModelRejectsViolations(t *testing.T) {
+	op := func(owner int, read bool, o rwOp, call, ret int64, tok uint64, ok bool) porcupine.Operation {
+		in := rwInput{Key: "k", Owner: owner, Read: read, Op: o}
+		out := lockOutput{OK: ok}
+		if o == rwAcquire {
+			out.Token = tok
+		} else {
+			in.Token = tok
+		}
+		return porcupine.Operation{ClientId: owner, Input: in, Call: call, Output: out, Return: ret}
+	}
+	w := func(owner int, o rwOp, call, ret int64, tok uint64) porcupine.Operation {
+		return op(owner, false, o, call, ret, tok, true)
+	}
+	r := func(owner int, o rwOp, call, ret int64, tok uint64) porcupine.Operation {
+		return op(owner, true, o, call, ret, tok, true)
+	}
+	lost := porcupine.Operation{ClientId: 1, Input: rwInput{Key: "k", Owner: 1, Op: rwRelease, Token: 5}, Call: 20, Output: lockOutput{Unknown: true}, Return: forever}
+	bad := map[string][]porcupine.Operation{
+		"two writers":          {w(1, rwAcquire, 0, 10, 5), w(2, rwAcquire, 20, 30, 6)},
+		"reader under writer":  {w(1, rwAcquire, 0, 10, 5), r(2, rwAcquire, 20, 30, 6)},
+		"writer under reader":  {r(1, rwAcquire, 0, 10, 5), w(2, rwAcquire, 20, 30, 6)},
+		"writer token reused":  {w(1, rwAcquire, 0, 10, 5), w(1, rwRelease, 20, 30, 5), w(2, rwAcquire, 40, 50, 5)},
+		"reader token back":    {r(1, rwAcquire, 0, 10, 5), r(1, rwRelease, 20, 30, 5), r(2, rwAcquire, 40, 50, 4)},
+		"renew by non-holder":  {w(1, rwAcquire, 0, 10, 5), w(2, rwRenew, 20, 30, 5)},
+		"release of stale":     {w(1, rwAcquire, 0, 10, 5), w(1, rwRelease, 20, 30, 5), w(1, rwRelease, 40, 50, 5)},
+		"renew after release":  {r(1, rwAcquire, 0, 10, 5), r(1, rwRelease, 20, 30, 5), r(1, rwRenew, 40, 50, 5)},
+		"writer renews as rdr": {w(1, rwAcquire, 0, 10, 5), r(1, rwRenew, 20, 30, 5)},
+	}
+	for name, h := range bad {
+		if porcupine.CheckOperationsTimeout(rwModel.ToModel(), h, 10*time.Second) != porcupine.Illegal {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	good := map[string][]porcupine.Operation{
+		"readers share":      {r(1, rwAcquire, 0, 10, 5), r(2, rwAcquire, 20, 30, 6), r(1, rwRelease, 40, 50, 5), w(3, rwAcquire, 35, 70, 8), r(2, rwRelease, 55, 60, 6)},
+		"hand-off token":     {w(1, rwAcquire, 0, 10, 5), r(2, rwAcquire, 5, 40, 7), r(3, rwAcquire, 6, 40, 7), w(1, rwRelease, 20, 30, 5)},
+		"lost hold expires":  {w(1, rwAcquire, 0, 10, 5), lost, w(2, rwAcquire, 30, 40, 6)},
+		"failed ops no-ops":  {w(1, rwAcquire, 0, 10, 5), op(2, false, rwAcquire, 20, 30, 0, false), op(2, false, rwRenew, 20, 30, 5, false)},
+		"renew by holder":    {r(1, rwAcquire, 0, 10, 5), r(1, rwRenew, 20, 30, 5), r(1, rwRelease, 40, 50, 5)},
+		"owner takes again":  {w(1, rwAcquire, 0, 10, 5), lost, w(1, rwAcquire, 30, 40, 6)},
+		"reader after lost":  {w(1, rwAcquire, 0, 10, 5), lost, r(2, rwAcquire, 30, 40, 6), r(3, rwAcquire, 45, 50, 7)},
+		"renewed then freed": {w(1, rwAcquire, 0, 10, 5), w(1, rwRenew, 12, 14, 5), w(1, rwRelease, 20, 30, 5), w(2, rwAcquire, 40, 50, 9)},
+	}
+	for name, h := range good {
+		if res := porcupine.CheckOperationsTimeout(rwModel.ToModel(), h, 10*time.Second); res != porcupine.Ok {
+			t.Errorf("%s: a valid history was rejected (%v)", name, res)
+		}
+	}
+}
+
+// The exclusive model rejects a renewal by an owner that does not hold.
+func TestModelRejectsForeignRenew(t *testing.T) {
+	h := []porcupine.Operation{
+		{ClientId: 1, Input: lockInput{Key: "k", Owner: 1, Acquire: true}, Call: 0, Output: lockOutput{OK: true, Token: 5}, Return: 10},
+		{ClientId: 2, Input: lockInput{Key: "k", Owner: 2, Renew: true, Token: 5}, Call: 20, Output: lockOutput{OK: true}, Return: 30},
+	}
+	if porcupine.CheckOperationsTimeout(lockModel.ToModel(), h, 10*time.Second) != porcupine.Illegal {
+		t.Error("a renewal by a non-holder was accepted")
+	}
+	h[1].Input = lockInput{Key: "k", Owner: 1, Renew: true, Token: 5}
+	if porcupine.CheckOperationsTimeout(lockModel.ToModel(), h, 10*time.Second) != porcupine.Ok {
+		t.Error("the holder's renewal was rejected")
+	}
+}
+
+// checkTokens and checkHolds find what they are for, and only that.
+func TestHistoryChecks(t *testing.T) {
+	h := &history{
+		grants: []grant{
+			{key: "a", owner: 1, token: 5, call: 0, ret: 10},
+			{key: "a", owner: 2, token: 5, call: 20, ret: 30}, // not above 5
+			{key: "a", owner: 3, token: 9, call: 25, ret: 40},
+			{key: "b", owner: 1, token: 7, call: 0, ret: 10},
+			{key: "b", owner: 2, token: 7, call: 5, ret: 15}, // overlapping: a shared hand-off
+		},
+		holds: []hold{
+			{key: "a", owner: 1, token: 5, start: 10, end: 20},
+			{key: "a", owner: 2, token: 6, start: 15, end: 25}, // overlaps owner 1
+			{key: "b", owner: 1, token: 7, read: true, start: 10, end: 20},
+			{key: "b", owner: 2, token: 7, read: true, start: 15, end: 25},
+			{key: "c", owner: 1, token: 1, start: 10, end: 20},
+			{key: "c", owner: 2, token: 2, start: 20, end: 30},
+		},
+	}
+	if v := checkTokens(h); len(v) != 1 || !strings.Contains(v[0], "owner 2 granted token 5") {
+		t.Errorf("checkTokens: %q, want one violation by owner 2", v)
+	}
+	if v := checkHolds(h); len(v) != 1 || !strings.Contains(v[0], "key a") {
+		t.Errorf("checkHolds: %q, want one violation on key a", v)
 	}
 }

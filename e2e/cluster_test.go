@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// This file runs paxlockd processes for the fault suites: TestFaults and
+// BenchmarkFailover on loopback, TestChaos in network namespaces.
+
+// proc is one paxlockd process of a cluster.
+type proc struct {
+	id    int
+	cfg   string
+	cmd   *exec.Cmd
+	log   *os.File
+	addr  string // client address
+	admin string
+	// netns is the network namespace the node runs in ("" for the
+	// test's own).
+	netns string
+}
+
+type cluster struct {
+	t     testing.TB
+	bin   string
+	dir   string
+	procs []*proc
+}
+
+// nodeAddrs is a member's entry in the nodes list of a config.
+type nodeAddrs struct {
+	ID     int    `json:"id"`
+	Peer   string `json:"peer"`
+	Client string `json:"client"`
+	Gossip string `json:"gossip,omitempty"`
+	Admin  string `json:"admin,omitempty"`
+}
+
+func freePort(t testing.TB) string {
+	for {
+		// Below the ephemeral range: see server's tests.
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+}
+
+// buildPaxlockd builds paxlockd into dir and returns its path.
+func buildPaxlockd(t testing.TB, dir string) string {
+	bin := filepath.Join(dir, "paxlockd")
+	build := exec.Command("go", "build", "-o", bin, "github.com/paxlock/paxlock/cmd/paxlockd")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		t.Fatalf("build paxlockd: %v", err)
+	}
+	return bin
+}
+
+// newCluster returns an empty cluster that runs bin with its files in dir
+// and kills every process it started when the test ends.
+func newCluster(t testing.TB, bin, dir string) *cluster {
+	c := &cluster{t: t, bin: bin, dir: dir}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+// add writes node id's config (the common settings, the members, and
+// extra) and starts it.
+func (c *cluster) add(id int, nodes []nodeAddrs, admin, netns string, extra map[string]any) *proc {
+	cfg := map[string]any{
+		"node_id":    id,
+		"data_dir":   filepath.Join(c.dir, fmt.Sprintf("data%d", id)),
+		"nodes":      nodes,
+		"namespaces": []map[string]string{{"name": "e2e", "secret": "s"}},
+		"min_ttl":    "500ms",
+		"admin_addr": admin,
+	}
+	for k, v := range extra {
+		cfg[k] = v
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	path := filepath.Join(c.dir, fmt.Sprintf("n%d.json", id))
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+	p := &proc{id: id, cfg: path, addr: nodes[id-1].Client, admin: admin, netns: netns}
+	c.procs = append(c.procs, p)
+	c.start(p)
+	return p
+}
+
+// startCluster builds paxlockd and starts n nodes on loopback with the
+// fault-injection endpoint enabled.
+func startCluster(t testing.TB, n int) *cluster {
+	dir := t.TempDir()
+	c := newCluster(t, buildPaxlockd(t, dir), dir)
+	var nodes []nodeAddrs
+	for i := 1; i <= n; i++ {
+		nodes = append(nodes, nodeAddrs{ID: i, Peer: freePort(t), Client: freePort(t)})
+	}
+	for i := 1; i <= n; i++ {
+		c.add(i, nodes, freePort(t), "", map[string]any{"fault_injection": true})
+	}
+	return c
+}
+
+// stopAll kills every running node (resuming paused ones first).
+func (c *cluster) stopAll() {
+	for _, p := range c.procs {
+		if p.cmd != nil {
+			p.cmd.Process.Signal(syscall.SIGCONT)
+			c.kill(p)
+		}
+	}
+}
+
+func (c *cluster) start(p *proc) {
+	f, err := os.OpenFile(filepath.Join(c.dir, fmt.Sprintf("n%d.log", p.id)), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	args := []string{"-config", p.cfg, "-log-level", "warn"}
+	name := c.bin
+	if p.netns != "" {
+		// ip netns exec enters the namespace and execs paxlockd in the
+		// same process: signals to cmd.Process reach paxlockd itself.
+		name, args = "ip", append([]string{"netns", "exec", p.netns, c.bin}, args...)
+	}
+	cmd := exec.Command(name, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// A test binary that dies (timeout panic, signal) takes its nodes
+	// with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		c.t.Fatal(err)
+	}
+	p.cmd, p.log = cmd, f
+}
+
+func (c *cluster) kill(p *proc) {
+	p.cmd.Process.Kill() // SIGKILL: no shutdown, no flush
+	p.cmd.Wait()
+	p.log.Close()
+	p.cmd = nil
+}
+
+// stop ends node p with SIGTERM (a clean shutdown), or SIGKILL if it has
+// not exited within limit.
+func (c *cluster) stop(p *proc, limit time.Duration) {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		p.cmd.Process.Kill()
+		<-done
+	}
+	p.log.Close()
+	p.cmd = nil
+}
+
+// partition cuts node p's Paxos traffic to and from the given peers (none:
+// heal) through its fault-injection endpoint. Clients still reach p.
+func (c *cluster) partition(p *proc, peers ...int) {
+	var ids []string
+	for _, id := range peers {
+		ids = append(ids, strconv.Itoa(id))
+	}
+	resp, err := http.PostForm("http://"+p.admin+"/debug/partition", url.Values{"cut": {strings.Join(ids, ",")}})
+	if err != nil {
+		c.t.Fatalf("partition node %d: %v", p.id, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("partition node %d: %s", p.id, resp.Status)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after limit.
+func (c *cluster) waitUntil(what string, limit time.Duration, cond func() bool) {
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (c *cluster) addrs() []string {
+	var out []string
+	for _, p := range c.procs {
+		out = append(out, p.addr)
+	}
+	return out
+}
