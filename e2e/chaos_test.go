@@ -77,12 +77,26 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close()
+	defer os.Remove(lock.Name())
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatalf("chaos: another chaos run holds %s: %v", lock.Name(), err)
 	}
 	if err := cleanNet(); err != nil {
 		t.Fatalf("chaos: removing a previous run's leftovers: %v", err)
 	}
+	if old, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPattern)); len(old) > 0 {
+		for _, d := range old {
+			os.RemoveAll(d)
+		}
+	}
+	// The run's files (binary, configs, data, logs) live in one directory,
+	// which an interrupt can remove too (t.TempDir's clean-up would not
+	// run).
+	runDir, err := os.MkdirTemp("", runDirPattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(runDir)
 	// Interrupted (Ctrl-C, kill): remove the namespaces and their nodes
 	// before dying. A run killed with SIGKILL is cleaned at the next start.
 	sigs := make(chan os.Signal, 1)
@@ -91,26 +105,27 @@ func TestChaos(t *testing.T) {
 	go func() {
 		if _, ok := <-sigs; ok {
 			cleanNet()
+			os.RemoveAll(runDir)
 			os.Exit(2)
 		}
 	}()
 	defer close(sigs)
 
-	bin := buildPaxlockd(t, t.TempDir())
+	bin := buildPaxlockd(t, runDir)
 	var total chaosStats
 	var failed []uint64
 	for i, seed := range seeds {
 		var st chaosStats
 		ok := t.Run(fmt.Sprintf("schedule-%d-seed-%d", i+1, seed), func(t *testing.T) {
-			st = runSchedule(t, bin, seed)
+			st = runSchedule(t, bin, filepath.Join(runDir, strconv.FormatUint(seed, 10)), seed)
 		})
 		total.add(st)
 		if !ok {
 			failed = append(failed, seed)
 		}
 	}
-	t.Logf("chaos summary: %d schedules (%d failed), %d operations (%d grants), %d faults, %d violations",
-		len(seeds), len(failed), total.ops, total.grants, total.faults, total.violations)
+	t.Logf("chaos summary: %d schedules (%d failed), %d operations (%d grants), %d faults (%s), %d violations",
+		len(seeds), len(failed), total.ops, total.grants, total.faults, total.kindsString(), total.violations)
 	for _, s := range failed {
 		t.Logf("chaos: failed schedule seed %d: replay with make chaos SEED=%d", s, s)
 	}
@@ -118,6 +133,7 @@ func TestChaos(t *testing.T) {
 
 type chaosStats struct {
 	schedules, ops, grants, faults, violations int
+	kinds                                      map[string]int // faults by kind
 }
 
 func (s *chaosStats) add(o chaosStats) {
@@ -126,6 +142,21 @@ func (s *chaosStats) add(o chaosStats) {
 	s.grants += o.grants
 	s.faults += o.faults
 	s.violations += o.violations
+	if s.kinds == nil {
+		s.kinds = map[string]int{}
+	}
+	for k, n := range o.kinds {
+		s.kinds[k] += n
+	}
+}
+
+// kindsString lists the fault counts by kind in a fixed order.
+func (s *chaosStats) kindsString() string {
+	var parts []string
+	for _, k := range faultKinds {
+		parts = append(parts, fmt.Sprintf("%s %d", k, s.kinds[k]))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Ports: every node has its own address, so all use the same ones.
@@ -159,6 +190,7 @@ type schedule struct {
 	mu     sync.Mutex
 	events []string // what happened, for the failure report
 	faults int
+	kinds  map[string]int
 }
 
 func (s *schedule) logf(format string, args ...any) {
@@ -169,8 +201,13 @@ func (s *schedule) logf(format string, args ...any) {
 	s.t.Log(msg)
 }
 
-func runSchedule(t *testing.T, bin string, seed uint64) chaosStats {
-	s := &schedule{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xc4a05))}
+// runDirPattern names a chaos run's directory under os.TempDir; any left
+// when a run starts are a killed run's.
+const runDirPattern = "paxlock-chaos-run-*"
+
+// runSchedule runs the schedule of seed with its files in dir.
+func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
+	s := &schedule{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0xc4a05)), kinds: map[string]int{}}
 	s.n = 3
 	if s.rng.IntN(2) == 1 {
 		s.n = 5
@@ -196,7 +233,10 @@ func runSchedule(t *testing.T, bin string, seed uint64) chaosStats {
 		}
 	})
 
-	dir := t.TempDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	s.c = newCluster(t, bin, dir)
 	var nodes []nodeAddrs
 	for i := 1; i <= s.n; i++ {
@@ -224,15 +264,15 @@ func runSchedule(t *testing.T, bin string, seed uint64) chaosStats {
 	wl.stop()
 	s.c.stopAll()
 
-	st := chaosStats{schedules: 1, ops: len(s.hx.ops) + len(s.hrw.ops), grants: len(s.hx.grants) + len(s.hrw.grants), faults: s.faults}
+	st := chaosStats{schedules: 1, ops: len(s.hx.ops) + len(s.hrw.ops), grants: len(s.hx.grants) + len(s.hrw.grants), faults: s.faults, kinds: s.kinds}
 	var violations []string
 	if !recovered {
 		violations = append(violations, fmt.Sprintf("no recovery: some key was not granted within %v after the faults were healed", recoverLimit))
 	}
 	violations = append(violations, s.check(wl)...)
 	st.violations = len(violations)
-	t.Logf("schedule seed %d: %d nodes, %d operations (%d grants, %d watch events), %d faults, %d violations",
-		seed, s.n, st.ops, st.grants, wl.watchEvents(), st.faults, st.violations)
+	t.Logf("schedule seed %d: %d nodes, %d operations (%d grants, %d watch events), %d faults (%s), %d violations",
+		seed, s.n, st.ops, st.grants, wl.watchEvents(), st.faults, st.kindsString(), st.violations)
 	if len(violations) > 0 {
 		keep := filepath.Join(os.TempDir(), fmt.Sprintf("paxlock-chaos-%d", seed))
 		os.MkdirAll(keep, 0o755)
@@ -290,27 +330,39 @@ func (s *schedule) waitServed(limit time.Duration) {
 
 // A fault is something done to the cluster and later undone.
 type fault struct {
+	kind string // one of faultKinds
 	what string
 	undo func()
 }
 
-// runFaults injects faults for faultPhase: one at a time on 3 nodes, up to
-// two at once on 5, so a majority can make progress most of the time
-// (one-way cuts and pauses can still cost it briefly). Each lasts longer
-// than a master lease (1 s).
+// faultKinds are the kinds of fault inject chooses from.
+var faultKinds = []string{"kill-9", "sigterm", "sigstop", "partition", "isolate", "one-way", "link-cut"}
+
+// runFaults injects faults for faultPhase, in rounds: a pause, faults on
+// random distinct nodes, a pause, and every fault undone. Most rounds hit
+// a minority (one node of 3, one or two of 5), so a majority can make
+// progress most of the time; one round in six on 3 nodes and one in ten
+// on 5 hits a majority (two of 3, three of 5), and no group can commit
+// until it is undone. Each fault lasts longer than a master lease (1 s).
 func (s *schedule) runFaults() {
 	end := time.Now().Add(faultPhase)
 	for time.Now().Before(end) {
 		time.Sleep(s.dur(500*time.Millisecond, 2500*time.Millisecond))
 		victims := s.rng.Perm(s.n)
 		k := 1
-		if s.n == 5 && s.rng.IntN(3) == 0 {
+		switch r := s.rng.IntN(30); {
+		case s.n == 3 && r < 5:
+			k = 2
+		case s.n == 5 && r < 3:
+			k = 3
+		case s.n == 5 && r < 12:
 			k = 2
 		}
 		var active []fault
 		for _, v := range victims[:k] {
 			f := s.inject(v + 1)
 			s.faults++
+			s.kinds[f.kind]++
 			s.logf("fault %d: %s", s.faults, f.what)
 			active = append(active, f)
 		}
@@ -360,13 +412,13 @@ func (s *schedule) inject(i int) fault {
 	switch s.rng.IntN(7) {
 	case 0:
 		s.c.kill(p)
-		return fault{what: fmt.Sprintf("kill -9 node %d (restarted when undone)", i), undo: func() { s.c.start(p) }}
+		return fault{kind: "kill-9", what: fmt.Sprintf("kill -9 node %d (restarted when undone)", i), undo: func() { s.c.start(p) }}
 	case 1:
 		s.c.stop(p, 10*time.Second)
-		return fault{what: fmt.Sprintf("SIGTERM node %d (restarted when undone)", i), undo: func() { s.c.start(p) }}
+		return fault{kind: "sigterm", what: fmt.Sprintf("SIGTERM node %d (restarted when undone)", i), undo: func() { s.c.start(p) }}
 	case 2:
 		must(p.cmd.Process.Signal(syscall.SIGSTOP))
-		return fault{what: fmt.Sprintf("SIGSTOP node %d", i), undo: func() { must(p.cmd.Process.Signal(syscall.SIGCONT)) }}
+		return fault{kind: "sigstop", what: fmt.Sprintf("SIGSTOP node %d", i), undo: func() { must(p.cmd.Process.Signal(syscall.SIGCONT)) }}
 	case 3:
 		// Symmetric: i and its peers drop each other's packets; clients
 		// still reach i.
@@ -375,7 +427,7 @@ func (s *schedule) inject(i int) fault {
 		for _, j := range peers {
 			must(s.net.drop(j, nodeIP(i)))
 		}
-		return fault{what: fmt.Sprintf("partition node %d from its peers %v (clients reach it)", i, peers), undo: heal}
+		return fault{kind: "partition", what: fmt.Sprintf("partition node %d from its peers %v (clients reach it)", i, peers), undo: heal}
 	case 4:
 		// Isolated from everyone, clients included.
 		peers := s.others(i)
@@ -383,20 +435,20 @@ func (s *schedule) inject(i int) fault {
 		for _, j := range peers {
 			must(s.net.drop(j, nodeIP(i)))
 		}
-		return fault{what: fmt.Sprintf("isolate node %d from peers %v and clients", i, peers), undo: heal}
+		return fault{kind: "isolate", what: fmt.Sprintf("isolate node %d from peers %v and clients", i, peers), undo: heal}
 	case 5:
 		// One-way: i hears nothing from some peers, they still hear i.
 		peers := s.others(i)
 		peers = peers[:1+s.rng.IntN(len(peers))]
 		must(s.net.drop(i, ips(peers)...))
-		return fault{what: fmt.Sprintf("one-way: node %d drops what it receives from %v", i, peers), undo: heal}
+		return fault{kind: "one-way", what: fmt.Sprintf("one-way: node %d drops what it receives from %v", i, peers), undo: heal}
 	default:
 		// A symmetric cut between i and one peer; both still reach the
 		// others.
 		j := s.others(i)[0]
 		must(s.net.drop(i, nodeIP(j)))
 		must(s.net.drop(j, nodeIP(i)))
-		return fault{what: fmt.Sprintf("cut the link between nodes %d and %d", i, j), undo: heal}
+		return fault{kind: "link-cut", what: fmt.Sprintf("cut the link between nodes %d and %d", i, j), undo: heal}
 	}
 }
 
@@ -442,7 +494,7 @@ var (
 )
 
 const (
-	chaosWorkers  = 6
+	chaosWorkers  = 10
 	chaosClients  = 3
 	chaosDrift    = 0.05 // the clients' ClockDrift (their default)
 	chaosWatchers = 2
@@ -524,9 +576,13 @@ func (wl *workload) stop() {
 
 // step takes one lock, holds it (renewing it or not) and releases it.
 func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *rand.Rand) {
-	ttl := time.Duration(2+rng.IntN(3)) * time.Second
+	ttl := time.Duration(1+rng.IntN(3)) * time.Second
 	opts := []client.Option{client.TTL(ttl)}
-	if rng.IntN(3) == 0 {
+	// How the lock is held: briefly; renewed by hand, each renewal up to
+	// 0.8 TTL after the last; or with AutoRenew for up to 1.5 TTL.
+	pattern := rng.IntN(10)
+	short, manual, auto := pattern < 5, pattern >= 5 && pattern < 8, pattern >= 8
+	if auto {
 		opts = append(opts, client.AutoRenew())
 	}
 	var m *client.Mutex
@@ -585,8 +641,17 @@ func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *ran
 	// The server keeps the hold at least until the last acquire or
 	// renewal it granted was sent plus the TTL; the client counts less.
 	validFrom := call
-	for r := rng.IntN(3); r > 0; r-- {
+	renewals := 0
+	switch {
+	case short:
 		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+	case auto:
+		time.Sleep(time.Duration(rng.Int64N(int64(ttl) * 3 / 2)))
+	case manual:
+		renewals = 1 + rng.IntN(3)
+	}
+	for r := renewals; r > 0; r-- {
+		time.Sleep(time.Duration(rng.Int64N(int64(ttl) * 8 / 10)))
 		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
 		rcall := h.now()
 		err := m.Renew(rctx, 0)
@@ -597,7 +662,9 @@ func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *ran
 			validFrom = rcall
 		}
 	}
-	time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+	if manual {
+		time.Sleep(time.Duration(rng.Int64N(int64(ttl) * 8 / 10)))
+	}
 	validUntil := validFrom + int64(float64(ttl)*(1-chaosDrift))
 
 	uctx, ucancel := context.WithTimeout(ctx, 5*time.Second)
