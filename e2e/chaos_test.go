@@ -474,6 +474,7 @@ func (s *schedule) check(wl *workload) []string {
 	bad = append(bad, checkTokens(s.hrw)...)
 	bad = append(bad, checkHolds(s.hx)...)
 	bad = append(bad, checkHolds(s.hrw)...)
+	bad = append(bad, checkAnswers(s.hx)...)
 	bad = append(bad, wl.checkWatches()...)
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("paxlock-chaos-%d", s.seed))
 	if why := checkLinearizable(lockModel.ToModel(), s.hx.ops, "exclusive", dir, s.t.Logf); why != "" {
@@ -486,8 +487,9 @@ func (s *schedule) check(wl *workload) []string {
 }
 
 // The workload: workers take exclusive and read-write locks (try-lock and
-// blocking, some with AutoRenew, some renewed by hand), hold them briefly
-// and release them, through three clients; watchers follow some keys.
+// blocking, some with AutoRenew, some renewed by hand), hold them and
+// release them, or read an exclusive key's state, through three clients;
+// watchers follow some keys.
 var (
 	chaosXKeys  = []string{"x0", "x1", "x2", "x3"}
 	chaosRWKeys = []string{"rw0", "rw1"}
@@ -574,8 +576,23 @@ func (wl *workload) stop() {
 	}
 }
 
-// step takes one lock, holds it (renewing it or not) and releases it.
+// step takes one lock, holds it (renewing it or not) and releases it; or,
+// one time in ten, reads the state of an exclusive key.
 func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *rand.Rand) {
+	if rng.IntN(10) == 0 {
+		key := chaosXKeys[rng.IntN(len(chaosXKeys))]
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		call := wl.s.hx.now()
+		st, err := cl.State(sctx, key)
+		ret := wl.s.hx.now()
+		cancel()
+		if err == nil {
+			wl.s.hx.addAnswer(answer{key: key, call: call, ret: ret, held: st.Held, token: st.Token, what: "state"})
+		} else {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return
+	}
 	ttl := time.Duration(1+rng.IntN(3)) * time.Second
 	opts := []client.Option{client.TTL(ttl)}
 	// How the lock is held: briefly; renewed by hand, each renewal up to
@@ -622,6 +639,9 @@ func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *ran
 	}
 	ret := h.now()
 	cancel()
+	if le := (*client.LockedError)(nil); errors.As(err, &le) && h == wl.s.hx {
+		h.addAnswer(answer{key: key, call: call, ret: ret, held: true, token: le.Token, what: "try-lock"})
+	}
 	if err != nil {
 		rec(rwAcquire, 0, call, ret, lockOutput{})
 		if !errors.Is(err, client.ErrLocked) {
@@ -672,8 +692,9 @@ func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *ran
 	err = m.Unlock(uctx)
 	rret := h.now()
 	ucancel()
-	end := rcall
+	end, freed := rcall, rret
 	if err != nil {
+		freed = 0
 		// It may have been released, or may expire once its validity
 		// ends, whichever comes first, at any time after.
 		rret = forever
@@ -683,7 +704,7 @@ func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *ran
 		end = rcall
 	}
 	rec(rwRelease, tok, rcall, rret, lockOutput{OK: err == nil, Unknown: err != nil})
-	h.addHold(hold{key: key, owner: w, token: tok, read: read, start: ret, end: end})
+	h.addHold(hold{key: key, owner: w, token: tok, read: read, start: ret, end: end, freed: freed})
 }
 
 // watch follows key with a continuous watch until the workload stops,

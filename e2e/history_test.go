@@ -259,6 +259,18 @@ type hold struct {
 	token      uint64
 	read       bool
 	start, end int64
+	// freed is when the release returned, if it succeeded (else 0).
+	freed int64
+}
+
+// answer is what a node said about an exclusive key outside a grant: a
+// State read, or the holder a refused TryLock named.
+type answer struct {
+	key       string
+	call, ret int64
+	held      bool
+	token     uint64 // the holder's, if held
+	what      string // "state" or "try-lock"
 }
 
 // grant is a successful acquire.
@@ -270,11 +282,12 @@ type grant struct {
 }
 
 type history struct {
-	mu     sync.Mutex
-	base   time.Time
-	ops    []porcupine.Operation
-	holds  []hold
-	grants []grant
+	mu      sync.Mutex
+	base    time.Time
+	ops     []porcupine.Operation
+	holds   []hold
+	grants  []grant
+	answers []answer
 }
 
 func (h *history) now() int64 { return int64(time.Since(h.base)) }
@@ -292,6 +305,12 @@ func (h *history) add(op porcupine.Operation) {
 			h.grants = append(h.grants, grant{key: in.Key, owner: in.Owner, token: out.Token, call: op.Call, ret: op.Return})
 		}
 	}
+	h.mu.Unlock()
+}
+
+func (h *history) addAnswer(a answer) {
+	h.mu.Lock()
+	h.answers = append(h.answers, a)
 	h.mu.Unlock()
 }
 
@@ -382,4 +401,53 @@ func checkLinearizable(model porcupine.Model, ops []porcupine.Operation, name, d
 		return fmt.Sprintf("%s: linearizability check timed out twice (60s, then 180s): the history of %d operations is not verified", name, len(ops))
 	}
 	return ""
+}
+
+// checkAnswers: what a node says about an exclusive key must be true at
+// some point between the question and the answer. It must not name a hold
+// whose release had returned before the question was asked (a stale
+// master), nor a token granted only after the answer; and while a hold is
+// certainly in place (between its grant's return and the end of its
+// hold, see hold) an answer given entirely within it must name that hold.
+func checkAnswers(h *history) []string {
+	byToken := map[string]map[uint64]hold{}
+	byKey := map[string][]hold{}
+	for _, x := range h.holds {
+		if byToken[x.key] == nil {
+			byToken[x.key] = map[uint64]hold{}
+		}
+		byToken[x.key][x.token] = x
+		byKey[x.key] = append(byKey[x.key], x)
+	}
+	called := map[string]map[uint64]int64{} // key -> token -> its grant's call
+	for _, g := range h.grants {
+		if called[g.key] == nil {
+			called[g.key] = map[uint64]int64{}
+		}
+		called[g.key][g.token] = g.call
+	}
+	var bad []string
+	for _, a := range h.answers {
+		if a.held {
+			if x, ok := byToken[a.key][a.token]; ok && x.freed != 0 && x.freed < a.call {
+				bad = append(bad, fmt.Sprintf("key %s: %s called at %v named token %d, released (by owner %d) at %v",
+					a.key, a.what, time.Duration(a.call), a.token, x.owner, time.Duration(x.freed)))
+			}
+			if c, ok := called[a.key][a.token]; ok && c > a.ret {
+				bad = append(bad, fmt.Sprintf("key %s: %s returned at %v named token %d, whose acquire was called at %v",
+					a.key, a.what, time.Duration(a.ret), a.token, time.Duration(c)))
+			}
+		}
+		for _, x := range byKey[a.key] {
+			if x.start < a.call && a.ret < x.end && (!a.held || a.token != x.token) {
+				said := "free"
+				if a.held {
+					said = fmt.Sprintf("held with token %d", a.token)
+				}
+				bad = append(bad, fmt.Sprintf("key %s: %s during [%v, %v] said %s while owner %d held token %d from %v to %v",
+					a.key, a.what, time.Duration(a.call), time.Duration(a.ret), said, x.owner, x.token, time.Duration(x.start), time.Duration(x.end)))
+			}
+		}
+	}
+	return bad
 }

@@ -127,3 +127,32 @@ func TestHistoryChecks(t *testing.T) {
 		t.Errorf("checkHolds: %q, want one violation on key a", v)
 	}
 }
+
+// checkAnswers finds stale and wrong answers, and accepts true ones.
+func TestCheckAnswers(t *testing.T) {
+	h := &history{
+		grants: []grant{{key: "a", owner: 1, token: 5, call: 0, ret: 10}, {key: "a", owner: 2, token: 9, call: 50, ret: 60}},
+		holds: []hold{
+			{key: "a", owner: 1, token: 5, start: 10, end: 20, freed: 25},
+			{key: "a", owner: 2, token: 9, start: 60, end: 80},
+		},
+		answers: []answer{
+			{key: "a", call: 12, ret: 18, held: true, token: 5, what: "state"}, // true
+			{key: "a", call: 21, ret: 24, held: false, what: "state"},          // may be: the release was under way
+			{key: "a", call: 30, ret: 35, held: true, token: 5, what: "try-lock"},
+			{key: "a", call: 12, ret: 18, held: false, what: "state"},
+			{key: "a", call: 40, ret: 45, held: true, token: 9, what: "state"},
+			{key: "a", call: 62, ret: 70, held: true, token: 7, what: "state"},
+		},
+	}
+	v := checkAnswers(h)
+	want := []string{"named token 5, released", "said free while owner 1", "named token 9, whose acquire", "said held with token 7 while owner 2"}
+	if len(v) != len(want) {
+		t.Fatalf("checkAnswers: %d violations %q, want %d", len(v), v, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(v[i], w) {
+			t.Errorf("violation %d: %q, want it to say %q", i, v[i], w)
+		}
+	}
+}
