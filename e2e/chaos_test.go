@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -491,12 +492,14 @@ func (s *schedule) check(wl *workload) []string {
 // release them, or read an exclusive key's state, through three clients;
 // watchers follow some keys.
 var (
-	chaosXKeys  = []string{"x0", "x1", "x2", "x3"}
-	chaosRWKeys = []string{"rw0", "rw1"}
+	chaosXKeys    = []string{"x0", "x1", "x2", "x3"}
+	chaosRWKeys   = []string{"rw0", "rw1"}
+	chaosFastKeys = []string{"f0", "f1"} // exclusive, taken and released at once
 )
 
 const (
 	chaosWorkers  = 10
+	chaosFast     = 4 // more workers, on chaosFastKeys
 	chaosClients  = 3
 	chaosDrift    = 0.05 // the clients' ClockDrift (their default)
 	chaosWatchers = 2
@@ -537,8 +540,9 @@ func (wl *workload) start(ctx context.Context) error {
 		}
 		wl.clients = append(wl.clients, cl)
 	}
-	for w := range chaosWorkers {
+	for w := range chaosWorkers + chaosFast {
 		rng := rand.New(rand.NewPCG(wl.s.seed, uint64(w)))
+		fast := w >= chaosWorkers
 		cl := wl.clients[w%len(wl.clients)]
 		wl.wg.Add(1)
 		go func() {
@@ -549,7 +553,11 @@ func (wl *workload) start(ctx context.Context) error {
 					return
 				default:
 				}
-				wl.step(ctx, w+1, cl, rng)
+				if fast {
+					wl.fastStep(ctx, w+1, cl, rng)
+				} else {
+					wl.step(ctx, w+1, cl, rng)
+				}
 			}
 		}()
 	}
@@ -707,6 +715,50 @@ func (wl *workload) step(ctx context.Context, w int, cl *client.Client, rng *ran
 	h.addHold(hold{key: key, owner: w, token: tok, read: read, start: ret, end: end, freed: freed})
 }
 
+// fastStep takes a lock on one of chaosFastKeys, try-lock or blocking,
+// and releases it at once.
+func (wl *workload) fastStep(ctx context.Context, w int, cl *client.Client, rng *rand.Rand) {
+	h := wl.s.hx
+	key := chaosFastKeys[rng.IntN(len(chaosFastKeys))]
+	const ttl = 2 * time.Second
+	m := cl.Mutex(key, client.TTL(ttl))
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	call := h.now()
+	var err error
+	if rng.IntN(2) == 0 {
+		err = m.Lock(lctx)
+	} else {
+		err = m.TryLock(lctx)
+	}
+	ret := h.now()
+	cancel()
+	if le := (*client.LockedError)(nil); errors.As(err, &le) {
+		h.addAnswer(answer{key: key, call: call, ret: ret, held: true, token: le.Token, what: "try-lock"})
+	}
+	if err != nil {
+		h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Acquire: true}, Call: call, Output: lockOutput{}, Return: ret})
+		if !errors.Is(err, client.ErrLocked) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		return
+	}
+	tok := m.Token()
+	h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Acquire: true}, Call: call, Output: lockOutput{OK: true, Token: tok}, Return: ret})
+	uctx, ucancel := context.WithTimeout(ctx, 5*time.Second)
+	rcall := h.now()
+	err = m.Unlock(uctx)
+	rret := h.now()
+	ucancel()
+	end, freed := rcall, rret
+	if err != nil {
+		rret, freed = forever, 0
+		end = min(rcall, call+int64(float64(ttl)*(1-chaosDrift)))
+		rcall = end
+	}
+	h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Token: tok}, Call: rcall, Output: lockOutput{OK: err == nil, Unknown: err != nil}, Return: rret})
+	h.addHold(hold{key: key, owner: w, token: tok, start: ret, end: end, freed: freed})
+}
+
 // watch follows key with a continuous watch until the workload stops,
 // starting a new watch (after the last token seen) when one ends.
 func (wl *workload) watch(ctx context.Context, cl *client.Client, key string) {
@@ -797,7 +849,7 @@ func (wl *workload) grantedSince(t int64) bool {
 			}
 		}
 		h.mu.Unlock()
-		keys := chaosXKeys
+		keys := append(slices.Clone(chaosXKeys), chaosFastKeys...)
 		if h == wl.s.hrw {
 			keys = chaosRWKeys
 		}

@@ -419,6 +419,19 @@ func checkAnswers(h *history) []string {
 		byToken[x.key][x.token] = x
 		byKey[x.key] = append(byKey[x.key], x)
 	}
+	// Each key's holds by start, with the latest end among the first i+1.
+	maxEnd := map[string][]int64{}
+	for key, hs := range byKey {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].start < hs[j].start })
+		me := make([]int64, len(hs))
+		for i, x := range hs {
+			me[i] = x.end
+			if i > 0 {
+				me[i] = max(me[i], me[i-1])
+			}
+		}
+		maxEnd[key] = me
+	}
 	called := map[string]map[uint64]int64{} // key -> token -> its grant's call
 	for _, g := range h.grants {
 		if called[g.key] == nil {
@@ -438,8 +451,12 @@ func checkAnswers(h *history) []string {
 					a.key, a.what, time.Duration(a.ret), a.token, time.Duration(c)))
 			}
 		}
-		for _, x := range byKey[a.key] {
-			if x.start < a.call && a.ret < x.end && (!a.held || a.token != x.token) {
+		hs, me := byKey[a.key], maxEnd[a.key]
+		// The holds that started before the call, latest first, while
+		// one of them may still end after the answer.
+		i := sort.Search(len(hs), func(i int) bool { return hs[i].start >= a.call })
+		for i--; i >= 0 && me[i] > a.ret; i-- {
+			if x := hs[i]; x.end > a.ret && (!a.held || a.token != x.token) {
 				said := "free"
 				if a.held {
 					said = fmt.Sprintf("held with token %d", a.token)
