@@ -253,6 +253,7 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	wl := newWorkload(s)
+	defer wl.stop() // if the schedule ends early
 	if err := wl.start(ctx); err != nil {
 		t.Fatalf("workload: %v", err)
 	}
@@ -510,6 +511,7 @@ type workload struct {
 	clients []*client.Client
 	quit    chan struct{}
 	wg      sync.WaitGroup
+	stopped sync.Once
 
 	mu      sync.Mutex
 	owners  map[string]map[uint64]wire.Owner // key -> token -> owner granted it
@@ -575,13 +577,15 @@ func (wl *workload) start(ctx context.Context) error {
 }
 
 // stop ends the workload (each worker finishes its current lock) and
-// closes the clients.
+// closes the clients. Calls after the first do nothing.
 func (wl *workload) stop() {
-	close(wl.quit)
-	wl.wg.Wait()
-	for _, cl := range wl.clients {
-		cl.Close()
-	}
+	wl.stopped.Do(func() {
+		close(wl.quit)
+		wl.wg.Wait()
+		for _, cl := range wl.clients {
+			cl.Close()
+		}
+	})
 }
 
 // step takes one lock, holds it (renewing it or not) and releases it; or,
