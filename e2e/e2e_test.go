@@ -6,6 +6,8 @@
 // for overlap on one monotonic clock.
 //
 // It runs with `make e2e` (PAXLOCK_E2E=1); `go test ./...` skips it.
+// TestChaos (chaos_test.go; make chaos, PAXLOCK_CHAOS=1, root) runs
+// randomized fault schedules with every node in its own network namespace.
 package e2e
 
 import (
