@@ -107,7 +107,7 @@ fuzz:
 e2e:
 	PAXLOCK_E2E=1 $(GO) test -count=1 -v -timeout 10m ./e2e/
 
-# chaos runs N randomized fault schedules (default 10, about 10 minutes on
+# chaos runs N randomized fault schedules (default 10, about 8 minutes on
 # 2 cores): each a 3- or 5-node cluster with every node in its own network
 # namespace, a mixed workload through the Go client, and random kill -9,
 # SIGTERM restarts, SIGSTOP pauses and symmetric and one-way partitions;
