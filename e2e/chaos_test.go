@@ -78,7 +78,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lock.Close()
-	defer os.Remove(lock.Name())
+	defer func() { _ = os.Remove(lock.Name()) }() // the next run creates it again
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		t.Fatalf("chaos: another chaos run holds %s: %v", lock.Name(), err)
 	}
@@ -87,7 +87,9 @@ func TestChaos(t *testing.T) {
 	}
 	if old, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPattern)); len(old) > 0 {
 		for _, d := range old {
-			os.RemoveAll(d)
+			if err := os.RemoveAll(d); err != nil {
+				t.Fatalf("chaos: removing a previous run's files: %v", err)
+			}
 		}
 	}
 	// The run's files (binary, configs, data, logs) live in one directory,
@@ -97,7 +99,11 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(runDir)
+	defer func() {
+		if err := os.RemoveAll(runDir); err != nil {
+			t.Errorf("chaos: removing the run's files: %v", err)
+		}
+	}()
 	// Interrupted (Ctrl-C, kill): remove the namespaces and their nodes
 	// before dying. A run killed with SIGKILL is cleaned at the next start.
 	sigs := make(chan os.Signal, 1)
@@ -105,8 +111,10 @@ func TestChaos(t *testing.T) {
 	defer signal.Stop(sigs)
 	go func() {
 		if _, ok := <-sigs; ok {
-			cleanNet()
-			os.RemoveAll(runDir)
+			// Best effort on the way out; the next run sweeps what is left.
+			if err := errors.Join(cleanNet(), os.RemoveAll(runDir)); err != nil {
+				fmt.Fprintln(os.Stderr, "chaos: interrupted; clean-up incomplete:", err)
+			}
 			os.Exit(2)
 		}
 	}()
@@ -237,7 +245,11 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing the schedule's files: %v", err)
+		}
+	})
 	s.c = newCluster(t, bin, dir)
 	var nodes []nodeAddrs
 	for i := 1; i <= s.n; i++ {
@@ -277,13 +289,9 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 		seed, s.n, st.ops, st.grants, wl.watchEvents(), st.faults, st.kindsString(), st.violations)
 	if len(violations) > 0 {
 		keep := filepath.Join(os.TempDir(), fmt.Sprintf("paxlock-chaos-%d", seed))
-		os.MkdirAll(keep, 0o755)
-		for i := 1; i <= s.n; i++ {
-			if b, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("n%d.log", i))); err == nil {
-				os.WriteFile(filepath.Join(keep, fmt.Sprintf("n%d.log", i)), b, 0o644)
-			}
+		if err := s.keepFiles(dir, keep); err != nil {
+			t.Errorf("keeping the logs: %v", err)
 		}
-		os.WriteFile(filepath.Join(keep, "events.txt"), []byte(strings.Join(s.events, "\n")+"\n"), 0o644)
 		for _, v := range violations {
 			t.Errorf("violation: %s", v)
 		}
@@ -292,6 +300,28 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 	}
 	failed = false
 	return st
+}
+
+// keepFiles copies the node logs from dir, and writes the fault log, to
+// keep.
+func (s *schedule) keepFiles(dir, keep string) error {
+	if err := os.MkdirAll(keep, 0o755); err != nil {
+		return err
+	}
+	var errs []error
+	for i := 1; i <= s.n; i++ {
+		name := fmt.Sprintf("n%d.log", i)
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(keep, name), b, 0o644)
+		}
+		errs = append(errs, err)
+	}
+	s.mu.Lock()
+	events := strings.Join(s.events, "\n") + "\n"
+	s.mu.Unlock()
+	errs = append(errs, os.WriteFile(filepath.Join(keep, "events.txt"), []byte(events), 0o644))
+	return errors.Join(errs...)
 }
 
 // status is what the chaos suite reads of a node's /status.

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -127,7 +128,7 @@ func startCluster(t testing.TB, n int) *cluster {
 func (c *cluster) stopAll() {
 	for _, p := range c.procs {
 		if p.cmd != nil {
-			p.cmd.Process.Signal(syscall.SIGCONT)
+			_ = p.cmd.Process.Signal(syscall.SIGCONT) // it may not be paused; kill follows
 			c.kill(p)
 		}
 	}
@@ -158,8 +159,12 @@ func (c *cluster) start(p *proc) {
 }
 
 func (c *cluster) kill(p *proc) {
-	p.cmd.Process.Kill() // SIGKILL: no shutdown, no flush
-	p.cmd.Wait()
+	// SIGKILL: no shutdown, no flush. Wait reports the kill as an error
+	// ("signal: killed"); a process that had already died is as good.
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		c.t.Errorf("kill node %d: %v", p.id, err)
+	}
+	_ = p.cmd.Wait()
 	p.log.Close()
 	p.cmd = nil
 }
@@ -167,13 +172,18 @@ func (c *cluster) kill(p *proc) {
 // stop ends node p with SIGTERM (a clean shutdown), or SIGKILL if it has
 // not exited within limit.
 func (c *cluster) stop(p *proc, limit time.Duration) {
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		c.t.Errorf("stop node %d: %v", p.id, err)
+	}
 	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
+	go func() {
+		_ = p.cmd.Wait() // the exit status of a stopped node is not checked
+		close(done)
+	}()
 	select {
 	case <-done:
 	case <-time.After(limit):
-		p.cmd.Process.Kill()
+		_ = p.cmd.Process.Kill() // it may exit meanwhile
 		<-done
 	}
 	p.log.Close()

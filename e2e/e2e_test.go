@@ -159,9 +159,13 @@ func TestFaults(t *testing.T) {
 			c.start(p)
 		case 1:
 			t.Logf("pause node %d", p.id)
-			p.cmd.Process.Signal(syscall.SIGSTOP)
+			if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatalf("pause node %d: %v", p.id, err)
+			}
 			time.Sleep(2500 * time.Millisecond)
-			p.cmd.Process.Signal(syscall.SIGCONT)
+			if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatalf("resume node %d: %v", p.id, err)
+			}
 		case 2:
 			t.Logf("cut node %d off from nodes %v", p.id, others)
 			c.partition(p, others...)

@@ -113,7 +113,9 @@ func BenchmarkFailover(b *testing.B) {
 					mu.Unlock()
 				}
 				if err == nil {
-					m.Unlock(actx)
+					// A failed release only leaves the key held for its
+					// 1 s TTL; the measurement does not depend on it.
+					_ = m.Unlock(actx)
 				}
 				acancel()
 				if err != nil && !errors.Is(err, client.ErrLocked) {

@@ -68,7 +68,7 @@ func netnsUsable() error {
 	if err := run("ip", "netns", "add", probe); err != nil {
 		return fmt.Errorf("cannot create a network namespace: %w", err)
 	}
-	defer run("ip", "netns", "del", probe)
+	defer func() { _ = run("ip", "netns", "del", probe) }() // cleanNet removes it otherwise
 	if err := run("ip", "netns", "exec", probe, "iptables", "-A", "INPUT", "-s", hostIP, "-j", "DROP"); err != nil {
 		return fmt.Errorf("cannot add an iptables rule in a network namespace: %w", err)
 	}
@@ -91,8 +91,9 @@ func cleanNet() error {
 		pids, _ := exec.Command("ip", "netns", "pids", name).Output()
 		for _, f := range strings.Fields(string(pids)) {
 			if pid, err := strconv.Atoi(f); err == nil {
-				syscall.Kill(pid, syscall.SIGCONT)
-				syscall.Kill(pid, syscall.SIGKILL)
+				// It may be gone already; ip netns del follows either way.
+				_ = syscall.Kill(pid, syscall.SIGCONT)
+				_ = syscall.Kill(pid, syscall.SIGKILL)
 			}
 		}
 		if err := run("ip", "netns", "del", name); err != nil {
@@ -133,8 +134,7 @@ func newNetLab(n int) (*netLab, error) {
 	}
 	for _, s := range steps {
 		if err := run(s[0], s[1:]...); err != nil {
-			cleanNet()
-			return nil, err
+			return nil, errors.Join(err, cleanNet())
 		}
 	}
 	return &netLab{n: n}, nil
