@@ -1,41 +1,20 @@
 package group
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 )
-
-// lockedBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) take() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	s := l.b.String()
-	l.b.Reset()
-	return s
-}
 
 // TestMasterChangesLogged walks one replica (node 1) through an election,
 // serving, a lease lapse, a hand-off to the preferred node, a hand-off
 // back and a step-down to a rival, and checks each is logged at info level
 // with the group, the ballot and the reason.
 func TestMasterChangesLogged(t *testing.T) {
-	var buf lockedBuffer
+	var buf testutil.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	g := &LockGroup{svc: &Service{cfg: Config{Logger: log}}, id: 3, self: 1}
 	b := func(r uint64, n paxos.NodeID) paxos.Ballot { return paxos.Ballot{Round: r, Node: n} }
@@ -62,7 +41,7 @@ func TestMasterChangesLogged(t *testing.T) {
 		g.soft = st.to
 		g.softMu.Unlock()
 		g.logMaster(prev, st.to)
-		got := buf.take()
+		got := buf.Take()
 		if st.want == nil {
 			if got != "" {
 				t.Errorf("step %d (%+v): logged %q, want nothing at info level", i, st.to, got)

@@ -1,38 +1,19 @@
 package registry
 
 import (
-	"bytes"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/paxlock/paxlock/internal/testutil"
 )
 
-// syncBuffer collects a test's logs; they are printed only if it fails.
+// testLogger collects a test's logs; they are printed only if it fails.
 // Logging straight to t.Log would panic when memberlist's goroutines log
 // after the test returned.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func testLogger(t *testing.T) *slog.Logger {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &testutil.Buffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs:\n%s", buf.String())

@@ -1,35 +1,17 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
 )
-
-// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestStartLogRedactsSecrets starts a node with a log in text and in JSON
 // and checks that the effective configuration is logged with the
@@ -39,7 +21,7 @@ func TestStartLogRedactsSecrets(t *testing.T) {
 	const secret = "hunter2-do-not-log"
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
-			var buf syncBuffer
+			var buf testutil.Buffer
 			var h slog.Handler = slog.NewTextHandler(&buf, nil)
 			if format == "json" {
 				h = slog.NewJSONHandler(&buf, nil)
