@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 // TestMain fails the package's tests when any goroutine started by them
@@ -12,8 +14,5 @@ import (
 // worker pool (ants) starts two goroutines of its own when the package is
 // loaded; they live for the process and are not ours.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).purgeStaleWorkers"),
-		goleak.IgnoreTopFunction("github.com/panjf2000/ants/v2.(*poolCommon).ticktock"),
-	)
+	goleak.VerifyTestMain(m, testutil.GnetPoolGoroutines()...)
 }
