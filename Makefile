@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
-RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/...
+RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/... ./session/...
 
 .PHONY: all build static docker-image test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e chaos fuzz
 

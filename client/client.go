@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	crand "crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -51,8 +51,9 @@ type Config struct {
 	// RetryBackoff is the first pause between attempts, doubled each time
 	// up to MaxBackoff (defaults 10ms and 1s), with jitter.
 	RetryBackoff, MaxBackoff time.Duration
-	// HeartbeatInterval is how long a connection may be idle before the
-	// client sends a Heartbeat (default 3s); HeartbeatTimeout is how long
+	// HeartbeatInterval is how long a connection may be idle (nothing sent
+	// or nothing received) before the client sends a Heartbeat (default
+	// 3s); HeartbeatTimeout is how long
 	// it then waits for any frame before it closes the connection and fails
 	// its requests over (default 3s).
 	HeartbeatInterval, HeartbeatTimeout time.Duration
@@ -131,10 +132,10 @@ func (cfg *Config) validate() error {
 // and the registrations of blocked acquires and watches. Create one per
 // process and namespace and share it: it is safe for concurrent use.
 type Client struct {
-	cfg   Config
-	log   *slog.Logger
-	id    uint64
-	start time.Time
+	cfg Config
+	log *slog.Logger
+	id  uint64 // wire.ClientIDOf(key)
+	key string // the Hello's ClientKey: never logged
 
 	// ctx is the context of the client's own background work (view
 	// refreshes, renewals, clean-ups); it carries internalKey, so that
@@ -214,8 +215,6 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	cfg.setDefaults()
 	c := &Client{
 		cfg:       cfg,
-		id:        randomID(),
-		start:     time.Now(),
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),
 		loopDone:  make(chan struct{}),
@@ -229,6 +228,10 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		holds:     make(map[holdKey]*hold),
 		procCores: make(map[coreKey]*lockCore),
 	}
+	// The key proves the client's id to the servers (see
+	// wire.ClientIDOf): 26 base32 characters of crypto/rand, 130 bits.
+	c.key = crand.Text()
+	c.id = wire.ClientIDOf(c.key)
 	ch := make(chan struct{})
 	c.viewCh.Store(&ch)
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(context.Background(), internalKey{}, true))
@@ -243,20 +246,11 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	return c, nil
 }
 
-func randomID() uint64 {
-	var b [8]byte
-	for {
-		if _, err := crand.Read(b[:]); err != nil {
-			return mrand.Uint64() | 1
-		}
-		if id := binary.LittleEndian.Uint64(b[:]); id != 0 {
-			return id
-		}
-	}
-}
-
 // ID returns the client's id: the Owner.Client of every lock it takes, and
-// the ClientID of its Hello.
+// the ClientID of its Hello. It is derived from a private key the client
+// picked (see wire.ClientIDOf) and proves in every Hello, so another
+// client that learns the id (from a State answer, say) cannot act as this
+// client's owners.
 func (c *Client) ID() uint64 {
 	if c == nil {
 		return 0
@@ -425,9 +419,6 @@ func (c *Client) isClosed() bool {
 	}
 }
 
-// now is the client's monotonic clock, in nanoseconds since New.
-func (c *Client) now() int64 { return int64(time.Since(c.start)) }
-
 // validUntil is when a lock granted for ttl on a request sent at from
 // stops being valid on the client's clock.
 func (c *Client) validUntil(from time.Time, ttl time.Duration) time.Time {
@@ -568,36 +559,20 @@ func (c *Client) dialHello(addr string) (*conn, error) {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.DialTimeout)
 	defer cancel()
-	nc, err := c.cfg.Dial(ctx, addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: dial %s: %w", ErrUnavailable, addr, err)
-	}
-	if nc.LocalAddr().String() == nc.RemoteAddr().String() {
-		// TCP simultaneous open: dialing a dead local port in the
-		// ephemeral range can connect the socket to itself, and would
-		// then hold the port the node needs to restart.
-		nc.Close()
-		return nil, fmt.Errorf("%w: dial %s: connected to itself", ErrUnavailable, addr)
-	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	cn := newConn(c, addr, nc)
-	typ, msg, err := cn.roundTrip(ctx, wire.TypeHello, &wire.Hello{
-		Namespace: c.cfg.Namespace, Secret: c.cfg.Secret, ClientID: c.id, Agent: Agent,
-	}, 0)
-	if err != nil {
-		return cn, fmt.Errorf("%w: hello to %s: %w", ErrUnavailable, addr, err)
-	}
-	r, ok := msg.(*wire.Response)
+	sc, r, err := session.Dial(ctx, addr, c.sessionConfig())
+	var refused *session.RefusedError
 	switch {
-	case !ok:
-		return cn, fmt.Errorf("%w: hello to %s: unexpected %s", ErrServer, addr, typ)
-	case r.Status == wire.StatusAuthFailed:
-		return cn, fmt.Errorf("%w: namespace %q at %s: %s", ErrAuth, c.cfg.Namespace, addr, r.Msg)
-	case r.Status != wire.StatusSuccess:
-		return cn, fmt.Errorf("hello to %s: %w", addr, statusErr("hello", c.cfg.Namespace, r))
+	case errors.As(err, &refused) && refused.Reply.Status == wire.StatusAuthFailed:
+		return nil, fmt.Errorf("%w: namespace %q at %s: %s", ErrAuth, c.cfg.Namespace, addr, refused.Reply.Msg)
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("hello to %s: %w", addr, statusErr("hello", c.cfg.Namespace, &refused.Reply))
+	case errors.Is(err, session.ErrUnexpectedReply):
+		return nil, fmt.Errorf("%w: %w", ErrServer, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	cn := newConn(c, addr, sc)
+	cn.start()
 	c.noteViewVersion(r.ViewVersion)
 	c.log.Debug("paxlock: connected", "addr", addr)
 	return cn, nil
@@ -608,7 +583,7 @@ func (c *Client) dialHello(addr string) (*conn, error) {
 // watches register again; the view subscription moves to another node.
 func (c *Client) onConnLost(cn *conn, cause error) {
 	c.mu.Lock()
-	live := cn.ready // false for a connection whose Hello failed
+	live := cn.ready // false for a connection that failed before dial registered it
 	if c.conns[cn.addr] == cn {
 		delete(c.conns, cn.addr)
 		c.publishConnsLocked()

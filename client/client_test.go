@@ -718,24 +718,28 @@ func TestElect(t *testing.T) {
 	c2 := newTestClient(t, testConfig(n.addr))
 	ctx := tctx(t)
 
-	l1, err := c1.Elect(ctx, "leader", TTL(time.Minute))
-	if err != nil {
+	e1 := c1.Election("leader", TTL(time.Minute))
+	if err := e1.Campaign(ctx, "one"); err != nil {
 		t.Fatal(err)
 	}
-	var l2 *Mutex
-	done := goErr(func() (err error) { l2, err = c2.Elect(ctx, "leader", TTL(time.Minute)); return err })
+	e2 := c2.Election("leader", TTL(time.Minute))
+	done := goErr(func() error { return e2.Campaign(ctx, "two") })
 	n.waitFor(t, "follower queued", func(n *fakeNode) bool { return len(n.waiters["leader"]) == 1 })
-	if err := l1.Unlock(ctx); err != nil { // resign
+	// A campaign in progress blocks none of the other methods.
+	if e2.IsLeader() || e2.Token() != 0 || e2.Resign(ctx) != nil {
+		t.Fatal("a candidate still campaigning looks like a leader")
+	}
+	if err := e1.Resign(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := recvErr(t, done, "second Elect"); err != nil {
+	if err := recvErr(t, done, "second Campaign"); err != nil {
 		t.Fatal(err)
 	}
-	if l2.Token() <= l1.Owner().ID && l2.Token() == 0 {
-		t.Fatal("no token")
+	if !e2.IsLeader() || e2.Token() == 0 || e1.IsLeader() {
+		t.Fatalf("after resign: e1 leads %v, e2 leads %v token %d", e1.IsLeader(), e2.IsLeader(), e2.Token())
 	}
-	if o, _, _ := n.holderOf("leader"); o != l2.Owner() {
-		t.Fatal("wrong leader")
+	if err := e1.Proclaim(ctx, "x"); !errors.Is(err, ErrNotLeader) || !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("proclaim by a follower: %v", err)
 	}
 }
 
@@ -768,7 +772,10 @@ func TestBadInput(t *testing.T) {
 		{"state empty key", func() error { _, err := c.State(ctx, ""); return err }(), []error{ErrInvalid}},
 		{"watch empty key", func() error { _, err := c.Watch(ctx, "", 0); return err }(), []error{ErrInvalid}},
 		{"watch bad option", func() error { _, err := c.Watch(ctx, "k", 0, MaxWait(-1)); return err }(), []error{ErrInvalid}},
-		{"elect empty key", func() error { _, err := c.Elect(ctx, ""); return err }(), []error{ErrInvalid}},
+		{"campaign empty key", c.Election("").Campaign(ctx, "v"), []error{ErrInvalid}},
+		{"campaign value too large", c.Election("e").Campaign(ctx, strings.Repeat("v", wire.MaxValueLen+1)), []error{ErrInvalid, wire.ErrValueTooLarge}},
+		{"value option too large", c.Mutex("k", Value(strings.Repeat("v", wire.MaxValueLen+1))).Lock(ctx), []error{ErrInvalid, wire.ErrValueTooLarge}},
+		{"set value too large", c.Mutex("k").SetValue(ctx, strings.Repeat("v", wire.MaxValueLen+1)), []error{ErrInvalid, wire.ErrValueTooLarge}},
 	}
 	for _, ck := range checks {
 		for _, want := range ck.want {

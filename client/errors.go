@@ -22,6 +22,14 @@ var (
 	// Nothing was sent to the server.
 	ErrNotHeld = errors.New("client: lock not held by this handle")
 
+	// ErrNotLeader reports a Proclaim by an Election that is not the
+	// leader (it never won, resigned, or lost leadership). It wraps
+	// ErrNotHeld.
+	ErrNotLeader = fmt.Errorf("client: not the leader: %w", ErrNotHeld)
+
+	// ErrNoLeader reports that an election has no leader right now.
+	ErrNoLeader = errors.New("client: election has no leader")
+
 	// ErrLockLost reports that a lock the handle held is gone: its TTL ran
 	// out on the client's clock without a successful renewal, the server
 	// said it expired or was revoked (a Lost push), or a renew or release
@@ -89,12 +97,18 @@ type LockedError struct {
 	TTLLeft time.Duration
 	// QueueLen is the number of waiters queued on the key.
 	QueueLen int
+	// Value is the holder's value (see the Value option), "" for none.
+	Value string
 }
 
 // Error describes the holder.
 func (e *LockedError) Error() string {
-	return fmt.Sprintf("client: lock %q held by %v (token %d, %s, ttl left %v, %d queued)",
+	s := fmt.Sprintf("client: lock %q held by %v (token %d, %s, ttl left %v, %d queued",
 		e.Key, e.Holder, e.Token, e.Kind, e.TTLLeft, e.QueueLen)
+	if e.Value != "" {
+		s += fmt.Sprintf(", value %.64q", e.Value)
+	}
+	return s + ")"
 }
 
 // Unwrap returns ErrLocked.

@@ -178,22 +178,58 @@ func ExampleClient_Watch() {
 	}
 }
 
-// Leader election: campaign, lead until the lock is lost, resign with
-// Unlock.
-func ExampleClient_Elect() {
+// Leader election: campaign with a value, lead until leadership is lost,
+// resign; anyone can read or follow the leader.
+func ExampleClient_Election() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
 
-	for {
-		leader, err := c.Elect(ctx, "scheduler", client.TTL(15*time.Second))
-		if err != nil {
-			log.Fatal(err)
-		}
-		fmt.Println("leading with term", leader.Token())
-		<-leader.Lost() // lead until leadership is lost (or call Unlock to resign)
-		_ = leader.Unlock(ctx)
+	e := c.Election("scheduler", client.TTL(15*time.Second))
+	if err := e.Campaign(ctx, "host-a:8080"); err != nil { // blocks until elected
+		log.Fatal(err)
 	}
+	fmt.Println("leading with term", e.Token())
+	_ = e.Proclaim(ctx, "host-a:8081") // change the published value, same term
+	select {
+	case <-e.Lost(): // leadership lost: stop acting as leader
+	case <-time.After(time.Minute):
+		_ = e.Resign(ctx) // hand over to the next candidate at once
+	}
+}
+
+// Following an election: the current leader, then every change.
+func ExampleElection_Observe() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := connect(ctx)
+	defer c.Close()
+
+	e := c.Election("scheduler")
+	if l, err := e.Leader(ctx); err == nil {
+		fmt.Println("leader now:", l.Value, "term", l.Token)
+	}
+	for l := range e.Observe(ctx) {
+		fmt.Println("leader:", l.Value, "term", l.Token)
+	}
+}
+
+// A holder value tells contenders who holds a lock and what it is doing.
+func ExampleValue() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	m := c.Mutex("order:42", client.Value("host-a pid 4711 job 17"))
+	if err := m.TryLock(ctx); err != nil {
+		var le *client.LockedError
+		if errors.As(err, &le) {
+			fmt.Println("busy:", le.Value)
+		}
+		return
+	}
+	_ = m.SetValue(ctx, "host-a pid 4711 job 17: step 2")
+	_ = m.Unlock(ctx)
 }
 
 // State reads a key's holder, token and queue from the master.

@@ -14,5 +14,5 @@ import (
 // worker pool (ants) starts two goroutines of its own when the package is
 // loaded; they live for the process and are not ours.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testutil.GnetPoolGoroutines()...)
+	goleak.VerifyTestMain(m, testutil.LibraryGoroutines()...)
 }

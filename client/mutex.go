@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +36,9 @@ type Mutex struct {
 	owner wire.Owner
 	core  *lockCore // nil for a ProcessOwner handle: looked up per call
 	other *Mutex    // the other side of an RWMutex
+
+	valMu sync.Mutex
+	value string // the holder value acquires send (Value option, SetValue)
 }
 
 // Mutex returns a handle on the exclusive lock key. It sends nothing; an
@@ -57,7 +59,7 @@ func (c *Client) newOwner(o options) wire.Owner {
 }
 
 func (c *Client) newMutex(key string, kind wire.Kind, owner wire.Owner, o options) *Mutex {
-	m := &Mutex{c: c, key: key, kind: kind, opts: o, owner: owner, err: o.err}
+	m := &Mutex{c: c, key: key, kind: kind, opts: o, owner: owner, err: o.err, value: o.value}
 	if c == nil {
 		m.err = invalid("nil *Client")
 		return m
@@ -182,6 +184,50 @@ func (m *Mutex) Renew(ctx context.Context, ttl time.Duration) error {
 		return m.wrap("renew", ErrNotHeld)
 	}
 	return h.renew(ctx, ttl)
+}
+
+// SetValue replaces the holder value of the lock the handle holds with v
+// (empty clears it), in one Renew that also extends the lock like
+// Renew(ctx, 0); later acquires through the handle send v too. Watchers
+// that saw the lock's token get an EventAcquired with the same token and
+// the new value. It returns an error wrapping ErrInvalid (and
+// wire.ErrValueTooLarge) for a value over wire.MaxValueLen, checked
+// before anything is sent; ErrNotHeld if the handle holds nothing; and
+// ErrLockLost like Renew. On an error the held value is unchanged, unless
+// the error is a timeout (the Renew's fate is then unknown).
+func (m *Mutex) SetValue(ctx context.Context, v string) error {
+	if err := m.check(); err != nil {
+		return err
+	}
+	if err := wire.ValidateValue(v); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	lc, err := m.enter(ctx)
+	if err != nil {
+		return m.wrap("set value", err)
+	}
+	defer m.leave(lc)
+	lc.mu.Lock()
+	h := lc.h
+	lc.mu.Unlock()
+	if h == nil {
+		return m.wrap("set value", ErrNotHeld)
+	}
+	if err := h.renewValue(ctx, 0, true, v); err != nil {
+		return err
+	}
+	m.valMu.Lock()
+	m.value = v
+	m.valMu.Unlock()
+	return nil
+}
+
+// Value returns the holder value the handle's acquires send (the Value
+// option, or the last successful SetValue).
+func (m *Mutex) Value() string {
+	m.valMu.Lock()
+	defer m.valMu.Unlock()
+	return m.value
 }
 
 // Token returns the fencing token of the lock the handle holds (or held
@@ -410,6 +456,7 @@ func (m *Mutex) acquireMsg(waitMs uint32, waitID uint64) *wire.Acquire {
 		TTLMs:     ttlMs(m.opts.ttl),
 		MaxWaitMs: waitMs,
 		WaitID:    waitID,
+		Value:     m.Value(),
 	}
 }
 
@@ -417,6 +464,7 @@ func (m *Mutex) lockedErr(r *wire.Response) error {
 	return &LockedError{
 		Key: m.key, Holder: r.Holder, Token: r.Token, Kind: r.Kind,
 		TTLLeft: time.Duration(r.TTLLeftMs) * time.Millisecond, QueueLen: int(r.QueueLen),
+		Value: r.Value,
 	}
 }
 
@@ -1085,6 +1133,11 @@ func (h *hold) extend(from time.Time, ttl time.Duration) {
 
 // renew sends one Renew (with its retries) and applies the answer.
 func (h *hold) renew(ctx context.Context, ttl time.Duration) error {
+	return h.renewValue(ctx, ttl, false, "")
+}
+
+// renewValue is renew that also sets the holder value when setValue.
+func (h *hold) renewValue(ctx context.Context, ttl time.Duration, setValue bool, value string) error {
 	h.mu.Lock()
 	if h.ended {
 		err := h.err
@@ -1102,7 +1155,7 @@ func (h *hold) renew(ctx context.Context, ttl time.Duration) error {
 	h.mu.Unlock()
 	from := time.Now()
 	res, err := h.c.do(ctx, "renew", h.key, h.hash, wire.TypeRenew,
-		&wire.Renew{Key: h.key, Owner: h.owner, Token: h.token, TTLMs: ttlMs(ttl)})
+		&wire.Renew{Key: h.key, Owner: h.owner, Token: h.token, TTLMs: ttlMs(ttl), SetValue: setValue, Value: value})
 	if err != nil {
 		return err
 	}
@@ -1202,19 +1255,3 @@ func (rw *RWMutex) TryLock(ctx context.Context) error { return rw.Writer().TryLo
 
 // Unlock undoes one Lock.
 func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.Writer().Unlock(ctx) }
-
-// ---- leader election ----
-
-// Elect campaigns for leadership of key and returns when this client is
-// the leader: it queues on the lock (server-side, woken by push, fair by
-// weight and arrival) and holds it with AutoRenew, so there is no herd of
-// watchers racing for a freed key. Leadership lasts until the returned
-// handle's Lost channel closes or the leader calls Unlock (resign).
-// Followers that only want to know the leader use Watch or State.
-func (c *Client) Elect(ctx context.Context, key string, opts ...Option) (*Mutex, error) {
-	m := c.Mutex(key, append(slices.Clone(opts), AutoRenew())...)
-	if err := m.Lock(ctx); err != nil {
-		return nil, err
-	}
-	return m, nil
-}

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -14,7 +15,7 @@ const DefaultTTL = 30 * time.Second
 // 49 days); wire.WaitForever is one above it.
 const maxTTLField = time.Duration(math.MaxUint32-1) * time.Millisecond
 
-// Option configures a lock handle (Mutex, RWMutex, Elect) or a watch.
+// Option configures a lock handle (Mutex, RWMutex, Election) or a watch.
 // Options that do not apply to a call are ignored. An invalid option (a
 // weight out of range, a negative TTL) does not panic: every method of the
 // handle, or Watch, returns an error wrapping ErrInvalid.
@@ -27,6 +28,7 @@ type options struct {
 	maxWait      time.Duration
 	processOwner bool
 	continuous   bool
+	value        string
 	err          error
 }
 
@@ -105,6 +107,23 @@ func MaxWait(d time.Duration) Option {
 // default each handle is its own owner.
 func ProcessOwner() Option {
 	return func(o *options) { o.processOwner = true }
+}
+
+// Value attaches a holder value to the handle's grants: up to
+// wire.MaxValueLen (1 KiB) of anything the application wants contenders
+// and observers to see (host, pid, job id...). It is returned by State, in
+// a contender's *LockedError and in watch events; Mutex.SetValue changes
+// it while the lock is held. A longer value makes every method of the
+// handle return an error wrapping ErrInvalid and wire.ErrValueTooLarge;
+// nothing is sent.
+func Value(v string) Option {
+	return func(o *options) {
+		if err := wire.ValidateValue(v); err != nil {
+			o.fail(fmt.Errorf("%w: %w", ErrInvalid, err))
+			return
+		}
+		o.value = v
+	}
 }
 
 // Continuous makes a Watch keep reporting after its first event, until

@@ -28,6 +28,9 @@ type State struct {
 	// QueueLen is the number of waiters (it may be nonzero while the key is
 	// free, during a hand-off).
 	QueueLen int
+	// Value is the holder's value (see the Value option); for a read lock,
+	// that of the reader named in Holder.
+	Value string
 }
 
 // State asks the master of key's group for the key's state; no Paxos round
@@ -49,7 +52,7 @@ func (c *Client) State(ctx context.Context, key string) (State, error) {
 	case wire.StatusSuccess:
 		st.Held = true
 		st.Holder, st.Token, st.Kind = r.Holder, r.Token, r.Kind
-		st.Readers = int(r.Readers)
+		st.Readers, st.Value = int(r.Readers), r.Value
 		st.TTLLeft = time.Duration(r.TTLLeftMs) * time.Millisecond
 		return st, nil
 	case wire.StatusLockDeleted:
@@ -70,7 +73,11 @@ const (
 	EventReleased = wire.EventReleased
 	// EventExpired: the lock's TTL ran out without a renewal.
 	EventExpired = wire.EventExpired
-	// EventRevoked: the lock was removed by other means.
+	// EventRevoked: the lock was taken from its holder by other means.
+	// Today a holder is told so (in a Lost push, which closes the
+	// handle's Lost channel) when its namespace is removed or its secret
+	// changed; the hold stays in the lock table until its TTL runs out,
+	// which watchers see as EventExpired.
 	EventRevoked = wire.EventRevoked
 	// EventTimeout: the watch's MaxWait passed; it is the watch's last event.
 	EventTimeout = wire.EventTimeout
@@ -87,6 +94,10 @@ type Event struct {
 	Token uint64
 	// Holder is the new holder (EventAcquired), else zero.
 	Holder wire.Owner
+	// Value is the new holder's value (EventAcquired). A holder that
+	// changes its value (Mutex.SetValue) causes another EventAcquired with
+	// the same Token and the new value.
+	Value string
 }
 
 // Watcher reports a key's changes on a channel. The watch lives in the
@@ -104,6 +115,8 @@ type Watcher struct {
 
 	mu      sync.Mutex
 	token   uint64 // the highest token reported
+	value   string // the value last reported with token (EventAcquired)
+	rewound bool   // registered with token-1 to hear the current value again
 	last    Event
 	hasLast bool
 	done    bool
@@ -180,6 +193,14 @@ func (w *Watcher) register(ctx context.Context) error {
 		return nil
 	}
 	tok := w.token
+	// Re-registering after an acquire was reported: ask from the token
+	// below it, so the server reports the holder again with its current
+	// value (a SetValue made while the watch was away is not missed);
+	// deliver drops it if nothing changed.
+	w.rewound = tok > 0 && w.hasLast && w.last.Type == EventAcquired && w.last.Token == tok
+	if w.rewound {
+		tok--
+	}
 	w.mu.Unlock()
 	var wait uint32
 	if !w.deadline.IsZero() {
@@ -279,7 +300,7 @@ func (c *Client) onWatchEvent(_ *conn, p *wire.WatchEvent) {
 	w := c.watches[p.WatchID]
 	c.mu.Unlock()
 	if w != nil {
-		w.deliver(Event{Key: w.key, Type: p.Event, Token: p.Token, Holder: p.Holder})
+		w.deliver(Event{Key: w.key, Type: p.Event, Token: p.Token, Holder: p.Holder, Value: p.Value})
 	}
 }
 
@@ -292,15 +313,23 @@ func (w *Watcher) deliver(ev Event) {
 	if w.done {
 		return
 	}
+	if w.rewound && ev.Type != EventAcquired && ev.Type != EventTimeout && ev.Token+1 == w.token {
+		// The lock we had reported ended while the watch was away; the
+		// server names it by the token we registered with.
+		ev.Token = w.token
+	}
 	if w.hasLast && ev == w.last {
 		return
 	}
-	if ev.Type == EventAcquired && ev.Token <= w.token {
+	if ev.Type == EventAcquired && (ev.Token < w.token || ev.Token == w.token && ev.Value == w.value) {
 		return
 	}
 	w.last, w.hasLast = ev, true
 	if ev.Token > w.token {
 		w.token = ev.Token
+	}
+	if ev.Type == EventAcquired {
+		w.value = ev.Value
 	}
 	for sent := false; !sent; {
 		select {

@@ -5,14 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
 
 // probeHeld checks, as a barrier behind everything the clock fired, that
 // key is still held: a try-lock by a stranger must be refused.
-func probeHeld(t *testing.T, c *cluster, key, when string) {
+func probeHeld(t *testing.T, c lockCluster, key, when string) {
 	t.Helper()
 	r := c.do(newSink(), Request{Op: OpAcquire, Key: key, Owner: owner(999, 999), TTL: time.Second})
 	if r.Status != wire.StatusLockOccupied {
@@ -20,7 +18,7 @@ func probeHeld(t *testing.T, c *cluster, key, when string) {
 	}
 }
 
-func freed(c *cluster, key string) func() bool {
+func freed(c lockCluster, key string) func() bool {
 	return func() bool { return c.state(key).Status == wire.StatusLockDeleted }
 }
 
@@ -29,7 +27,7 @@ func freed(c *cluster, key string) func() bool {
 // and its holder told.
 func TestNoExpiryBeforeTTL(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "ttl"
 	const ttl = 10 * time.Second
 	hs := newSink()
@@ -82,7 +80,7 @@ func TestNoExpiryBeforeTTL(t *testing.T) {
 // it.
 func TestVanishedHolderFreed(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "gone"
 	hs := newSink()
 	r := c.do(hs, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), TTL: 5 * time.Second})
@@ -117,7 +115,7 @@ func TestVanishedHolderFreed(t *testing.T) {
 // readers' deadlines alone.
 func TestReadersExpireSeparately(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "readers"
 	ws := newSink()
 	r := c.do(ws, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), Kind: wire.KindWrite, TTL: 10 * time.Second})
@@ -171,37 +169,6 @@ func TestReadersExpireSeparately(t *testing.T) {
 	rs[1].sink.push(t, "reader 1 lost", isLost(tok))
 }
 
-// takeOver moves lock group g's mastership from its master to another
-// node, keeping it there (placement preference follows), and returns the
-// new master.
-func takeOver(t *testing.T, c *cluster, g int, stop bool) paxos.NodeID {
-	t.Helper()
-	old, svc := c.groupMaster(g)
-	target := c.peers[0]
-	for _, id := range c.peers {
-		if id != old {
-			target = id
-			break
-		}
-	}
-	for _, id := range c.peers {
-		if s := c.svc(id); s != nil {
-			s.Group(g).Paxos().SetPreferred(target)
-		}
-	}
-	if stop {
-		c.stop(old)
-	} else {
-		svc.Group(g).Paxos().TransferTo(target)
-	}
-	var id paxos.NodeID
-	testutil.Eventually(t, 30*time.Second, func() bool {
-		id, _ = c.findMaster(g)
-		return id != 0 && id != old
-	}, "group %d to have a master other than %d", g, old)
-	return id
-}
-
 // TestTakeOverGivesFullTTL: a new master gives every held lock a full TTL
 // from the take-over (it cannot know of renewals the old master saw last),
 // and frees a lock nobody renews after that.
@@ -212,7 +179,7 @@ func TestTakeOverGivesFullTTL(t *testing.T) {
 	}{{"transfer", false}, {"master-stops", true}} {
 		t.Run(mode.name, func(t *testing.T) {
 			fc := newFakeClock()
-			c := newCluster(t, 3, Config{Clock: fc})
+			c := newFakeCluster(t, 3, Config{Clock: fc})
 			const ttl = 10 * time.Second
 			// Keys of one group, so that one take-over moves them all.
 			g := wire.GroupOf(wire.KeyHash("ns", "k0"), c.groups)
@@ -236,7 +203,7 @@ func TestTakeOverGivesFullTTL(t *testing.T) {
 			if r := c.do(hs, Request{Op: OpRenew, Key: keys[0], Owner: owner(1, 1), Token: toks[keys[0]]}); r.Status != wire.StatusSuccess {
 				t.Fatalf("renew: %+v", r)
 			}
-			takeOver(t, c, g, mode.stop)
+			c.takeOver(g, mode.stop)
 			// The new master serves and reports a full TTL for every lock.
 			for _, k := range keys {
 				probeHeld(t, c, k, "right after the take-over")

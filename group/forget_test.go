@@ -14,7 +14,7 @@ import (
 // workers' by-connection indexes empty.
 func TestForgetClientByConnection(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key, other = "fk", "fk-other"
 	hs, s := newSink(), newSink()
 	r := c.do(hs, Request{Op: OpAcquire, Key: key, Owner: owner(9, 1), TTL: 5 * time.Second})

@@ -13,7 +13,7 @@ import (
 // lock's validity with it; the requested TTL may be longer than the
 // server's deadline.)
 func TestGrantedCarriesEffectiveTTL(t *testing.T) {
-	c := newCluster(t, 3, Config{MinTTL: time.Second, DefaultTTL: 4 * time.Second, MaxTTL: 10 * time.Second})
+	c := newFakeCluster(t, 3, Config{MinTTL: time.Second, DefaultTTL: 4 * time.Second, MaxTTL: 10 * time.Second})
 	a, b := newSink(), newSink()
 	tok := c.do(a, Request{Op: OpAcquire, Key: "k", Owner: owner(1, 1), TTL: 30 * time.Second})
 	if tok.Status != wire.StatusSuccess || tok.TTLLeftMs != 10000 {

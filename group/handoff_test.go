@@ -17,7 +17,7 @@ type waiterSpec struct {
 }
 
 // enqueue makes w wait for key; it must be answered LOCK_WAIT.
-func enqueue(t *testing.T, c *cluster, key string, w *waiterSpec) {
+func enqueue(t *testing.T, c lockCluster, key string, w *waiterSpec) {
 	t.Helper()
 	w.sink = newSink()
 	r := c.do(w.sink, Request{Op: OpAcquire, Key: key, Owner: w.owner, Kind: w.kind, Weight: w.weight, MaxWait: -1, WaitID: w.waitID, TTL: 20 * time.Second})
@@ -37,7 +37,7 @@ func grantedCount(ws []*waiterSpec) int {
 // TestHandOffByWeightThenArrival: a freed lock goes to the heaviest
 // waiter, equal weights in arrival order, one waiter per release.
 func TestHandOffByWeightThenArrival(t *testing.T) {
-	c := newCluster(t, 3, Config{Clock: newFakeClock()})
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "hot"
 	hs := newSink()
 	r := c.do(hs, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), TTL: 20 * time.Second})
@@ -86,7 +86,7 @@ func TestHandOffByWeightThenArrival(t *testing.T) {
 // all the queued readers in one command (one shared token); a waiting
 // writer holds back new readers; the writer is granted alone.
 func TestReadersTogetherWriterBlocksReaders(t *testing.T) {
-	c := newCluster(t, 3, Config{Clock: newFakeClock()})
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "rw"
 	ws := newSink()
 	r := c.do(ws, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), Kind: wire.KindWrite, TTL: 20 * time.Second})
@@ -171,7 +171,7 @@ func TestReadersTogetherWriterBlocksReaders(t *testing.T) {
 // TestOneWriterPerRelease: with several writers queued, each release
 // wakes exactly one of them.
 func TestOneWriterPerRelease(t *testing.T) {
-	c := newCluster(t, 3, Config{Clock: newFakeClock()})
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "mutex"
 	hs := newSink()
 	r := c.do(hs, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), TTL: 20 * time.Second})
@@ -205,7 +205,7 @@ func TestOneWriterPerRelease(t *testing.T) {
 // TIMEOUT and leaves the queue; a cancelled waiter is not granted.
 func TestWaitTimeoutAndCancel(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "k"
 	hs := newSink()
 	r := c.do(hs, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), TTL: time.Minute})

@@ -68,6 +68,7 @@ type mHold struct {
 	owner wire.Owner
 	token uint64
 	ttl   uint32
+	value string // the holder value: set by an acquire (a reacquire replaces it) or a renew that sets it
 }
 
 type mLock struct {
@@ -97,10 +98,10 @@ func isWriter(k wire.Kind) bool { return k == wire.KindExclusive || k == wire.Ki
 
 // take applies one grant attempt; it returns the token (0: refused) and
 // whether the hold is new.
-func (m *model) take(key string, inst uint64, o wire.Owner, k wire.Kind, ttl uint32) (uint64, bool) {
+func (m *model) take(key string, inst uint64, o wire.Owner, k wire.Kind, ttl uint32, v string) (uint64, bool) {
 	l := m.locks[key]
 	if l == nil || len(l.holds) == 0 {
-		m.locks[key] = &mLock{kind: k, holds: []mHold{{o, m.tok(inst), ttl}}}
+		m.locks[key] = &mLock{kind: k, holds: []mHold{{o, m.tok(inst), ttl, v}}}
 		return m.tok(inst), true
 	}
 	mine := -1
@@ -111,7 +112,7 @@ func (m *model) take(key string, inst uint64, o wire.Owner, k wire.Kind, ttl uin
 	}
 	if isWriter(k) {
 		if isWriter(l.kind) && mine == 0 {
-			l.holds[0].ttl = ttl
+			l.holds[0].ttl, l.holds[0].value = ttl, v
 			return l.holds[0].token, false
 		}
 		return 0, false
@@ -120,10 +121,10 @@ func (m *model) take(key string, inst uint64, o wire.Owner, k wire.Kind, ttl uin
 		return 0, false
 	}
 	if mine >= 0 {
-		l.holds[mine].ttl = ttl
+		l.holds[mine].ttl, l.holds[mine].value = ttl, v
 		return l.holds[mine].token, false
 	}
-	l.holds = append(l.holds, mHold{o, m.tok(inst), ttl})
+	l.holds = append(l.holds, mHold{o, m.tok(inst), ttl, v})
 	return m.tok(inst), true
 }
 
@@ -133,7 +134,7 @@ func (m *model) grantAll(key string, inst uint64, gs []grant, out *mOutcome) {
 	}
 	out.grants = make([]uint64, len(gs))
 	for j, g := range gs {
-		t, fresh := m.take(key, inst, g.owner, g.kind, g.ttlMs)
+		t, fresh := m.take(key, inst, g.owner, g.kind, g.ttlMs, g.value)
 		out.grants[j] = t
 		if fresh {
 			out.fresh = append(out.fresh, t)
@@ -151,7 +152,7 @@ func (m *model) apply(inst uint64, c *command) mOutcome {
 	out := mOutcome{status: wire.StatusSuccess}
 	switch c.op {
 	case opAcquire:
-		t, fresh := m.take(c.key, inst, c.owner, c.kind, c.ttlMs)
+		t, fresh := m.take(c.key, inst, c.owner, c.kind, c.ttlMs, c.value)
 		if t == 0 {
 			out.status = wire.StatusLockOccupied
 		} else {
@@ -194,6 +195,9 @@ func (m *model) apply(inst uint64, c *command) mOutcome {
 			if c.ttlMs != 0 {
 				l.holds[idx].ttl = c.ttlMs
 			}
+			if c.setValue {
+				l.holds[idx].value = c.value
+			}
 			return out
 		}
 		l.holds = slices.Delete(l.holds, idx, idx+1)
@@ -217,8 +221,8 @@ func dumpSM(sm *StateMachine) map[string]mLock {
 		sm.forEach(i, func(key string, l *lockRec) {
 			var ml mLock
 			ml.kind = l.kind()
-			for _, h := range l.holds() {
-				ml.holds = append(ml.holds, mHold{h.owner, h.token, h.ttlMs})
+			for i, h := range l.holds() {
+				ml.holds = append(ml.holds, mHold{h.owner, h.token, h.ttlMs, l.value(i)})
 			}
 			out[key] = ml
 		})
@@ -290,13 +294,26 @@ func (g *cmdGen) kindFor(key string) wire.Kind {
 }
 
 func (g *cmdGen) owner() wire.Owner { return g.owners[g.r.IntN(len(g.owners))] }
-func (g *cmdGen) ttl() uint32       { return uint32(1000 + g.r.IntN(60000)) }
+
+// value returns a holder value: usually none, sometimes a short or a
+// maximal one.
+func (g *cmdGen) value() string {
+	switch g.r.IntN(6) {
+	case 0:
+		return fmt.Sprintf("host-%d pid %d", g.r.IntN(4), g.r.IntN(1000))
+	case 1:
+		return strings.Repeat(string(rune('a'+g.r.IntN(26))), wire.MaxValueLen)
+	}
+	return ""
+}
+
+func (g *cmdGen) ttl() uint32 { return uint32(1000 + g.r.IntN(60000)) }
 
 func (g *cmdGen) grants(key string) []grant {
 	n := g.r.IntN(4)
 	gs := make([]grant, n)
 	for i := range gs {
-		gs[i] = grant{owner: g.owner(), kind: g.kindFor(key), ttlMs: g.ttl()}
+		gs[i] = grant{owner: g.owner(), kind: g.kindFor(key), ttlMs: g.ttl(), value: g.value()}
 	}
 	return gs
 }
@@ -326,14 +343,18 @@ func (g *cmdGen) target(key string) (wire.Owner, uint64) {
 func (g *cmdGen) next(key string) command {
 	switch p := g.r.IntN(100); {
 	case p < 40:
-		return command{op: opAcquire, key: key, owner: g.owner(), kind: g.kindFor(key), ttlMs: g.ttl()}
+		return command{op: opAcquire, key: key, owner: g.owner(), kind: g.kindFor(key), ttlMs: g.ttl(), value: g.value()}
 	case p < 55:
 		o, tok := g.target(key)
 		var ttl uint32
 		if g.r.IntN(2) == 0 {
 			ttl = g.ttl()
 		}
-		return command{op: opRenew, key: key, owner: o, token: tok, ttlMs: ttl}
+		c := command{op: opRenew, key: key, owner: o, token: tok, ttlMs: ttl}
+		if g.r.IntN(3) == 0 {
+			c.setValue, c.value = true, g.value()
+		}
+		return c
 	case p < 80:
 		o, tok := g.target(key)
 		return command{op: opRelease, key: key, owner: o, token: tok, grants: g.grants(key)}
@@ -493,7 +514,7 @@ func nonEmpty(s []uint64) []uint64 {
 
 func fmtCmd(c *command) string {
 	names := map[op]string{opAcquire: "acquire", opRenew: "renew", opRelease: "release", opExpire: "expire", opSetVersion: "setversion", opGrant: "grant"}
-	return fmt.Sprintf("%s(%q %v %v tok=%d ttl=%d grants=%v)", names[c.op], c.key, c.owner, c.kind, c.token, c.ttlMs, c.grants)
+	return fmt.Sprintf("%s(%q %v %v tok=%d ttl=%d set=%v value=%.20q grants=%v)", names[c.op], c.key, c.owner, c.kind, c.token, c.ttlMs, c.setValue, c.value, c.grants)
 }
 
 // checkReload loads a fresh state machine (with another worker count)
@@ -574,7 +595,7 @@ func TestReadersSharingTokenExpireSeparately(t *testing.T) {
 	if o := do(1, command{op: opAcquire, key: key, owner: w, kind: wire.KindWrite, ttlMs: 1000}); o.status != wire.StatusSuccess {
 		t.Fatal(o.status)
 	}
-	o := do(2, command{op: opRelease, key: key, owner: w, token: 1, grants: []grant{{r1, wire.KindRead, 1000}, {r2, wire.KindRead, 1000}}})
+	o := do(2, command{op: opRelease, key: key, owner: w, token: 1, grants: []grant{{r1, wire.KindRead, 1000, ""}, {r2, wire.KindRead, 1000, "r2"}}})
 	if o.status != wire.StatusSuccess || len(o.grants) != 2 || o.grants[0] != 2 || o.grants[1] != 2 {
 		t.Fatalf("hand-off to two readers: %+v", o)
 	}

@@ -20,12 +20,16 @@ import (
 // logged; a Hello's secret is hashed and compared in constant time.
 
 const (
-	nsPrefix   = 'n'
-	nsSaltLen  = 16
-	nsRecLen   = 1 + nsSaltLen + sha256.Size
-	nsRecV1    = 1
-	systemLock = 0 // the lock group that holds the namespace table
+	nsPrefix  = 'n'
+	nsSaltLen = 16
+	nsRecLen  = 1 + nsSaltLen + sha256.Size
+	nsRecV1   = 1
 )
+
+// NamespaceGroup is the lock group that holds the namespace table (its
+// Paxos group id is NamespaceGroup+1, like every lock group's: Paxos
+// group ids start at 1). Its master seeds and changes namespaces.
+const NamespaceGroup = 0
 
 // ErrNotSystemMaster means this node does not master group 0, where
 // namespace changes are proposed; MasterNode names the node that does.
@@ -72,6 +76,7 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
 	sm.nsMu.Lock()
 	wasInit := sm.nsInit
 	sm.nsInit = true
+	sm.nsGen++
 	sm.nsMu.Unlock()
 	if !wasInit {
 		w.Set(nsInitKey, []byte{1})
@@ -129,7 +134,7 @@ func (sm *StateMachine) loadNamespace(k, v []byte) error {
 // initialised (a fresh cluster whose group 0 has not yet installed the
 // configured namespaces), seed holds the configured ones.
 func (s *Service) Authenticate(ns, secret string, seed map[string]string) bool {
-	sm := s.groups[systemLock].sm
+	sm := s.groups[NamespaceGroup].sm
 	sm.nsMu.RLock()
 	r, ok := sm.namespaces[ns]
 	init := sm.nsInit
@@ -146,9 +151,21 @@ func (s *Service) Authenticate(ns, secret string, seed map[string]string) bool {
 	return r.check(secret)
 }
 
+// NamespaceGeneration counts the changes this replica has applied to the
+// namespace table (a namespace put, deleted or installed, a snapshot
+// loaded). A session authenticated at one generation must be checked
+// again once the generation moves: its namespace may be gone or its
+// secret changed.
+func (s *Service) NamespaceGeneration() uint64 {
+	sm := s.groups[NamespaceGroup].sm
+	sm.nsMu.RLock()
+	defer sm.nsMu.RUnlock()
+	return sm.nsGen
+}
+
 // Namespaces lists the namespaces, sorted.
 func (s *Service) Namespaces() []string {
-	sm := s.groups[systemLock].sm
+	sm := s.groups[NamespaceGroup].sm
 	sm.nsMu.RLock()
 	out := make([]string, 0, len(sm.namespaces))
 	for n := range sm.namespaces {
@@ -161,7 +178,7 @@ func (s *Service) Namespaces() []string {
 
 // HasNamespace reports whether ns exists.
 func (s *Service) HasNamespace(ns string) bool {
-	sm := s.groups[systemLock].sm
+	sm := s.groups[NamespaceGroup].sm
 	sm.nsMu.RLock()
 	defer sm.nsMu.RUnlock()
 	_, ok := sm.namespaces[ns]
@@ -171,7 +188,7 @@ func (s *Service) HasNamespace(ns string) bool {
 // SystemMaster returns the node mastering the namespace table, 0 if none
 // is known.
 func (s *Service) SystemMaster() paxos.NodeID {
-	return s.groups[systemLock].px.Status().Master
+	return s.groups[NamespaceGroup].px.Status().Master
 }
 
 // PutNamespace creates namespace ns or changes its secret. It must run on
@@ -194,11 +211,11 @@ func (s *Service) DeleteNamespace(ctx context.Context, ns string) error {
 }
 
 func (s *Service) proposeNamespace(ctx context.Context, c *command) error {
-	px := s.groups[systemLock].px
+	px := s.groups[NamespaceGroup].px
 	if !px.Status().Serving {
 		return ErrNotSystemMaster
 	}
-	res, err := px.Propose(ctx, appendCommand(nil, c))
+	res, err := propose(ctx, px, appendCommand(nil, c))
 	if err != nil {
 		if errors.Is(err, paxos.ErrNotMaster) {
 			return ErrNotSystemMaster
@@ -220,7 +237,7 @@ func (s *Service) proposeNamespace(ctx context.Context, c *command) error {
 // NamespacesInitialised reports whether the namespace table was ever
 // written.
 func (s *Service) NamespacesInitialised() bool {
-	sm := s.groups[systemLock].sm
+	sm := s.groups[NamespaceGroup].sm
 	sm.nsMu.RLock()
 	defer sm.nsMu.RUnlock()
 	return sm.nsInit
@@ -267,4 +284,18 @@ func decodeNSList(b []byte) (map[string]nsRec, error) {
 		return nil, errBadCommand
 	}
 	return out, nil
+}
+
+// propose submits cmd to px and waits until it is applied or failed, or
+// ctx ends. When ctx ends first the outcome is unknown: the command may
+// still be chosen.
+func propose(ctx context.Context, px Consensus, cmd []byte) (paxos.Result, error) {
+	ch := make(chan paxos.Result, 1)
+	px.Submit(cmd, func(r paxos.Result) { ch <- r })
+	select {
+	case r := <-ch:
+		return r, r.Err
+	case <-ctx.Done():
+		return paxos.Result{}, fmt.Errorf("propose: %w", ctx.Err())
+	}
 }

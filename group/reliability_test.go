@@ -22,13 +22,12 @@ func timedOut(s *testSink, waitID uint64) bool {
 // when that command fails, the waiter is told it timed out (it used to
 // be left waiting for ever).
 func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
-	r := newWorkerRig(t, true)
+	r := newWorkerRig(t)
 	s := newSink()
 	a, b := owner(1, 1), owner(2, 1)
 	r.master(true)
 	r.request(Request{Op: OpAcquire, Key: "k", Owner: a, TTL: time.Minute, ReqID: 1, Sink: s})
-	r.waitQueued(1)
-	r.drain()
+	r.fg.chooseAll()
 	tok := s.resps[1].Token
 	if s.resps[1].Status != wire.StatusSuccess {
 		t.Fatalf("acquire: %+v", s.resps[1])
@@ -37,20 +36,18 @@ func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
 	if s.resps[2].Status != wire.StatusLockWait {
 		t.Fatalf("wait: %+v", s.resps[2])
 	}
-	// The release hands the key to b; its outcome is held back.
+	// The release hands the key to b; it stays in flight.
 	r.request(Request{Op: OpRelease, Key: "k", Owner: a, Token: tok, ReqID: 3, Sink: s})
-	r.waitQueued(1)
-	res := r.take()
-	if len(res) != 1 || res[0].kind != evResult || len(res[0].pend.grants) != 1 {
-		t.Fatalf("queued %+v, want the release's result granting b", res)
+	if n := r.fg.pending(); n != 1 {
+		t.Fatalf("%d proposals in flight, want the release granting b", n)
 	}
 	// b's deadline passes while the grant is in flight.
 	r.fc.Advance(2 * time.Second)
-	r.drain()
+	if timedOut(s, 7) {
+		t.Fatal("the waiter timed out while a grant to it was in flight")
+	}
 	// The command fails (say the queue was full).
-	res[0].res = paxos.Result{Err: paxos.ErrOverloaded}
-	r.w.handle(&res[0])
-	r.drain()
+	r.fg.failNext(paxos.ErrOverloaded)
 	if !timedOut(s, 7) {
 		t.Fatal("the waiter whose deadline passed during a failed grant was not told it timed out")
 	}
@@ -72,14 +69,13 @@ func (s *deadSink) Closed() bool { return s.closed.Load() }
 // after the change: it used to become a ghost waiter that was granted
 // the lock, which then sat held by a dead client for its TTL.
 func TestForgetDropsDeferred(t *testing.T) {
-	r := newWorkerRig(t, true)
+	r := newWorkerRig(t)
 	s := newSink()
 	dead := &deadSink{testSink: newSink()}
 	a, b := owner(1, 1), owner(2, 1)
 	r.master(true)
 	r.request(Request{Op: OpAcquire, Key: "k", Owner: a, TTL: time.Minute, ReqID: 1, Sink: s})
-	r.waitQueued(1)
-	r.drain()
+	r.fg.chooseAll()
 	tok := s.resps[1].Token
 	// a's release is in flight; b's wait is parked behind it.
 	r.request(Request{Op: OpRelease, Key: "k", Owner: a, Token: tok, ReqID: 2, Sink: s})
@@ -90,9 +86,8 @@ func TestForgetDropsDeferred(t *testing.T) {
 	}
 	// b's connection closes.
 	dead.closed.Store(true)
-	r.w.handle(&event{kind: evForget, client: 2, sink: dead})
-	r.waitQueued(1)
-	r.drain() // the release's outcome
+	r.w.post(event{kind: evForget, client: 2, sink: dead})
+	r.fg.chooseAll() // the release's outcome
 	if ks := r.w.keys[key]; ks != nil && (ks.busy || len(ks.waiters) != 0 || len(ks.deferred) != 0) {
 		t.Fatalf("the forgotten client's request went on: busy %v, %d waiters, %d deferred", ks.busy, len(ks.waiters), len(ks.deferred))
 	}
@@ -105,18 +100,16 @@ func TestForgetDropsDeferred(t *testing.T) {
 // closes and is forgotten does not leave a sinkRef for that connection in
 // w.refs (it used to be recreated by the outcome, and never forgotten).
 func TestNoRefForClosedConnection(t *testing.T) {
-	r := newWorkerRig(t, true)
+	r := newWorkerRig(t)
 	dead := &deadSink{testSink: newSink()}
 	r.master(true)
 	r.request(Request{Op: OpAcquire, Key: "k", Owner: owner(2, 1), TTL: time.Minute, ReqID: 1, Sink: dead})
-	r.waitQueued(1)
-	res := r.take()
 	dead.closed.Store(true)
-	r.w.handle(&event{kind: evForget, client: 2, sink: dead})
-	for i := range res {
-		r.w.handle(&res[i])
+	r.w.post(event{kind: evForget, client: 2, sink: dead})
+	r.fg.chooseAll()
+	if resp := dead.resps[1]; resp.Status != wire.StatusSuccess {
+		t.Fatalf("acquire answered %+v", resp)
 	}
-	r.drain()
 	if _, ok := r.w.refs[dead]; ok {
 		t.Fatal("w.refs holds a connection that closed and was forgotten")
 	}

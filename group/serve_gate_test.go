@@ -10,7 +10,8 @@ import (
 
 // TestHandOffWaitsForAnswers: an explicit hand-off does not let the new
 // master be elected while an answer given under the old mastership is
-// still being made. The test holds the group's serve lock for reading, as
+// still being made. An integration test on purpose: the order it checks
+// is between the lock group and the real paxos runtime (Host). The test holds the group's serve lock for reading, as
 // a worker does between its lease check and its answer, and hands the
 // group over: the old master stops serving at once, but no other node may
 // serve the group until the answer is done.
@@ -27,12 +28,16 @@ func TestHandOffWaitsForAnswers(t *testing.T) {
 		}
 	}
 	lg.serve.RLock() // a worker between its lease check and its answer
-	lg.Paxos().TransferTo(to)
+	lg.Paxos().(*paxos.Group).TransferTo(to)
 	testutil.Eventually(t, 30*time.Second, func() bool { return !lg.Serving() },
 		"node %d to stop serving group %d after the transfer", old, g)
 	// The host loop of the old master now waits in masterChanged, before
-	// the TimeoutNow leaves: nobody may take the group over meanwhile.
-	deadline := time.Now().Add(500 * time.Millisecond)
+	// the TimeoutNow leaves: nobody may take the group over meanwhile. The
+	// window is well within the old master's lease: once that runs out
+	// (the stalled loop renews nothing) the others may elect a master, as
+	// after any stall; a TimeoutNow sent too early makes the target
+	// campaign within a few ticks.
+	deadline := time.Now().Add(clusterLeaseTicks * clusterTick / 3)
 	for time.Now().Before(deadline) {
 		if id, _ := c.findMaster(g); id != 0 {
 			lg.serve.RUnlock()
@@ -49,7 +54,7 @@ func TestHandOffWaitsForAnswers(t *testing.T) {
 // TestServiceCloseTwice: Close may be called again (it hung: the second
 // stop waited for a worker that had already stopped).
 func TestServiceCloseTwice(t *testing.T) {
-	c := newCluster(t, 1, Config{Clock: newFakeClock()})
+	c := newFakeCluster(t, 1, Config{Clock: newFakeClock()})
 	svc := c.svc(1)
 	done := make(chan struct{})
 	go func() {

@@ -53,6 +53,10 @@ type Request struct {
 	// Token is the holder's token (renew, release) or the watcher's last
 	// seen token (watch).
 	Token uint64
+	// Value is the holder value an acquire attaches, or a renew sets when
+	// SetValue is true (at most wire.MaxValueLen bytes).
+	Value    string
+	SetValue bool
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64
 	WatchID uint64
@@ -123,11 +127,9 @@ type Service struct {
 type LockGroup struct {
 	svc     *Service
 	id      int
-	px      *paxos.Group
+	px      Consensus
 	sm      *StateMachine
 	workers []*worker
-	// leaseCheck, when set, replaces the lease check (tests only).
-	leaseCheck func() bool
 
 	// serve orders this node's answers from its lock table against a
 	// hand-off. A worker holds it for reading from its lease check until
@@ -153,10 +155,22 @@ type LockGroup struct {
 // lock group g (paxos group ids start at 1), each with peers as replicas.
 // preferred(g) names the node that should master group g, 0 for none.
 func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
-	cfg.setDefaults()
 	if cfg.Self == 0 {
 		cfg.Self = pcfg.ID
 	}
+	return NewServiceWith(cfg, func(g int, sm *StateMachine) (Consensus, error) {
+		c := pcfg
+		c.Group = paxos.GroupID(g + 1)
+		c.Peers = peers
+		return host.AddGroup(paxos.GroupConfig{Core: c}, sm)
+	}, preferred)
+}
+
+// NewServiceWith creates the lock groups, each replicated by what
+// replicate returns for it. preferred(g) names the node that should
+// master group g, 0 for none.
+func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos.NodeID) (*Service, error) {
+	cfg.setDefaults()
 	s := &Service{cfg: cfg}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)
@@ -165,10 +179,7 @@ func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.C
 			lg.workers = append(lg.workers, newWorker(lg, i))
 		}
 		sm.observe(lg.masterChanged)
-		c := pcfg
-		c.Group = paxos.GroupID(g + 1)
-		c.Peers = peers
-		px, err := host.AddGroup(paxos.GroupConfig{Core: c}, sm)
+		px, err := replicate(g, sm)
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("group: %w", err)
@@ -217,18 +228,38 @@ func (s *Service) ForgetClient(id uint64, sink Sink) {
 	}
 }
 
-// leaseValid reports whether this node's master lease of the group runs
-// now, on the monotonic clock. Tests that drive a worker by hand replace
-// it.
-func (g *LockGroup) leaseValid() bool {
-	if g.leaseCheck != nil {
-		return g.leaseCheck()
+// RevokeClient ends what client id has over sink, whose session lost its
+// authentication (its namespace was removed or its secret changed): every
+// waiter of id over sink gets a Granted with AUTH_FAILED, every hold whose
+// master tells sink about it gets a Lost with EventRevoked (the hold itself
+// stays in the lock table: nobody can renew it, so it expires after its
+// TTL), and then the waiters and watches over sink are forgotten as by
+// ForgetClient. done, if not nil, is called once every worker has done so:
+// the pushes are then queued on sink.
+func (s *Service) RevokeClient(id uint64, sink Sink, done func()) {
+	var left atomic.Int64
+	for _, g := range s.groups {
+		left.Add(int64(len(g.workers)))
 	}
-	return g.px.Status().Serving
+	countdown := func() {
+		if left.Add(-1) == 0 && done != nil {
+			done()
+		}
+	}
+	for _, g := range s.groups {
+		for _, w := range g.workers {
+			w.post(event{kind: evRevoke, client: id, sink: sink, revoked: countdown})
+		}
+	}
 }
 
-// Paxos returns the replication group under lock group g.
-func (g *LockGroup) Paxos() *paxos.Group { return g.px }
+// leaseValid reports whether this node's master lease of the group runs
+// now, on the monotonic clock.
+func (g *LockGroup) leaseValid() bool { return g.px.Status().Serving }
+
+// Paxos returns the replication under lock group g (a *paxos.Group when
+// the service was made by NewService).
+func (g *LockGroup) Paxos() Consensus { return g.px }
 
 // StateMachine returns the group's lock table.
 func (g *LockGroup) StateMachine() *StateMachine { return g.sm }

@@ -219,7 +219,8 @@ func (c *smCluster) propose(cmd command) paxos.Result {
 
 // TestCatchUpAfterTruncation: a replica that was down while the others
 // truncated their log catches up by snapshot with an identical lock
-// table, and as master later grants tokens above every earlier one.
+// table, and as master later grants tokens above every earlier one. An
+// integration test on purpose (real Hosts, stores and snapshot streams).
 func TestCatchUpAfterTruncation(t *testing.T) {
 	c := newSMCluster(t, 8)
 	m := newModel()
@@ -294,7 +295,8 @@ func TestCatchUpAfterTruncation(t *testing.T) {
 
 // TestRestartAllKeepsLocks: after every node restarts, held locks are
 // still held with their tokens, with a full TTL from the new master's
-// take-over, and later grants have higher tokens.
+// take-over, and later grants have higher tokens. An integration test on
+// purpose: the lock table goes through real stores and Hosts.
 func TestRestartAllKeepsLocks(t *testing.T) {
 	fc := newFakeClock()
 	c := newCluster(t, 3, Config{Clock: fc})

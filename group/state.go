@@ -50,6 +50,7 @@ type grant struct {
 	owner wire.Owner
 	kind  wire.Kind
 	ttlMs uint32
+	value string // the waiter's holder value
 }
 
 // command is the decoded form of a replicated command.
@@ -62,12 +63,49 @@ type command struct {
 	token  uint64
 	grants []grant
 	data   []byte // namespace records
+	// value is the holder value an acquire gives its hold, or a renew
+	// with setValue sets (a renew without it keeps the hold's value).
+	value    string
+	setValue bool
+}
+
+// Command encoding. The fields up to data are those of the first
+// version; holder values follow in an optional tail, written only when a
+// command carries one (the op byte then has opHasTail set), so a command
+// without values has the bytes it had before values existed:
+//
+//	tail  = flags uvarint, [value], grantValues uvarint, grantValues × value
+//	value = len uvarint, bytes
+//
+// flags bit 0 is setValue; bit 1 says the command's value is present.
+// grantValues is 0 or len(grants).
+const (
+	cmdSetValue = 1 << 0
+	cmdHasValue = 1 << 1
+	opHasTail   = 0x80 // in the op byte: the value tail follows
+)
+
+func (c *command) hasValues() bool {
+	if c.setValue || c.value != "" {
+		return true
+	}
+	for _, g := range c.grants {
+		if g.value != "" {
+			return true
+		}
+	}
+	return false
 }
 
 var errBadCommand = errors.New("group: malformed command")
 
 func appendCommand(dst []byte, c *command) []byte {
-	dst = append(dst, byte(c.op), byte(c.kind))
+	tail := c.hasValues()
+	opb := byte(c.op)
+	if tail {
+		opb |= opHasTail
+	}
+	dst = append(dst, opb, byte(c.kind))
 	dst = binary.AppendUvarint(dst, uint64(len(c.key)))
 	dst = append(dst, c.key...)
 	dst = binary.AppendUvarint(dst, c.owner.Client)
@@ -82,7 +120,48 @@ func appendCommand(dst []byte, c *command) []byte {
 		dst = binary.AppendUvarint(dst, uint64(g.ttlMs))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(c.data)))
-	return append(dst, c.data...)
+	dst = append(dst, c.data...)
+	if !tail {
+		return dst
+	}
+	var flags uint64
+	if c.setValue {
+		flags |= cmdSetValue
+	}
+	if c.value != "" {
+		flags |= cmdHasValue
+	}
+	dst = binary.AppendUvarint(dst, flags)
+	if c.value != "" {
+		dst = appendValue(dst, c.value)
+	}
+	gv := false
+	for _, g := range c.grants {
+		gv = gv || g.value != ""
+	}
+	if !gv {
+		return binary.AppendUvarint(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(c.grants)))
+	for _, g := range c.grants {
+		dst = appendValue(dst, g.value)
+	}
+	return dst
+}
+
+func appendValue(dst []byte, v string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(v)))
+	return append(dst, v...)
+}
+
+// value reads a holder value; longer than wire.MaxValueLen is an error.
+func (r *reader) value() string {
+	n := r.uvarint()
+	if n > wire.MaxValueLen {
+		r.err = true
+		return ""
+	}
+	return string(r.bytes(n))
 }
 
 type reader struct {
@@ -123,7 +202,8 @@ func (r *reader) bytes(n uint64) []byte {
 func decodeCommand(b []byte) (command, error) {
 	r := reader{b: b}
 	var c command
-	c.op = op(r.byte())
+	opb := r.byte()
+	c.op = op(opb &^ opHasTail)
 	c.kind = wire.Kind(r.byte())
 	c.key = string(r.bytes(r.uvarint()))
 	c.owner.Client = r.uvarint()
@@ -144,6 +224,25 @@ func decodeCommand(b []byte) (command, error) {
 	}
 	if d := r.bytes(r.uvarint()); len(d) > 0 {
 		c.data = append([]byte(nil), d...)
+	}
+	if opb&opHasTail != 0 && !r.err {
+		flags := r.uvarint()
+		c.setValue = flags&cmdSetValue != 0
+		if flags&cmdHasValue != 0 {
+			c.value = r.value()
+		}
+		switch gv := r.uvarint(); {
+		case gv == 0:
+		case gv != uint64(len(c.grants)):
+			r.err = true
+		default:
+			for i := range c.grants {
+				c.grants[i].value = r.value()
+			}
+		}
+		if flags&^(cmdSetValue|cmdHasValue) != 0 {
+			r.err = true
+		}
 	}
 	if r.err || len(r.b) != 0 || !c.kind.Valid() {
 		return command{}, errBadCommand
@@ -166,12 +265,22 @@ type holder struct {
 }
 
 // lockRec is a key's lock: a writer (kind exclusive or write) or readers.
-// The first hold is inline and the rest (more readers) in more, so the
-// common held key costs one 48-byte object besides its map entry. A
-// record with no hold (first.used false) exists only inside apply.
+// The first hold is inline; the rest (more readers) and the holds' values
+// are out of line in x, so the common held key without a value costs one
+// 48-byte object besides its map entry. A record with no hold (first.used
+// false) exists only inside apply.
 type lockRec struct {
 	first holder
-	more  *[]holder
+	x     *recExt
+}
+
+// recExt is the out-of-line part of a lockRec, nil when the key has one
+// hold without a value.
+type recExt struct {
+	more []holder // holds after the first
+	// vals[i] is hold i's value (0 is first); holds at or past len(vals)
+	// have none. Trailing empty values are trimmed.
+	vals []string
 }
 
 // n returns the number of holds; l may be nil.
@@ -179,10 +288,10 @@ func (l *lockRec) n() int {
 	switch {
 	case l == nil || !l.first.used:
 		return 0
-	case l.more == nil:
+	case l.x == nil:
 		return 1
 	}
-	return 1 + len(*l.more)
+	return 1 + len(l.x.more)
 }
 
 // at returns the i-th hold.
@@ -190,42 +299,92 @@ func (l *lockRec) at(i int) *holder {
 	if i == 0 {
 		return &l.first
 	}
-	return &(*l.more)[i-1]
+	return &l.x.more[i-1]
+}
+
+// value returns the i-th hold's value ("" for none).
+func (l *lockRec) value(i int) string {
+	if l == nil || l.x == nil || i >= len(l.x.vals) {
+		return ""
+	}
+	return l.x.vals[i]
+}
+
+// setValue sets the i-th hold's value.
+func (l *lockRec) setValue(i int, v string) {
+	if v == "" && (l.x == nil || i >= len(l.x.vals)) {
+		return
+	}
+	if l.x == nil {
+		l.x = &recExt{}
+	}
+	for len(l.x.vals) <= i {
+		l.x.vals = append(l.x.vals, "")
+	}
+	l.x.vals[i] = v
+	l.trim()
+}
+
+// trim drops trailing empty values and an empty recExt.
+func (l *lockRec) trim() {
+	if l.x == nil {
+		return
+	}
+	v := l.x.vals
+	for len(v) > 0 && v[len(v)-1] == "" {
+		v = v[:len(v)-1]
+	}
+	if len(v) == 0 {
+		v = nil
+	}
+	l.x.vals = v
+	if len(l.x.more) == 0 && len(l.x.vals) == 0 {
+		l.x = nil
+	}
 }
 
 // kind returns the lock's kind (that of its holds).
 func (l *lockRec) kind() wire.Kind { return l.first.kind }
 
-// add appends a hold.
-func (l *lockRec) add(h holder) {
+// add appends a hold with value v.
+func (l *lockRec) add(h holder, v string) {
 	h.used = true
+	i := l.n()
 	if !l.first.used {
 		l.first = h
-		return
+	} else {
+		if l.x == nil {
+			l.x = &recExt{}
+		}
+		l.x.more = append(l.x.more, h)
 	}
-	if l.more == nil {
-		l.more = new([]holder)
-	}
-	*l.more = append(*l.more, h)
+	l.setValue(i, v)
 }
 
 // remove deletes the i-th hold, keeping the others in order.
 func (l *lockRec) remove(i int) {
-	if l.more == nil {
+	if l.x == nil {
 		l.first = holder{}
 		return
 	}
-	m := *l.more
-	if i == 0 {
-		l.first = m[0]
-		i = 1
+	if i < len(l.x.vals) {
+		l.x.vals = append(l.x.vals[:i], l.x.vals[i+1:]...)
 	}
-	m = append(m[:i-1], m[i:]...)
+	m := l.x.more
 	if len(m) == 0 {
-		l.more = nil
-		return
+		l.first = holder{}
+	} else {
+		if i == 0 {
+			l.first = m[0]
+			i = 1
+		}
+		m = append(m[:i-1], m[i:]...)
+		if len(m) == 0 {
+			m = nil
+		}
+		l.x.more = m
 	}
-	*l.more = m
+	l.trim()
 }
 
 // holds returns a copy of the holds in order.
@@ -243,9 +402,8 @@ func (l *lockRec) clone() *lockRec {
 		return nil
 	}
 	cp := &lockRec{first: l.first}
-	if l.more != nil {
-		m := append([]holder(nil), *l.more...)
-		cp.more = &m
+	if l.x != nil {
+		cp.x = &recExt{more: append([]holder(nil), l.x.more...), vals: append([]string(nil), l.x.vals...)}
 	}
 	return cp
 }
@@ -290,8 +448,15 @@ func (l *lockRec) canGrant(o wire.Owner, k wire.Kind) (ok, again bool) {
 	return true, i >= 0
 }
 
+// encodeRec encodes a lock record for a checkpoint. Version 1 has no
+// values; version 2, written only when a hold has a value, follows each
+// hold with its value. Both load.
 func encodeRec(dst []byte, l *lockRec) []byte {
-	dst = append(dst, 1, byte(l.kind()))
+	ver := byte(1)
+	if l.x != nil && len(l.x.vals) > 0 {
+		ver = 2
+	}
+	dst = append(dst, ver, byte(l.kind()))
 	dst = binary.AppendUvarint(dst, uint64(l.n()))
 	for i := range l.n() {
 		h := l.at(i)
@@ -299,13 +464,17 @@ func encodeRec(dst []byte, l *lockRec) []byte {
 		dst = binary.AppendUvarint(dst, h.owner.ID)
 		dst = binary.AppendUvarint(dst, h.token)
 		dst = binary.AppendUvarint(dst, uint64(h.ttlMs))
+		if ver == 2 {
+			dst = appendValue(dst, l.value(i))
+		}
 	}
 	return dst
 }
 
 func decodeRec(b []byte) (*lockRec, error) {
 	r := reader{b: b}
-	if r.byte() != 1 {
+	ver := r.byte()
+	if ver != 1 && ver != 2 {
 		return nil, fmt.Errorf("group: lock record version: %w", errBadCommand)
 	}
 	kind := wire.Kind(r.byte())
@@ -320,7 +489,11 @@ func decodeRec(b []byte) (*lockRec, error) {
 		h.owner.ID = r.uvarint()
 		h.token = r.uvarint()
 		h.ttlMs = uint32(r.uvarint())
-		l.add(h)
+		var v string
+		if ver == 2 {
+			v = r.value()
+		}
+		l.add(h, v)
 	}
 	if r.err {
 		return nil, errBadCommand
@@ -401,6 +574,7 @@ type StateMachine struct {
 	nsMu       sync.RWMutex     // guards the namespace table
 	namespaces map[string]nsRec // name -> salt and secret hash (group 0)
 	nsInit     bool             // the configured namespaces were installed
+	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
 }
 
 // NewStateMachine returns an empty lock table split over workers shards.
@@ -505,7 +679,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	out := &outcome{status: wire.StatusSuccess}
 	switch c.op {
 	case opAcquire:
-		out.status, out.token = sm.grant(&l, instance, c.owner, c.kind, c.ttlMs)
+		out.status, out.token = sm.grant(&l, instance, c.owner, c.kind, c.ttlMs, c.value)
 	case opRenew, opRelease, opExpire:
 		if !held {
 			out.status = wire.StatusLockDeleted
@@ -541,6 +715,9 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 			if c.ttlMs > 0 {
 				l.at(i).ttlMs = c.ttlMs
 			}
+			if c.setValue {
+				l.setValue(i, c.value)
+			}
 			break
 		}
 		l.remove(i)
@@ -563,22 +740,25 @@ func (sm *StateMachine) applyGrants(lp **lockRec, instance uint64, c *command, o
 	}
 	out.grants = make([]uint64, len(c.grants))
 	for j, g := range c.grants {
-		if st, tok := sm.grant(lp, instance, g.owner, g.kind, g.ttlMs); st == wire.StatusSuccess {
+		if st, tok := sm.grant(lp, instance, g.owner, g.kind, g.ttlMs, g.value); st == wire.StatusSuccess {
 			out.grants[j] = tok
 		}
 	}
 }
 
-// grant gives the key to o if the state allows.
-func (sm *StateMachine) grant(lp **lockRec, instance uint64, o wire.Owner, k wire.Kind, ttlMs uint32) (wire.Status, uint64) {
+// grant gives the key to o with holder value v if the state allows; a
+// reacquire replaces the hold's value with v.
+func (sm *StateMachine) grant(lp **lockRec, instance uint64, o wire.Owner, k wire.Kind, ttlMs uint32, v string) (wire.Status, uint64) {
 	l := *lp
 	ok, again := l.canGrant(o, k)
 	if !ok {
 		return wire.StatusLockOccupied, 0
 	}
 	if again {
-		h := l.at(l.find(o))
+		i := l.find(o)
+		h := l.at(i)
 		h.ttlMs = ttlMs
+		l.setValue(i, v)
 		return wire.StatusSuccess, h.token
 	}
 	if l == nil {
@@ -586,7 +766,7 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, o wire.Owner, k wir
 		*lp = l
 	}
 	tok := sm.token(instance)
-	l.add(holder{owner: o, token: tok, ttlMs: ttlMs, kind: k})
+	l.add(holder{owner: o, token: tok, ttlMs: ttlMs, kind: k}, v)
 	return wire.StatusSuccess, tok
 }
 
@@ -669,6 +849,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	defer sm.nsMu.Unlock()
 	sm.namespaces = make(map[string]nsRec)
 	sm.nsInit = false
+	sm.nsGen++
 	// Records are gathered per shard first and each shard's map made at
 	// its final size: growing the maps one insert at a time cost about a
 	// quarter of a restart's Load in table splits.

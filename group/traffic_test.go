@@ -218,7 +218,8 @@ func (tc *trafficClient) finish(op Op, key string, token uint64) error {
 // many keys of 15 groups × 3 replicas while group masters are transferred,
 // a node is stopped and restarted: no key is ever granted to two clients
 // at once, tokens increase per key, every request is answered, and the
-// replicas end with identical lock tables with nothing held.
+// replicas end with identical lock tables with nothing held. An
+// integration test on purpose (real Hosts and stores).
 func TestFifteenGroupsMasterChanges(t *testing.T) {
 	clients, ops, nkeys := 8, 150, 30
 	if testing.Short() {
@@ -282,7 +283,7 @@ func TestFifteenGroupsMasterChanges(t *testing.T) {
 	transferAll := func() {
 		for g := range c.groups {
 			if id, svc := c.findMaster(g); svc != nil {
-				svc.Group(g).Paxos().TransferTo(c.peers[(int(id))%len(c.peers)])
+				svc.Group(g).Paxos().(*paxos.Group).TransferTo(c.peers[(int(id))%len(c.peers)])
 			}
 		}
 	}

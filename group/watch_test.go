@@ -24,7 +24,7 @@ func wantEvent(t *testing.T, got wire.WatchEvent, ev wire.Event, token uint64, h
 // out of date hears at once; a watch with MaxWait times out.
 func TestWatchEvents(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "w"
 	ws := newSink()
 	// A continuous watch and a one-shot watch on a free key.
@@ -103,7 +103,7 @@ func TestWatchEvents(t *testing.T) {
 // other watches the new leader.
 func TestWatchThenAcquireLeaderElection(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "leader"
 	type cand struct {
 		o    wire.Owner
@@ -182,7 +182,7 @@ func TestWatchThenAcquireLeaderElection(t *testing.T) {
 // length; an empty key is LOCK_DELETED; a non-master says NO_MASTER.
 func TestStateQuery(t *testing.T) {
 	fc := newFakeClock()
-	c := newCluster(t, 3, Config{Clock: fc})
+	c := newFakeCluster(t, 3, Config{Clock: fc})
 	if st := c.state("k"); st.Status != wire.StatusLockDeleted || st.QueueLen != 0 {
 		t.Fatalf("free key: %+v", st)
 	}

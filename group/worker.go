@@ -10,14 +10,24 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// Clock is the monotonic clock the master measures deadlines with.
+// Clock is the monotonic clock the master measures deadlines with (TTLs,
+// waits, watches). RealClock is the process's; tests use a fake one.
 type Clock interface {
+	// Now returns the current time; successive calls never go backwards.
 	Now() time.Time
+	// AfterFunc calls f once, d after now, unless the Timer is stopped
+	// first. f may run on any goroutine, the caller's included when d is
+	// not positive; it only posts to a worker, so it returns at once.
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
-// Timer is a scheduled call that can be stopped.
-type Timer interface{ Stop() bool }
+// Timer is a call scheduled by Clock.AfterFunc.
+type Timer interface {
+	// Stop cancels the call; it reports false when the call has already
+	// run or been stopped. The worker ignores the result: a call that
+	// runs anyway finds nothing due.
+	Stop() bool
+}
 
 // RealClock is the process's monotonic clock.
 type RealClock struct{}
@@ -35,6 +45,7 @@ const (
 	evResult
 	evMaster
 	evForget
+	evRevoke
 	evTimer
 	evStop
 )
@@ -48,6 +59,7 @@ type event struct {
 	client  uint64
 	sink    Sink
 	done    chan struct{} // evStop: closed when the worker stopped
+	revoked func()        // evRevoke: called once it is handled (or dropped)
 }
 
 // pending is a proposal in flight and what to do with its outcome.
@@ -57,6 +69,10 @@ type pending struct {
 	req    *Request  // the requester to answer, nil for expire and grants
 	grants []*waiter // waiters the command grants to, in cmd.grants order
 	lost   expiry    // expire: the deadline that passed
+	// valueChanged: an acquire by the holder (a reacquire) or a renew
+	// gives the hold a value other than the one it had; its watchers
+	// are told once it is applied.
+	valueChanged bool
 }
 
 type waiter struct {
@@ -222,7 +238,6 @@ type worker struct {
 	spare   []event
 	closed  bool
 	running bool // a goroutine is running the worker (see post)
-	manual  bool // tests: post only queues; the test handles events
 	serving bool
 
 	keys    map[string]*keyState
@@ -373,11 +388,13 @@ func (w *worker) post(e event) {
 			staleResult(e.pend, e.res)
 		case evStop:
 			close(e.done) // stopped already: nothing is left to stop
+		case evRevoke:
+			e.revoked() // not a master: nothing to revoke
 		}
 		return
 	}
 	w.q = append(w.q, e)
-	if w.running || w.manual {
+	if w.running {
 		w.mu.Unlock()
 		return
 	}
@@ -427,6 +444,8 @@ func (w *worker) handle(e *event) {
 				staleResult(rest[i].pend, rest[i].res)
 			case evStop:
 				close(rest[i].done)
+			case evRevoke:
+				rest[i].revoked()
 			}
 		}
 		close(e.done)
@@ -442,6 +461,9 @@ func (w *worker) handle(e *event) {
 		}
 	case evForget:
 		w.forget(e.client, e.sink)
+	case evRevoke:
+		w.revoke(e.client, e.sink)
+		e.revoked()
 	case evTimer:
 		w.fireTimers()
 	}
@@ -541,7 +563,7 @@ func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
 		return
 	}
 	h := rec.at(0)
-	resp.Holder, resp.Token, resp.Kind = h.owner, h.token, rec.kind()
+	resp.Holder, resp.Token, resp.Kind, resp.Value = h.owner, h.token, rec.kind(), rec.value(0)
 	if rec.kind() == wire.KindRead {
 		resp.Readers = uint32(rec.n())
 	}
@@ -569,7 +591,7 @@ func (w *worker) answerState(r *Request, key string) {
 	w.occupiedInfo(&resp, w.keys[key], rec)
 	// Report the asker's own hold if it has one.
 	if i := rec.find(r.Owner); i >= 0 && i != 0 {
-		resp.Holder, resp.Token = rec.at(i).owner, rec.at(i).token
+		resp.Holder, resp.Token, resp.Value = rec.at(i).owner, rec.at(i).token, rec.value(i)
 	}
 	respond(r, resp)
 }
@@ -600,7 +622,11 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		ok = false
 	}
 	if ok {
-		w.propose(ks, &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r)}})
+		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value}}
+		if i := rec.find(r.Owner); again && i >= 0 {
+			p.valueChanged = rec.value(i) != r.Value
+		}
+		w.propose(ks, p)
 		return
 	}
 	// Re-sent by a client after a reconnect: the same wait, a new sink.
@@ -679,7 +705,7 @@ func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
 	gs := make([]grant, len(ws))
 	for i, q := range ws {
 		q.granting = true
-		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req)}
+		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value}
 	}
 	return gs
 }
@@ -712,7 +738,9 @@ func (w *worker) renew(r *Request, key string, ks *keyState) {
 	if r.TTL > 0 {
 		ttl = w.ttl(r)
 	}
-	w.propose(ks, &pending{req: r, cmd: command{op: opRenew, key: key, owner: r.Owner, token: r.Token, ttlMs: ttl}})
+	p := &pending{req: r, cmd: command{op: opRenew, key: key, owner: r.Owner, token: r.Token, ttlMs: ttl, setValue: r.SetValue, value: r.Value}}
+	p.valueChanged = r.SetValue && rec.value(rec.find(r.Owner)) != r.Value
+	w.propose(ks, p)
 }
 
 func checkHolder(rec *lockRec, o wire.Owner, token uint64) wire.Status {
@@ -870,7 +898,12 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
 				w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 				resp.TTLLeftMs = p.cmd.ttlMs
-				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner)
+				// A reacquire keeps its token and replaces its value:
+				// watchers that saw the token hear of a new value.
+				if p.valueChanged {
+					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+				}
+				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
 			}
 			respond(p.req, resp)
 		case opRenew:
@@ -886,6 +919,9 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 				}
 				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 				resp.TTLLeftMs = uint32(ttl / time.Millisecond)
+				if p.valueChanged {
+					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+				}
 			}
 			respond(p.req, resp)
 		case opRelease, opExpire:
@@ -902,7 +938,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 						ref.sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: wire.EventExpired})
 					}
 				}
-				w.notify(ks, name, ev, p.cmd.token, wire.Owner{})
+				w.notify(ks, name, ev, p.cmd.token, wire.Owner{}, "")
 			}
 			respond(p.req, wire.Response{Status: out.status, Token: out.token})
 		}
@@ -948,7 +984,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		if q.req.Sink != nil {
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
 		}
-		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner)
+		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner, p.cmd.grants[j].value)
 	}
 	ks.waiters = w.dropWaiters(ks.waiters)
 }
@@ -990,14 +1026,15 @@ func (w *worker) watch(r *Request, key string) {
 	rec := w.g.sm.get(key)
 	var cur uint64
 	var holder wire.Owner
+	var value string
 	for i := range rec.n() {
 		if h := rec.at(i); h.token > cur {
-			cur, holder = h.token, h.owner
+			cur, holder, value = h.token, h.owner, rec.value(i)
 		}
 	}
 	switch {
 	case cur > r.Token:
-		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder})
+		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder, Value: value})
 		if !wt.continuous {
 			return
 		}
@@ -1017,8 +1054,23 @@ func (w *worker) watch(r *Request, key string) {
 	w.indexWatch(wt)
 }
 
+// notifyValue tells the watchers that have seen the hold with token that
+// its holder changed its value: EventAcquired again with the same token.
+func (w *worker) notifyValue(ks *keyState, name string, token uint64, holder wire.Owner, value string) {
+	for _, wt := range ks.watchers {
+		if wt.token != token {
+			continue
+		}
+		wt.sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: name, Event: wire.EventAcquired, Token: token, Holder: holder, Value: value})
+		if !wt.continuous {
+			wt.gone = true
+		}
+	}
+	ks.watchers = w.dropWatchers(ks.watchers)
+}
+
 // notify tells the key's watchers about a change.
-func (w *worker) notify(ks *keyState, name string, ev wire.Event, token uint64, holder wire.Owner) {
+func (w *worker) notify(ks *keyState, name string, ev wire.Event, token uint64, holder wire.Owner, value string) {
 	if len(ks.watchers) == 0 {
 		return
 	}
@@ -1026,7 +1078,7 @@ func (w *worker) notify(ks *keyState, name string, ev wire.Event, token uint64, 
 		if ev == wire.EventAcquired && token <= wt.token {
 			continue
 		}
-		wt.sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: name, Event: ev, Token: token, Holder: holder})
+		wt.sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: name, Event: ev, Token: token, Holder: holder, Value: value})
 		if !wt.continuous {
 			wt.gone = true
 		} else if token > wt.token {
@@ -1084,6 +1136,31 @@ func (w *worker) forget(client uint64, sink Sink) {
 		ks.watchers = w.dropWatchers(ks.watchers)
 		w.tidy(key, ks)
 	}
+}
+
+// revoke tells sink that client's waits over it failed (AUTH_FAILED) and
+// that the holds it is told about are revoked, then forgets the client
+// over sink. The holds are found in the expiry heap, whose entries name
+// the connection to tell: a scan of the heap, which is fine for what
+// revocation is (an operator removing a namespace or changing a secret).
+func (w *worker) revoke(client uint64, sink Sink) {
+	for q := range w.waits[sink] {
+		if q.req.Owner.Client == client && !q.granting {
+			sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusAuthFailed, Owner: q.req.Owner})
+		}
+	}
+	if ref := w.refs[sink]; ref != nil {
+		for _, e := range w.expiry {
+			if e.sink != ref {
+				continue
+			}
+			if at, ok := w.g.sm.deadline(e.key, e.owner, e.token); ok && at == e.at {
+				_, name := splitFull(e.key)
+				sink.Push(&wire.Lost{Key: name, Token: e.token, Owner: e.owner, Event: wire.EventRevoked})
+			}
+		}
+	}
+	w.forget(client, sink)
 }
 
 // becomeMaster gives every held lock a full TTL from now: the old master

@@ -10,96 +10,59 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// workerRig drives one worker by hand, without its goroutine: events are
-// handled when the test says so. Its paxos group is either a lone replica
-// that becomes master (proposals are chosen and their results queued for
-// the worker), or one replica of three that never starts, so that every
-// proposal fails at once with ErrNotMaster. The worker's own view of
-// mastership is set by the test alone.
+// workerRig runs one lock group of one worker on one node, over a fake
+// consensus (fakeGroup) and the fake clock: no Host, no store, no wall
+// clock. Everything runs on the test's goroutine: a request is handled
+// when the test submits it, a proposal's outcome when the test chooses or
+// fails it, a deadline when the test advances the clock.
 type workerRig struct {
 	t  *testing.T
 	fc *fakeClock
+	fg *fakeGroup
 	sm *StateMachine
 	kv *memKV
 	w  *worker
 }
 
-func newWorkerRig(t *testing.T, master bool) *workerRig {
-	st := openStore(t, t.TempDir())
-	host := paxos.NewHost(paxos.HostConfig{Self: 1, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
-	sm := NewStateMachine(1)
-	peers := []paxos.NodeID{1, 2, 3}
-	if master {
-		peers = peers[:1]
-	}
-	px, err := host.AddGroup(paxos.GroupConfig{Core: paxos.Config{Group: 1, Peers: peers, HeartbeatTicks: 5, LeaseTicks: 20}}, sm)
+func newWorkerRig(t *testing.T) *workerRig {
+	fc := newFakeClock()
+	fg := newFakeGroup(1)
+	svc, err := NewServiceWith(Config{Groups: 1, Workers: 1, Clock: fc, Logger: testutil.Logger()},
+		func(_ int, sm *StateMachine) (Consensus, error) {
+			fg.replicas[0].sm = sm
+			return fg.replicas[0], nil
+		}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if master {
-		host.Start()
-		testutil.Eventually(t, 30*time.Second, func() bool { return px.Status().Serving }, "the lone replica to become master")
-	}
-	t.Cleanup(func() {
-		host.Stop()
-		st.Close()
-	})
-	fc := newFakeClock()
-	svc := &Service{cfg: Config{Workers: 1, Clock: fc, Logger: testutil.Logger()}}
-	svc.cfg.setDefaults()
-	lg := &LockGroup{svc: svc, px: px, sm: sm, leaseCheck: func() bool { return true }}
-	w := newWorker(lg, 0)
-	w.manual = true
-	lg.workers = []*worker{w}
-	return &workerRig{t: t, fc: fc, sm: sm, kv: newMemKV(), w: w}
+	t.Cleanup(svc.Close)
+	lg := svc.Group(0)
+	return &workerRig{t: t, fc: fc, fg: fg, sm: lg.sm, kv: fg.replicas[0].kv, w: lg.workers[0]}
 }
 
-// waitQueued waits until n events are queued for the worker.
-func (r *workerRig) waitQueued(n int) {
-	testutil.Eventually(r.t, 30*time.Second, func() bool {
-		r.w.mu.Lock()
-		defer r.w.mu.Unlock()
-		return len(r.w.q) >= n
-	}, "%d events queued for the worker", n)
-}
-
-// take removes and returns the events queued for the worker.
-func (r *workerRig) take() []event {
-	r.w.mu.Lock()
-	defer r.w.mu.Unlock()
-	q := r.w.q
-	r.w.q = nil
-	return q
-}
-
-// drain handles queued events (and those they cause) as run does.
-func (r *workerRig) drain() {
-	for {
-		r.w.armTimer()
-		q := r.take()
-		if len(q) == 0 {
-			return
-		}
-		for i := range q {
-			r.w.handle(&q[i])
-		}
-	}
-}
-
+// apply applies c at instance inst on the group's state machine directly,
+// as if chosen before the worker's term.
 func (r *workerRig) apply(inst uint64, c command) *outcome {
 	res := make([]any, 1)
 	r.sm.Apply(inst, [][]byte{appendCommand(nil, &c)}, r.kv, res)
 	return res[0].(*outcome)
 }
 
+// request submits req (in namespace "ns") to the worker, which handles it
+// before request returns.
 func (r *workerRig) request(req Request) {
 	req.Namespace = "ns"
 	req.Hash = wire.KeyHash("ns", req.Key)
-	r.w.handle(&event{kind: evRequest, req: &req})
+	r.w.submit(&req)
 }
 
+// master makes the node the group's serving master, or takes that away.
 func (r *workerRig) master(serving bool) {
-	r.w.handle(&event{kind: evMaster, serving: serving})
+	if serving {
+		r.fg.setMaster(1)
+	} else {
+		r.fg.setMaster(0)
+	}
 }
 
 // TestStaleResultAnsweredAndIgnored: the outcome of a proposal made
@@ -108,24 +71,24 @@ func (r *workerRig) master(serving bool) {
 // which would let two changes of one key be in flight (and share an
 // instance, breaking I2).
 func TestStaleResultAnsweredAndIgnored(t *testing.T) {
-	r := newWorkerRig(t, true)
+	r := newWorkerRig(t)
 	key := fullKey("ns", "k")
 	s := newSink()
 	a := owner(1, 1)
 	r.master(true)
 	r.request(Request{Op: OpAcquire, Key: "k", Owner: a, ReqID: 1, Sink: s})
-	r.waitQueued(1)
-	old := r.take()
-	if old[0].kind != evResult {
-		t.Fatalf("queued %+v, want the acquire's result", old)
+	// The acquire is chosen, but its outcome is held back.
+	old := r.fg.applyNext()
+	if old == nil {
+		t.Fatal("the acquire was not proposed")
 	}
 	// Mastership goes and comes back before the acquire's outcome
 	// reaches the worker; the new term releases the lock meanwhile.
 	r.master(false)
 	r.master(true)
-	out := old[0].res.Value.(*outcome)
+	out := old.res.Value.(*outcome)
 	r.request(Request{Op: OpRelease, Key: "k", Owner: a, Token: out.token, ReqID: 2, Sink: s})
-	r.w.handle(&old[0])
+	old.answer()
 	if resp, ok := s.resps[1]; !ok || resp.Status != wire.StatusSuccess || resp.Token != out.token {
 		t.Fatalf("stale requester answered %+v (%v), want SUCCESS with token %d", resp, ok, out.token)
 	}
@@ -135,33 +98,35 @@ func TestStaleResultAnsweredAndIgnored(t *testing.T) {
 	}
 	// An acquire for the key waits for the release in flight.
 	r.request(Request{Op: OpAcquire, Key: "k", Owner: owner(3, 1), ReqID: 3, Sink: s})
-	if len(ks.deferred) != 1 {
-		t.Fatal("a request was handled while another change of its key was in flight")
+	if len(ks.deferred) != 1 || r.fg.pending() != 1 {
+		t.Fatalf("a request was handled while another change of its key was in flight (%d deferred, %d proposals)", len(ks.deferred), r.fg.pending())
 	}
-	r.waitQueued(1)
-	r.drain() // the release's outcome; then the deferred acquire is proposed
+	r.fg.chooseNext() // the release; then the deferred acquire is proposed
 	if resp := s.resps[2]; resp.Status != wire.StatusSuccess {
 		t.Fatalf("release answered %+v", resp)
 	}
-	r.waitQueued(1)
-	r.drain()
+	if _, ok := s.resps[3]; ok || r.fg.pending() != 1 {
+		t.Fatalf("the deferred acquire was not proposed after the release (answered %v, %d proposals)", ok, r.fg.pending())
+	}
+	r.fg.chooseNext()
 	if resp := s.resps[3]; resp.Status != wire.StatusSuccess || resp.Token <= out.token {
 		t.Fatalf("acquire after the release answered %+v (old token %d)", resp, out.token)
 	}
 }
 
 // TestFailedExpireIsRetried: an Expire that could not be proposed (here
-// the group is not master; in life an overloaded queue or a lost lease) is
-// proposed again, rather than leaving the lock held for good.
+// every proposal fails at once with ErrNotMaster; in life an overloaded
+// queue or a lost lease) is proposed again, rather than leaving the lock
+// held for good.
 func TestFailedExpireIsRetried(t *testing.T) {
-	r := newWorkerRig(t, false)
+	r := newWorkerRig(t)
 	key := fullKey("ns", "k")
 	a := owner(1, 1)
 	if o := r.apply(3, command{op: opAcquire, key: key, owner: a, ttlMs: 1000}); o.status != wire.StatusSuccess {
 		t.Fatal(o.status)
 	}
 	r.master(true)
-	r.drain()
+	r.fg.reject = paxos.ErrNotMaster
 	deadline := func() (time.Time, bool) {
 		ns, ok := r.sm.deadline(key, a, 3)
 		return r.w.timeOf(ns), ok && ns != 0
@@ -169,9 +134,14 @@ func TestFailedExpireIsRetried(t *testing.T) {
 	if d, _ := deadline(); !d.Equal(r.fc.Now().Add(time.Second)) {
 		t.Fatalf("deadline %v after take-over, want now+1s", d)
 	}
-	r.fc.Advance(time.Second)
 	for i := range 3 {
-		r.drain() // the timer fires, the Expire is proposed and fails
+		// The deadline passes: the timer fires, the Expire is proposed and
+		// fails.
+		d, _ := deadline()
+		r.fc.Advance(d.Sub(r.fc.Now()))
+		if r.fg.submitted != i+1 {
+			t.Fatalf("round %d: %d Expires proposed in all, want %d", i, r.fg.submitted, i+1)
+		}
 		if ks := r.w.keys[key]; ks != nil && ks.busy {
 			t.Fatalf("round %d: key state %+v", i, ks)
 		}
@@ -179,7 +149,6 @@ func TestFailedExpireIsRetried(t *testing.T) {
 		if !ok || !d.After(r.fc.Now()) {
 			t.Fatalf("round %d: after a failed Expire the hold has no future deadline (%v, %v)", i, d, ok)
 		}
-		r.fc.Advance(d.Sub(r.fc.Now()))
 	}
 }
 
@@ -187,7 +156,7 @@ func TestFailedExpireIsRetried(t *testing.T) {
 // dropped once they are more than half the heap, and the heap still
 // yields the live deadlines in order.
 func TestExpiryHeapDropsStaleEntries(t *testing.T) {
-	r := newWorkerRig(t, false)
+	r := newWorkerRig(t)
 	r.master(true)
 	const n, released = 2048, 1536
 	now := r.fc.Now()

@@ -121,6 +121,8 @@ type testCluster struct {
 	// wrapTr, when set, wraps each node's transport (to watch what it
 	// sends).
 	wrapTr func(NodeID, Transport) Transport
+	// pki, when set, runs the transports with mutual TLS under its CA.
+	pki *testPKI
 }
 
 // quietLogger discards logs unless PAXLOCK_TEST_LOG is set
@@ -172,7 +174,11 @@ func (tc *testCluster) start(id NodeID) {
 			peers[pid] = p.addr
 		}
 	}
-	tr, err := NewTCPTransport(TCPTransportConfig{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()})
+	tcfg := TCPTransportConfig{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()}
+	if tc.pki != nil {
+		tcfg.TLS = tc.pki.peer(id)
+	}
+	tr, err := NewTCPTransport(tcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,6 +238,23 @@ func (tc *testCluster) master(g GroupID, timeout time.Duration) *Group {
 		}
 		return false
 	}, "a serving master of group %d", g)
+	return m
+}
+
+// placed returns group g's master once it is the group's preferred node
+// (g mod N) and serves: a master elected elsewhere hands the group over to
+// its preferred node after a while, which fails what it had in flight.
+func (tc *testCluster) placed(g GroupID, timeout time.Duration) *Group {
+	want := tc.peers[int(g)%len(tc.peers)]
+	var m *Group
+	testutil.Eventually(tc.t, timeout, func() bool {
+		nd := tc.nodes[want]
+		if nd == nil || nd.host == nil {
+			return false
+		}
+		m = nd.host.Group(g)
+		return m != nil && m.Status().Serving
+	}, "group %d served by its preferred node %d", g, want)
 	return m
 }
 

@@ -12,10 +12,12 @@ import (
 //
 //	u8 version | u8 type | u8 flags | uvarint group | uvarint from | uvarint to |
 //	ballot | hint | uvarint instance | uvarint committed | uvarint logStart |
-//	uvarint tick | uvarint len(entries) | entry... | uvarint len(chunk) | chunk
+//	uvarint tick | [uvarint chunkSeq] | uvarint len(entries) | entry... |
+//	uvarint len(chunk) | chunk
 //
-// where a ballot is uvarint round | uvarint node, flags bit 0 is Reject and
-// bit 1 is Snapshot, and an entry is
+// where chunkSeq is present only in a MsgSnapshot, a ballot is uvarint
+// round | uvarint node, the flags bits are Reject, Snapshot, LastChunk and
+// ChunkAck from bit 0 up, and an entry is
 //
 //	uvarint instance | ballot | value
 //	value = ballot origin | uvarint seq | uvarint len(cmds) | (uvarint len(cmd) | cmd)...
@@ -35,9 +37,11 @@ const (
 	// value.
 	codecVersion = 1
 
-	flagReject   = 1 << 0
-	flagSnapshot = 1 << 1
-	flagsKnown   = flagReject | flagSnapshot
+	flagReject    = 1 << 0
+	flagSnapshot  = 1 << 1
+	flagLastChunk = 1 << 2
+	flagChunkAck  = 1 << 3
+	flagsKnown    = flagReject | flagSnapshot | flagLastChunk | flagChunkAck
 
 	// minEntryLen is the fewest bytes an encoded entry body can take:
 	// instance, ballot (2), origin (2), seq and the command count.
@@ -54,6 +58,12 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	if m.Snapshot {
 		flags |= flagSnapshot
 	}
+	if m.LastChunk {
+		flags |= flagLastChunk
+	}
+	if m.ChunkAck {
+		flags |= flagChunkAck
+	}
 	dst = append(dst, codecVersion, byte(m.Type), flags)
 	dst = binary.AppendUvarint(dst, uint64(m.Group))
 	dst = binary.AppendUvarint(dst, uint64(m.From))
@@ -64,6 +74,9 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	dst = binary.AppendUvarint(dst, m.Committed)
 	dst = binary.AppendUvarint(dst, m.LogStart)
 	dst = binary.AppendUvarint(dst, m.Tick)
+	if m.Type == MsgSnapshot {
+		dst = binary.AppendUvarint(dst, m.ChunkSeq)
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(m.Entries)))
 	for i := range m.Entries {
 		dst = appendEntryBody(dst, &m.Entries[i])
@@ -320,6 +333,8 @@ func (d *wireDecoder) message(m *Message) {
 	m.Type = t
 	m.Reject = flags&flagReject != 0
 	m.Snapshot = flags&flagSnapshot != 0
+	m.LastChunk = flags&flagLastChunk != 0
+	m.ChunkAck = flags&flagChunkAck != 0
 	m.Group = GroupID(d.uint32v("group"))
 	m.From = NodeID(d.uint32v("from"))
 	m.To = NodeID(d.uint32v("to"))
@@ -329,6 +344,10 @@ func (d *wireDecoder) message(m *Message) {
 	m.Committed = d.uvarint("committed")
 	m.LogStart = d.uvarint("logStart")
 	m.Tick = d.uvarint("tick")
+	m.ChunkSeq = 0
+	if t == MsgSnapshot {
+		m.ChunkSeq = d.uvarint("chunk seq")
+	}
 	n := d.count("entry count", minEntryLen)
 	if d.err != nil {
 		return

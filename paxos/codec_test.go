@@ -70,6 +70,11 @@ func codecRandMessage(r *rand.Rand, t MsgType) Message {
 		Reject:    r.IntN(2) == 0,
 		Snapshot:  r.IntN(2) == 0,
 		Chunk:     codecRandBytes(r, 100),
+		LastChunk: r.IntN(2) == 0,
+		ChunkAck:  r.IntN(2) == 0,
+	}
+	if t == MsgSnapshot {
+		m.ChunkSeq = codecRandU64(r) // encoded in snapshot messages only
 	}
 	if n := r.IntN(4); n > 0 {
 		m.Entries = make([]Entry, n)
@@ -296,4 +301,25 @@ func BenchmarkCodec(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCodecSnapshotFields: a snapshot chunk and its acknowledgement carry
+// their sequence number, last-chunk mark and ack mark in fields of their
+// own, not in Tick, Reject and Snapshot.
+func TestCodecSnapshotFields(t *testing.T) {
+	for _, m := range []Message{
+		{Type: MsgSnapshot, Group: 2, From: 1, To: 3, Instance: 500, ChunkSeq: 300, LastChunk: true, Chunk: []byte("pairs")},
+		{Type: MsgSnapshot, Group: 2, From: 3, To: 1, Instance: 500, ChunkSeq: 300, ChunkAck: true},
+	} {
+		got, err := DecodeMessage(AppendMessage(nil, &m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, m) {
+			t.Fatalf("round trip\n got %+v\nwant %+v", got, m)
+		}
+		if got.Tick != 0 || got.Reject || got.Snapshot {
+			t.Fatalf("snapshot fields leaked into Tick, Reject or Snapshot: %+v", got)
+		}
+	}
 }

@@ -179,6 +179,12 @@ type Ready struct {
 	HardStateChanged bool
 	CommittedChanged bool
 	Entries          []Entry
+	// The slices Entries, Messages, MessagesAfterSync and Apply belong to
+	// the Core again once Advance(rd) returns: it reuses their backing
+	// arrays for the next Ready, so a driver copies what it keeps past
+	// Advance (the elements: a Message's Entries and an Entry's commands
+	// are never reused and may be kept).
+	//
 	// Messages may leave before this Ready's writes are durable.
 	Messages []Message
 	// MessagesAfterSync may leave only after this Ready's writes and every
@@ -332,6 +338,7 @@ type Core struct {
 	msgs      []Message // requests to peers; no vote, nothing to itself (C12)
 	msgsAfter []Message // votes and promises only: leave after the sync (C12)
 	newEnts   []Entry
+	applyBuf  []Applied // Ready's Apply, kept for reuse between Readys
 	failed    []Failed
 	snapSend  []NodeID
 }
@@ -668,499 +675,6 @@ func (c *Core) Step(m Message) {
 	}
 }
 
-// --- acceptor side ---
-
-func (c *Core) leaseBlocks(b, released Ballot) bool {
-	if c.now < c.quietUntil {
-		return true
-	}
-	if c.now < c.leaseUntil && c.leaseBallot != b && !(released == c.leaseBallot && !released.IsZero()) {
-		return true
-	}
-	return false
-}
-
-func (c *Core) onPrepare(m Message) {
-	reply := Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Committed: c.hs.Committed, LogStart: c.logStart}
-	if m.Ballot.Less(c.hs.Promised) || c.leaseBlocks(m.Ballot, m.Hint) {
-		reply.Reject = true
-		reply.Hint = c.hs.Promised
-		c.send(reply)
-		return
-	}
-	if c.hs.Promised.Less(m.Ballot) && c.role == master && m.From != c.cfg.ID {
-		c.stepDown(m.Ballot.Round)
-	}
-	c.setPromised(m.Ballot)
-	c.leaseBallot = m.Ballot
-	c.leaseUntil = c.now + uint64(c.cfg.LeaseTicks)
-	if m.From != c.cfg.ID {
-		if c.role == candidate {
-			c.stepDown(0)
-		}
-		c.resetElection()
-	}
-	if m.Instance < c.logStart && m.Instance <= c.hs.Committed {
-		// The candidate needs instances this acceptor no longer holds.
-		reply.Snapshot = true
-		c.send(reply)
-		return
-	}
-	es, complete := c.entriesFrom(m.Instance, c.last)
-	reply.Entries = es
-	reply.Instance = c.last
-	if !complete {
-		reply.Snapshot = true
-	}
-	c.send(reply)
-}
-
-func (c *Core) onAccept(m Message) {
-	if m.Ballot.Less(c.hs.Promised) {
-		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised, Instance: firstInstance(m.Entries)})
-		return
-	}
-	if c.hs.Promised.Less(m.Ballot) {
-		if c.role == master && m.From != c.cfg.ID {
-			c.stepDown(m.Ballot.Round)
-		}
-		c.setPromised(m.Ballot)
-	}
-	if m.From != c.cfg.ID {
-		c.heardFrom(m.From, m.Ballot)
-	}
-	for _, e := range m.Entries {
-		if e.Instance > c.hs.Committed && e.Instance >= c.logStart {
-			e.Ballot = m.Ballot
-			c.store(e)
-		}
-		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Instance: e.Instance})
-	}
-	if m.From != c.cfg.ID {
-		c.learnCommitted(m.Committed, m.Ballot, m.From)
-	}
-}
-
-func firstInstance(es []Entry) uint64 {
-	if len(es) == 0 {
-		return 0
-	}
-	return es[0].Instance
-}
-
-func (c *Core) heardFrom(from NodeID, b Ballot) {
-	if c.role == candidate && c.ballot.Less(b) {
-		c.stepDown(0)
-	}
-	if c.role != master {
-		c.resetElection()
-		c.setSoft(SoftState{Master: from, Ballot: b})
-	}
-}
-
-func (c *Core) onHeartbeat(m Message) {
-	if m.Ballot.Less(c.hs.Promised) {
-		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised})
-		return
-	}
-	if c.hs.Promised.Less(m.Ballot) {
-		// A master this acceptor never promised: adopt it only where no
-		// rival lease stands in the way.
-		if c.leaseBlocks(m.Ballot, Ballot{}) {
-			return
-		}
-		if c.role == master {
-			c.stepDown(m.Ballot.Round)
-		}
-		c.setPromised(m.Ballot)
-	}
-	if c.now >= c.quietUntil {
-		c.leaseBallot = m.Ballot
-		c.leaseUntil = c.now + uint64(c.cfg.LeaseTicks)
-	}
-	if m.From != c.cfg.ID {
-		c.heardFrom(m.From, m.Ballot)
-		c.learnCommitted(m.Committed, m.Ballot, m.From)
-	}
-	if c.now >= c.quietUntil {
-		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Tick: m.Tick, Committed: c.hs.Committed})
-	}
-}
-
-// learnCommitted advances Committed over instances whose stored entry was
-// accepted in the ballot of the master that says they are chosen; for the
-// rest it asks that master.
-func (c *Core) learnCommitted(upto uint64, b Ballot, from NodeID) {
-	for c.hs.Committed < upto {
-		i := c.hs.Committed + 1
-		e, ok := c.entries[i]
-		if !ok || e.Ballot != b {
-			break
-		}
-		c.setCommitted(i)
-	}
-	if c.hs.Committed < upto {
-		if !c.learnPending || c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks) {
-			c.requestLearn(from)
-		}
-		c.learnPending = true
-	} else {
-		c.learnPending = false
-	}
-}
-
-func (c *Core) requestLearn(from NodeID) {
-	if c.awaitSnap {
-		return
-	}
-	if from == 0 || from == c.cfg.ID {
-		from = c.randomPeer()
-		if from == 0 {
-			return
-		}
-	}
-	c.learnSent = c.now
-	inst := c.hs.Committed + 1
-	if c.needSnap {
-		inst = 0 // below every log start: ask for a snapshot
-	}
-	c.send(Message{Type: MsgLearn, To: from, Instance: inst})
-}
-
-func (c *Core) randomPeer() NodeID {
-	if len(c.cfg.Peers) < 2 {
-		return 0
-	}
-	for {
-		p := c.cfg.Peers[c.rng.IntN(len(c.cfg.Peers))]
-		if p != c.cfg.ID {
-			return p
-		}
-	}
-}
-
-func (c *Core) onLearn(m Message) {
-	reply := Message{Type: MsgLearnReply, To: m.From, Committed: c.hs.Committed, LogStart: c.logStart, Instance: m.Instance}
-	if m.Instance < c.logStart {
-		reply.Snapshot = true
-		c.send(reply)
-		if !slices.Contains(c.snapSend, m.From) {
-			c.snapSend = append(c.snapSend, m.From)
-		}
-		return
-	}
-	if m.Instance <= c.hs.Committed {
-		reply.Entries, _ = c.entriesFrom(m.Instance, c.hs.Committed)
-	}
-	c.send(reply)
-}
-
-func (c *Core) onLearnReply(m Message) {
-	if m.Snapshot {
-		if !c.needSnap && (m.Instance > c.hs.Committed || c.hs.Committed+1 >= m.LogStart) {
-			return // stale: we already have what was asked for
-		}
-		c.awaitSnap = true
-		c.awaitSnapAt = c.now
-		return
-	}
-	progressed := false
-	for _, e := range m.Entries {
-		if e.Instance != c.hs.Committed+1 || e.Instance > m.Committed {
-			continue
-		}
-		c.store(e)
-		c.setCommitted(e.Instance)
-		progressed = true
-	}
-	c.learnPending = c.hs.Committed < m.Committed
-	if progressed && c.learnPending {
-		c.requestLearn(m.From)
-	}
-	if progressed && c.role == master {
-		c.advanceMaster()
-	}
-}
-
-// --- candidate side ---
-
-func (c *Core) onPromise(m Message) {
-	if c.role != candidate || m.Ballot != c.ballot {
-		return
-	}
-	if m.Reject {
-		if c.ballot.Less(m.Hint) {
-			c.stepDown(m.Hint.Round)
-		}
-		return
-	}
-	// Chosen entries the acceptor reports are learned outright.
-	for _, e := range m.Entries {
-		if e.Instance <= m.Committed {
-			if e.Instance == c.hs.Committed+1 {
-				c.store(e)
-				c.setCommitted(e.Instance)
-			}
-			continue
-		}
-		if r, ok := c.recovered[e.Instance]; !ok || r.Ballot.Less(e.Ballot) {
-			c.recovered[e.Instance] = e
-		}
-	}
-	if m.Snapshot && len(m.Entries) > 0 && m.Committed <= c.hs.Committed {
-		// The acceptor's accepted entries did not fit one reply (they are
-		// bounded by MaxMsgBytes): ask it for the rest under the same
-		// ballot. Its promise counts once a reply reaches its last entry.
-		c.recoverHi = max(c.recoverHi, m.Instance)
-		next := m.Entries[len(m.Entries)-1].Instance + 1
-		c.send(Message{Type: MsgPrepare, To: m.From, Ballot: c.ballot, Instance: next, Hint: c.released})
-		return
-	}
-	if m.Snapshot || m.Committed > c.hs.Committed {
-		// The acceptor knows chosen instances we could not learn from
-		// this reply: catch up first, campaign later.
-		c.stepDown(0)
-		c.requestLearn(m.From)
-		c.learnPending = true
-		return
-	}
-	c.recoverHi = max(c.recoverHi, m.Instance)
-	c.promises[m.From] = true
-	if len(c.promises) >= c.quorum {
-		c.becomeMaster()
-	}
-}
-
-func (c *Core) becomeMaster() {
-	b := c.ballot
-	c.role = master
-	c.masterSince = c.now
-	c.leaseExpiry = c.prepareTick + c.masterLeaseTicks()
-	c.inflight = make(map[uint64]*inflight)
-	c.ackTick = make(map[NodeID]uint64)
-	c.caughtUp = make(map[NodeID]bool)
-	c.promises = nil
-	hi := max(c.hs.Committed, c.recoverHi)
-	for i := range c.recovered {
-		hi = max(hi, i)
-	}
-	for i := c.hs.Committed + 1; i <= hi; i++ {
-		r, ok := c.recovered[i]
-		v := r.Value
-		if !ok {
-			v = Value{Origin: b} // no-op filler
-		}
-		c.proposeAt(i, v)
-	}
-	c.recovered = nil
-	c.nextInst = hi + 1
-	c.servingAt = hi
-	c.lastHB = c.now
-	c.setSoft(SoftState{Master: c.cfg.ID, Ballot: b, Serving: c.applied >= c.servingAt})
-	c.advanceMaster()
-	c.propose()
-}
-
-// --- master side ---
-
-func (c *Core) proposeAt(inst uint64, v Value) {
-	e := Entry{Instance: inst, Ballot: c.ballot, Value: v}
-	c.inflight[inst] = &inflight{entry: e, sent: c.now}
-	c.send(Message{Type: MsgAccept, To: c.cfg.ID, Ballot: c.ballot, Entries: []Entry{e}, Committed: c.hs.Committed})
-	for _, p := range c.cfg.Peers {
-		if p != c.cfg.ID {
-			c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: []Entry{e}, Committed: c.hs.Committed})
-		}
-	}
-}
-
-// Propose queues cmd for the next instance; tag comes back in Applied.Tags
-// or Failed.Tags. It returns ErrNotMaster, ErrOverloaded or ErrTooLarge at
-// once when the command cannot be queued.
-func (c *Core) Propose(cmd []byte, tag uint64) error {
-	if c.role != master || !c.soft.Serving || c.now >= c.leaseExpiry {
-		return ErrNotMaster
-	}
-	if len(cmd)+64 > c.cfg.MaxBatchBytes {
-		return ErrTooLarge
-	}
-	if len(c.queue) >= c.cfg.MaxQueue {
-		return ErrOverloaded
-	}
-	c.queue = append(c.queue, cmd)
-	c.queueTags = append(c.queueTags, tag)
-	c.queueBytes += len(cmd) + 4
-	return nil
-}
-
-// propose starts instances for queued commands while the window allows.
-func (c *Core) propose() {
-	if c.role != master || !c.soft.Serving || c.now >= c.leaseExpiry {
-		return
-	}
-	for len(c.queue) > 0 && len(c.inflight) < c.cfg.MaxInflight {
-		n, bytes := 0, 24
-		for n < len(c.queue) && n < c.cfg.MaxBatchCmds {
-			sz := len(c.queue[n]) + 4
-			if n > 0 && bytes+sz > c.cfg.MaxBatchBytes {
-				break
-			}
-			bytes += sz
-			n++
-		}
-		c.seq++
-		cmds := c.queue[:n:n]
-		tags := c.queueTags[:n:n]
-		c.queue = c.queue[n:]
-		c.queueTags = c.queueTags[n:]
-		c.queueBytes -= bytes - 24
-		inst := c.nextInst
-		c.nextInst++
-		c.mine[inst] = myProposal{origin: c.ballot, seq: c.seq, tags: tags}
-		c.proposeAt(inst, Value{Origin: c.ballot, Seq: c.seq, Cmds: cmds})
-	}
-	if len(c.queue) == 0 {
-		c.queue, c.queueTags = nil, nil
-	}
-}
-
-func (c *Core) onAccepted(m Message) {
-	if c.role != master || m.Ballot != c.ballot {
-		return
-	}
-	if m.Reject {
-		if c.ballot.Less(m.Hint) {
-			c.stepDown(m.Hint.Round)
-		}
-		return
-	}
-	f, ok := c.inflight[m.Instance]
-	if !ok || f.done {
-		return
-	}
-	if !slices.Contains(f.acks, m.From) {
-		f.acks = append(f.acks, m.From)
-	}
-	if len(f.acks) >= c.quorum {
-		f.done = true
-		c.advanceMaster()
-	}
-}
-
-// advanceMaster moves Committed over chosen in-flight instances.
-func (c *Core) advanceMaster() {
-	moved := false
-	for {
-		f, ok := c.inflight[c.hs.Committed+1]
-		if !ok || !f.done {
-			break
-		}
-		delete(c.inflight, c.hs.Committed+1)
-		c.setCommitted(c.hs.Committed + 1)
-		moved = true
-	}
-	// Instances learned chosen another way (a LearnReply asked for as a
-	// follower that arrives after this replica won) leave the window too;
-	// otherwise they hold a slot forever.
-	for inst := range c.inflight {
-		if inst <= c.hs.Committed {
-			delete(c.inflight, inst)
-			moved = true
-		}
-	}
-	if moved {
-		c.propose()
-	}
-}
-
-func (c *Core) heartbeat() {
-	c.lastHB = c.now
-	c.hbCommitted = c.hs.Committed
-	c.broadcast(Message{Type: MsgHeartbeat, Ballot: c.ballot, Committed: c.hs.Committed, Tick: c.now})
-}
-
-func (c *Core) onHeartbeatAck(m Message) {
-	if c.role != master || m.Ballot != c.ballot {
-		return
-	}
-	if m.Reject {
-		if c.ballot.Less(m.Hint) {
-			c.stepDown(m.Hint.Round)
-		}
-		return
-	}
-	if m.Tick > c.ackTick[m.From] {
-		c.ackTick[m.From] = m.Tick
-	}
-	if m.Tick == c.lastHB {
-		c.caughtUp[m.From] = m.Committed >= c.hbCommitted
-	}
-	// The lease runs from the quorum-th most recent acknowledged send.
-	ticks := make([]uint64, 0, len(c.cfg.Peers))
-	for _, p := range c.cfg.Peers {
-		if t, ok := c.ackTick[p]; ok {
-			ticks = append(ticks, t)
-		}
-	}
-	if len(ticks) < c.quorum {
-		return
-	}
-	slices.Sort(ticks)
-	s := ticks[len(ticks)-c.quorum]
-	if exp := s + c.masterLeaseTicks(); exp > c.leaseExpiry {
-		c.leaseExpiry = exp
-	}
-}
-
-func (c *Core) retransmit() {
-	// In instance order, so that a simulation replays.
-	for inst := c.hs.Committed + 1; inst < c.nextInst; inst++ {
-		f, ok := c.inflight[inst]
-		if !ok || f.done || c.now-f.sent < uint64(c.cfg.RetransmitTicks) {
-			continue
-		}
-		f.sent = c.now
-		for _, p := range c.cfg.Peers {
-			if p != c.cfg.ID && !slices.Contains(f.acks, p) {
-				c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: []Entry{f.entry}, Committed: c.hs.Committed})
-			}
-		}
-	}
-}
-
-func (c *Core) maybeHandOff() {
-	p := c.preferred
-	if p == 0 || p == c.cfg.ID || c.now-c.masterSince < uint64(2*c.cfg.LeaseTicks) {
-		return
-	}
-	t, ok := c.ackTick[p]
-	// Caught up means: its acknowledgement of the last heartbeat reported
-	// every instance committed when that heartbeat left. (Under steady
-	// load a peer always trails Committed now by the instance in flight,
-	// so comparing with it would never hand over.) The target recovers
-	// anything newer in its phase 1.
-	if !ok || c.now-t > uint64(2*c.cfg.HeartbeatTicks) || !c.caughtUp[p] {
-		return
-	}
-	c.TransferTo(p)
-}
-
-// TransferTo hands mastership to node id: this replica stops acting as
-// master at once, releases its lease and tells id to campaign. It does
-// nothing unless this replica is master.
-func (c *Core) TransferTo(id NodeID) {
-	if c.role != master || id == c.cfg.ID || !slices.Contains(c.cfg.Peers, id) {
-		return
-	}
-	b := c.ballot
-	c.stepDown(0)
-	if c.leaseBallot == b {
-		c.leaseUntil = 0
-	}
-	c.setSoft(SoftState{Ballot: b})
-	c.send(Message{Type: MsgTimeoutNow, To: id, Ballot: b})
-}
-
 // --- driver interface ---
 
 // NextTick returns the earliest tick (a value of Now) at which Tick may do
@@ -1263,6 +777,9 @@ func (c *Core) Ready() Ready {
 				rd.Failed = append(rd.Failed, Failed{Tags: p.tags, Err: ErrNotChosen})
 			}
 		}
+		if rd.Apply == nil {
+			rd.Apply = c.applyBuf[:0]
+		}
 		rd.Apply = append(rd.Apply, a)
 		size += e.Value.Size()
 	}
@@ -1275,9 +792,10 @@ func (c *Core) Advance(rd Ready) {
 	c.hsDirty = false
 	c.commitDirty = false
 	c.softDirty = false
-	c.newEnts = nil
-	c.msgs = nil
-	c.msgsAfter = nil
+	// Keep the backing arrays (see Ready), without what they refer to.
+	c.newEnts = reuse(rd.Entries)
+	c.msgs = reuse(rd.Messages)
+	c.msgsAfter = reuse(rd.MessagesAfterSync)
 	c.failed = nil
 	c.snapSend = nil
 	for _, a := range rd.Apply {
@@ -1285,10 +803,23 @@ func (c *Core) Advance(rd Ready) {
 		delete(c.mine, a.Instance)
 		c.applied = a.Instance
 	}
+	if rd.Apply != nil {
+		c.applyBuf = reuse(rd.Apply)
+	}
 	if c.role == master && !c.soft.Serving && c.applied >= c.servingAt {
 		c.setSoft(SoftState{Master: c.cfg.ID, Ballot: c.ballot, Serving: true})
 		c.propose()
 	}
+}
+
+// reuse returns s emptied for reuse, its elements zeroed so that they keep
+// nothing alive; an array grown past a large burst is dropped instead.
+func reuse[T any](s []T) []T {
+	if cap(s) > 1024 {
+		return nil
+	}
+	clear(s)
+	return s[:0]
 }
 
 // SnapshotInstalled tells the Core that the state machine now reflects

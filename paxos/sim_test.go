@@ -361,7 +361,8 @@ func (s *sim) process(nd *simNode) {
 			s.fail("invariant before Ready: %v", err)
 		}
 		rd := nd.core.Ready()
-		w := &simWrite{hard: rd.HardState, entries: rd.Entries, after: rd.MessagesAfterSync, smFrom: len(nd.sm)}
+		// Ready's slices are the Core's again after Advance: keep copies.
+		w := &simWrite{hard: rd.HardState, entries: slices.Clone(rd.Entries), after: slices.Clone(rd.MessagesAfterSync), smFrom: len(nd.sm)}
 		for _, m := range rd.Messages {
 			s.sendMsg(m)
 		}

@@ -332,10 +332,6 @@ func appliedKey(g GroupID) []byte   { return appendPrefix(nil, g, kindApplied) }
 func logStartKey(g GroupID) []byte  { return appendPrefix(nil, g, kindLogStart) }
 func restoringKey(g GroupID) []byte { return appendPrefix(nil, g, kindRestoring) }
 
-func appendMetaKey(dst []byte, g GroupID, name string) []byte {
-	return append(appendPrefix(dst, g, kindMeta), name...)
-}
-
 func appendSMKey(dst []byte, g GroupID, key []byte) []byte {
 	return append(appendPrefix(dst, g, kindSM), key...)
 }
@@ -481,21 +477,6 @@ func (s *Store) LoadGroup(g GroupID) (GroupState, error) {
 	return st, nil
 }
 
-// Entry returns group g's stored entry for instance inst, if any.
-func (s *Store) Entry(g GroupID, inst uint64) (Entry, bool, error) {
-	var key [prefixLen + 8]byte
-	var e Entry
-	var err error
-	ok, gerr := storeGet(s.db, appendLogKey(key[:0], g, inst), func(v []byte) error {
-		e, err = decodeStoredEntry(v, inst)
-		return err
-	})
-	if gerr != nil {
-		return Entry{}, false, fmt.Errorf("paxos: group %d entry %d: %w", g, inst, gerr)
-	}
-	return e, ok, nil
-}
-
 // decodeStoredEntry decodes a log value and checks it is for inst.
 func decodeStoredEntry(v []byte, inst uint64) (Entry, error) {
 	e, err := DecodeEntry(v)
@@ -605,22 +586,6 @@ func (s *Store) EntriesFrom(g GroupID, from uint64) ([]Entry, error) {
 	return out, nil
 }
 
-// Meta returns the metadata value `key` of group g (a copy), if set.
-func (s *Store) Meta(g GroupID, key string) ([]byte, bool, error) {
-	var out []byte
-	ok, err := storeGet(s.db, appendMetaKey(nil, g, key), func(v []byte) error {
-		out = bytes.Clone(v)
-		if out == nil {
-			out = []byte{}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("paxos: group %d meta %q: %w", g, key, err)
-	}
-	return out, ok, nil
-}
-
 // ---- state-machine access ----
 
 // Writer writes into one group's state-machine keyspace. Keys and values are
@@ -700,9 +665,8 @@ func (r smReader) Scan(prefix []byte, fn func(key, value []byte) error) error {
 
 // ---- batches ----
 
-// Batch collects writes of one or more groups and commits them atomically.
-// A Batch is not safe for concurrent use.
-type Batch struct {
+// storeBatch is the Store's Batch: a Pebble batch.
+type storeBatch struct {
 	s   *Store
 	b   *pebble.Batch
 	key []byte
@@ -714,20 +678,20 @@ type Batch struct {
 }
 
 // NewBatch returns an empty batch. Close it when done.
-func (s *Store) NewBatch() *Batch {
-	return &Batch{s: s, b: s.db.NewBatch()}
+func (s *Store) NewBatch() Batch {
+	return &storeBatch{s: s, b: s.db.NewBatch()}
 }
 
-func (b *Batch) note(err error) {
+func (b *storeBatch) note(err error) {
 	if err != nil && b.err == nil {
 		b.err = err
 	}
 }
 
-func (b *Batch) set(key, val []byte) { b.note(b.b.Set(key, val, nil)) }
+func (b *storeBatch) set(key, val []byte) { b.note(b.b.Set(key, val, nil)) }
 
 // SetHardState records group g's hard state.
-func (b *Batch) SetHardState(g GroupID, hs HardState) {
+func (b *storeBatch) SetHardState(g GroupID, hs HardState) {
 	b.key = appendPrefix(b.key[:0], g, kindHardState)
 	b.val = appendHardState(b.val[:0], hs)
 	b.set(b.key, b.val)
@@ -735,7 +699,7 @@ func (b *Batch) SetHardState(g GroupID, hs HardState) {
 
 // PutEntry stores e in group g's log under e.Instance, replacing any entry
 // there.
-func (b *Batch) PutEntry(g GroupID, e *Entry) {
+func (b *storeBatch) PutEntry(g GroupID, e *Entry) {
 	b.key = appendLogKey(b.key[:0], g, e.Instance)
 	b.val = AppendEntry(b.val[:0], e)
 	b.set(b.key, b.val)
@@ -743,21 +707,15 @@ func (b *Batch) PutEntry(g GroupID, e *Entry) {
 
 // SetApplied records the last instance whose commands group g's
 // state-machine keyspace reflects; commit it with those writes.
-func (b *Batch) SetApplied(g GroupID, inst uint64) {
+func (b *storeBatch) SetApplied(g GroupID, inst uint64) {
 	b.key = appendPrefix(b.key[:0], g, kindApplied)
 	b.val = binary.BigEndian.AppendUint64(b.val[:0], inst)
 	b.set(b.key, b.val)
 }
 
-// SetMeta sets the metadata value `key` of group g.
-func (b *Batch) SetMeta(g GroupID, key string, val []byte) {
-	b.key = appendMetaKey(b.key[:0], g, key)
-	b.set(b.key, val)
-}
-
 // SM returns a Writer into group g's state-machine keyspace that adds its
 // writes to b.
-func (b *Batch) SM(g GroupID) Writer {
+func (b *storeBatch) SM(g GroupID) Writer {
 	if w, ok := b.sm[g]; ok {
 		return w
 	}
@@ -770,7 +728,7 @@ func (b *Batch) SM(g GroupID) Writer {
 }
 
 type smWriter struct {
-	b *Batch
+	b *storeBatch
 	g GroupID
 }
 
@@ -785,19 +743,19 @@ func (w *smWriter) Delete(key []byte) {
 }
 
 // Empty reports whether b holds no writes.
-func (b *Batch) Empty() bool { return b.b.Empty() }
+func (b *storeBatch) Empty() bool { return b.b.Empty() }
 
 // Commit applies b atomically. With sync, it returns only once the writes
 // (and every write committed before them) are durable; concurrent Sync
 // commits share one fsync. An empty batch commits nothing, but with sync it
 // still waits for earlier commits to be durable. Whatever the outcome, b is
 // then empty and reusable.
-func (b *Batch) Commit(sync bool) error {
+func (b *storeBatch) Commit(sync bool) error {
 	err := b.err
 	b.err = nil
 	if err != nil {
 		b.b.Reset()
-		return fmt.Errorf("paxos: batch: %w", err)
+		return fmt.Errorf("paxos: batch: %w", b.s.h.fail(err))
 	}
 	if b.b.Empty() {
 		if sync {
@@ -830,12 +788,12 @@ func (b *Batch) Commit(sync bool) error {
 // This is Pebble's ApplyNoSyncWait (marked experimental; CockroachDB's raft
 // log writes use it the same way): the host loop builds and sends the next
 // round while this one's fsync runs, instead of sleeping through it.
-func (b *Batch) Apply() error {
+func (b *storeBatch) Apply() error {
 	err := b.err
 	b.err = nil
 	if err != nil {
 		b.b.Reset()
-		return fmt.Errorf("paxos: batch: %w", err)
+		return fmt.Errorf("paxos: batch: %w", b.s.h.fail(err))
 	}
 	if err := b.s.write(b.b, true); err != nil {
 		_ = b.b.Close() // the write's error is the one that matters
@@ -848,7 +806,7 @@ func (b *Batch) Apply() error {
 
 // SyncWait waits until the writes of the last Apply are durable, then
 // empties b for reuse. Without an Apply it returns at once.
-func (b *Batch) SyncWait() error {
+func (b *storeBatch) SyncWait() error {
 	if !b.applied {
 		return nil
 	}
@@ -865,7 +823,7 @@ func (b *Batch) SyncWait() error {
 }
 
 // Close releases b without committing what it holds.
-func (b *Batch) Close() {
+func (b *storeBatch) Close() {
 	if b.applied {
 		_ = b.SyncWait()
 	}
@@ -915,11 +873,11 @@ func (s *Store) TruncateLog(g GroupID, before uint64) error {
 
 // ---- snapshots: the sending side ----
 
-// SnapshotSource streams a consistent image of one group's state-machine
-// keyspace and applied instance, taken when it was opened. Each chunk holds
-// whole pairs, each encoded as uvarint len(key) | key | uvarint len(value) |
-// value. It is not safe for concurrent use.
-type SnapshotSource struct {
+// storeSnapshot is the Store's SnapshotSource: a consistent image of one
+// group's state-machine keyspace and applied instance, taken when it was
+// opened. Each chunk holds whole pairs, each encoded as uvarint len(key) |
+// key | uvarint len(value) | value.
+type storeSnapshot struct {
 	g         GroupID
 	snap      *pebble.Snapshot
 	it        *pebble.Iterator
@@ -935,12 +893,12 @@ type SnapshotSource struct {
 // most chunkSize bytes (a single pair larger than that gets a chunk of its
 // own). It fails if g has an unfinished install. Close it when done: an open
 // snapshot pins old data in Pebble.
-func (s *Store) OpenSnapshot(g GroupID, chunkSize int) (*SnapshotSource, error) {
+func (s *Store) OpenSnapshot(g GroupID, chunkSize int) (SnapshotSource, error) {
 	if chunkSize <= 0 {
 		return nil, fmt.Errorf("paxos: group %d snapshot: chunk size %d", g, chunkSize)
 	}
 	snap := s.db.NewSnapshot()
-	ss := &SnapshotSource{g: g, snap: snap, chunkSize: chunkSize}
+	ss := &storeSnapshot{g: g, snap: snap, chunkSize: chunkSize}
 	restoring, err := storeGet(snap, restoringKey(g), func([]byte) error { return nil })
 	if err == nil && restoring {
 		err = errors.New("state machine is being restored")
@@ -963,12 +921,12 @@ func (s *Store) OpenSnapshot(g GroupID, chunkSize int) (*SnapshotSource, error) 
 }
 
 // Applied returns the instance the snapshot reflects.
-func (ss *SnapshotSource) Applied() uint64 { return ss.applied }
+func (ss *storeSnapshot) Applied() uint64 { return ss.applied }
 
 // Next returns the next chunk; last is true on the final one (which may be
 // empty when the keyspace is). chunk is valid until the next call. After the
 // last chunk it returns (nil, true, nil).
-func (ss *SnapshotSource) Next() (chunk []byte, last bool, err error) {
+func (ss *storeSnapshot) Next() (chunk []byte, last bool, err error) {
 	if ss.closed {
 		return nil, false, fmt.Errorf("paxos: group %d snapshot: closed", ss.g)
 	}
@@ -1009,7 +967,7 @@ func uvarintLen(v uint64) int {
 }
 
 // Close releases the snapshot. It is safe to call more than once.
-func (ss *SnapshotSource) Close() error {
+func (ss *storeSnapshot) Close() error {
 	if ss.closed {
 		return nil
 	}
@@ -1029,12 +987,12 @@ func (ss *SnapshotSource) Close() error {
 
 // ---- snapshots: the receiving side ----
 
-// SnapshotInstall replaces one group's state-machine keyspace with a
-// snapshot streamed from another replica. From BeginInstall until Finish
-// the group is durably marked Restoring, so a crash in between is detected
-// at restart (GroupState.Restoring) rather than leaving a half-installed
-// state machine that looks valid. It is not safe for concurrent use.
-type SnapshotInstall struct {
+// storeInstall is the Store's SnapshotInstall: it replaces one group's
+// state-machine keyspace with a snapshot streamed from another replica.
+// From BeginInstall until Finish the group is durably marked Restoring, so
+// a crash in between is detected at restart (GroupState.Restoring) rather
+// than leaving a half-installed state machine that looks valid.
+type storeInstall struct {
 	s    *Store
 	g    GroupID
 	b    *pebble.Batch
@@ -1043,7 +1001,7 @@ type SnapshotInstall struct {
 
 // BeginInstall durably marks group g Restoring and clears its state-machine
 // keyspace.
-func (s *Store) BeginInstall(g GroupID) (*SnapshotInstall, error) {
+func (s *Store) BeginInstall(g GroupID) (SnapshotInstall, error) {
 	b := s.db.NewBatch()
 	err := b.Set(restoringKey(g), []byte{1}, nil)
 	if err == nil {
@@ -1057,12 +1015,12 @@ func (s *Store) BeginInstall(g GroupID) (*SnapshotInstall, error) {
 		return nil, fmt.Errorf("paxos: group %d begin snapshot install: %w", g, err)
 	}
 	b.Reset()
-	return &SnapshotInstall{s: s, g: g, b: b}, nil
+	return &storeInstall{s: s, g: g, b: b}, nil
 }
 
 // AddChunk writes one chunk's pairs (not synced; Finish syncs). A malformed
 // chunk writes nothing and returns an error wrapping ErrCorrupt.
-func (si *SnapshotInstall) AddChunk(chunk []byte) error {
+func (si *storeInstall) AddChunk(chunk []byte) error {
 	if si.done {
 		return fmt.Errorf("paxos: group %d snapshot install: already finished", si.g)
 	}
@@ -1105,7 +1063,7 @@ func (si *SnapshotInstall) AddChunk(chunk []byte) error {
 // log below applied+1, sets LogStart = applied+1 (or keeps a higher one, so
 // LogStart never claims entries that were truncated), and clears Restoring,
 // all in one Sync commit.
-func (si *SnapshotInstall) Finish(applied uint64) error {
+func (si *storeInstall) Finish(applied uint64) error {
 	if si.done {
 		return fmt.Errorf("paxos: group %d snapshot install: already finished", si.g)
 	}
@@ -1142,7 +1100,7 @@ func (si *SnapshotInstall) Finish(applied uint64) error {
 // Abort abandons the install. The group stays Restoring (durably), its
 // state-machine keyspace partial; a new BeginInstall must follow. It is safe
 // to call after Finish, and more than once.
-func (si *SnapshotInstall) Abort() error {
+func (si *storeInstall) Abort() error {
 	if si.done {
 		return nil
 	}

@@ -31,7 +31,7 @@ func openStoreForTest(t testing.TB, dir string, opts StoreOptions) *Store {
 	return s
 }
 
-func storeMustCommit(t testing.TB, b *Batch, sync bool) {
+func storeMustCommit(t testing.TB, b Batch, sync bool) {
 	t.Helper()
 	if err := b.Commit(sync); err != nil {
 		t.Fatalf("commit: %v", err)
@@ -92,8 +92,8 @@ func TestStoreRoundTrip(t *testing.T) {
 		want = append(want, e)
 	}
 	b.SetApplied(g, 5)
-	b.SetMeta(g, "groupVersion", []byte{0, 1})
-	b.SetMeta(g, "empty", nil)
+	setMeta(b, g, "groupVersion", []byte{0, 1})
+	setMeta(b, g, "empty", nil)
 	sm := b.SM(g)
 	sm.Set([]byte("lock/a"), []byte("owner1"))
 	sm.Set([]byte("lock/b"), []byte("owner2"))
@@ -268,7 +268,7 @@ func TestStoreGroupsIsolated(t *testing.T) {
 			b.PutEntry(g, &e)
 		}
 		b.SetApplied(g, 5)
-		b.SetMeta(g, "m", []byte(fmt.Sprint(g)))
+		setMeta(b, g, "m", []byte(fmt.Sprint(g)))
 		// Keys that would collide across groups without the prefix,
 		// including the extremes of the byte range.
 		b.SM(g).Set([]byte("k"), []byte(fmt.Sprint(g)))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,13 +15,23 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/pki"
 )
 
 // Transport delivers messages between the replicas of every group on a
-// node. Send never blocks on a slow or dead peer; messages may be dropped
-// (Paxos tolerates loss).
+// node; the Host sends through it and is its handler (Host.Deliver).
+// *TCPTransport and MemNetwork's endpoints implement it.
 type Transport interface {
+	// Send hands msgs to their nodes, a message to this node included
+	// (to the handler, like any other). It never blocks on a slow or dead
+	// peer: it may drop any message (Paxos tolerates loss), but it never
+	// alters one. It may be called concurrently, and must not keep msgs
+	// after it returns (the Host reuses the slice); it may keep the
+	// messages' Entries and Chunk, which neither side modifies.
 	Send(msgs []Message)
+	// Close stops the transport: queued messages are dropped, nothing
+	// more is delivered, and a later Send drops its messages.
 	Close() error
 }
 
@@ -28,8 +39,19 @@ type Transport interface {
 const (
 	// DefaultMaxQueueBytes is the default cap on bytes queued per peer.
 	DefaultMaxQueueBytes = 8 << 20
-	// DefaultMaxFrameSize is the default cap on one encoded message.
-	DefaultMaxFrameSize = 64 << 20
+	// DefaultMaxFrameSize is the default cap on one encoded message. The
+	// largest message the protocol sends is a Promise or a LearnReply: it
+	// carries log entries up to Config.MaxMsgBytes (4 MiB by default,
+	// counted with Value.Size) plus the one entry that crosses it, at most
+	// one batch (MaxBatchBytes, 1 MiB, plus 64 bytes). An encoded entry
+	// takes at most 55 bytes plus len(cmd)+5 per command, where Value.Size
+	// counts 24 plus len(cmd)+4, so at most 55/24 < 2.3 times its Size:
+	// 2.3 x (4 + 1) MiB is under 11.5 MiB, plus a header of under 100
+	// bytes. Snapshot chunks (GroupConfig.SnapshotChunk, 1 MiB, plus the
+	// one key/value pair that crosses it) and Accepts (one batch each) are
+	// far below. 16 MiB leaves room above that worst case (which
+	// TestMaxFrameSizeCoversLargestMessage builds: 9.5 MiB).
+	DefaultMaxFrameSize = 16 << 20
 	// DefaultDialTimeout is the default bound on one connection attempt.
 	DefaultDialTimeout = time.Second
 	// DefaultWriteTimeout is the default bound on one coalesced write.
@@ -39,11 +61,11 @@ const (
 const (
 	tcpMinBackoff       = 10 * time.Millisecond
 	tcpMaxBackoff       = time.Second
-	tcpHandshakeTimeout = 5 * time.Second
+	tcpHandshakeTimeout = 5 * time.Second // the TLS handshake and the node id frame, inbound
 	tcpReadBufferSize   = 64 << 10
 	tcpMaxBatch         = 256     // messages per Handler call
 	tcpKeepBuffer       = 1 << 20 // larger idle buffers are released
-	tcpHandshakeVersion = 1
+	tcpHandshakeVersion = 2       // 2: MsgSnapshot has fields of its own
 )
 
 // tcpMagic opens the handshake frame.
@@ -69,6 +91,16 @@ type TCPTransportConfig struct {
 	Handler func(msgs []Message)
 	// Logger receives connection events; nil means slog.Default().
 	Logger *slog.Logger
+	// TLS, if set, makes every peer connection mutual TLS 1.3 under the
+	// cluster CA it holds: a connection is accepted only from a peer whose
+	// certificate chains to that CA and names this cluster and the node id
+	// the peer claims in its handshake (pki.CheckNode), and a dialed peer
+	// must present the certificate of the node dialed. Connections refused
+	// are logged (remote address, reason) and counted in Stats().Refused;
+	// nothing they sent reaches Handler. Nil means plaintext TCP, for
+	// trusted networks only: anyone who reaches the port can then speak as
+	// any node.
+	TLS *pki.Peer
 
 	// MaxQueueBytes caps the encoded bytes queued for one peer; messages
 	// that would exceed it are dropped (0: DefaultMaxQueueBytes).
@@ -90,6 +122,7 @@ type TransportStats struct {
 	Received uint64 // decoded from sockets and handed to Handler
 	Local    uint64 // addressed to Self and handed to Handler
 	Rejected uint64 // received but not addressed to Self or not from the connected peer
+	Refused  uint64 // inbound connections closed at the handshake (TLS, identity or framing)
 }
 
 // TCPTransport is a Transport over TCP. Each node dials every peer once and
@@ -119,7 +152,9 @@ type TCPTransport struct {
 	isClosed atomic.Bool
 	inbound  map[net.Conn]struct{}
 
-	sent, dropped, received, local, rejected atomic.Uint64
+	tlsServer *tls.Config // from cfg.TLS; nil: plaintext
+
+	sent, dropped, received, local, rejected, refused atomic.Uint64
 }
 
 // tcpPeer is the outbound side towards one peer.
@@ -127,6 +162,7 @@ type tcpPeer struct {
 	t    *TCPTransport
 	id   NodeID
 	wake chan struct{} // capacity 1: work queued or address changed
+	tls  *tls.Config   // dialing this peer; nil: plaintext
 
 	mu      sync.Mutex
 	addr    string
@@ -175,6 +211,9 @@ func NewTCPTransport(cfg TCPTransportConfig) (*TCPTransport, error) {
 		cancel:  cancel,
 		inbound: make(map[net.Conn]struct{}),
 	}
+	if cfg.TLS != nil {
+		t.tlsServer = cfg.TLS.ServerConfig()
+	}
 	empty := map[NodeID]*tcpPeer{}
 	t.peers.Store(&empty)
 	for id, addr := range cfg.Peers {
@@ -210,6 +249,9 @@ func (t *TCPTransport) SetPeer(id NodeID, addr string) {
 		return
 	}
 	p := &tcpPeer{t: t, id: id, addr: addr, wake: make(chan struct{}, 1)}
+	if t.cfg.TLS != nil {
+		p.tls = t.cfg.TLS.ClientConfig(uint32(id))
+	}
 	old := *t.peers.Load()
 	next := make(map[NodeID]*tcpPeer, len(old)+1)
 	for k, v := range old {
@@ -229,6 +271,7 @@ func (t *TCPTransport) Stats() TransportStats {
 		Received: t.received.Load(),
 		Local:    t.local.Load(),
 		Rejected: t.rejected.Load(),
+		Refused:  t.refused.Load(),
 	}
 }
 
@@ -422,13 +465,25 @@ func nextBackoff(d time.Duration) time.Duration {
 	return min(2*d, tcpMaxBackoff)
 }
 
-// dial connects to addr and sends the handshake.
+// dial connects to addr, with TLS verifies that the peer is node p.id of
+// the cluster, and sends the handshake.
 func (p *tcpPeer) dial(addr string) (net.Conn, error) {
 	t := p.t
 	d := net.Dialer{Timeout: t.cfg.DialTimeout}
 	c, err := d.DialContext(t.ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	if p.tls != nil {
+		tc := tls.Client(c, p.tls)
+		ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("tls handshake: %w", err)
+		}
+		c = tc
 	}
 	hs := make([]byte, 4, 4+len(tcpMagic)+1+binary.MaxVarintLen32)
 	hs = append(hs, tcpMagic...)
@@ -528,12 +583,12 @@ func (t *TCPTransport) serve(c net.Conn) {
 		t.mu.Unlock()
 	}()
 	remote := c.RemoteAddr().String()
-	br := bufio.NewReaderSize(c, tcpReadBufferSize)
 	_ = c.SetReadDeadline(time.Now().Add(tcpHandshakeTimeout))
-	from, err := readHandshake(br)
+	br, from, err := t.handshake(c)
 	if err != nil {
 		if t.ctx.Err() == nil {
-			t.log.Warn("bad handshake; closing connection", "remote", remote, "err", err)
+			t.refused.Add(1)
+			t.log.Warn("peer connection refused", "remote", remote, "err", err)
 		}
 		return
 	}
@@ -565,6 +620,40 @@ func (t *TCPTransport) serve(c net.Conn) {
 			return
 		}
 	}
+}
+
+// handshake runs the TLS handshake if TLS is on, reads the node id frame
+// and, with TLS, checks that the verified certificate names that node of
+// this cluster. It returns the reader of the frames that follow (through
+// TLS if on) and the peer's node id.
+func (t *TCPTransport) handshake(c net.Conn) (*bufio.Reader, NodeID, error) {
+	var r io.Reader = c
+	var tc *tls.Conn
+	if t.tlsServer != nil {
+		tc = tls.Server(c, t.tlsServer)
+		ctx, cancel := context.WithTimeout(t.ctx, tcpHandshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			return nil, 0, fmt.Errorf("tls handshake: %w", err)
+		}
+		r = tc
+	}
+	br := bufio.NewReaderSize(r, tcpReadBufferSize)
+	from, err := readHandshake(br)
+	if err != nil {
+		return nil, 0, err
+	}
+	if tc != nil {
+		cs := tc.ConnectionState()
+		if len(cs.PeerCertificates) == 0 { // RequireAndVerifyClientCert makes this unreachable
+			return nil, 0, fmt.Errorf("%w: no client certificate", pki.ErrIdentity)
+		}
+		if _, err := pki.CheckNode(cs.PeerCertificates[0], t.cfg.TLS.Cluster, uint32(from)); err != nil {
+			return nil, 0, fmt.Errorf("claims node %d: %w", from, err)
+		}
+	}
+	return br, from, nil
 }
 
 // admit appends m to batch if it is addressed to this node by the peer that

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/testutil"
 )
 
@@ -93,7 +94,7 @@ func TestTCPTransportExchange(t *testing.T) {
 		}
 	}
 	const groups, perGroup = 15, 40
-	big := Message{Type: MsgSnapshot, Group: 3, From: 1, To: 2, Instance: 99, Reject: true, Chunk: bytes.Repeat([]byte("snapshot"), 40000)}
+	big := Message{Type: MsgSnapshot, Group: 3, From: 1, To: 2, Instance: 99, ChunkSeq: 3, LastChunk: true, Chunk: bytes.Repeat([]byte("snapshot"), 40000)}
 	want := map[NodeID][]Message{}
 	var senders sync.WaitGroup
 	for from := NodeID(1); from <= 3; from++ {
@@ -451,15 +452,19 @@ func TestTCPTransportCloseReleasesGoroutines(t *testing.T) {
 	waitFor(t, "goroutines to exit", 5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 }
 
-func benchTCP(b *testing.B, m Message) {
+func benchTCP(b *testing.B, m Message, pk *testPKI) {
 	var received atomic.Int64
-	rx, err := NewTCPTransport(TCPTransportConfig{Self: 2, Listen: "127.0.0.1:0", Logger: tcpTestLogger(),
+	var rxTLS, txTLS *pki.Peer
+	if pk != nil {
+		rxTLS, txTLS = pk.peer(2), pk.peer(1)
+	}
+	rx, err := NewTCPTransport(TCPTransportConfig{Self: 2, Listen: "127.0.0.1:0", Logger: tcpTestLogger(), TLS: rxTLS,
 		Handler: func(msgs []Message) { received.Add(int64(len(msgs))) }})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rx.Close()
-	tx, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "127.0.0.1:0", Logger: tcpTestLogger(),
+	tx, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "127.0.0.1:0", Logger: tcpTestLogger(), TLS: txTLS,
 		Handler: func([]Message) {}, Peers: map[NodeID]string{2: rx.Addr()}})
 	if err != nil {
 		b.Fatal(err)
@@ -500,11 +505,14 @@ func benchTCP(b *testing.B, m Message) {
 
 // BenchmarkTCPTransport sends Accepts between two transports on loopback:
 // a small one (one 64-byte command) and a full batch (64 commands of 64
-// bytes).
+// bytes), in plaintext and with mutual TLS.
 func BenchmarkTCPTransport(b *testing.B) {
 	small := tcpTestMessage(1, 2, 3, 1)
 	small.Entries[0].Value.Cmds[0] = make([]byte, 64)
-	b.Run("Accept1x64", func(b *testing.B) { benchTCP(b, small) })
 	full := codecBenchAccept()
-	b.Run("Accept64x64", func(b *testing.B) { benchTCP(b, full) })
+	pk := newTestPKI(b, "bench")
+	b.Run("Accept1x64", func(b *testing.B) { benchTCP(b, small, nil) })
+	b.Run("Accept64x64", func(b *testing.B) { benchTCP(b, full, nil) })
+	b.Run("Accept1x64/tls", func(b *testing.B) { benchTCP(b, small, pk) })
+	b.Run("Accept64x64/tls", func(b *testing.B) { benchTCP(b, full, pk) })
 }

@@ -8,6 +8,21 @@
 // reads inside, so that a simulator can drive it through any interleaving and
 // check safety after every step.
 //
+// # Files by job
+//
+//   - The core, readable without the rest: core.go (Config, Ready, Core, its
+//     driver interface), core_acceptor.go (Prepare, Accept, Heartbeat,
+//     learning), core_master.go (campaign, proposing, commit, heartbeats,
+//     hand-off), core_invariants.go (C1–C12), types.go (messages, ballots,
+//     entries).
+//   - The runtime that drives cores: host.go (Host: the one loop per node,
+//     the sync goroutine), group.go (Group: one group's handle and its
+//     state-machine side), snapshot.go (snapshot streaming).
+//   - Storage: storage.go (the interfaces the Host needs), store.go and
+//     storefs.go (their Pebble implementation and its fail-stop file system).
+//   - Transport: codec.go (the peer wire format), tcp.go (TCPTransport),
+//     memnet.go (an in-process transport for tests and the simulator).
+//
 // # Protocol
 //
 // A node becomes master of a group with phase 1 (Prepare/Promise) for every
@@ -119,7 +134,7 @@ const (
 	MsgLearn                           // catch-up request: Instance = first instance wanted
 	MsgLearnReply                      // Entries (chosen), Committed, LogStart (Snapshot if behind it)
 	MsgTimeoutNow                      // hand-off: the master of Ballot stepped down; campaign now
-	MsgSnapshot                        // one chunk of a snapshot stream (handled by the runtime)
+	MsgSnapshot                        // a snapshot stream (handled by the runtime): Instance, ChunkSeq, Chunk, LastChunk; or its ChunkAck
 )
 
 var msgTypeNames = [...]string{"?", "Prepare", "Promise", "Accept", "Accepted", "Heartbeat", "HeartbeatAck", "Learn", "LearnReply", "TimeoutNow", "Snapshot"}
@@ -150,8 +165,16 @@ type Message struct {
 	Snapshot bool
 	Entries  []Entry
 	// Chunk carries snapshot bytes (MsgSnapshot), with Instance = the
-	// snapshot's applied instance, Tick = chunk offset and Reject = last chunk.
+	// snapshot's applied instance.
 	Chunk []byte
+	// ChunkSeq numbers a MsgSnapshot's chunk within its stream, from 0;
+	// an acknowledgement echoes it.
+	ChunkSeq uint64
+	// LastChunk marks a stream's final chunk (MsgSnapshot).
+	LastChunk bool
+	// ChunkAck says a MsgSnapshot acknowledges chunk ChunkSeq of the
+	// stream of Instance rather than carrying one.
+	ChunkAck bool
 }
 
 // Errors returned by the package.

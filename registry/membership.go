@@ -196,8 +196,15 @@ type MembershipConfig struct {
 	// recommended (at most 255 bytes).
 	Label string
 	// SecretKey, if set, encrypts gossip with AES-GCM: 16, 24 or 32 bytes,
-	// the same on every member.
+	// the same on every member. Members without it, or with another key,
+	// cannot join or read the gossip.
 	SecretKey []byte
+	// OldSecretKeys are more keys (same sizes) that received gossip may be
+	// encrypted with; SecretKey alone encrypts. They let a cluster rotate
+	// its key with rolling restarts: every member first accepts the new
+	// key, then switches to it, then drops the old one. Optional; ignored
+	// without SecretKey.
+	OldSecretKeys [][]byte
 	// Meta provides this node's initial metadata; Start calls it once.
 	// Later changes go through UpdateMeta. Optional.
 	Meta func() NodeMeta
@@ -310,10 +317,12 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 			return nil, fmt.Errorf("registry: membership: advertise %q: %w", cfg.Advertise, err)
 		}
 	}
-	switch len(cfg.SecretKey) {
-	case 0, 16, 24, 32:
-	default:
-		return nil, fmt.Errorf("registry: membership: secret key must be 16, 24 or 32 bytes, not %d", len(cfg.SecretKey))
+	for _, k := range append([][]byte{cfg.SecretKey}, cfg.OldSecretKeys...) {
+		switch len(k) {
+		case 0, 16, 24, 32:
+		default:
+			return nil, fmt.Errorf("registry: membership: secret key must be 16, 24 or 32 bytes, not %d", len(k))
+		}
 	}
 	if len(cfg.Label) > memberlist.LabelMaxSize {
 		return nil, fmt.Errorf("registry: membership: label longer than %d bytes", memberlist.LabelMaxSize)
@@ -425,7 +434,19 @@ func (m *Membership) Start(ctx context.Context) error {
 		mc.AdvertiseAddr, mc.AdvertisePort = ah, ap
 	}
 	mc.Label = m.cfg.Label
-	mc.SecretKey = m.cfg.SecretKey
+	if len(m.cfg.SecretKey) > 0 {
+		keys := [][]byte{m.cfg.SecretKey}
+		for _, k := range m.cfg.OldSecretKeys {
+			if len(k) > 0 {
+				keys = append(keys, k)
+			}
+		}
+		kr, err := memberlist.NewKeyring(keys, m.cfg.SecretKey)
+		if err != nil {
+			return fmt.Errorf("registry: membership: keyring: %w", err)
+		}
+		mc.Keyring = kr
+	}
 	t := m.timing
 	mc.ProbeInterval = t.ProbeInterval
 	mc.ProbeTimeout = t.ProbeTimeout

@@ -3,6 +3,7 @@ package registry
 import (
 	"bufio"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -27,8 +29,8 @@ type StandaloneConfig struct {
 	Namespaces map[string]string
 	// UpstreamHello optionally gives, per cluster, a Hello the registry
 	// sends first on its connections to that cluster's nodes. paxlock nodes
-	// serve views without a Hello, so it is normally unset. A zero ClientID
-	// is replaced by a fixed nonzero one.
+	// serve views without a Hello, so it is normally unset. A Hello without
+	// a ClientKey gets a random one and the ClientID it derives.
 	UpstreamHello map[string]wire.Hello
 
 	// MaxFrame bounds a client frame, header included (default
@@ -46,10 +48,10 @@ type StandaloneConfig struct {
 
 	// DialTimeout bounds connecting to a cluster node (default 3s).
 	DialTimeout time.Duration
-	// HeartbeatInterval is how often the registry sends a Heartbeat on
-	// each cluster connection (default 3s). A connection that answers
-	// nothing for HeartbeatInterval plus RequestTimeout is dropped and the
-	// registry moves to another node.
+	// HeartbeatInterval is how long a cluster connection may be quiet
+	// before the registry sends a Heartbeat on it (default 3s). A
+	// connection that answers nothing within RequestTimeout of a Heartbeat
+	// is dropped and the registry moves to another node.
 	HeartbeatInterval time.Duration
 	// RequestTimeout bounds a cluster node's reply (default 3s).
 	RequestTimeout time.Duration
@@ -193,8 +195,9 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 	for name, addrs := range cfg.Clusters {
 		cl := &clusterState{name: name, addrs: slices.Clone(addrs), subs: map[*rconn]struct{}{}, ready: make(chan struct{})}
 		if h, ok := cfg.UpstreamHello[name]; ok {
-			if h.ClientID == 0 {
-				h.ClientID = upstreamClientID
+			if h.ClientKey == "" {
+				h.ClientKey = crand.Text()
+				h.ClientID = wire.ClientIDOf(h.ClientKey)
 			}
 			cl.hello = &h
 		}
@@ -205,10 +208,6 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 	}
 	return s, nil
 }
-
-// upstreamClientID is the ClientID of the registry's upstream Hellos when
-// none is configured ("registry" in ASCII).
-const upstreamClientID = 0x7265676973747279
 
 // Start opens the client listener and starts following every cluster. It
 // returns once the listener accepts connections; clients that ask before a
@@ -388,7 +387,8 @@ type rconn struct {
 	codec   *wire.Codec // reader goroutine only
 	scratch []byte      // reader goroutine only: the frame being encoded
 
-	cluster *clusterState // after a successful Hello; reader goroutine only
+	sess    session.Accepted // reader goroutine only
+	cluster *clusterState    // the Hello's namespace's; reader goroutine only
 
 	mu     sync.Mutex
 	out    []byte
@@ -447,7 +447,8 @@ func (c *rconn) sendLocked(typ wire.Type, reqID uint64, m wire.Message) {
 	c.enqueueLocked(frame)
 }
 
-func (c *rconn) reply(reqID uint64, r wire.Response) { c.send(wire.TypeResponse, reqID, &r) }
+// Reply implements session.Host.
+func (c *rconn) Reply(reqID uint64, r wire.Response) { c.send(wire.TypeResponse, reqID, &r) }
 
 func (c *rconn) writeLoop() {
 	defer c.s.wg.Done()
@@ -514,56 +515,61 @@ const registryMsg = "this is a paxlock registry: it serves Hello, Heartbeat, Get
 
 func (c *rconn) handle(f wire.Frame) {
 	if !f.Type.IsRequest() {
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
 		return
 	}
 	m, err := c.codec.Decode(f.Type, f.Body)
 	if err != nil {
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
 		return
 	}
-	switch m := m.(type) {
-	case *wire.Hello:
-		if err := m.Validate(); err != nil {
-			c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: err.Error()})
-			return
-		}
-		cl := c.s.nsMap[m.Namespace]
-		if cl == nil {
-			c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "namespace " + m.Namespace + " is not served by this registry"})
-			return
-		}
-		if c.cluster != nil && c.cluster != cl {
-			c.unsubscribe()
-		}
-		c.cluster = cl
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: cl.version()})
-	case *wire.Heartbeat:
-		var v uint64
-		if c.cluster != nil {
-			v = c.cluster.version()
-		}
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: v})
-	case *wire.GetView:
-		c.serveView(f.ReqID, false)
-	case *wire.SubscribeView:
-		c.serveView(f.ReqID, true)
-	default:
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: registryMsg})
+	if !c.sess.Handle(f.ReqID, m, c) {
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: registryMsg})
 	}
+}
+
+// Authenticate implements session.Host: the registry accepts a Hello for
+// any namespace it maps to a cluster. It does not check the secret; the
+// cluster's nodes do.
+func (c *rconn) Authenticate(h *wire.Hello) error {
+	if c.s.nsMap[h.Namespace] == nil {
+		return fmt.Errorf("namespace %s is not served by this registry", h.Namespace)
+	}
+	return nil
+}
+
+// Accepted implements session.Host: the connection is now served the view
+// of the namespace's cluster, and drops a subscription to another one.
+func (c *rconn) Accepted(_, cur session.Identity) {
+	cl := c.s.nsMap[cur.Namespace]
+	if c.cluster != nil && c.cluster != cl {
+		c.unsubscribe()
+	}
+	c.cluster = cl
+}
+
+// ViewVersion implements session.Host: the version of the cached view of
+// the Hello's cluster (0 before a Hello or a view).
+func (c *rconn) ViewVersion() uint64 {
+	if c.cluster == nil {
+		return 0
+	}
+	return c.cluster.version()
 }
 
 // noViewRetryMs is the RetryAfterMs of the NO_MASTER answer given while a
 // cluster's view is not known yet.
 const noViewRetryMs = 500
 
-// serveView answers GetView or SubscribeView. A subscription is recorded
-// and its reply queued under the cluster's lock, so that every later view
-// of the cluster follows the reply as a push and none is missed.
-func (c *rconn) serveView(reqID uint64, subscribe bool) {
+// ServeView implements session.Host: it answers GetView or SubscribeView
+// with the Hello's cluster's view, so it needs a Hello whatever the
+// session allows. A subscription is recorded and its reply queued under
+// the cluster's lock, so that every later view of the cluster follows the
+// reply as a push and none is missed.
+func (c *rconn) ServeView(reqID uint64, subscribe bool) {
 	cl := c.cluster
 	if cl == nil {
-		c.reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
+		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
 		return
 	}
 	cl.mu.Lock()

@@ -263,9 +263,12 @@ func (c *testClient) call(typ wire.Type, m wire.Message) wire.Message {
 	}
 }
 
+// testClientKey is the client key of the tests' Hellos.
+const testClientKey = "registry-test-client-key"
+
 func (c *testClient) hello(ns string) *wire.Response {
 	c.t.Helper()
-	r, ok := c.call(wire.TypeHello, &wire.Hello{Namespace: ns, Secret: "whatever", ClientID: 42}).(*wire.Response)
+	r, ok := c.call(wire.TypeHello, &wire.Hello{Namespace: ns, Secret: "whatever", ClientID: wire.ClientIDOf(testClientKey), ClientKey: testClientKey}).(*wire.Response)
 	if !ok {
 		c.t.Fatal("Hello answered with a non-Response")
 	}

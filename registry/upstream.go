@@ -1,17 +1,15 @@
 package registry
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net"
 	"slices"
-	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -64,141 +62,104 @@ func (s *Standalone) follow(cl *clusterState) {
 	}
 }
 
-// upstream is the write side of a connection to a cluster node.
-type upstream struct {
-	nc      net.Conn
-	timeout time.Duration
-
-	mu    sync.Mutex
-	codec *wire.Codec
-	buf   []byte
-	next  uint64
-}
-
-// write sends one request and returns its request id.
-func (u *upstream) write(typ wire.Type, m wire.Message) (uint64, error) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.next++
-	id := u.next
-	b, err := u.codec.AppendFrame(u.buf[:0], typ, id, m)
-	if err != nil {
-		return 0, fmt.Errorf("encode %s: %w", typ, err)
-	}
-	u.buf = b
-	_ = u.nc.SetWriteDeadline(time.Now().Add(u.timeout))
-	if _, err := u.nc.Write(b); err != nil {
-		return 0, fmt.Errorf("write %s: %w", typ, err)
-	}
-	return id, nil
-}
-
 // session follows cl at one node until the connection fails or the
 // registry shuts down. It reports whether the node gave a view.
+//
+// The connection is a session (package session): dial, the optional
+// upstream Hello, a Heartbeat whenever it has been quiet for
+// HeartbeatInterval, and an end when nothing answers within RequestTimeout
+// of one.
 func (s *Standalone) session(cl *clusterState, addr string, log *slog.Logger) (gotView bool, err error) {
-	d := net.Dialer{Timeout: s.cfg.DialTimeout}
-	nc, err := d.DialContext(s.ctx, "tcp", addr)
-	if err != nil {
-		return false, fmt.Errorf("dial %s: %w", addr, err)
+	cfg := session.Config{
+		DialTimeout:       s.cfg.DialTimeout,
+		HandshakeTimeout:  s.cfg.RequestTimeout,
+		MaxFrame:          max(s.cfg.MaxFrame, wire.DefaultMaxFrame),
+		HeartbeatInterval: s.cfg.HeartbeatInterval,
+		HeartbeatTimeout:  s.cfg.RequestTimeout,
+		WriteTimeout:      s.cfg.RequestTimeout,
 	}
-	defer nc.Close()
-	stop := context.AfterFunc(s.ctx, func() { nc.Close() })
-	defer stop()
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	u := &upstream{nc: nc, timeout: s.cfg.RequestTimeout, codec: wire.NewCodec()}
-	br := bufio.NewReaderSize(nc, 16<<10)
-	rcodec := wire.NewCodec()
-	maxFrame := max(s.cfg.MaxFrame, wire.DefaultMaxFrame)
-	var buf []byte
-
 	if cl.hello != nil {
-		id, err := u.write(wire.TypeHello, cl.hello)
-		if err != nil {
-			return false, fmt.Errorf("%s: %w", addr, err)
-		}
-		for {
-			_ = nc.SetReadDeadline(time.Now().Add(s.cfg.RequestTimeout))
-			var f wire.Frame
-			f, buf, err = wire.ReadFrame(br, buf, maxFrame)
-			if err != nil {
-				return false, fmt.Errorf("hello to %s: %w", addr, err)
-			}
-			if f.Type != wire.TypeResponse || f.ReqID != id {
-				continue
-			}
-			var r wire.Response
-			if err := rcodec.DecodeInto(f.Body, &r); err != nil {
-				return false, fmt.Errorf("hello to %s: %w", addr, err)
-			}
-			if r.Status != wire.StatusSuccess {
-				return false, fmt.Errorf("hello to %s: %s %s", addr, r.Status, r.Msg)
-			}
-			break
-		}
+		cfg.Handshake = session.Hello(*cl.hello)
 	}
-
-	subID, err := u.write(wire.TypeSubscribeView, &wire.SubscribeView{})
+	sc, _, err := session.Dial(s.ctx, addr, cfg)
 	if err != nil {
+		return false, err
+	}
+	stop := context.AfterFunc(s.ctx, func() { sc.Close(s.ctx.Err()) })
+	defer stop()
+	u := &upstream{cl: cl, addr: addr, log: log, sc: sc, next: 1}
+	u.subID = u.nextID()
+	if err := sc.Append(wire.TypeSubscribeView, u.subID, &wire.SubscribeView{}); err != nil {
+		sc.Close(err)
 		return false, fmt.Errorf("%s: %w", addr, err)
 	}
-	hbDone := make(chan struct{})
-	defer close(hbDone)
-	go func() {
-		t := time.NewTicker(s.cfg.HeartbeatInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-hbDone:
-				return
-			case <-t.C:
-				if _, err := u.write(wire.TypeHeartbeat, &wire.Heartbeat{}); err != nil {
-					nc.Close()
-					return
-				}
-			}
-		}
-	}()
+	err = sc.Run(u)
+	if u.refused != nil {
+		return false, u.refused
+	}
+	return u.gotView, fmt.Errorf("%s: %w", addr, err)
+}
 
-	for {
-		// Heartbeats keep replies coming: silence this long means the node
-		// or the path to it is gone.
-		_ = nc.SetReadDeadline(time.Now().Add(s.cfg.HeartbeatInterval + s.cfg.RequestTimeout))
-		var f wire.Frame
-		f, buf, err = wire.ReadFrame(br, buf, maxFrame)
-		if err != nil {
-			return gotView, fmt.Errorf("read from %s: %w", addr, err)
+// upstream is the registry's side of one session with a cluster node: it
+// subscribes to the node's view and feeds what comes to the cluster's
+// state. Its methods run on the session's reader.
+type upstream struct {
+	cl    *clusterState
+	addr  string
+	log   *slog.Logger
+	sc    *session.Conn
+	codec wire.Codec
+
+	next    uint64 // the last request id used (the Hello's is 1)
+	subID   uint64
+	gotView bool
+	refused error // the node refused the subscription
+}
+
+func (u *upstream) nextID() uint64 {
+	u.next++
+	return u.next
+}
+
+// Frame implements session.Handler: views (the subscription's reply, the
+// pushes, a GetView's reply) update the cluster's state.
+func (u *upstream) Frame(f wire.Frame, _ []byte) {
+	switch f.Type {
+	case wire.TypeView, wire.TypeViewChanged:
+		v := new(wire.View)
+		if err := u.codec.DecodeInto(f.Body, v); err != nil {
+			u.log.Warn("registry: undecodable view from cluster node", "node", u.addr, "err", err)
+			return
 		}
-		switch f.Type {
-		case wire.TypeView, wire.TypeViewChanged:
-			v := new(wire.View)
-			if err := rcodec.DecodeInto(f.Body, v); err != nil {
-				log.Warn("registry: undecodable view from cluster node", "node", addr, "err", err)
-				continue
-			}
-			if f.Type == wire.TypeView && f.ReqID == subID {
-				cl.setUpstream(addr)
-				log.Info("registry: following cluster node", "node", addr, "version", v.Version)
-			}
-			gotView = true
-			cl.update(v, log)
-		case wire.TypeResponse:
-			var r wire.Response
-			if err := rcodec.DecodeInto(f.Body, &r); err != nil {
-				log.Warn("registry: undecodable response from cluster node", "node", addr, "err", err)
-				continue
-			}
-			if f.ReqID == subID {
-				return false, fmt.Errorf("subscribe at %s: %s %s", addr, r.Status, r.Msg)
-			}
-			// A heartbeat's reply: a newer version than ours means a push
-			// was missed; fetch the view.
-			if r.Status == wire.StatusSuccess && r.ViewVersion > cl.version() {
-				if _, err := u.write(wire.TypeGetView, &wire.GetView{}); err != nil {
-					return gotView, fmt.Errorf("%s: %w", addr, err)
-				}
-			}
+		if f.Type == wire.TypeView && f.ReqID == u.subID {
+			u.cl.setUpstream(u.addr)
+			u.log.Info("registry: following cluster node", "node", u.addr, "version", v.Version)
+		}
+		u.gotView = true
+		u.cl.update(v, u.log)
+	case wire.TypeResponse:
+		if f.ReqID != u.subID {
+			return
+		}
+		var r wire.Response
+		if err := u.codec.DecodeInto(f.Body, &r); err != nil {
+			u.log.Warn("registry: undecodable response from cluster node", "node", u.addr, "err", err)
+			return
+		}
+		u.refused = fmt.Errorf("subscribe at %s: %s %s", u.addr, r.Status, r.Msg)
+		u.sc.Close(u.refused)
+	}
+}
+
+// Heartbeat implements session.Handler: a newer version than the cached
+// view's means a push was missed; fetch the view.
+func (u *upstream) Heartbeat(r *wire.Response) {
+	if r.Status == wire.StatusSuccess && r.ViewVersion > u.cl.version() {
+		if err := u.sc.Append(wire.TypeGetView, u.nextID(), &wire.GetView{}); err != nil {
+			u.sc.Close(err)
 		}
 	}
 }
+
+// Closed implements session.Handler; session returns the cause.
+func (u *upstream) Closed(error) {}

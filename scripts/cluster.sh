@@ -2,12 +2,43 @@
 # Starts, stops or inspects a local 3-node paxlock cluster on loopback.
 #   scripts/cluster.sh start|stop|status
 # Data, configs, logs and pids live under $RUNDIR (default .run).
+#
+# Secure by default: on first start, paxlockctl certs writes a development
+# CA, one certificate per node, an admin token and a gossip key under
+# $CERTS (default $RUNDIR/certs), and the nodes run mutual TLS between
+# peers, encrypted gossip and an HTTPS admin endpoint that wants the token.
+# To bring your own, put ca.crt, node<i>.crt, node<i>.key (each naming
+# paxlock://paxlock/node/<i>), admin.token and gossip.key in $CERTS before
+# the first start. CLUSTER_SECURE=0 runs everything in plaintext instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNDIR=${RUNDIR:-.run}
 BIN=${BIN:-bin}
+CERTS=${CERTS:-$RUNDIR/certs}
+CLUSTER_SECURE=${CLUSTER_SECURE:-1}
 N=3
 ADMINS="127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303"
+
+# ctl runs paxlockctl against the cluster's admin endpoints.
+ctl() {
+  if [ "$CLUSTER_SECURE" = 1 ]; then
+    "$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "$CERTS/ca.crt" -admin-token-file "$CERTS/admin.token" "$@"
+  else
+    "$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "" -admin-token-file "" "$@"
+  fi
+}
+
+# security prints node $1's security settings (nothing when plaintext).
+security() {
+  [ "$CLUSTER_SECURE" = 1 ] || return 0
+  local i=$1
+  cat <<JSON
+  "tls": {"ca": "$CERTS/ca.crt", "cert": "$CERTS/node$i.crt", "key": "$CERTS/node$i.key"},
+  "admin_tls": {},
+  "admin_token_file": "$CERTS/admin.token",
+  "gossip_key_file": "$CERTS/gossip.key",
+JSON
+}
 
 # config prints node $1's configuration. CLUSTER_EXTRA adds settings to
 # every node's file, e.g. CLUSTER_EXTRA='"instance_window": 2'.
@@ -17,6 +48,7 @@ config() {
 {
   "node_id": $i,${CLUSTER_EXTRA:+
   $CLUSTER_EXTRA,}
+$(security "$i")
   "data_dir": "$RUNDIR/data/n$i",
   "admin_addr": "127.0.0.1:730$i",
   "nodes": [
@@ -33,18 +65,22 @@ running() { [ -f "$RUNDIR/n$1.pid" ] && kill -0 "$(cat "$RUNDIR/n$1.pid")" 2>/de
 
 start() {
   mkdir -p "$RUNDIR/data"
+  if [ "$CLUSTER_SECURE" = 1 ] && [ ! -f "$CERTS/ca.crt" ]; then
+    "$BIN/paxlockctl" -out "$CERTS" -nodes $N -hosts 127.0.0.1,localhost certs >/dev/null
+    echo "generated a development CA, node certificates, admin token and gossip key in $CERTS/"
+  fi
   for i in $(seq 1 $N); do
     if running "$i"; then echo "node $i already running (pid $(cat "$RUNDIR/n$i.pid"))"; continue; fi
     config "$i" > "$RUNDIR/n$i.json"
     nohup "$BIN/paxlockd" -config "$RUNDIR/n$i.json" >> "$RUNDIR/n$i.log" 2>&1 &
     echo $! > "$RUNDIR/n$i.pid"
   done
-  if ! "$BIN/paxlockctl" -admin "$ADMINS" wait; then
+  if ! ctl wait; then
     echo "cluster did not come up; see $RUNDIR/n*.log" >&2
     tail -n 20 "$RUNDIR"/n*.log >&2 || true
     exit 1
   fi
-  "$BIN/paxlockctl" -admin "$ADMINS" status
+  ctl status
   cat <<TXT
 
 paxlock is running: 3 nodes on 127.0.0.1, data under $RUNDIR/.
@@ -54,6 +90,17 @@ paxlock is running: 3 nodes on 127.0.0.1, data under $RUNDIR/.
   try a lock:          $BIN/paxlockctl -registry 127.0.0.1:7101 lock demo-key
   stop:                make stop   (a later make run keeps the locks)
 TXT
+  if [ "$CLUSTER_SECURE" = 1 ]; then
+    local flags=""
+    [ "$CERTS" = .run/certs ] || flags=" -admin-ca $CERTS/ca.crt -admin-token-file $CERTS/admin.token"
+    cat <<TXT
+  security:            peers mutual TLS, gossip encrypted, admin HTTPS with a token;
+                       development keys in $CERTS/ (CLUSTER_SECURE=0: all plaintext)
+  admin commands:      $BIN/paxlockctl$flags status
+                       (elsewhere: -admin-ca FILE, token in PAXLOCK_ADMIN_TOKEN or -admin-token-file FILE)
+  own certificates:    README.md, "Security"
+TXT
+  fi
 }
 
 stop() {
@@ -73,6 +120,6 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  status) "$BIN/paxlockctl" -admin "$ADMINS" status ;;
+  status) ctl status ;;
   *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
 esac

@@ -4,7 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COUNT=${FUZZ_COUNT:-3000x}
-for pkg in ./wire ./paxos; do
+# Every package with a fuzz target (a test file declaring func FuzzX).
+pkgs=$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u | sed 's|^|./|')
+for pkg in $pkgs; do
   for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
     echo "fuzz $pkg $target"
     go test -run '^$' -fuzz "^${target}\$" -fuzztime "$COUNT" "$pkg" > /tmp/fuzz.$$.log 2>&1 || { cat /tmp/fuzz.$$.log; exit 1; }

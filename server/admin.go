@@ -92,6 +92,7 @@ func (s *Server) adminMux() *http.ServeMux {
 		fmt.Fprintf(w, "paxlock_overloaded_total %d\n", s.stats.overloaded.Load())
 		fmt.Fprintf(w, "paxlock_bad_frames_total %d\n", s.stats.badFrames.Load())
 		fmt.Fprintf(w, "paxlock_slow_consumers_total %d\n", s.stats.slowConsumers.Load())
+		fmt.Fprintf(w, "paxlock_peer_refused_total %d\n", s.tr.Stats().Refused)
 		failed := 0
 		if st.StorageFailed {
 			failed = 1
@@ -151,7 +152,11 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 		m := s.svc.SystemMaster()
 		for _, n := range s.cfg.Nodes {
 			if uint32(m) == n.ID && n.Admin != "" && n.ID != s.cfg.NodeID {
-				http.Redirect(w, r, "http://"+n.Admin+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+				scheme := "http://"
+				if s.sec.adminTLS != nil {
+					scheme = "https://"
+				}
+				http.Redirect(w, r, scheme+n.Admin+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 				return
 			}
 		}

@@ -6,6 +6,7 @@ package server
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,9 +14,11 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -51,6 +54,12 @@ type NodeAddr struct {
 	// Admin is the node's admin HTTP address (optional; lets other nodes
 	// redirect namespace changes to the node that can make them).
 	Admin string `json:"admin,omitempty"`
+}
+
+// AdminTLS is the admin endpoint's HTTPS certificate and key (PEM files).
+type AdminTLS struct {
+	Cert string `json:"cert"`
+	Key  string `json:"key"`
 }
 
 // Namespace is a tenant and its secret.
@@ -120,6 +129,38 @@ type Config struct {
 	// in phase 2 at once (default 1: while one is in flight, everything
 	// proposed meanwhile rides in the next). See paxos.Config.MaxInflight.
 	InstanceWindow int `json:"instance_window"`
+	// TLS, if set, turns on mutual TLS 1.3 between the nodes (the peer
+	// port): ca is the cluster CA's certificate (PEM), cert and key this
+	// node's certificate and key. The certificate must name the node as
+	// the URI paxlock://<cluster_name>/node/<node_id> (internal/pki;
+	// paxlockctl certs makes such certificates). Without it the peer port
+	// is plaintext, for trusted networks only, and the node logs a warning
+	// at start. Certificates are read at start only.
+	TLS *pki.Files `json:"tls,omitempty"`
+	// AdminTLS, if set, serves the admin endpoint over HTTPS with its cert
+	// and key; when both are empty, the node's tls cert and key are used.
+	AdminTLS *AdminTLS `json:"admin_tls,omitempty"`
+	// AdminTokenFile names a file holding the admin bearer token
+	// (surrounding white space ignored); the environment variable
+	// PAXLOCK_ADMIN_TOKEN, if set, is used instead. With a token, the
+	// admin endpoint answers 401 without "Authorization: Bearer <token>",
+	// except /healthz and /readyz, and /status, /metrics and GET
+	// /namespaces when AdminPublicRead is set. Without a token the admin
+	// endpoint is open to anyone who reaches it and the node logs a
+	// warning at start.
+	AdminTokenFile string `json:"admin_token_file,omitempty"`
+	// AdminPublicRead lets /status, /metrics and GET /namespaces be read
+	// without the token (default false). /healthz and /readyz never need
+	// it.
+	AdminPublicRead bool `json:"admin_public_read,omitempty"`
+	// GossipKey encrypts and authenticates gossip (memberlist's AES-GCM):
+	// 32 bytes, base64. GossipKeyFile names a file holding it instead.
+	// GossipOldKeys are further keys (base64) accepted on receipt, for
+	// rotation: see README, "Rotating the gossip key". Without a key,
+	// gossip is plaintext and anyone who reaches the gossip port can join.
+	GossipKey     string   `json:"gossip_key,omitempty"`
+	GossipKeyFile string   `json:"gossip_key_file,omitempty"`
+	GossipOldKeys []string `json:"gossip_old_keys,omitempty"`
 	// FaultInjection enables the admin endpoint /debug/partition, which
 	// cuts this node's Paxos traffic to and from chosen peers (make e2e
 	// uses it to partition nodes). Never enable it in production.
@@ -160,14 +201,20 @@ func DecodeStrict(b []byte, v any) error {
 }
 
 // Check reports whether c could start a node, as New would judge it:
-// defaults filled in, then Validate. c itself is not changed.
+// defaults filled in, then Validate, then the certificates, keys and
+// token it names loaded and checked. c itself is not changed.
 func (c Config) Check() error {
 	c.Nodes = append([]NodeAddr(nil), c.Nodes...)
 	c.SetDefaults()
-	return c.Validate()
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	_, err := loadSecurity(&c, slog.New(slog.DiscardHandler))
+	return err
 }
 
-// Redacted is what LogValue shows in place of a namespace's secret.
+// Redacted is what LogValue shows in place of a namespace's secret or a
+// gossip key.
 const Redacted = "[redacted]"
 
 // LogValue implements slog.LogValuer: the configuration as JSON with every
@@ -179,6 +226,12 @@ func (c Config) LogValue() slog.Value {
 		if c.Namespaces[i].Secret != "" {
 			c.Namespaces[i].Secret = Redacted
 		}
+	}
+	if c.GossipKey != "" {
+		c.GossipKey = Redacted
+	}
+	if len(c.GossipOldKeys) > 0 {
+		c.GossipOldKeys = []string{Redacted}
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
@@ -280,11 +333,90 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("namespaces: %q: %w", n.Name, err))
 		}
 	}
+	if c.TLS != nil {
+		if c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "" {
+			errs = append(errs, errors.New("tls: needs ca, cert and key"))
+		}
+		if err := pki.ValidCluster(c.ClusterName); err != nil {
+			errs = append(errs, fmt.Errorf("tls: %w", err))
+		}
+	}
+	if a := c.AdminTLS; a != nil && (a.Cert == "") != (a.Key == "") {
+		errs = append(errs, errors.New("admin_tls: set both cert and key, or neither (the node's tls cert and key)"))
+	}
+	if a := c.AdminTLS; a != nil && a.Cert == "" && c.TLS == nil {
+		errs = append(errs, errors.New("admin_tls: without cert and key it uses the node's tls section, which is not set"))
+	}
+	if c.GossipKey != "" && c.GossipKeyFile != "" {
+		errs = append(errs, errors.New("gossip_key and gossip_key_file: set one"))
+	}
+	if _, err := c.gossipKeys(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := c.adminToken(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
 }
+
+// gossipKeys decodes the gossip keys: the primary first (nil if none).
+// It reads GossipKeyFile.
+func (c *Config) gossipKeys() ([][]byte, error) {
+	primary := c.GossipKey
+	if c.GossipKeyFile != "" {
+		b, err := os.ReadFile(c.GossipKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("gossip_key_file: %w", err)
+		}
+		primary = string(bytes.TrimSpace(b))
+	}
+	if primary == "" {
+		if len(c.GossipOldKeys) > 0 {
+			return nil, errors.New("gossip_old_keys without gossip_key")
+		}
+		return nil, nil
+	}
+	var keys [][]byte
+	for i, s := range append([]string{primary}, c.GossipOldKeys...) {
+		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
+		if err != nil || len(k) != 32 {
+			what := "gossip_key"
+			if i > 0 {
+				what = fmt.Sprintf("gossip_old_keys[%d]", i-1)
+			}
+			return nil, fmt.Errorf("%s: want 32 bytes in base64 (e.g. openssl rand -base64 32)", what)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
+}
+
+// adminToken returns the admin bearer token: PAXLOCK_ADMIN_TOKEN if set,
+// else AdminTokenFile's content; "" if neither.
+func (c *Config) adminToken() (string, error) {
+	if t := strings.TrimSpace(os.Getenv(AdminTokenEnv)); t != "" {
+		return t, nil
+	}
+	if c.AdminTokenFile == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(c.AdminTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("admin_token_file: %w", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", fmt.Errorf("admin_token_file %s is empty", c.AdminTokenFile)
+	}
+	return t, nil
+}
+
+// AdminTokenEnv is the environment variable that holds the admin bearer
+// token, for paxlockd (over admin_token_file) and paxlockctl.
+const AdminTokenEnv = "PAXLOCK_ADMIN_TOKEN"
 
 // self returns this node's addresses.
 func (c *Config) self() NodeAddr {

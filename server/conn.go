@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -27,12 +29,8 @@ type conn struct {
 	gc gnet.Conn
 
 	// owned by the event loop
-	ns       string
-	secret   string // the client's, for the Hello of relays (never logged)
-	clientID uint64
-	hello    bool
-	via      bool // a relay from another node: never forward its requests
-	dec      wire.Codec
+	sess session.Accepted // Hello state; its Secret is for relays' Hello (never logged)
+	dec  wire.Codec
 	// Reused bodies of the hot request types, decoded into on the event
 	// loop: handleFrame copies what it needs out of them before the next
 	// frame.
@@ -43,6 +41,14 @@ type conn struct {
 
 	relayMu sync.Mutex
 	relays  map[uint32]*relay // by master node; see relay
+
+	// Revocation (see checkRevoked): helloGen is the namespace table's
+	// generation read before the last Hello was checked (event loop
+	// only); auth is what the accepted Hello proved, readable off the
+	// loop; revoked is set once the session lost its authentication.
+	helloGen uint64
+	auth     atomic.Pointer[authState]
+	revoked  atomic.Bool
 
 	inflight atomic.Int64
 	lastSeen atomic.Int64 // unix nanos of the last frame
@@ -70,6 +76,7 @@ func (h *handler) OnTick() (time.Duration, gnet.Action) {
 	// The first tick runs after the loops are registered (see the gnet
 	// notes): only then is the listener ready.
 	h.s.bootOnce.Do(func() { close(h.s.booted) })
+	h.s.checkRevoked()
 	idle := time.Duration(h.s.cfg.IdleTimeout)
 	now := time.Now().UnixNano()
 	h.s.conns.Range(func(k, _ any) bool {
@@ -107,8 +114,8 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	h.s.conns.Delete(c)
 	h.s.subscribe(c, false)
 	c.closeRelays()
-	if c.hello {
-		h.s.svc.ForgetClient(c.clientID, c)
+	if c.sess.Authenticated() {
+		h.s.svc.ForgetClient(c.sess.Identity().ClientID, c)
 	}
 	return gnet.None
 }
@@ -170,8 +177,95 @@ func (c *conn) Push(m wire.Message) {
 	c.send(typ, 0, m)
 }
 
-// reply answers a request without going through a group.
-func (c *conn) reply(reqID uint64, r wire.Response) { c.sendResponse(reqID, r) }
+// Reply answers a request without going through a group; it implements
+// session.Host.
+func (c *conn) Reply(reqID uint64, r wire.Response) { c.sendResponse(reqID, r) }
+
+// id is the identity of the connection's Hello.
+func (c *conn) id() session.Identity { return c.sess.Identity() }
+
+// Authenticate implements session.Host: the namespace's secret is checked
+// against the replicated namespace table.
+func (c *conn) Authenticate(h *wire.Hello) error {
+	c.helloGen = c.s.svc.NamespaceGeneration() // before the check: see checkRevoked
+	if !c.s.authenticate(h.Namespace, h.Secret) {
+		return errAuth
+	}
+	return nil
+}
+
+// errAuth refuses a Hello.
+var errAuth = errors.New("unknown namespace or wrong secret")
+
+// Accepted implements session.Host: a Hello that changes the client id
+// lets go of what the previous client left on this connection.
+func (c *conn) Accepted(prev, cur session.Identity) {
+	if prev.ClientID != 0 && prev.ClientID != cur.ClientID {
+		c.s.svc.ForgetClient(prev.ClientID, c)
+	}
+	c.auth.Store(&authState{ns: cur.Namespace, secret: cur.Secret, client: cur.ClientID, gen: c.helloGen})
+}
+
+// authState is what a connection's accepted Hello proved, and the
+// generation of the namespace table it was checked against.
+type authState struct {
+	ns, secret string // never logged
+	client     uint64
+	gen        uint64
+}
+
+// checkRevoked closes the sessions whose authentication the namespace
+// table no longer grants (the namespace was removed or its secret
+// changed). It runs on every tick, so within a second of this node
+// applying the change: a session checked against an older generation of
+// the table is checked again, and one that fails is revoked. The
+// generation is read before a Hello is checked, so a change applied while
+// a Hello was being accepted is seen at the next tick.
+func (s *Server) checkRevoked() {
+	gen := s.svc.NamespaceGeneration()
+	if gen == s.nsGen {
+		return
+	}
+	s.nsGen = gen
+	s.conns.Range(func(k, _ any) bool {
+		c := k.(*conn)
+		a := c.auth.Load()
+		if a == nil || a.gen == gen || c.revoked.Load() {
+			return true
+		}
+		if s.authenticate(a.ns, a.secret) {
+			c.auth.CompareAndSwap(a, &authState{ns: a.ns, secret: a.secret, client: a.client, gen: gen})
+			return true
+		}
+		c.revoke(a)
+		return true
+	})
+}
+
+// revoke ends a session whose authentication was withdrawn: its waiters
+// get Granted AUTH_FAILED, its holds Lost with EventRevoked (package
+// group's RevokeClient), and the connection closes once those pushes are
+// queued. Requests that arrive meanwhile are answered AUTH_FAILED.
+func (c *conn) revoke(a *authState) {
+	if !c.revoked.CompareAndSwap(false, true) {
+		return
+	}
+	c.s.log.Info("closing client connection: namespace removed or its secret changed",
+		"remote", c.gc.RemoteAddr().String(), "namespace", a.ns)
+	c.s.svc.RevokeClient(a.client, c, func() { _ = c.gc.Close() })
+}
+
+// ViewVersion implements session.Host.
+func (c *conn) ViewVersion() uint64 { return c.s.view.Load().Version }
+
+// ServeView implements session.Host: the node's view, and its changes as
+// pushes to a subscriber.
+func (c *conn) ServeView(reqID uint64, subscribe bool) {
+	if subscribe {
+		c.s.subscribe(c, true)
+	}
+	c.send(wire.TypeView, reqID, c.s.view.Load())
+}
 
 // sendResponse encodes r from the connection's scratch Response, so that
 // r does not escape to the heap.
@@ -294,62 +388,44 @@ func (c *conn) written(gc gnet.Conn, err error) error {
 func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 	s := c.s
 	s.stats.requests.Add(1)
+	if c.revoked.Load() {
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "session revoked: namespace removed or its secret changed"})
+		return
+	}
 	if !f.Type.IsRequest() {
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
 		return
 	}
 	m, err := c.decode(f)
 	if err != nil {
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+		return
+	}
+	if session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
 		return
 	}
 	if r, ok := m.(wire.Request); ok {
 		if err := r.Validate(); err != nil {
-			st := wire.StatusBadRequest
-			if f.Type == wire.TypeHello {
-				st = wire.StatusAuthFailed
-			}
-			c.reply(f.ReqID, wire.Response{Status: st, Msg: err.Error()})
+			c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
 			return
 		}
 	}
-	switch m := m.(type) {
-	case *wire.Hello:
-		if !s.authenticate(m.Namespace, m.Secret) {
-			c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "unknown namespace or wrong secret"})
-			return
-		}
-		if c.hello && c.clientID != m.ClientID {
-			s.svc.ForgetClient(c.clientID, c)
-		}
-		c.hello, c.ns, c.secret, c.clientID, c.via = true, m.Namespace, m.Secret, m.ClientID, m.Via != 0
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: s.view.Load().Version})
-		return
-	case *wire.Heartbeat:
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusSuccess, ViewVersion: s.view.Load().Version})
-		return
-	case *wire.GetView:
-		c.send(wire.TypeView, f.ReqID, s.view.Load())
-		return
-	case *wire.SubscribeView:
-		s.subscribe(c, true)
-		c.send(wire.TypeView, f.ReqID, s.view.Load())
+	if !c.sess.Authenticated() {
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
 		return
 	}
-	if !c.hello {
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
-		return
-	}
-	r := &group.Request{Namespace: c.ns, ReqID: f.ReqID, Sink: c}
+	id := c.sess.Identity()
+	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c}
 	switch m := m.(type) {
 	case *wire.Acquire:
 		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
 		r.MaxWait = waitDuration(m.MaxWaitMs)
-		r.WaitID = m.WaitID
+		r.WaitID, r.Value = m.WaitID, m.Value
 	case *wire.Renew:
 		r.Op, r.Key, r.Owner, r.Token = group.OpRenew, m.Key, m.Owner, m.Token
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
+		r.SetValue, r.Value = m.SetValue, m.Value
 	case *wire.Release:
 		r.Op, r.Key, r.Owner, r.Token = group.OpRelease, m.Key, m.Owner, m.Token
 	case *wire.State:
@@ -362,14 +438,23 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 	case *wire.CancelWait:
 		r.Op, r.Key, r.Owner, r.WaitID = group.OpCancelWait, m.Key, m.Owner, m.WaitID
 	default:
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported request " + f.Type.String()})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported request " + f.Type.String()})
 		return
 	}
-	if r.Owner.Client != 0 && r.Owner.Client != c.clientID {
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "owner client id differs from the connection's"})
+	// Owners are bound to the session: its Hello proved the client id
+	// with the client's key (wire.ClientIDOf), and a request for another
+	// client's owner (a holder copied from a State answer, say) is not
+	// this connection's to make. AUTH_FAILED, not LOCK_CHANGED_OWNER: the
+	// request is refused for who sent it, before any lock is looked at,
+	// and a client must not read it as news about the lock. Acquire,
+	// Renew, Release and CancelWait carry an Owner (validated nonzero);
+	// State, Watch and Unwatch carry none, and watches are bound to the
+	// connection that made them.
+	if r.Owner.Client != 0 && r.Owner.Client != id.ClientID {
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "owner's client id is not this session's"})
 		return
 	}
-	r.Hash = wire.KeyHash(c.ns, r.Key)
+	r.Hash = wire.KeyHash(id.Namespace, r.Key)
 	g := wire.GroupOf(r.Hash, s.cfg.Groups)
 	lg := s.svc.Group(g)
 	forward := false
@@ -383,7 +468,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
 		c.inflight.Add(-1)
 		s.stats.overloaded.Add(1)
-		c.reply(f.ReqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
 		return
 	}
 	if forward {
@@ -422,7 +507,7 @@ func (c *conn) decode(f wire.Frame) (wire.Message, error) {
 // master is known and is another node. See wire.Routed.
 func (c *conn) forwardable(g int, rt wire.Routed) bool {
 	after := c.s.cfg.ForwardAfter
-	if after < 0 || c.via || int(rt.RedirectCount()) < after {
+	if after < 0 || c.sess.Identity().Via != 0 || int(rt.RedirectCount()) < after {
 		return false
 	}
 	gv := c.s.view.Load().Groups[g]
@@ -435,10 +520,10 @@ func (c *conn) redirect(reqID uint64, g int) {
 	gv := c.s.view.Load().Groups[g]
 	if gv.Master != 0 && gv.Master != c.s.cfg.NodeID && gv.Addr != "" {
 		c.s.stats.redirects.Add(1)
-		c.reply(reqID, wire.Response{Status: wire.StatusMasterRedirect, Redirect: gv.Addr, ViewVersion: c.s.view.Load().Version})
+		c.Reply(reqID, wire.Response{Status: wire.StatusMasterRedirect, Redirect: gv.Addr, ViewVersion: c.s.view.Load().Version})
 		return
 	}
-	c.reply(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+	c.Reply(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
 }
 
 func waitDuration(ms uint32) time.Duration {

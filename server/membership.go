@@ -42,14 +42,18 @@ func (s *Server) startGossip(ctx context.Context) error {
 		}
 	}
 	sort.Slice(g.ids, func(i, j int) bool { return g.ids[i] < g.ids[j] })
-	m, err := registry.NewMembership(registry.MembershipConfig{
+	mcfg := registry.MembershipConfig{
 		NodeID: s.cfg.NodeID,
 		Bind:   self.Gossip,
 		Seeds:  seeds,
 		Label:  s.cfg.ClusterName,
 		Meta:   g.meta,
 		Logger: s.log,
-	})
+	}
+	if k := s.sec.gossipKeys; len(k) > 0 {
+		mcfg.SecretKey, mcfg.OldSecretKeys = k[0], k[1:]
+	}
+	m, err := registry.NewMembership(mcfg)
 	if err != nil {
 		return err
 	}

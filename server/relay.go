@@ -1,15 +1,13 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"net"
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -19,11 +17,6 @@ const relayDialTimeout = 3 * time.Second
 // maxRelayQueue bounds the bytes waiting in one relay (while it dials, or
 // when the master reads slowly); beyond it requests get OVERLOADED.
 const maxRelayQueue = 8 << 20
-
-// relayHeartbeatID is the request id of a relay's own heartbeats, whose
-// replies it keeps to itself. A client's request ids count up from 1 on
-// its connection, so they never reach it.
-const relayHeartbeatID = math.MaxUint64
 
 // errRelayClosed ends a relay whose client connection closed.
 var errRelayClosed = errors.New("relay closed")
@@ -35,7 +28,7 @@ var errShuttingDown = errors.New("node shutting down")
 // node to deliver them to the master of their group (wire.Routed: the
 // client was redirected too often, or cannot reach the master itself). It
 // is a connection of its own to that master's client port, opened with the
-// client's namespace, secret and id and with Hello.Via set, so the master
+// client's namespace, secret, id and client key and with Hello.Via set, so the master
 // serves the requests as the client's own and never forwards them again.
 // Frames go through unchanged in both directions: requests keep the
 // client's request ids, and replies and pushes (Granted, Lost, WatchEvent)
@@ -50,22 +43,27 @@ var errShuttingDown = errors.New("node shutting down")
 // closes its client connection too, and the client re-sends its blocked
 // acquires and watches as after any lost connection.
 //
-// Its goroutines (run and read) are the node's background work: Shutdown
-// ends them (ctx derives from the node's life) and waits for them.
+// The connection is a session (package session) like a client's: dial,
+// Hello, heartbeats (the master closes a connection idle for IdleTimeout,
+// and a relay that only carries a blocked acquire's wait must stay open),
+// the batching writer and the reader. Its goroutines (run, which serves
+// the session, and the session's reader) are the node's background work:
+// Shutdown ends them (ctx derives from the node's life) and waits for
+// them.
 type relay struct {
 	c      *conn
 	node   uint32
 	addr   string
+	hello  wire.Hello    // the client's, as the relay says it to the master
 	done   chan struct{} // closed when the relay has failed or closed
-	wake   chan struct{} // cap 1: frames are queued
 	ctx    context.Context
 	cancel context.CancelFunc // called by fail
 
 	mu     sync.Mutex
-	out    []byte   // frames waiting for the writer
-	queued []uint64 // request ids sent before the Hello was answered
-	nc     net.Conn // set once the Hello succeeded
-	err    error    // why the relay ended; nil while it works
+	out    []byte        // frames forwarded before the session opened
+	queued []uint64      // their request ids
+	sc     *session.Conn // set once the Hello succeeded
+	err    error         // why the relay ended; nil while it works
 }
 
 // forward hands a routed request for group g, whose master is another
@@ -77,26 +75,27 @@ func (c *conn) forward(g int, raw []byte, reqID uint64) {
 	gv := s.view.Load().Groups[g]
 	r := c.relayTo(gv.Master, gv.Addr)
 	r.mu.Lock()
-	if r.err != nil {
-		r.mu.Unlock()
-		c.Respond(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50, Msg: "relay to the master failed"})
-		return
-	}
-	if len(r.out)+len(raw) > maxRelayQueue {
-		r.mu.Unlock()
-		s.stats.overloaded.Add(1)
-		c.Respond(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "relay to the master is backed up"})
-		return
-	}
-	r.out = append(r.out, raw...)
-	if r.nc == nil {
+	var err error
+	switch {
+	case r.err != nil:
+		err = session.ErrClosed
+	case r.sc != nil:
+		err = r.sc.AppendRaw(raw)
+	case len(r.out)+len(raw) > maxRelayQueue:
+		err = session.ErrQueueFull
+	default:
+		r.out = append(r.out, raw...)
 		r.queued = append(r.queued, reqID)
 	}
 	r.mu.Unlock()
-	s.stats.forwarded.Add(1)
-	select {
-	case r.wake <- struct{}{}:
+	switch {
+	case errors.Is(err, session.ErrQueueFull):
+		s.stats.overloaded.Add(1)
+		c.Respond(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "relay to the master is backed up"})
+	case err != nil:
+		c.Respond(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50, Msg: "relay to the master failed"})
 	default:
+		s.stats.forwarded.Add(1)
 	}
 }
 
@@ -110,7 +109,10 @@ func (c *conn) relayTo(node uint32, addr string) *relay {
 	if r != nil && !r.failed() {
 		return r
 	}
-	r = &relay{c: c, node: node, addr: addr, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	id := c.id() // read here, on the event loop that owns it
+	r = &relay{c: c, node: node, addr: addr, done: make(chan struct{}), hello: wire.Hello{
+		Namespace: id.Namespace, Secret: id.Secret, ClientID: id.ClientID, ClientKey: id.ClientKey, Agent: "paxlockd-relay", Via: c.s.cfg.NodeID,
+	}}
 	r.ctx, r.cancel = context.WithCancel(c.s.life)
 	if c.relays == nil {
 		c.relays = make(map[uint32]*relay)
@@ -143,13 +145,21 @@ func (r *relay) failed() bool {
 	}
 }
 
-// run dials the master, says Hello, then writes queued frames until the
-// relay ends; a second goroutine reads.
+// run dials the master, says Hello, sends what was forwarded meanwhile,
+// and serves the session until the relay ends.
 func (r *relay) run() {
-	nc, err := r.open()
+	c := r.c
+	sc, _, err := session.Dial(r.ctx, r.addr, session.Config{
+		DialTimeout:       relayDialTimeout,
+		Handshake:         session.Hello(r.hello),
+		HandshakeTimeout:  relayDialTimeout,
+		MaxFrame:          c.s.cfg.MaxFrame,
+		HeartbeatInterval: time.Duration(c.s.cfg.IdleTimeout) / 3,
+		MaxQueued:         maxRelayQueue,
+	})
 	if err != nil {
 		if r.ctx.Err() == nil {
-			r.c.s.log.Warn("relay to master failed", "node", r.node, "addr", r.addr, "err", err)
+			c.s.log.Warn("relay to master failed", "node", r.node, "addr", r.addr, "err", err)
 		}
 		r.fail(err)
 		return
@@ -157,120 +167,38 @@ func (r *relay) run() {
 	r.mu.Lock()
 	if r.err != nil {
 		r.mu.Unlock()
-		nc.Close()
+		sc.Close(r.err)
 		return
 	}
-	r.nc, r.queued = nc, nil
+	// Queued before r.sc is set, so that they go first.
+	_ = sc.AppendRaw(r.out)
+	r.sc, r.out, r.queued = sc, nil, nil
 	r.mu.Unlock()
-	r.c.s.stats.relays.Add(1)
-	// Counted while run is (so the count is above zero): Shutdown waits
-	// for the reader too.
-	r.c.s.bg.Add(1)
-	go func() {
-		defer r.c.s.bg.Done()
-		r.read(nc)
-	}()
-	// The master closes a connection idle for IdleTimeout; a relay that
-	// only carries a blocked acquire's wait must stay open, so it sends a
-	// Heartbeat when it has written nothing for a third of that.
-	quiet := time.Duration(r.c.s.cfg.IdleTimeout) / 3
-	hb := time.NewTicker(quiet / 2) // writes are at most 1.5 quiet apart
-	defer hb.Stop()
-	lastWrite := time.Now()
-	var buf []byte
-	for {
-		select {
-		case <-r.done:
-			return
-		case <-r.ctx.Done():
-			r.fail(errShuttingDown)
-			return
-		case <-r.wake:
-		case <-hb.C:
-			if time.Since(lastWrite) < quiet {
-				continue
-			}
-			r.mu.Lock()
-			r.out, _ = wire.AppendFrame(r.out, wire.TypeHeartbeat, relayHeartbeatID, &wire.Heartbeat{})
-			r.mu.Unlock()
-		}
-		r.mu.Lock()
-		buf, r.out = r.out, buf[:0]
-		r.mu.Unlock()
-		if len(buf) == 0 {
-			continue
-		}
-		if _, err := nc.Write(buf); err != nil {
-			r.fail(fmt.Errorf("write: %w", err))
-			return
-		}
-		lastWrite = time.Now()
+	c.s.stats.relays.Add(1)
+	stop := context.AfterFunc(r.ctx, func() { r.fail(errShuttingDown) })
+	defer stop()
+	_ = sc.Run(r)
+}
+
+// Frame implements session.Handler: replies and pushes from the master go
+// to the client connection byte for byte (the master's view pushes stay
+// here: the client has this node's).
+func (r *relay) Frame(f wire.Frame, raw []byte) {
+	switch {
+	case f.Type.IsPush() && f.Type != wire.TypeViewChanged:
+		r.c.sendRaw(raw)
+	case f.Type.IsReply() && f.ReqID != 0 && f.ReqID != session.HeartbeatID:
+		r.c.inflight.Add(-1)
+		r.c.sendRaw(raw)
 	}
 }
 
-// open dials the master's client port and says Hello as the client, with
-// Via naming this node. The relay's end (r.ctx) interrupts it.
-func (r *relay) open() (net.Conn, error) {
-	c := r.c
-	d := net.Dialer{Timeout: relayDialTimeout}
-	nc, err := d.DialContext(r.ctx, "tcp", r.addr)
-	if err != nil {
-		return nil, err
-	}
-	// Closing the connection is what interrupts the Hello's write and read.
-	stopWatch := context.AfterFunc(r.ctx, func() { nc.Close() })
-	if tc, ok := nc.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	hello, err := wire.AppendFrame(nil, wire.TypeHello, 1, &wire.Hello{
-		Namespace: c.ns, Secret: c.secret, ClientID: c.clientID, Agent: "paxlockd-relay", Via: c.s.cfg.NodeID,
-	})
-	if err == nil {
-		_ = nc.SetDeadline(time.Now().Add(relayDialTimeout))
-		_, err = nc.Write(hello)
-	}
-	var f wire.Frame
-	if err == nil {
-		f, _, err = wire.ReadFrame(nc, nil, c.s.cfg.MaxFrame)
-	}
-	if err == nil {
-		var m wire.Message
-		m, err = wire.Decode(f.Type, f.Body)
-		if r, ok := m.(*wire.Response); err == nil && (!ok || r.Status != wire.StatusSuccess) {
-			err = fmt.Errorf("hello answered %v", m)
-		}
-	}
-	if !stopWatch() && err == nil {
-		err = r.ctx.Err() // the relay ended meanwhile: nc is closed
-	}
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("hello: %w", err)
-	}
-	_ = nc.SetDeadline(time.Time{})
-	return nc, nil
-}
+// Heartbeat implements session.Handler; the relay needs nothing from the
+// reply.
+func (r *relay) Heartbeat(*wire.Response) {}
 
-// read relays every frame from the master to the client connection.
-func (r *relay) read(nc net.Conn) {
-	br := bufio.NewReaderSize(nc, 32<<10)
-	var buf []byte
-	for {
-		f, b, err := wire.ReadFrame(br, buf, r.c.s.cfg.MaxFrame)
-		buf = b
-		if err != nil {
-			r.fail(fmt.Errorf("read: %w", err))
-			return
-		}
-		switch {
-		case f.Type.IsPush() && f.Type != wire.TypeViewChanged:
-			r.c.sendRaw(buf)
-		case f.Type.IsReply() && f.ReqID != 0 && f.ReqID != relayHeartbeatID:
-			r.c.inflight.Add(-1)
-			r.c.sendRaw(buf)
-		}
-	}
-}
+// Closed implements session.Handler.
+func (r *relay) Closed(cause error) { r.fail(cause) }
 
 // fail ends the relay once: requests still queued for a relay that never
 // opened are answered NO_MASTER; a relay that carried requests closes its
@@ -282,20 +210,20 @@ func (r *relay) fail(err error) {
 		return
 	}
 	r.err = err
-	queued, nc := r.queued, r.nc
+	queued, sc := r.queued, r.sc
 	r.queued, r.out = nil, nil
 	r.mu.Unlock()
 	r.cancel()
 	close(r.done)
-	if nc != nil {
-		nc.Close()
+	if sc != nil {
+		sc.Close(err)
 	}
 	c := r.c
 	for _, id := range queued {
 		c.Respond(id, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50,
 			Msg: fmt.Sprintf("node %d cannot reach the master (node %d)", c.s.cfg.NodeID, r.node)})
 	}
-	if nc != nil && !errors.Is(err, errRelayClosed) && !errors.Is(err, errShuttingDown) {
+	if sc != nil && !errors.Is(err, errRelayClosed) && !errors.Is(err, errShuttingDown) {
 		c.s.log.Info("relay to master broke; closing its client connection", "node", r.node, "err", err)
 		c.gc.Close()
 	}

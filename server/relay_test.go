@@ -50,7 +50,7 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 		t.Fatalf("hello: %+v", r)
 	}
 	acq := func(redirects uint8) *wire.Acquire {
-		return &wire.Acquire{Key: key, Owner: wire.Owner{Client: 8, ID: 1}, Weight: 1, TTLMs: 10000, Redirects: redirects}
+		return &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(8), ID: 1}, Weight: 1, TTLMs: 10000, Redirects: redirects}
 	}
 	for _, n := range []uint8{0, 1} {
 		if r := a.call(wire.TypeAcquire, acq(n)); r.Status != wire.StatusMasterRedirect || r.Redirect != tc.cfgs[mi].self().Client {
@@ -62,7 +62,7 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 		t.Fatalf("redirects=2: %+v, want the master's grant through the relay", r)
 	}
 	tok := r.Token
-	if st := tc.masterConn("ns", key, 99).call(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusSuccess || st.Holder != (wire.Owner{Client: 8, ID: 1}) || st.Token != tok {
+	if st := tc.masterConn("ns", key, 99).call(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusSuccess || st.Holder != (wire.Owner{Client: cid(8), ID: 1}) || st.Token != tok {
 		t.Fatalf("the master's state after a forwarded acquire: %+v", st)
 	}
 	if n := via.stats.forwarded.Load(); n != 1 {
@@ -76,12 +76,12 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 	if w := b.call(wire.TypeWatch, &wire.Watch{Key: key, WatchID: 5, Token: tok, Redirects: wire.ForwardNow}); w.Status != wire.StatusSuccess {
 		t.Fatalf("watch through the relay: %+v", w)
 	}
-	w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 9, ID: 1}, Weight: 1, TTLMs: 10000,
+	w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(9), ID: 1}, Weight: 1, TTLMs: 10000,
 		MaxWaitMs: wire.WaitForever, WaitID: 77, Redirects: wire.ForwardNow})
 	if w.Status != wire.StatusLockWait {
 		t.Fatalf("blocking acquire through the relay: %+v", w)
 	}
-	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: 8, ID: 1}, Token: tok, Redirects: wire.ForwardNow}); rr.Status != wire.StatusSuccess {
+	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(8), ID: 1}, Token: tok, Redirects: wire.ForwardNow}); rr.Status != wire.StatusSuccess {
 		t.Fatalf("release through the relay: %+v", rr)
 	}
 	var granted *wire.Granted
@@ -111,7 +111,7 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 	// A request that came through another node's relay is redirected, not
 	// forwarded again.
 	relayed := dialRaw(t, via.cfg.self().Client)
-	if r := relayed.call(wire.TypeHello, &wire.Hello{Namespace: "ns", Secret: "s3cret", ClientID: 10, Via: 3}); r.Status != wire.StatusSuccess {
+	if r := relayed.call(wire.TypeHello, &wire.Hello{Namespace: "ns", Secret: "s3cret", ClientID: cid(10), ClientKey: testKey(10), Via: 3}); r.Status != wire.StatusSuccess {
 		t.Fatalf("hello with Via: %+v", r)
 	}
 	if r := relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow}); r.Status != wire.StatusMasterRedirect {

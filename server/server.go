@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -45,12 +46,14 @@ type Server struct {
 	running  atomic.Bool // the client listener's event loop was started
 	runErr   chan error
 	conns    sync.Map // *conn -> struct{}
+	nsGen    uint64   // the namespace table's generation checkRevoked last saw (tick only)
 	nconns   atomic.Int64
 	admin    *http.Server
 	clientLn string
 
 	stats  stats
 	faults *partition // nil unless Config.FaultInjection
+	sec    security   // certificates, keys and tokens, loaded by New
 	// initingNS is set while initNamespaces runs.
 	initingNS atomic.Bool
 	gossip    atomic.Pointer[gossip] // set by Start; the host loop reads it
@@ -121,8 +124,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		log = slog.Default()
 	}
 	log.Info("effective config", "config", cfg)
+	sec, err := loadSecurity(&cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
-		booted: make(chan struct{}), runErr: make(chan error, 1)}
+		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	ns := map[string]string{}
 	for _, n := range cfg.Namespaces { // names checked by Validate
@@ -187,7 +194,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		handler = s.faults.Deliver
 		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
-	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log})
+	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: sec.peer})
 	if err != nil {
 		s.stopBackground()
 		s.host.Stop()
@@ -251,7 +258,10 @@ func (s *Server) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("server: admin listener: %w", err)
 		}
-		s.admin = &http.Server{Handler: s.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+		if s.sec.adminTLS != nil {
+			ln = tls.NewListener(ln, s.sec.adminTLS)
+		}
+		s.admin = &http.Server{Handler: adminAuth(s.sec.adminToken, s.cfg.AdminPublicRead, s.adminMux()), ReadHeaderTimeout: 5 * time.Second}
 		admin := s.admin
 		if !s.goBackground(func() { _ = admin.Serve(ln) }) {
 			ln.Close()
@@ -338,7 +348,7 @@ func (s *Server) initNamespaces() {
 	}
 	defer s.initingNS.Store(false)
 	wait := 50 * time.Millisecond
-	for !s.svc.NamespacesInitialised() && s.svc.Group(0).Serving() {
+	for !s.svc.NamespacesInitialised() && s.svc.Group(group.NamespaceGroup).Serving() {
 		ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 		err := installNamespaces(s.svc, ctx, *s.namespaces.Load())
 		cancel()
@@ -370,7 +380,7 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	}
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
 	s.viewMu.Unlock()
-	if g == 0 && st.Serving {
+	if g == group.NamespaceGroup && st.Serving {
 		s.goBackground(s.initNamespaces) // nothing to do once shutting down
 	}
 	if changed {

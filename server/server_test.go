@@ -195,8 +195,21 @@ func (r *rawConn) call(typ wire.Type, m wire.Message) *wire.Response {
 	}
 }
 
-func (r *rawConn) hello(ns, secret string, client uint64) *wire.Response {
-	return r.call(wire.TypeHello, &wire.Hello{Namespace: ns, Secret: secret, ClientID: client})
+// hello says Hello as test client n: with key testKey(n), so with client
+// id cid(n).
+func (r *rawConn) hello(ns, secret string, n uint64) *wire.Response {
+	return r.call(wire.TypeHello, testHello(ns, secret, n))
+}
+
+// testKey is test client n's client key, cid(n) its client id (see
+// wire.ClientIDOf).
+func testKey(n uint64) string { return fmt.Sprintf("test-client-key-%04x", n) }
+
+func cid(n uint64) uint64 { return wire.ClientIDOf(testKey(n)) }
+
+// testHello is test client n's Hello.
+func testHello(ns, secret string, n uint64) *wire.Hello {
+	return &wire.Hello{Namespace: ns, Secret: secret, ClientID: cid(n), ClientKey: testKey(n)}
 }
 
 // masterConn returns a connection, authenticated, to the master of key.
@@ -219,7 +232,7 @@ func TestServerLockAndRedirect(t *testing.T) {
 	tc := startCluster(t, 3)
 	key := "order:42"
 	rc := tc.masterConn("ns", key, 7)
-	r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 7, ID: 1}, Weight: 1, TTLMs: 10000})
+	r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(7), ID: 1}, Weight: 1, TTLMs: 10000})
 	if r.Status != wire.StatusSuccess || r.Token == 0 {
 		t.Fatalf("acquire: %+v", r)
 	}
@@ -231,7 +244,7 @@ func TestServerLockAndRedirect(t *testing.T) {
 		}
 		oc := dialRaw(t, s.cfg.self().Client)
 		oc.hello("ns", "s3cret", 8)
-		r := oc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 8, ID: 1}, Weight: 1})
+		r := oc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(8), ID: 1}, Weight: 1})
 		if r.Status != wire.StatusMasterRedirect || r.Redirect == "" {
 			t.Fatalf("non-master answered %+v", r)
 		}
@@ -247,12 +260,12 @@ func TestServerLockAndRedirect(t *testing.T) {
 		if s.svc.Group(og).Serving() {
 			c := dialRaw(t, s.cfg.self().Client)
 			c.hello("other", "x", 9)
-			if r := c.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 9, ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
+			if r := c.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(9), ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
 				t.Fatalf("same key in another namespace: %+v", r)
 			}
 		}
 	}
-	if r := rc.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: 7, ID: 1}, Token: r.Token}); r.Status != wire.StatusSuccess {
+	if r := rc.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(7), ID: 1}, Token: r.Token}); r.Status != wire.StatusSuccess {
 		t.Fatalf("release: %+v", r)
 	}
 }
@@ -261,7 +274,7 @@ func TestServerAuth(t *testing.T) {
 	tc := startCluster(t, 1)
 	rc := dialRaw(t, tc.nodes[0].cfg.self().Client)
 	// Before Hello every request is refused.
-	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: "k", Owner: wire.Owner{Client: 1, ID: 1}, Weight: 1}); r.Status != wire.StatusAuthFailed {
+	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: "k", Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1}); r.Status != wire.StatusAuthFailed {
 		t.Fatalf("acquire before hello: %+v", r)
 	}
 	if r := rc.hello("ns", "wrong", 1); r.Status != wire.StatusAuthFailed {
@@ -270,7 +283,7 @@ func TestServerAuth(t *testing.T) {
 	if r := rc.hello("nope", "s3cret", 1); r.Status != wire.StatusAuthFailed {
 		t.Fatalf("unknown namespace: %+v", r)
 	}
-	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: "k", Owner: wire.Owner{Client: 1, ID: 1}, Weight: 1}); r.Status != wire.StatusAuthFailed {
+	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: "k", Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1}); r.Status != wire.StatusAuthFailed {
 		t.Fatalf("acquire after failed hello: %+v", r)
 	}
 	if n := tc.nodes[0].svc.Group(wire.GroupOf(wire.KeyHash("ns", "k"), 15)).StateMachine().Count(); n != 0 {
@@ -319,13 +332,13 @@ func TestServerBadInput(t *testing.T) {
 	}
 	// Invalid field (empty key) after hello: BAD_REQUEST.
 	c3.hello("ns", "s3cret", 3)
-	if r := c3.call(wire.TypeAcquire, &wire.Acquire{Key: "", Owner: wire.Owner{Client: 3, ID: 1}, Weight: 1}); r.Status != wire.StatusBadRequest {
+	if r := c3.call(wire.TypeAcquire, &wire.Acquire{Key: "", Owner: wire.Owner{Client: cid(3), ID: 1}, Weight: 1}); r.Status != wire.StatusBadRequest {
 		t.Fatalf("empty key: %+v", r)
 	}
 	// The node still serves others.
 	c4 := dialRaw(t, addr)
 	c4.hello("ns", "s3cret", 4)
-	if r := c4.call(wire.TypeAcquire, &wire.Acquire{Key: "fine", Owner: wire.Owner{Client: 4, ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
+	if r := c4.call(wire.TypeAcquire, &wire.Acquire{Key: "fine", Owner: wire.Owner{Client: cid(4), ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
 		t.Fatalf("after bad input: %+v", r)
 	}
 }
@@ -335,14 +348,14 @@ func TestServerBlockingAcquirePush(t *testing.T) {
 	key := "hot"
 	a := tc.masterConn("ns", key, 1)
 	b := tc.masterConn("ns", key, 2)
-	r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 1, ID: 1}, Weight: 1, TTLMs: 10000})
+	r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 10000})
 	if r.Status != wire.StatusSuccess {
 		t.Fatalf("acquire: %+v", r)
 	}
-	if w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 2, ID: 1}, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 77}); w.Status != wire.StatusLockWait {
+	if w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 77}); w.Status != wire.StatusLockWait {
 		t.Fatalf("blocking acquire: %+v", w)
 	}
-	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: 1, ID: 1}, Token: r.Token}); rr.Status != wire.StatusSuccess {
+	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Token: r.Token}); rr.Status != wire.StatusSuccess {
 		t.Fatalf("release: %+v", rr)
 	}
 	for {

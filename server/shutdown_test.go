@@ -98,7 +98,7 @@ func TestShutdownEndsRelays(t *testing.T) {
 			k := fmt.Sprintf("relayed-%d", i)
 			g := wire.GroupOf(wire.KeyHash("ns", k), via.cfg.Groups)
 			if gv := via.View().Groups[g]; gv.Master != 0 && gv.Master != via.cfg.NodeID && !via.svc.Group(g).Serving() {
-				r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: k, Owner: wire.Owner{Client: 7, ID: 1}, Weight: 1,
+				r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: k, Owner: wire.Owner{Client: cid(7), ID: 1}, Weight: 1,
 					TTLMs: 30000, Redirects: wire.ForwardNow})
 				if r.Status == wire.StatusSuccess {
 					key = k
@@ -108,7 +108,7 @@ func TestShutdownEndsRelays(t *testing.T) {
 		}
 		return false
 	})
-	if w := waiter.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: 8, ID: 1}, Weight: 1, TTLMs: 30000,
+	if w := waiter.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(8), ID: 1}, Weight: 1, TTLMs: 30000,
 		MaxWaitMs: wire.WaitForever, WaitID: 5, Redirects: wire.ForwardNow}); w.Status != wire.StatusLockWait {
 		t.Fatalf("blocking acquire through the relay: %+v", w)
 	}
@@ -121,7 +121,6 @@ func TestShutdownEndsRelays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer silent.Close()
 	accepted := make(chan net.Conn, 1)
 	var acceptWG sync.WaitGroup
 	acceptWG.Add(1)
@@ -131,10 +130,15 @@ func TestShutdownEndsRelays(t *testing.T) {
 			accepted <- nc
 		}
 	}()
-	defer acceptWG.Wait()
+	// Closing the listener ends an Accept that never got a connection (a
+	// failure below), so the wait cannot hang.
+	defer func() {
+		silent.Close()
+		acceptWG.Wait()
+	}()
 	var c *conn
 	via.conns.Range(func(k, _ any) bool {
-		if cc := k.(*conn); cc.clientID == 8 {
+		if cc := k.(*conn); cc.id().ClientID == cid(8) {
 			c = cc
 		}
 		return c == nil
@@ -150,13 +154,14 @@ func TestShutdownEndsRelays(t *testing.T) {
 		t.Fatal("the relay did not dial")
 	}
 	// The holder's and the waiter's relays are open (one per connection
-	// and master), one dials.
-	if n, r := goroutinesIn("server.(*relay).run"), goroutinesIn("server.(*relay).read"); n < 3 || r < 2 {
+	// and master), one dials. A relay's reader is its session's (no other
+	// session runs in this test).
+	if n, r := goroutinesIn("server.(*relay).run"), goroutinesIn("session.(*Conn).readLoop"); n < 3 || r < 2 {
 		t.Fatalf("%d relay writers and %d readers before Shutdown, want at least 3 and 2", n, r)
 	}
 
 	tc.stop(viaIdx)
-	for _, fn := range []string{"server.(*relay).run", "server.(*relay).read"} {
+	for _, fn := range []string{"server.(*relay).run", "session.(*Conn).readLoop"} {
 		if n := goroutinesIn(fn); n != 0 {
 			t.Fatalf("%d goroutines in %s after Shutdown", n, fn)
 		}

@@ -319,6 +319,16 @@ func (w *fieldWriter) str(v string) {
 	}
 }
 
+// bin writes an opaque byte string as msgpack bin.
+func (w *fieldWriter) bin(v string) {
+	if w.err == nil {
+		w.err = w.e.EncodeBytesLen(len(v))
+	}
+	if w.err == nil {
+		_, w.err = io.WriteString(w.e.Writer(), v)
+	}
+}
+
 func (w *fieldWriter) boolean(v bool) {
 	if w.err == nil {
 		w.err = w.e.EncodeBool(v)
@@ -385,6 +395,37 @@ func (f *fieldReader) str() string {
 		return ""
 	}
 	return s
+}
+
+// bin reads a byte-string field (msgpack bin or str; nil reads as
+// empty) and reports whether the field was present at all.
+func (f *fieldReader) bin() (string, bool) {
+	if !f.next() {
+		return "", false
+	}
+	if err := checkStrLen(f.d); err != nil {
+		f.err = err
+		return "", false
+	}
+	c, err := f.d.PeekCode()
+	if err != nil {
+		f.err = err
+		return "", false
+	}
+	if msgpcode.IsString(c) || c == msgpcode.Nil {
+		s, err := f.d.DecodeString()
+		if err != nil {
+			f.err = err
+			return "", false
+		}
+		return s, true
+	}
+	v, err := f.d.DecodeBytes()
+	if err != nil {
+		f.err = err
+		return "", false
+	}
+	return string(v), true
 }
 
 func (f *fieldReader) boolean() bool {

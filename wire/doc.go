@@ -25,10 +25,13 @@
 //
 // # Session
 //
-// A connection's first request is Hello (namespace, secret, client id). The
-// server answers AUTH_FAILED to anything else until a Hello succeeds. The
-// namespace applies to every later request on the connection; see Hello for
-// why it is per connection while the lock owner is per request.
+// A connection's first request is Hello (namespace, secret, client id,
+// client key). The server answers AUTH_FAILED to anything else until a
+// Hello succeeds. The namespace applies to every later request on the
+// connection; see Hello for why it is per connection while the lock owner
+// is per request. The client id must be the one the key derives
+// (ClientIDOf), and a request whose Owner names another client id is
+// answered AUTH_FAILED: owners are bound to the session that proved them.
 //
 // # Messages
 //
@@ -40,7 +43,7 @@
 // An Owner is two fields, client then id.
 //
 //	type  name           dir   body fields
-//	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent, [Via]
+//	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent, [Via, ClientKey]
 //	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects]
 //	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects]
 //	0x04  Release        c→s   Key, Owner, Token, [Redirects]

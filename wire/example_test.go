@@ -11,10 +11,13 @@ import (
 func Example() {
 	var c wire.Codec // one per connection or event loop
 
-	// Client side.
-	out, _ := c.AppendFrame(nil, wire.TypeHello, 1, &wire.Hello{Namespace: "orders", Secret: "s", ClientID: 0xC1})
+	// Client side: the client id is derived from a private key that the
+	// Hello proves (a random one, in a real client).
+	const key = "an example client key"
+	id := wire.ClientIDOf(key)
+	out, _ := c.AppendFrame(nil, wire.TypeHello, 1, &wire.Hello{Namespace: "orders", Secret: "s", ClientID: id, ClientKey: key})
 	out, _ = c.AppendFrame(out, wire.TypeAcquire, 2, &wire.Acquire{
-		Key: "order:42", Owner: wire.Owner{Client: 0xC1, ID: 1},
+		Key: "order:42", Owner: wire.Owner{Client: id, ID: 1},
 		Weight: wire.DefaultWeight, TTLMs: 30000,
 	})
 

@@ -55,7 +55,7 @@ func TestParseFrameStream(t *testing.T) {
 		t Type
 		m Message
 	}{
-		{TypeHello, &Hello{Namespace: "ns", Secret: "s", ClientID: 5}},
+		{TypeHello, &Hello{Namespace: "ns", Secret: "s", ClientID: 5, ClientKey: "k"}},
 		{TypeAcquire, &Acquire{Key: "a", Owner: Owner{5, 1}, Weight: 1}},
 		{TypeResponse, &Response{Status: StatusSuccess, Token: 1 << 50}},
 		{TypeHeartbeat, &Heartbeat{}},

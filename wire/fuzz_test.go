@@ -177,7 +177,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		return b
 	}
 	realistic := map[Type]Message{
-		TypeHello:      &Hello{Namespace: "orders", Secret: "s3cret", ClientID: 0x9e3779b97f4a7c15, Agent: "paxlock-go/0.1"},
+		TypeHello:      &Hello{Namespace: "orders", Secret: "s3cret", ClientID: 0x9e3779b97f4a7c15, Agent: "paxlock-go/0.1", ClientKey: "0123456789abcdef"},
 		TypeAcquire:    &Acquire{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Weight: 5, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 3},
 		TypeRenew:      &Renew{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234), TTLMs: 30000},
 		TypeRelease:    &Release{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234)},

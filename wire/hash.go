@@ -25,11 +25,14 @@ const (
 	MaxWeight = 10
 	// DefaultWeight is the weight a client uses when none is given.
 	DefaultWeight = 1
+	// MaxValueLen is the longest holder value (Acquire.Value,
+	// Renew.Value), in bytes.
+	MaxValueLen = 1024
 )
 
 // ErrInvalid is the root of every validation error: errors.Is(err,
 // ErrInvalid) holds for ErrInvalidKey, ErrInvalidNamespace, ErrInvalidWeight,
-// ErrInvalidKind and ErrInvalidField. A server answers a request that fails
+// ErrInvalidKind, ErrValueTooLarge and ErrInvalidField. A server answers a request that fails
 // validation with StatusBadRequest (StatusAuthFailed for a Hello).
 var ErrInvalid = errors.New("wire: invalid request")
 
@@ -42,6 +45,8 @@ var (
 	ErrInvalidWeight = fmt.Errorf("%w: bad weight", ErrInvalid)
 	// ErrInvalidKind reports an unknown lock kind.
 	ErrInvalidKind = fmt.Errorf("%w: bad lock kind", ErrInvalid)
+	// ErrValueTooLarge reports a holder value longer than MaxValueLen.
+	ErrValueTooLarge = fmt.Errorf("%w: holder value too large", ErrInvalid)
 	// ErrInvalidField reports any other field that breaks its rule, such as
 	// a zero wait id on a blocking acquire.
 	ErrInvalidField = fmt.Errorf("%w: bad field", ErrInvalid)
@@ -102,6 +107,15 @@ func ValidateKey(key string) error {
 	}
 	if len(key) > MaxKeyLen {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	return nil
+}
+
+// ValidateValue checks a holder value: at most MaxValueLen bytes of
+// anything.
+func ValidateValue(v string) error {
+	if len(v) > MaxValueLen {
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrValueTooLarge, len(v), MaxValueLen)
 	}
 	return nil
 }

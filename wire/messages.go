@@ -77,8 +77,8 @@ type Hello struct {
 	// Secret is the namespace's secret, sent in the clear: use a trusted
 	// network.
 	Secret string
-	// ClientID is the client's Owner.Client value; the server may refuse
-	// requests on this connection whose Owner.Client differs.
+	// ClientID is the client's Owner.Client value: ClientIDOf(ClientKey). The server refuses requests on this connection whose
+	// Owner.Client differs with AUTH_FAILED.
 	ClientID uint64
 	// Agent names the client library and version, for logs (may be empty).
 	Agent string
@@ -87,6 +87,12 @@ type Hello struct {
 	// clients. Requests on a relay connection are never forwarded again,
 	// so a stale view cannot send one around in a circle.
 	Via uint32
+	// ClientKey is the client's private key, MinClientKeyLen to
+	// MaxClientKeyLen bytes, from which ClientID is derived (see
+	// ClientIDOf): it proves the connection's right to act as ClientID's
+	// owners. A client keeps it for its life, so that its holds survive
+	// reconnects. Never log it.
+	ClientKey string
 }
 
 func (*Hello) wireMessage() {}
@@ -94,12 +100,21 @@ func (*Hello) wireMessage() {}
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Hello) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(4 + optional(m.Via))
+	n := 4 + optional(m.Via)
+	if m.ClientKey != "" {
+		n = 6
+	}
+	w.array(n)
 	w.str(m.Namespace)
 	w.str(m.Secret)
 	w.uint(m.ClientID)
 	w.str(m.Agent)
-	w.optionalUint(uint64(m.Via))
+	if n > 4 {
+		w.uint(uint64(m.Via))
+	}
+	if n > 5 {
+		w.str(m.ClientKey)
+	}
 	return w.err
 }
 
@@ -112,12 +127,13 @@ func (m *Hello) DecodeMsgpack(d *msgpack.Decoder) error {
 		ClientID:  f.u64(),
 		Agent:     f.str(),
 		Via:       f.u32(),
+		ClientKey: f.str(),
 	}
 	return f.done("Hello")
 }
 
-// Validate checks the namespace, the secret's length and that ClientID is
-// nonzero.
+// Validate checks the namespace, the secret's length, that ClientID is
+// nonzero and that ClientKey derives it (see ClientIDOf).
 func (m *Hello) Validate() error {
 	if err := ValidateNamespace(m.Namespace); err != nil {
 		return err
@@ -131,7 +147,7 @@ func (m *Hello) Validate() error {
 	if len(m.Agent) > MaxKeyLen {
 		return fmt.Errorf("%w: agent of %d bytes", ErrInvalidField, len(m.Agent))
 	}
-	return nil
+	return validateClientKey(m.ClientKey, m.ClientID)
 }
 
 // Acquire asks for a lock on Key for Owner.
@@ -166,6 +182,11 @@ type Acquire struct {
 	// Redirects counts the MASTER_REDIRECTs this request followed, or is
 	// ForwardNow; see Routed.
 	Redirects uint8
+	// Value is the holder value the grant carries (at most MaxValueLen
+	// bytes, opaque to the server): returned by State, in LOCK_OCCUPIED
+	// and in watch events. A reacquire replaces the holder's value. It is
+	// a trailing field omitted when empty, so an older server ignores it.
+	Value string
 }
 
 func (*Acquire) wireMessage() {}
@@ -182,7 +203,11 @@ func (m *Acquire) SetRedirectCount(n uint8) { m.Redirects = n }
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(9 + optional(m.Redirects))
+	n := 9 + optional(m.Redirects)
+	if m.Value != "" {
+		n = 11
+	}
+	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
@@ -192,7 +217,12 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	w.uint(uint64(m.TTLMs))
 	w.uint(uint64(m.MaxWaitMs))
 	w.uint(m.WaitID)
-	w.optionalUint(uint64(m.Redirects))
+	if n > 9 {
+		w.uint(uint64(m.Redirects))
+	}
+	if n > 10 {
+		w.bin(m.Value)
+	}
 	return w.err
 }
 
@@ -210,6 +240,7 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 		WaitID:    f.u64(),
 		Redirects: f.u8(),
 	}
+	m.Value, _ = f.bin()
 	return f.done("Acquire")
 }
 
@@ -234,7 +265,7 @@ func (m *Acquire) Validate() error {
 	if m.Blocking() && m.WaitID == 0 {
 		return fmt.Errorf("%w: blocking acquire with wait id 0", ErrInvalidField)
 	}
-	return nil
+	return ValidateValue(m.Value)
 }
 
 // Renew extends the lock Owner holds on Key with Token.
@@ -255,6 +286,13 @@ type Renew struct {
 	// Redirects counts the MASTER_REDIRECTs this request followed, or is
 	// ForwardNow; see Routed.
 	Redirects uint8
+	// SetValue asks to replace the holder's value with Value (which may
+	// be empty, clearing it); without it the value is kept and Value is
+	// ignored. SetValue and Value are trailing fields, omitted when both
+	// are zero, which an older server skips.
+	SetValue bool
+	// Value is the new holder value (SetValue), at most MaxValueLen bytes.
+	Value string
 }
 
 func (*Renew) wireMessage() {}
@@ -271,13 +309,23 @@ func (m *Renew) SetRedirectCount(n uint8) { m.Redirects = n }
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Renew) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(5 + optional(m.Redirects))
+	n := 5 + optional(m.Redirects)
+	if m.SetValue || m.Value != "" {
+		n = 8
+	}
+	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
 	w.uint(m.Token)
 	w.uint(uint64(m.TTLMs))
-	w.optionalUint(uint64(m.Redirects))
+	if n > 5 {
+		w.uint(uint64(m.Redirects))
+	}
+	if n > 6 {
+		w.boolean(m.SetValue)
+		w.bin(m.Value)
+	}
 	return w.err
 }
 
@@ -290,16 +338,21 @@ func (m *Renew) DecodeMsgpack(d *msgpack.Decoder) error {
 		Token:     f.u64(),
 		TTLMs:     f.u32(),
 		Redirects: f.u8(),
+		SetValue:  f.boolean(),
 	}
+	m.Value, _ = f.bin()
 	return f.done("Renew")
 }
 
-// Validate checks the key and owner.
+// Validate checks the key, owner and value.
 func (m *Renew) Validate() error {
 	if err := ValidateKey(m.Key); err != nil {
 		return err
 	}
-	return validateOwner(m.Owner)
+	if err := validateOwner(m.Owner); err != nil {
+		return err
+	}
+	return ValidateValue(m.Value)
 }
 
 // Release frees the lock Owner holds on Key with Token; if the key has
@@ -699,6 +752,9 @@ type Response struct {
 	// Msg is a human-readable detail (BAD_REQUEST, ERROR); not for
 	// programs to parse.
 	Msg string
+	// Value is Holder's holder value (State, LOCK_OCCUPIED), empty when
+	// it has none; a trailing field an older client skips.
+	Value string
 }
 
 func (*Response) wireMessage() {}
@@ -706,6 +762,8 @@ func (*Response) wireMessage() {}
 // responseFields is how many fields r needs: up to its last nonzero one.
 func (m *Response) responseFields() int {
 	switch {
+	case m.Value != "":
+		return 13
 	case m.Msg != "":
 		return 12
 	case m.ViewVersion != 0:
@@ -761,6 +819,9 @@ func (m *Response) EncodeMsgpack(e *msgpack.Encoder) error {
 	if n > 11 {
 		w.str(m.Msg)
 	}
+	if n > 12 {
+		w.bin(m.Value)
+	}
 	return w.err
 }
 
@@ -780,6 +841,7 @@ func (m *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 		ViewVersion:  f.u64(),
 		Msg:          f.str(),
 	}
+	m.Value, _ = f.bin()
 	return f.done("Response")
 }
 
@@ -1004,6 +1066,11 @@ type WatchEvent struct {
 	Token uint64
 	// Holder is the new holder (EventAcquired), else zero.
 	Holder Owner
+	// Value is the new holder's value (EventAcquired), empty when it has
+	// none; a trailing field omitted when empty. A change of value by the
+	// same holder (Renew with SetValue) is reported as EventAcquired with
+	// the same Token to continuous watchers.
+	Value string
 }
 
 func (*WatchEvent) wireMessage() {}
@@ -1011,13 +1078,20 @@ func (*WatchEvent) wireMessage() {}
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *WatchEvent) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(6)
+	n := 6
+	if m.Value != "" {
+		n = 7
+	}
+	w.array(n)
 	w.uint(m.WatchID)
 	w.str(m.Key)
 	w.uint(uint64(m.Event))
 	w.uint(m.Token)
 	w.uint(m.Holder.Client)
 	w.uint(m.Holder.ID)
+	if n > 6 {
+		w.bin(m.Value)
+	}
 	return w.err
 }
 
@@ -1031,6 +1105,7 @@ func (m *WatchEvent) DecodeMsgpack(d *msgpack.Decoder) error {
 		Token:   f.u64(),
 		Holder:  Owner{Client: f.u64(), ID: f.u64()},
 	}
+	m.Value, _ = f.bin()
 	return f.done("WatchEvent")
 }
 

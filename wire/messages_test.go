@@ -169,7 +169,7 @@ func TestResponseTrimsTrailingZeros(t *testing.T) {
 		}
 	}
 	// Every prefix length round-trips.
-	full := Response{StatusError, 1, Owner{2, 3}, 4, 5, KindWrite, 7, 8, "r", 9, "m"}
+	full := Response{StatusError, 1, Owner{2, 3}, 4, 5, KindWrite, 7, 8, "r", 9, "m", "v"}
 	for i := 0; i < reflect.TypeOf(full).NumField(); i++ {
 		r := full
 		v := reflect.ValueOf(&r).Elem()
@@ -206,7 +206,7 @@ func TestDecodeToleratesExtraFields(t *testing.T) {
 		msgpack.RawMessage{0xc7, 0x03, 0x05, 0x01, 0x02, 0x03}, // ext8
 		uint64(math.MaxUint64), int64(math.MinInt64),
 	}
-	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7}, extras...)
+	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, ""}, extras...)
 	body := rawArray(t, vals...)
 	var got Acquire
 	if err := DecodeInto(body, &got); err != nil {
@@ -245,11 +245,32 @@ func TestRedirectsIsOptional(t *testing.T) {
 	}
 	h := &Hello{Namespace: "n", ClientID: 1}
 	plain, _ := AppendBody(nil, h)
+	// A client key is written after Via, whether Via is set or not.
+	keyed := &Hello{Namespace: "n", ClientID: ClientIDOf(testKey), ClientKey: testKey}
+	for _, via := range []uint32{0, 3} {
+		keyed.Via = via
+		b, _ := AppendBody(nil, keyed)
+		var got Hello
+		if err := DecodeInto(b, &got); err != nil || got != *keyed {
+			t.Fatalf("Hello with a key and Via %d: %+v %v", via, got, err)
+		}
+	}
 	h.Via = 3
 	via, _ := AppendBody(nil, h)
 	var got Hello
 	if err := DecodeInto(via, &got); err != nil || got != *h || len(via) != len(plain)+1 {
 		t.Fatalf("Hello.Via: %+v %v (%d vs %d bytes)", got, err, len(via), len(plain))
+	}
+}
+
+// testKey is a valid client key.
+const testKey = "0123456789abcdef"
+
+// TestClientIDOf checks that a client id is a function of its key alone.
+func TestClientIDOf(t *testing.T) {
+	a, b := ClientIDOf(testKey), ClientIDOf(testKey+"x")
+	if a == 0 || b == 0 || a == b || ClientIDOf(testKey) != a {
+		t.Fatalf("ClientIDOf: %x %x", a, b)
 	}
 }
 
@@ -413,7 +434,12 @@ func TestValidate(t *testing.T) {
 		{"acquire kind", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: 3}, ErrInvalidKind},
 		{"acquire no client", &Acquire{Key: "k", Owner: Owner{ID: 1}, Weight: 1}, ErrInvalidField},
 		{"acquire blocking no wait id", &Acquire{Key: "k", Owner: own, Weight: 1, MaxWaitMs: 1}, ErrInvalidField},
-		{"hello ok", &Hello{Namespace: "orders-v1.eu_west", ClientID: 1}, nil},
+		{"hello ok", &Hello{Namespace: "orders-v1.eu_west", ClientID: ClientIDOf(testKey), ClientKey: testKey}, nil},
+		{"hello no key", &Hello{Namespace: "n", ClientID: 1}, ErrInvalidField},
+		{"hello short key", &Hello{Namespace: "n", ClientID: ClientIDOf("short"), ClientKey: "short"}, ErrInvalidField},
+		{"hello long key", &Hello{Namespace: "n", ClientID: ClientIDOf(strings.Repeat("k", MaxClientKeyLen+1)), ClientKey: strings.Repeat("k", MaxClientKeyLen+1)}, ErrInvalidField},
+		{"hello max key", &Hello{Namespace: "n", ClientID: ClientIDOf(strings.Repeat("k", MaxClientKeyLen)), ClientKey: strings.Repeat("k", MaxClientKeyLen)}, nil},
+		{"hello another's id", &Hello{Namespace: "n", ClientID: ClientIDOf(testKey) + 1, ClientKey: testKey}, ErrInvalidField},
 		{"hello ns", &Hello{Namespace: "a b", ClientID: 1}, ErrInvalidNamespace},
 		{"hello ns nul", &Hello{Namespace: "a\x00", ClientID: 1}, ErrInvalidNamespace},
 		{"hello ns empty", &Hello{ClientID: 1}, ErrInvalidNamespace},
@@ -477,5 +503,50 @@ func TestLyingLengthsAreCheap(t *testing.T) {
 		if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
 			t.Errorf("% x: 20 decodes allocated %d bytes", tc.body, got)
 		}
+	}
+}
+
+func TestHolderValueFields(t *testing.T) {
+	// Without a value each message encodes as before (older peers and
+	// stored corpora see the same bytes); with one it round-trips.
+	acq := Acquire{Key: "k", Owner: Owner{1, 2}, WaitID: 3, MaxWaitMs: 5}
+	old, _ := AppendBody(nil, &acq)
+	if old[0] != 0x99 {
+		t.Fatalf("Acquire without value: header %x, want nine fields", old[0])
+	}
+	acq.Value = "host=a pid=7"
+	b, _ := AppendBody(nil, &acq)
+	var got Acquire
+	if err := DecodeInto(b, &got); err != nil || got != acq {
+		t.Fatalf("Acquire with value: %+v %v", got, err)
+	}
+	ren := Renew{Key: "k", Owner: Owner{1, 2}, Token: 4, SetValue: true}
+	b, _ = AppendBody(nil, &ren)
+	var gr Renew
+	if err := DecodeInto(b, &gr); err != nil || gr != ren {
+		t.Fatalf("Renew clearing the value: %+v %v", gr, err)
+	}
+	ren.SetValue = false
+	b, _ = AppendBody(nil, &ren)
+	if err := DecodeInto(b, &gr); err != nil || gr != ren || b[0] != 0x95 {
+		t.Fatalf("Renew keeping the value: %+v %v % x", gr, err, b)
+	}
+	ev := WatchEvent{WatchID: 1, Key: "k", Event: EventAcquired, Token: 5, Holder: Owner{1, 2}, Value: "v"}
+	b, _ = AppendBody(nil, &ev)
+	var ge WatchEvent
+	if err := DecodeInto(b, &ge); err != nil || ge != ev {
+		t.Fatalf("WatchEvent with value: %+v %v", ge, err)
+	}
+	big := Acquire{Key: "k", Owner: Owner{1, 2}, Weight: 1, Value: strings.Repeat("x", MaxValueLen+1)}
+	if err := big.Validate(); !errors.Is(err, ErrValueTooLarge) || !errors.Is(err, ErrInvalid) {
+		t.Fatalf("oversized value: %v", err)
+	}
+	big.Value = big.Value[1:]
+	if err := big.Validate(); err != nil {
+		t.Fatalf("value of MaxValueLen: %v", err)
+	}
+	bigRen := Renew{Key: "k", Owner: Owner{1, 2}, SetValue: true, Value: strings.Repeat("x", MaxValueLen+1)}
+	if err := bigRen.Validate(); !errors.Is(err, ErrValueTooLarge) {
+		t.Fatalf("oversized renew value: %v", err)
 	}
 }

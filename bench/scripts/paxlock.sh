@@ -31,9 +31,20 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 cluster() { RUNDIR="$RUNDIR" BIN="$BIN" "$root/scripts/cluster.sh" "$@"; }
 
+# ctl runs paxlockctl against the cluster's admin endpoints, with the
+# development CA and admin token cluster.sh generated (if it did: with
+# CLUSTER_SECURE=0 it runs plaintext).
+ctl() {
+	if [ -f "$RUNDIR/certs/ca.crt" ]; then
+		"$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "$RUNDIR/certs/ca.crt" -admin-token-file "$RUNDIR/certs/admin.token" "$@"
+	else
+		"$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "" -admin-token-file "" "$@"
+	fi
+}
+
 # balanced: every node up and masters spread within one of each other.
 balanced() {
-	"$BIN/paxlockctl" -admin "$ADMINS" status 2>/dev/null | awk '
+	ctl status 2>/dev/null | awk '
 		$1 ~ /^[0-9]+$/ && NF >= 6 && $4 ~ /^(up|down)$/ {
 			n++; if ($4 != "up") bad = 1
 			if (min == "" || $5 < min) min = $5
@@ -60,7 +71,7 @@ start() {
 		sleep 0.2
 	done
 	log "masters not balanced after ${BALANCE_SECS}s; running anyway:"
-	"$BIN/paxlockctl" -admin "$ADMINS" status | head -5 >&2
+	ctl status | head -5 >&2
 }
 
 stop() {
@@ -72,6 +83,6 @@ stop() {
 case "${1:-}" in
 start) start ;;
 stop) stop ;;
-status) "$BIN/paxlockctl" -admin "$ADMINS" status ;;
+status) ctl status ;;
 *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

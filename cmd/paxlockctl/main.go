@@ -1,14 +1,28 @@
 // Command paxlockctl inspects and uses a paxlock cluster.
 //
 //	paxlockctl version
-//	paxlockctl [-admin host:port,...] status|wait
-//	paxlockctl [-admin host:port,...] namespace list|add NAME SECRET|remove NAME
+//	paxlockctl [-admin host:port,...] [-admin-ca FILE] [-admin-token-file FILE] status|wait
+//	paxlockctl [-admin host:port,...] [-admin-ca FILE] [-admin-token-file FILE] namespace list|add NAME SECRET|remove NAME
+//	paxlockctl [-out DIR] [-cluster NAME] [-nodes N] [-hosts H,...] certs
 //	paxlockctl [-registry host:port,...] [-namespace N -secret S] lock KEY [HOLD]
 //	paxlockctl [-registry host:port,...] [-namespace N -secret S] state KEY
 //
 // lock takes KEY (waiting in the server's queue if it is held), prints the
 // fencing token, holds it for HOLD (default 5s) and releases it. state
 // prints who holds KEY.
+//
+// The admin commands speak HTTPS, verifying the nodes against the CA in
+// -admin-ca, when that is set, and plain HTTP otherwise; they send the
+// bearer token from the environment variable PAXLOCK_ADMIN_TOKEN, or else
+// from -admin-token-file (never from the command line). When neither
+// -admin-ca nor -admin-token-file is given and .run/certs/ (the
+// development files of make run) holds ca.crt and admin.token, those are
+// used; give either flag (even empty, -admin-ca "") to turn that off.
+//
+// certs writes a development CA, a certificate and key per node (named
+// paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
+// and a gossip key into -out (default .run/certs); it never overwrites a
+// file.
 //
 // version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from. wait returns once every group has a serving master (or fails after a
@@ -40,8 +54,14 @@ func main() {
 	registry := flag.String("registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated client addresses of the nodes")
 	ns := flag.String("namespace", "default", "namespace")
 	secret := flag.String("secret", "paxlock", "namespace secret")
+	adminCA := flag.String("admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
+	tokenFile := flag.String("admin-token-file", "", "file holding the admin bearer token (PAXLOCK_ADMIN_TOKEN takes precedence)")
+	out := flag.String("out", devCertsDir, "certs: directory to write into")
+	cluster := flag.String("cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
+	nodes := flag.Int("nodes", 3, "certs: node certificates to issue (ids 1..N)")
+	hosts := flag.String("hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] version|status|wait|namespace list|add NAME SECRET|remove NAME|lock KEY [HOLD]|state KEY\n")
+		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] version|status|wait|namespace list|add NAME SECRET|remove NAME|lock KEY [HOLD]|state KEY|certs\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -50,15 +70,27 @@ func main() {
 		os.Exit(2)
 	}
 	var err error
+	adm := func() *adminClient {
+		explicit := false // -admin-ca or -admin-token-file given, even empty: no defaults
+		flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "admin-ca" || f.Name == "admin-token-file" })
+		a, aerr := newAdminClient(strings.Split(*admin, ","), *adminCA, *tokenFile, explicit)
+		if aerr != nil {
+			fmt.Fprintln(os.Stderr, "paxlockctl:", aerr)
+			os.Exit(1)
+		}
+		return a
+	}
 	switch flag.Arg(0) {
 	case "version":
 		fmt.Println(buildinfo.Line("paxlockctl"))
+	case "certs":
+		err = certsCmd(*out, *cluster, *nodes, strings.Split(*hosts, ","))
 	case "status":
-		err = status(strings.Split(*admin, ","))
+		err = status(adm())
 	case "wait":
-		err = wait(strings.Split(*admin, ","), 60*time.Second)
+		err = wait(adm(), 60*time.Second)
 	case "namespace":
-		err = namespaceCmd(strings.Split(*admin, ","), flag.Args()[1:])
+		err = namespaceCmd(adm(), flag.Args()[1:])
 	case "lock", "state":
 		if flag.NArg() < 2 {
 			flag.Usage()
@@ -75,10 +107,13 @@ func main() {
 	}
 }
 
-func fetchStatus(addr string) (server.Status, error) {
+func (a *adminClient) fetchStatus(addr string) (server.Status, error) {
 	var st server.Status
-	cl := http.Client{Timeout: 3 * time.Second}
-	resp, err := cl.Get("http://" + addr + "/status")
+	req, err := a.request(http.MethodGet, addr, "/status", nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := a.do(req, 3*time.Second)
 	if err != nil {
 		return st, err
 	}
@@ -89,12 +124,12 @@ func fetchStatus(addr string) (server.Status, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
-func status(addrs []string) error {
+func status(ac *adminClient) error {
 	var reports []server.Status
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tCLIENT\tADMIN\tHEALTH\tMASTERS\tCONNS")
-	for _, a := range addrs {
-		st, err := fetchStatus(a)
+	for _, a := range ac.addrs {
+		st, err := ac.fetchStatus(a)
 		if err != nil {
 			fmt.Fprintf(tw, "?\t?\t%s\tdown (%v)\t\t\n", a, err)
 			continue
@@ -142,13 +177,13 @@ func status(addrs []string) error {
 
 // wait polls the nodes' admin endpoints until every group has a serving
 // master.
-func wait(addrs []string, limit time.Duration) error {
+func wait(ac *adminClient, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		serving := map[int]bool{}
 		groups := 0
-		for _, a := range addrs {
-			st, err := fetchStatus(a)
+		for _, a := range ac.addrs {
+			st, err := ac.fetchStatus(a)
 			if err != nil {
 				continue
 			}
@@ -216,30 +251,29 @@ func lockCmd(registry []string, ns, secret string, args []string) error {
 
 // namespaceCmd lists, adds or removes namespaces through any node's admin
 // endpoint (a node that cannot make the change redirects to one that can).
-func namespaceCmd(addrs []string, args []string) error {
+func namespaceCmd(ac *adminClient, args []string) error {
 	if len(args) == 0 {
 		return fmt.Errorf("namespace: want list, add NAME SECRET or remove NAME")
 	}
-	cl := http.Client{Timeout: 15 * time.Second}
 	var lastErr error
-	for _, a := range addrs {
+	for _, a := range ac.addrs {
 		var req *http.Request
 		var err error
 		switch {
 		case args[0] == "list":
-			req, err = http.NewRequest(http.MethodGet, "http://"+a+"/namespaces", nil)
+			req, err = ac.request(http.MethodGet, a, "/namespaces", nil)
 		case args[0] == "add" && len(args) == 3:
 			body, _ := json.Marshal(map[string]string{"name": args[1], "secret": args[2]})
-			req, err = http.NewRequest(http.MethodPost, "http://"+a+"/namespaces", bytes.NewReader(body))
+			req, err = ac.request(http.MethodPost, a, "/namespaces", bytes.NewReader(body))
 		case args[0] == "remove" && len(args) == 2:
-			req, err = http.NewRequest(http.MethodDelete, "http://"+a+"/namespaces?name="+url.QueryEscape(args[1]), nil)
+			req, err = ac.request(http.MethodDelete, a, "/namespaces?name="+url.QueryEscape(args[1]), nil)
 		default:
 			return fmt.Errorf("namespace: want list, add NAME SECRET or remove NAME")
 		}
 		if err != nil {
 			return err
 		}
-		resp, err := cl.Do(req)
+		resp, err := ac.do(req, 15*time.Second)
 		if err != nil {
 			lastErr = err
 			continue

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/server"
+)
+
+// devCertsDir is where make run keeps its development certificates.
+const devCertsDir = ".run/certs"
+
+// adminClient talks to the nodes' admin endpoints.
+type adminClient struct {
+	addrs  []string
+	scheme string // "http://" or "https://"
+	token  string // "": none sent
+	tr     *http.Transport
+}
+
+// newAdminClient sets up HTTPS with the CA in caFile (if any) and the
+// bearer token from PAXLOCK_ADMIN_TOKEN or tokenFile. Unless explicit
+// (either flag given), make run's development files are used if present.
+func newAdminClient(addrs []string, caFile, tokenFile string, explicit bool) (*adminClient, error) {
+	if !explicit {
+		ca, tok := filepath.Join(devCertsDir, pki.DevCACert), filepath.Join(devCertsDir, pki.DevAdminToken)
+		if exists(ca) && exists(tok) {
+			caFile, tokenFile = ca, tok
+		}
+	}
+	a := &adminClient{addrs: addrs, scheme: "http://", tr: &http.Transport{}}
+	if caFile != "" {
+		pool, err := pki.LoadCAPool(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("-admin-ca: %w", err)
+		}
+		a.scheme = "https://"
+		a.tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
+	}
+	if t := strings.TrimSpace(os.Getenv(server.AdminTokenEnv)); t != "" {
+		a.token = t
+	} else if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("-admin-token-file: %w", err)
+		}
+		a.token = strings.TrimSpace(string(b))
+	}
+	return a, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
+}
+
+func (a *adminClient) request(method, addr, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequest(method, a.scheme+addr+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	return req, nil
+}
+
+// do sends req. A redirect (a node that cannot change namespaces points
+// at the one that can) keeps the token towards a node of -admin, the same
+// host, or, over HTTPS, any server whose certificate the CA verified.
+func (a *adminClient) do(req *http.Request, timeout time.Duration) (*http.Response, error) {
+	cl := http.Client{
+		Timeout:   timeout,
+		Transport: a.tr,
+		CheckRedirect: func(r *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("too many redirects")
+			}
+			r.Header.Del("Authorization")
+			trusted := r.URL.Scheme == "https" && a.tr.TLSClientConfig != nil ||
+				slices.Contains(a.addrs, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname()
+			if a.token != "" && trusted {
+				r.Header.Set("Authorization", "Bearer "+a.token)
+			}
+			return nil
+		},
+	}
+	return cl.Do(req)
+}
+
+// certsCmd writes a development CA, node certificates, an admin token and
+// a gossip key into dir.
+func certsCmd(dir, cluster string, nodes int, hosts []string) error {
+	files, err := pki.WriteDev(dir, pki.DevOptions{Cluster: cluster, Nodes: nodes, Hosts: hosts})
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		fmt.Println("wrote", f)
+	}
+	return nil
+}

@@ -1,0 +1,221 @@
+package paxos
+
+import (
+	"slices"
+)
+
+// The acceptor side of Core (Prepare, Accept, Heartbeat) and the learner
+// side (Learn, LearnReply). Like all of Core: no I/O, no clock, no
+// goroutines.
+
+func (c *Core) leaseBlocks(b, released Ballot) bool {
+	if c.now < c.quietUntil {
+		return true
+	}
+	if c.now < c.leaseUntil && c.leaseBallot != b && !(released == c.leaseBallot && !released.IsZero()) {
+		return true
+	}
+	return false
+}
+
+func (c *Core) onPrepare(m Message) {
+	reply := Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Committed: c.hs.Committed, LogStart: c.logStart}
+	if m.Ballot.Less(c.hs.Promised) || c.leaseBlocks(m.Ballot, m.Hint) {
+		reply.Reject = true
+		reply.Hint = c.hs.Promised
+		c.send(reply)
+		return
+	}
+	if c.hs.Promised.Less(m.Ballot) && c.role == master && m.From != c.cfg.ID {
+		c.stepDown(m.Ballot.Round)
+	}
+	c.setPromised(m.Ballot)
+	c.leaseBallot = m.Ballot
+	c.leaseUntil = c.now + uint64(c.cfg.LeaseTicks)
+	if m.From != c.cfg.ID {
+		if c.role == candidate {
+			c.stepDown(0)
+		}
+		c.resetElection()
+	}
+	if m.Instance < c.logStart && m.Instance <= c.hs.Committed {
+		// The candidate needs instances this acceptor no longer holds.
+		reply.Snapshot = true
+		c.send(reply)
+		return
+	}
+	es, complete := c.entriesFrom(m.Instance, c.last)
+	reply.Entries = es
+	reply.Instance = c.last
+	if !complete {
+		reply.Snapshot = true
+	}
+	c.send(reply)
+}
+
+func (c *Core) onAccept(m Message) {
+	if m.Ballot.Less(c.hs.Promised) {
+		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised, Instance: firstInstance(m.Entries)})
+		return
+	}
+	if c.hs.Promised.Less(m.Ballot) {
+		if c.role == master && m.From != c.cfg.ID {
+			c.stepDown(m.Ballot.Round)
+		}
+		c.setPromised(m.Ballot)
+	}
+	if m.From != c.cfg.ID {
+		c.heardFrom(m.From, m.Ballot)
+	}
+	for _, e := range m.Entries {
+		if e.Instance > c.hs.Committed && e.Instance >= c.logStart {
+			e.Ballot = m.Ballot
+			c.store(e)
+		}
+		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Instance: e.Instance})
+	}
+	if m.From != c.cfg.ID {
+		c.learnCommitted(m.Committed, m.Ballot, m.From)
+	}
+}
+
+func firstInstance(es []Entry) uint64 {
+	if len(es) == 0 {
+		return 0
+	}
+	return es[0].Instance
+}
+
+func (c *Core) heardFrom(from NodeID, b Ballot) {
+	if c.role == candidate && c.ballot.Less(b) {
+		c.stepDown(0)
+	}
+	if c.role != master {
+		c.resetElection()
+		c.setSoft(SoftState{Master: from, Ballot: b})
+	}
+}
+
+func (c *Core) onHeartbeat(m Message) {
+	if m.Ballot.Less(c.hs.Promised) {
+		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised})
+		return
+	}
+	if c.hs.Promised.Less(m.Ballot) {
+		// A master this acceptor never promised: adopt it only where no
+		// rival lease stands in the way.
+		if c.leaseBlocks(m.Ballot, Ballot{}) {
+			return
+		}
+		if c.role == master {
+			c.stepDown(m.Ballot.Round)
+		}
+		c.setPromised(m.Ballot)
+	}
+	if c.now >= c.quietUntil {
+		c.leaseBallot = m.Ballot
+		c.leaseUntil = c.now + uint64(c.cfg.LeaseTicks)
+	}
+	if m.From != c.cfg.ID {
+		c.heardFrom(m.From, m.Ballot)
+		c.learnCommitted(m.Committed, m.Ballot, m.From)
+	}
+	if c.now >= c.quietUntil {
+		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Tick: m.Tick, Committed: c.hs.Committed})
+	}
+}
+
+// learnCommitted advances Committed over instances whose stored entry was
+// accepted in the ballot of the master that says they are chosen; for the
+// rest it asks that master.
+func (c *Core) learnCommitted(upto uint64, b Ballot, from NodeID) {
+	for c.hs.Committed < upto {
+		i := c.hs.Committed + 1
+		e, ok := c.entries[i]
+		if !ok || e.Ballot != b {
+			break
+		}
+		c.setCommitted(i)
+	}
+	if c.hs.Committed < upto {
+		if !c.learnPending || c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks) {
+			c.requestLearn(from)
+		}
+		c.learnPending = true
+	} else {
+		c.learnPending = false
+	}
+}
+
+func (c *Core) requestLearn(from NodeID) {
+	if c.awaitSnap {
+		return
+	}
+	if from == 0 || from == c.cfg.ID {
+		from = c.randomPeer()
+		if from == 0 {
+			return
+		}
+	}
+	c.learnSent = c.now
+	inst := c.hs.Committed + 1
+	if c.needSnap {
+		inst = 0 // below every log start: ask for a snapshot
+	}
+	c.send(Message{Type: MsgLearn, To: from, Instance: inst})
+}
+
+func (c *Core) randomPeer() NodeID {
+	if len(c.cfg.Peers) < 2 {
+		return 0
+	}
+	for {
+		p := c.cfg.Peers[c.rng.IntN(len(c.cfg.Peers))]
+		if p != c.cfg.ID {
+			return p
+		}
+	}
+}
+
+func (c *Core) onLearn(m Message) {
+	reply := Message{Type: MsgLearnReply, To: m.From, Committed: c.hs.Committed, LogStart: c.logStart, Instance: m.Instance}
+	if m.Instance < c.logStart {
+		reply.Snapshot = true
+		c.send(reply)
+		if !slices.Contains(c.snapSend, m.From) {
+			c.snapSend = append(c.snapSend, m.From)
+		}
+		return
+	}
+	if m.Instance <= c.hs.Committed {
+		reply.Entries, _ = c.entriesFrom(m.Instance, c.hs.Committed)
+	}
+	c.send(reply)
+}
+
+func (c *Core) onLearnReply(m Message) {
+	if m.Snapshot {
+		if !c.needSnap && (m.Instance > c.hs.Committed || c.hs.Committed+1 >= m.LogStart) {
+			return // stale: we already have what was asked for
+		}
+		c.awaitSnap = true
+		c.awaitSnapAt = c.now
+		return
+	}
+	progressed := false
+	for _, e := range m.Entries {
+		if e.Instance != c.hs.Committed+1 || e.Instance > m.Committed {
+			continue
+		}
+		c.store(e)
+		c.setCommitted(e.Instance)
+		progressed = true
+	}
+	c.learnPending = c.hs.Committed < m.Committed
+	if progressed && c.learnPending {
+		c.requestLearn(m.From)
+	}
+	if progressed && c.role == master {
+		c.advanceMaster()
+	}
+}

@@ -1,0 +1,141 @@
+package server
+
+import (
+	"testing"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// TestOwnersBoundToSessions forges requests on raw connections: a client
+// of the namespace that learned a holder (and its token) from State cannot
+// release, renew, re-acquire, take over a wait, cancel a wait or end a
+// watch as that holder, directly or through a relay, and cannot say Hello
+// as the holder's client without its key. Every forged request is
+// AUTH_FAILED and changes nothing; the real owners' requests, directly and
+// through a relay, still work.
+func TestOwnersBoundToSessions(t *testing.T) {
+	tc := startCluster(t, 3)
+	const key = "owned"
+	mi := tc.masterIndex("ns", key)
+	master := tc.nodes[mi].cfg.self().Client
+	other := tc.nodes[(mi+1)%3].cfg.self().Client
+
+	holder := dialRaw(t, master)
+	if r := holder.hello("ns", "s3cret", 1); r.Status != wire.StatusSuccess {
+		t.Fatalf("holder hello: %+v", r)
+	}
+	owner := wire.Owner{Client: cid(1), ID: 1}
+	r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: owner, Weight: 1, TTLMs: 60000})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", r)
+	}
+	tok := r.Token
+	if w := holder.call(wire.TypeWatch, &wire.Watch{Key: key, WatchID: 5, Token: tok}); w.Status != wire.StatusSuccess {
+		t.Fatalf("watch: %+v", w)
+	}
+	waiter := dialRaw(t, master)
+	waiter.hello("ns", "s3cret", 2)
+	waitOwner := wire.Owner{Client: cid(2), ID: 1}
+	if w := waiter.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: waitOwner, Weight: 1, TTLMs: 60000,
+		MaxWaitMs: wire.WaitForever, WaitID: 77}); w.Status != wire.StatusLockWait {
+		t.Fatalf("blocking acquire: %+v", w)
+	}
+
+	unchanged := func(when string) {
+		t.Helper()
+		st := tc.masterConn("ns", key, 4).call(wire.TypeState, &wire.State{Key: key})
+		if st.Status != wire.StatusSuccess || st.Holder != owner || st.Token != tok || st.QueueLen != 1 {
+			t.Fatalf("%s: state %+v, want held by %v with token %d and one waiter", when, st, owner, tok)
+		}
+	}
+
+	// The attacker learns the holder and its token from State.
+	attacker := dialRaw(t, master)
+	if r := attacker.hello("ns", "s3cret", 3); r.Status != wire.StatusSuccess {
+		t.Fatalf("attacker hello: %+v", r)
+	}
+	st := attacker.call(wire.TypeState, &wire.State{Key: key})
+	if st.Holder != owner || st.Token != tok {
+		t.Fatalf("State hides the holder: %+v", st)
+	}
+	forged := map[string]struct {
+		typ wire.Type
+		m   wire.Message
+	}{
+		"release":     {wire.TypeRelease, &wire.Release{Key: key, Owner: st.Holder, Token: st.Token}},
+		"renew":       {wire.TypeRenew, &wire.Renew{Key: key, Owner: st.Holder, Token: st.Token, TTLMs: 60000}},
+		"re-acquire":  {wire.TypeAcquire, &wire.Acquire{Key: key, Owner: st.Holder, Weight: 1, TTLMs: 60000}},
+		"take a wait": {wire.TypeAcquire, &wire.Acquire{Key: key, Owner: waitOwner, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 77}},
+		"cancel":      {wire.TypeCancelWait, &wire.CancelWait{Key: key, Owner: waitOwner, WaitID: 77}},
+	}
+	for name, f := range forged {
+		if r := attacker.call(f.typ, f.m); r.Status != wire.StatusAuthFailed {
+			t.Errorf("forged %s: %+v, want AUTH_FAILED", name, r)
+		}
+	}
+	// A watch belongs to the connection that made it: Unwatch elsewhere
+	// ends nothing (checked below: the holder's watch still fires).
+	if r := attacker.call(wire.TypeUnwatch, &wire.Unwatch{Key: key, WatchID: 5}); r.Status != wire.StatusSuccess {
+		t.Errorf("unwatch: %+v", r)
+	}
+	unchanged("after forged requests")
+
+	// Hello as the holder's client without its key is refused, and leaves
+	// the attacker's session as it was.
+	for name, h := range map[string]*wire.Hello{
+		"no key":    {Namespace: "ns", Secret: "s3cret", ClientID: owner.Client},
+		"other key": {Namespace: "ns", Secret: "s3cret", ClientID: owner.Client, ClientKey: testKey(3)},
+	} {
+		if r := attacker.call(wire.TypeHello, h); r.Status != wire.StatusAuthFailed {
+			t.Errorf("Hello as the holder's client, %s: %+v", name, r)
+		}
+	}
+	if r := attacker.call(wire.TypeRelease, &wire.Release{Key: key, Owner: owner, Token: tok}); r.Status != wire.StatusAuthFailed {
+		t.Errorf("release after a refused Hello: %+v", r)
+	}
+
+	// Through a relay: the forging node checks before it forwards; the
+	// real owner's requests are forwarded and served.
+	relayed := dialRaw(t, other)
+	relayed.hello("ns", "s3cret", 3)
+	if r := relayed.call(wire.TypeRelease, &wire.Release{Key: key, Owner: owner, Token: tok, Redirects: wire.ForwardNow}); r.Status != wire.StatusAuthFailed {
+		t.Errorf("forged release through a relay: %+v", r)
+	}
+	unchanged("after a forged relayed release")
+	real := dialRaw(t, other)
+	real.hello("ns", "s3cret", 1)
+	if r := real.call(wire.TypeRenew, &wire.Renew{Key: key, Owner: owner, Token: tok, TTLMs: 60000, Redirects: wire.ForwardNow}); r.Status != wire.StatusSuccess {
+		t.Fatalf("the owner's renew through a relay: %+v", r)
+	}
+	unchanged("after the owner's relayed renew")
+	if r := real.call(wire.TypeRelease, &wire.Release{Key: key, Owner: owner, Token: tok, Redirects: wire.ForwardNow}); r.Status != wire.StatusSuccess {
+		t.Fatalf("the owner's release through a relay: %+v", r)
+	}
+
+	// The wait the attacker tried to take and cancel is granted to its
+	// owner, and the watch the attacker tried to end fires.
+	for {
+		f, m, err := waiter.read()
+		if err != nil {
+			t.Fatalf("waiting for the grant: %v", err)
+		}
+		if g, ok := m.(*wire.Granted); ok && f.ReqID == 0 {
+			if g.WaitID != 77 || g.Status != wire.StatusSuccess || g.Token <= tok {
+				t.Fatalf("grant %+v", g)
+			}
+			break
+		}
+	}
+	for {
+		f, m, err := holder.read()
+		if err != nil {
+			t.Fatalf("waiting for the watch event: %v", err)
+		}
+		if ev, ok := m.(*wire.WatchEvent); ok && f.ReqID == 0 {
+			if ev.WatchID != 5 {
+				t.Fatalf("watch event %+v", ev)
+			}
+			break
+		}
+	}
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"crypto/subtle"
+	"crypto/tls"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/paxlock/paxlock/internal/pki"
+)
+
+// security is a node's loaded security material (read once, at New).
+type security struct {
+	peer       *pki.Peer   // peer mTLS; nil: plaintext
+	adminTLS   *tls.Config // admin HTTPS; nil: plain HTTP
+	adminToken string      // "": the admin endpoint is open
+	gossipKeys [][]byte    // primary first; nil: gossip in clear
+}
+
+// loadSecurity reads the certificates, keys and token cfg names, and
+// warns about every channel left open.
+func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
+	var sec security
+	if cfg.TLS != nil {
+		p, err := pki.LoadPeer(*cfg.TLS, cfg.ClusterName, cfg.NodeID)
+		if err != nil {
+			return sec, fmt.Errorf("server: tls: %w", err)
+		}
+		sec.peer = p
+	} else {
+		log.Warn("peer transport is plaintext (no tls section): anyone who reaches the peer port can speak as any node; use it on trusted networks only")
+	}
+	if a := cfg.AdminTLS; a != nil {
+		cert := sec.peer.Cert // Validate: no cert and key means the node's, which is set
+		if a.Cert != "" {
+			c, err := tls.LoadX509KeyPair(a.Cert, a.Key)
+			if err != nil {
+				return sec, fmt.Errorf("server: admin_tls: %w", err)
+			}
+			cert = c
+		}
+		sec.adminTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
+	tok, err := cfg.adminToken()
+	if err != nil {
+		return sec, fmt.Errorf("server: %w", err)
+	}
+	sec.adminToken = tok
+	if cfg.AdminAddr != "" && tok == "" {
+		log.Warn("admin endpoint has no token (admin_token_file or " + AdminTokenEnv + "): anyone who reaches it can change namespaces and read profiles")
+	}
+	if cfg.AdminAddr != "" && sec.adminTLS == nil && tok != "" {
+		log.Warn("admin endpoint is plain HTTP: its bearer token crosses the network in clear (set admin_tls)")
+	}
+	if sec.gossipKeys, err = cfg.gossipKeys(); err != nil {
+		return sec, fmt.Errorf("server: %w", err)
+	}
+	if cfg.self().Gossip != "" && sec.gossipKeys == nil {
+		log.Warn("gossip is not encrypted (no gossip_key): anyone who reaches the gossip port can join and read it")
+	}
+	return sec, nil
+}
+
+// adminAuth wraps the admin endpoint's handler: with a token, every
+// request but /healthz and /readyz (and, with public read, GET /status,
+// /metrics and /namespaces) must carry "Authorization: Bearer <token>",
+// or gets 401 with WWW-Authenticate.
+func adminAuth(token string, publicRead bool, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if adminPublic(r, publicRead) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="paxlock admin"`)
+			http.Error(w, "unauthorized: send Authorization: Bearer <admin token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// adminPublic reports whether r may be served without the token.
+func adminPublic(r *http.Request, publicRead bool) bool {
+	switch r.URL.Path {
+	case "/healthz", "/readyz":
+		return true
+	case "/status", "/metrics":
+		return publicRead
+	case "/namespaces":
+		return publicRead && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+	}
+	return false
+}

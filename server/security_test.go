@@ -1,0 +1,194 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/internal/pki"
+)
+
+// TestSecureCluster runs a 3-node cluster with everything make run turns
+// on: peer mTLS, encrypted gossip, admin HTTPS with the node certificates
+// and a bearer token. The cluster becoming ready proves that Paxos and
+// gossip work over them; then every protected admin endpoint answers 401
+// without the token (or with a wrong one) and works with it, while
+// /healthz and /readyz need none.
+func TestSecureCluster(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(AdminTokenEnv, "") // the file is the source here
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.TLS = &pki.Files{CA: filepath.Join(dir, pki.DevCACert), Cert: filepath.Join(dir, pki.DevNodeCert(int(c.NodeID))), Key: filepath.Join(dir, pki.DevNodeKey(int(c.NodeID)))}
+		c.AdminTLS = &AdminTLS{}
+		c.AdminTokenFile = filepath.Join(dir, pki.DevAdminToken)
+		c.GossipKeyFile = filepath.Join(dir, pki.DevGossipKey)
+		c.FaultInjection = true
+	})
+	tok, err := os.ReadFile(filepath.Join(dir, pki.DevAdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := strings.TrimSpace(string(tok))
+	pool, err := pki.LoadCAPool(filepath.Join(dir, pki.DevCACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 15 * time.Second}
+	defer cl.CloseIdleConnections()
+	base := "https://" + tc.cfgs[0].AdminAddr
+	call := func(method, path, bearer, body string) (*http.Response, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, method, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if method == http.MethodPost && strings.HasPrefix(path, "/debug/partition") {
+			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close() // read to the end
+		return resp, string(b)
+	}
+	protected := []struct {
+		method, path, body string
+		ok                 int
+	}{
+		{http.MethodGet, "/status", "", http.StatusOK},
+		{http.MethodGet, "/metrics", "", http.StatusOK},
+		{http.MethodGet, "/namespaces", "", http.StatusOK},
+		{http.MethodPost, "/namespaces", `{"name":"added","secret":"pw"}`, http.StatusNoContent},
+		{http.MethodDelete, "/namespaces?name=added", "", http.StatusNoContent},
+		{http.MethodGet, "/debug/pprof/", "", http.StatusOK},
+		{http.MethodGet, "/debug/pprof/symbol", "", http.StatusOK},
+		{http.MethodGet, "/debug/partition", "", http.StatusOK},
+		{http.MethodPost, "/debug/partition", "cut=", http.StatusOK},
+	}
+	for _, p := range protected {
+		for _, bad := range []string{"", "wrong-" + token} {
+			resp, _ := call(p.method, p.path, bad, p.body)
+			if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+				t.Errorf("%s %s with token %q: %s (WWW-Authenticate %q), want 401 with a Bearer challenge", p.method, p.path, bad, resp.Status, resp.Header.Get("WWW-Authenticate"))
+			}
+		}
+		resp, body := call(p.method, p.path, token, p.body)
+		if resp.StatusCode != p.ok {
+			t.Errorf("%s %s with the token: %s %q, want %d", p.method, p.path, resp.Status, body, p.ok)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if resp, body := call(http.MethodGet, path, "", ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("%s without the token: %s %q, want 200", path, resp.Status, body)
+		}
+	}
+	// Plain HTTP to the HTTPS admin port gets nothing useful.
+	if code, _, err := adminGet(t, tc.cfgs[0].AdminAddr, "/status"); err == nil && code == http.StatusOK {
+		t.Error("plain HTTP /status answered 200 on the HTTPS admin port")
+	}
+	if n := tc.nodes[0].tr.Stats().Refused; n != 0 {
+		t.Errorf("node 1 refused %d peer connections of its own cluster", n)
+	}
+}
+
+// TestAdminAuthPublicRead: with admin_public_read, /status, /metrics and
+// GET /namespaces are served without the token, and nothing else is;
+// without a token configured, everything is open.
+func TestAdminAuthPublicRead(t *testing.T) {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	cases := []struct {
+		method, path string
+		public       bool // without the token, with public read
+	}{
+		{http.MethodGet, "/healthz", true},
+		{http.MethodGet, "/readyz", true},
+		{http.MethodGet, "/status", true},
+		{http.MethodGet, "/metrics", true},
+		{http.MethodGet, "/namespaces", true},
+		{http.MethodPost, "/namespaces", false},
+		{http.MethodDelete, "/namespaces", false},
+		{http.MethodGet, "/debug/pprof/", false},
+		{http.MethodPost, "/debug/partition", false},
+		{http.MethodGet, "/debug/partition", false},
+	}
+	for _, publicRead := range []bool{false, true} {
+		h := adminAuth("tok", publicRead, ok)
+		for _, c := range cases {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
+			want := http.StatusUnauthorized
+			if c.path == "/healthz" || c.path == "/readyz" || (publicRead && c.public) {
+				want = http.StatusOK
+			}
+			if rec.Code != want {
+				t.Errorf("public read %v: %s %s without token: %d, want %d", publicRead, c.method, c.path, rec.Code, want)
+			}
+			rec = httptest.NewRecorder()
+			req := httptest.NewRequest(c.method, c.path, nil)
+			req.Header.Set("Authorization", "Bearer tok")
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusOK {
+				t.Errorf("%s %s with token: %d", c.method, c.path, rec.Code)
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	adminAuth("", false, ok).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/namespaces", nil))
+	if rec.Code != http.StatusOK {
+		t.Errorf("no token configured: %d, want the handler's 200", rec.Code)
+	}
+}
+
+// TestConfigSecurityErrors: bad security settings are refused at load.
+func TestConfigSecurityErrors(t *testing.T) {
+	base := func() Config {
+		return Config{NodeID: 1, DataDir: "d", Nodes: []NodeAddr{{ID: 1, Peer: "a:1", Client: "a:2"}}}
+	}
+	for name, tune := range map[string]func(*Config){
+		"tls without key":             func(c *Config) { c.TLS = &pki.Files{CA: "ca", Cert: "c"} },
+		"tls with a bad cluster name": func(c *Config) { c.TLS = &pki.Files{CA: "ca", Cert: "c", Key: "k"}; c.ClusterName = "a b" },
+		"admin_tls half set":          func(c *Config) { c.AdminTLS = &AdminTLS{Cert: "c"} },
+		"admin_tls without tls":       func(c *Config) { c.AdminTLS = &AdminTLS{} },
+		"short gossip key":            func(c *Config) { c.GossipKey = "c2hvcnQ=" },
+		"gossip key twice":            func(c *Config) { c.GossipKey = strings.Repeat("A", 44); c.GossipKeyFile = "f" },
+		"old keys without a key":      func(c *Config) { c.GossipOldKeys = []string{strings.Repeat("A", 44)} },
+		"missing token file":          func(c *Config) { c.AdminTokenFile = "/nonexistent/token" },
+	} {
+		c := base()
+		tune(&c)
+		if err := c.Check(); err == nil {
+			t.Errorf("%s: Check accepted it", name)
+		}
+	}
+	c := base()
+	c.GossipKey = strings.Repeat("A", 43) + "="
+	c.GossipOldKeys = []string{strings.Repeat("B", 43) + "="}
+	if err := c.Check(); err != nil {
+		t.Fatalf("good gossip keys: %v", err)
+	}
+	keys, err := c.gossipKeys()
+	if err != nil || len(keys) != 2 || len(keys[0]) != 32 {
+		t.Fatalf("gossipKeys = %d keys, %v", len(keys), err)
+	}
+	if s := fmt.Sprint(c.LogValue()); strings.Contains(s, c.GossipKey) || strings.Contains(s, c.GossipOldKeys[0]) {
+		t.Fatalf("LogValue shows a gossip key: %s", s)
+	}
+}
