@@ -1082,6 +1082,26 @@ func (h *hold) markLost(err error, local bool) {
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }
 
+// endForClose ends the hold because Client.Close is releasing it: its
+// Lost channel closes and Unlock returns an error wrapping ErrClosed. It
+// reports false if the hold had already ended (released or lost).
+func (h *hold) endForClose() bool {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return false
+	}
+	h.ended = true
+	h.err = fmt.Errorf("%w: %q (token %d): released by Close", ErrClosed, h.key, h.token)
+	h.stopTimersLocked()
+	if h.lost != nil {
+		close(h.lost)
+	}
+	h.mu.Unlock()
+	h.forget()
+	return true
+}
+
 // finish ends the hold for Unlock. It returns whether the loss (if any)
 // was our own clock's doing, whether the hold was still valid on our
 // clock, and why the hold was lost (nil if it was not).

@@ -354,3 +354,49 @@ func portsFree(addrs ...string) bool {
 	}
 	return true
 }
+
+// TestCloseReleasesAgainstServer: Close gives back every lock the client
+// holds — a mutex, a read lock and an election's leadership — so another
+// client takes them at once instead of after their 60 s TTL.
+func TestCloseReleasesAgainstServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	addr := startServer(t, func(cfg *server.Config) {
+		cfg.MaxTTL = server.Duration(time.Minute)
+	})
+	cfg := testConfig(addr)
+	cfg.Namespace, cfg.Secret = "ns", "s3cret"
+	ctx := tctx(t)
+	a := newTestClient(t, cfg)
+	m := a.Mutex("m", TTL(time.Minute))
+	rw := a.RWMutex("rw", TTL(time.Minute))
+	el := a.Election("leader", TTL(time.Minute))
+	if err := m.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.TryRLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := el.Campaign(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	lost := m.Lost()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, lost, "Lost of a mutex released by Close")
+
+	b := newTestClient(t, cfg)
+	if err := b.Mutex("m").TryLock(ctx); err != nil {
+		t.Fatalf("mutex after the holder's Close: %v", err)
+	}
+	if err := b.RWMutex("rw").TryLock(ctx); err != nil {
+		t.Fatalf("write lock after the reader's Close: %v", err)
+	}
+	tctxShort, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.Election("leader").Campaign(tctxShort, "b"); err != nil {
+		t.Fatalf("campaign after the leader's Close: %v", err)
+	}
+}
