@@ -243,3 +243,53 @@ func TestWaitTimeoutAndCancel(t *testing.T) {
 		t.Fatal("a timed-out or cancelled waiter was granted")
 	}
 }
+
+// TestWeightAgingBoundsStarvation: a light waiter under a continuous
+// stream of heavier ones is granted once it has waited (difference of
+// weights) × WeightAging, not never: with strict priority (the queue's
+// order before aging) the stream of weight-10 waiters below would starve
+// the weight-1 waiter forever.
+func TestWeightAgingBoundsStarvation(t *testing.T) {
+	clk := newFakeClock()
+	const aging = time.Second
+	c := newFakeCluster(t, 3, Config{Clock: clk, WeightAging: aging})
+	const key = "hot"
+	cur := &waiterSpec{owner: owner(1, 1), sink: newSink()}
+	r := c.do(cur.sink, Request{Op: OpAcquire, Key: key, Owner: cur.owner, TTL: 20 * time.Second})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", r)
+	}
+	cur.token = r.Token
+	light := &waiterSpec{owner: owner(2, 1), weight: wire.MinWeight, waitID: 2}
+	enqueue(t, c, key, light)
+
+	// Every step a heavy waiter arrives and the holder hands the key on.
+	const step = 500 * time.Millisecond
+	want := int((wire.MaxWeight - wire.MinWeight) * aging / step) // the light waiter's turn
+	for n := 1; ; n++ {
+		clk.Advance(step)
+		heavy := &waiterSpec{owner: owner(100+uint64(n), 1), weight: wire.MaxWeight, waitID: 100 + uint64(n)}
+		enqueue(t, c, key, heavy)
+		if rr := c.do(cur.sink, Request{Op: OpRelease, Key: key, Owner: cur.owner, Token: cur.token}); rr.Status != wire.StatusSuccess {
+			t.Fatalf("release by %v: %+v", cur.owner, rr)
+		}
+		st := c.state(key)
+		if st.Holder == light.owner {
+			if n != want {
+				t.Fatalf("light waiter granted at step %d, want step %d (after %v of waiting)", n, want, time.Duration(want)*step)
+			}
+			return
+		}
+		if n >= want {
+			t.Fatalf("step %d: holder %v, light waiter still queued after %v (bound %v)", n, st.Holder, time.Duration(n)*step, (wire.MaxWeight-wire.MinWeight)*aging)
+		}
+		// Before its turn, the newest heavy waiter is ahead of the light
+		// one, and the only one queued: it holds the key now.
+		g := heavy.sink.granted(t, heavy.waitID)
+		if g.Status != wire.StatusSuccess || st.Holder != heavy.owner || st.Token != g.Token {
+			t.Fatalf("step %d: holder %v (%+v), want the heavy waiter %v", n, st.Holder, g, heavy.owner)
+		}
+		heavy.token = g.Token
+		cur = heavy
+	}
+}

@@ -2,7 +2,8 @@
 // its group and worker, decides on the master what can succeed, proposes
 // it, applies acquire, renew, release and expire in a deterministic state
 // machine, expires locks on the master's monotonic clock and hands freed
-// locks to the heaviest, earliest waiter.
+// locks to the waiter first in line: earliest arrival minus weight ×
+// Config.WeightAging, so weights order the queue without starving anyone.
 //
 // # State machine
 //

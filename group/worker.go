@@ -76,22 +76,21 @@ type pending struct {
 }
 
 type waiter struct {
-	req      *Request
-	key      string
-	seq      uint64
+	req *Request
+	key string
+	seq uint64
+	// rank orders the key's queue, lowest first (then seq): the arrival
+	// time (w.mono) minus weight × Config.WeightAging. A waiter of weight
+	// w queues as if it had arrived w × WeightAging earlier, so a heavier
+	// waiter overtakes a lighter one by at most their weights' difference
+	// × WeightAging and no waiter starves (see queueAhead).
+	rank     int64
 	deadline time.Time
 	granting bool
 	gone     bool
 	// overdue: the deadline passed while a grant was in flight; if the
 	// grant does not happen, the waiter times out then.
 	overdue bool
-}
-
-func (w *waiter) weight() uint8 {
-	if w.req.Weight == 0 {
-		return wire.DefaultWeight
-	}
-	return w.req.Weight
 }
 
 type watcher struct {
@@ -596,16 +595,26 @@ func (w *worker) answerState(r *Request, key string) {
 	respond(r, resp)
 }
 
-// blockedByQueue reports whether a new arrival must wait behind queued
-// waiters even though the lock could be granted: a waiter of equal or
-// higher weight goes first, and new readers queue behind a waiting writer.
-func blockedByQueue(ks *keyState, r *Request) bool {
-	wt := r.Weight
+// rankOf is the queue rank of a request of weight wt arriving at now
+// (worker.mono): see waiter.rank.
+func (w *worker) rankOf(now int64, wt uint8) int64 {
 	if wt == 0 {
 		wt = wire.DefaultWeight
 	}
+	return now - int64(wt)*int64(w.g.svc.cfg.WeightAging)
+}
+
+// queueAhead reports whether q is served before a request of rank r that
+// comes after it: ties go to the earlier arrival.
+func queueAhead(q *waiter, rank int64) bool { return q.rank <= rank }
+
+// blockedByQueue reports whether a new arrival of rank rank must wait
+// behind queued waiters even though the lock could be granted: a waiter
+// ranked ahead of it goes first (see waiter.rank), and new readers queue
+// behind a waiting writer.
+func blockedByQueue(ks *keyState, r *Request, rank int64) bool {
 	for _, q := range ks.waiters {
-		if q.weight() >= wt {
+		if queueAhead(q, rank) {
 			return true
 		}
 		if r.Kind == wire.KindRead && exclusive(q.req.Kind) {
@@ -618,7 +627,8 @@ func blockedByQueue(ks *keyState, r *Request) bool {
 func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	rec := w.g.sm.get(key)
 	ok, again := rec.canGrant(r.Owner, r.Kind)
-	if ok && !again && blockedByQueue(ks, r) {
+	rank := w.rankOf(w.mono(w.clock.Now()), r.Weight)
+	if ok && !again && blockedByQueue(ks, r, rank) {
 		ok = false
 	}
 	if ok {
@@ -652,15 +662,15 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		return
 	}
 	w.seq++
-	q := &waiter{req: r, key: key, seq: w.seq}
+	q := &waiter{req: r, key: key, seq: w.seq, rank: rank}
 	w.index(q)
 	if r.MaxWait > 0 {
 		q.deadline = w.clock.Now().Add(r.MaxWait)
 		w.schedule(timerEntry{at: q.deadline, kind: tWait, key: key, w: q})
 	}
-	// Keep the queue ordered: heaviest first, then earliest.
+	// Keep the queue ordered by rank, then arrival.
 	i := len(ks.waiters)
-	for i > 0 && ks.waiters[i-1].weight() < q.weight() {
+	for i > 0 && !queueAhead(ks.waiters[i-1], q.rank) {
 		i--
 	}
 	ks.waiters = append(ks.waiters, nil)

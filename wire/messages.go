@@ -166,8 +166,10 @@ type Acquire struct {
 	Kind Kind
 	// Flags may hold FlagReentrant.
 	Flags Flags
-	// Weight, MinWeight..MaxWeight, orders waiters: heaviest first, then
-	// earliest.
+	// Weight, MinWeight..MaxWeight, orders waiters: the server serves them
+	// in order of arrival minus Weight × its weight_aging (1s by default),
+	// so a heavier waiter goes first unless a lighter one has waited
+	// longer than their weights' difference is worth.
 	Weight uint8
 	// TTLMs is how long the lock lives without a renewal, in milliseconds;
 	// 0 asks for the server's default. The server enforces its bounds.
