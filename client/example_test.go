@@ -263,3 +263,22 @@ func ExampleMutex_Locker() {
 	defer mu.Unlock()
 	fmt.Println("generating the daily report")
 }
+
+// A writer that must go on reading what it wrote downgrades its lock, so
+// no other writer gets in between.
+func ExampleRWMutex_Downgrade() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	rw := c.RWMutex("catalog", client.TTL(30*time.Second))
+	if err := rw.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// ... write the catalog ...
+	if err := rw.Downgrade(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer rw.RUnlock(ctx)
+	fmt.Println("reading with token", rw.Reader().Token())
+}

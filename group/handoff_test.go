@@ -293,3 +293,52 @@ func TestWeightAgingBoundsStarvation(t *testing.T) {
 		cur = heavy
 	}
 }
+
+// TestDowngrade: the state machine's side of wire.FlagDowngrade — a write
+// hold becomes a read hold with the same token (again: still success),
+// queued readers join, a waiting writer stays queued; other owners and
+// exclusive holds are refused.
+func TestDowngrade(t *testing.T) {
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
+	const key = "rw"
+	s := newSink()
+	w := owner(1, 1)
+	r := c.do(s, Request{Op: OpAcquire, Key: key, Owner: w, Kind: wire.KindWrite, TTL: 20 * time.Second})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("write acquire: %+v", r)
+	}
+	reader := &waiterSpec{owner: owner(2, 1), kind: wire.KindRead, waitID: 2}
+	enqueue(t, c, key, reader)
+	down := Request{Op: OpAcquire, Key: key, Owner: w, Kind: wire.KindRead, Flags: wire.FlagDowngrade, TTL: 20 * time.Second}
+	for i := range 2 { // the second is a retry: done already
+		if d := c.do(s, down); d.Status != wire.StatusSuccess || d.Token != r.Token {
+			t.Fatalf("downgrade %d: %+v, want SUCCESS with token %d", i, d, r.Token)
+		}
+	}
+	g := reader.sink.granted(t, reader.waitID)
+	if g.Status != wire.StatusSuccess {
+		t.Fatalf("queued reader after the downgrade: %+v", g)
+	}
+	if st := c.state(key); st.Kind != wire.KindRead || st.Readers != 2 {
+		t.Fatalf("state after downgrade: %+v, want 2 readers", st)
+	}
+	// Not the holder: refused, nothing changes.
+	other := down
+	other.Owner = owner(3, 1)
+	if d := c.do(newSink(), other); d.Status != wire.StatusLockChangedOwner {
+		t.Fatalf("downgrade by a non-holder: %+v", d)
+	}
+	// An exclusive hold cannot be downgraded.
+	m := c.do(s, Request{Op: OpAcquire, Key: "mutex", Owner: w, Kind: wire.KindExclusive, TTL: 20 * time.Second})
+	if m.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", m)
+	}
+	ex := down
+	ex.Key = "mutex"
+	if d := c.do(s, ex); d.Status != wire.StatusBadRequest {
+		t.Fatalf("downgrade of an exclusive hold: %+v", d)
+	}
+	if st := c.state("mutex"); st.Kind != wire.KindExclusive || st.Token != m.Token {
+		t.Fatalf("exclusive hold after a refused downgrade: %+v", st)
+	}
+}

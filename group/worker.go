@@ -625,6 +625,10 @@ func blockedByQueue(ks *keyState, r *Request, rank int64) bool {
 }
 
 func (w *worker) acquire(r *Request, key string, ks *keyState) {
+	if r.Flags.Has(wire.FlagDowngrade) {
+		w.downgrade(r, key, ks)
+		return
+	}
 	rec := w.g.sm.get(key)
 	ok, again := rec.canGrant(r.Owner, r.Kind)
 	rank := w.rankOf(w.mono(w.clock.Now()), r.Weight)
@@ -778,6 +782,26 @@ func without(rec *lockRec, owner wire.Owner, token uint64) int {
 	return n
 }
 
+// downgrade proposes turning r.Owner's write hold into a read hold (see
+// wire.FlagDowngrade). The state machine decides; the master only names
+// the hold's token and answers what it can without a round.
+func (w *worker) downgrade(r *Request, key string, ks *keyState) {
+	rec := w.g.sm.get(key)
+	i := rec.find(r.Owner)
+	switch {
+	case rec.n() == 0:
+		respond(r, wire.Response{Status: wire.StatusLockDeleted})
+		return
+	case i < 0:
+		respond(r, wire.Response{Status: wire.StatusLockChangedOwner})
+		return
+	case rec.at(i).kind == wire.KindExclusive:
+		respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "an exclusive lock cannot be downgraded; use a read-write lock"})
+		return
+	}
+	w.propose(ks, &pending{req: r, cmd: command{op: opDowngrade, key: key, owner: r.Owner, kind: wire.KindRead, token: rec.at(i).token, ttlMs: w.ttl(r)}})
+}
+
 func (w *worker) release(r *Request, key string, ks *keyState) {
 	rec := w.g.sm.get(key)
 	if st := checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
@@ -914,6 +938,13 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
 				}
 				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
+			}
+			respond(p.req, resp)
+		case opDowngrade:
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if out.status == wire.StatusSuccess {
+				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
+				resp.TTLLeftMs = p.cmd.ttlMs
 			}
 			respond(p.req, resp)
 		case opRenew:

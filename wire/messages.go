@@ -164,7 +164,7 @@ type Acquire struct {
 	Owner Owner
 	// Kind is exclusive, read or write.
 	Kind Kind
-	// Flags may hold FlagReentrant.
+	// Flags may hold FlagReentrant or FlagDowngrade.
 	Flags Flags
 	// Weight, MinWeight..MaxWeight, orders waiters: the server serves them
 	// in order of arrival minus Weight × its weight_aging (1s by default),
@@ -266,6 +266,9 @@ func (m *Acquire) Validate() error {
 	}
 	if m.Blocking() && m.WaitID == 0 {
 		return fmt.Errorf("%w: blocking acquire with wait id 0", ErrInvalidField)
+	}
+	if m.Flags.Has(FlagDowngrade) && (m.Kind != KindRead || m.Blocking()) {
+		return fmt.Errorf("%w: a downgrade is a non-blocking acquire of the read kind", ErrInvalidField)
 	}
 	return ValidateValue(m.Value)
 }
