@@ -3,6 +3,7 @@
 //	paxlockctl version
 //	paxlockctl status|members|wait                       (admin endpoints)
 //	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
+//	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl certs                                     (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
 //
@@ -41,7 +42,9 @@
 // development CA, a certificate and key per node (named
 // paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
 // and a gossip key into -out (default .run/certs); it never overwrites a
-// file. version prints the module version, VCS revision and time, and Go
+// file. unlock --force frees KEY (in -namespace) whoever holds it: the
+// holder is told its lock was revoked and the next waiter gets it; it
+// prints the holds removed. version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from.
 //
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
@@ -99,6 +102,7 @@ type options struct {
 	explicitAdmin       bool // -admin-ca or -admin-token-file given, even empty
 	secretFileGiven     bool
 	outputJSON          bool
+	force               bool
 	commandAndArgs      []string
 	stdin               io.Reader
 	stdout, stderr      io.Writer
@@ -115,6 +119,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, wait: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
+	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
@@ -143,7 +148,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|unlock --force KEY|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
@@ -255,6 +260,18 @@ func dispatch(ctx context.Context, o *options) error {
 			return err
 		}
 		return namespaceCmd(ctx, p, ac, args, secret)
+	case "unlock":
+		if err := wantArgs(args, 1, 1, "unlock --force KEY"); err != nil {
+			return err
+		}
+		if !o.force {
+			return fmt.Errorf("%w: unlock frees a lock whoever holds it: say --force", errUsage)
+		}
+		ac, err := adm()
+		if err != nil {
+			return err
+		}
+		return forceUnlock(ctx, p, ac, o.ns, args[0])
 	case "lock", "state", "watch":
 		form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
 		hi := 1
@@ -597,4 +614,38 @@ func namespaceCmd(ctx context.Context, p printer, ac *adminClient, args []string
 		}
 	}
 	return fmt.Errorf("namespace %s: no node could do it: %w", args[0], lastErr)
+}
+
+// forceUnlock frees key of namespace ns through any node's admin endpoint
+// (one that does not serve the key's group redirects to the one that does).
+func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string) error {
+	var lastErr error
+	body, _ := json.Marshal(map[string]string{"namespace": ns, "key": key})
+	for _, a := range ac.addrs {
+		req, err := ac.request(ctx, http.MethodPost, a, "/locks/unlock", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp, err := ac.do(req, 15*time.Second)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close() // read to the end: nothing to report
+		switch resp.StatusCode {
+		case http.StatusOK:
+			var out server.ForceUnlocked
+			if err := json.Unmarshal(b, &out); err != nil {
+				return fmt.Errorf("%s: %w", a, err)
+			}
+			return p.emit(unlockOutput(out))
+		case http.StatusServiceUnavailable:
+			lastErr = fmt.Errorf("%s: %s", a, strings.TrimSpace(string(b)))
+			continue
+		default:
+			return fmt.Errorf("%s: %s: %s", a, resp.Status, strings.TrimSpace(string(b)))
+		}
+	}
+	return fmt.Errorf("unlock: no node could do it: %w", lastErr)
 }

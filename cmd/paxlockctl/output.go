@@ -9,6 +9,7 @@ import (
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
+	"github.com/paxlock/paxlock/server"
 )
 
 // The record types below are paxlockctl's -o json output. Their JSON field
@@ -180,6 +181,24 @@ type namespaceChange struct {
 func (o namespaceChange) table(w io.Writer) error {
 	_, err := fmt.Fprintf(w, "namespace %s: %s done\n", o.Namespace, o.Action)
 	return err
+}
+
+// unlockOutput is unlock --force's output: the holds removed (none: the
+// key was free). JSON: {"namespace", "key", "released": [{"client",
+// "owner", "token"}]}.
+type unlockOutput server.ForceUnlocked
+
+func (o unlockOutput) table(w io.Writer) error {
+	if len(o.Released) == 0 {
+		_, err := fmt.Fprintf(w, "%s/%s: not held, nothing to do\n", o.Namespace, o.Key)
+		return err
+	}
+	for _, h := range o.Released {
+		if _, err := fmt.Fprintf(w, "%s/%s: released the hold of client %d owner %d (token %d)\n", o.Namespace, o.Key, h.Client, h.Owner, h.Token); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // filesOutput is certs' output.
