@@ -60,15 +60,17 @@ func (s *Service) HotKeys(ctx context.Context, n int) ([]HotKey, error) {
 		case hk := <-ch:
 			all = append(all, hk...)
 		case <-ctx.Done():
-			sortHot(all)
+			SortHotKeys(all)
 			return all[:min(n, len(all))], fmt.Errorf("group: hot keys: %w", ctx.Err())
 		}
 	}
-	sortHot(all)
+	SortHotKeys(all)
 	return all[:min(n, len(all))], nil
 }
 
-func sortHot(hk []HotKey) {
+// SortHotKeys sorts hk most waiters first (ties: group, namespace, key),
+// the order HotKeys returns; it merges the lists of several nodes.
+func SortHotKeys(hk []HotKey) {
 	slices.SortFunc(hk, func(a, b HotKey) int {
 		return cmp.Or(cmp.Compare(b.Waiters, a.Waiters), cmp.Compare(a.Group, b.Group),
 			cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Key, b.Key))
@@ -95,7 +97,7 @@ func (w *worker) hotKeys(n int) []HotKey {
 		ns, k := splitFull(key)
 		out = append(out, HotKey{Group: w.g.id, Namespace: ns, Key: k, Waiters: waiting, Watchers: len(ks.watchers)})
 	}
-	sortHot(out)
+	SortHotKeys(out)
 	out = out[:min(n, len(out))]
 	now := w.clock.Now()
 	for i := range out {
