@@ -12,6 +12,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"path"
 	"slices"
 	"strconv"
 	"sync"
@@ -353,14 +354,14 @@ func consoleAsset(w http.ResponseWriter, r *http.Request) {
 func serveConsoleFile(w http.ResponseWriter, name string) {
 	b, err := fs.ReadFile(consoleFiles, name)
 	if err != nil {
-		http.NotFound(w, nil)
+		http.Error(w, "404 page not found", http.StatusNotFound)
 		return
 	}
 	ct := "text/html; charset=utf-8"
-	switch {
-	case len(name) > 3 && name[len(name)-3:] == ".js":
+	switch path.Ext(name) {
+	case ".js":
 		ct = "text/javascript; charset=utf-8"
-	case len(name) > 4 && name[len(name)-4:] == ".css":
+	case ".css":
 		ct = "text/css; charset=utf-8"
 	}
 	h := w.Header()
