@@ -48,6 +48,7 @@ const (
 	evRevoke
 	evTimer
 	evStop
+	evInspect
 )
 
 type event struct {
@@ -58,8 +59,10 @@ type event struct {
 	serving bool
 	client  uint64
 	sink    Sink
-	done    chan struct{} // evStop: closed when the worker stopped
-	revoked func()        // evRevoke: called once it is handled (or dropped)
+	done    chan struct{}  // evStop: closed when the worker stopped
+	revoked func()         // evRevoke: called once it is handled (or dropped)
+	inspect func([]HotKey) // evInspect: called with the worker's hot keys (nil if dropped)
+	n       int            // evInspect: how many
 }
 
 // pending is a proposal in flight and what to do with its outcome.
@@ -392,6 +395,8 @@ func (w *worker) post(e event) {
 			close(e.done) // stopped already: nothing is left to stop
 		case evRevoke:
 			e.revoked() // not a master: nothing to revoke
+		case evInspect:
+			e.inspect(nil)
 		}
 		return
 	}
@@ -448,6 +453,8 @@ func (w *worker) handle(e *event) {
 				close(rest[i].done)
 			case evRevoke:
 				rest[i].revoked()
+			case evInspect:
+				rest[i].inspect(nil)
 			}
 		}
 		close(e.done)
@@ -468,6 +475,8 @@ func (w *worker) handle(e *event) {
 		e.revoked()
 	case evTimer:
 		w.fireTimers()
+	case evInspect:
+		e.inspect(w.hotKeys(e.n))
 	}
 }
 

@@ -39,6 +39,14 @@ type Status struct {
 	StorageError  string        `json:"storage_error,omitempty"`
 	Groups        []GroupStatus `json:"groups"`
 	Nodes         []NodeAddr    `json:"nodes"`
+	// Ready and ReadyReason are what /readyz answers (see Ready).
+	Ready       bool   `json:"ready"`
+	ReadyReason string `json:"ready_reason"`
+	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
+	// StatusDetail): the keys with the most waiters on the groups this
+	// node serves, and the last master changes it saw, newest first.
+	HotKeys       []group.HotKey `json:"hot_keys,omitempty"`
+	MasterChanges []MasterChange `json:"master_changes,omitempty"`
 }
 
 // Status returns the node's report.
@@ -48,6 +56,7 @@ func (s *Server) Status() Status {
 	if err := s.store.Err(); err != nil {
 		st.StorageFailed, st.StorageError = true, err.Error()
 	}
+	st.Ready, st.ReadyReason = s.Ready()
 	for g, lg := range s.svc.Groups() {
 		c, a, ls := lg.Paxos().Progress()
 		gv := wire.GroupView{}
@@ -73,8 +82,19 @@ func (s *Server) adminMux() *http.ServeMux {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		if r.URL.Query().Get("detail") == "1" {
+			ctx, cancel := context.WithTimeout(r.Context(), consolePeerTimeout)
+			defer cancel()
+			_ = enc.Encode(s.StatusDetail(ctx))
+			return
+		}
 		_ = enc.Encode(s.Status())
 	})
+	mux.HandleFunc("GET /{$}", consolePage)
+	mux.HandleFunc("GET /console", consolePage)
+	mux.HandleFunc("GET /console/{file}", consoleAsset)
+	mux.HandleFunc("GET /cluster", s.clusterHandler)
+	mux.HandleFunc("GET /events", s.eventsHandler)
 	mux.HandleFunc("/namespaces", s.namespacesHandler)
 	mux.HandleFunc("/locks/unlock", s.forceUnlockHandler)
 	mux.HandleFunc("/healthz", s.healthzHandler)

@@ -51,9 +51,14 @@ type Server struct {
 	admin    *http.Server
 	clientLn string
 
-	stats  stats
-	faults *partition // nil unless Config.FaultInjection
-	sec    security   // certificates, keys and tokens, loaded by New
+	stats stats
+	// masterLog remembers the last master changes for the console;
+	// consoleHTTP (made once, under consoleOnce) reads peers' status.
+	masterLog   masterLog
+	consoleOnce sync.Once
+	consoleHTTP *http.Client
+	faults      *partition // nil unless Config.FaultInjection
+	sec         security   // certificates, keys and tokens, loaded by New
 	// initingNS is set while initNamespaces runs.
 	initingNS atomic.Bool
 	gossip    atomic.Pointer[gossip] // set by Start; the host loop reads it
@@ -381,6 +386,9 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	}
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
 	s.viewMu.Unlock()
+	if changed {
+		s.masterLog.record(g, st)
+	}
 	if g == group.NamespaceGroup && st.Serving {
 		s.goBackground(s.initNamespaces) // nothing to do once shutting down
 	}
