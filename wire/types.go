@@ -37,6 +37,9 @@ const (
 	// TypeSubscribeView asks for the cluster view and for every later one:
 	// body SubscribeView, reply View, then ViewChanged pushes.
 	TypeSubscribeView Type = 0x0B
+	// TypeList lists the held locks of one lock group, sent to its master:
+	// body List, reply Response with Locks.
+	TypeList Type = 0x0C
 )
 
 // Replies; their request id is the request's.
@@ -85,6 +88,7 @@ var typeNames = [256]string{
 	TypeHeartbeat:     "Heartbeat",
 	TypeGetView:       "GetView",
 	TypeSubscribeView: "SubscribeView",
+	TypeList:          "List",
 	TypeResponse:      "Response",
 	TypeView:          "View",
 	TypeGranted:       "Granted",
