@@ -49,6 +49,7 @@ const (
 	evTimer
 	evStop
 	evInspect
+	evList
 )
 
 type event struct {
@@ -63,6 +64,7 @@ type event struct {
 	revoked func()         // evRevoke: called once it is handled (or dropped)
 	inspect func([]HotKey) // evInspect: called with the worker's hot keys (nil if dropped)
 	n       int            // evInspect: how many
+	list    *listQuery     // evList: what to list; its reply is called once
 }
 
 // pending is a proposal in flight and what to do with its outcome.
@@ -397,6 +399,8 @@ func (w *worker) post(e event) {
 			e.revoked() // not a master: nothing to revoke
 		case evInspect:
 			e.inspect(nil)
+		case evList:
+			e.list.reply(nil)
 		}
 		return
 	}
@@ -455,6 +459,8 @@ func (w *worker) handle(e *event) {
 				rest[i].revoked()
 			case evInspect:
 				rest[i].inspect(nil)
+			case evList:
+				rest[i].list.reply(nil)
 			}
 		}
 		close(e.done)
@@ -477,6 +483,8 @@ func (w *worker) handle(e *event) {
 		w.fireTimers()
 	case evInspect:
 		e.inspect(w.hotKeys(e.n))
+	case evList:
+		e.list.reply(w.listLocks(e.list))
 	}
 }
 

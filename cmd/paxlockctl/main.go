@@ -6,6 +6,7 @@
 //	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl certs                                     (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
+//	paxlockctl locks [PREFIX]                            (client protocol)
 //
 // Flags may come before or after the command and its arguments
 // (paxlockctl status -o json, paxlockctl -o json status); "--" ends them.
@@ -37,7 +38,8 @@
 // once every group has a serving master (or fails after -timeout). lock
 // takes KEY (waiting in the server's queue if it is held), prints the
 // fencing token, holds it for HOLD (default 5s) and releases it. state
-// prints who holds KEY. watch prints KEY's changes until interrupted
+// prints who holds KEY. locks lists the held locks whose keys start with
+// PREFIX (all without one), in key order, up to -limit. watch prints KEY's changes until interrupted
 // (SIGINT or SIGTERM end it cleanly, exit status 0). certs writes a
 // development CA, a certificate and key per node (named
 // paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
@@ -103,6 +105,7 @@ type options struct {
 	secretFileGiven     bool
 	outputJSON          bool
 	force               bool
+	limit               int
 	commandAndArgs      []string
 	stdin               io.Reader
 	stdout, stderr      io.Writer
@@ -120,6 +123,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, wait: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
+	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many)")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
@@ -148,7 +152,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|unlock --force KEY|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|unlock --force KEY|locks [PREFIX]|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
@@ -272,6 +276,23 @@ func dispatch(ctx context.Context, o *options) error {
 			return err
 		}
 		return forceUnlock(ctx, p, ac, o.ns, args[0])
+	case "locks":
+		if err := wantArgs(args, 0, 1, "locks [PREFIX]"); err != nil {
+			return err
+		}
+		if o.limit <= 0 {
+			return fmt.Errorf("%w: -limit %d: want at least 1", errUsage, o.limit)
+		}
+		prefix := ""
+		if len(args) == 1 {
+			prefix = args[0]
+		}
+		secret, err := o.secret(true)
+		if err != nil {
+			return err
+		}
+		cfg := client.Config{Registry: strings.Split(o.registry, ","), Namespace: o.ns, Secret: secret}
+		return locksCmd(ctx, p, cfg, prefix, o.limit, o.timeout)
 	case "lock", "state", "watch":
 		form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
 		hi := 1
@@ -648,4 +669,34 @@ func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string
 		}
 	}
 	return fmt.Errorf("unlock: no node could do it: %w", lastErr)
+}
+
+// locksCmd lists the namespace's held locks with keys starting with prefix,
+// page by page, up to limit of them.
+func locksCmd(ctx context.Context, p printer, cfg client.Config, prefix string, limit int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }() // the command's own result is what it reports
+	out := locksOutput{Prefix: prefix, Locks: []stateOutput{}}
+	after := ""
+	for len(out.Locks) < limit {
+		page, err := c.List(ctx, prefix, after, min(limit-len(out.Locks), 1000))
+		if err != nil {
+			return err
+		}
+		for _, l := range page.Locks {
+			out.Locks = append(out.Locks, stateRecord(client.State{Key: l.Key, Held: true, Holder: l.Holder, Token: l.Token,
+				Kind: l.Kind, Readers: l.Readers, TTLLeft: l.TTLLeft, QueueLen: l.QueueLen, Value: l.Value}))
+		}
+		after = page.Next
+		if after == "" {
+			break
+		}
+	}
+	out.More = after != ""
+	return p.emit(out)
 }

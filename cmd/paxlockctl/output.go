@@ -256,6 +256,30 @@ func (o stateOutput) table(w io.Writer) error {
 	return err
 }
 
+// locksOutput is locks' output: held locks in key order, each as state
+// prints it; more says -limit cut the list short.
+type locksOutput struct {
+	Prefix string        `json:"prefix"`
+	Locks  []stateOutput `json:"locks"`
+	More   bool          `json:"more"`
+}
+
+func (o locksOutput) table(w io.Writer) error {
+	for _, l := range o.Locks {
+		if err := l.table(w); err != nil {
+			return err
+		}
+	}
+	var err error
+	switch {
+	case o.More:
+		_, err = fmt.Fprintf(w, "(%d shown; more: raise -limit)\n", len(o.Locks))
+	case len(o.Locks) == 0:
+		_, err = fmt.Fprintf(w, "no lock held under %q\n", o.Prefix)
+	}
+	return err
+}
+
 // lockEvent is one line of lock's output: locked, then released.
 type lockEvent struct {
 	// Event is locked or released.
