@@ -129,6 +129,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		log = slog.Default()
 	}
 	log.Info("effective config", "config", cfg)
+	if n := len(cfg.Nodes); n%2 == 0 {
+		log.Warn("an even number of nodes tolerates no more failures than one node fewer: a majority of 4 is 3, so 4 nodes survive 1 failure like 3 do, and 6 survive 2 like 5 do; use an odd number",
+			"nodes", n, "tolerates", (n-1)/2)
+	}
 	sec, err := loadSecurity(&cfg, log)
 	if err != nil {
 		return nil, err
