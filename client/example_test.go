@@ -257,8 +257,10 @@ func ExampleMutex_Locker() {
 	c := connect(ctx)
 	defer c.Close()
 
-	mu := c.Mutex("report:daily", client.TTL(30*time.Second), client.AutoRenew()).Locker() // a sync.Locker
-	mu.Lock() // blocks until held; retries what a retry can cure
+	// A sync.Locker; its Lock blocks until held and retries what a retry
+	// can cure.
+	mu := c.Mutex("report:daily", client.TTL(30*time.Second), client.AutoRenew()).Locker()
+	mu.Lock()
 	defer mu.Unlock()
 	fmt.Println("generating the daily report")
 }
