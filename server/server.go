@@ -161,7 +161,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.endLife()
 		return nil, err
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS})
+	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing})
 	if err != nil {
 		s.endLife()
 		return nil, err
