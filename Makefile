@@ -4,7 +4,7 @@ BIN     := bin
 RUNDIR  ?= .run
 RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/... ./session/...
 
-.PHONY: all build static docker-image test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e chaos fuzz console-test
+.PHONY: all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e chaos fuzz console-test
 
 all: build
 
@@ -58,6 +58,17 @@ test: fmt-check vet mod-check
 	$(GO) test -count=1 -timeout 20m ./...
 	$(GO) test -tags invariants -count=1 -timeout 20m ./paxos/...
 	$(GO) test -race -count=1 -timeout 20m $$($(GO) list $(RACE_PKGS) 2>/dev/null)
+
+# docker-up starts a 3-node cluster in containers on a private network
+# (deploy/docker-compose.yml, scripts/compose.sh), secure like make run;
+# docker-down removes it; docker-test brings it up, takes a lock through it
+# from the host and tears it down (CI runs it).
+docker-up:
+	BIN=$(BIN) scripts/compose.sh up
+docker-down:
+	BIN=$(BIN) scripts/compose.sh down
+docker-test:
+	BIN=$(BIN) scripts/compose.sh test
 
 # run builds and starts a local 3-node cluster and says how to use it.
 run: build
