@@ -18,6 +18,7 @@ var allTypes = []Type{
 	TypeHello, TypeAcquire, TypeRenew, TypeRelease, TypeState, TypeWatch,
 	TypeUnwatch, TypeCancelWait, TypeHeartbeat, TypeGetView, TypeSubscribeView,
 	TypeResponse, TypeView, TypeGranted, TypeLost, TypeWatchEvent, TypeViewChanged,
+	TypeScramClientFirst, TypeScramClientFinal, TypeScramServerFirst, TypeScramServerFinal,
 }
 
 // randUint returns a random value up to max, biased to the boundaries of

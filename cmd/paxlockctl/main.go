@@ -4,12 +4,15 @@
 //	paxlockctl [-admin host:port,...] [-admin-ca FILE] [-admin-token-file FILE] status|wait
 //	paxlockctl [-admin host:port,...] [-admin-ca FILE] [-admin-token-file FILE] namespace list|add NAME SECRET|remove NAME
 //	paxlockctl [-out DIR] [-cluster NAME] [-nodes N] [-hosts H,...] certs
-//	paxlockctl [-registry host:port,...] [-namespace N -secret S] lock KEY [HOLD]
-//	paxlockctl [-registry host:port,...] [-namespace N -secret S] state KEY
+//	paxlockctl [-registry host:port,...] [-ca FILE] [-namespace N -secret S] lock KEY [HOLD]
+//	paxlockctl [-registry host:port,...] [-ca FILE] [-namespace N -secret S] state KEY
 //
 // lock takes KEY (waiting in the server's queue if it is held), prints the
 // fencing token, holds it for HOLD (default 5s) and releases it. state
-// prints who holds KEY.
+// prints who holds KEY. Both authenticate with SCRAM-SHA-256 (the secret
+// never crosses the network); with -ca they connect with TLS, verifying
+// the nodes against that CA, and -registry must then list the nodes'
+// client_tls_addr addresses.
 //
 // The admin commands speak HTTPS, verifying the nodes against the CA in
 // -admin-ca, when that is set, and plain HTTP otherwise; they send the
@@ -33,6 +36,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -46,6 +50,7 @@ import (
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
+	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/server"
 )
 
@@ -54,6 +59,7 @@ func main() {
 	registry := flag.String("registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated client addresses of the nodes")
 	ns := flag.String("namespace", "default", "namespace")
 	secret := flag.String("secret", "paxlock", "namespace secret")
+	clientCA := flag.String("ca", "", "lock, state: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, ports 7111-7113)")
 	adminCA := flag.String("admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
 	tokenFile := flag.String("admin-token-file", "", "file holding the admin bearer token (PAXLOCK_ADMIN_TOKEN takes precedence)")
 	out := flag.String("out", devCertsDir, "certs: directory to write into")
@@ -96,7 +102,7 @@ func main() {
 			flag.Usage()
 			os.Exit(2)
 		}
-		err = lockCmd(strings.Split(*registry, ","), *ns, *secret, flag.Args())
+		err = lockCmd(strings.Split(*registry, ","), *ns, *secret, *clientCA, flag.Args())
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -204,10 +210,18 @@ func wait(ac *adminClient, limit time.Duration) error {
 	}
 }
 
-func lockCmd(registry []string, ns, secret string, args []string) error {
+func lockCmd(registry []string, ns, secret, caFile string, args []string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Registry: registry, Namespace: ns, Secret: secret})
+	cfg := client.Config{Registry: registry, Namespace: ns, Secret: secret}
+	if caFile != "" {
+		pool, err := pki.LoadCAPool(caFile)
+		if err != nil {
+			return err
+		}
+		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	c, err := client.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
