@@ -19,7 +19,40 @@ import (
 // loopback TCP), 64 goroutines on fresh keys.
 func BenchmarkClientPairs(b *testing.B) {
 	tc := startCluster(b, 3)
-	c := newClient(b, tc)
+	runPairs(b, newClient(b, tc))
+}
+
+// BenchmarkClientPairsTLS is BenchmarkClientPairs against a cluster whose
+// peers use mTLS, once through the plain client listener and once through
+// the TLS one (client.Config.TLS): the difference is what TLS to the
+// client costs.
+func BenchmarkClientPairsTLS(b *testing.B) {
+	tc, dir := startSecureCluster(b, 3)
+	var tlsAddrs []string
+	for _, n := range tc.cfgs[0].Nodes {
+		tlsAddrs = append(tlsAddrs, n.ClientTLS)
+	}
+	for _, mode := range []string{"plain", "tls"} {
+		b.Run(mode, func(b *testing.B) {
+			cfg := client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger()}
+			if mode == "tls" {
+				cfg.Registry, cfg.TLS = tlsAddrs, clientTLS(b, dir)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := client.New(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			runPairs(b, c)
+		})
+	}
+}
+
+// runPairs runs b.N acquire+release pairs on c from benchWorkers
+// goroutines, on fresh keys.
+func runPairs(b *testing.B, c *client.Client) {
 	ctx := context.Background()
 	workers := benchWorkers()
 	lat := make([][]time.Duration, workers)

@@ -18,7 +18,7 @@ import (
 // startSecureCluster starts n nodes with peer mTLS (development
 // certificates for 127.0.0.1) and a TLS client listener each, and returns
 // the cluster and the certificates' directory.
-func startSecureCluster(t *testing.T, n int) (*testCluster, string) {
+func startSecureCluster(t testing.TB, n int) (*testCluster, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: n, Hosts: []string{"127.0.0.1"}}); err != nil {
@@ -37,7 +37,7 @@ func startSecureCluster(t *testing.T, n int) (*testCluster, string) {
 }
 
 // clientTLS is a client TLS configuration trusting the development CA.
-func clientTLS(t *testing.T, dir string) *tls.Config {
+func clientTLS(t testing.TB, dir string) *tls.Config {
 	t.Helper()
 	pool, err := pki.LoadCAPool(filepath.Join(dir, pki.DevCACert))
 	if err != nil {
