@@ -134,6 +134,16 @@ func (c *conn) onClosed() {
 	}
 }
 
+// closeAfterFlush closes the connection after the replies and pushes
+// already queued have been sent (gnet's Close does the same).
+func (c *conn) closeAfterFlush() {
+	if c.tc != nil {
+		c.tc.closeAfterFlush()
+		return
+	}
+	_ = c.gc.Close()
+}
+
 // remote is the client's address, for logs.
 func (c *conn) remote() string {
 	if c.tc != nil {
@@ -326,7 +336,7 @@ func (c *conn) revoke(a *authState) {
 	}
 	c.s.log.Info("closing client connection: namespace removed or its secret changed",
 		"remote", c.remote(), "namespace", a.ns)
-	c.s.svc.RevokeClient(a.client, c, c.closeConn)
+	c.s.svc.RevokeClient(a.client, c, c.closeAfterFlush)
 }
 
 // ViewVersion implements session.Host.

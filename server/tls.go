@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/internal/pki"
@@ -29,10 +30,18 @@ const tlsHandshakeTimeout = 10 * time.Second
 
 // tlsConn is the transport of a TLS listener's conn.
 type tlsConn struct {
-	nc   *tls.Conn
-	wake chan struct{} // cap 1: conn.out has frames to send
-	done chan struct{} // closed by close
-	once sync.Once
+	nc      *tls.Conn
+	wake    chan struct{} // cap 1: conn.out has frames to send
+	done    chan struct{} // closed by close
+	once    sync.Once
+	closing atomic.Bool // closeAfterFlush: close once conn.out is sent
+}
+
+// closeAfterFlush closes the connection once what is queued has been
+// written (or the write failed).
+func (t *tlsConn) closeAfterFlush() {
+	t.closing.Store(true)
+	t.kick()
 }
 
 func (t *tlsConn) kick() {
@@ -169,6 +178,10 @@ func (c *conn) writeTLS() {
 		c.mu.Lock()
 		if len(c.out) == 0 {
 			c.mu.Unlock()
+			if t.closing.Load() {
+				t.close()
+				return
+			}
 			continue
 		}
 		c.flight, c.out = c.out, c.flight[:0]
@@ -186,5 +199,7 @@ func (c *conn) writeTLS() {
 			c.flight = nil // do not keep a burst's buffer forever
 			c.mu.Unlock()
 		}
+		t.kick() // look again: more may have been queued, or closing set
+
 	}
 }

@@ -277,3 +277,39 @@ func (c *recordingConn) Write(b []byte) (int, error) {
 	c.r.mu.Unlock()
 	return c.Conn.Write(b)
 }
+
+// TestTLSSessionRevoked: a session on the TLS client listener is revoked
+// like one on the plain listener when its namespace's secret changes (a
+// holder gets Lost with EventRevoked, then the connection closes), and the
+// old secret is refused there from then on.
+func TestTLSSessionRevoked(t *testing.T) {
+	tc, dir := startSecureCluster(t, 3)
+	tc.changeNamespace("tenant", "old")
+	const key = "revoked-tls"
+	mi := tc.masterIndex("tenant", key)
+	addr := tc.cfgs[mi].self().ClientTLS
+	holder := dialRawTLS(t, addr, clientTLS(t, dir))
+	if r := holder.hello("tenant", "old", 1); r.Status != wire.StatusSuccess {
+		t.Fatalf("hello: %+v", r)
+	}
+	if r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 60000}); r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", r)
+	}
+	tc.changeNamespace("tenant", "new")
+	lost := false
+	for _, m := range holder.ended("TLS session with the old secret") {
+		if l, ok := m.(*wire.Lost); ok && l.Key == key && l.Event == wire.EventRevoked {
+			lost = true
+		}
+	}
+	if !lost {
+		t.Fatal("the holder got no Lost with EventRevoked")
+	}
+	rc := dialRawTLS(t, addr, clientTLS(t, dir))
+	if r := rc.hello("tenant", "old", 2); r.Status != wire.StatusAuthFailed {
+		t.Fatalf("old secret over TLS: %+v", r)
+	}
+	if r := rc.hello("tenant", "new", 2); r.Status != wire.StatusSuccess {
+		t.Fatalf("new secret over TLS: %+v", r)
+	}
+}
