@@ -285,7 +285,7 @@ type authState struct {
 	gen    uint64
 }
 
-// valid reports whether the namespace table still grants a: the
+// stillValid reports whether the namespace table still grants a: the
 // namespace exists and, for a client's session, its verifier is still
 // the one the session proved the secret against (a changed secret has a
 // new verifier).

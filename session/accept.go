@@ -21,7 +21,7 @@ const viewsNeedHello = false
 // protocol version 2 clients authenticate with SCRAM-SHA-256
 // (wire.ScramClientFirst). Only a relay's Hello (Via set) is accepted, and
 // only if the Host trusts the relaying node.
-var ErrClearSecret = errors.New("Hello with a secret in the clear is protocol version 1's handshake and is refused: upgrade the client (this server needs SCRAM-SHA-256)")
+var ErrClearSecret = errors.New("a Hello with a secret in the clear is protocol version 1's handshake and is refused: upgrade the client (this server needs SCRAM-SHA-256)")
 
 // Identity is who an accepted handshake says the peer is.
 type Identity struct {

@@ -16,6 +16,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/xdg-go/scram"
 )
@@ -143,7 +144,7 @@ func (c *Client) Verify(serverFinal string) error {
 // checkIters refuses a server-first-message whose iteration count is over
 // MaxIterations (the library bounds it from below only).
 func checkIters(serverFirst string) error {
-	for _, f := range splitComma(serverFirst) {
+	for _, f := range strings.Split(serverFirst, ",") {
 		if len(f) > 2 && f[:2] == "i=" {
 			n := 0
 			for _, d := range f[2:] {
@@ -158,22 +159,6 @@ func checkIters(serverFirst string) error {
 		}
 	}
 	return nil
-}
-
-func splitComma(s string) []string {
-	var out []string
-	for len(s) > 0 {
-		i := 0
-		for i < len(s) && s[i] != ',' {
-			i++
-		}
-		out = append(out, s[:i])
-		if i == len(s) {
-			break
-		}
-		s = s[i+1:]
-	}
-	return out
 }
 
 // Lookup returns namespace ns's verifier, false if there is none.
