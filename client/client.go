@@ -288,10 +288,14 @@ func (c *Client) View() *wire.View {
 // blocking Lock still registered, including those whose context ended
 // while their clean-up was under way) and releases every grant that raced
 // with such a cancelled wait, so that no lock is left held for its TTL by a
-// wait nobody will use. Locks held through Lock or TryLock that returned
-// nil are not released: they expire after their TTL unless Unlock was
-// called (their Lost channels close when the client counts them expired).
-// Close is idempotent; it returns nil.
+// wait nobody will use. Then it releases every lock the client still
+// holds (Mutex, RWMutex and election holds alike): each hold ends first —
+// its Lost channel closes and Unlock reports an error wrapping ErrClosed —
+// and its release is sent, all at once, so a clean shutdown frees its keys
+// at once instead of after their TTL (etcd's Session.Close revokes its
+// lease the same way). A release that cannot reach the cluster within the
+// bound is abandoned and the lock expires after its TTL, as it does when
+// the process dies without Close. Close is idempotent; it returns nil.
 func (c *Client) Close() error { return c.CloseContext(context.Background()) }
 
 // CloseContext is Close bounded by ctx as well as Config.CloseTimeout:
@@ -314,6 +318,7 @@ func (c *Client) CloseContext(ctx context.Context) error {
 		close(c.done)
 		c.leaveQueues(ctx, waits)
 		c.waitCleaners(ctx)
+		c.releaseHolds(ctx)
 
 		c.mu.Lock()
 		c.netClosed = true
@@ -352,6 +357,43 @@ func (c *Client) leaveQueues(ctx context.Context, waits []*waiter) {
 		go func() {
 			defer wg.Done()
 			w.core.leaveAtClose(ctx, w)
+		}()
+	}
+	wg.Wait()
+}
+
+// releaseHolds is Close's release of every lock the client holds, all at
+// once, within ctx. Each hold is ended before its release leaves (see
+// hold.endForClose), so nothing in this process goes on trusting a lock
+// that is being given back; a hold that Unlock or a loss ended meanwhile
+// is left alone.
+func (c *Client) releaseHolds(ctx context.Context) {
+	c.mu.Lock()
+	hs := make([]*hold, 0, len(c.holds))
+	for _, h := range c.holds {
+		hs = append(hs, h)
+	}
+	c.mu.Unlock()
+	if len(hs) == 0 {
+		return
+	}
+	ctx = context.WithValue(ctx, internalKey{}, true)
+	var wg sync.WaitGroup
+	for _, h := range hs {
+		if !h.endForClose() {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := c.do(ctx, "unlock", h.key, h.hash, wire.TypeRelease,
+				&wire.Release{Key: h.key, Owner: h.owner, Token: h.token})
+			if err == nil && res.resp.Status != wire.StatusSuccess {
+				err = statusErr("unlock", h.key, res.resp)
+			}
+			if err != nil {
+				c.log.Debug("paxlock: release at Close failed; the lock expires after its TTL", "key", h.key, "token", h.token, "err", err)
+			}
 		}()
 	}
 	wg.Wait()

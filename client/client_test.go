@@ -955,9 +955,29 @@ func TestClose(t *testing.T) {
 	}
 	done := goErr(func() error { return c.Mutex("k").Lock(ctx) })
 	n.waitFor(t, "queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	lost := m1.Lost()
 	c.Close()
 	if err := recvErr(t, done, "Lock"); !errors.Is(err, ErrClosed) {
 		t.Fatalf("blocked Lock: %v, want ErrClosed", err)
+	}
+	// Close released the lock it held (not left for its TTL) and ended
+	// the hold first.
+	if _, _, held := n.holderOf("k"); held {
+		t.Fatal("k still held on the server after Close")
+	}
+	select {
+	case <-lost:
+	default:
+		t.Fatal("Lost not closed by Close")
+	}
+	if m1.Held() {
+		t.Fatal("Held after Close")
+	}
+	n.mu.Lock()
+	left := len(n.waiters["k"])
+	n.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("waiters of k after Close: %d", left)
 	}
 	if _, ok := <-w.Events(); ok || !errors.Is(w.Err(), ErrClosed) {
 		t.Fatalf("watch after Close: %v", w.Err())

@@ -20,7 +20,8 @@
 // is the lock's owner and is reentrant: Lock on a handle that holds counts,
 // Unlock releases at zero. With the ProcessOwner option the owner is the
 // whole Client instead, like WLock's process lock. Lock waits in the
-// server's queue (fair by Weight, then arrival) and is woken by the
+// server's queue (ordered by arrival minus Weight × the server's
+// weight_aging: weighted, without starvation) and is woken by the
 // server's push; TryLock never waits and returns a *LockedError naming the
 // holder. Every call that may wait takes a context.Context; a Lock whose
 // context ends leaves the queue and gives back a grant that raced with it.

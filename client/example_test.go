@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/paxlock/paxlock/client"
@@ -247,4 +248,37 @@ func ExampleClient_State() {
 	} else {
 		fmt.Println(st.Key, "is free")
 	}
+}
+
+// Code written against sync.Locker takes a paxlock lock through Locker. It
+// has no fencing token and cannot say that the lock was lost: use the Mutex
+// where that matters.
+func ExampleMutex_Locker() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	var mu sync.Locker = c.Mutex("report:daily", client.TTL(30*time.Second), client.AutoRenew()).Locker()
+	mu.Lock() // blocks until held; retries what a retry can cure
+	defer mu.Unlock()
+	fmt.Println("generating the daily report")
+}
+
+// A writer that must go on reading what it wrote downgrades its lock, so
+// no other writer gets in between.
+func ExampleRWMutex_Downgrade() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	rw := c.RWMutex("catalog", client.TTL(30*time.Second))
+	if err := rw.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// ... write the catalog ...
+	if err := rw.Downgrade(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer rw.RUnlock(ctx)
+	fmt.Println("reading with token", rw.Reader().Token())
 }

@@ -1082,6 +1082,26 @@ func (h *hold) markLost(err error, local bool) {
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }
 
+// endForClose ends the hold because Client.Close is releasing it: its
+// Lost channel closes and Unlock returns an error wrapping ErrClosed. It
+// reports false if the hold had already ended (released or lost).
+func (h *hold) endForClose() bool {
+	h.mu.Lock()
+	if h.ended {
+		h.mu.Unlock()
+		return false
+	}
+	h.ended = true
+	h.err = fmt.Errorf("%w: %q (token %d): released by Close", ErrClosed, h.key, h.token)
+	h.stopTimersLocked()
+	if h.lost != nil {
+		close(h.lost)
+	}
+	h.mu.Unlock()
+	h.forget()
+	return true
+}
+
 // finish ends the hold for Unlock. It returns whether the loss (if any)
 // was our own clock's doing, whether the hold was still valid on our
 // clock, and why the hold was lost (nil if it was not).
@@ -1205,8 +1225,10 @@ func (h *hold) autoRenew() {
 // RWMutex is a handle on a read-write lock: many readers or one writer,
 // with waiting writers preferred over new readers. Its two sides are
 // Mutex handles of the same owner (Reader and Writer); each side is
-// reentrant on its own. Holding one side while taking the other (upgrade
-// or downgrade) is refused with an error wrapping ErrInvalid.
+// reentrant on its own. Holding one side while taking the other is
+// refused with an error wrapping ErrInvalid; Downgrade turns a held write
+// lock into a read lock atomically (there is no upgrade: two readers that
+// both upgraded would wait for each other).
 type RWMutex struct {
 	r, w *Mutex
 }
@@ -1255,3 +1277,81 @@ func (rw *RWMutex) TryLock(ctx context.Context) error { return rw.Writer().TryLo
 
 // Unlock undoes one Lock.
 func (rw *RWMutex) Unlock(ctx context.Context) error { return rw.Writer().Unlock(ctx) }
+
+// Downgrade turns the write lock the handle holds into a read lock,
+// atomically: no other writer can take the key in between (Redisson's and
+// Curator's read-write locks allow the same). The fencing token stays the
+// same and the TTL is refreshed; queued readers may be granted at once,
+// waiting writers stay queued behind the read lock. Afterwards the handle
+// holds the read side once (RUnlock releases it) and the write side not at
+// all; Lost, Token and auto-renewal carry over.
+//
+// The write side must be held exactly once and the read side not at all,
+// else an error wrapping ErrNotHeld (not held) or ErrInvalid (held more
+// than once: Unlock down to one first). A lost lock returns ErrLockLost.
+// If the outcome is unknown (the connection broke), the handle still
+// holds the write side and Downgrade may be called again: the server
+// treats a repeated downgrade as done.
+func (rw *RWMutex) Downgrade(ctx context.Context) error {
+	w, r := rw.Writer(), rw.Reader()
+	if err := w.check(); err != nil {
+		return err
+	}
+	wlc, err := w.enter(ctx)
+	if err != nil {
+		return w.wrap("downgrade", err)
+	}
+	defer w.leave(wlc)
+	rlc, err := r.enter(ctx)
+	if err != nil {
+		return w.wrap("downgrade", err)
+	}
+	defer r.leave(rlc)
+	wlc.mu.Lock()
+	n, h := wlc.count, wlc.h
+	wlc.mu.Unlock()
+	rlc.mu.Lock()
+	rn := rlc.count
+	rlc.mu.Unlock()
+	switch {
+	case n == 0:
+		return w.wrap("downgrade", ErrNotHeld)
+	case n > 1:
+		return invalid("%q: downgrade of a write lock held %d times (Unlock down to once first)", w.key, n)
+	case rn > 0:
+		return invalid("%q: downgrade while the read side is held too", w.key)
+	}
+	if err := h.lostErr(); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	ttl := h.reqTTL
+	h.mu.Unlock()
+	from := time.Now()
+	res, err := w.c.do(ctx, "downgrade", w.key, wlc.hash, wire.TypeAcquire,
+		&wire.Acquire{Key: w.key, Owner: wlc.owner, Kind: wire.KindRead, Flags: wire.FlagDowngrade, Weight: wire.DefaultWeight, TTLMs: ttlMs(ttl)})
+	if err != nil {
+		return err
+	}
+	resp := res.resp
+	switch {
+	case resp.Status == wire.StatusSuccess:
+	case lostStatus(resp.Status):
+		err := statusErr("downgrade", w.key, resp)
+		h.markLost(err, false)
+		return err
+	default:
+		return statusErr("downgrade", w.key, resp)
+	}
+	h.mu.Lock()
+	known := h.ttl
+	h.mu.Unlock()
+	h.extend(from, effTTL(ttl, resp.TTLLeftMs, known))
+	wlc.mu.Lock()
+	wlc.count, wlc.h = 0, nil
+	wlc.mu.Unlock()
+	rlc.mu.Lock()
+	rlc.count, rlc.h = 1, h
+	rlc.mu.Unlock()
+	return nil
+}

@@ -73,8 +73,12 @@ func AutoRenew() Option {
 }
 
 // Weight sets the waiter's priority in the server's queue, wire.MinWeight
-// (1, the default) to wire.MaxWeight (10): a freed lock goes to the
-// heaviest waiter, and among equal weights to the earliest.
+// (1, the default) to wire.MaxWeight (10). A freed lock goes to the
+// waiter whose arrival time minus weight × the server's weight_aging
+// (default 1s) is earliest: each unit of weight counts as that much
+// waiting, so a weight-10 waiter goes ahead of weight-1 waiters that came
+// less than 9s before it, and nobody waits forever behind a stream of
+// heavier arrivals.
 func Weight(w int) Option {
 	return func(o *options) {
 		if w < wire.MinWeight || w > wire.MaxWeight {

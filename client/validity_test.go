@@ -354,3 +354,129 @@ func portsFree(addrs ...string) bool {
 	}
 	return true
 }
+
+// TestCloseReleasesAgainstServer: Close gives back every lock the client
+// holds — a mutex, a read lock and an election's leadership — so another
+// client takes them at once instead of after their 60 s TTL.
+func TestCloseReleasesAgainstServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	addr := startServer(t, func(cfg *server.Config) {
+		cfg.MaxTTL = server.Duration(time.Minute)
+	})
+	cfg := testConfig(addr)
+	cfg.Namespace, cfg.Secret = "ns", "s3cret"
+	ctx := tctx(t)
+	a := newTestClient(t, cfg)
+	m := a.Mutex("m", TTL(time.Minute))
+	rw := a.RWMutex("rw", TTL(time.Minute))
+	el := a.Election("leader", TTL(time.Minute))
+	if err := m.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.TryRLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := el.Campaign(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	lost := m.Lost()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, lost, "Lost of a mutex released by Close")
+
+	b := newTestClient(t, cfg)
+	if err := b.Mutex("m").TryLock(ctx); err != nil {
+		t.Fatalf("mutex after the holder's Close: %v", err)
+	}
+	if err := b.RWMutex("rw").TryLock(ctx); err != nil {
+		t.Fatalf("write lock after the reader's Close: %v", err)
+	}
+	tctxShort, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := b.Election("leader").Campaign(tctxShort, "b"); err != nil {
+		t.Fatalf("campaign after the leader's Close: %v", err)
+	}
+}
+
+// TestRWMutexDowngrade: a writer turns its write lock into a read lock
+// without letting a waiting writer in: the token stays, queued readers
+// join, the waiting writer gets the key only after every reader left.
+func TestRWMutexDowngrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a server")
+	}
+	addr := startServer(t, nil)
+	cfg := testConfig(addr)
+	cfg.Namespace, cfg.Secret = "ns", "s3cret"
+	ctx := tctx(t)
+	a, b := newTestClient(t, cfg), newTestClient(t, cfg)
+	rw := a.RWMutex("k", TTL(30*time.Second))
+	if err := rw.Downgrade(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Downgrade without the write lock: %v, want ErrNotHeld", err)
+	}
+	if err := rw.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tok := rw.Writer().Token()
+	// A writer, then a reader, queue behind the write lock.
+	writer := b.RWMutex("k")
+	wdone := goErr(func() error { return writer.Lock(ctx) })
+	awaitQueue(t, b, "k", 1)
+	reader := b.RWMutex("k")
+	rdone := goErr(func() error { return reader.RLock(ctx) })
+	awaitQueue(t, b, "k", 2)
+
+	if err := rw.Downgrade(ctx); err != nil {
+		t.Fatalf("Downgrade: %v", err)
+	}
+	if got := rw.Reader().Token(); got != tok || !rw.Reader().Held() || rw.Writer().Held() {
+		t.Fatalf("after Downgrade: read token %d held %v, write held %v; want token %d, read side held only", got, rw.Reader().Held(), rw.Writer().Held(), tok)
+	}
+	st, err := b.State(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Kind != wire.KindRead || st.Token != tok || st.Holder != rw.Reader().Owner() {
+		t.Fatalf("state after Downgrade: %+v, want a read hold by %v with token %d", st, rw.Reader().Owner(), tok)
+	}
+	// The waiting writer is still waiting (and the reader behind it too:
+	// waiting writers go first).
+	select {
+	case err := <-wdone:
+		t.Fatalf("the waiting writer got in during a downgrade: %v", err)
+	case err := <-rdone:
+		t.Fatalf("a reader behind the waiting writer got in: %v", err)
+	default:
+	}
+	if err := rw.RUnlock(ctx); err != nil {
+		t.Fatalf("RUnlock after Downgrade: %v", err)
+	}
+	if err := recvErr(t, wdone, "writer.Lock"); err != nil {
+		t.Fatal(err)
+	}
+	if writer.Writer().Token() <= tok {
+		t.Fatalf("writer's token %d not above the downgraded lock's %d", writer.Writer().Token(), tok)
+	}
+	if err := writer.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvErr(t, rdone, "reader.RLock"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitQueue waits until key has n waiters.
+func awaitQueue(t *testing.T, c *Client, key string, n int) {
+	t.Helper()
+	var st State
+	var err error
+	if werr := testutil.Wait(20*time.Second, func() bool {
+		st, err = c.State(tctx(t), key)
+		return err == nil && st.QueueLen == n
+	}); werr != nil {
+		t.Fatalf("%v waiting for %d waiters on %q: %+v %v", werr, n, key, st, err)
+	}
+}

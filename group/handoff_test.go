@@ -243,3 +243,102 @@ func TestWaitTimeoutAndCancel(t *testing.T) {
 		t.Fatal("a timed-out or cancelled waiter was granted")
 	}
 }
+
+// TestWeightAgingBoundsStarvation: a light waiter under a continuous
+// stream of heavier ones is granted once it has waited (difference of
+// weights) × WeightAging, not never: with strict priority (the queue's
+// order before aging) the stream of weight-10 waiters below would starve
+// the weight-1 waiter forever.
+func TestWeightAgingBoundsStarvation(t *testing.T) {
+	clk := newFakeClock()
+	const aging = time.Second
+	c := newFakeCluster(t, 3, Config{Clock: clk, WeightAging: aging})
+	const key = "hot"
+	cur := &waiterSpec{owner: owner(1, 1), sink: newSink()}
+	r := c.do(cur.sink, Request{Op: OpAcquire, Key: key, Owner: cur.owner, TTL: 20 * time.Second})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", r)
+	}
+	cur.token = r.Token
+	light := &waiterSpec{owner: owner(2, 1), weight: wire.MinWeight, waitID: 2}
+	enqueue(t, c, key, light)
+
+	// Every step a heavy waiter arrives and the holder hands the key on.
+	const step = 500 * time.Millisecond
+	want := int((wire.MaxWeight - wire.MinWeight) * aging / step) // the light waiter's turn
+	for n := 1; ; n++ {
+		clk.Advance(step)
+		heavy := &waiterSpec{owner: owner(100+uint64(n), 1), weight: wire.MaxWeight, waitID: 100 + uint64(n)}
+		enqueue(t, c, key, heavy)
+		if rr := c.do(cur.sink, Request{Op: OpRelease, Key: key, Owner: cur.owner, Token: cur.token}); rr.Status != wire.StatusSuccess {
+			t.Fatalf("release by %v: %+v", cur.owner, rr)
+		}
+		st := c.state(key)
+		if st.Holder == light.owner {
+			if n != want {
+				t.Fatalf("light waiter granted at step %d, want step %d (after %v of waiting)", n, want, time.Duration(want)*step)
+			}
+			return
+		}
+		if n >= want {
+			t.Fatalf("step %d: holder %v, light waiter still queued after %v (bound %v)", n, st.Holder, time.Duration(n)*step, (wire.MaxWeight-wire.MinWeight)*aging)
+		}
+		// Before its turn, the newest heavy waiter is ahead of the light
+		// one, and the only one queued: it holds the key now.
+		g := heavy.sink.granted(t, heavy.waitID)
+		if g.Status != wire.StatusSuccess || st.Holder != heavy.owner || st.Token != g.Token {
+			t.Fatalf("step %d: holder %v (%+v), want the heavy waiter %v", n, st.Holder, g, heavy.owner)
+		}
+		heavy.token = g.Token
+		cur = heavy
+	}
+}
+
+// TestDowngrade: the state machine's side of wire.FlagDowngrade — a write
+// hold becomes a read hold with the same token (again: still success),
+// queued readers join, a waiting writer stays queued; other owners and
+// exclusive holds are refused.
+func TestDowngrade(t *testing.T) {
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
+	const key = "rw"
+	s := newSink()
+	w := owner(1, 1)
+	r := c.do(s, Request{Op: OpAcquire, Key: key, Owner: w, Kind: wire.KindWrite, TTL: 20 * time.Second})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("write acquire: %+v", r)
+	}
+	reader := &waiterSpec{owner: owner(2, 1), kind: wire.KindRead, waitID: 2}
+	enqueue(t, c, key, reader)
+	down := Request{Op: OpAcquire, Key: key, Owner: w, Kind: wire.KindRead, Flags: wire.FlagDowngrade, TTL: 20 * time.Second}
+	for i := range 2 { // the second is a retry: done already
+		if d := c.do(s, down); d.Status != wire.StatusSuccess || d.Token != r.Token {
+			t.Fatalf("downgrade %d: %+v, want SUCCESS with token %d", i, d, r.Token)
+		}
+	}
+	g := reader.sink.granted(t, reader.waitID)
+	if g.Status != wire.StatusSuccess {
+		t.Fatalf("queued reader after the downgrade: %+v", g)
+	}
+	if st := c.state(key); st.Kind != wire.KindRead || st.Readers != 2 {
+		t.Fatalf("state after downgrade: %+v, want 2 readers", st)
+	}
+	// Not the holder: refused, nothing changes.
+	other := down
+	other.Owner = owner(3, 1)
+	if d := c.do(newSink(), other); d.Status != wire.StatusLockChangedOwner {
+		t.Fatalf("downgrade by a non-holder: %+v", d)
+	}
+	// An exclusive hold cannot be downgraded.
+	m := c.do(s, Request{Op: OpAcquire, Key: "mutex", Owner: w, Kind: wire.KindExclusive, TTL: 20 * time.Second})
+	if m.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", m)
+	}
+	ex := down
+	ex.Key = "mutex"
+	if d := c.do(s, ex); d.Status != wire.StatusBadRequest {
+		t.Fatalf("downgrade of an exclusive hold: %+v", d)
+	}
+	if st := c.state("mutex"); st.Kind != wire.KindExclusive || st.Token != m.Token {
+		t.Fatalf("exclusive hold after a refused downgrade: %+v", st)
+	}
+}

@@ -75,6 +75,15 @@ type Config struct {
 	DefaultTTL, MinTTL, MaxTTL time.Duration
 	// MaxWaiters bounds the waiters of one key (default 10000).
 	MaxWaiters int
+	// WeightAging is how much waiting time one unit of a waiter's weight
+	// is worth (default 1s): a key's waiters are served in order of
+	// arrival time minus weight × WeightAging, earliest first. A heavier
+	// waiter therefore overtakes a lighter one that arrived at most
+	// (difference of weights) × WeightAging before it, and a waiter is
+	// never overtaken by one that arrives more than (wire.MaxWeight −
+	// wire.MinWeight) × WeightAging after it: weights order the queue
+	// without starving anyone.
+	WeightAging time.Duration
 	// Clock is the monotonic clock for deadlines (default: the real one).
 	Clock Clock
 	// Logger receives events (default slog.Default()).
@@ -107,6 +116,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxWaiters <= 0 {
 		c.MaxWaiters = 10000
+	}
+	if c.WeightAging <= 0 {
+		c.WeightAging = time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock{}

@@ -2,7 +2,8 @@
 // its group and worker, decides on the master what can succeed, proposes
 // it, applies acquire, renew, release and expire in a deterministic state
 // machine, expires locks on the master's monotonic clock and hands freed
-// locks to the heaviest, earliest waiter.
+// locks to the waiter first in line: earliest arrival minus weight ×
+// Config.WeightAging, so weights order the queue without starving anyone.
 //
 // # State machine
 //
@@ -43,6 +44,9 @@ const (
 	opNamespacePut    op = 7 // key = name, data = salt and secret hash
 	opNamespaceDelete op = 8 // key = name
 	opNamespaceInit   op = 9 // data = the configured namespaces, once
+	// opDowngrade turns owner's write hold with token into a read hold
+	// (ttl refreshed when > 0; a read hold already: success, unchanged).
+	opDowngrade op = 10
 )
 
 // grant is a hold handed to a waiter inside a release or expire.
@@ -680,7 +684,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	switch c.op {
 	case opAcquire:
 		out.status, out.token = sm.grant(&l, instance, c.owner, c.kind, c.ttlMs, c.value)
-	case opRenew, opRelease, opExpire:
+	case opRenew, opRelease, opExpire, opDowngrade:
 		if !held {
 			out.status = wire.StatusLockDeleted
 			break
@@ -711,6 +715,10 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 			}
 		}
 		out.token = l.at(i).token
+		if c.op == opDowngrade {
+			sm.downgrade(l, i, c, out)
+			break
+		}
 		if c.op == opRenew {
 			if c.ttlMs > 0 {
 				l.at(i).ttlMs = c.ttlMs
@@ -732,6 +740,25 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		out.key = c.key
 	}
 	return out
+}
+
+// downgrade applies opDowngrade to hold i of l (owner and token checked).
+func (sm *StateMachine) downgrade(l *lockRec, i int, c *command, out *outcome) {
+	h := l.at(i)
+	switch h.kind {
+	case wire.KindWrite:
+		// The only hold of the key (a writer is alone): the record
+		// becomes read-held.
+		h.kind = wire.KindRead
+	case wire.KindRead:
+		// Done already (a retried downgrade).
+	default:
+		out.status = wire.StatusBadRequest
+		return
+	}
+	if c.ttlMs > 0 {
+		h.ttlMs = c.ttlMs
+	}
 }
 
 func (sm *StateMachine) applyGrants(lp **lockRec, instance uint64, c *command, out *outcome) {

@@ -76,22 +76,21 @@ type pending struct {
 }
 
 type waiter struct {
-	req      *Request
-	key      string
-	seq      uint64
+	req *Request
+	key string
+	seq uint64
+	// rank orders the key's queue, lowest first (then seq): the arrival
+	// time (w.mono) minus weight × Config.WeightAging. A waiter of weight
+	// w queues as if it had arrived w × WeightAging earlier, so a heavier
+	// waiter overtakes a lighter one by at most their weights' difference
+	// × WeightAging and no waiter starves (see queueAhead).
+	rank     int64
 	deadline time.Time
 	granting bool
 	gone     bool
 	// overdue: the deadline passed while a grant was in flight; if the
 	// grant does not happen, the waiter times out then.
 	overdue bool
-}
-
-func (w *waiter) weight() uint8 {
-	if w.req.Weight == 0 {
-		return wire.DefaultWeight
-	}
-	return w.req.Weight
 }
 
 type watcher struct {
@@ -596,16 +595,26 @@ func (w *worker) answerState(r *Request, key string) {
 	respond(r, resp)
 }
 
-// blockedByQueue reports whether a new arrival must wait behind queued
-// waiters even though the lock could be granted: a waiter of equal or
-// higher weight goes first, and new readers queue behind a waiting writer.
-func blockedByQueue(ks *keyState, r *Request) bool {
-	wt := r.Weight
+// rankOf is the queue rank of a request of weight wt arriving at now
+// (worker.mono): see waiter.rank.
+func (w *worker) rankOf(now int64, wt uint8) int64 {
 	if wt == 0 {
 		wt = wire.DefaultWeight
 	}
+	return now - int64(wt)*int64(w.g.svc.cfg.WeightAging)
+}
+
+// queueAhead reports whether q is served before a request of rank r that
+// comes after it: ties go to the earlier arrival.
+func queueAhead(q *waiter, rank int64) bool { return q.rank <= rank }
+
+// blockedByQueue reports whether a new arrival of rank rank must wait
+// behind queued waiters even though the lock could be granted: a waiter
+// ranked ahead of it goes first (see waiter.rank), and new readers queue
+// behind a waiting writer.
+func blockedByQueue(ks *keyState, r *Request, rank int64) bool {
 	for _, q := range ks.waiters {
-		if q.weight() >= wt {
+		if queueAhead(q, rank) {
 			return true
 		}
 		if r.Kind == wire.KindRead && exclusive(q.req.Kind) {
@@ -616,9 +625,14 @@ func blockedByQueue(ks *keyState, r *Request) bool {
 }
 
 func (w *worker) acquire(r *Request, key string, ks *keyState) {
+	if r.Flags.Has(wire.FlagDowngrade) {
+		w.downgrade(r, key, ks)
+		return
+	}
 	rec := w.g.sm.get(key)
 	ok, again := rec.canGrant(r.Owner, r.Kind)
-	if ok && !again && blockedByQueue(ks, r) {
+	rank := w.rankOf(w.mono(w.clock.Now()), r.Weight)
+	if ok && !again && blockedByQueue(ks, r, rank) {
 		ok = false
 	}
 	if ok {
@@ -652,15 +666,15 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		return
 	}
 	w.seq++
-	q := &waiter{req: r, key: key, seq: w.seq}
+	q := &waiter{req: r, key: key, seq: w.seq, rank: rank}
 	w.index(q)
 	if r.MaxWait > 0 {
 		q.deadline = w.clock.Now().Add(r.MaxWait)
 		w.schedule(timerEntry{at: q.deadline, kind: tWait, key: key, w: q})
 	}
-	// Keep the queue ordered: heaviest first, then earliest.
+	// Keep the queue ordered by rank, then arrival.
 	i := len(ks.waiters)
-	for i > 0 && ks.waiters[i-1].weight() < q.weight() {
+	for i > 0 && !queueAhead(ks.waiters[i-1], q.rank) {
 		i--
 	}
 	ks.waiters = append(ks.waiters, nil)
@@ -766,6 +780,26 @@ func without(rec *lockRec, owner wire.Owner, token uint64) int {
 		}
 	}
 	return n
+}
+
+// downgrade proposes turning r.Owner's write hold into a read hold (see
+// wire.FlagDowngrade). The state machine decides; the master only names
+// the hold's token and answers what it can without a round.
+func (w *worker) downgrade(r *Request, key string, ks *keyState) {
+	rec := w.g.sm.get(key)
+	i := rec.find(r.Owner)
+	switch {
+	case rec.n() == 0:
+		respond(r, wire.Response{Status: wire.StatusLockDeleted})
+		return
+	case i < 0:
+		respond(r, wire.Response{Status: wire.StatusLockChangedOwner})
+		return
+	case rec.at(i).kind == wire.KindExclusive:
+		respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "an exclusive lock cannot be downgraded; use a read-write lock"})
+		return
+	}
+	w.propose(ks, &pending{req: r, cmd: command{op: opDowngrade, key: key, owner: r.Owner, kind: wire.KindRead, token: rec.at(i).token, ttlMs: w.ttl(r)}})
 }
 
 func (w *worker) release(r *Request, key string, ks *keyState) {
@@ -904,6 +938,13 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
 				}
 				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
+			}
+			respond(p.req, resp)
+		case opDowngrade:
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if out.status == wire.StatusSuccess {
+				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
+				resp.TTLLeftMs = p.cmd.ttlMs
 			}
 			respond(p.req, resp)
 		case opRenew:

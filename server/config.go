@@ -104,6 +104,10 @@ type Config struct {
 	DefaultTTL Duration `json:"default_ttl"`
 	MinTTL     Duration `json:"min_ttl"`
 	MaxTTL     Duration `json:"max_ttl"`
+	// WeightAging is the waiting time one unit of weight is worth in a
+	// key's queue (default 1s, at most 1h): waiters are served in order of
+	// arrival minus weight × weight_aging (see group.Config.WeightAging).
+	WeightAging Duration `json:"weight_aging"`
 
 	// MaxFrame bounds a client frame (default 1 MiB); MaxConns the client
 	// connections (default 10000); MaxInflight a connection's outstanding
@@ -277,6 +281,9 @@ func (c *Config) SetDefaults() {
 	if c.MaxTTL <= 0 {
 		c.MaxTTL = Duration(24 * time.Hour)
 	}
+	if c.WeightAging <= 0 {
+		c.WeightAging = Duration(time.Second)
+	}
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = 1 << 20
 	}
@@ -332,6 +339,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MinTTL > c.MaxTTL || c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
 		errs = append(errs, errors.New("ttl: need min_ttl <= default_ttl <= max_ttl"))
+	}
+	if c.WeightAging > Duration(time.Hour) {
+		errs = append(errs, fmt.Errorf("weight_aging: %v is more than 1h", time.Duration(c.WeightAging)))
 	}
 	for _, n := range c.Namespaces {
 		if err := wire.ValidateNamespace(n.Name); err != nil {

@@ -178,14 +178,15 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxInflight:    cfg.InstanceWindow,
 	}
 	svc, err := group.NewService(group.Config{
-		Groups:     cfg.Groups,
-		Workers:    cfg.Workers,
-		DefaultTTL: time.Duration(cfg.DefaultTTL),
-		MinTTL:     time.Duration(cfg.MinTTL),
-		MaxTTL:     time.Duration(cfg.MaxTTL),
-		Logger:     log,
-		Self:       paxos.NodeID(cfg.NodeID),
-		OnMaster:   s.onMaster,
+		Groups:      cfg.Groups,
+		Workers:     cfg.Workers,
+		DefaultTTL:  time.Duration(cfg.DefaultTTL),
+		MinTTL:      time.Duration(cfg.MinTTL),
+		MaxTTL:      time.Duration(cfg.MaxTTL),
+		WeightAging: time.Duration(cfg.WeightAging),
+		Logger:      log,
+		Self:        paxos.NodeID(cfg.NodeID),
+		OnMaster:    s.onMaster,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
 		s.endLife()

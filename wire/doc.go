@@ -50,8 +50,9 @@
 //
 //	type  name           dir   body fields
 //	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent, [Via, ClientKey]
-//	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects]
-//	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects]
+//	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID,
+//	                           [Redirects, Value]
+//	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects, SetValue, Value]
 //	0x04  Release        c→s   Key, Owner, Token, [Redirects]
 //	0x05  State          c→s   Key, [Redirects]
 //	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]
@@ -63,21 +64,22 @@
 //	0x0C  ScramClientFirst c→s Namespace, ClientID, Agent, ClientKey, Mechanism, Message
 //	0x0D  ScramClientFinal c→s Message
 //	0x40  Response       s→c   Status, Token, Holder, TTLLeftMs, QueueLen, Kind,
-//	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg
+//	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg, Value
 //	0x41  View           s→c   Version, Groups [[Master, Addr, Epoch]...],
 //	                           Nodes [[ID, Addr, Alive]...]
 //	0x42  ScramServerFirst s→c Message
 //	0x43  ScramServerFinal s→c Message, ViewVersion
 //	0x80  Granted        push  WaitID, Key, Status, Token, Owner, [TTLMs]
 //	0x81  Lost           push  Key, Token, Owner, Event
-//	0x82  WatchEvent     push  WatchID, Key, Event, Token, Holder
+//	0x82  WatchEvent     push  WatchID, Key, Event, Token, Holder, [Value]
 //	0x83  ViewChanged    push  (same body as View)
 //
 // Every request gets exactly one reply with its id: a Response, except that
 // a successful GetView or SubscribeView gets a View, and an accepted
 // ScramClientFirst or ScramClientFinal its Scram server message. Response omits its
 // trailing zero fields, and a request or push its trailing [bracketed]
-// field when it is zero. Pushes carry request id 0 and name their subject in
+// fields when they are zero (a holder Value is msgpack bin, every other
+// string msgpack str). Pushes carry request id 0 and name their subject in
 // the body: a blocked Acquire's WaitID (Granted), a Watch's WatchID
 // (WatchEvent), a held lock's key and token (Lost).
 //
@@ -105,4 +107,11 @@
 // allocates only the message and its strings (none but the strings with
 // DecodeInto). The package-level AppendFrame, Decode and DecodeInto draw
 // Codecs from a pool.
+//
+// # Test vectors
+//
+// docs/protocol.md describes the protocol for implementers in other
+// languages; testdata/vectors.txt holds hex frames of every message type,
+// key hashes, tokens and client ids that TestVectors decodes and re-encodes
+// byte for byte (go test ./wire -run TestVectors -update regenerates it).
 package wire

@@ -21,7 +21,8 @@ const (
 	// MinWeight is the lowest waiter weight.
 	MinWeight = 1
 	// MaxWeight is the highest waiter weight; the server grants a freed
-	// key to its heaviest waiter, and among equal weights to the earliest.
+	// key to the waiter whose arrival minus weight × weight_aging is
+	// earliest (see Acquire.Weight).
 	MaxWeight = 10
 	// DefaultWeight is the weight a client uses when none is given.
 	DefaultWeight = 1

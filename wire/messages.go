@@ -170,10 +170,12 @@ type Acquire struct {
 	Owner Owner
 	// Kind is exclusive, read or write.
 	Kind Kind
-	// Flags may hold FlagReentrant.
+	// Flags may hold FlagReentrant or FlagDowngrade.
 	Flags Flags
-	// Weight, MinWeight..MaxWeight, orders waiters: heaviest first, then
-	// earliest.
+	// Weight, MinWeight..MaxWeight, orders waiters: the server serves them
+	// in order of arrival minus Weight × its weight_aging (1s by default),
+	// so a heavier waiter goes first unless a lighter one has waited
+	// longer than their weights' difference is worth.
 	Weight uint8
 	// TTLMs is how long the lock lives without a renewal, in milliseconds;
 	// 0 asks for the server's default. The server enforces its bounds.
@@ -270,6 +272,9 @@ func (m *Acquire) Validate() error {
 	}
 	if m.Blocking() && m.WaitID == 0 {
 		return fmt.Errorf("%w: blocking acquire with wait id 0", ErrInvalidField)
+	}
+	if m.Flags.Has(FlagDowngrade) && (m.Kind != KindRead || m.Blocking()) {
+		return fmt.Errorf("%w: a downgrade is a non-blocking acquire of the read kind", ErrInvalidField)
 	}
 	return ValidateValue(m.Value)
 }

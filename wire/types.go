@@ -300,6 +300,16 @@ const (
 	// FlagContinuous (Watch): keep the watch after its first event, until
 	// Unwatch or MaxWaitMs.
 	FlagContinuous Flags = 1 << 1
+	// FlagDowngrade (Acquire, Kind read, never blocking): the Owner holds
+	// the key for writing; turn that hold into a read hold, atomically —
+	// no other writer can take the key in between. The token stays, the
+	// TTL is refreshed, queued readers may then be granted and waiting
+	// writers stay queued. Idempotent: if the Owner already holds the key
+	// for reading, SUCCESS. LOCK_CHANGED_OWNER (or LOCK_DELETED) if it
+	// holds nothing; BAD_REQUEST if its hold is exclusive (a Mutex's, not
+	// a read-write lock's). A server that predates the flag ignores it
+	// and answers as for a try-lock of the read side: LOCK_OCCUPIED.
+	FlagDowngrade Flags = 1 << 2
 )
 
 // Has reports whether every bit of x is set in f.

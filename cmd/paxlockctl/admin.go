@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -64,8 +65,8 @@ func exists(path string) bool {
 	return !errors.Is(err, fs.ErrNotExist)
 }
 
-func (a *adminClient) request(method, addr, path string, body io.Reader) (*http.Request, error) {
-	req, err := http.NewRequest(method, a.scheme+addr+path, body)
+func (a *adminClient) request(ctx context.Context, method, addr, path string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, a.scheme+addr+path, body)
 	if err != nil {
 		return nil, err
 	}
@@ -100,13 +101,13 @@ func (a *adminClient) do(req *http.Request, timeout time.Duration) (*http.Respon
 
 // certsCmd writes a development CA, node certificates, an admin token and
 // a gossip key into dir.
-func certsCmd(dir, cluster string, nodes int, hosts []string) error {
+func certsCmd(p printer, dir, cluster string, nodes int, hosts []string) error {
 	files, err := pki.WriteDev(dir, pki.DevOptions{Cluster: cluster, Nodes: nodes, Hosts: hosts})
 	if err != nil {
 		return err
 	}
-	for _, f := range files {
-		fmt.Println("wrote", f)
+	if files == nil {
+		files = []string{}
 	}
-	return nil
+	return p.emit(filesOutput{Wrote: files})
 }

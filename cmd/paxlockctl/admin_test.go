@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"encoding/pem"
 	"net/http"
@@ -44,7 +45,7 @@ func TestAdminClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := ac.fetchStatus(host(redirect))
+	st, err := ac.fetchStatus(context.Background(), host(redirect))
 	if err != nil || st.Node != 7 {
 		t.Fatalf("fetchStatus through a redirect: %+v %v", st, err)
 	}
@@ -53,7 +54,7 @@ func TestAdminClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ac.fetchStatus(host(final)); err != nil {
+	if _, err := ac.fetchStatus(context.Background(), host(final)); err != nil {
 		t.Fatal(err)
 	}
 	if want := []string{"final:Bearer from-file", "final:Bearer from-env"}; strings.Join(seen, ",") != strings.Join(want, ",") {
@@ -66,7 +67,7 @@ func TestAdminClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ac.fetchStatus(host(final)); err == nil {
+	if _, err := ac.fetchStatus(context.Background(), host(final)); err == nil {
 		t.Fatal("plain HTTP to an HTTPS admin endpoint succeeded")
 	}
 	if _, err := newAdminClient(nil, filepath.Join(dir, "missing"), "", true); err == nil {

@@ -1,36 +1,56 @@
 // Command paxlockctl inspects and uses a paxlock cluster.
 //
 //	paxlockctl version
-//	paxlockctl [-admin host:port,...] [-admin-ca FILE] [-admin-token-file FILE] status|wait
-//	paxlockctl [-admin host:port,...] [-admin-ca FILE] [-admin-token-file FILE] namespace list|add NAME SECRET|remove NAME
-//	paxlockctl [-out DIR] [-cluster NAME] [-nodes N] [-hosts H,...] certs
-//	paxlockctl [-registry host:port,...] [-ca FILE] [-namespace N -secret S] lock KEY [HOLD]
-//	paxlockctl [-registry host:port,...] [-ca FILE] [-namespace N -secret S] state KEY
+//	paxlockctl status|members|wait                       (admin endpoints)
+//	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
+//	paxlockctl certs                                     (local files)
+//	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
 //
-// lock takes KEY (waiting in the server's queue if it is held), prints the
-// fencing token, holds it for HOLD (default 5s) and releases it. state
-// prints who holds KEY. Both authenticate with SCRAM-SHA-256 (the secret
-// never crosses the network); with -ca they connect with TLS, verifying
-// the nodes against that CA, and -registry must then list the nodes'
-// client_tls_addr addresses.
+// Flags may come before or after the command and its arguments
+// (paxlockctl status -o json, paxlockctl -o json status); "--" ends them.
+// Every command takes -o table (the default, for people) or -o json (for
+// scripts: one JSON object, or for lock and watch one object per line as
+// things happen, with the field names documented on the record types in
+// output.go and in docs/operations.md).
+//
+// Secrets never come from the command line, where other users of the
+// machine can read them:
+//
+//   - the admin bearer token from PAXLOCK_ADMIN_TOKEN, or else
+//     -admin-token-file FILE;
+//   - the namespace secret (lock, state, watch, and the new namespace's
+//     secret for namespace add) from PAXLOCK_SECRET, or else -secret-file
+//     FILE ("-": standard input). lock, state and watch fall back to
+//     "paxlock", the secret of make run's default namespace; namespace add
+//     needs one.
 //
 // The admin commands speak HTTPS, verifying the nodes against the CA in
-// -admin-ca, when that is set, and plain HTTP otherwise; they send the
-// bearer token from the environment variable PAXLOCK_ADMIN_TOKEN, or else
-// from -admin-token-file (never from the command line). When neither
+// -admin-ca, when that is set, and plain HTTP otherwise. When neither
 // -admin-ca nor -admin-token-file is given and .run/certs/ (the
 // development files of make run) holds ca.crt and admin.token, those are
 // used; give either flag (even empty, -admin-ca "") to turn that off.
 //
-// certs writes a development CA, a certificate and key per node (named
+// status asks every node's admin endpoint for its report and prints the
+// nodes, which node masters each group, and lock counts per group. members
+// prints the configured members and whether each answers. wait returns
+// once every group has a serving master (or fails after -timeout). lock
+// takes KEY (waiting in the server's queue if it is held), prints the
+// fencing token, holds it for HOLD (default 5s) and releases it. state
+// prints who holds KEY. watch prints KEY's changes until interrupted
+// (SIGINT or SIGTERM end it cleanly, exit status 0). certs writes a
+// development CA, a certificate and key per node (named
 // paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
 // and a gossip key into -out (default .run/certs); it never overwrites a
-// file.
+// file. version prints the module version, VCS revision and time, and Go
+// version paxlockctl was built from.
 //
-// version prints the module version, VCS revision and time, and Go
-// version paxlockctl was built from. wait returns once every group has a serving master (or fails after a
-// minute). status asks every node's admin endpoint for its report and prints the
-// members, which node masters each group, and lock counts per group.
+// lock, state and watch authenticate with SCRAM-SHA-256: the namespace
+// secret never crosses the network. With -ca FILE they connect with TLS,
+// verifying the nodes against that CA; -registry must then list the
+// nodes' TLS client addresses (client_tls_addr).
+//
+// Exit status: 0 on success, 1 when the command failed, 2 for a usage
+// error.
 package main
 
 import (
@@ -38,14 +58,16 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
-	"text/tabwriter"
+	"syscall"
 	"time"
 
 	"github.com/paxlock/paxlock/client"
@@ -54,68 +76,267 @@ import (
 	"github.com/paxlock/paxlock/server"
 )
 
+// SecretEnv names the environment variable holding the namespace secret.
+const SecretEnv = "PAXLOCK_SECRET"
+
+// devSecret is make run's default namespace's secret, used by lock, state
+// and watch when no secret is given.
+const devSecret = "paxlock"
+
 func main() {
-	admin := flag.String("admin", "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303", "comma-separated admin addresses of the nodes")
-	registry := flag.String("registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated client addresses of the nodes")
-	ns := flag.String("namespace", "default", "namespace")
-	secret := flag.String("secret", "paxlock", "namespace secret")
-	clientCA := flag.String("ca", "", "lock, state: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, ports 7111-7113)")
-	adminCA := flag.String("admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
-	tokenFile := flag.String("admin-token-file", "", "file holding the admin bearer token (PAXLOCK_ADMIN_TOKEN takes precedence)")
-	out := flag.String("out", devCertsDir, "certs: directory to write into")
-	cluster := flag.String("cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
-	nodes := flag.Int("nodes", 3, "certs: node certificates to issue (ids 1..N)")
-	hosts := flag.String("hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
-	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: paxlockctl [flags] version|status|wait|namespace list|add NAME SECRET|remove NAME|lock KEY [HOLD]|state KEY|certs\n")
-		flag.PrintDefaults()
-	}
-	flag.Parse()
-	if flag.NArg() < 1 {
-		flag.Usage()
-		os.Exit(2)
-	}
-	var err error
-	adm := func() *adminClient {
-		explicit := false // -admin-ca or -admin-token-file given, even empty: no defaults
-		flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "admin-ca" || f.Name == "admin-token-file" })
-		a, aerr := newAdminClient(strings.Split(*admin, ","), *adminCA, *tokenFile, explicit)
-		if aerr != nil {
-			fmt.Fprintln(os.Stderr, "paxlockctl:", aerr)
-			os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// errUsage marks a usage error (exit status 2).
+var errUsage = errors.New("usage")
+
+// options are the command line's flags.
+type options struct {
+	admin, registry, ns string
+	adminCA, tokenFile  string
+	clientCA            string
+	secretFile          string
+	out, cluster, hosts string
+	nodes               int
+	output              string
+	timeout             time.Duration
+	after               uint64
+	explicitAdmin       bool // -admin-ca or -admin-token-file given, even empty
+	secretFileGiven     bool
+	outputJSON          bool
+	commandAndArgs      []string
+	stdin               io.Reader
+	stdout, stderr      io.Writer
+}
+
+func newFlagSet(o *options) *flag.FlagSet {
+	fs := flag.NewFlagSet("paxlockctl", flag.ContinueOnError)
+	fs.StringVar(&o.admin, "admin", "127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303", "comma-separated admin addresses of the nodes")
+	fs.StringVar(&o.registry, "registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated client addresses of the nodes")
+	fs.StringVar(&o.ns, "namespace", "default", "namespace")
+	fs.StringVar(&o.secretFile, "secret-file", "", "file holding the namespace secret, - for standard input ("+SecretEnv+" takes precedence)")
+	fs.StringVar(&o.clientCA, "ca", "", "lock, state, watch: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, 127.0.0.1:7111-7113)")
+	fs.StringVar(&o.adminCA, "admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
+	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token ("+server.AdminTokenEnv+" takes precedence)")
+	fs.StringVar(&o.output, "o", "table", "output format: table or json")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, wait: give up after this long (watch runs until interrupted)")
+	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
+	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
+	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
+	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
+	fs.StringVar(&o.hosts, "hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
+	return fs
+}
+
+// parseInterspersed parses args with fs, accepting flags before, between
+// and after the positional arguments, which it returns in order.
+// Everything after "--" is positional.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
 		}
-		return a
-	}
-	switch flag.Arg(0) {
-	case "version":
-		fmt.Println(buildinfo.Line("paxlockctl"))
-	case "certs":
-		err = certsCmd(*out, *cluster, *nodes, strings.Split(*hosts, ","))
-	case "status":
-		err = status(adm())
-	case "wait":
-		err = wait(adm(), 60*time.Second)
-	case "namespace":
-		err = namespaceCmd(adm(), flag.Args()[1:])
-	case "lock", "state":
-		if flag.NArg() < 2 {
-			flag.Usage()
-			os.Exit(2)
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
 		}
-		err = lockCmd(strings.Split(*registry, ","), *ns, *secret, *clientCA, flag.Args())
-	default:
-		flag.Usage()
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "paxlockctl:", err)
-		os.Exit(1)
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
 	}
 }
 
-func (a *adminClient) fetchStatus(addr string) (server.Status, error) {
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
+
+// run is paxlockctl with its arguments (without the program name) and
+// standard streams; ctx ends watch and cancels what waits. It returns the
+// exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	o := &options{stdin: stdin, stdout: stdout, stderr: stderr}
+	fs := newFlagSet(o)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usageLine)
+		fs.PrintDefaults()
+	}
+	pos, err := parseInterspersed(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		return 2 // the flag package printed the error and the usage
+	}
+	fs.Visit(func(f *flag.Flag) {
+		o.explicitAdmin = o.explicitAdmin || f.Name == "admin-ca" || f.Name == "admin-token-file"
+		o.secretFileGiven = o.secretFileGiven || f.Name == "secret-file"
+	})
+	switch o.output {
+	case "table":
+	case "json":
+		o.outputJSON = true
+	default:
+		fmt.Fprintf(stderr, "paxlockctl: -o %q: want table or json\n", o.output)
+		return 2
+	}
+	if len(pos) == 0 {
+		fs.Usage()
+		return 2
+	}
+	o.commandAndArgs = pos
+	err = dispatch(ctx, o)
+	if errors.Is(err, errUsage) {
+		fmt.Fprintln(stderr, "paxlockctl:", err)
+		fmt.Fprintln(stderr, usageLine)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "paxlockctl:", err)
+		return 1
+	}
+	return 0
+}
+
+func wantArgs(args []string, lo, hi int, form string) error {
+	if len(args) < lo || len(args) > hi {
+		return fmt.Errorf("%w: want %s", errUsage, form)
+	}
+	return nil
+}
+
+func dispatch(ctx context.Context, o *options) error {
+	cmd, args := o.commandAndArgs[0], o.commandAndArgs[1:]
+	p := printer{w: o.stdout, json: o.outputJSON}
+	adm := func() (*adminClient, error) {
+		return newAdminClient(strings.Split(o.admin, ","), o.adminCA, o.tokenFile, o.explicitAdmin)
+	}
+	switch cmd {
+	case "version":
+		if err := wantArgs(args, 0, 0, "version"); err != nil {
+			return err
+		}
+		return versionCmd(p)
+	case "certs":
+		if err := wantArgs(args, 0, 0, "certs"); err != nil {
+			return err
+		}
+		return certsCmd(p, o.out, o.cluster, o.nodes, strings.Split(o.hosts, ","))
+	case "status", "members", "wait":
+		if err := wantArgs(args, 0, 0, cmd); err != nil {
+			return err
+		}
+		ac, err := adm()
+		if err != nil {
+			return err
+		}
+		switch cmd {
+		case "status":
+			return status(ctx, p, ac)
+		case "members":
+			return members(ctx, p, ac)
+		}
+		return wait(ctx, p, ac, o.timeout)
+	case "namespace":
+		if len(args) == 0 {
+			return fmt.Errorf("%w: want namespace list|add NAME|remove NAME", errUsage)
+		}
+		var secret string
+		switch {
+		case args[0] == "add" && len(args) == 3:
+			return fmt.Errorf("%w: namespace add takes the secret from %s or -secret-file, never from the command line", errUsage, SecretEnv)
+		case args[0] == "add" && len(args) == 2:
+			s, err := o.secret(false)
+			if err != nil {
+				return err
+			}
+			secret = s
+		case args[0] == "list" && len(args) == 1, args[0] == "remove" && len(args) == 2:
+		default:
+			return fmt.Errorf("%w: want namespace list|add NAME|remove NAME", errUsage)
+		}
+		ac, err := adm()
+		if err != nil {
+			return err
+		}
+		return namespaceCmd(ctx, p, ac, args, secret)
+	case "lock", "state", "watch":
+		form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
+		hi := 1
+		if cmd == "lock" {
+			hi = 2
+		}
+		if err := wantArgs(args, 1, hi, form); err != nil {
+			return err
+		}
+		hold := 5 * time.Second
+		if len(args) == 2 {
+			d, err := time.ParseDuration(args[1])
+			if err != nil {
+				return fmt.Errorf("%w: hold: %v", errUsage, err)
+			}
+			hold = d
+		}
+		secret, err := o.secret(true)
+		if err != nil {
+			return err
+		}
+		cfg := client.Config{Registry: strings.Split(o.registry, ","), Namespace: o.ns, Secret: secret}
+		if o.clientCA != "" {
+			pool, err := pki.LoadCAPool(o.clientCA)
+			if err != nil {
+				return err
+			}
+			cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		return clientCmd(ctx, p, cfg, cmd, args[0], hold, o.timeout, o.after)
+	}
+	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+}
+
+// secret returns the namespace secret from PAXLOCK_SECRET or -secret-file;
+// with dev, make run's default when neither is given.
+func (o *options) secret(dev bool) (string, error) {
+	if s := os.Getenv(SecretEnv); s != "" {
+		return s, nil
+	}
+	if o.secretFile != "" {
+		var b []byte
+		var err error
+		if o.secretFile == "-" {
+			b, err = io.ReadAll(io.LimitReader(o.stdin, 1<<16))
+		} else {
+			b, err = os.ReadFile(o.secretFile)
+		}
+		if err != nil {
+			return "", fmt.Errorf("-secret-file: %w", err)
+		}
+		if s := strings.TrimRight(string(b), "\r\n"); s != "" {
+			return s, nil
+		}
+		return "", fmt.Errorf("-secret-file %s: empty", o.secretFile)
+	}
+	if dev && !o.secretFileGiven {
+		return devSecret, nil
+	}
+	return "", fmt.Errorf("no secret: set %s or -secret-file FILE", SecretEnv)
+}
+
+func versionCmd(p printer) error {
+	info, ok := buildinfo.Read()
+	if !ok {
+		return errors.New("the binary carries no build information")
+	}
+	return p.emit(versionOutput{Info: info, line: buildinfo.Line("paxlockctl")})
+}
+
+func (a *adminClient) fetchStatus(ctx context.Context, addr string) (server.Status, error) {
 	var st server.Status
-	req, err := a.request(http.MethodGet, addr, "/status", nil)
+	req, err := a.request(ctx, http.MethodGet, addr, "/status", nil)
 	if err != nil {
 		return st, err
 	}
@@ -130,159 +351,240 @@ func (a *adminClient) fetchStatus(addr string) (server.Status, error) {
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
-func status(ac *adminClient) error {
-	var reports []server.Status
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCLIENT\tADMIN\tHEALTH\tMASTERS\tCONNS")
-	for _, a := range ac.addrs {
-		st, err := ac.fetchStatus(a)
-		if err != nil {
-			fmt.Fprintf(tw, "?\t?\t%s\tdown (%v)\t\t\n", a, err)
+// nodeReport is one admin address's answer to /status.
+type nodeReport struct {
+	addr string
+	st   server.Status
+	err  error
+}
+
+func (a *adminClient) fetchAll(ctx context.Context) []nodeReport {
+	out := make([]nodeReport, len(a.addrs))
+	for i, addr := range a.addrs {
+		st, err := a.fetchStatus(ctx, addr)
+		out[i] = nodeReport{addr: addr, st: st, err: err}
+	}
+	return out
+}
+
+func status(ctx context.Context, p printer, ac *adminClient) error {
+	reports := ac.fetchAll(ctx)
+	out := statusOutput{Nodes: []statusNode{}, Groups: []statusGroup{}}
+	var up []server.Status
+	for _, r := range reports {
+		n := statusNode{Admin: r.addr, Health: "down"}
+		if r.err != nil {
+			n.Error = r.err.Error()
+			out.Nodes = append(out.Nodes, n)
 			continue
 		}
-		n := 0
-		for _, g := range st.Groups {
+		n.Node, n.Client, n.Conns, n.ViewVersion = r.st.Node, r.st.Client, r.st.Conns, r.st.ViewVersion
+		n.Health = "up"
+		if r.st.StorageFailed {
+			n.Health, n.Error = "storage_failed", r.st.StorageError
+		}
+		for _, g := range r.st.Groups {
 			if g.Serving {
-				n++
+				n.Masters++
 			}
 		}
-		health := "up"
-		if st.StorageFailed {
-			health = "storage failed: " + st.StorageError
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", st.Node, st.Client, a, health, n, st.Conns)
-		reports = append(reports, st)
+		out.Nodes = append(out.Nodes, n)
+		up = append(up, r.st)
 	}
-	if err := tw.Flush(); err != nil {
+	if len(up) > 0 {
+		for g := range up[0].Groups {
+			sg := statusGroup{Group: g}
+			for _, r := range up {
+				if g >= len(r.Groups) {
+					continue
+				}
+				gs := r.Groups[g]
+				if gs.Serving {
+					sg.Master, sg.Locks = r.Node, gs.Locks
+				}
+				sg.Epoch = max(sg.Epoch, gs.Epoch)
+				sg.Applied = max(sg.Applied, gs.Applied)
+			}
+			out.Groups = append(out.Groups, sg)
+		}
+	}
+	if err := p.emit(out); err != nil {
 		return err
 	}
-	if len(reports) == 0 {
-		return fmt.Errorf("no node answered")
+	if len(up) == 0 {
+		return errors.New("no node answered")
 	}
-	fmt.Println()
-	tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tMASTER\tEPOCH\tAPPLIED\tLOCKS")
-	for g := range reports[0].Groups {
-		master, epoch, applied, locks := uint32(0), uint64(0), uint64(0), int64(0)
-		for _, r := range reports {
-			gs := r.Groups[g]
-			if gs.Serving {
-				master, locks = r.Node, gs.Locks
+	return nil
+}
+
+func members(ctx context.Context, p printer, ac *adminClient) error {
+	reports := ac.fetchAll(ctx)
+	out := membersOutput{Members: []member{}}
+	// The configured member list, from the first node that answers.
+	var cfgNodes []server.NodeAddr
+	for _, r := range reports {
+		if r.err == nil {
+			cfgNodes = r.st.Nodes
+			break
+		}
+	}
+	if cfgNodes == nil {
+		return errors.New("no node answered")
+	}
+	byAdmin := map[string]nodeReport{}
+	byID := map[uint32]nodeReport{}
+	for _, r := range reports {
+		byAdmin[r.addr] = r
+		if r.err == nil {
+			byID[r.st.Node] = r
+		}
+	}
+	for _, n := range cfgNodes {
+		m := member{ID: n.ID, Peer: n.Peer, Client: n.Client, Gossip: n.Gossip, Admin: n.Admin, Health: "unknown"}
+		r, ok := byID[n.ID]
+		if !ok && n.Admin != "" {
+			r, ok = byAdmin[n.Admin]
+		}
+		switch {
+		case ok && r.err != nil:
+			m.Health, m.Error = "down", r.err.Error()
+		case ok && r.st.StorageFailed:
+			m.Health, m.Error = "storage_failed", r.st.StorageError
+		case ok:
+			m.Health = "up"
+			for _, g := range r.st.Groups {
+				if g.Serving {
+					m.Masters++
+				}
 			}
-			epoch = max(epoch, gs.Epoch)
-			applied = max(applied, gs.Applied)
 		}
-		m := "none"
-		if master != 0 {
-			m = fmt.Sprint(master)
-		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\n", g, m, epoch, applied, locks)
+		out.Members = append(out.Members, m)
 	}
-	return tw.Flush()
+	return p.emit(out)
 }
 
 // wait polls the nodes' admin endpoints until every group has a serving
 // master.
-func wait(ac *adminClient, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
+func wait(ctx context.Context, p printer, ac *adminClient, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for {
 		serving := map[int]bool{}
 		groups := 0
-		for _, a := range ac.addrs {
-			st, err := ac.fetchStatus(a)
-			if err != nil {
+		for _, r := range ac.fetchAll(ctx) {
+			if r.err != nil {
 				continue
 			}
-			groups = len(st.Groups)
-			for _, g := range st.Groups {
+			groups = len(r.st.Groups)
+			for _, g := range r.st.Groups {
 				if g.Serving {
 					serving[g.Group] = true
 				}
 			}
 		}
 		if groups > 0 && len(serving) == groups {
-			return nil
+			return p.emit(waitOutput{Groups: groups, Serving: len(serving)})
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v, %d of %d groups have a master", limit, len(serving), groups)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("after %v, %d of %d groups have a master: %w", limit, len(serving), groups, ctx.Err())
+		case <-tick.C:
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-func lockCmd(registry []string, ns, secret, caFile string, args []string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+// clientCmd runs lock, state or watch on key through the client protocol.
+func clientCmd(ctx context.Context, p printer, cfg client.Config, cmd, key string, hold, timeout time.Duration, after uint64) error {
+	connectCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cfg := client.Config{Registry: registry, Namespace: ns, Secret: secret}
-	if caFile != "" {
-		pool, err := pki.LoadCAPool(caFile)
-		if err != nil {
-			return err
-		}
-		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-	}
-	c, err := client.New(ctx, cfg)
+	c, err := client.New(connectCtx, cfg)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Close() }() // the command's own result is what it reports
-	key := args[1]
-	if args[0] == "state" {
-		st, err := c.State(ctx, key)
+	switch cmd {
+	case "state":
+		st, err := c.State(connectCtx, key)
 		if err != nil {
 			return err
 		}
-		if !st.Held {
-			fmt.Printf("%s: free (%d waiting)\n", key, st.QueueLen)
-			return nil
-		}
-		fmt.Printf("%s: held by %s, token %d, %s left, %d waiting\n", key, st.Holder, st.Token, st.TTLLeft.Round(time.Millisecond), st.QueueLen)
-		return nil
-	}
-	hold := 5 * time.Second
-	if len(args) > 2 {
-		if hold, err = time.ParseDuration(args[2]); err != nil {
-			return fmt.Errorf("hold: %w", err)
-		}
+		return p.emit(stateRecord(st))
+	case "watch":
+		return watchCmd(ctx, p, c, key, after)
 	}
 	m := c.Mutex(key, client.TTL(max(hold+5*time.Second, 10*time.Second)), client.AutoRenew())
 	start := time.Now()
-	if err := m.Lock(ctx); err != nil {
+	if err := m.Lock(connectCtx); err != nil {
 		return err
 	}
-	fmt.Printf("locked %s after %s, fencing token %d; holding for %s\n", key, time.Since(start).Round(time.Millisecond), m.Token(), hold)
+	waited, token := time.Since(start), m.Token()
+	if err := p.emit(lockEvent{Event: "locked", Key: key, Token: token, WaitedMs: waited.Milliseconds(), HoldMs: hold.Milliseconds()}); err != nil {
+		_ = m.Unlock(context.Background()) // the write error is what we report
+		return err
+	}
+	t := time.NewTimer(hold)
+	defer t.Stop()
 	select {
-	case <-time.After(hold):
+	case <-t.C:
+	case <-ctx.Done():
 	case <-m.Lost():
 		return fmt.Errorf("lock on %s lost", key)
 	}
-	if err := m.Unlock(ctx); err != nil {
+	unlockCtx, cancelUnlock := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelUnlock()
+	if err := m.Unlock(unlockCtx); err != nil {
 		return err
 	}
-	fmt.Printf("released %s\n", key)
-	return nil
+	return p.emit(lockEvent{Event: "released", Key: key, Token: token})
+}
+
+// watchCmd prints key's changes until ctx ends (SIGINT, SIGTERM), which
+// is a clean end.
+func watchCmd(ctx context.Context, p printer, c *client.Client, key string, after uint64) error {
+	w, err := c.Watch(ctx, key, after, client.Continuous())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer func() { _ = w.Close() }() // ending the watch early; nothing to report
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.Events():
+			if !ok {
+				if err := w.Err(); err != nil && ctx.Err() == nil {
+					return err
+				}
+				return nil
+			}
+			if err := p.emit(watchRecord(ev)); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 // namespaceCmd lists, adds or removes namespaces through any node's admin
 // endpoint (a node that cannot make the change redirects to one that can).
-func namespaceCmd(ac *adminClient, args []string) error {
-	if len(args) == 0 {
-		return fmt.Errorf("namespace: want list, add NAME SECRET or remove NAME")
-	}
+// args is already checked; secret is the new namespace's (add).
+func namespaceCmd(ctx context.Context, p printer, ac *adminClient, args []string, secret string) error {
 	var lastErr error
 	for _, a := range ac.addrs {
 		var req *http.Request
 		var err error
-		switch {
-		case args[0] == "list":
-			req, err = ac.request(http.MethodGet, a, "/namespaces", nil)
-		case args[0] == "add" && len(args) == 3:
-			body, _ := json.Marshal(map[string]string{"name": args[1], "secret": args[2]})
-			req, err = ac.request(http.MethodPost, a, "/namespaces", bytes.NewReader(body))
-		case args[0] == "remove" && len(args) == 2:
-			req, err = ac.request(http.MethodDelete, a, "/namespaces?name="+url.QueryEscape(args[1]), nil)
-		default:
-			return fmt.Errorf("namespace: want list, add NAME SECRET or remove NAME")
+		switch args[0] {
+		case "list":
+			req, err = ac.request(ctx, http.MethodGet, a, "/namespaces", nil)
+		case "add":
+			body, _ := json.Marshal(map[string]string{"name": args[1], "secret": secret})
+			req, err = ac.request(ctx, http.MethodPost, a, "/namespaces", bytes.NewReader(body))
+		case "remove":
+			req, err = ac.request(ctx, http.MethodDelete, a, "/namespaces?name="+url.QueryEscape(args[1]), nil)
 		}
 		if err != nil {
 			return err
@@ -296,17 +598,13 @@ func namespaceCmd(ac *adminClient, args []string) error {
 		_ = resp.Body.Close() // read to the end: nothing to report
 		switch {
 		case resp.StatusCode == http.StatusOK && args[0] == "list":
-			var names []string
+			names := []string{}
 			if err := json.Unmarshal(b, &names); err != nil {
 				return err
 			}
-			for _, n := range names {
-				fmt.Println(n)
-			}
-			return nil
+			return p.emit(namespacesOutput{Namespaces: names})
 		case resp.StatusCode == http.StatusNoContent:
-			fmt.Printf("namespace %s: %s done\n", args[1], args[0])
-			return nil
+			return p.emit(namespaceChange{Namespace: args[1], Action: args[0], Done: true})
 		case resp.StatusCode == http.StatusServiceUnavailable:
 			lastErr = fmt.Errorf("%s: %s", a, strings.TrimSpace(string(b)))
 			continue

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,5 +93,64 @@ func TestCheckConfig(t *testing.T) {
 	}
 	if err := checkConfig(filepath.Join(t.TempDir(), "missing.json"), "node", none); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+}
+
+// TestMain lets a test run this binary as paxlockd itself: with
+// PAXLOCKD_RUN_MAIN set, the test binary runs main with its arguments.
+func TestMain(m *testing.M) {
+	if os.Getenv("PAXLOCKD_RUN_MAIN") != "" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// runPaxlockd runs paxlockd's main in a child process with args and
+// returns its exit status and combined output.
+func runPaxlockd(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "PAXLOCKD_RUN_MAIN=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("paxlockd %q: %v", args, err)
+	return 0, ""
+}
+
+// TestCheckConfigExitStatus runs paxlockd -check-config as a process:
+// exit 0 and "FILE: ok" for a good file, 1 and the error naming the
+// unknown key for a bad one, 1 for a missing file; -version exits 0.
+func TestCheckConfigExitStatus(t *testing.T) {
+	good := writeFile(t, "good.json", `{"node_id": 1, "data_dir": "/nonexistent/paxlock",
+		"nodes": [{"id": 1, "peer": "127.0.0.1:7201", "client": "127.0.0.1:7101"}]}`)
+	bad := writeFile(t, "bad.json", `{"node_id": 1, "data_dir": "d", "max_tll": "10s",
+		"nodes": [{"id": 1, "peer": "127.0.0.1:7201", "client": "127.0.0.1:7101"}]}`)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-check-config", good}, 0, good + ": ok"},
+		{[]string{"-check-config", bad}, 1, `unknown field "max_tll"`},
+		{[]string{"-check-config", good, "-id", "2"}, 1, "this node (2) is not listed"},
+		{[]string{"-check-config", filepath.Join(t.TempDir(), "missing.json")}, 1, "no such file"},
+		{[]string{"-version"}, 0, "paxlockd "},
+	}
+	for _, c := range cases {
+		code, out := runPaxlockd(t, c.args...)
+		if code != c.code || !strings.Contains(out, c.want) {
+			t.Errorf("paxlockd %q: exit %d, %q; want exit %d and %q", c.args, code, out, c.code, c.want)
+		}
+	}
+	// -check-config opened no storage: the data directory was not made.
+	if _, err := os.Stat("/nonexistent/paxlock"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("-check-config touched the data directory: %v", err)
 	}
 }

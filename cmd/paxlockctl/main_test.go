@@ -1,0 +1,456 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/server"
+)
+
+// runCtl runs paxlockctl with args and returns its exit status, standard
+// output and standard error.
+func runCtl(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestParseInterspersed(t *testing.T) {
+	cases := []struct {
+		args    []string
+		pos     []string
+		o, ns   string
+		timeout time.Duration
+	}{
+		{[]string{"status"}, []string{"status"}, "table", "default", time.Minute},
+		{[]string{"-o", "json", "status"}, []string{"status"}, "json", "default", time.Minute},
+		{[]string{"status", "-o", "json"}, []string{"status"}, "json", "default", time.Minute},
+		{[]string{"state", "k", "-o=json", "-namespace", "orders"}, []string{"state", "k"}, "json", "orders", time.Minute},
+		{[]string{"lock", "-timeout", "3s", "k", "10s", "-o", "json"}, []string{"lock", "k", "10s"}, "json", "default", 3 * time.Second},
+		{[]string{"state", "-o", "json", "--", "-k"}, []string{"state", "-k"}, "json", "default", time.Minute},
+	}
+	for _, c := range cases {
+		var o options
+		fs := newFlagSet(&o)
+		fs.SetOutput(io.Discard)
+		pos, err := parseInterspersed(fs, c.args)
+		if err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if !reflect.DeepEqual(pos, c.pos) || o.output != c.o || o.ns != c.ns || o.timeout != c.timeout {
+			t.Errorf("%q: positional %q -o %s -namespace %s -timeout %v, want %q %s %s %v", c.args, pos, o.output, o.ns, o.timeout, c.pos, c.o, c.ns, c.timeout)
+		}
+	}
+	var o options
+	fs := newFlagSet(&o)
+	fs.SetOutput(io.Discard)
+	if _, err := parseInterspersed(fs, []string{"status", "-nope"}); err == nil || !strings.Contains(err.Error(), "nope") {
+		t.Errorf("an unknown flag after the command: %v", err)
+	}
+	fs = newFlagSet(&o)
+	fs.SetOutput(io.Discard)
+	if _, err := parseInterspersed(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("-h: %v", err)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	t.Setenv(SecretEnv, "")
+	for _, args := range [][]string{
+		{},
+		{"frobnicate"},
+		{"status", "extra"},
+		{"state"},
+		{"lock", "k", "notaduration"},
+		{"namespace"},
+		{"namespace", "add"},
+		{"status", "-o", "yaml"},
+		{"status", "-nope"},
+	} {
+		code, _, _ := runCtl(t, "", args...)
+		if code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// statusServer serves /status as node id with the given admin address
+// list, and counts what it was sent on /namespaces.
+type statusServer struct {
+	*httptest.Server
+	mu        sync.Mutex
+	posted    []string
+	st        server.Status
+	authHeads []string
+}
+
+func newStatusServer(t *testing.T, st server.Status) *statusServer {
+	s := &statusServer{st: st}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.authHeads = append(s.authHeads, r.Header.Get("Authorization"))
+		switch {
+		case r.URL.Path == "/status":
+			_ = json.NewEncoder(w).Encode(s.st)
+		case r.URL.Path == "/namespaces" && r.Method == http.MethodGet:
+			_ = json.NewEncoder(w).Encode([]string{"default", "orders"})
+		case r.URL.Path == "/namespaces" && r.Method == http.MethodPost:
+			b, _ := io.ReadAll(r.Body)
+			s.posted = append(s.posted, string(b))
+			w.WriteHeader(http.StatusNoContent)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *statusServer) addr() string { return strings.TrimPrefix(s.URL, "http://") }
+
+// adminCluster starts two fake nodes (node 2 with a failed store) and
+// names a third admin address that refuses connections.
+func adminCluster(t *testing.T) (n1, n2 *statusServer, down string, flags []string) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down = ln.Addr().String()
+	_ = ln.Close() // nothing listens there any more
+	groups := func(serving ...int) []server.GroupStatus {
+		var gs []server.GroupStatus
+		for g := range 3 {
+			gs = append(gs, server.GroupStatus{Group: g, Epoch: uint64(g + 1), Applied: 10, Locks: int64(g), Serving: false})
+		}
+		for _, g := range serving {
+			gs[g].Serving = true
+		}
+		return gs
+	}
+	n1 = newStatusServer(t, server.Status{Node: 1, Client: "127.0.0.1:7101", Conns: 4, ViewVersion: 9, Groups: groups(0, 2)})
+	n2 = newStatusServer(t, server.Status{Node: 2, Client: "127.0.0.1:7102", StorageFailed: true, StorageError: "disk full", Groups: groups()})
+	nodes := []server.NodeAddr{
+		{ID: 1, Peer: "127.0.0.1:7201", Client: "127.0.0.1:7101", Admin: n1.addr()},
+		{ID: 2, Peer: "127.0.0.1:7202", Client: "127.0.0.1:7102", Admin: n2.addr()},
+		{ID: 3, Peer: "127.0.0.1:7203", Client: "127.0.0.1:7103", Admin: down},
+	}
+	n1.st.Nodes, n2.st.Nodes = nodes, nodes
+	return n1, n2, down, []string{"-admin", n1.addr() + "," + n2.addr() + "," + down, "-admin-ca", "", "-admin-token-file", ""}
+}
+
+// TestStatusJSON: status -o json (given after the command) prints one
+// object with the documented fields, a node per admin address and a group
+// per group.
+func TestStatusJSON(t *testing.T) {
+	n1, n2, down, flags := adminCluster(t)
+	code, out, errOut := runCtl(t, "", append([]string{"status", "-o", "json"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var raw map[string][]map[string]any
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatalf("status -o json printed %q: %v", out, err)
+	}
+	for _, f := range []string{"admin", "node", "client", "conns", "view_version", "health", "masters"} {
+		if _, ok := raw["nodes"][0][f]; !ok {
+			t.Errorf("nodes[0] has no field %q: %v", f, raw["nodes"][0])
+		}
+	}
+	for _, f := range []string{"group", "master", "epoch", "applied", "locks"} {
+		if _, ok := raw["groups"][0][f]; !ok {
+			t.Errorf("groups[0] has no field %q: %v", f, raw["groups"][0])
+		}
+	}
+	var st statusOutput
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []statusNode{
+		{Admin: n1.addr(), Node: 1, Client: "127.0.0.1:7101", Conns: 4, ViewVersion: 9, Health: "up", Masters: 2},
+		{Admin: n2.addr(), Node: 2, Client: "127.0.0.1:7102", Health: "storage_failed", Error: "disk full"},
+	}
+	if len(st.Nodes) != 3 || !reflect.DeepEqual(st.Nodes[:2], want) || st.Nodes[2].Admin != down || st.Nodes[2].Health != "down" || st.Nodes[2].Error == "" {
+		t.Errorf("nodes %+v, want %+v and %s down", st.Nodes, want, down)
+	}
+	wantGroups := []statusGroup{{0, 1, 1, 10, 0}, {1, 0, 2, 10, 0}, {2, 1, 3, 10, 2}}
+	if !reflect.DeepEqual(st.Groups, wantGroups) {
+		t.Errorf("groups %+v, want %+v", st.Groups, wantGroups)
+	}
+
+	code, out, _ = runCtl(t, "", append(flags, "status")...)
+	if code != 0 || !strings.Contains(out, "NODE") || !strings.Contains(out, "storage failed: disk full") || !strings.Contains(out, "GROUP") {
+		t.Errorf("status table: exit %d\n%s", code, out)
+	}
+}
+
+func TestMembersJSON(t *testing.T) {
+	n1, _, down, flags := adminCluster(t)
+	code, out, errOut := runCtl(t, "", append([]string{"members", "-o", "json"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var raw map[string][]map[string]any
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
+		t.Fatalf("members -o json printed %q: %v", out, err)
+	}
+	for _, f := range []string{"id", "peer", "client", "admin", "health", "masters"} {
+		if _, ok := raw["members"][0][f]; !ok {
+			t.Errorf("members[0] has no field %q: %v", f, raw["members"][0])
+		}
+	}
+	var m membersOutput
+	if err := json.Unmarshal([]byte(out), &m); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Members) != 3 {
+		t.Fatalf("members %+v", m.Members)
+	}
+	got := fmt.Sprint(m.Members[0].Health, m.Members[0].Masters, m.Members[0].Admin, " ",
+		m.Members[1].Health, m.Members[1].Error, " ", m.Members[2].Health, m.Members[2].Admin)
+	if want := fmt.Sprint("up", 2, n1.addr(), " ", "storage_failed", "disk full", " ", "down", down); got != want {
+		t.Errorf("members: %s, want %s", got, want)
+	}
+	code, out, _ = runCtl(t, "", append(flags, "members")...)
+	if code != 0 || !strings.Contains(out, "HEALTH") || !strings.Contains(out, "127.0.0.1:7203") {
+		t.Errorf("members table: exit %d\n%s", code, out)
+	}
+}
+
+// TestNamespaceSecrets: namespace add takes the new secret from
+// PAXLOCK_SECRET or -secret-file (a file or standard input), never from
+// the command line; the admin token comes from PAXLOCK_ADMIN_TOKEN.
+func TestNamespaceSecrets(t *testing.T) {
+	n1, _, _, _ := adminCluster(t)
+	flags := []string{"-admin", n1.addr(), "-admin-ca", "", "-admin-token-file", ""}
+	t.Setenv(SecretEnv, "")
+	t.Setenv(server.AdminTokenEnv, "tok3n")
+
+	code, _, errOut := runCtl(t, "", append(flags, "namespace", "add", "orders", "s3cret")...)
+	if code != 2 || !strings.Contains(errOut, SecretEnv) {
+		t.Errorf("a secret on the command line: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runCtl(t, "", append(flags, "namespace", "add", "orders")...); code != 1 || !strings.Contains(errOut, "no secret") {
+		t.Errorf("add without a secret: exit %d, %q", code, errOut)
+	}
+	file := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(file, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCtl(t, "", append(flags, "namespace", "add", "orders", "-secret-file", file, "-o", "json")...); code != 0 {
+		t.Fatalf("add -secret-file: exit %d, %s", code, errOut)
+	} else {
+		var nc map[string]any
+		if err := json.Unmarshal([]byte(out), &nc); err != nil || nc["namespace"] != "orders" || nc["action"] != "add" || nc["done"] != true {
+			t.Errorf("add -o json printed %q (%v)", out, err)
+		}
+	}
+	if code, _, errOut := runCtl(t, "from-stdin\n", append(flags, "namespace", "add", "orders", "-secret-file", "-")...); code != 0 {
+		t.Fatalf("add -secret-file -: exit %d, %s", code, errOut)
+	}
+	t.Setenv(SecretEnv, "from-env")
+	if code, _, errOut := runCtl(t, "", append(flags, "namespace", "add", "orders", "-secret-file", file)...); code != 0 {
+		t.Fatalf("add with %s: exit %d, %s", SecretEnv, code, errOut)
+	}
+	code, out, _ := runCtl(t, "", append(flags, "-o", "json", "namespace", "list")...)
+	var list namespacesOutput
+	if err := json.Unmarshal([]byte(out), &list); code != 0 || err != nil || !reflect.DeepEqual(list.Namespaces, []string{"default", "orders"}) {
+		t.Errorf("namespace list -o json: exit %d, %q, %v", code, out, err)
+	}
+
+	n1.mu.Lock()
+	defer n1.mu.Unlock()
+	want := []string{`{"name":"orders","secret":"from-file"}`, `{"name":"orders","secret":"from-stdin"}`, `{"name":"orders","secret":"from-env"}`}
+	if !reflect.DeepEqual(n1.posted, want) {
+		t.Errorf("posted %q, want %q", n1.posted, want)
+	}
+	for _, h := range n1.authHeads {
+		if h != "Bearer tok3n" {
+			t.Errorf("request with Authorization %q", h)
+		}
+	}
+}
+
+func TestVersionJSON(t *testing.T) {
+	code, out, errOut := runCtl(t, "", "version", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("version -o json printed %q: %v", out, err)
+	}
+	for _, f := range []string{"version", "modified", "go_version"} {
+		if _, ok := v[f]; !ok {
+			t.Errorf("no field %q in %v", f, v)
+		}
+	}
+	if code, out, _ := runCtl(t, "", "version"); code != 0 || !strings.HasPrefix(out, "paxlockctl ") {
+		t.Errorf("version: exit %d, %q", code, out)
+	}
+}
+
+func TestCertsJSON(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := runCtl(t, "", "certs", "-out", dir, "-nodes", "1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var f filesOutput
+	if err := json.Unmarshal([]byte(out), &f); err != nil || len(f.Wrote) == 0 {
+		t.Fatalf("certs -o json printed %q (%v)", out, err)
+	}
+	for _, p := range f.Wrote {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("listed %s: %v", p, err)
+		}
+	}
+}
+
+// freeAddrs returns n loopback addresses nothing listens on right now.
+func freeAddrs(t *testing.T, n int) []string {
+	var lns []net.Listener
+	var addrs []string
+	for len(addrs) < n {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000)))
+		if err != nil {
+			continue
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
+	return addrs
+}
+
+// TestClientCommandsJSON runs lock, state and watch with -o json against
+// one in-process node: every line parses and has the documented fields,
+// watch streams the lock's acquire and release and ends cleanly when its
+// context is cancelled (SIGINT in main).
+func TestClientCommandsJSON(t *testing.T) {
+	a := freeAddrs(t, 4)
+	cfg := server.Config{
+		NodeID:     1,
+		Nodes:      []server.NodeAddr{{ID: 1, Peer: a[0], Client: a[1], Gossip: a[2], Admin: a[3]}},
+		AdminAddr:  a[3],
+		DataDir:    t.TempDir(),
+		Namespaces: []server.Namespace{{Name: "ops", Secret: "ops-secret"}},
+		Groups:     3,
+		EventLoops: 1,
+		Lease:      server.Duration(500 * time.Millisecond),
+		Heartbeat:  server.Duration(50 * time.Millisecond),
+	}
+	srv, err := server.New(cfg, testutil.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := srv.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = srv.Shutdown(context.Background()) }()
+	if err := srv.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(SecretEnv, "ops-secret")
+	flags := []string{"-registry", a[1], "-namespace", "ops", "-o", "json"}
+
+	// watch, in the background until cancelled.
+	var watchOut testutil.Buffer
+	watchCtx, stopWatch := context.WithCancel(context.Background())
+	watchDone := make(chan int, 1)
+	go func() {
+		watchDone <- run(watchCtx, append([]string{"watch", "job:1"}, flags...), strings.NewReader(""), &watchOut, io.Discard)
+	}()
+
+	// The watch may register after the lock was taken: it reports the
+	// current holder at once then (-after 0), so keep locking until it has
+	// seen an acquire and a release.
+	var lockLines []map[string]any
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		code, out, errOut := runCtl(t, "", append([]string{"lock", "job:1", "0s"}, flags...)...)
+		if code != 0 {
+			t.Fatalf("lock: exit %d, %s", code, errOut)
+		}
+		lockLines = nil
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			var m map[string]any
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Fatalf("lock printed %q: %v", sc.Text(), err)
+			}
+			lockLines = append(lockLines, m)
+		}
+		w := watchOut.String()
+		return strings.Contains(w, `"event":"acquired"`) && strings.Contains(w, `"event":"released"`)
+	}, "watch saw no acquire and release: %q", watchOut.String())
+	if len(lockLines) != 2 || lockLines[0]["event"] != "locked" || lockLines[1]["event"] != "released" ||
+		lockLines[0]["key"] != "job:1" || lockLines[0]["token"] == float64(0) || lockLines[0]["token"] != lockLines[1]["token"] {
+		t.Errorf("lock printed %v", lockLines)
+	}
+	stopWatch()
+	select {
+	case code := <-watchDone:
+		if code != 0 {
+			t.Errorf("watch ended with exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch did not end when its context was cancelled")
+	}
+	sc := bufio.NewScanner(strings.NewReader(watchOut.String()))
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("watch printed %q: %v", sc.Text(), err)
+		}
+		for _, f := range []string{"time", "key", "event", "token", "holder", "value"} {
+			if _, ok := ev[f]; !ok {
+				t.Errorf("watch event without %q: %v", f, ev)
+			}
+		}
+	}
+
+	code, out, errOut := runCtl(t, "", append([]string{"state", "job:1"}, flags...)...)
+	if code != 0 {
+		t.Fatalf("state: exit %d, %s", code, errOut)
+	}
+	var st map[string]any
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("state printed %q: %v", out, err)
+	}
+	for _, f := range []string{"key", "held", "holder", "token", "kind", "readers", "ttl_left_ms", "queue_len", "value"} {
+		if _, ok := st[f]; !ok {
+			t.Errorf("state without %q: %v", f, st)
+		}
+	}
+	if st["held"] != false || st["key"] != "job:1" {
+		t.Errorf("state of a released key: %v", st)
+	}
+
+	t.Setenv(SecretEnv, "wrong")
+	if code, _, _ := runCtl(t, "", append([]string{"state", "job:1", "-timeout", "5s"}, flags...)...); code != 1 {
+		t.Errorf("state with a wrong secret: exit %d, want 1", code)
+	}
+}
