@@ -18,7 +18,7 @@ import (
 // startSecureCluster starts n nodes with peer mTLS (development
 // certificates for 127.0.0.1) and a TLS client listener each, and returns
 // the cluster and the certificates' directory.
-func startSecureCluster(t testing.TB, n int) (*testCluster, string) {
+func startSecureCluster(t testing.TB, n int, tune ...func(*Config)) (*testCluster, string) {
 	t.Helper()
 	dir := t.TempDir()
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: n, Hosts: []string{"127.0.0.1"}}); err != nil {
@@ -32,6 +32,9 @@ func startSecureCluster(t testing.TB, n int) (*testCluster, string) {
 			c.Nodes[i].ClientTLS = tlsPorts[i]
 		}
 		c.TLS = &pki.Files{CA: filepath.Join(dir, pki.DevCACert), Cert: filepath.Join(dir, pki.DevNodeCert(int(c.NodeID))), Key: filepath.Join(dir, pki.DevNodeKey(int(c.NodeID)))}
+		for _, f := range tune {
+			f(c)
+		}
 	})
 	return tc, dir
 }
