@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"net"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -26,8 +27,10 @@ func startSecureCluster(t testing.TB, n int, tune ...func(*Config)) (*testCluste
 	}
 	tlsPorts := freePorts(t, n)
 	tc := startClusterWith(t, n, func(c *Config) {
-		// c.Nodes is shared by every node's Config: set every node's
-		// TLS client address once.
+		// c.Nodes is shared by every node's Config, and nodes already
+		// started read it: give this node a copy with every node's TLS
+		// client address.
+		c.Nodes = slices.Clone(c.Nodes)
 		for i := range c.Nodes {
 			c.Nodes[i].ClientTLS = tlsPorts[i]
 		}
