@@ -436,12 +436,12 @@ func (s *Server) publishView() {
 		s.viewMu.Unlock()
 		return // nothing changed
 	}
+	tv := s.tlsView.Load() // built with v
 	subs := make([]*conn, 0, len(s.subs))
 	for c := range s.subs {
 		subs = append(subs, c)
 	}
 	s.viewMu.Unlock()
-	tv := s.tlsView.Load()
 	for _, c := range subs {
 		if c.tc != nil {
 			c.Push(tv)
