@@ -23,25 +23,36 @@ func BenchmarkClientPairs(b *testing.B) {
 }
 
 // BenchmarkClientPairsTLS is BenchmarkClientPairs against a cluster whose
-// peers use mTLS, once through the plain client listener and once through
-// the TLS one (client.Config.TLS): the difference is what TLS to the
-// client costs. The nodes run gnet with its default event loops (one per
-// CPU, as paxlockd does), not the tests' single loop: the TLS listener
-// serves each connection on goroutines of its own, and a single gnet loop
-// would make the plain path look slower than it is. Run each mode in its
-// own invocation (-bench 'ClientPairsTLS/tls', then '/plain') so that
-// neither gets the other's warm-up.
+// peers use mTLS, through the client listener each mode names:
+//
+//   - plain: the gnet listener (client);
+//   - tls: the TLS listener (client_tls_addr, client.Config.TLS);
+//   - tls-off: the TLS listener's goroutines without TLS (a test-only
+//     switch), so that tls minus tls-off is what TLS itself costs, and
+//     tls-off against plain what serving a connection on goroutines
+//     instead of gnet's event loops changes.
+//
+// The nodes run gnet with its default event loops (one per CPU, as
+// paxlockd does), not the tests' single loop. Each mode starts its own
+// cluster; run each in its own invocation (-bench
+// 'ClientPairsTLS/tls$', then '/tls-off', then '/plain') so that none gets
+// another's warm-up.
 func BenchmarkClientPairsTLS(b *testing.B) {
-	tc, dir := startSecureCluster(b, 3, func(c *Config) { c.EventLoops = 0 })
-	var tlsAddrs []string
-	for _, n := range tc.cfgs[0].Nodes {
-		tlsAddrs = append(tlsAddrs, n.ClientTLS)
-	}
-	for _, mode := range []string{"plain", "tls"} {
+	for _, mode := range []string{"plain", "tls", "tls-off"} {
 		b.Run(mode, func(b *testing.B) {
+			tc, dir := startSecureCluster(b, 3, func(c *Config) {
+				c.EventLoops = 0
+				c.clientTLSOff = mode == "tls-off"
+			})
 			cfg := client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger()}
+			if mode != "plain" {
+				cfg.Registry = nil
+				for _, n := range tc.cfgs[0].Nodes {
+					cfg.Registry = append(cfg.Registry, n.ClientTLS)
+				}
+			}
 			if mode == "tls" {
-				cfg.Registry, cfg.TLS = tlsAddrs, clientTLS(b, dir)
+				cfg.TLS = clientTLS(b, dir)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
@@ -50,6 +61,7 @@ func BenchmarkClientPairsTLS(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer c.Close()
+			b.ResetTimer()
 			runPairs(b, c)
 		})
 	}

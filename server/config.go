@@ -178,6 +178,9 @@ type Config struct {
 	// storeFS, when set, is the filesystem the store uses (tests inject
 	// storage faults with it).
 	storeFS vfs.FS
+	// clientTLSOff serves client_tls_addr without TLS, on the same
+	// goroutines (benchmarks: TLS's own cost, apart from gnet's).
+	clientTLSOff bool
 }
 
 // Load reads a JSON configuration file. A key that names no setting is an

@@ -30,7 +30,8 @@ const tlsHandshakeTimeout = 10 * time.Second
 
 // tlsConn is the transport of a TLS listener's conn.
 type tlsConn struct {
-	nc      *tls.Conn
+	nc net.Conn // a *tls.Conn, but with Config.clientTLSOff
+
 	wake    chan struct{} // cap 1: conn.out has frames to send
 	done    chan struct{} // closed by close
 	once    sync.Once
@@ -80,7 +81,10 @@ func (s *Server) startTLS(addr string) error {
 		return fmt.Errorf("server: client tls listener: %w", err)
 	}
 	s.tlsAddr = ln.Addr().String()
-	tln := tls.NewListener(ln, s.clientTLSConfig())
+	tln := ln
+	if !s.cfg.clientTLSOff {
+		tln = tls.NewListener(ln, s.clientTLSConfig())
+	}
 	stop := context.AfterFunc(s.life, func() { _ = tln.Close() })
 	if !s.goBackground(func() {
 		defer stop()
@@ -92,7 +96,7 @@ func (s *Server) startTLS(addr string) error {
 				}
 				return
 			}
-			if !s.goBackground(func() { s.serveTLS(nc.(*tls.Conn)) }) {
+			if !s.goBackground(func() { s.serveTLS(nc) }) {
 				_ = nc.Close()
 				return
 			}
@@ -107,14 +111,17 @@ func (s *Server) startTLS(addr string) error {
 
 // serveTLS serves one connection of the TLS listener: the handshake, then
 // its frames until it closes.
-func (s *Server) serveTLS(nc *tls.Conn) {
-	ctx, cancel := context.WithTimeout(s.life, tlsHandshakeTimeout)
-	err := nc.HandshakeContext(ctx)
-	cancel()
-	if err != nil {
-		s.log.Debug("client tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
-		_ = nc.Close()
-		return
+func (s *Server) serveTLS(nc net.Conn) {
+	tc, isTLS := nc.(*tls.Conn)
+	if isTLS {
+		ctx, cancel := context.WithTimeout(s.life, tlsHandshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("client tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+			_ = nc.Close()
+			return
+		}
 	}
 	if s.nconns.Add(1) > int64(s.cfg.MaxConns) {
 		s.nconns.Add(-1)
@@ -124,7 +131,7 @@ func (s *Server) serveTLS(nc *tls.Conn) {
 	}
 	t := &tlsConn{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c := &conn{s: s, tc: t}
-	if cs := nc.ConnectionState(); len(cs.VerifiedChains) > 0 {
+	if cs := tlsState(tc); len(cs.VerifiedChains) > 0 {
 		// Verified against the cluster CA by the handshake; a node's
 		// certificate names it (relays: see TrustRelay).
 		if id, err := pki.CheckNode(cs.PeerCertificates[0], s.cfg.ClusterName, 0); err == nil {
@@ -162,6 +169,14 @@ func (s *Server) serveTLS(nc *tls.Conn) {
 	t.close()
 	<-wrote
 	c.onClosed()
+}
+
+// tlsState is tc's connection state (the zero state for nil).
+func tlsState(tc *tls.Conn) tls.ConnectionState {
+	if tc == nil {
+		return tls.ConnectionState{}
+	}
+	return tc.ConnectionState()
 }
 
 // writeTLS is a TLS connection's writer: it sends what is queued in
