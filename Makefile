@@ -4,7 +4,7 @@ BIN     := bin
 RUNDIR  ?= .run
 RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/... ./session/...
 
-.PHONY: all build static docker-image test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e chaos fuzz
+.PHONY: all build static docker-image test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e chaos fuzz console-test
 
 all: build
 
@@ -106,6 +106,14 @@ fuzz:
 # pauses under client load; the history is checked with porcupine.
 e2e:
 	PAXLOCK_E2E=1 $(GO) test -count=1 -v -timeout 10m ./e2e/
+
+# console-test drives the web console (the admin address's /) in headless
+# Chromium against three paxlockd processes with admin HTTPS and a token,
+# and saves a screenshot to $(ARTIFACTS)/console.png. It skips when no
+# chromium is installed (apt-get install -y chromium; .ci/run does).
+ARTIFACTS ?= $(CURDIR)/.artifacts
+console-test:
+	PAXLOCK_CONSOLE=1 PAXLOCK_ARTIFACTS=$(ARTIFACTS) $(GO) test -count=1 -v -run '^TestConsoleBrowser$$' -timeout 5m ./e2e/
 
 # chaos runs N randomized fault schedules (default 10, about 8 minutes on
 # 2 cores): each a 3- or 5-node cluster with every node in its own network

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"sync"
 	"time"
 
 	"github.com/paxlock/paxlock/client"
@@ -258,8 +257,10 @@ func ExampleMutex_Locker() {
 	c := connect(ctx)
 	defer c.Close()
 
-	var mu sync.Locker = c.Mutex("report:daily", client.TTL(30*time.Second), client.AutoRenew()).Locker()
-	mu.Lock() // blocks until held; retries what a retry can cure
+	// A sync.Locker; its Lock blocks until held and retries what a retry
+	// can cure.
+	mu := c.Mutex("report:daily", client.TTL(30*time.Second), client.AutoRenew()).Locker()
+	mu.Lock()
 	defer mu.Unlock()
 	fmt.Println("generating the daily report")
 }
@@ -279,6 +280,6 @@ func ExampleRWMutex_Downgrade() {
 	if err := rw.Downgrade(ctx); err != nil {
 		log.Fatal(err)
 	}
-	defer rw.RUnlock(ctx)
+	defer func() { _ = rw.RUnlock(ctx) }()
 	fmt.Println("reading with token", rw.Reader().Token())
 }

@@ -1,6 +1,8 @@
 package group
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -23,6 +25,11 @@ const (
 	OpWatch
 	OpUnwatch
 	OpCancelWait
+	// OpForceRelease frees the key's first hold whoever holds it (an
+	// operator's force-unlock; see Service.ForceRelease). The answer
+	// names the removed hold (Holder, Token), or is LOCK_DELETED when the
+	// key is free.
+	OpForceRelease
 )
 
 // Sink receives what the service says about one client connection's
@@ -350,3 +357,74 @@ func (g *LockGroup) logMaster(prev, s paxos.SoftState) {
 		log.Info("group master stopped serving", group, "ballot", s.Ballot.String(), "reason", "lease not renewed by a quorum")
 	}
 }
+
+// ErrNotMaster is returned by Service.ForceRelease on a node that does not
+// serve the key's group; LockGroup.Master names the node that does.
+var ErrNotMaster = errors.New("group: not the master of the key's group")
+
+// Released is a hold that Service.ForceRelease removed.
+type Released struct {
+	Owner wire.Owner
+	Token uint64
+}
+
+// ForceRelease frees key of namespace ns, whoever holds it: an operator's
+// force-unlock. This node must serve the key's group (else ErrNotMaster).
+// Each hold is removed through Paxos like an expiry, one at a time (a
+// read-held key has several); its holder's connection gets a Lost with
+// EventRevoked, watchers an EventRevoked event, and waiters are granted as
+// after a release. Only holds granted before the call are removed (those
+// with a token up to the group's last applied instance when it starts),
+// not a waiter's that a removal granted. It returns the holds removed,
+// none if the key was free.
+func (s *Service) ForceRelease(ctx context.Context, ns, key string) ([]Released, error) {
+	if err := wire.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	hash := wire.KeyHash(ns, key)
+	sm := s.groups[wire.GroupOf(hash, len(s.groups))].sm
+	bound := sm.Version()<<48 | sm.Applied()&(1<<48-1)
+	var out []Released
+	for {
+		resp, err := s.call(ctx, &Request{Op: OpForceRelease, Namespace: ns, Key: key, Hash: hash, Token: bound})
+		if err != nil {
+			return out, err
+		}
+		switch resp.Status {
+		case wire.StatusSuccess:
+			out = append(out, Released{Owner: resp.Holder, Token: resp.Token})
+		case wire.StatusLockDeleted, wire.StatusTokenError, wire.StatusLockChangedOwner:
+			return out, nil // nothing (more) held from before the call
+		case wire.StatusNoMaster:
+			return out, ErrNotMaster
+		default:
+			return out, fmt.Errorf("group: force release %q: %s", key, resp.Status)
+		}
+	}
+}
+
+// call submits r and waits for its answer or ctx.
+func (s *Service) call(ctx context.Context, r *Request) (wire.Response, error) {
+	ch := make(chan wire.Response, 1)
+	r.Sink = replySink(ch)
+	s.Submit(r)
+	select {
+	case resp := <-ch:
+		return resp, nil
+	case <-ctx.Done():
+		return wire.Response{}, ctx.Err()
+	}
+}
+
+// replySink is the Sink of a request made by the node itself: it keeps
+// the answer and ignores pushes.
+type replySink chan wire.Response
+
+func (c replySink) Respond(_ uint64, r wire.Response) {
+	select {
+	case c <- r:
+	default:
+	}
+}
+
+func (c replySink) Push(wire.Message) {}

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -199,13 +200,13 @@ func TestStateQuery(t *testing.T) {
 	}
 	st := c.state("k")
 	want := wire.Response{Status: wire.StatusSuccess, Holder: owner(1, 1), Token: r.Token, Kind: wire.KindExclusive, TTLLeftMs: 7000, QueueLen: 2}
-	if st != want {
+	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("state: %+v\nwant   %+v", st, want)
 	}
 	// A try-lock that is refused carries the same information.
 	occ := c.do(newSink(), Request{Op: OpAcquire, Key: "k", Owner: owner(9, 1)})
 	want.Status = wire.StatusLockOccupied
-	if occ != want {
+	if !reflect.DeepEqual(occ, want) {
 		t.Fatalf("occupied: %+v\nwant      %+v", occ, want)
 	}
 	// Readers: the count, and the asker's own hold.

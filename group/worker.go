@@ -48,6 +48,8 @@ const (
 	evRevoke
 	evTimer
 	evStop
+	evInspect
+	evList
 )
 
 type event struct {
@@ -58,8 +60,11 @@ type event struct {
 	serving bool
 	client  uint64
 	sink    Sink
-	done    chan struct{} // evStop: closed when the worker stopped
-	revoked func()        // evRevoke: called once it is handled (or dropped)
+	done    chan struct{}  // evStop: closed when the worker stopped
+	revoked func()         // evRevoke: called once it is handled (or dropped)
+	inspect func([]HotKey) // evInspect: called with the worker's hot keys (nil if dropped)
+	n       int            // evInspect: how many
+	list    *listQuery     // evList: what to list; its reply is called once
 }
 
 // pending is a proposal in flight and what to do with its outcome.
@@ -73,6 +78,9 @@ type pending struct {
 	// gives the hold a value other than the one it had; its watchers
 	// are told once it is applied.
 	valueChanged bool
+	// forced: an expire proposed by OpForceRelease; its holder and
+	// watchers hear EventRevoked, not EventExpired.
+	forced bool
 }
 
 type waiter struct {
@@ -389,6 +397,10 @@ func (w *worker) post(e event) {
 			close(e.done) // stopped already: nothing is left to stop
 		case evRevoke:
 			e.revoked() // not a master: nothing to revoke
+		case evInspect:
+			e.inspect(nil)
+		case evList:
+			e.list.reply(nil)
 		}
 		return
 	}
@@ -445,6 +457,10 @@ func (w *worker) handle(e *event) {
 				close(rest[i].done)
 			case evRevoke:
 				rest[i].revoked()
+			case evInspect:
+				rest[i].inspect(nil)
+			case evList:
+				rest[i].list.reply(nil)
 			}
 		}
 		close(e.done)
@@ -465,6 +481,10 @@ func (w *worker) handle(e *event) {
 		e.revoked()
 	case evTimer:
 		w.fireTimers()
+	case evInspect:
+		e.inspect(w.hotKeys(e.n))
+	case evList:
+		e.list.reply(w.listLocks(e.list))
 	}
 }
 
@@ -542,6 +562,8 @@ func (w *worker) onRequest(r *Request) {
 		return
 	}
 	switch r.Op {
+	case OpForceRelease:
+		w.forceRelease(r, key, ks)
 	case OpAcquire:
 		w.acquire(r, key, ks)
 	case OpRenew:
@@ -918,9 +940,10 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			w.ungrant(q)
 		}
 		ks.waiters = w.dropWaiters(ks.waiters)
-		if p.cmd.op == opExpire {
+		if p.cmd.op == opExpire && !p.forced {
 			// Not chosen (overload, a lost lease): the lock must still
-			// go, so propose the Expire again shortly.
+			// go, so propose the Expire again shortly. (A forced release
+			// that failed is the operator's to retry: they got the error.)
 			w.retryExpire(p.lost, now)
 		}
 	} else {
@@ -970,18 +993,25 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			// found the hold gone already).
 			if out.status == wire.StatusSuccess {
 				ev := wire.EventReleased
-				if p.cmd.op == opRelease {
+				if p.cmd.op == opRelease || p.forced {
 					w.staled() // the released hold's entry
 				}
 				if p.cmd.op == opExpire {
 					ev = wire.EventExpired
+					if p.forced {
+						ev = wire.EventRevoked
+					}
 					if ref := p.lost.sink; ref != nil && ref.sink != nil {
-						ref.sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: wire.EventExpired})
+						ref.sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})
 					}
 				}
 				w.notify(ks, name, ev, p.cmd.token, wire.Owner{}, "")
 			}
-			respond(p.req, wire.Response{Status: out.status, Token: out.token})
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if p.forced {
+				resp.Holder = p.cmd.owner
+			}
+			respond(p.req, resp)
 		}
 		w.settleGrants(ks, key, name, p, out, now)
 	}
@@ -1363,6 +1393,40 @@ func (w *worker) expire(e expiry, now time.Time) {
 		ws = pickGrants(ks, without(rec, e.owner, e.token), rec.kind())
 	}
 	w.propose(ks, &pending{lost: e, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
+}
+
+// forceRelease proposes the removal of key's first hold with a token up
+// to r.Token, whoever holds it, as an Expire (the state machine's removal by owner and token) that
+// grants to waiters like any release; its holder is told EventRevoked
+// through the connection the hold's deadline names (found by a scan of
+// the expiry heap, which is fine for an operator's command).
+func (w *worker) forceRelease(r *Request, key string, ks *keyState) {
+	rec := w.g.sm.get(key)
+	var h *holder
+	for i := range rec.n() {
+		if rec.at(i).token <= r.Token {
+			h = rec.at(i)
+			break
+		}
+	}
+	if h == nil {
+		respond(r, wire.Response{Status: wire.StatusLockDeleted})
+		return
+	}
+	e := expiry{key: key, token: h.token, owner: h.owner}
+	if at, ok := w.g.sm.deadline(key, h.owner, h.token); ok {
+		for _, x := range w.expiry {
+			if x.key == key && x.owner == h.owner && x.token == h.token && x.at == at {
+				e = x
+				break
+			}
+		}
+	}
+	var ws []*waiter
+	if len(ks.waiters) > 0 {
+		ws = pickGrants(ks, without(rec, h.owner, h.token), rec.kind())
+	}
+	w.propose(ks, &pending{req: r, lost: e, forced: true, grants: ws, cmd: command{op: opExpire, key: key, owner: h.owner, token: h.token, grants: w.grantsFor(ks, ws)}})
 }
 
 // retryExpire moves the deadline of e's hold a little past now, so that

@@ -69,6 +69,12 @@ type StoreOptions struct {
 	// positive; tests lower them to save memory.
 	MemTableSize uint64
 	CacheSize    int64
+	// BlockingSync makes fdatasync a plain blocking system call on
+	// Pebble's goroutine. By default, on the operating system's
+	// filesystem, the store submits it through io_uring where the kernel
+	// allows that (see asyncSyncer) and falls back to the plain call where
+	// it does not.
+	BlockingSync bool
 }
 
 // Store is a node's durable state for every group it hosts: acceptor hard
@@ -113,9 +119,10 @@ type StoreOptions struct {
 //     rotates its WAL (once per memtable, 64 MiB of writes) panics inside
 //     Pebble and ends the process, which is fail-stop too.
 type Store struct {
-	db  *pebble.DB
-	log *slog.Logger
-	h   *storeHealth
+	db    *pebble.DB
+	log   *slog.Logger
+	h     *storeHealth
+	async *asyncSyncer // nil: fdatasync blocks a thread
 	// wmu serializes writes handed to Pebble with the check of h.
 	wmu sync.Mutex
 }
@@ -129,8 +136,15 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	log := base.With("component", "store")
 	h := newStoreHealth(log)
 	fs := opts.FS
+	var async *asyncSyncer
 	if fs == nil {
 		fs = vfs.Default
+		if !opts.BlockingSync {
+			var err error
+			if async, err = newAsyncSyncer(64); err != nil {
+				log.Info("fdatasync through io_uring unavailable; it blocks a thread", "err", err)
+			}
+		}
 	}
 	po := &pebble.Options{
 		FormatMajorVersion:          storeFormat,
@@ -141,7 +155,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		L0StopWritesThreshold:       24,
 		CacheSize:                   storeCacheSize,
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
-		FS:                          &fenceFS{FS: fs, h: h},
+		FS:                          &fenceFS{FS: fs, h: h, async: async},
 	}
 	if opts.MemTableSize > 0 {
 		po.MemTableSize = opts.MemTableSize
@@ -159,10 +173,13 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		}
 	}
 	if err != nil {
+		if async != nil {
+			async.close()
+		}
 		return nil, fmt.Errorf("paxos: open store %q: %w", dir, err)
 	}
-	log.Info("store open", "dir", dir, "format", db.FormatMajorVersion())
-	return &Store{db: db, log: log, h: h}, nil
+	log.Info("store open", "dir", dir, "format", db.FormatMajorVersion(), "io_uring_fsync", async != nil)
+	return &Store{db: db, log: log, h: h, async: async}, nil
 }
 
 // Err returns nil while the store is healthy, and after a storage failure
@@ -228,6 +245,13 @@ func (s *Store) commitSync(b *pebble.Batch) error {
 func (s *Store) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	// Pebble is closed below (every return path) before the ring: no
+	// fdatasync is in flight when it goes.
+	defer func() {
+		if s.async != nil {
+			s.async.close()
+		}
+	}()
 	if ferr := s.h.failed(); ferr != nil {
 		s.h.close()
 		if err := s.db.Close(); err != nil {

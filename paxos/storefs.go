@@ -80,6 +80,8 @@ func (h *storeHealth) failed() error {
 type fenceFS struct {
 	vfs.FS
 	h *storeHealth
+	// async, if set, runs fdatasync through io_uring (see asyncSyncer).
+	async *asyncSyncer
 }
 
 // isMeta reports whether name is a MANIFEST or a marker file.
@@ -237,6 +239,11 @@ func (f *fenceFile) Sync() error {
 func (f *fenceFile) SyncData() error {
 	if err := f.fs.guard(f.name); err != nil {
 		return err
+	}
+	if a := f.fs.async; a != nil {
+		if fd := f.File.Fd(); fd != vfs.InvalidFd {
+			return f.fs.observe(a.fdatasync(fd))
+		}
 	}
 	return f.fs.observe(f.File.SyncData())
 }

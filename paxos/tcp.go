@@ -587,8 +587,10 @@ func (t *TCPTransport) serve(c net.Conn) {
 	br, from, err := t.handshake(c)
 	if err != nil {
 		if t.ctx.Err() == nil {
-			t.refused.Add(1)
+			// Logged before it is counted: whoever sees the count (a
+			// test) finds the line.
 			t.log.Warn("peer connection refused", "remote", remote, "err", err)
+			t.refused.Add(1)
 		}
 		return
 	}

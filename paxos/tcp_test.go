@@ -183,7 +183,7 @@ func TestTCPTransportPeerDown(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Send to a dead peer took %v", d)
 	}
-	waitFor(t, "drops", 5*time.Second, func() bool { return a.Stats().Dropped > 0 })
+	waitFor(t, "drops", 30*time.Second, func() bool { return a.Stats().Dropped > 0 })
 
 	// B comes up: traffic flows once A's backoff lets it reconnect.
 	b := newTestTransport(t, 2, addrB, &inb)
@@ -406,7 +406,7 @@ func TestTCPTransportGarbage(t *testing.T) {
 	if _, err := conn.Write(buf); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the well-addressed message", 5*time.Second, func() bool {
+	waitFor(t, "the well-addressed message", 30*time.Second, func() bool {
 		for _, m := range ina.snapshot() {
 			if m.From == 3 && m.Committed == 4242 {
 				return true
@@ -442,14 +442,14 @@ func TestTCPTransportCloseReleasesGoroutines(t *testing.T) {
 	a.SetPeer(2, b.Addr())
 	a.SetPeer(3, freeAddr(t))
 	b.SetPeer(1, a.Addr())
-	waitFor(t, "delivery", 5*time.Second, func() bool {
+	waitFor(t, "delivery", 30*time.Second, func() bool {
 		a.Send([]Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
 		b.Send([]Message{tcpTestMessage(2, 1, 0, 1)})
 		return in1.count() > 0 && in2.count() > 0
 	})
 	a.Close()
 	b.Close()
-	waitFor(t, "goroutines to exit", 5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
+	waitFor(t, "goroutines to exit", 30*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 }
 
 func benchTCP(b *testing.B, m Message, pk *testPKI) {

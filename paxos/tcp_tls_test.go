@@ -150,7 +150,7 @@ func TestTCPTransportTLSRefused(t *testing.T) {
 		expectClosed(t, conn, c.name)
 		conn.Close()
 		want := i + 2
-		waitFor(t, c.name+" counted as refused", 5*time.Second, func() bool { return a.Stats().Refused == uint64(want) })
+		waitFor(t, c.name+" counted as refused", 30*time.Second, func() bool { return a.Stats().Refused == uint64(want) })
 		if !strings.Contains(logs.String(), c.why) {
 			t.Errorf("%s: log does not say %q:\n%s", c.name, c.why, logs.String())
 		}
@@ -167,7 +167,7 @@ func TestTCPTransportTLSRefused(t *testing.T) {
 	good := pk.cert("alpha", 3)
 	conn := tlsDialAs(t, a, &good, 3, tcpTestMessage(3, 1, 0, 99))
 	defer conn.Close()
-	waitFor(t, "node 3's message", 5*time.Second, func() bool { return in.count() > 0 })
+	waitFor(t, "node 3's message", 30*time.Second, func() bool { return in.count() > 0 })
 	if got := in.snapshot(); len(got) != 1 || got[0].Committed != 99 {
 		t.Fatalf("handler got %+v, want only node 3's message 99", got)
 	}

@@ -90,12 +90,15 @@ start() {
     exit 1
   fi
   ctl status
+  local scheme=http
+  if [ "$CLUSTER_SECURE" = 1 ]; then scheme=https; fi
   cat <<TXT
 
 paxlock is running: 3 nodes on 127.0.0.1, data under $RUNDIR/.
   clients connect to   127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103
   namespace "default", secret "paxlock"
   status:              $BIN/paxlockctl status
+  web console:         $scheme://127.0.0.1:7301/   (any node's admin address)
   try a lock:          $BIN/paxlockctl -registry 127.0.0.1:7101 lock demo-key
   stop:                make stop   (a later make run keeps the locks)
 TXT
@@ -111,6 +114,9 @@ TXT
                        Go: client.Config{Registry: those, TLS: &tls.Config{RootCAs: <the CA>}}
   admin commands:      $BIN/paxlockctl$flags status
                        (elsewhere: -admin-ca FILE, token in PAXLOCK_ADMIN_TOKEN or -admin-token-file FILE)
+  console token:       $CERTS/admin.token (the page asks for it once; the
+                       browser warns about the development CA: accept it or
+                       import $CERTS/ca.crt)
   own certificates:    README.md, "Security"
 TXT
   fi

@@ -39,6 +39,14 @@ type Status struct {
 	StorageError  string        `json:"storage_error,omitempty"`
 	Groups        []GroupStatus `json:"groups"`
 	Nodes         []NodeAddr    `json:"nodes"`
+	// Ready and ReadyReason are what /readyz answers (see Ready).
+	Ready       bool   `json:"ready"`
+	ReadyReason string `json:"ready_reason"`
+	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
+	// StatusDetail): the keys with the most waiters on the groups this
+	// node serves, and the last master changes it saw, newest first.
+	HotKeys       []group.HotKey `json:"hot_keys,omitempty"`
+	MasterChanges []MasterChange `json:"master_changes,omitempty"`
 }
 
 // Status returns the node's report.
@@ -48,6 +56,7 @@ func (s *Server) Status() Status {
 	if err := s.store.Err(); err != nil {
 		st.StorageFailed, st.StorageError = true, err.Error()
 	}
+	st.Ready, st.ReadyReason = s.Ready()
 	for g, lg := range s.svc.Groups() {
 		c, a, ls := lg.Paxos().Progress()
 		gv := wire.GroupView{}
@@ -73,9 +82,21 @@ func (s *Server) adminMux() *http.ServeMux {
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		if r.URL.Query().Get("detail") == "1" {
+			ctx, cancel := context.WithTimeout(r.Context(), consolePeerTimeout)
+			defer cancel()
+			_ = enc.Encode(s.StatusDetail(ctx))
+			return
+		}
 		_ = enc.Encode(s.Status())
 	})
+	mux.HandleFunc("GET /{$}", consolePage)
+	mux.HandleFunc("GET /console", consolePage)
+	mux.HandleFunc("GET /console/{file}", consoleAsset)
+	mux.HandleFunc("GET /cluster", s.clusterHandler)
+	mux.HandleFunc("GET /events", s.eventsHandler)
 	mux.HandleFunc("/namespaces", s.namespacesHandler)
+	mux.HandleFunc("/locks/unlock", s.forceUnlockHandler)
 	mux.HandleFunc("/healthz", s.healthzHandler)
 	mux.HandleFunc("/readyz", s.readyzHandler)
 	if s.faults != nil {
@@ -150,17 +171,9 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	case errors.Is(err, group.ErrNotSystemMaster):
 		m := s.svc.SystemMaster()
-		for _, n := range s.cfg.Nodes {
-			if uint32(m) == n.ID && n.Admin != "" && n.ID != s.cfg.NodeID {
-				scheme := "http://"
-				if s.sec.adminTLS != nil {
-					scheme = "https://"
-				}
-				http.Redirect(w, r, scheme+n.Admin+r.URL.RequestURI(), http.StatusTemporaryRedirect)
-				return
-			}
+		if !s.redirectTo(w, r, uint32(m)) {
+			http.Error(w, fmt.Sprintf("this node does not master the namespace table (master: node %d); retry there", m), http.StatusServiceUnavailable)
 		}
-		http.Error(w, fmt.Sprintf("this node does not master the namespace table (master: node %d); retry there", m), http.StatusServiceUnavailable)
 	case errors.Is(err, group.ErrUnknownNamespace):
 		http.Error(w, "unknown namespace", http.StatusNotFound)
 	case errors.Is(err, wire.ErrInvalid):
@@ -168,4 +181,90 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 	}
+}
+
+// redirectTo redirects an admin request to node id's admin address (307,
+// so a POST stays a POST and keeps its body). It reports false when id is
+// this node, unknown, or has no admin address.
+func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, id uint32) bool {
+	for _, n := range s.cfg.Nodes {
+		if id == n.ID && n.Admin != "" && n.ID != s.cfg.NodeID {
+			scheme := "http://"
+			if s.sec.adminTLS != nil {
+				scheme = "https://"
+			}
+			http.Redirect(w, r, scheme+n.Admin+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			return true
+		}
+	}
+	return false
+}
+
+// ForceUnlocked is the answer of POST /locks/unlock: the holds removed.
+type ForceUnlocked struct {
+	Namespace string         `json:"namespace"`
+	Key       string         `json:"key"`
+	Released  []ReleasedHold `json:"released"`
+}
+
+// ReleasedHold is one hold a force-unlock removed.
+type ReleasedHold struct {
+	Client uint64 `json:"client"`
+	Owner  uint64 `json:"owner"`
+	Token  uint64 `json:"token"`
+}
+
+// forceUnlockHandler frees a lock whoever holds it (POST {"namespace",
+// "key"}): an operator's way out of a lock whose holder is stuck but
+// renewing. Each hold is removed through Paxos; its holder gets a Lost
+// with EventRevoked and its watchers an EventRevoked event; waiters are
+// granted as after a release. A node that does not serve the key's group
+// redirects to the one that does. The answer lists the holds removed
+// (none: the key was free).
+func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "use POST {\"namespace\": ..., \"key\": ...}", http.StatusMethodNotAllowed)
+		return
+	}
+	var body struct{ Namespace, Key string }
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+		http.Error(w, "body: want {\"namespace\": ..., \"key\": ...}", http.StatusBadRequest)
+		return
+	}
+	if !s.svc.HasNamespace(body.Namespace) {
+		http.Error(w, "unknown namespace", http.StatusNotFound)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	rel, err := s.svc.ForceRelease(ctx, body.Namespace, body.Key)
+	switch {
+	case errors.Is(err, group.ErrNotMaster):
+		g := wire.GroupOf(wire.KeyHash(body.Namespace, body.Key), len(s.svc.Groups()))
+		var m uint32
+		if v := s.view.Load(); g < len(v.Groups) {
+			m = v.Groups[g].Master
+		}
+		if !s.redirectTo(w, r, m) {
+			http.Error(w, fmt.Sprintf("this node does not serve the key's group %d (master: node %d); retry there", g, m), http.StatusServiceUnavailable)
+		}
+		return
+	case errors.Is(err, wire.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case err != nil && len(rel) == 0:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	out := ForceUnlocked{Namespace: body.Namespace, Key: body.Key, Released: []ReleasedHold{}}
+	for _, h := range rel {
+		out.Released = append(out.Released, ReleasedHold{Client: h.Owner.Client, Owner: h.Owner.ID, Token: h.Token})
+	}
+	s.log.Warn("lock force-released by an operator", "namespace", body.Namespace, "key", body.Key, "holds", len(rel), "err", err)
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		// Some holds went before the error: say what was done.
+		w.WriteHeader(http.StatusInternalServerError)
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }

@@ -82,6 +82,11 @@ type Config struct {
 	Nodes []NodeAddr `json:"nodes"`
 	// DataDir holds the node's Pebble database.
 	DataDir string `json:"data_dir"`
+	// DisableIOURing makes the store's fdatasync a plain blocking system
+	// call. By default it goes through io_uring where the kernel allows
+	// it (see paxos.StoreOptions.BlockingSync), falling back by itself
+	// where it does not.
+	DisableIOURing bool `json:"disable_io_uring"`
 	// AdminAddr serves /status and /metrics over HTTP ("" disables it).
 	AdminAddr string `json:"admin_addr"`
 	// ClusterName keeps clusters apart in gossip (default "paxlock").

@@ -509,10 +509,14 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		}
 	}
 	if !c.sess.Authenticated() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "authenticate first (SCRAM handshake)"})
 		return
 	}
 	id := c.sess.Identity()
+	if l, ok := m.(*wire.List); ok {
+		c.list(f.ReqID, id.Namespace, l)
+		return
+	}
 	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c}
 	switch m := m.(type) {
 	case *wire.Acquire:
@@ -574,6 +578,39 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		return
 	}
 	s.svc.Submit(r)
+}
+
+// list answers a List: the master of its group lists the namespace's
+// locks (see group.Service.List); another node redirects, and nothing
+// forwards it (a client asks every group's master, so a redirect is cheap).
+func (c *conn) list(reqID uint64, ns string, m *wire.List) {
+	s := c.s
+	g := int(m.Group)
+	if g >= s.cfg.Groups {
+		c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: fmt.Sprintf("list: group %d out of range (0..%d)", g, s.cfg.Groups-1)})
+		return
+	}
+	if !s.svc.Group(g).Serving() {
+		c.redirect(reqID, g)
+		return
+	}
+	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
+		c.inflight.Add(-1)
+		s.stats.overloaded.Add(1)
+		c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
+		return
+	}
+	limit := int(m.Limit)
+	if limit == 0 {
+		limit = wire.DefaultListLimit
+	}
+	s.svc.List(ns, g, m.Prefix, m.After, limit, func(locks []wire.LockInfo, ok bool) {
+		if !ok {
+			c.Respond(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+			return
+		}
+		c.Respond(reqID, wire.Response{Status: wire.StatusSuccess, Locks: locks})
+	})
 }
 
 // decode decodes a request body, into the connection's reused value for

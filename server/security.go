@@ -64,9 +64,11 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 }
 
 // adminAuth wraps the admin endpoint's handler: with a token, every
-// request but /healthz and /readyz (and, with public read, GET /status,
-// /metrics and /namespaces) must carry "Authorization: Bearer <token>",
-// or gets 401 with WWW-Authenticate.
+// request but /healthz, /readyz and the console's page (which holds no
+// data: its script asks for the token and sends it) — and, with public
+// read, GET /status, /metrics, /namespaces, /cluster and /events — must
+// carry "Authorization: Bearer <token>", or gets 401 with
+// WWW-Authenticate.
 func adminAuth(token string, publicRead bool, next http.Handler) http.Handler {
 	if token == "" {
 		return next
@@ -92,7 +94,9 @@ func adminPublic(r *http.Request, publicRead bool) bool {
 	switch r.URL.Path {
 	case "/healthz", "/readyz":
 		return true
-	case "/status", "/metrics":
+	case "/", "/console", "/console/index.html", "/console/console.js", "/console/console.css":
+		return r.Method == http.MethodGet || r.Method == http.MethodHead
+	case "/status", "/metrics", "/cluster", "/events":
 		return publicRead
 	case "/namespaces":
 		return publicRead && (r.Method == http.MethodGet || r.Method == http.MethodHead)

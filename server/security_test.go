@@ -109,9 +109,10 @@ func TestSecureCluster(t *testing.T) {
 	}
 }
 
-// TestAdminAuthPublicRead: with admin_public_read, /status, /metrics and
-// GET /namespaces are served without the token, and nothing else is;
-// without a token configured, everything is open.
+// TestAdminAuthPublicRead: with admin_public_read, /status, /metrics,
+// GET /namespaces, /cluster and /events are served without the token, and
+// nothing else is; the console's page and files are served to anyone
+// (they hold no data); without a token configured, everything is open.
 func TestAdminAuthPublicRead(t *testing.T) {
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	cases := []struct {
@@ -128,6 +129,13 @@ func TestAdminAuthPublicRead(t *testing.T) {
 		{http.MethodGet, "/debug/pprof/", false},
 		{http.MethodPost, "/debug/partition", false},
 		{http.MethodGet, "/debug/partition", false},
+		{http.MethodGet, "/cluster", true},
+		{http.MethodGet, "/events", true},
+		{http.MethodGet, "/", true},
+		{http.MethodGet, "/console", true},
+		{http.MethodGet, "/console/console.js", true},
+		{http.MethodPost, "/", false},
+		{http.MethodGet, "/console/other.js", false},
 	}
 	for _, publicRead := range []bool{false, true} {
 		h := adminAuth("tok", publicRead, ok)
@@ -135,7 +143,8 @@ func TestAdminAuthPublicRead(t *testing.T) {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
 			want := http.StatusUnauthorized
-			if c.path == "/healthz" || c.path == "/readyz" || (publicRead && c.public) {
+			page := c.method == http.MethodGet && (c.path == "/" || strings.HasPrefix(c.path, "/console/console.") || c.path == "/console")
+			if c.path == "/healthz" || c.path == "/readyz" || page || (publicRead && c.public) {
 				want = http.StatusOK
 			}
 			if rec.Code != want {

@@ -58,9 +58,14 @@ type Server struct {
 	clientLn string
 	tlsAddr  string // the TLS client listener's address, once open
 
-	stats  stats
-	faults *partition // nil unless Config.FaultInjection
-	sec    security   // certificates, keys and tokens, loaded by New
+	stats stats
+	// masterLog remembers the last master changes for the console;
+	// consoleHTTP (made once, under consoleOnce) reads peers' status.
+	masterLog   masterLog
+	consoleOnce sync.Once
+	consoleHTTP *http.Client
+	faults      *partition // nil unless Config.FaultInjection
+	sec         security   // certificates, keys and tokens, loaded by New
 	// initingNS is set while initNamespaces runs.
 	initingNS atomic.Bool
 	gossip    atomic.Pointer[gossip] // set by Start; the host loop reads it
@@ -131,6 +136,10 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		log = slog.Default()
 	}
 	log.Info("effective config", "config", cfg)
+	if n := len(cfg.Nodes); n%2 == 0 {
+		log.Warn("an even number of nodes tolerates no more failures than one node fewer: a majority of 4 is 3, so 4 nodes survive 1 failure like 3 do, and 6 survive 2 like 5 do; use an odd number",
+			"nodes", n, "tolerates", (n-1)/2)
+	}
 	sec, err := loadSecurity(&cfg, log)
 	if err != nil {
 		return nil, err
@@ -163,7 +172,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.endLife()
 		return nil, err
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS})
+	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing})
 	if err != nil {
 		s.endLife()
 		return nil, err
@@ -406,6 +415,9 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	}
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
 	s.viewMu.Unlock()
+	if changed {
+		s.masterLog.record(g, st)
+	}
 	if g == group.NamespaceGroup && st.Serving {
 		s.goBackground(s.initNamespaces) // nothing to do once shutting down
 	}

@@ -61,6 +61,8 @@ func NewMessage(typ Type) Message {
 		return new(Unwatch)
 	case TypeCancelWait:
 		return new(CancelWait)
+	case TypeList:
+		return new(List)
 	case TypeHeartbeat:
 		return new(Heartbeat)
 	case TypeGetView:
@@ -108,6 +110,8 @@ func matches(typ Type, m Message) bool {
 		return typ == TypeUnwatch && m != nil
 	case *CancelWait:
 		return typ == TypeCancelWait && m != nil
+	case *List:
+		return typ == TypeList && m != nil
 	case *Heartbeat:
 		return typ == TypeHeartbeat && m != nil
 	case *GetView:

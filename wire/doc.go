@@ -61,8 +61,8 @@
 //	0x09  Heartbeat      c→s   (none)
 //	0x0A  GetView        c→s   (none)
 //	0x0B  SubscribeView  c→s   (none)
-//	0x0C  ScramClientFirst c→s Namespace, ClientID, Agent, ClientKey, Mechanism, Message
-//	0x0D  ScramClientFinal c→s Message
+//	0x0D  ScramClientFirst c→s Namespace, ClientID, Agent, ClientKey, Mechanism, Message
+//	0x0E  ScramClientFinal c→s Message
 //	0x40  Response       s→c   Status, Token, Holder, TTLLeftMs, QueueLen, Kind,
 //	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg, Value
 //	0x41  View           s→c   Version, Groups [[Master, Addr, Epoch]...],

@@ -69,6 +69,7 @@ func FuzzDecodeState(f *testing.F)      { fuzzBody(f, TypeState) }
 func FuzzDecodeWatch(f *testing.F)      { fuzzBody(f, TypeWatch) }
 func FuzzDecodeUnwatch(f *testing.F)    { fuzzBody(f, TypeUnwatch) }
 func FuzzDecodeCancelWait(f *testing.F) { fuzzBody(f, TypeCancelWait) }
+func FuzzDecodeList(f *testing.F)       { fuzzBody(f, TypeList) }
 func FuzzDecodeHeartbeat(f *testing.F)  { fuzzBody(f, TypeHeartbeat) }
 func FuzzDecodeResponse(f *testing.F)   { fuzzBody(f, TypeResponse) }
 func FuzzDecodeView(f *testing.F)       { fuzzBody(f, TypeView) }
@@ -190,6 +191,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		TypeWatch:      &Watch{Key: "leader", WatchID: 9, Token: MakeToken(0, 88), Flags: FlagContinuous, MaxWaitMs: WaitForever},
 		TypeUnwatch:    &Unwatch{Key: "leader", WatchID: 9},
 		TypeCancelWait: &CancelWait{Key: "order:42", Owner: Owner{1, 2}, WaitID: 3},
+		TypeList:       &List{Group: 3, Prefix: "order:", After: "order:41", Limit: 100},
 		TypeHeartbeat:  &Heartbeat{},
 		TypeResponse:   &Response{Status: StatusLockOccupied, Token: MakeToken(1, 99), Holder: Owner{5, 6}, TTLLeftMs: 1200, QueueLen: 2},
 		TypeView: &View{Version: 12, Groups: []GroupView{{1, "127.0.0.1:7001", 4}, {2, "127.0.0.1:7002", 1}, {0, "", 0}},
@@ -208,7 +210,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		TypeRelease: "FuzzDecodeRelease", TypeState: "FuzzDecodeState", TypeWatch: "FuzzDecodeWatch",
 		TypeUnwatch: "FuzzDecodeUnwatch", TypeCancelWait: "FuzzDecodeCancelWait", TypeHeartbeat: "FuzzDecodeHeartbeat",
 		TypeResponse: "FuzzDecodeResponse", TypeView: "FuzzDecodeView", TypeGranted: "FuzzDecodeGranted",
-		TypeLost: "FuzzDecodeLost", TypeWatchEvent: "FuzzDecodeWatchEvent",
+		TypeLost: "FuzzDecodeLost", TypeWatchEvent: "FuzzDecodeWatchEvent", TypeList: "FuzzDecodeList",
 		TypeScramClientFirst: "FuzzDecodeScramClientFirst", TypeScramServerFirst: "FuzzDecodeScramServerFirst",
 		TypeScramClientFinal: "FuzzDecodeScramClientFinal", TypeScramServerFinal: "FuzzDecodeScramServerFinal",
 	}

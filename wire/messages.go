@@ -604,6 +604,85 @@ func (m *Unwatch) Validate() error {
 	return nil
 }
 
+// List asks the master of lock group Group for the locks held in the
+// connection's namespace whose keys start with Prefix and sort after
+// After (byte order), at most Limit of them, in key order. It is not
+// forwarded: a node that does not master the group redirects. A client
+// lists a namespace by asking every group and merging the answers; the
+// next page starts after the last key it kept.
+//
+// Replies: SUCCESS with Locks (empty: none); routing statuses as usual.
+type List struct {
+	// Group is the lock group, 0..groups-1 (see GroupOf).
+	Group uint32
+	// Prefix selects keys; "" lists every key.
+	Prefix string
+	// After is the last key of the previous page ("" for the first).
+	After string
+	// Limit bounds the answer, 1..MaxListLimit; 0 asks for
+	// DefaultListLimit.
+	Limit uint32
+}
+
+// DefaultListLimit and MaxListLimit bound List.Limit.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+func (*List) wireMessage() {}
+
+// EncodeMsgpack implements msgpack.CustomEncoder.
+func (m *List) EncodeMsgpack(e *msgpack.Encoder) error {
+	w := fieldWriter{e: e}
+	w.array(4)
+	w.uint(uint64(m.Group))
+	w.str(m.Prefix)
+	w.str(m.After)
+	w.uint(uint64(m.Limit))
+	return w.err
+}
+
+// DecodeMsgpack implements msgpack.CustomDecoder.
+func (m *List) DecodeMsgpack(d *msgpack.Decoder) error {
+	f := readFields(d)
+	*m = List{Group: f.u32(), Prefix: f.str(), After: f.str(), Limit: f.u32()}
+	return f.done("List")
+}
+
+// Validate checks the lengths of Prefix and After and the limit. The group
+// is the server's to check (it knows the group count).
+func (m *List) Validate() error {
+	if len(m.Prefix) > MaxKeyLen || len(m.After) > MaxKeyLen {
+		return fmt.Errorf("%w: list prefix or cursor longer than %d bytes", ErrInvalidKey, MaxKeyLen)
+	}
+	if m.Limit > MaxListLimit {
+		return fmt.Errorf("%w: list limit %d above %d", ErrInvalidField, m.Limit, MaxListLimit)
+	}
+	return nil
+}
+
+// LockInfo is one held lock in a List answer.
+type LockInfo struct {
+	// Key is the lock's key.
+	Key string
+	// Holder is the holder (for a read lock, the first reader) and Token
+	// its fencing token.
+	Holder Owner
+	Token  uint64
+	// Kind is the held lock's kind; Readers how many owners hold it for
+	// reading.
+	Kind    Kind
+	Readers uint32
+	// TTLLeftMs is the time before the holder's lock expires, as the
+	// master sees it.
+	TTLLeftMs uint32
+	// QueueLen is the number of waiters.
+	QueueLen uint32
+	// Value is the holder's holder value.
+	Value string
+}
+
 // CancelWait takes Owner's blocked acquire WaitID out of Key's queue, for a
 // client whose caller gave up (context cancelled). Key routes the request.
 //
@@ -766,6 +845,8 @@ type Response struct {
 	// Value is Holder's holder value (State, LOCK_OCCUPIED), empty when
 	// it has none; a trailing field an older client skips.
 	Value string
+	// Locks is List's answer (at most MaxListLimit); a trailing field.
+	Locks []LockInfo
 }
 
 func (*Response) wireMessage() {}
@@ -773,6 +854,8 @@ func (*Response) wireMessage() {}
 // responseFields is how many fields r needs: up to its last nonzero one.
 func (m *Response) responseFields() int {
 	switch {
+	case len(m.Locks) > 0:
+		return 14
 	case m.Value != "":
 		return 13
 	case m.Msg != "":
@@ -833,6 +916,22 @@ func (m *Response) EncodeMsgpack(e *msgpack.Encoder) error {
 	if n > 12 {
 		w.bin(m.Value)
 	}
+	if n > 13 {
+		w.array(len(m.Locks))
+		for i := range m.Locks {
+			l := &m.Locks[i]
+			w.array(9)
+			w.str(l.Key)
+			w.uint(l.Holder.Client)
+			w.uint(l.Holder.ID)
+			w.uint(l.Token)
+			w.uint(uint64(l.Kind))
+			w.uint(uint64(l.Readers))
+			w.uint(uint64(l.TTLLeftMs))
+			w.uint(uint64(l.QueueLen))
+			w.bin(l.Value)
+		}
+	}
 	return w.err
 }
 
@@ -853,6 +952,20 @@ func (m *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 		Msg:          f.str(),
 	}
 	m.Value, _ = f.bin()
+	if n := f.list(MaxListLimit); n > 0 {
+		m.Locks = make([]LockInfo, n)
+		for i := range m.Locks {
+			g := readFields(d)
+			l := LockInfo{Key: g.str(), Holder: Owner{Client: g.u64(), ID: g.u64()}, Token: g.u64(),
+				Kind: Kind(g.u8()), Readers: g.u32(), TTLLeftMs: g.u32(), QueueLen: g.u32()}
+			l.Value, _ = g.bin()
+			if err := g.done("Response lock"); err != nil {
+				*m = Response{}
+				return err
+			}
+			m.Locks[i] = l
+		}
+	}
 	return f.done("Response")
 }
 

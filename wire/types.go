@@ -37,12 +37,15 @@ const (
 	// TypeSubscribeView asks for the cluster view and for every later one:
 	// body SubscribeView, reply View, then ViewChanged pushes.
 	TypeSubscribeView Type = 0x0B
+	// TypeList lists the held locks of one lock group, sent to its master:
+	// body List, reply Response with Locks.
+	TypeList Type = 0x0C
 	// TypeScramClientFirst opens a session with SCRAM-SHA-256: body
 	// ScramClientFirst, reply ScramServerFirst (or Response AUTH_FAILED).
-	TypeScramClientFirst Type = 0x0C
+	TypeScramClientFirst Type = 0x0D
 	// TypeScramClientFinal completes it: body ScramClientFinal, reply
 	// ScramServerFinal (or Response AUTH_FAILED).
-	TypeScramClientFinal Type = 0x0D
+	TypeScramClientFinal Type = 0x0E
 )
 
 // Replies; their request id is the request's.
@@ -97,6 +100,7 @@ var typeNames = [256]string{
 	TypeHeartbeat:        "Heartbeat",
 	TypeGetView:          "GetView",
 	TypeSubscribeView:    "SubscribeView",
+	TypeList:             "List",
 	TypeScramClientFirst: "ScramClientFirst",
 	TypeScramClientFinal: "ScramClientFinal",
 	TypeScramServerFirst: "ScramServerFirst",

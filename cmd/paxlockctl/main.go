@@ -3,8 +3,10 @@
 //	paxlockctl version
 //	paxlockctl status|members|wait                       (admin endpoints)
 //	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
+//	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl certs                                     (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
+//	paxlockctl locks [PREFIX]                            (client protocol)
 //
 // Flags may come before or after the command and its arguments
 // (paxlockctl status -o json, paxlockctl -o json status); "--" ends them.
@@ -36,12 +38,15 @@
 // once every group has a serving master (or fails after -timeout). lock
 // takes KEY (waiting in the server's queue if it is held), prints the
 // fencing token, holds it for HOLD (default 5s) and releases it. state
-// prints who holds KEY. watch prints KEY's changes until interrupted
+// prints who holds KEY. locks lists the held locks whose keys start with
+// PREFIX (all without one), in key order, up to -limit. watch prints KEY's changes until interrupted
 // (SIGINT or SIGTERM end it cleanly, exit status 0). certs writes a
 // development CA, a certificate and key per node (named
 // paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
 // and a gossip key into -out (default .run/certs); it never overwrites a
-// file. version prints the module version, VCS revision and time, and Go
+// file. unlock --force frees KEY (in -namespace) whoever holds it: the
+// holder is told its lock was revoked and the next waiter gets it; it
+// prints the holds removed. version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from.
 //
 // lock, state and watch authenticate with SCRAM-SHA-256: the namespace
@@ -107,6 +112,8 @@ type options struct {
 	explicitAdmin       bool // -admin-ca or -admin-token-file given, even empty
 	secretFileGiven     bool
 	outputJSON          bool
+	force               bool
+	limit               int
 	commandAndArgs      []string
 	stdin               io.Reader
 	stdout, stderr      io.Writer
@@ -124,6 +131,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, wait: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
+	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
+	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many)")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
@@ -152,7 +161,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|unlock --force KEY|locks [PREFIX]|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
@@ -264,6 +273,35 @@ func dispatch(ctx context.Context, o *options) error {
 			return err
 		}
 		return namespaceCmd(ctx, p, ac, args, secret)
+	case "unlock":
+		if err := wantArgs(args, 1, 1, "unlock --force KEY"); err != nil {
+			return err
+		}
+		if !o.force {
+			return fmt.Errorf("%w: unlock frees a lock whoever holds it: say --force", errUsage)
+		}
+		ac, err := adm()
+		if err != nil {
+			return err
+		}
+		return forceUnlock(ctx, p, ac, o.ns, args[0])
+	case "locks":
+		if err := wantArgs(args, 0, 1, "locks [PREFIX]"); err != nil {
+			return err
+		}
+		if o.limit <= 0 {
+			return fmt.Errorf("%w: -limit %d: want at least 1", errUsage, o.limit)
+		}
+		prefix := ""
+		if len(args) == 1 {
+			prefix = args[0]
+		}
+		secret, err := o.secret(true)
+		if err != nil {
+			return err
+		}
+		cfg := client.Config{Registry: strings.Split(o.registry, ","), Namespace: o.ns, Secret: secret}
+		return locksCmd(ctx, p, cfg, prefix, o.limit, o.timeout)
 	case "lock", "state", "watch":
 		form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
 		hi := 1
@@ -613,4 +651,68 @@ func namespaceCmd(ctx context.Context, p printer, ac *adminClient, args []string
 		}
 	}
 	return fmt.Errorf("namespace %s: no node could do it: %w", args[0], lastErr)
+}
+
+// forceUnlock frees key of namespace ns through any node's admin endpoint
+// (one that does not serve the key's group redirects to the one that does).
+func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string) error {
+	var lastErr error
+	body, _ := json.Marshal(map[string]string{"namespace": ns, "key": key})
+	for _, a := range ac.addrs {
+		req, err := ac.request(ctx, http.MethodPost, a, "/locks/unlock", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp, err := ac.do(req, 15*time.Second)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close() // read to the end: nothing to report
+		switch resp.StatusCode {
+		case http.StatusOK:
+			var out server.ForceUnlocked
+			if err := json.Unmarshal(b, &out); err != nil {
+				return fmt.Errorf("%s: %w", a, err)
+			}
+			return p.emit(unlockOutput(out))
+		case http.StatusServiceUnavailable:
+			lastErr = fmt.Errorf("%s: %s", a, strings.TrimSpace(string(b)))
+			continue
+		default:
+			return fmt.Errorf("%s: %s: %s", a, resp.Status, strings.TrimSpace(string(b)))
+		}
+	}
+	return fmt.Errorf("unlock: no node could do it: %w", lastErr)
+}
+
+// locksCmd lists the namespace's held locks with keys starting with prefix,
+// page by page, up to limit of them.
+func locksCmd(ctx context.Context, p printer, cfg client.Config, prefix string, limit int, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }() // the command's own result is what it reports
+	out := locksOutput{Prefix: prefix, Locks: []stateOutput{}}
+	after := ""
+	for len(out.Locks) < limit {
+		page, err := c.List(ctx, prefix, after, min(limit-len(out.Locks), 1000))
+		if err != nil {
+			return err
+		}
+		for _, l := range page.Locks {
+			out.Locks = append(out.Locks, stateRecord(client.State{Key: l.Key, Held: true, Holder: l.Holder, Token: l.Token,
+				Kind: l.Kind, Readers: l.Readers, TTLLeft: l.TTLLeft, QueueLen: l.QueueLen, Value: l.Value}))
+		}
+		after = page.Next
+		if after == "" {
+			break
+		}
+	}
+	out.More = after != ""
+	return p.emit(out)
 }

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/server"
 )
@@ -447,6 +448,29 @@ func TestClientCommandsJSON(t *testing.T) {
 	}
 	if st["held"] != false || st["key"] != "job:1" {
 		t.Errorf("state of a released key: %v", st)
+	}
+
+	// locks: held keys under a prefix, in order, cut at -limit.
+	c, err := client.New(ctx, client.Config{Registry: []string{a[1]}, Namespace: "ops", Secret: "ops-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	for _, k := range []string{"job:b", "job:a", "other"} {
+		if err := c.Mutex(k, client.TTL(time.Minute)).TryLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var ls locksOutput
+	code, out, errOut = runCtl(t, "", append([]string{"locks", "job:"}, flags...)...)
+	if err := json.Unmarshal([]byte(out), &ls); code != 0 || err != nil || len(ls.Locks) != 2 || ls.More ||
+		ls.Locks[0].Key != "job:a" || ls.Locks[1].Key != "job:b" || !ls.Locks[0].Held || ls.Locks[0].Token == 0 {
+		t.Errorf("locks job: exit %d, %q, %v (%s)", code, out, err, errOut)
+	}
+	ls = locksOutput{}
+	code, out, _ = runCtl(t, "", append([]string{"locks", "-limit", "1"}, flags...)...)
+	if err := json.Unmarshal([]byte(out), &ls); code != 0 || err != nil || len(ls.Locks) != 1 || !ls.More || ls.Locks[0].Key != "job:a" {
+		t.Errorf("locks -limit 1: exit %d, %q, %v", code, out, err)
 	}
 
 	t.Setenv(SecretEnv, "wrong")

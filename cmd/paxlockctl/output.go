@@ -9,6 +9,7 @@ import (
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
+	"github.com/paxlock/paxlock/server"
 )
 
 // The record types below are paxlockctl's -o json output. Their JSON field
@@ -182,6 +183,24 @@ func (o namespaceChange) table(w io.Writer) error {
 	return err
 }
 
+// unlockOutput is unlock --force's output: the holds removed (none: the
+// key was free). JSON: {"namespace", "key", "released": [{"client",
+// "owner", "token"}]}.
+type unlockOutput server.ForceUnlocked
+
+func (o unlockOutput) table(w io.Writer) error {
+	if len(o.Released) == 0 {
+		_, err := fmt.Fprintf(w, "%s/%s: not held, nothing to do\n", o.Namespace, o.Key)
+		return err
+	}
+	for _, h := range o.Released {
+		if _, err := fmt.Fprintf(w, "%s/%s: released the hold of client %d owner %d (token %d)\n", o.Namespace, o.Key, h.Client, h.Owner, h.Token); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // filesOutput is certs' output.
 type filesOutput struct {
 	Wrote []string `json:"wrote"`
@@ -233,6 +252,30 @@ func (o stateOutput) table(w io.Writer) error {
 	}
 	if err == nil {
 		_, err = fmt.Fprintln(w)
+	}
+	return err
+}
+
+// locksOutput is locks' output: held locks in key order, each as state
+// prints it; more says -limit cut the list short.
+type locksOutput struct {
+	Prefix string        `json:"prefix"`
+	Locks  []stateOutput `json:"locks"`
+	More   bool          `json:"more"`
+}
+
+func (o locksOutput) table(w io.Writer) error {
+	for _, l := range o.Locks {
+		if err := l.table(w); err != nil {
+			return err
+		}
+	}
+	var err error
+	switch {
+	case o.More:
+		_, err = fmt.Fprintf(w, "(%d shown; more: raise -limit)\n", len(o.Locks))
+	case len(o.Locks) == 0:
+		_, err = fmt.Fprintf(w, "no lock held under %q\n", o.Prefix)
 	}
 	return err
 }

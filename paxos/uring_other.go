@@ -1,0 +1,16 @@
+//go:build !linux
+
+package paxos
+
+import "errors"
+
+// asyncSyncer is io_uring's fdatasync, which exists only on Linux.
+type asyncSyncer struct{}
+
+func newAsyncSyncer(uint32) (*asyncSyncer, error) {
+	return nil, errors.New("io_uring: Linux only")
+}
+
+func (*asyncSyncer) fdatasync(uintptr) error { return errors.New("io_uring: Linux only") }
+
+func (*asyncSyncer) close() {}

@@ -1,0 +1,437 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/tls"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/paxos"
+)
+
+// This file is the web console at the admin address: a page (console/,
+// embedded) that shows the whole cluster, and the JSON it reads. The node
+// that serves the page gathers the cluster's state itself — its own
+// status, and every peer's /status?detail=1 over the peers' admin
+// addresses with this node's admin token — so the browser talks to one
+// origin with one certificate, and sends the token (if any) to it only.
+
+//go:embed console
+var consoleFiles embed.FS
+
+// Console limits.
+const (
+	// ConsoleHotKeys is how many of the hottest keys /status?detail=1 and
+	// /cluster list.
+	ConsoleHotKeys = 10
+	// ConsoleMasterChanges is how many master changes a node remembers,
+	// and /cluster lists.
+	ConsoleMasterChanges = 32
+	// consolePeerTimeout bounds a peer's answer to /status?detail=1.
+	consolePeerTimeout = 2 * time.Second
+	// consoleInterval is how often /events looks for a change.
+	consoleInterval = time.Second
+	// consoleHeartbeat is how often /events sends something on an
+	// unchanged cluster, so that proxies and the page see it alive.
+	consoleHeartbeat = 15 * time.Second
+)
+
+// MasterChange is a group getting a new master, as one node saw it.
+type MasterChange struct {
+	Time  time.Time `json:"time"`
+	Group int       `json:"group"`
+	// From is the previous master this node knew (0: none since it
+	// started), To the new one.
+	From  uint32 `json:"from"`
+	To    uint32 `json:"to"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// masterLog remembers the last ConsoleMasterChanges master changes a node
+// saw, newest last. It is written on the paxos loop, a few times per
+// election: a ring under a mutex.
+type masterLog struct {
+	mu   sync.Mutex
+	last map[int]uint32 // group -> last known nonzero master
+	ring []MasterChange
+	next int
+}
+
+// record notes that group g's master is now st (if it is a master).
+func (l *masterLog) record(g int, st paxos.SoftState) {
+	if st.Master == 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last = make(map[int]uint32)
+	}
+	c := MasterChange{Time: time.Now(), Group: g, From: l.last[g], To: uint32(st.Master), Epoch: st.Ballot.Round}
+	l.last[g] = c.To
+	if len(l.ring) < ConsoleMasterChanges {
+		l.ring = append(l.ring, c)
+		return
+	}
+	l.ring[l.next] = c
+	l.next = (l.next + 1) % ConsoleMasterChanges
+}
+
+// list returns the remembered changes, newest first.
+func (l *masterLog) list() []MasterChange {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]MasterChange, 0, len(l.ring))
+	for i := range l.ring {
+		out = append(out, l.ring[(l.next+len(l.ring)-1-i)%len(l.ring)])
+	}
+	return out
+}
+
+// StatusDetail is Status with what the console adds: the hottest keys of
+// the groups this node serves and the master changes it saw.
+func (s *Server) StatusDetail(ctx context.Context) Status {
+	st := s.Status()
+	hk, err := s.svc.HotKeys(ctx, ConsoleHotKeys)
+	if err != nil {
+		s.log.Debug("console: hot keys", "err", err)
+	}
+	st.HotKeys = hk
+	st.MasterChanges = s.masterLog.list()
+	return st
+}
+
+// ClusterStatus is the whole cluster as one node gathers it for the
+// console (GET /cluster, and each message of GET /events).
+type ClusterStatus struct {
+	// Node is the node that gathered it; Time when.
+	Node        uint32         `json:"node"`
+	Time        time.Time      `json:"time"`
+	ViewVersion uint64         `json:"view_version"`
+	Nodes       []ConsoleNode  `json:"nodes"`
+	Groups      []ConsoleGroup `json:"groups"`
+	// HotKeys are the keys with the most waiters over the cluster, most
+	// first; MasterChanges the last changes of master, newest first.
+	HotKeys       []group.HotKey `json:"hot_keys"`
+	MasterChanges []MasterChange `json:"master_changes"`
+}
+
+// ConsoleNode is one member in a ClusterStatus.
+type ConsoleNode struct {
+	ID     uint32 `json:"id"`
+	Client string `json:"client"`
+	Admin  string `json:"admin"`
+	// Alive is the gathering node's membership view of it.
+	Alive bool `json:"alive"`
+	// Reachable says its status was read; Error why not.
+	Reachable     bool   `json:"reachable"`
+	Error         string `json:"error,omitempty"`
+	Ready         bool   `json:"ready"`
+	ReadyReason   string `json:"ready_reason,omitempty"`
+	StorageFailed bool   `json:"storage_failed"`
+	Conns         int64  `json:"conns"`
+	// Mastered counts the groups the gathering node's view says it
+	// masters.
+	Mastered int `json:"mastered"`
+}
+
+// ConsoleGroup is one group in a ClusterStatus.
+type ConsoleGroup struct {
+	Group  int    `json:"group"`
+	Master uint32 `json:"master"`
+	Epoch  uint64 `json:"epoch"`
+	// Serving, Committed, Applied and Locks are the master's (the
+	// gathering node's own when the master's status is not known).
+	Serving   bool   `json:"serving"`
+	Committed uint64 `json:"committed"`
+	Applied   uint64 `json:"applied"`
+	Locks     int64  `json:"locks"`
+	// Replicas is each reachable node's applied instance and its lag
+	// behind the highest committed instance any node reported.
+	Replicas []ReplicaLag `json:"replicas"`
+}
+
+// ReplicaLag is one replica's progress on a group.
+type ReplicaLag struct {
+	Node    uint32 `json:"node"`
+	Applied uint64 `json:"applied"`
+	Lag     uint64 `json:"lag"`
+}
+
+// consoleClient returns the HTTP client the node reads its peers' admin
+// endpoints with: HTTPS verified against the cluster CA when the admin
+// endpoint is HTTPS. Keep-alives are off, so that no connection outlives
+// a request (a console refreshes once a second; nodes are few).
+func (s *Server) consoleClient() *http.Client {
+	s.consoleOnce.Do(func() {
+		tr := &http.Transport{DisableKeepAlives: true}
+		if s.sec.adminTLS != nil {
+			tc := &tls.Config{MinVersion: tls.VersionTLS12}
+			if s.sec.peer != nil {
+				tc.RootCAs = s.sec.peer.CA
+			}
+			tr.TLSClientConfig = tc
+		}
+		s.consoleHTTP = &http.Client{Transport: tr, Timeout: consolePeerTimeout,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	})
+	return s.consoleHTTP
+}
+
+// peerStatus reads node n's /status?detail=1.
+func (s *Server) peerStatus(ctx context.Context, n NodeAddr) (Status, error) {
+	var st Status
+	if n.Admin == "" {
+		return st, errors.New("no admin address configured")
+	}
+	scheme := "http://"
+	if s.sec.adminTLS != nil {
+		scheme = "https://"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+n.Admin+"/status?detail=1", nil)
+	if err != nil {
+		return st, err
+	}
+	if s.sec.adminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+s.sec.adminToken)
+	}
+	resp, err := s.consoleClient().Do(req)
+	if err != nil {
+		return st, err
+	}
+	defer func() { _ = resp.Body.Close() }() // read below
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("status %s", resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st); err != nil {
+		return st, fmt.Errorf("decode status: %w", err)
+	}
+	return st, nil
+}
+
+// ClusterStatus gathers the cluster's state: this node's, and every
+// peer's over its admin address, all at once, each within
+// consolePeerTimeout.
+func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
+	v := s.view.Load()
+	cs := ClusterStatus{Node: s.cfg.NodeID, Time: time.Now(), ViewVersion: v.Version}
+	sts := make([]*Status, len(s.cfg.Nodes))
+	errs := make([]error, len(s.cfg.Nodes))
+	var wg sync.WaitGroup
+	for i, n := range s.cfg.Nodes {
+		if n.ID == s.cfg.NodeID {
+			st := s.StatusDetail(ctx)
+			sts[i] = &st
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := s.peerStatus(ctx, n)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			sts[i] = &st
+		}()
+	}
+	wg.Wait()
+	mastered := map[uint32]int{}
+	for _, g := range v.Groups {
+		mastered[g.Master]++
+	}
+	byID := map[uint32]*Status{}
+	for i, n := range s.cfg.Nodes {
+		cn := ConsoleNode{ID: n.ID, Client: n.Client, Admin: n.Admin, Mastered: mastered[n.ID]}
+		for _, nv := range v.Nodes {
+			if nv.ID == n.ID {
+				cn.Alive = nv.Alive
+			}
+		}
+		if st := sts[i]; st != nil {
+			byID[n.ID] = st
+			cn.Reachable, cn.Ready, cn.ReadyReason = true, st.Ready, st.ReadyReason
+			cn.StorageFailed, cn.Conns = st.StorageFailed, st.Conns
+			cs.HotKeys = append(cs.HotKeys, st.HotKeys...)
+			cs.MasterChanges = append(cs.MasterChanges, st.MasterChanges...)
+		} else {
+			cn.Error = errs[i].Error()
+		}
+		cs.Nodes = append(cs.Nodes, cn)
+	}
+	self := byID[s.cfg.NodeID]
+	for g, gv := range v.Groups {
+		cg := ConsoleGroup{Group: g, Master: gv.Master, Epoch: gv.Epoch}
+		src := byID[gv.Master]
+		if src == nil || g >= len(src.Groups) {
+			src = self
+		}
+		if g < len(src.Groups) {
+			sg := src.Groups[g]
+			cg.Serving, cg.Committed, cg.Applied, cg.Locks = sg.Serving, sg.Committed, sg.Applied, sg.Locks
+		}
+		var top uint64
+		for _, st := range byID {
+			if g < len(st.Groups) {
+				top = max(top, st.Groups[g].Committed)
+			}
+		}
+		for _, n := range s.cfg.Nodes {
+			st := byID[n.ID]
+			if st == nil || g >= len(st.Groups) {
+				continue
+			}
+			a := st.Groups[g].Applied
+			cg.Replicas = append(cg.Replicas, ReplicaLag{Node: n.ID, Applied: a, Lag: top - min(a, top)})
+		}
+		cs.Groups = append(cs.Groups, cg)
+	}
+	group.SortHotKeys(cs.HotKeys)
+	cs.HotKeys = cs.HotKeys[:min(len(cs.HotKeys), ConsoleHotKeys)]
+	cs.MasterChanges = mergeMasterChanges(cs.MasterChanges, ConsoleMasterChanges)
+	if cs.HotKeys == nil {
+		cs.HotKeys = []group.HotKey{}
+	}
+	return cs
+}
+
+// mergeMasterChanges folds the changes several nodes saw into one list,
+// newest first, at most n: a change (group, new master, epoch) is listed
+// once, at the earliest time a node saw it, with the previous master a
+// node knew.
+func mergeMasterChanges(all []MasterChange, n int) []MasterChange {
+	type id struct {
+		group int
+		to    uint32
+		epoch uint64
+	}
+	seen := map[id]int{}
+	out := []MasterChange{}
+	for _, c := range all {
+		k := id{c.Group, c.To, c.Epoch}
+		i, ok := seen[k]
+		if !ok {
+			seen[k] = len(out)
+			out = append(out, c)
+			continue
+		}
+		if c.Time.Before(out[i].Time) {
+			out[i].Time = c.Time
+		}
+		if out[i].From == 0 {
+			out[i].From = c.From
+		}
+	}
+	slices.SortFunc(out, func(a, b MasterChange) int {
+		return cmp.Or(b.Time.Compare(a.Time), cmp.Compare(a.Group, b.Group))
+	})
+	return out[:min(n, len(out))]
+}
+
+// consolePage serves the console's page; consoleAsset its script and
+// style sheet.
+func consolePage(w http.ResponseWriter, r *http.Request) {
+	serveConsoleFile(w, "console/index.html")
+}
+
+func consoleAsset(w http.ResponseWriter, r *http.Request) {
+	serveConsoleFile(w, "console/"+r.PathValue("file"))
+}
+
+func serveConsoleFile(w http.ResponseWriter, name string) {
+	b, err := fs.ReadFile(consoleFiles, name)
+	if err != nil {
+		http.Error(w, "404 page not found", http.StatusNotFound)
+		return
+	}
+	ct := "text/html; charset=utf-8"
+	switch path.Ext(name) {
+	case ".js":
+		ct = "text/javascript; charset=utf-8"
+	case ".css":
+		ct = "text/css; charset=utf-8"
+	}
+	h := w.Header()
+	h.Set("Content-Type", ct)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	// Everything comes from this origin; nothing may be framed.
+	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
+	_, _ = w.Write(b)
+}
+
+// clusterHandler answers GET /cluster with the ClusterStatus.
+func (s *Server) clusterHandler(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(s.ClusterStatus(r.Context()))
+}
+
+// eventsHandler streams the ClusterStatus as server-sent events: one
+// "status" event at once, then one whenever it changed (looked at every
+// consoleInterval), and a comment line now and then on a quiet cluster.
+// It ends with the request or when the node shuts down.
+func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	tick := time.NewTicker(consoleInterval)
+	defer tick.Stop()
+	var last []byte
+	quiet := time.Now()
+	for {
+		cs := s.ClusterStatus(r.Context())
+		b, err := json.Marshal(cs)
+		if err != nil {
+			return
+		}
+		// The time always moves; compare the rest.
+		at := cs.Time
+		cs.Time = time.Time{}
+		b2, err := json.Marshal(cs)
+		if err != nil {
+			return
+		}
+		switch {
+		case !bytes.Equal(b2, last):
+			last = b2
+			quiet = time.Now()
+			_, err = fmt.Fprintf(w, "event: status\nid: %s\ndata: %s\n\n", strconv.FormatInt(at.UnixMilli(), 10), b)
+		case time.Since(quiet) >= consoleHeartbeat:
+			quiet = time.Now()
+			_, err = io.WriteString(w, ": quiet\n\n")
+		}
+		if err == nil {
+			err = rc.Flush()
+		}
+		if err != nil {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-s.life.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
