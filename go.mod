@@ -10,6 +10,7 @@ require (
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/panjf2000/gnet/v2 v2.9.4
 	github.com/vmihailenco/msgpack/v5 v5.4.1
+	github.com/xdg-go/scram v1.4.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.47.0
 )
@@ -56,6 +57,7 @@ require (
 	github.com/sean-/seed v0.0.0-20170313163322-e2103e2c3529 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
+	github.com/xdg-go/stringprep v1.0.4 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect

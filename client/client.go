@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	crand "crypto/rand"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,11 +15,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
 
-// Agent is the client library's name and version, sent in every Hello.
+// Agent is the client library's name and version, sent in every
+// handshake.
 const Agent = "paxlock-go/0.1"
 
 // Config configures a Client. Registry, Namespace and Secret are required;
@@ -30,15 +33,27 @@ type Config struct {
 	Registry []string
 	// Namespace is the tenant every request of this client belongs to.
 	Namespace string
-	// Secret is the namespace's secret, sent in the clear in Hello.
+	// Secret is the namespace's secret. It never leaves the process: the
+	// client proves it knows it with SCRAM-SHA-256, and checks that the
+	// server holds the namespace's verifier.
 	Secret string
+	// TLS, if set, wraps every connection in TLS with this configuration
+	// (a clone of it, with ServerName set to the address's host when
+	// empty): use it with the nodes' TLS client listeners
+	// (client_tls_addr) in Registry. A node serves a TLS connection the
+	// view with the nodes' TLS addresses, so the client stays on TLS.
+	// Without it, requests, client key and lock values cross the network
+	// in clear (the secret never does).
+	TLS *tls.Config
 
 	// Logger receives the client's log records (default slog.Default()).
 	// Routine events are logged at Debug; lost locks at Warn.
 	Logger *slog.Logger
-	// Dial opens a connection (default: a net.Dialer with TCP keep-alive).
+	// Dial opens a connection (default: a net.Dialer with TCP keep-alive);
+	// with TLS set, TLS runs over the connection it opens.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
-	// DialTimeout bounds connecting plus the Hello exchange (default 3s).
+	// DialTimeout bounds connecting plus the TLS and SCRAM handshakes
+	// (default 3s).
 	DialTimeout time.Duration
 	// RequestTimeout bounds one attempt of one request (default 3s); the
 	// caller's context bounds the whole call, retries included.
@@ -606,6 +621,8 @@ func (c *Client) dialHello(addr string) (*conn, error) {
 	switch {
 	case errors.As(err, &refused) && refused.Reply.Status == wire.StatusAuthFailed:
 		return nil, fmt.Errorf("%w: namespace %q at %s: %s", ErrAuth, c.cfg.Namespace, addr, refused.Reply.Msg)
+	case errors.Is(err, scramauth.ErrServerUnverified):
+		return nil, fmt.Errorf("%w: namespace %q at %s: %w", ErrAuth, c.cfg.Namespace, addr, err)
 	case errors.As(err, &refused):
 		return nil, fmt.Errorf("hello to %s: %w", addr, statusErr("hello", c.cfg.Namespace, &refused.Reply))
 	case errors.Is(err, session.ErrUnexpectedReply):

@@ -2,8 +2,10 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -86,16 +88,42 @@ func (cn *conn) start() {
 // sessionConfig is the session configuration of the client's connections.
 func (c *Client) sessionConfig() session.Config {
 	cfg := &c.cfg
+	dial := cfg.Dial
+	if cfg.TLS != nil {
+		dial = tlsDial(cfg.Dial, cfg.TLS)
+	}
 	return session.Config{
-		Dial: cfg.Dial,
-		Handshake: session.Hello(wire.Hello{
-			Namespace: cfg.Namespace, Secret: cfg.Secret, ClientID: c.id, ClientKey: c.key, Agent: Agent,
-		}),
+		Dial: dial,
+		Handshake: session.SCRAM(wire.ScramClientFirst{
+			Namespace: cfg.Namespace, ClientID: c.id, ClientKey: c.key, Agent: Agent,
+		}, cfg.Secret),
 		MaxFrame:          cfg.MaxFrame,
 		HeartbeatInterval: cfg.HeartbeatInterval,
 		HeartbeatTimeout:  cfg.HeartbeatTimeout,
 		WriteTimeout:      cfg.RequestTimeout + cfg.HeartbeatTimeout,
 		MaxQueued:         maxQueued,
+	}
+}
+
+// tlsDial runs TLS with conf over the connections dial opens.
+func tlsDial(dial func(ctx context.Context, addr string) (net.Conn, error), conf *tls.Config) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		nc, err := dial(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		tc := conf.Clone()
+		if tc.ServerName == "" {
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				tc.ServerName = host
+			}
+		}
+		t := tls.Client(nc, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
+			nc.Close()
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		return t, nil
 	}
 }
 

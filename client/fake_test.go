@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -250,8 +251,18 @@ type fconn struct {
 	wmu        sync.Mutex
 	codec      wire.Codec
 	hello      bool
-	subscribed bool // guarded by node.mu
+	scram      *scramauth.Server // a SCRAM exchange under way
+	subscribed bool              // guarded by node.mu
 }
+
+// fakeVerifier is the fake cluster's verifier of fakeSecret.
+var fakeVerifier = func() scramauth.Verifier {
+	v, err := scramauth.NewVerifier(fakeSecret)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
 
 func (c *fconn) write(typ wire.Type, id uint64, m wire.Message) {
 	c.wmu.Lock()
@@ -307,16 +318,38 @@ func (c *fconn) serve() {
 
 func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 	n := c.node
-	if h, ok := m.(*wire.Hello); ok {
+	// The SCRAM handshake, counted as TypeHello once it succeeds.
+	switch h := m.(type) {
+	case *wire.ScramClientFirst:
+		srv, err := scramauth.NewServer(h.Namespace, func(ns string) (scramauth.Verifier, bool) { return fakeVerifier, ns == fakeNS })
+		var first string
+		if err == nil {
+			first, err = srv.First(h.Message)
+		}
+		if err != nil {
+			c.respond(id, wire.Response{Status: wire.StatusAuthFailed, Msg: err.Error()})
+			return
+		}
+		c.scram = srv
+		c.write(wire.TypeScramServerFirst, id, &wire.ScramServerFirst{Message: first})
+		return
+	case *wire.ScramClientFinal:
+		srv := c.scram
+		c.scram = nil
 		n.mu.Lock()
-		n.bumpLocked(typ)
+		n.bumpLocked(wire.TypeHello)
 		n.mu.Unlock()
-		if h.Namespace != fakeNS || h.Secret != fakeSecret {
+		if srv == nil {
+			c.respond(id, wire.Response{Status: wire.StatusAuthFailed, Msg: "no exchange"})
+			return
+		}
+		final, _, err := srv.Final(h.Message)
+		if err != nil {
 			c.respond(id, wire.Response{Status: wire.StatusAuthFailed, Msg: "bad namespace or secret"})
 			return
 		}
 		c.hello = true
-		c.respond(id, wire.Response{Status: wire.StatusSuccess, ViewVersion: n.fc.view().Version})
+		c.write(wire.TypeScramServerFinal, id, &wire.ScramServerFinal{Message: final, ViewVersion: n.fc.view().Version})
 		return
 	}
 	if !c.hello {

@@ -1,8 +1,8 @@
 package group
 
 import (
+	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
@@ -10,20 +10,36 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/paxlock/paxlock/internal/scramauth"
+
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
 
 // Namespaces are replicated through Paxos group 0, so every node agrees on
-// them: a record per namespace in group 0's keyspace ('n' + name) holding a
-// salt and SHA-256(salt || secret). Secrets themselves are never stored or
-// logged; a Hello's secret is hashed and compared in constant time.
+// them: a record per namespace in group 0's keyspace ('n' + name). Secrets
+// themselves are never stored or logged.
+//
+// A record of version 2 (written since SCRAM) holds the namespace's SCRAM
+// verifier (scramauth.Verifier: iteration count, salt, StoredKey,
+// ServerKey), derived from the secret on the node that proposes the
+// change. A record of version 1 (written before) holds a salt and
+// SHA-256(salt || secret), from which no SCRAM verifier can be derived:
+// it still loads (from the log and from snapshots; nothing is lost), and a
+// namespace whose secret is also in the node's configuration gets its
+// verifier derived from that secret, with the record's salt, on every
+// node alike (see Credentials). Another version-1 namespace cannot
+// authenticate until its secret is set again (POST /namespaces).
 
 const (
-	nsPrefix  = 'n'
-	nsSaltLen = 16
-	nsRecLen  = 1 + nsSaltLen + sha256.Size
-	nsRecV1   = 1
+	nsPrefix   = 'n'
+	nsSaltLen  = 16
+	nsRecV1Len = 1 + nsSaltLen + sha256.Size
+	nsRecV1    = 1
+	nsRecV2    = 2
+	// v2: version, iterations (u32), salt length (u8), salt, StoredKey,
+	// ServerKey.
+	nsRecV2Fixed = 1 + 4 + 1 + 2*scramauth.KeyLen
 )
 
 // NamespaceGroup is the lock group that holds the namespace table (its
@@ -38,7 +54,12 @@ var ErrNotSystemMaster = errors.New("group: not the master of the namespace tabl
 // ErrUnknownNamespace means the namespace does not exist.
 var ErrUnknownNamespace = errors.New("group: unknown namespace")
 
-type nsRec [nsRecLen]byte
+// nsRec is one namespace's record, as replicated.
+type nsRec struct {
+	raw []byte             // the record as stored
+	v   scramauth.Verifier // version 2's verifier; for version 1, derived from the configured secret once (see Credentials)
+	ok  bool               // v is set
+}
 
 func hashSecret(salt []byte, secret string) [sha256.Size]byte {
 	h := sha256.New()
@@ -49,20 +70,62 @@ func hashSecret(salt []byte, secret string) [sha256.Size]byte {
 	return out
 }
 
-func newNSRec(secret string) (nsRec, error) {
-	var r nsRec
-	r[0] = nsRecV1
-	if _, err := rand.Read(r[1 : 1+nsSaltLen]); err != nil {
-		return r, fmt.Errorf("group: namespace salt: %w", err)
+// newNSRec derives the version-2 record of secret, with a fresh salt.
+func newNSRec(secret string) ([]byte, error) {
+	v, err := scramauth.NewVerifier(secret)
+	if err != nil {
+		return nil, fmt.Errorf("group: namespace verifier: %w", err)
 	}
-	sum := hashSecret(r[1:1+nsSaltLen], secret)
-	copy(r[1+nsSaltLen:], sum[:])
-	return r, nil
+	return encodeNSRec(v), nil
 }
 
-func (r *nsRec) check(secret string) bool {
-	sum := hashSecret(r[1:1+nsSaltLen], secret)
-	return subtle.ConstantTimeCompare(sum[:], r[1+nsSaltLen:]) == 1
+func encodeNSRec(v scramauth.Verifier) []byte {
+	b := make([]byte, 0, nsRecV2Fixed+len(v.Salt))
+	b = append(b, nsRecV2)
+	b = binary.BigEndian.AppendUint32(b, uint32(v.Iters))
+	b = append(b, byte(len(v.Salt)))
+	b = append(b, v.Salt...)
+	b = append(b, v.StoredKey...)
+	return append(b, v.ServerKey...)
+}
+
+// parseNSRec checks a record of either version.
+func parseNSRec(b []byte) (nsRec, error) {
+	r := nsRec{raw: append([]byte(nil), b...)}
+	switch {
+	case len(b) == nsRecV1Len && b[0] == nsRecV1:
+		return r, nil
+	case len(b) >= nsRecV2Fixed && b[0] == nsRecV2 && len(b) == nsRecV2Fixed+int(b[5]):
+		n := int(b[5])
+		v := scramauth.Verifier{
+			Iters:     int(binary.BigEndian.Uint32(b[1:5])),
+			Salt:      r.raw[6 : 6+n],
+			StoredKey: r.raw[6+n : 6+n+scramauth.KeyLen],
+			ServerKey: r.raw[6+n+scramauth.KeyLen:],
+		}
+		if v.Validate() != nil {
+			return nsRec{}, errBadCommand
+		}
+		r.v, r.ok = v, true
+		return r, nil
+	}
+	return nsRec{}, errBadCommand
+}
+
+// legacyVerifier derives the verifier of a version-1 record from secret,
+// if secret is the record's: with the record's salt and Iterations, so
+// that every node derives the same one.
+func (r *nsRec) legacyVerifier(secret string) (scramauth.Verifier, bool) {
+	if len(r.raw) != nsRecV1Len || r.raw[0] != nsRecV1 {
+		return scramauth.Verifier{}, false
+	}
+	salt := r.raw[1 : 1+nsSaltLen]
+	sum := hashSecret(salt, secret)
+	if subtle.ConstantTimeCompare(sum[:], r.raw[1+nsSaltLen:]) != 1 {
+		return scramauth.Verifier{}, false
+	}
+	v, err := scramauth.Derive(secret, salt, scramauth.Iterations)
+	return v, err == nil
 }
 
 var nsInitKey = []byte("mnsinit")
@@ -93,19 +156,18 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
 		sm.nsMu.Lock()
 		for name, r := range recs {
 			sm.namespaces[name] = r
-			w.Set(append([]byte{nsPrefix}, name...), r[:])
+			w.Set(append([]byte{nsPrefix}, name...), r.raw)
 		}
 		sm.nsMu.Unlock()
 	case opNamespacePut:
-		if len(c.data) != nsRecLen || c.data[0] != nsRecV1 || wire.ValidateNamespace(c.key) != nil {
+		r, err := parseNSRec(c.data)
+		if err != nil || wire.ValidateNamespace(c.key) != nil {
 			return &outcome{status: wire.StatusBadRequest}
 		}
-		var r nsRec
-		copy(r[:], c.data)
 		sm.nsMu.Lock()
 		sm.namespaces[c.key] = r
 		sm.nsMu.Unlock()
-		w.Set(key, r[:])
+		w.Set(key, r.raw)
 	case opNamespaceDelete:
 		sm.nsMu.Lock()
 		_, ok := sm.namespaces[c.key]
@@ -120,35 +182,67 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
 }
 
 func (sm *StateMachine) loadNamespace(k, v []byte) error {
-	if len(v) != nsRecLen || v[0] != nsRecV1 {
-		return fmt.Errorf("group: namespace %q: %w", k[1:], errBadCommand)
+	r, err := parseNSRec(v)
+	if err != nil {
+		return fmt.Errorf("group: namespace %q: %w", k[1:], err)
 	}
-	var r nsRec
-	copy(r[:], v)
 	sm.namespaces[string(k[1:])] = r
 	return nil
 }
 
-// Authenticate reports whether secret is namespace ns's secret, as this
-// replica of the namespace table knows it. Until the table has been
-// initialised (a fresh cluster whose group 0 has not yet installed the
-// configured namespaces), seed holds the configured ones.
-func (s *Service) Authenticate(ns, secret string, seed map[string]string) bool {
+// SeedVerifier derives the verifier of a configured namespace: with a
+// salt derived from the cluster and namespace names, so that every node
+// derives the same one (InitNamespaces installs it; sessions
+// authenticated before then stay valid after). A namespace created or
+// changed at run time gets a random salt.
+func SeedVerifier(cluster, ns, secret string) (scramauth.Verifier, error) {
+	h := sha256.New()
+	h.Write([]byte("paxlock namespace seed salt\x00"))
+	h.Write([]byte(cluster))
+	h.Write([]byte{0})
+	h.Write([]byte(ns))
+	return scramauth.Derive(secret, h.Sum(nil)[:nsSaltLen], scramauth.Iterations)
+}
+
+// Credentials returns namespace ns's SCRAM verifier as this replica of
+// the namespace table knows it, false if the namespace does not exist or
+// cannot authenticate (a version-1 record whose secret the node's
+// configuration does not hold). Until the table has been initialised (a
+// fresh cluster whose group 0 has not yet installed the configured
+// namespaces), seed holds the configured ones' verifiers; seedSecrets are
+// the configured secrets, which give a version-1 record its verifier.
+func (s *Service) Credentials(ns string, seed map[string]scramauth.Verifier, seedSecrets map[string]string) (scramauth.Verifier, bool) {
 	sm := s.groups[NamespaceGroup].sm
 	sm.nsMu.RLock()
 	r, ok := sm.namespaces[ns]
 	init := sm.nsInit
 	sm.nsMu.RUnlock()
 	if !init {
-		want, ok := seed[ns]
-		return ok && subtle.ConstantTimeCompare([]byte(want), []byte(secret)) == 1
+		v, ok := seed[ns]
+		return v, ok
 	}
 	if !ok {
-		var zero nsRec
-		zero.check(secret) // same work either way
-		return false
+		return scramauth.Verifier{}, false
 	}
-	return r.check(secret)
+	if r.ok {
+		return r.v, true
+	}
+	secret, ok := seedSecrets[ns]
+	if !ok {
+		return scramauth.Verifier{}, false
+	}
+	v, ok := r.legacyVerifier(secret)
+	if !ok {
+		return scramauth.Verifier{}, false
+	}
+	// Keep it, unless the record changed meanwhile.
+	sm.nsMu.Lock()
+	if cur, still := sm.namespaces[ns]; still && bytes.Equal(cur.raw, r.raw) {
+		cur.v, cur.ok = v, true
+		sm.namespaces[ns] = cur
+	}
+	sm.nsMu.Unlock()
+	return v, true
 }
 
 // NamespaceGeneration counts the changes this replica has applied to the
@@ -201,7 +295,7 @@ func (s *Service) PutNamespace(ctx context.Context, ns, secret string) error {
 	if err != nil {
 		return err
 	}
-	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: rec[:]})
+	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: rec})
 }
 
 // DeleteNamespace removes namespace ns: its clients can no longer
@@ -243,9 +337,10 @@ func (s *Service) NamespacesInitialised() bool {
 	return sm.nsInit
 }
 
-// InitNamespaces installs the configured namespaces if the table was never
-// written (a no-op otherwise). It must run on the master of group 0.
-func (s *Service) InitNamespaces(ctx context.Context, seed map[string]string) error {
+// InitNamespaces installs the configured namespaces, with their
+// verifiers, if the table was never written (a no-op otherwise). It must
+// run on the master of group 0.
+func (s *Service) InitNamespaces(ctx context.Context, seed map[string]scramauth.Verifier) error {
 	names := make([]string, 0, len(seed))
 	for name := range seed {
 		if err := wire.ValidateNamespace(name); err != nil {
@@ -256,29 +351,46 @@ func (s *Service) InitNamespaces(ctx context.Context, seed map[string]string) er
 	sort.Strings(names)
 	var data []byte
 	for _, name := range names {
-		r, err := newNSRec(seed[name])
-		if err != nil {
-			return err
+		v := seed[name]
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("group: namespace %q: %w", name, err)
 		}
+		r := encodeNSRec(v)
 		data = binary.AppendUvarint(data, uint64(len(name)))
 		data = append(data, name...)
-		data = append(data, r[:]...)
+		data = binary.AppendUvarint(data, uint64(len(r)))
+		data = append(data, r...)
 	}
 	return s.proposeNamespace(ctx, &command{op: opNamespaceInit, data: data})
 }
 
+// decodeNSList decodes opNamespaceInit's data: name, record, name,
+// record... Each record is length-prefixed (uvarint) since version 2;
+// commands written before hold version-1 records of fixed length without
+// a prefix, told apart by the byte that follows the name (a version-1
+// record starts with 1, a prefix of a version-2 record is over 1).
 func decodeNSList(b []byte) (map[string]nsRec, error) {
 	out := map[string]nsRec{}
 	r := reader{b: b}
 	for len(r.b) > 0 && !r.err {
 		name := string(r.bytes(r.uvarint()))
-		rec := r.bytes(nsRecLen)
-		if r.err || len(rec) != nsRecLen || rec[0] != nsRecV1 || wire.ValidateNamespace(name) != nil {
+		if r.err || len(r.b) == 0 || wire.ValidateNamespace(name) != nil {
 			return nil, errBadCommand
 		}
-		var x nsRec
-		copy(x[:], rec)
-		out[name] = x
+		var raw []byte
+		if r.b[0] == nsRecV1 {
+			raw = r.bytes(nsRecV1Len)
+		} else {
+			raw = r.bytes(r.uvarint())
+		}
+		if r.err {
+			return nil, errBadCommand
+		}
+		rec, err := parseNSRec(raw)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = rec
 	}
 	if r.err {
 		return nil, errBadCommand

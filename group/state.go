@@ -576,7 +576,7 @@ type StateMachine struct {
 	val     []byte // scratch
 
 	nsMu       sync.RWMutex     // guards the namespace table
-	namespaces map[string]nsRec // name -> salt and secret hash (group 0)
+	namespaces map[string]nsRec // name -> the SCRAM verifier record (group 0)
 	nsInit     bool             // the configured namespaces were installed
 	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
 }

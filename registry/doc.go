@@ -29,7 +29,9 @@
 // Standalone is WLock's registry model: one process that knows several
 // clusters and maps each namespace to one of them. It follows every
 // cluster's view over the wire protocol (SubscribeView on any reachable
-// node) and serves Hello, Heartbeat, GetView and SubscribeView to clients
-// on the same protocol, so a client needs only registry addresses and its
-// namespace. It does not check secrets: the cluster's nodes do.
+// node) and serves the SCRAM handshake, Heartbeat, GetView and
+// SubscribeView to clients on the same protocol, so a client needs only
+// registry addresses and its namespace. It authenticates clients with the
+// same code as a node (session.Accepted), against verifiers derived from
+// the namespaces' secrets in its configuration (StandaloneConfig.Secrets).
 package registry

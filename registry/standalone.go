@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -25,13 +26,21 @@ type StandaloneConfig struct {
 	// host:port. The registry follows every cluster listed.
 	Clusters map[string][]string
 	// Namespaces maps each namespace to the cluster that serves it. A
-	// Hello naming a namespace not listed is refused with AUTH_FAILED.
+	// handshake naming a namespace not listed is refused with
+	// AUTH_FAILED.
 	Namespaces map[string]string
-	// UpstreamHello optionally gives, per cluster, a Hello the registry
-	// sends first on its connections to that cluster's nodes. paxlock nodes
-	// serve views without a Hello, so it is normally unset. A Hello without
-	// a ClientKey gets a random one and the ClientID it derives.
-	UpstreamHello map[string]wire.Hello
+	// Secrets holds each namespace's secret (every namespace in
+	// Namespaces needs one): clients authenticate to the registry with
+	// SCRAM-SHA-256 as to a node, and the registry keeps only the
+	// verifiers it derives from the secrets at start. A secret changed on
+	// the cluster at run time must be changed here too (and the registry
+	// restarted), or the registry refuses the namespace's clients.
+	Secrets map[string]string
+	// UpstreamAuth optionally gives, per cluster, a namespace and its
+	// secret with which the registry authenticates on its connections to
+	// that cluster's nodes. paxlock nodes serve views without
+	// authentication, so it is normally unset.
+	UpstreamAuth map[string]UpstreamAuth
 
 	// MaxFrame bounds a client frame, header included (default
 	// wire.DefaultMaxFrame). A frame over it closes the connection.
@@ -113,10 +122,21 @@ func (c *StandaloneConfig) validate() error {
 		if _, ok := c.Clusters[cl]; !ok {
 			errs = append(errs, fmt.Errorf("namespace %q maps to unknown cluster %q", ns, cl))
 		}
+		if _, ok := c.Secrets[ns]; !ok {
+			errs = append(errs, fmt.Errorf("namespace %q has no secret (secrets): clients authenticate to the registry with SCRAM", ns))
+		}
 	}
-	for cl := range c.UpstreamHello {
+	for ns := range c.Secrets {
+		if _, ok := c.Namespaces[ns]; !ok {
+			errs = append(errs, fmt.Errorf("secret for namespace %q, which maps to no cluster", ns))
+		}
+	}
+	for cl, a := range c.UpstreamAuth {
 		if _, ok := c.Clusters[cl]; !ok {
-			errs = append(errs, fmt.Errorf("upstream hello for unknown cluster %q", cl))
+			errs = append(errs, fmt.Errorf("upstream auth for unknown cluster %q", cl))
+		}
+		if err := wire.ValidateNamespace(a.Namespace); err != nil {
+			errs = append(errs, fmt.Errorf("upstream auth for cluster %q: %w", cl, err))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -125,13 +145,20 @@ func (c *StandaloneConfig) validate() error {
 	return nil
 }
 
+// UpstreamAuth is a namespace and its secret, for the registry's
+// connections to a cluster (see StandaloneConfig.UpstreamAuth).
+type UpstreamAuth struct {
+	Namespace, Secret string
+}
+
 // Standalone is a registry process serving the cluster views of several
 // clusters, each namespace mapped to one cluster (WLock's registry model,
 // over paxlock's wire protocol). For every cluster it keeps one connection
 // to a node, subscribed to the node's view and falling back to the other
 // nodes when it breaks, and caches the highest-version view seen. Clients
-// connect to it as to a node: Hello with their namespace (the secret is
-// not checked here; the cluster's nodes check it), then GetView or
+// connect to it as to a node: the SCRAM handshake with their namespace
+// (the registry holds the namespaces' verifiers, see
+// StandaloneConfig.Secrets), then GetView or
 // SubscribeView for the namespace's cluster, then Heartbeats. Lock requests
 // are refused with BAD_REQUEST.
 type Standalone struct {
@@ -139,6 +166,7 @@ type Standalone struct {
 	log      *slog.Logger
 	clusters map[string]*clusterState
 	nsMap    map[string]*clusterState
+	creds    map[string]scramauth.Verifier // by namespace; never logged
 
 	ln     net.Listener
 	ctx    context.Context
@@ -155,7 +183,9 @@ type Standalone struct {
 type clusterState struct {
 	name  string
 	addrs []string
-	hello *wire.Hello
+	auth  *wire.ScramClientFirst // the upstream handshake's identity, with authSecret
+	// authSecret is UpstreamAuth's secret. Never logged.
+	authSecret string
 
 	mu       sync.Mutex
 	view     *wire.View
@@ -190,21 +220,25 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 		log:      cfg.Logger.With("component", "registry"),
 		clusters: map[string]*clusterState{},
 		nsMap:    map[string]*clusterState{},
+		creds:    map[string]scramauth.Verifier{},
 		conns:    map[*rconn]struct{}{},
 	}
 	for name, addrs := range cfg.Clusters {
 		cl := &clusterState{name: name, addrs: slices.Clone(addrs), subs: map[*rconn]struct{}{}, ready: make(chan struct{})}
-		if h, ok := cfg.UpstreamHello[name]; ok {
-			if h.ClientKey == "" {
-				h.ClientKey = crand.Text()
-				h.ClientID = wire.ClientIDOf(h.ClientKey)
-			}
-			cl.hello = &h
+		if a, ok := cfg.UpstreamAuth[name]; ok {
+			key := crand.Text()
+			cl.auth = &wire.ScramClientFirst{Namespace: a.Namespace, ClientID: wire.ClientIDOf(key), ClientKey: key, Agent: "paxlock-registry"}
+			cl.authSecret = a.Secret
 		}
 		s.clusters[name] = cl
 	}
 	for ns, cl := range cfg.Namespaces {
 		s.nsMap[ns] = s.clusters[cl]
+		v, err := scramauth.NewVerifier(cfg.Secrets[ns])
+		if err != nil {
+			return nil, fmt.Errorf("registry: namespace %q: %w", ns, err)
+		}
+		s.creds[ns] = v
 	}
 	return s, nil
 }
@@ -511,7 +545,7 @@ func (c *rconn) readLoop() {
 }
 
 // registryMsg is the BAD_REQUEST message for lock requests.
-const registryMsg = "this is a paxlock registry: it serves Hello, Heartbeat, GetView and SubscribeView only; send lock requests to the group's master named in the view"
+const registryMsg = "this is a paxlock registry: it serves the handshake, Heartbeat, GetView and SubscribeView only; send lock requests to the group's master named in the view"
 
 func (c *rconn) handle(f wire.Frame) {
 	if !f.Type.IsRequest() {
@@ -528,15 +562,22 @@ func (c *rconn) handle(f wire.Frame) {
 	}
 }
 
-// Authenticate implements session.Host: the registry accepts a Hello for
-// any namespace it maps to a cluster. It does not check the secret; the
-// cluster's nodes do.
-func (c *rconn) Authenticate(h *wire.Hello) error {
-	if c.s.nsMap[h.Namespace] == nil {
-		return fmt.Errorf("namespace %s is not served by this registry", h.Namespace)
-	}
-	return nil
+// Credentials implements session.Host: the registry authenticates a
+// client of any namespace it maps to a cluster, against the verifier of
+// the namespace's configured secret.
+func (c *rconn) Credentials(ns string) (scramauth.Verifier, bool) {
+	v, ok := c.s.creds[ns]
+	return v, ok
 }
+
+// TrustRelay implements session.Host: nodes relay to nodes, never to a
+// registry.
+func (c *rconn) TrustRelay(*wire.Hello) error {
+	return errors.New("this is a paxlock registry: it takes no relays")
+}
+
+// Send implements session.Host.
+func (c *rconn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
 
 // Accepted implements session.Host: the connection is now served the view
 // of the namespace's cluster, and drops a subscription to another one.
@@ -569,7 +610,7 @@ const noViewRetryMs = 500
 func (c *rconn) ServeView(reqID uint64, subscribe bool) {
 	cl := c.cluster
 	if cl == nil {
-		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
+		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "authenticate first"})
 		return
 	}
 	cl.mu.Lock()

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -27,7 +29,7 @@ type fakeNode struct {
 	view   *wire.View
 	conns  map[net.Conn]*sync.Mutex // write locks
 	subs   map[net.Conn]bool
-	hellos []wire.Hello
+	hellos []wire.ScramClientFirst // upstream handshakes
 	closed bool
 	wg     sync.WaitGroup
 }
@@ -95,6 +97,7 @@ func (f *fakeNode) serve(c net.Conn) {
 	}()
 	br := bufio.NewReader(c)
 	var buf []byte
+	var scram *scramauth.Server
 	for {
 		fr, nb, err := wire.ReadFrame(br, buf, 0)
 		buf = nb
@@ -110,11 +113,35 @@ func (f *fakeNode) serve(c net.Conn) {
 		v := f.view
 		f.mu.Unlock()
 		switch m := m.(type) {
-		case *wire.Hello:
+		case *wire.ScramClientFirst:
+			// The upstream handshake: namespace "billing", secret "s3cret".
 			f.mu.Lock()
 			f.hellos = append(f.hellos, *m)
 			f.mu.Unlock()
-			f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusSuccess, ViewVersion: v.Version})
+			srv, err := scramauth.NewServer(m.Namespace, func(ns string) (scramauth.Verifier, bool) {
+				return upstreamVerifier, ns == "billing"
+			})
+			var first string
+			if err == nil {
+				first, err = srv.First(m.Message)
+			}
+			if err != nil {
+				f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusAuthFailed})
+				continue
+			}
+			scram = srv
+			f.write(c, wire.TypeScramServerFirst, fr.ReqID, &wire.ScramServerFirst{Message: first})
+		case *wire.ScramClientFinal:
+			if scram == nil {
+				f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusAuthFailed})
+				continue
+			}
+			final, _, err := scram.Final(m.Message)
+			if err != nil {
+				f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusAuthFailed})
+				continue
+			}
+			f.write(c, wire.TypeScramServerFinal, fr.ReqID, &wire.ScramServerFinal{Message: final, ViewVersion: v.Version})
 		case *wire.Heartbeat:
 			f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusSuccess, ViewVersion: v.Version})
 		case *wire.GetView:
@@ -158,10 +185,20 @@ func (f *fakeNode) Subscribers() int {
 	return len(f.subs)
 }
 
-func (f *fakeNode) Hellos() []wire.Hello {
+// upstreamVerifier is the verifier of the fake nodes' namespace
+// "billing", secret "s3cret".
+var upstreamVerifier = func() scramauth.Verifier {
+	v, err := scramauth.NewVerifier("s3cret")
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
+func (f *fakeNode) Hellos() []wire.ScramClientFirst {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]wire.Hello(nil), f.hellos...)
+	return append([]wire.ScramClientFirst(nil), f.hellos...)
 }
 
 // Close stops the node and drops its connections, like a crash.
@@ -266,11 +303,20 @@ func (c *testClient) call(typ wire.Type, m wire.Message) wire.Message {
 // testClientKey is the client key of the tests' Hellos.
 const testClientKey = "registry-test-client-key"
 
+// testSecret is every test namespace's secret at the registry.
+const testSecret = "whatever"
+
+// hello authenticates as a client of ns (SCRAM, with testSecret).
 func (c *testClient) hello(ns string) *wire.Response {
 	c.t.Helper()
-	r, ok := c.call(wire.TypeHello, &wire.Hello{Namespace: ns, Secret: "whatever", ClientID: wire.ClientIDOf(testClientKey), ClientKey: testClientKey}).(*wire.Response)
-	if !ok {
-		c.t.Fatal("Hello answered with a non-Response")
+	return c.helloWith(ns, testSecret)
+}
+
+func (c *testClient) helloWith(ns, secret string) *wire.Response {
+	c.t.Helper()
+	r, err := testutil.ScramHello(c.call, ns, secret, testClientKey)
+	if err != nil {
+		c.t.Fatalf("handshake: %v", err)
 	}
 	return r
 }
@@ -298,10 +344,15 @@ func (c *testClient) nextPush() *wire.View {
 
 func startRegistry(t *testing.T, clusters map[string][]string, namespaces map[string]string, mod func(*StandaloneConfig)) *Standalone {
 	t.Helper()
+	secrets := map[string]string{}
+	for ns := range namespaces {
+		secrets[ns] = testSecret
+	}
 	cfg := StandaloneConfig{
 		Listen:            "127.0.0.1:0",
 		Clusters:          clusters,
 		Namespaces:        namespaces,
+		Secrets:           secrets,
 		DialTimeout:       time.Second,
 		HeartbeatInterval: 100 * time.Millisecond,
 		RequestTimeout:    2 * time.Second,
@@ -349,7 +400,7 @@ func TestStandaloneServesEachNamespaceItsCluster(t *testing.T) {
 		map[string][]string{"alpha": {a.Addr()}, "beta": {b.Addr()}},
 		map[string]string{"orders": "alpha", "billing": "beta", "audit": "beta"},
 		func(c *StandaloneConfig) {
-			c.UpstreamHello = map[string]wire.Hello{"beta": {Namespace: "billing", Secret: "s3cret"}}
+			c.UpstreamAuth = map[string]UpstreamAuth{"beta": {Namespace: "billing", Secret: "s3cret"}}
 		})
 	waitReady(t, s)
 
@@ -374,7 +425,7 @@ func TestStandaloneServesEachNamespaceItsCluster(t *testing.T) {
 	if v, ok := s.View("alpha"); !ok || v.Version != 7 {
 		t.Fatalf("View(alpha) = %v %v", v, ok)
 	}
-	if h := b.Hellos(); len(h) == 0 || h[0].Namespace != "billing" || h[0].Secret != "s3cret" || h[0].ClientID == 0 {
+	if h := b.Hellos(); len(h) == 0 || h[0].Namespace != "billing" || h[0].ClientID == 0 {
 		t.Fatalf("upstream hellos at beta: %+v", h)
 	}
 	if h := a.Hellos(); len(h) != 0 {
@@ -403,9 +454,16 @@ func TestStandaloneRefusals(t *testing.T) {
 	if r := c.hello("payments"); r.Status != wire.StatusAuthFailed {
 		t.Fatalf("unknown namespace: %+v", r)
 	}
-	// Invalid Hello (no client id) is AUTH_FAILED too.
-	if r, _ := c.call(wire.TypeHello, &wire.Hello{Namespace: "orders"}).(*wire.Response); r == nil || r.Status != wire.StatusAuthFailed {
-		t.Fatalf("invalid Hello: %+v", r)
+	// A wrong secret, a clear-secret Hello (protocol version 1) and an
+	// invalid handshake (no client id) are AUTH_FAILED too.
+	if r := c.helloWith("orders", "guess"); r.Status != wire.StatusAuthFailed {
+		t.Fatalf("wrong secret: %+v", r)
+	}
+	if r, _ := c.call(wire.TypeHello, &wire.Hello{Namespace: "orders", Secret: testSecret, ClientID: wire.ClientIDOf(testClientKey), ClientKey: testClientKey}).(*wire.Response); r == nil || r.Status != wire.StatusAuthFailed {
+		t.Fatalf("clear-secret Hello: %+v", r)
+	}
+	if r, _ := c.call(wire.TypeScramClientFirst, &wire.ScramClientFirst{Namespace: "orders", Mechanism: wire.MechanismSCRAMSHA256, Message: "n,,n=orders,r=abc"}).(*wire.Response); r == nil || r.Status != wire.StatusAuthFailed {
+		t.Fatalf("invalid handshake: %+v", r)
 	}
 	if r := c.hello("orders"); r.Status != wire.StatusSuccess {
 		t.Fatalf("Hello: %+v", r)
@@ -571,18 +629,20 @@ func TestStandaloneNoViewYet(t *testing.T) {
 }
 
 func TestStandaloneConfigErrors(t *testing.T) {
-	ok := StandaloneConfig{Listen: "127.0.0.1:0", Clusters: map[string][]string{"a": {"127.0.0.1:1"}}, Namespaces: map[string]string{"ns": "a"}}
+	ok := StandaloneConfig{Listen: "127.0.0.1:0", Clusters: map[string][]string{"a": {"127.0.0.1:1"}}, Namespaces: map[string]string{"ns": "a"}, Secrets: map[string]string{"ns": "x"}}
 	if _, err := NewStandalone(ok); err != nil {
 		t.Fatal(err)
 	}
 	for name, mod := range map[string]func(*StandaloneConfig){
-		"no listen":         func(c *StandaloneConfig) { c.Listen = "" },
-		"no clusters":       func(c *StandaloneConfig) { c.Clusters = nil },
-		"empty cluster":     func(c *StandaloneConfig) { c.Clusters = map[string][]string{"a": nil} },
-		"bad node address":  func(c *StandaloneConfig) { c.Clusters = map[string][]string{"a": {"nope"}} },
-		"unknown cluster":   func(c *StandaloneConfig) { c.Namespaces = map[string]string{"ns": "b"} },
-		"bad namespace":     func(c *StandaloneConfig) { c.Namespaces = map[string]string{"n s": "a"} },
-		"hello for nothing": func(c *StandaloneConfig) { c.UpstreamHello = map[string]wire.Hello{"b": {}} },
+		"no listen":        func(c *StandaloneConfig) { c.Listen = "" },
+		"no clusters":      func(c *StandaloneConfig) { c.Clusters = nil },
+		"empty cluster":    func(c *StandaloneConfig) { c.Clusters = map[string][]string{"a": nil} },
+		"bad node address": func(c *StandaloneConfig) { c.Clusters = map[string][]string{"a": {"nope"}} },
+		"unknown cluster":  func(c *StandaloneConfig) { c.Namespaces = map[string]string{"ns": "b"} },
+		"bad namespace":    func(c *StandaloneConfig) { c.Namespaces = map[string]string{"n s": "a"} },
+		"auth for nothing": func(c *StandaloneConfig) { c.UpstreamAuth = map[string]UpstreamAuth{"b": {Namespace: "ns"}} },
+		"no secret":        func(c *StandaloneConfig) { c.Secrets = nil },
+		"stray secret":     func(c *StandaloneConfig) { c.Secrets = map[string]string{"ns": "x", "other": "y"} },
 	} {
 		cfg := ok
 		cfg.Clusters = map[string][]string{"a": {"127.0.0.1:1"}}

@@ -66,7 +66,7 @@ func (s *Standalone) follow(cl *clusterState) {
 // registry shuts down. It reports whether the node gave a view.
 //
 // The connection is a session (package session): dial, the optional
-// upstream Hello, a Heartbeat whenever it has been quiet for
+// upstream handshake, a Heartbeat whenever it has been quiet for
 // HeartbeatInterval, and an end when nothing answers within RequestTimeout
 // of one.
 func (s *Standalone) session(cl *clusterState, addr string, log *slog.Logger) (gotView bool, err error) {
@@ -78,8 +78,8 @@ func (s *Standalone) session(cl *clusterState, addr string, log *slog.Logger) (g
 		HeartbeatTimeout:  s.cfg.RequestTimeout,
 		WriteTimeout:      s.cfg.RequestTimeout,
 	}
-	if cl.hello != nil {
-		cfg.Handshake = session.Hello(*cl.hello)
+	if cl.auth != nil {
+		cfg.Handshake = session.SCRAM(*cl.auth, cl.authSecret)
 	}
 	sc, _, err := session.Dial(s.ctx, addr, cfg)
 	if err != nil {

@@ -6,7 +6,9 @@
 # Secure by default: on first start, paxlockctl certs writes a development
 # CA, one certificate per node, an admin token and a gossip key under
 # $CERTS (default $RUNDIR/certs), and the nodes run mutual TLS between
-# peers, encrypted gossip and an HTTPS admin endpoint that wants the token.
+# peers, encrypted gossip, an HTTPS admin endpoint that wants the token,
+# and a TLS client listener (127.0.0.1:7111-7113) next to the plain one
+# (relays between nodes use it, with the node certificates).
 # To bring your own, put ca.crt, node<i>.crt, node<i>.key (each naming
 # paxlock://paxlock/node/<i>), admin.token and gossip.key in $CERTS before
 # the first start. CLUSTER_SECURE=0 runs everything in plaintext instead.
@@ -40,6 +42,13 @@ security() {
 JSON
 }
 
+# clienttls prints node $1's TLS client listener entry (nothing when
+# plaintext).
+clienttls() {
+  [ "$CLUSTER_SECURE" = 1 ] || return 0
+  printf ', "client_tls_addr": "127.0.0.1:711%s"' "$1"
+}
+
 # config prints node $1's configuration. CLUSTER_EXTRA adds settings to
 # every node's file, e.g. CLUSTER_EXTRA='"instance_window": 2'.
 config() {
@@ -52,9 +61,9 @@ $(security "$i")
   "data_dir": "$RUNDIR/data/n$i",
   "admin_addr": "127.0.0.1:730$i",
   "nodes": [
-    {"id": 1, "peer": "127.0.0.1:7201", "client": "127.0.0.1:7101", "gossip": "127.0.0.1:7401", "admin": "127.0.0.1:7301"},
-    {"id": 2, "peer": "127.0.0.1:7202", "client": "127.0.0.1:7102", "gossip": "127.0.0.1:7402", "admin": "127.0.0.1:7302"},
-    {"id": 3, "peer": "127.0.0.1:7203", "client": "127.0.0.1:7103", "gossip": "127.0.0.1:7403", "admin": "127.0.0.1:7303"}
+    {"id": 1, "peer": "127.0.0.1:7201", "client": "127.0.0.1:7101"$(clienttls 1), "gossip": "127.0.0.1:7401", "admin": "127.0.0.1:7301"},
+    {"id": 2, "peer": "127.0.0.1:7202", "client": "127.0.0.1:7102"$(clienttls 2), "gossip": "127.0.0.1:7402", "admin": "127.0.0.1:7302"},
+    {"id": 3, "peer": "127.0.0.1:7203", "client": "127.0.0.1:7103"$(clienttls 3), "gossip": "127.0.0.1:7403", "admin": "127.0.0.1:7303"}
   ],
   "namespaces": [{"name": "default", "secret": "paxlock"}]
 }
@@ -98,7 +107,11 @@ TXT
     [ "$CERTS" = .run/certs ] || flags=" -admin-ca $CERTS/ca.crt -admin-token-file $CERTS/admin.token"
     cat <<TXT
   security:            peers mutual TLS, gossip encrypted, admin HTTPS with a token;
+                       clients authenticate with SCRAM-SHA-256 (the secret never travels);
                        development keys in $CERTS/ (CLUSTER_SECURE=0: all plaintext)
+  clients over TLS:    127.0.0.1:7111,127.0.0.1:7112,127.0.0.1:7113 (CA $CERTS/ca.crt)
+                       $BIN/paxlockctl -registry 127.0.0.1:7111 -ca $CERTS/ca.crt lock demo-key
+                       Go: client.Config{Registry: those, TLS: &tls.Config{RootCAs: <the CA>}}
   admin commands:      $BIN/paxlockctl$flags status
                        (elsewhere: -admin-ca FILE, token in PAXLOCK_ADMIN_TOKEN or -admin-token-file FILE)
   console token:       $CERTS/admin.token (the page asks for it once; the

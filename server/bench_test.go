@@ -19,7 +19,57 @@ import (
 // loopback TCP), 64 goroutines on fresh keys.
 func BenchmarkClientPairs(b *testing.B) {
 	tc := startCluster(b, 3)
-	c := newClient(b, tc)
+	runPairs(b, newClient(b, tc))
+}
+
+// BenchmarkClientPairsTLS is BenchmarkClientPairs against a cluster whose
+// peers use mTLS, through the client listener each mode names:
+//
+//   - plain: the gnet listener (client);
+//   - tls: the TLS listener (client_tls_addr, client.Config.TLS);
+//   - tls-off: the TLS listener's goroutines without TLS (a test-only
+//     switch), so that tls minus tls-off is what TLS itself costs, and
+//     tls-off against plain what serving a connection on goroutines
+//     instead of gnet's event loops changes.
+//
+// The nodes run gnet with its default event loops (one per CPU, as
+// paxlockd does), not the tests' single loop. Each mode starts its own
+// cluster; run each in its own invocation (-bench
+// 'ClientPairsTLS/tls$', then '/tls-off', then '/plain') so that none gets
+// another's warm-up.
+func BenchmarkClientPairsTLS(b *testing.B) {
+	for _, mode := range []string{"plain", "tls", "tls-off"} {
+		b.Run(mode, func(b *testing.B) {
+			tc, dir := startSecureCluster(b, 3, func(c *Config) {
+				c.EventLoops = 0
+				c.clientTLSOff = mode == "tls-off"
+			})
+			cfg := client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger()}
+			if mode != "plain" {
+				cfg.Registry = nil
+				for _, n := range tc.cfgs[0].Nodes {
+					cfg.Registry = append(cfg.Registry, n.ClientTLS)
+				}
+			}
+			if mode == "tls" {
+				cfg.TLS = clientTLS(b, dir)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			c, err := client.New(ctx, cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			b.ResetTimer()
+			runPairs(b, c)
+		})
+	}
+}
+
+// runPairs runs b.N acquire+release pairs on c from benchWorkers
+// goroutines, on fresh keys.
+func runPairs(b *testing.B, c *client.Client) {
 	ctx := context.Background()
 	workers := benchWorkers()
 	lat := make([][]time.Duration, workers)

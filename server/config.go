@@ -49,6 +49,11 @@ type NodeAddr struct {
 	// Peer is the address Paxos traffic uses; Client the binary protocol's.
 	Peer   string `json:"peer"`
 	Client string `json:"client"`
+	// ClientTLS is the node's TLS client listener (optional; needs the
+	// tls section, whose certificate it serves). Clients that set
+	// client.Config.TLS use it, and so do relays between nodes when
+	// the peers use TLS.
+	ClientTLS string `json:"client_tls_addr,omitempty"`
 	// Gossip is the memberlist address (optional).
 	Gossip string `json:"gossip,omitempty"`
 	// Admin is the node's admin HTTP address (optional; lets other nodes
@@ -178,6 +183,9 @@ type Config struct {
 	// storeFS, when set, is the filesystem the store uses (tests inject
 	// storage faults with it).
 	storeFS vfs.FS
+	// clientTLSOff serves client_tls_addr without TLS, on the same
+	// goroutines (benchmarks: TLS's own cost, apart from gnet's).
+	clientTLSOff bool
 }
 
 // Load reads a JSON configuration file. A key that names no setting is an
@@ -355,6 +363,9 @@ func (c *Config) Validate() error {
 		if err := pki.ValidCluster(c.ClusterName); err != nil {
 			errs = append(errs, fmt.Errorf("tls: %w", err))
 		}
+	}
+	if c.TLS == nil && c.self().ClientTLS != "" {
+		errs = append(errs, errors.New("client_tls_addr: the TLS client listener serves the node's certificate from the tls section, which is not set"))
 	}
 	if a := c.AdminTLS; a != nil && (a.Cert == "") != (a.Key == "") {
 		errs = append(errs, errors.New("admin_tls: set both cert and key, or neither (the node's tls cert and key)"))

@@ -11,6 +11,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -27,10 +28,14 @@ type handler struct {
 // the previous one is on its way.
 type conn struct {
 	s  *Server
-	gc gnet.Conn
+	gc gnet.Conn // the gnet listener's connection; nil for a TLS one
+	tc *tlsConn  // the TLS listener's connection; nil for a gnet one
+	// peerNode is the node id the connection's verified TLS client
+	// certificate names (a relaying node of this cluster), 0 if none.
+	peerNode uint32
 
 	// owned by the event loop
-	sess session.Accepted // Hello state; its Secret is for relays' Hello (never logged)
+	sess session.Accepted // handshake state; its ClientKey is for relays' Hello (never logged)
 	dec  wire.Codec
 	// Reused bodies of the hot request types, decoded into on the event
 	// loop: handleFrame copies what it needs out of them before the next
@@ -83,8 +88,8 @@ func (h *handler) OnTick() (time.Duration, gnet.Action) {
 	h.s.conns.Range(func(k, _ any) bool {
 		c := k.(*conn)
 		if now-c.lastSeen.Load() > int64(idle) {
-			h.s.log.Info("closing idle client connection", "remote", c.gc.RemoteAddr().String())
-			c.gc.Close()
+			h.s.log.Info("closing idle client connection", "remote", c.remote())
+			c.closeConn()
 		}
 		return true
 	})
@@ -110,15 +115,51 @@ func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
 	if !ok {
 		return gnet.None
 	}
+	c.onClosed()
+	return gnet.None
+}
+
+// onClosed forgets a connection that closed: its view subscription, its
+// relays, its client's waits and watches. It runs once, on the goroutine
+// that served the connection.
+func (c *conn) onClosed() {
+	s := c.s
 	c.closed.Store(true)
-	h.s.nconns.Add(-1)
-	h.s.conns.Delete(c)
-	h.s.subscribe(c, false)
+	s.nconns.Add(-1)
+	s.conns.Delete(c)
+	s.subscribe(c, false)
 	c.closeRelays()
 	if c.sess.Authenticated() {
-		h.s.svc.ForgetClient(c.sess.Identity().ClientID, c)
+		s.svc.ForgetClient(c.sess.Identity().ClientID, c)
 	}
-	return gnet.None
+}
+
+// closeAfterFlush closes the connection after the replies and pushes
+// already queued have been sent (gnet's Close does the same).
+func (c *conn) closeAfterFlush() {
+	if c.tc != nil {
+		c.tc.closeAfterFlush()
+		return
+	}
+	_ = c.gc.Close()
+}
+
+// remote is the client's address, for logs.
+func (c *conn) remote() string {
+	if c.tc != nil {
+		return c.tc.nc.RemoteAddr().String()
+	}
+	return c.gc.RemoteAddr().String()
+}
+
+// closeConn closes the connection; the goroutine serving it then runs
+// onClosed. Safe from any goroutine.
+func (c *conn) closeConn() {
+	if c.tc != nil {
+		c.tc.close()
+		return
+	}
+	_ = c.gc.Close()
 }
 
 func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
@@ -185,34 +226,72 @@ func (c *conn) Reply(reqID uint64, r wire.Response) { c.sendResponse(reqID, r) }
 // id is the identity of the connection's Hello.
 func (c *conn) id() session.Identity { return c.sess.Identity() }
 
-// Authenticate implements session.Host: the namespace's secret is checked
-// against the replicated namespace table.
-func (c *conn) Authenticate(h *wire.Hello) error {
-	c.helloGen = c.s.svc.NamespaceGeneration() // before the check: see checkRevoked
-	if !c.s.authenticate(h.Namespace, h.Secret) {
+// Credentials implements session.Host: the namespace's verifier from the
+// replicated namespace table.
+func (c *conn) Credentials(ns string) (scramauth.Verifier, bool) {
+	c.helloGen = c.s.svc.NamespaceGeneration() // before the lookup: see checkRevoked
+	return c.s.credentials(ns)
+}
+
+// TrustRelay implements session.Host. A relay's Hello names a client
+// without its secret, so it is accepted only from the node it says it
+// comes from: on the TLS listener, from a connection whose client
+// certificate (verified against the cluster CA) names node Via of this
+// cluster. A node whose peers run without TLS has no way to tell a node
+// from anyone else, and accepts it on either listener: its peer port,
+// open to the same network, already lets anyone speak as a node (see the
+// security section of docs/design.md).
+func (c *conn) TrustRelay(h *wire.Hello) error {
+	switch {
+	case c.s.sec.peer == nil:
+	case c.peerNode == 0:
+		return errRelayUntrusted
+	case c.peerNode != h.Via:
+		return fmt.Errorf("%w: certificate of node %d, Hello from node %d", errRelayUntrusted, c.peerNode, h.Via)
+	}
+	c.helloGen = c.s.svc.NamespaceGeneration()
+	if _, ok := c.s.credentials(h.Namespace); !ok {
 		return errAuth
 	}
 	return nil
 }
 
-// errAuth refuses a Hello.
-var errAuth = errors.New("unknown namespace or wrong secret")
+// errRelayUntrusted refuses a relay's Hello from a connection that does
+// not prove it comes from the node named.
+var errRelayUntrusted = errors.New("a relay's Hello needs the TLS client listener and the relaying node's certificate")
 
-// Accepted implements session.Host: a Hello that changes the client id
-// lets go of what the previous client left on this connection.
+// errAuth refuses a relay's Hello for a namespace that does not exist.
+var errAuth = errors.New("unknown namespace")
+
+// Send implements session.Host.
+func (c *conn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
+
+// Accepted implements session.Host: a handshake that changes the client
+// id lets go of what the previous client left on this connection.
 func (c *conn) Accepted(prev, cur session.Identity) {
 	if prev.ClientID != 0 && prev.ClientID != cur.ClientID {
 		c.s.svc.ForgetClient(prev.ClientID, c)
 	}
-	c.auth.Store(&authState{ns: cur.Namespace, secret: cur.Secret, client: cur.ClientID, gen: c.helloGen})
+	c.auth.Store(&authState{ns: cur.Namespace, v: cur.Verifier, relay: cur.Via != 0, client: cur.ClientID, gen: c.helloGen})
 }
 
-// authState is what a connection's accepted Hello proved, and the
+// authState is what a connection's accepted handshake proved, and the
 // generation of the namespace table it was checked against.
 type authState struct {
-	ns, secret string // never logged
-	client     uint64
-	gen        uint64
+	ns     string
+	v      scramauth.Verifier // the namespace's verifier the SCRAM exchange passed
+	relay  bool               // a relay's session: no verifier, its client's node checked it
+	client uint64
+	gen    uint64
+}
+
+// stillValid reports whether the namespace table still grants a: the
+// namespace exists and, for a client's session, its verifier is still
+// the one the session proved the secret against (a changed secret has a
+// new verifier).
+func (s *Server) stillValid(a *authState) bool {
+	v, ok := s.credentials(a.ns)
+	return ok && (a.relay || v.Equal(a.v))
 }
 
 // checkRevoked closes the sessions whose authentication the namespace
@@ -220,8 +299,10 @@ type authState struct {
 // changed). It runs on every tick, so within a second of this node
 // applying the change: a session checked against an older generation of
 // the table is checked again, and one that fails is revoked. The
-// generation is read before a Hello is checked, so a change applied while
-// a Hello was being accepted is seen at the next tick.
+// generation is read before a handshake is checked, so a change applied
+// while a handshake was being accepted is seen at the next tick. A
+// relay's session on the master lives while the namespace exists; the
+// relaying node revokes its client's own session, which ends the relay.
 func (s *Server) checkRevoked() {
 	gen := s.svc.NamespaceGeneration()
 	if gen == s.nsGen {
@@ -234,8 +315,10 @@ func (s *Server) checkRevoked() {
 		if a == nil || a.gen == gen || c.revoked.Load() {
 			return true
 		}
-		if s.authenticate(a.ns, a.secret) {
-			c.auth.CompareAndSwap(a, &authState{ns: a.ns, secret: a.secret, client: a.client, gen: gen})
+		if s.stillValid(a) {
+			n := *a
+			n.gen = gen
+			c.auth.CompareAndSwap(a, &n)
 			return true
 		}
 		c.revoke(a)
@@ -252,12 +335,21 @@ func (c *conn) revoke(a *authState) {
 		return
 	}
 	c.s.log.Info("closing client connection: namespace removed or its secret changed",
-		"remote", c.gc.RemoteAddr().String(), "namespace", a.ns)
-	c.s.svc.RevokeClient(a.client, c, func() { _ = c.gc.Close() })
+		"remote", c.remote(), "namespace", a.ns)
+	c.s.svc.RevokeClient(a.client, c, c.closeAfterFlush)
 }
 
 // ViewVersion implements session.Host.
 func (c *conn) ViewVersion() uint64 { return c.s.view.Load().Version }
+
+// view is the view this connection is served: a TLS connection's names
+// the nodes' TLS client addresses.
+func (c *conn) view() *wire.View {
+	if c.tc != nil {
+		return c.s.tlsView.Load()
+	}
+	return c.s.view.Load()
+}
 
 // ServeView implements session.Host: the node's view, and its changes as
 // pushes to a subscriber.
@@ -265,7 +357,7 @@ func (c *conn) ServeView(reqID uint64, subscribe bool) {
 	if subscribe {
 		c.s.subscribe(c, true)
 	}
-	c.send(wire.TypeView, reqID, c.s.view.Load())
+	c.send(wire.TypeView, reqID, c.view())
 }
 
 // sendResponse encodes r from the connection's scratch Response, so that
@@ -338,13 +430,18 @@ func (c *conn) slowConsumer() {
 	c.closed.Store(true)
 	c.s.stats.slowConsumers.Add(1)
 	c.s.log.Warn("closing client connection: slow consumer, output not read",
-		"remote", c.gc.RemoteAddr().String(), "limit", c.s.cfg.MaxOutput)
-	_ = c.gc.Close()
+		"remote", c.remote(), "limit", c.s.cfg.MaxOutput)
+	c.closeConn()
 }
 
 // flushLocked starts writing c.out unless a write is under way (whose
 // callback sends it); it is called with c.mu held and releases it.
 func (c *conn) flushLocked() {
+	if c.tc != nil {
+		c.mu.Unlock()
+		c.tc.kick()
+		return
+	}
 	if c.writing {
 		c.mu.Unlock()
 		return
@@ -412,7 +509,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		}
 	}
 	if !c.sess.Authenticated() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "send Hello first"})
+		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "authenticate first (SCRAM handshake)"})
 		return
 	}
 	id := c.sess.Identity()
@@ -549,16 +646,17 @@ func (c *conn) forwardable(g int, rt wire.Routed) bool {
 		return false
 	}
 	gv := c.s.view.Load().Groups[g]
-	return gv.Master != 0 && gv.Master != c.s.cfg.NodeID && gv.Addr != ""
+	return gv.Master != 0 && gv.Master != c.s.cfg.NodeID && c.s.relayAddr(gv.Master) != ""
 }
 
 // redirect tells the client where group g's master is, or that it has
 // none right now.
 func (c *conn) redirect(reqID uint64, g int) {
-	gv := c.s.view.Load().Groups[g]
+	v := c.view()
+	gv := v.Groups[g]
 	if gv.Master != 0 && gv.Master != c.s.cfg.NodeID && gv.Addr != "" {
 		c.s.stats.redirects.Add(1)
-		c.Reply(reqID, wire.Response{Status: wire.StatusMasterRedirect, Redirect: gv.Addr, ViewVersion: c.s.view.Load().Version})
+		c.Reply(reqID, wire.Response{Status: wire.StatusMasterRedirect, Redirect: gv.Addr, ViewVersion: v.Version})
 		return
 	}
 	c.Reply(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})

@@ -80,14 +80,15 @@ func TestOwnersBoundToSessions(t *testing.T) {
 	}
 	unchanged("after forged requests")
 
-	// Hello as the holder's client without its key is refused, and leaves
-	// the attacker's session as it was.
-	for name, h := range map[string]*wire.Hello{
-		"no key":    {Namespace: "ns", Secret: "s3cret", ClientID: owner.Client},
-		"other key": {Namespace: "ns", Secret: "s3cret", ClientID: owner.Client, ClientKey: testKey(3)},
+	// A handshake as the holder's client without its key is refused, and
+	// leaves the attacker's session as it was.
+	for name, h := range map[string]*wire.ScramClientFirst{
+		"no key":    {Namespace: "ns", ClientID: owner.Client},
+		"other key": {Namespace: "ns", ClientID: owner.Client, ClientKey: testKey(3)},
 	} {
-		if r := attacker.call(wire.TypeHello, h); r.Status != wire.StatusAuthFailed {
-			t.Errorf("Hello as the holder's client, %s: %+v", name, r)
+		h.Mechanism, h.Message = wire.MechanismSCRAMSHA256, "n,,n=ns,r=fyko+d2lbbFgONRv9qkxdawL"
+		if r := attacker.call(wire.TypeScramClientFirst, h); r.Status != wire.StatusAuthFailed {
+			t.Errorf("handshake as the holder's client, %s: %+v", name, r)
 		}
 	}
 	if r := attacker.call(wire.TypeRelease, &wire.Release{Key: key, Owner: owner, Token: tok}); r.Status != wire.StatusAuthFailed {

@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -27,9 +29,18 @@ var errShuttingDown = errors.New("node shutting down")
 // relay forwards the requests of one client connection that asked this
 // node to deliver them to the master of their group (wire.Routed: the
 // client was redirected too often, or cannot reach the master itself). It
-// is a connection of its own to that master's client port, opened with the
-// client's namespace, secret, id and client key and with Hello.Via set, so the master
-// serves the requests as the client's own and never forwards them again.
+// is a connection of its own to that master's client port, opened with a
+// Hello that names the client's namespace, id and client key and sets
+// Via, so the master serves the requests as the client's own and never
+// forwards them again. The Hello carries no secret (this node has only
+// the namespace's verifier, and the client proved the secret to this
+// node with SCRAM): the master accepts it because the relay proves that
+// it comes from this node. When the peers use TLS, the relay dials the
+// master's TLS client listener (client_tls_addr) with this node's
+// certificate, which the master checks against the cluster CA and the
+// node id in Via (conn.TrustRelay); without peer TLS it dials the plain
+// client port, and the master trusts a relay as much as it trusts its
+// equally open peer port (see docs/design.md, security).
 // Frames go through unchanged in both directions: requests keep the
 // client's request ids, and replies and pushes (Granted, Lost, WatchEvent)
 // come back to the client connection byte for byte. One relay per client
@@ -73,7 +84,7 @@ type relay struct {
 func (c *conn) forward(g int, raw []byte, reqID uint64) {
 	s := c.s
 	gv := s.view.Load().Groups[g]
-	r := c.relayTo(gv.Master, gv.Addr)
+	r := c.relayTo(gv.Master, s.relayAddr(gv.Master))
 	r.mu.Lock()
 	var err error
 	switch {
@@ -111,7 +122,7 @@ func (c *conn) relayTo(node uint32, addr string) *relay {
 	}
 	id := c.id() // read here, on the event loop that owns it
 	r = &relay{c: c, node: node, addr: addr, done: make(chan struct{}), hello: wire.Hello{
-		Namespace: id.Namespace, Secret: id.Secret, ClientID: id.ClientID, ClientKey: id.ClientKey, Agent: "paxlockd-relay", Via: c.s.cfg.NodeID,
+		Namespace: id.Namespace, ClientID: id.ClientID, ClientKey: id.ClientKey, Agent: "paxlockd-relay", Via: c.s.cfg.NodeID,
 	}}
 	r.ctx, r.cancel = context.WithCancel(c.s.life)
 	if c.relays == nil {
@@ -149,9 +160,15 @@ func (r *relay) failed() bool {
 // and serves the session until the relay ends.
 func (r *relay) run() {
 	c := r.c
+	var dial func(ctx context.Context, addr string) (net.Conn, error)
+	if p := c.s.sec.peer; p != nil {
+		d := &tls.Dialer{Config: p.ClientConfig(r.node)}
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
 	sc, _, err := session.Dial(r.ctx, r.addr, session.Config{
+		Dial:              dial,
 		DialTimeout:       relayDialTimeout,
-		Handshake:         session.Hello(r.hello),
+		Handshake:         session.RelayHello(r.hello),
 		HandshakeTimeout:  relayDialTimeout,
 		MaxFrame:          c.s.cfg.MaxFrame,
 		HeartbeatInterval: time.Duration(c.s.cfg.IdleTimeout) / 3,
@@ -225,6 +242,6 @@ func (r *relay) fail(err error) {
 	}
 	if sc != nil && !errors.Is(err, errRelayClosed) && !errors.Is(err, errShuttingDown) {
 		c.s.log.Info("relay to master broke; closing its client connection", "node", r.node, "err", err)
-		c.gc.Close()
+		c.closeConn()
 	}
 }

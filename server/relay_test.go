@@ -111,7 +111,7 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 	// A request that came through another node's relay is redirected, not
 	// forwarded again.
 	relayed := dialRaw(t, via.cfg.self().Client)
-	if r := relayed.call(wire.TypeHello, &wire.Hello{Namespace: "ns", Secret: "s3cret", ClientID: cid(10), ClientKey: testKey(10), Via: 3}); r.Status != wire.StatusSuccess {
+	if r := relayed.call(wire.TypeHello, &wire.Hello{Namespace: "ns", ClientID: cid(10), ClientKey: testKey(10), Via: 3}); r.Status != wire.StatusSuccess {
 		t.Fatalf("hello with Via: %+v", r)
 	}
 	if r := relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow}); r.Status != wire.StatusMasterRedirect {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -166,11 +167,16 @@ func TestNamespaceRevocation(t *testing.T) {
 		}
 		idle = append(idle, rc)
 	}
-	tc.changeNamespace("tenant2", "new")
+	var oldV []scramauth.Verifier
 	for _, s := range tc.nodes {
+		v, _ := s.credentials("tenant2")
+		oldV = append(oldV, v)
+	}
+	tc.changeNamespace("tenant2", "new")
+	for i, s := range tc.nodes {
 		// changeNamespace waited for the namespace to exist; the new
-		// secret is applied with it.
-		waitFor(t, "the new secret applied", func() bool { return s.authenticate("tenant2", "new") })
+		// secret's verifier is applied with it.
+		waitFor(t, "the new secret applied", func() bool { v, ok := s.credentials("tenant2"); return ok && !v.Equal(oldV[i]) })
 	}
 	for i, rc := range idle {
 		rc.ended("session with the old secret on node " + string(rune('1'+i)))

@@ -180,6 +180,7 @@ func TestConfigSecurityErrors(t *testing.T) {
 		"gossip key twice":            func(c *Config) { c.GossipKey = strings.Repeat("A", 44); c.GossipKeyFile = "f" },
 		"old keys without a key":      func(c *Config) { c.GossipOldKeys = []string{strings.Repeat("A", 44)} },
 		"missing token file":          func(c *Config) { c.AdminTokenFile = "/nonexistent/token" },
+		"client_tls_addr without tls": func(c *Config) { c.Nodes[0].ClientTLS = "a:3" },
 	} {
 		c := base()
 		tune(&c)

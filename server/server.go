@@ -17,6 +17,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -31,12 +32,17 @@ type Server struct {
 	svc   *group.Service
 	addrs map[paxos.NodeID]NodeAddr
 
-	namespaces atomic.Pointer[map[string]string]
+	// The configured namespaces: their secrets (which give a namespace
+	// record written before SCRAM its verifier) and their verifiers (the
+	// table's seed, see group.Service.Credentials). Never logged.
+	seedSecrets   map[string]string
+	seedVerifiers map[string]scramauth.Verifier
 
 	// cluster view
 	viewMu  sync.Mutex
 	masters []paxos.SoftState
 	view    atomic.Pointer[wire.View]
+	tlsView atomic.Pointer[wire.View] // view with the TLS client addresses, for the TLS listener's connections
 	subs    map[*conn]struct{}
 
 	// client listener
@@ -50,6 +56,7 @@ type Server struct {
 	nconns   atomic.Int64
 	admin    *http.Server
 	clientLn string
+	tlsAddr  string // the TLS client listener's address, once open
 
 	stats stats
 	// masterLog remembers the last master changes for the console;
@@ -140,11 +147,15 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
 		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec}
 	s.life, s.endLife = context.WithCancel(context.Background())
-	ns := map[string]string{}
+	s.seedSecrets, s.seedVerifiers = map[string]string{}, map[string]scramauth.Verifier{}
 	for _, n := range cfg.Namespaces { // names checked by Validate
-		ns[n.Name] = n.Secret
+		v, err := group.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
+		if err != nil {
+			s.endLife()
+			return nil, fmt.Errorf("server: namespace %q: %w", n.Name, err)
+		}
+		s.seedSecrets[n.Name], s.seedVerifiers[n.Name] = n.Secret, v
 	}
-	s.namespaces.Store(&ns)
 	var peers []paxos.NodeID
 	for _, n := range cfg.Nodes {
 		peers = append(peers, paxos.NodeID(n.ID))
@@ -260,6 +271,11 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("server: client listener: %w", err)
 	default:
 	}
+	if self.ClientTLS != "" {
+		if err := s.startTLS(self.ClientTLS); err != nil {
+			return err
+		}
+	}
 	if err := s.startGossip(ctx); err != nil {
 		return fmt.Errorf("server: gossip: %w", err)
 	}
@@ -278,7 +294,13 @@ func (s *Server) Start(ctx context.Context) error {
 			return errors.New("server: start: shut down")
 		}
 	}
-	s.log.Info("paxlockd serving", "node", s.cfg.NodeID, "client", self.Client, "peer", self.Peer, "admin", s.cfg.AdminAddr)
+	if self.ClientTLS == "" {
+		s.log.Warn("no TLS client listener (client_tls_addr): clients' requests, client keys and lock values cross the network in clear on the client port; use it on trusted networks only")
+	}
+	if s.sec.peer != nil && self.ClientTLS == "" {
+		s.log.Warn("peers use TLS but this node has no client_tls_addr: other nodes cannot relay requests to it (clients are redirected instead)")
+	}
+	s.log.Info("paxlockd serving", "node", s.cfg.NodeID, "client", self.Client, "client_tls", self.ClientTLS, "peer", self.Peer, "admin", s.cfg.AdminAddr)
 	return nil
 }
 
@@ -334,16 +356,19 @@ func (s *Server) shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// ClientTLSAddr is the TLS client listener's address ("" without one).
+func (s *Server) ClientTLSAddr() string { return s.tlsAddr }
+
 // Service returns the node's lock service.
 func (s *Server) Service() *group.Service { return s.svc }
 
 // Config returns the configuration in force.
 func (s *Server) Config() Config { return s.cfg }
 
-// authenticate checks a namespace's secret against the replicated
+// credentials returns a namespace's verifier from the replicated
 // namespace table (the configured namespaces seed it on a new cluster).
-func (s *Server) authenticate(ns, secret string) bool {
-	return s.svc.Authenticate(ns, secret, *s.namespaces.Load())
+func (s *Server) credentials(ns string) (scramauth.Verifier, bool) {
+	return s.svc.Credentials(ns, s.seedVerifiers, s.seedSecrets)
 }
 
 // initNamespaces installs the configured namespaces into the replicated
@@ -360,7 +385,7 @@ func (s *Server) initNamespaces() {
 	wait := 50 * time.Millisecond
 	for !s.svc.NamespacesInitialised() && s.svc.Group(group.NamespaceGroup).Serving() {
 		ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
-		err := installNamespaces(s.svc, ctx, *s.namespaces.Load())
+		err := installNamespaces(s.svc, ctx, s.seedVerifiers)
 		cancel()
 		if err == nil || s.life.Err() != nil {
 			return
@@ -423,13 +448,18 @@ func (s *Server) publishView() {
 		s.viewMu.Unlock()
 		return // nothing changed
 	}
+	tv := s.tlsView.Load() // built with v
 	subs := make([]*conn, 0, len(s.subs))
 	for c := range s.subs {
 		subs = append(subs, c)
 	}
 	s.viewMu.Unlock()
 	for _, c := range subs {
-		c.Push(v)
+		if c.tc != nil {
+			c.Push(tv)
+		} else {
+			c.Push(v)
+		}
 	}
 }
 
@@ -484,7 +514,36 @@ func (s *Server) rebuildViewLocked() *wire.View {
 		}
 	}
 	s.view.Store(v)
+	s.tlsView.Store(s.withTLSAddrs(v))
 	return v
+}
+
+// withTLSAddrs returns v with the nodes' TLS client addresses in place of
+// their plain ones ("" for a node without client_tls_addr): the view a
+// client of the TLS listener is served, so that it stays on TLS.
+func (s *Server) withTLSAddrs(v *wire.View) *wire.View {
+	t := &wire.View{Version: v.Version, Groups: slices.Clone(v.Groups), Nodes: slices.Clone(v.Nodes)}
+	for i := range t.Groups {
+		if m := t.Groups[i].Master; m != 0 {
+			t.Groups[i].Addr = s.addrs[paxos.NodeID(m)].ClientTLS
+		}
+	}
+	for i := range t.Nodes {
+		t.Nodes[i].Addr = s.addrs[paxos.NodeID(t.Nodes[i].ID)].ClientTLS
+	}
+	return t
+}
+
+// relayAddr is where this node relays requests for node id, the master
+// of their group: its TLS client listener when the peers use TLS (the
+// relay proves there with this node's certificate that it is this node),
+// its plain one otherwise; "" if it has none.
+func (s *Server) relayAddr(id uint32) string {
+	a := s.addrs[paxos.NodeID(id)]
+	if s.sec.peer != nil {
+		return a.ClientTLS
+	}
+	return a.Client
 }
 
 func (s *Server) subscribe(c *conn, on bool) {

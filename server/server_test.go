@@ -195,10 +195,29 @@ func (r *rawConn) call(typ wire.Type, m wire.Message) *wire.Response {
 	}
 }
 
-// hello says Hello as test client n: with key testKey(n), so with client
-// id cid(n).
+// callAny sends a request and returns its reply, whatever its type,
+// skipping pushes.
+func (r *rawConn) callAny(typ wire.Type, m wire.Message) wire.Message {
+	id := r.send(typ, m)
+	for {
+		f, msg, err := r.read()
+		if err != nil {
+			r.t.Fatalf("read: %v", err)
+		}
+		if f.ReqID == id {
+			return msg
+		}
+	}
+}
+
+// hello authenticates (SCRAM) as test client n: with key testKey(n), so
+// with client id cid(n).
 func (r *rawConn) hello(ns, secret string, n uint64) *wire.Response {
-	return r.call(wire.TypeHello, testHello(ns, secret, n))
+	resp, err := testutil.ScramHello(r.callAny, ns, secret, testKey(n))
+	if err != nil {
+		r.t.Fatalf("handshake: %v", err)
+	}
+	return resp
 }
 
 // testKey is test client n's client key, cid(n) its client id (see
@@ -206,11 +225,6 @@ func (r *rawConn) hello(ns, secret string, n uint64) *wire.Response {
 func testKey(n uint64) string { return fmt.Sprintf("test-client-key-%04x", n) }
 
 func cid(n uint64) uint64 { return wire.ClientIDOf(testKey(n)) }
-
-// testHello is test client n's Hello.
-func testHello(ns, secret string, n uint64) *wire.Hello {
-	return &wire.Hello{Namespace: ns, Secret: secret, ClientID: cid(n), ClientKey: testKey(n)}
-}
 
 // masterConn returns a connection, authenticated, to the master of key.
 func (tc *testCluster) masterConn(ns, key string, client uint64) *rawConn {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -47,7 +48,7 @@ func TestShutdownEndsNamespaceInstall(t *testing.T) {
 	hanging := make(chan struct{})
 	var ended atomic.Bool
 	saved := installNamespaces
-	installNamespaces = func(_ *group.Service, ctx context.Context, _ map[string]string) error {
+	installNamespaces = func(_ *group.Service, ctx context.Context, _ map[string]scramauth.Verifier) error {
 		if calls.Add(1) == 1 {
 			return errors.New("test: no quorum") // the loop backs off, then tries again
 		}

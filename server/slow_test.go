@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -63,20 +64,29 @@ func TestSlowConsumerClosed(t *testing.T) {
 		}
 		return b
 	}
-	if _, err := nc.Write(frame(wire.TypeHello, 1, &wire.Hello{Namespace: "ns", Secret: "s3cret", ClientID: cid(0x51), ClientKey: testKey(0x51), Agent: "slow-test"})); err != nil {
-		t.Fatal(err)
-	}
 	br := bufio.NewReader(nc)
 	_ = nc.SetReadDeadline(time.Now().Add(30 * time.Second))
-	f, _, err := wire.ReadFrame(br, nil, 0)
-	if err != nil {
-		t.Fatal(err)
+	var id uint64
+	call := func(typ wire.Type, m wire.Message) wire.Message {
+		id++
+		if _, err := nc.Write(frame(typ, id, m)); err != nil {
+			t.Fatal(err)
+		}
+		f, _, err := wire.ReadFrame(br, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reply, err := wire.Decode(f.Type, f.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reply
 	}
-	if m, err := wire.Decode(f.Type, f.Body); err != nil || m.(*wire.Response).Status != wire.StatusSuccess {
-		t.Fatalf("hello: %v %v", m, err)
+	if r, err := testutil.ScramHello(call, "ns", "s3cret", testKey(0x51)); err != nil || r.Status != wire.StatusSuccess {
+		t.Fatalf("hello: %v %v", r, err)
 	}
 	// From here on the client reads nothing.
-	if _, err := nc.Write(frame(wire.TypeWatch, 2, &wire.Watch{Key: key, WatchID: 1, Flags: wire.FlagContinuous, MaxWaitMs: wire.WaitForever})); err != nil {
+	if _, err := nc.Write(frame(wire.TypeWatch, 3, &wire.Watch{Key: key, WatchID: 1, Flags: wire.FlagContinuous, MaxWaitMs: wire.WaitForever})); err != nil {
 		t.Fatal(err)
 	}
 

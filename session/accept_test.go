@@ -4,23 +4,29 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/wire"
 )
 
-// host is a Host that records what Accepted asks of it.
+// host is a Host that records what Accepted asks of it. Its namespace
+// "ns" has the secret "s3cret".
 type host struct {
-	refuse   error
+	refuse   error // TrustRelay's answer
 	version  uint64
+	creds    map[string]scramauth.Verifier
 	accepted [][2]Identity
 	views    []bool // subscribe flags of ServeView calls
 	replies  map[uint64]wire.Response
+	sent     map[uint64]wire.Message
 }
 
-func (h *host) Authenticate(*wire.Hello) error   { return h.refuse }
-func (h *host) Accepted(prev, cur Identity)      { h.accepted = append(h.accepted, [2]Identity{prev, cur}) }
-func (h *host) ViewVersion() uint64              { return h.version }
-func (h *host) ServeView(_ uint64, sub bool)     { h.views = append(h.views, sub) }
-func (h *host) Reply(id uint64, r wire.Response) { h.replies[id] = r }
+func (h *host) Credentials(ns string) (scramauth.Verifier, bool) { v, ok := h.creds[ns]; return v, ok }
+func (h *host) TrustRelay(*wire.Hello) error                     { return h.refuse }
+func (h *host) Accepted(prev, cur Identity)                      { h.accepted = append(h.accepted, [2]Identity{prev, cur}) }
+func (h *host) ViewVersion() uint64                              { return h.version }
+func (h *host) ServeView(_ uint64, sub bool)                     { h.views = append(h.views, sub) }
+func (h *host) Reply(id uint64, r wire.Response)                 { h.replies[id] = r }
+func (h *host) Send(_ wire.Type, id uint64, m wire.Message)      { h.sent[id] = m }
 
 // Client keys for the tests' Hellos.
 const (
@@ -34,46 +40,179 @@ func keyed(h *wire.Hello, key string) *wire.Hello {
 	return h
 }
 
-func newHost() *host { return &host{version: 7, replies: map[uint64]wire.Response{}} }
+var nsVerifier = func() scramauth.Verifier {
+	v, err := scramauth.NewVerifier("s3cret")
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
 
-func TestAcceptedHello(t *testing.T) {
+func newHost() *host {
+	return &host{version: 7, replies: map[uint64]wire.Response{}, sent: map[uint64]wire.Message{},
+		creds: map[string]scramauth.Verifier{"ns": nsVerifier}}
+}
+
+// sameIdentity compares identities, verifier included.
+func sameIdentity(a, b Identity) bool {
+	return a.Namespace == b.Namespace && a.ClientID == b.ClientID && a.ClientKey == b.ClientKey &&
+		a.Agent == b.Agent && a.Via == b.Via && (a.Verifier.Iters == 0 && b.Verifier.Iters == 0 || a.Verifier.Equal(b.Verifier))
+}
+
+// scram runs a SCRAM exchange with secret against a, from request id
+// base, and returns the final reply: a ScramServerFinal or a Response.
+func scram(t *testing.T, a *Accepted, h *host, base uint64, first wire.ScramClientFirst, secret string) wire.Message {
+	t.Helper()
+	cl, err := scramauth.NewClient(first.Namespace, secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.Mechanism = wire.MechanismSCRAMSHA256
+	if first.Message, err = cl.First(); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Handle(base, &first, h) {
+		t.Fatal("ScramClientFirst not handled")
+	}
+	sf, ok := h.sent[base].(*wire.ScramServerFirst)
+	if !ok {
+		return &wire.Response{Status: h.replies[base].Status, Msg: h.replies[base].Msg}
+	}
+	final, err := cl.Final(sf.Message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Handle(base+1, &wire.ScramClientFinal{Message: final}, h) {
+		t.Fatal("ScramClientFinal not handled")
+	}
+	if m, ok := h.sent[base+1].(*wire.ScramServerFinal); ok {
+		if err := cl.Verify(m.Message); err != nil {
+			t.Fatalf("server not verified: %v", err)
+		}
+		return m
+	}
+	r := h.replies[base+1]
+	return &r
+}
+
+func firstOf(ns, key string) wire.ScramClientFirst {
+	return wire.ScramClientFirst{Namespace: ns, ClientID: wire.ClientIDOf(key), ClientKey: key, Agent: "x"}
+}
+
+func TestAcceptedSCRAM(t *testing.T) {
 	h := newHost()
 	var a Accepted
 	if a.Authenticated() {
 		t.Fatal("a new session is authenticated")
 	}
-	hello := &wire.Hello{Namespace: "ns", Secret: "s", ClientID: wire.ClientIDOf(key5), ClientKey: key5, Agent: "x", Via: 2}
+	m := scram(t, &a, h, 1, firstOf("ns", key5), "s3cret")
+	if fin, ok := m.(*wire.ScramServerFinal); !ok || fin.ViewVersion != 7 {
+		t.Fatalf("final reply %#v", m)
+	}
+	want := Identity{Namespace: "ns", ClientID: wire.ClientIDOf(key5), ClientKey: key5, Agent: "x", Verifier: nsVerifier}
+	if !a.Authenticated() || !sameIdentity(a.Identity(), want) {
+		t.Fatalf("identity %+v", a.Identity())
+	}
+	if len(h.accepted) != 1 || !sameIdentity(h.accepted[0][1], want) {
+		t.Fatalf("Accepted calls %+v", h.accepted)
+	}
+	// A second exchange replaces the identity; Accepted sees both.
+	scram(t, &a, h, 3, firstOf("ns", key6), "s3cret")
+	if a.Identity().ClientID != wire.ClientIDOf(key6) || len(h.accepted) != 2 || !sameIdentity(h.accepted[1][0], want) {
+		t.Fatalf("after a second exchange: %+v, %+v", a.Identity(), h.accepted)
+	}
+}
+
+func TestAcceptedSCRAMRefused(t *testing.T) {
+	for name, tc := range map[string]struct {
+		first  wire.ScramClientFirst
+		secret string
+	}{
+		"wrong secret":      {firstOf("ns", key5), "guess"},
+		"unknown namespace": {firstOf("nope", key5), "s3cret"},
+		"invalid namespace": {firstOf("", key5), "s3cret"},
+		"another's id":      {wire.ScramClientFirst{Namespace: "ns", ClientID: wire.ClientIDOf(key5), ClientKey: key6}, "s3cret"},
+		"no client key":     {wire.ScramClientFirst{Namespace: "ns", ClientID: 1}, "s3cret"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHost()
+			var a Accepted
+			m := scram(t, &a, h, 1, tc.first, tc.secret)
+			r, ok := m.(*wire.Response)
+			if !ok || r.Status != wire.StatusAuthFailed || r.Msg == "" {
+				t.Fatalf("reply %#v, want AUTH_FAILED with a message", m)
+			}
+			if a.Authenticated() || len(h.accepted) != 0 {
+				t.Fatal("a refused exchange opened the session")
+			}
+		})
+	}
+}
+
+func TestAcceptedSCRAMFinalAlone(t *testing.T) {
+	h := newHost()
+	var a Accepted
+	a.Handle(1, &wire.ScramClientFinal{Message: "c=biws,r=abc,p=AAAA"}, h)
+	if h.replies[1].Status != wire.StatusAuthFailed || a.Authenticated() {
+		t.Fatalf("a lone ScramClientFinal: %+v", h.replies[1])
+	}
+}
+
+// TestAcceptedClearSecretRefused: a client's Hello (protocol version 1,
+// the secret in the clear) is refused whatever its secret.
+func TestAcceptedClearSecretRefused(t *testing.T) {
+	h := newHost()
+	var a Accepted
+	a.Handle(1, keyed(&wire.Hello{Namespace: "ns", Secret: "s3cret"}, key5), h)
+	a.Handle(2, keyed(&wire.Hello{Namespace: "ns", Secret: "s3cret", Via: 3}, key5), h)
+	for id := uint64(1); id <= 2; id++ {
+		if r := h.replies[id]; r.Status != wire.StatusAuthFailed || r.Msg != ErrClearSecret.Error() {
+			t.Fatalf("reply %d %+v, want AUTH_FAILED ErrClearSecret", id, r)
+		}
+	}
+	if a.Authenticated() {
+		t.Fatal("a clear-secret Hello opened the session")
+	}
+}
+
+func TestAcceptedRelayHello(t *testing.T) {
+	h := newHost()
+	var a Accepted
+	if a.Authenticated() {
+		t.Fatal("a new session is authenticated")
+	}
+	hello := &wire.Hello{Namespace: "ns", ClientID: wire.ClientIDOf(key5), ClientKey: key5, Agent: "x", Via: 2}
 	if !a.Handle(1, hello, h) {
 		t.Fatal("Hello not handled")
 	}
 	if r := h.replies[1]; r.Status != wire.StatusSuccess || r.ViewVersion != 7 {
 		t.Fatalf("reply %+v", r)
 	}
-	want := Identity{Namespace: "ns", Secret: "s", ClientID: wire.ClientIDOf(key5), ClientKey: key5, Agent: "x", Via: 2}
-	if !a.Authenticated() || a.Identity() != want {
+	want := Identity{Namespace: "ns", ClientID: wire.ClientIDOf(key5), ClientKey: key5, Agent: "x", Via: 2}
+	if !a.Authenticated() || !sameIdentity(a.Identity(), want) {
 		t.Fatalf("identity %+v", a.Identity())
 	}
-	if len(h.accepted) != 1 || h.accepted[0] != [2]Identity{{}, want} {
+	if len(h.accepted) != 1 || !sameIdentity(h.accepted[0][1], want) {
 		t.Fatalf("Accepted calls %+v", h.accepted)
 	}
 
 	// A second Hello replaces the identity; Accepted sees both.
-	a.Handle(2, keyed(&wire.Hello{Namespace: "other"}, key6), h)
-	if a.Identity().ClientID != wire.ClientIDOf(key6) || len(h.accepted) != 2 || h.accepted[1][0] != want {
+	a.Handle(2, keyed(&wire.Hello{Namespace: "other", Via: 2}, key6), h)
+	if a.Identity().ClientID != wire.ClientIDOf(key6) || len(h.accepted) != 2 || !sameIdentity(h.accepted[1][0], want) {
 		t.Fatalf("after a second Hello: %+v, %+v", a.Identity(), h.accepted)
 	}
 }
 
-func TestAcceptedHelloRefused(t *testing.T) {
+func TestAcceptedRelayHelloRefused(t *testing.T) {
 	for name, tc := range map[string]struct {
 		hello  *wire.Hello
 		refuse error
 	}{
-		"invalid namespace": {keyed(&wire.Hello{Namespace: ""}, key5), nil},
-		"zero client id":    {&wire.Hello{Namespace: "ns"}, nil},
-		"no client key":     {&wire.Hello{Namespace: "ns", ClientID: 1}, nil},
-		"another's id":      {&wire.Hello{Namespace: "ns", ClientID: wire.ClientIDOf(key5), ClientKey: key6}, nil},
-		"host refuses":      {keyed(&wire.Hello{Namespace: "ns"}, key5), errors.New("wrong secret")},
+		"invalid namespace": {keyed(&wire.Hello{Namespace: "", Via: 2}, key5), nil},
+		"zero client id":    {&wire.Hello{Namespace: "ns", Via: 2}, nil},
+		"no client key":     {&wire.Hello{Namespace: "ns", ClientID: 1, Via: 2}, nil},
+		"another's id":      {&wire.Hello{Namespace: "ns", ClientID: wire.ClientIDOf(key5), ClientKey: key6, Via: 2}, nil},
+		"host refuses":      {keyed(&wire.Hello{Namespace: "ns", Via: 2}, key5), errors.New("relay not trusted")},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHost()
@@ -97,9 +236,8 @@ func TestAcceptedHelloRefused(t *testing.T) {
 func TestAcceptedRefusedKeepsIdentity(t *testing.T) {
 	h := newHost()
 	var a Accepted
-	a.Handle(1, keyed(&wire.Hello{Namespace: "ns"}, key5), h)
-	h.refuse = errors.New("no")
-	a.Handle(2, keyed(&wire.Hello{Namespace: "ns2"}, key6), h)
+	scram(t, &a, h, 1, firstOf("ns", key5), "s3cret")
+	scram(t, &a, h, 3, firstOf("ns", key6), "wrong")
 	if !a.Authenticated() || a.Identity().Namespace != "ns" {
 		t.Fatalf("identity after a refused second Hello: %+v", a.Identity())
 	}
@@ -108,8 +246,8 @@ func TestAcceptedRefusedKeepsIdentity(t *testing.T) {
 func TestAcceptedSessionRequests(t *testing.T) {
 	h := newHost()
 	var a Accepted
-	// Before any Hello: Heartbeat and the views are served (views are
-	// public until issue 13 sets viewsNeedHello).
+	// Before any handshake: Heartbeat and the views are served (views
+	// are public on purpose: see viewsNeedHello).
 	if !a.Handle(4, &wire.Heartbeat{}, h) || h.replies[4].Status != wire.StatusSuccess || h.replies[4].ViewVersion != 7 {
 		t.Fatalf("Heartbeat: %+v", h.replies[4])
 	}

@@ -139,7 +139,7 @@ func run(t *testing.T, c *Conn, h Handler) func() error {
 	}
 }
 
-var testHello = *keyed(&wire.Hello{Namespace: "ns", Secret: "s3cret", Agent: "test"}, key5)
+var testHello = *keyed(&wire.Hello{Namespace: "ns", Agent: "test", Via: 2}, key5)
 
 func TestDialHelloSuccess(t *testing.T) {
 	got := make(chan wire.Message, 1)
@@ -161,7 +161,7 @@ func TestDialHelloSuccess(t *testing.T) {
 		p.write(wire.TypeResponse, 9, &wire.Response{Status: wire.StatusSuccess})
 		_, _ = p.br.ReadByte() // until the session closes
 	})
-	c, r, err := Dial(context.Background(), addr, Config{Handshake: Hello(testHello)})
+	c, r, err := Dial(context.Background(), addr, Config{Handshake: RelayHello(testHello)})
 	if err != nil {
 		t.Fatalf("Dial: %v", err)
 	}
@@ -197,7 +197,7 @@ func TestDialHelloRefused(t *testing.T) {
 		p.write(wire.TypeResponse, f.ReqID, &wire.Response{Status: wire.StatusAuthFailed, Msg: "wrong secret"})
 		_, _ = p.br.ReadByte()
 	})
-	c, r, err := Dial(context.Background(), addr, Config{Handshake: Hello(testHello)})
+	c, r, err := Dial(context.Background(), addr, Config{Handshake: RelayHello(testHello)})
 	var re *RefusedError
 	if !errors.As(err, &re) || c != nil {
 		t.Fatalf("Dial: %v, %v; want a RefusedError", c, err)
@@ -213,7 +213,7 @@ func TestDialHelloUnexpectedReply(t *testing.T) {
 		p.write(wire.TypeView, f.ReqID, &wire.View{Version: 1})
 		_, _ = p.br.ReadByte()
 	})
-	if _, _, err := Dial(context.Background(), addr, Config{Handshake: Hello(testHello)}); !errors.Is(err, ErrUnexpectedReply) {
+	if _, _, err := Dial(context.Background(), addr, Config{Handshake: RelayHello(testHello)}); !errors.Is(err, ErrUnexpectedReply) {
 		t.Fatalf("Dial: %v, want ErrUnexpectedReply", err)
 	}
 }
@@ -223,7 +223,7 @@ func TestDialHelloTimeout(t *testing.T) {
 		p.read()
 		_, _ = p.br.ReadByte() // never answers
 	})
-	_, _, err := Dial(context.Background(), addr, Config{Handshake: Hello(testHello), HandshakeTimeout: 50 * time.Millisecond})
+	_, _, err := Dial(context.Background(), addr, Config{Handshake: RelayHello(testHello), HandshakeTimeout: 50 * time.Millisecond})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Dial: %v, want a timeout", err)
 	}
@@ -236,7 +236,7 @@ func TestDialHelloCancelled(t *testing.T) {
 		cancel()
 		_, _ = p.br.ReadByte()
 	})
-	if _, _, err := Dial(ctx, addr, Config{Handshake: Hello(testHello)}); err == nil {
+	if _, _, err := Dial(ctx, addr, Config{Handshake: RelayHello(testHello)}); err == nil {
 		t.Fatal("Dial succeeded after its context ended")
 	}
 }

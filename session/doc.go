@@ -10,14 +10,11 @@
 // goroutine. The Go client's multiplexer, a node's relay to a group master
 // and the standalone registry's upstream are Conn's owners.
 //
-// On the accepting side, Accepted holds one connection's Hello state and
-// answers the session's own requests (Hello, Heartbeat, GetView,
-// SubscribeView) through a Host that the paxlock node and the registry each
-// implement: the authentication decision, the view, the replies. Both the
-// node's gnet event loop and the registry's net.Conn reader call it.
-//
-// Authentication and transport security belong here: a handshake other
-// than Hello replaces Handshake on the dialing side and Accepted.Handle's
-// Hello case on the accepting side; TLS wraps the net.Conn in Config.Dial
-// and in the listeners. Nothing else needs to change.
+// On the accepting side, Accepted holds one connection's handshake state
+// and answers the session's own requests (the SCRAM messages, a relay's
+// Hello, Heartbeat, GetView, SubscribeView) through a Host that the paxlock
+// node and the registry each implement: the namespaces' verifiers, the
+// trust in a relaying node, the view, the replies. The node's gnet event
+// loop, its TLS listener's readers and the registry's net.Conn reader call
+// it.
 package session

@@ -69,6 +69,14 @@ func NewMessage(typ Type) Message {
 		return new(GetView)
 	case TypeSubscribeView:
 		return new(SubscribeView)
+	case TypeScramClientFirst:
+		return new(ScramClientFirst)
+	case TypeScramClientFinal:
+		return new(ScramClientFinal)
+	case TypeScramServerFirst:
+		return new(ScramServerFirst)
+	case TypeScramServerFinal:
+		return new(ScramServerFinal)
 	case TypeResponse:
 		return new(Response)
 	case TypeView, TypeViewChanged:
@@ -110,6 +118,14 @@ func matches(typ Type, m Message) bool {
 		return typ == TypeGetView && m != nil
 	case *SubscribeView:
 		return typ == TypeSubscribeView && m != nil
+	case *ScramClientFirst:
+		return typ == TypeScramClientFirst && m != nil
+	case *ScramClientFinal:
+		return typ == TypeScramClientFinal && m != nil
+	case *ScramServerFirst:
+		return typ == TypeScramServerFirst && m != nil
+	case *ScramServerFinal:
+		return typ == TypeScramServerFinal && m != nil
 	case *Response:
 		return typ == TypeResponse && m != nil
 	case *View:

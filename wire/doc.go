@@ -25,9 +25,15 @@
 //
 // # Session
 //
-// A connection's first request is Hello (namespace, secret, client id,
-// client key). The server answers AUTH_FAILED to anything else until a
-// Hello succeeds. The namespace applies to every later request on the
+// A client's connection opens with a SCRAM-SHA-256 exchange (protocol
+// version 2; see ScramClientFirst): ScramClientFirst (namespace, client id,
+// client key, client-first-message), ScramServerFirst, ScramClientFinal
+// (the proof), ScramServerFinal. The secret itself never travels. A node
+// relaying a client's requests opens its connection with Hello instead
+// (Via set, no secret), which the master accepts only from that node (see
+// Hello). The server answers AUTH_FAILED to lock requests until a
+// handshake succeeds; Heartbeat, GetView and SubscribeView are answered
+// without one. The namespace applies to every later request on the
 // connection; see Hello for why it is per connection while the lock owner
 // is per request. The client id must be the one the key derives
 // (ClientIDOf), and a request whose Owner names another client id is
@@ -55,17 +61,22 @@
 //	0x09  Heartbeat      c→s   (none)
 //	0x0A  GetView        c→s   (none)
 //	0x0B  SubscribeView  c→s   (none)
+//	0x0D  ScramClientFirst c→s Namespace, ClientID, Agent, ClientKey, Mechanism, Message
+//	0x0E  ScramClientFinal c→s Message
 //	0x40  Response       s→c   Status, Token, Holder, TTLLeftMs, QueueLen, Kind,
 //	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg, Value
 //	0x41  View           s→c   Version, Groups [[Master, Addr, Epoch]...],
 //	                           Nodes [[ID, Addr, Alive]...]
+//	0x42  ScramServerFirst s→c Message
+//	0x43  ScramServerFinal s→c Message, ViewVersion
 //	0x80  Granted        push  WaitID, Key, Status, Token, Owner, [TTLMs]
 //	0x81  Lost           push  Key, Token, Owner, Event
 //	0x82  WatchEvent     push  WatchID, Key, Event, Token, Holder, [Value]
 //	0x83  ViewChanged    push  (same body as View)
 //
 // Every request gets exactly one reply with its id: a Response, except that
-// a successful GetView or SubscribeView gets a View. Response omits its
+// a successful GetView or SubscribeView gets a View, and an accepted
+// ScramClientFirst or ScramClientFinal its Scram server message. Response omits its
 // trailing zero fields, and a request or push its trailing [bracketed]
 // fields when they are zero (a holder Value is msgpack bin, every other
 // string msgpack str). Pushes carry request id 0 and name their subject in

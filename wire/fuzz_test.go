@@ -77,6 +77,11 @@ func FuzzDecodeGranted(f *testing.F)    { fuzzBody(f, TypeGranted) }
 func FuzzDecodeLost(f *testing.F)       { fuzzBody(f, TypeLost) }
 func FuzzDecodeWatchEvent(f *testing.F) { fuzzBody(f, TypeWatchEvent) }
 
+func FuzzDecodeScramClientFirst(f *testing.F) { fuzzBody(f, TypeScramClientFirst) }
+func FuzzDecodeScramServerFirst(f *testing.F) { fuzzBody(f, TypeScramServerFirst) }
+func FuzzDecodeScramClientFinal(f *testing.F) { fuzzBody(f, TypeScramClientFinal) }
+func FuzzDecodeScramServerFinal(f *testing.F) { fuzzBody(f, TypeScramServerFinal) }
+
 // FuzzDecode fuzzes the type dispatcher with any type byte.
 func FuzzDecode(f *testing.F) {
 	f.Add(byte(TypeAcquire), []byte{0x90})
@@ -194,6 +199,11 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		TypeGranted:    &Granted{WaitID: 3, Key: "order:42", Token: MakeToken(1, 100), Owner: Owner{1, 2}, TTLMs: 30000},
 		TypeLost:       &Lost{Key: "order:42", Token: MakeToken(1, 100), Owner: Owner{1, 2}, Event: EventExpired},
 		TypeWatchEvent: &WatchEvent{WatchID: 9, Key: "leader", Event: EventAcquired, Token: MakeToken(0, 90), Holder: Owner{3, 4}},
+		TypeScramClientFirst: &ScramClientFirst{Namespace: "orders", ClientID: 0x9e3779b97f4a7c15, Agent: "paxlock-go/0.1", ClientKey: "0123456789abcdef",
+			Mechanism: MechanismSCRAMSHA256, Message: "n,,n=orders,r=rOprNGfwEbeRWgbNEkqO"},
+		TypeScramServerFirst: &ScramServerFirst{Message: "r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"},
+		TypeScramClientFinal: &ScramClientFinal{Message: "c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="},
+		TypeScramServerFinal: &ScramServerFinal{Message: "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4=", ViewVersion: 7},
 	}
 	targets := map[Type]string{
 		TypeHello: "FuzzDecodeHello", TypeAcquire: "FuzzDecodeAcquire", TypeRenew: "FuzzDecodeRenew",
@@ -201,6 +211,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		TypeUnwatch: "FuzzDecodeUnwatch", TypeCancelWait: "FuzzDecodeCancelWait", TypeHeartbeat: "FuzzDecodeHeartbeat",
 		TypeResponse: "FuzzDecodeResponse", TypeView: "FuzzDecodeView", TypeGranted: "FuzzDecodeGranted",
 		TypeLost: "FuzzDecodeLost", TypeWatchEvent: "FuzzDecodeWatchEvent", TypeList: "FuzzDecodeList",
+		TypeScramClientFirst: "FuzzDecodeScramClientFirst", TypeScramServerFirst: "FuzzDecodeScramServerFirst",
+		TypeScramClientFinal: "FuzzDecodeScramClientFinal", TypeScramServerFinal: "FuzzDecodeScramServerFinal",
 	}
 	for typ, target := range targets {
 		real := body(realistic[typ])

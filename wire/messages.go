@@ -58,10 +58,15 @@ func validateOwner(o Owner) error {
 	return nil
 }
 
-// Hello opens a session and must be a connection's first request. The
-// server answers Response{Status: SUCCESS, ViewVersion} or AUTH_FAILED; it
-// answers every other request on a connection without an accepted Hello
-// with AUTH_FAILED.
+// Hello opens a relay's session: a node that forwards a client's requests
+// to the master of their group names the client (namespace, id, key) and
+// itself (Via), with no secret. The server answers Response{Status:
+// SUCCESS, ViewVersion} or AUTH_FAILED; it accepts it only from the node
+// Via names (its TLS client certificate), or from anyone when its peers
+// run without TLS. A client's Hello, carrying its secret in the clear,
+// was protocol version 1's handshake and is refused: clients authenticate
+// with SCRAM (ScramClientFirst). Until a handshake succeeds the server
+// answers lock requests AUTH_FAILED.
 //
 // Why once per connection and not per request: requests stay small (no
 // namespace string to send, decode and allocate on every acquire), the
@@ -74,8 +79,9 @@ func validateOwner(o Owner) error {
 type Hello struct {
 	// Namespace is the tenant; see ValidateNamespace.
 	Namespace string
-	// Secret is the namespace's secret, sent in the clear: use a trusted
-	// network.
+	// Secret was protocol version 1's clear secret. It is never sent now,
+	// and a Hello that carries one is refused; the field stays so that
+	// such a Hello decodes and is refused with a message that says why.
 	Secret string
 	// ClientID is the client's Owner.Client value: ClientIDOf(ClientKey). The server refuses requests on this connection whose
 	// Owner.Client differs with AUTH_FAILED.

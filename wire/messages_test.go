@@ -19,6 +19,7 @@ var allTypes = []Type{
 	TypeUnwatch, TypeCancelWait, TypeHeartbeat, TypeGetView, TypeSubscribeView,
 	TypeResponse, TypeView, TypeGranted, TypeLost, TypeWatchEvent, TypeViewChanged,
 	TypeList,
+	TypeScramClientFirst, TypeScramClientFinal, TypeScramServerFirst, TypeScramServerFinal,
 }
 
 // randUint returns a random value up to max, biased to the boundaries of

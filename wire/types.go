@@ -40,6 +40,12 @@ const (
 	// TypeList lists the held locks of one lock group, sent to its master:
 	// body List, reply Response with Locks.
 	TypeList Type = 0x0C
+	// TypeScramClientFirst opens a session with SCRAM-SHA-256: body
+	// ScramClientFirst, reply ScramServerFirst (or Response AUTH_FAILED).
+	TypeScramClientFirst Type = 0x0D
+	// TypeScramClientFinal completes it: body ScramClientFinal, reply
+	// ScramServerFinal (or Response AUTH_FAILED).
+	TypeScramClientFinal Type = 0x0E
 )
 
 // Replies; their request id is the request's.
@@ -49,6 +55,12 @@ const (
 	TypeResponse Type = 0x40
 	// TypeView is the reply to GetView and SubscribeView: body View.
 	TypeView Type = 0x41
+	// TypeScramServerFirst is the reply to ScramClientFirst: body
+	// ScramServerFirst.
+	TypeScramServerFirst Type = 0x42
+	// TypeScramServerFinal is the reply to an accepted ScramClientFinal:
+	// body ScramServerFinal.
+	TypeScramServerFinal Type = 0x43
 )
 
 // Pushes; their request id is 0 and their body names what they are about
@@ -77,24 +89,28 @@ func (t Type) IsPush() bool { return t >= 0x80 && t < 0xC0 }
 func (t Type) Known() bool { return typeNames[t] != "" }
 
 var typeNames = [256]string{
-	TypeHello:         "Hello",
-	TypeAcquire:       "Acquire",
-	TypeRenew:         "Renew",
-	TypeRelease:       "Release",
-	TypeState:         "State",
-	TypeWatch:         "Watch",
-	TypeUnwatch:       "Unwatch",
-	TypeCancelWait:    "CancelWait",
-	TypeHeartbeat:     "Heartbeat",
-	TypeGetView:       "GetView",
-	TypeSubscribeView: "SubscribeView",
-	TypeList:          "List",
-	TypeResponse:      "Response",
-	TypeView:          "View",
-	TypeGranted:       "Granted",
-	TypeLost:          "Lost",
-	TypeWatchEvent:    "WatchEvent",
-	TypeViewChanged:   "ViewChanged",
+	TypeHello:            "Hello",
+	TypeAcquire:          "Acquire",
+	TypeRenew:            "Renew",
+	TypeRelease:          "Release",
+	TypeState:            "State",
+	TypeWatch:            "Watch",
+	TypeUnwatch:          "Unwatch",
+	TypeCancelWait:       "CancelWait",
+	TypeHeartbeat:        "Heartbeat",
+	TypeGetView:          "GetView",
+	TypeSubscribeView:    "SubscribeView",
+	TypeList:             "List",
+	TypeScramClientFirst: "ScramClientFirst",
+	TypeScramClientFinal: "ScramClientFinal",
+	TypeScramServerFirst: "ScramServerFirst",
+	TypeScramServerFinal: "ScramServerFinal",
+	TypeResponse:         "Response",
+	TypeView:             "View",
+	TypeGranted:          "Granted",
+	TypeLost:             "Lost",
+	TypeWatchEvent:       "WatchEvent",
+	TypeViewChanged:      "ViewChanged",
 }
 
 // String returns the type's name, or Type(0xNN) for an unknown type.

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"github.com/xdg-go/scram"
 )
 
 // updateVectors rewrites testdata/vectors.txt from the vectors below:
@@ -56,9 +57,14 @@ func frameVectors() []frameVector {
 			{ID: 3, Addr: "10.0.0.3:7101", Alive: false},
 		},
 	}
+	sc := scramVector()
 	return []frameVector{
-		{"hello", TypeHello, 1, &Hello{Namespace: "default", Secret: "paxlock", ClientID: id, Agent: "paxlock-go/1", ClientKey: vectorClientKey}},
-		{"hello-relay", TypeHello, 1, &Hello{Namespace: "default", Secret: "paxlock", ClientID: id, Via: 2, ClientKey: vectorClientKey}},
+		{"scram-client-first", TypeScramClientFirst, 1, &ScramClientFirst{Namespace: "default", ClientID: id, Agent: "paxlock-go/1", ClientKey: vectorClientKey,
+			Mechanism: MechanismSCRAMSHA256, Message: sc.clientFirst}},
+		{"scram-server-first", TypeScramServerFirst, 1, &ScramServerFirst{Message: sc.serverFirst}},
+		{"scram-client-final", TypeScramClientFinal, 2, &ScramClientFinal{Message: sc.clientFinal}},
+		{"scram-server-final", TypeScramServerFinal, 2, &ScramServerFinal{Message: sc.serverFinal, ViewVersion: 42}},
+		{"hello-relay", TypeHello, 1, &Hello{Namespace: "default", ClientID: id, Agent: "paxlockd-relay", Via: 2, ClientKey: vectorClientKey}},
 		{"acquire-try", TypeAcquire, 2, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000}},
 		{"acquire-blocking", TypeAcquire, 3, &Acquire{Key: "order:42", Owner: owner, Kind: KindWrite, Flags: FlagReentrant, Weight: 10, TTLMs: 10000, MaxWaitMs: WaitForever, WaitID: 9}},
 		{"acquire-redirected-value", TypeAcquire, 4, &Acquire{Key: "order:42", Owner: owner, Kind: KindRead, Weight: 1, TTLMs: 1000, MaxWaitMs: 5000, WaitID: 10, Redirects: 1, Value: "worker-7"}},
@@ -100,27 +106,80 @@ func frameVectors() []frameVector {
 	}
 }
 
+// scramExchange is one SCRAM-SHA-256 exchange's four messages.
+type scramExchange struct {
+	clientFirst, serverFirst, clientFinal, serverFinal string
+}
+
+// The SCRAM vector's inputs: namespace "default", secret "paxlock", and
+// fixed nonces and salt (real ones are random).
+const (
+	scramVectorClientNonce = "paxlockVectorClientNonce"
+	scramVectorServerNonce = "paxlockVectorServerNonce"
+	scramVectorSalt        = "paxlock-salt-16b"
+)
+
+// scramVector runs the vector's exchange with github.com/xdg-go/scram,
+// the library both sides use, and checks that it succeeds.
+func scramVector() scramExchange {
+	must := func(s string, err error) string {
+		if err != nil {
+			panic(err)
+		}
+		return s
+	}
+	cl, err := scram.SHA256.NewClientUnprepped("default", "paxlock", "")
+	if err != nil {
+		panic(err)
+	}
+	cl = cl.WithNonceGenerator(func() string { return scramVectorClientNonce })
+	creds, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: scramVectorSalt, Iters: 4096})
+	if err != nil {
+		panic(err)
+	}
+	srv, err := scram.SHA256.NewServer(func(string) (scram.StoredCredentials, error) { return creds, nil })
+	if err != nil {
+		panic(err)
+	}
+	srv = srv.WithNonceGenerator(func() string { return scramVectorServerNonce })
+	cc, sc := cl.NewConversation(), srv.NewConversation()
+	var e scramExchange
+	e.clientFirst = must(cc.Step(""))
+	e.serverFirst = must(sc.Step(e.clientFirst))
+	e.clientFinal = must(cc.Step(e.serverFirst))
+	e.serverFinal = must(sc.Step(e.clientFinal))
+	must(cc.Step(e.serverFinal))
+	if !cc.Valid() || !sc.Valid() {
+		panic("scram vector: exchange not valid")
+	}
+	return e
+}
+
 // fieldNames names each type's body fields in order, for the file's
 // readers (an Owner is two fields).
 var fieldNames = map[Type]string{
-	TypeHello:         "Namespace, Secret, ClientID, Agent, [Via, ClientKey]",
-	TypeAcquire:       "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value]",
-	TypeRenew:         "Key, Owner.Client, Owner.ID, Token, TTLMs, [Redirects, SetValue, Value]",
-	TypeRelease:       "Key, Owner.Client, Owner.ID, Token, [Redirects]",
-	TypeState:         "Key, [Redirects]",
-	TypeWatch:         "Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]",
-	TypeUnwatch:       "Key, WatchID, [Redirects]",
-	TypeCancelWait:    "Key, Owner.Client, Owner.ID, WaitID, [Redirects]",
-	TypeHeartbeat:     "(none)",
-	TypeGetView:       "(none)",
-	TypeSubscribeView: "(none)",
-	TypeList:          "Group, Prefix, After, Limit",
-	TypeResponse:      "Status, [Token, Holder.Client, Holder.ID, TTLLeftMs, QueueLen, Kind, Readers, RetryAfterMs, Redirect, ViewVersion, Msg, Value, Locks [[Key, Holder.Client, Holder.ID, Token, Kind, Readers, TTLLeftMs, QueueLen, Value]...]]",
-	TypeView:          "Version, Groups [[Master, Addr, Epoch]...], Nodes [[ID, Addr, Alive]...]",
-	TypeGranted:       "WaitID, Key, Status, Token, Owner.Client, Owner.ID, [TTLMs]",
-	TypeLost:          "Key, Token, Owner.Client, Owner.ID, Event",
-	TypeWatchEvent:    "WatchID, Key, Event, Token, Holder.Client, Holder.ID, [Value]",
-	TypeViewChanged:   "Version, Groups [[Master, Addr, Epoch]...], Nodes [[ID, Addr, Alive]...]",
+	TypeHello:            "Namespace, Secret (always empty), ClientID, Agent, [Via, ClientKey]",
+	TypeScramClientFirst: "Namespace, ClientID, Agent, ClientKey, Mechanism, Message",
+	TypeScramServerFirst: "Message",
+	TypeScramClientFinal: "Message",
+	TypeScramServerFinal: "Message, ViewVersion",
+	TypeAcquire:          "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value]",
+	TypeRenew:            "Key, Owner.Client, Owner.ID, Token, TTLMs, [Redirects, SetValue, Value]",
+	TypeRelease:          "Key, Owner.Client, Owner.ID, Token, [Redirects]",
+	TypeState:            "Key, [Redirects]",
+	TypeWatch:            "Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]",
+	TypeUnwatch:          "Key, WatchID, [Redirects]",
+	TypeCancelWait:       "Key, Owner.Client, Owner.ID, WaitID, [Redirects]",
+	TypeHeartbeat:        "(none)",
+	TypeGetView:          "(none)",
+	TypeSubscribeView:    "(none)",
+	TypeList:             "Group, Prefix, After, Limit",
+	TypeResponse:         "Status, [Token, Holder.Client, Holder.ID, TTLLeftMs, QueueLen, Kind, Readers, RetryAfterMs, Redirect, ViewVersion, Msg, Value, Locks [[Key, Holder.Client, Holder.ID, Token, Kind, Readers, TTLLeftMs, QueueLen, Value]...]]",
+	TypeView:             "Version, Groups [[Master, Addr, Epoch]...], Nodes [[ID, Addr, Alive]...]",
+	TypeGranted:          "WaitID, Key, Status, Token, Owner.Client, Owner.ID, [TTLMs]",
+	TypeLost:             "Key, Token, Owner.Client, Owner.ID, Event",
+	TypeWatchEvent:       "WatchID, Key, Event, Token, Holder.Client, Holder.ID, [Value]",
+	TypeViewChanged:      "Version, Groups [[Master, Addr, Epoch]...], Nodes [[ID, Addr, Alive]...]",
 }
 
 // hashVectors are the (namespace, key) pairs whose KeyHash, GroupOf and
@@ -202,6 +261,12 @@ func renderVectors() (string, error) {
 #   WorkerOf it with 8 workers.
 # token: MakeToken(group_version, instance), decimal and hex.
 # clientid: ClientIDOf(key), hex.
+#
+# The scram-* frames are one SCRAM-SHA-256 exchange (RFC 5802, 7677) for
+# namespace "default", secret "paxlock", salt "paxlock-salt-16b" (16
+# bytes), 4096 iterations, client nonce "paxlockVectorClientNonce" and
+# server nonce "paxlockVectorServerNonce"; real nonces and salts are
+# random.
 
 `)
 	var c Codec

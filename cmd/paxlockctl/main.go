@@ -49,6 +49,11 @@
 // prints the holds removed. version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from.
 //
+// lock, state, watch and locks authenticate with SCRAM-SHA-256: the namespace
+// secret never crosses the network. With -ca FILE they connect with TLS,
+// verifying the nodes against that CA; -registry must then list the
+// nodes' TLS client addresses (client_tls_addr).
+//
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
 // error.
 package main
@@ -56,6 +61,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -71,6 +77,7 @@ import (
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
+	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/server"
 )
 
@@ -95,6 +102,7 @@ var errUsage = errors.New("usage")
 type options struct {
 	admin, registry, ns string
 	adminCA, tokenFile  string
+	clientCA            string
 	secretFile          string
 	out, cluster, hosts string
 	nodes               int
@@ -117,6 +125,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.registry, "registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated client addresses of the nodes")
 	fs.StringVar(&o.ns, "namespace", "default", "namespace")
 	fs.StringVar(&o.secretFile, "secret-file", "", "file holding the namespace secret, - for standard input ("+SecretEnv+" takes precedence)")
+	fs.StringVar(&o.clientCA, "ca", "", "lock, state, watch, locks: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, 127.0.0.1:7111-7113)")
 	fs.StringVar(&o.adminCA, "admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
 	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token ("+server.AdminTokenEnv+" takes precedence)")
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
@@ -291,7 +300,10 @@ func dispatch(ctx context.Context, o *options) error {
 		if err != nil {
 			return err
 		}
-		cfg := client.Config{Registry: strings.Split(o.registry, ","), Namespace: o.ns, Secret: secret}
+		cfg, err := o.clientConfig(secret)
+		if err != nil {
+			return err
+		}
 		return locksCmd(ctx, p, cfg, prefix, o.limit, o.timeout)
 	case "lock", "state", "watch":
 		form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
@@ -314,10 +326,27 @@ func dispatch(ctx context.Context, o *options) error {
 		if err != nil {
 			return err
 		}
-		cfg := client.Config{Registry: strings.Split(o.registry, ","), Namespace: o.ns, Secret: secret}
+		cfg, err := o.clientConfig(secret)
+		if err != nil {
+			return err
+		}
 		return clientCmd(ctx, p, cfg, cmd, args[0], hold, o.timeout, o.after)
 	}
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+}
+
+// clientConfig is the client configuration of lock, state, watch and
+// locks: over TLS, verifying the nodes against -ca, when that is set.
+func (o *options) clientConfig(secret string) (client.Config, error) {
+	cfg := client.Config{Registry: strings.Split(o.registry, ","), Namespace: o.ns, Secret: secret}
+	if o.clientCA != "" {
+		pool, err := pki.LoadCAPool(o.clientCA)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	return cfg, nil
 }
 
 // secret returns the namespace secret from PAXLOCK_SECRET or -secret-file;

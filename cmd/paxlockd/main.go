@@ -171,6 +171,9 @@ type registryConfig struct {
 	Listen     string              `json:"listen"`
 	Clusters   map[string][]string `json:"clusters"`
 	Namespaces map[string]string   `json:"namespaces"`
+	// Secrets holds each namespace's secret: clients authenticate to the
+	// registry with SCRAM as to a node (see registry.StandaloneConfig).
+	Secrets map[string]string `json:"secrets"`
 }
 
 // loadRegistryConfig reads a standalone registry's configuration; unknown
@@ -188,7 +191,7 @@ func loadRegistryConfig(path string) (registryConfig, error) {
 }
 
 func (rc registryConfig) standalone(log *slog.Logger) registry.StandaloneConfig {
-	return registry.StandaloneConfig{Listen: rc.Listen, Clusters: rc.Clusters, Namespaces: rc.Namespaces, Logger: log}
+	return registry.StandaloneConfig{Listen: rc.Listen, Clusters: rc.Clusters, Namespaces: rc.Namespaces, Secrets: rc.Secrets, Logger: log}
 }
 
 func runRegistry(path string, log *slog.Logger) error {

@@ -72,7 +72,8 @@ func TestCheckConfig(t *testing.T) {
 		{"not listed", "node", fmt.Sprintf(node, ""), func(c *server.Config) { c.NodeID = 4 }, "this node (4) is not listed"},
 		{"bad timing", "node", fmt.Sprintf(node, `, "lease": "20ms"`), none, "timing"},
 		{"bad namespace", "node", `{"node_id": 1, "data_dir": "d", "nodes": [{"id": 1, "peer": "a:1", "client": "a:2"}], "namespaces": [{"name": "", "secret": "s"}]}`, none, "namespaces"},
-		{"registry good", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}}`, none, ""},
+		{"registry good", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}, "secrets": {"orders": "s"}}`, none, ""},
+		{"registry no secret", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}}`, none, `namespace "orders" has no secret`},
 		{"registry unknown key", "registry", `{"listen": "127.0.0.1:0", "cluster": {}}`, none, `unknown field "cluster"`},
 	}
 	for _, c := range cases {

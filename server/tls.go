@@ -1,0 +1,220 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// The TLS client listener (client_tls_addr) serves the same protocol as
+// the gnet listener, through the same conn and handleFrame, over
+// crypto/tls: gnet has no TLS. Each connection has a reader goroutine,
+// which plays the part of gnet's event loop for it (it decodes and
+// handles the frames one after another, and owns the session state), and
+// a writer goroutine, which sends what the replies and pushes queued in
+// conn.out, all of it in one write, as the gnet path's AsyncWrite does.
+// Both are the node's background work (goBackground): Shutdown closes the
+// listener and the connections and waits for them.
+
+// tlsHandshakeTimeout bounds a TLS connection's handshake.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// tlsConn is the transport of a TLS listener's conn.
+type tlsConn struct {
+	nc net.Conn // a *tls.Conn, but with Config.clientTLSOff
+
+	wake    chan struct{} // cap 1: conn.out has frames to send
+	done    chan struct{} // closed by close
+	once    sync.Once
+	closing atomic.Bool // closeAfterFlush: close once conn.out is sent
+}
+
+// closeAfterFlush closes the connection once what is queued has been
+// written (or the write failed).
+func (t *tlsConn) closeAfterFlush() {
+	t.closing.Store(true)
+	t.kick()
+}
+
+func (t *tlsConn) kick() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (t *tlsConn) close() {
+	t.once.Do(func() {
+		close(t.done)
+		_ = t.nc.Close()
+	})
+}
+
+// clientTLSConfig is the TLS listener's configuration: the node's
+// certificate, TLS 1.2 or later, and a client certificate verified
+// against the cluster CA if one is sent (a relaying node's; clients send
+// none).
+func (s *Server) clientTLSConfig() *tls.Config {
+	p := s.sec.peer
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{p.Cert},
+		ClientCAs:    p.CA,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+	}
+}
+
+// startTLS opens the TLS client listener at addr and serves it in the
+// background until Shutdown.
+func (s *Server) startTLS(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("server: client tls listener: %w", err)
+	}
+	s.tlsAddr = ln.Addr().String()
+	tln := ln
+	if !s.cfg.clientTLSOff {
+		tln = tls.NewListener(ln, s.clientTLSConfig())
+	}
+	stop := context.AfterFunc(s.life, func() { _ = tln.Close() })
+	if !s.goBackground(func() {
+		defer stop()
+		for {
+			nc, err := tln.Accept()
+			if err != nil {
+				if s.life.Err() == nil && !errors.Is(err, net.ErrClosed) {
+					s.log.Error("client tls listener stopped", "err", err)
+				}
+				return
+			}
+			if !s.goBackground(func() { s.serveTLS(nc) }) {
+				_ = nc.Close()
+				return
+			}
+		}
+	}) {
+		stop()
+		_ = tln.Close()
+		return errors.New("server: start: shut down")
+	}
+	return nil
+}
+
+// serveTLS serves one connection of the TLS listener: the handshake, then
+// its frames until it closes.
+func (s *Server) serveTLS(nc net.Conn) {
+	tc, isTLS := nc.(*tls.Conn)
+	if isTLS {
+		ctx, cancel := context.WithTimeout(s.life, tlsHandshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			s.log.Debug("client tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+			_ = nc.Close()
+			return
+		}
+	}
+	if s.nconns.Add(1) > int64(s.cfg.MaxConns) {
+		s.nconns.Add(-1)
+		s.stats.overloaded.Add(1)
+		_ = nc.Close()
+		return
+	}
+	t := &tlsConn{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	c := &conn{s: s, tc: t}
+	if cs := tlsState(tc); len(cs.VerifiedChains) > 0 {
+		// Verified against the cluster CA by the handshake; a node's
+		// certificate names it (relays: see TrustRelay).
+		if id, err := pki.CheckNode(cs.PeerCertificates[0], s.cfg.ClusterName, 0); err == nil {
+			c.peerNode = id
+		}
+	}
+	c.lastSeen.Store(time.Now().UnixNano())
+	s.conns.Store(c, struct{}{})
+	stop := context.AfterFunc(s.life, t.close)
+	defer stop()
+	wrote := make(chan struct{})
+	go func() { // ended by t.close, which the reader calls on its way out
+		defer close(wrote)
+		c.writeTLS()
+	}()
+	br := bufio.NewReaderSize(nc, 32<<10)
+	var buf []byte
+	for {
+		f, nb, err := wire.ReadFrame(br, buf, s.cfg.MaxFrame)
+		buf = nb
+		if err != nil {
+			var ferr error
+			if errors.Is(err, wire.ErrFrameTooLarge) || errors.Is(err, wire.ErrBadVersion) || errors.Is(err, wire.ErrBadLength) {
+				ferr = err
+			}
+			if ferr != nil {
+				s.stats.badFrames.Add(1)
+				s.log.Warn("closing client connection: bad frame", "remote", c.remote(), "err", ferr)
+			}
+			break
+		}
+		c.lastSeen.Store(time.Now().UnixNano())
+		c.handleFrame(f, buf)
+	}
+	t.close()
+	<-wrote
+	c.onClosed()
+}
+
+// tlsState is tc's connection state (the zero state for nil).
+func tlsState(tc *tls.Conn) tls.ConnectionState {
+	if tc == nil {
+		return tls.ConnectionState{}
+	}
+	return tc.ConnectionState()
+}
+
+// writeTLS is a TLS connection's writer: it sends what is queued in
+// c.out whenever woken, until the connection closes. c.queued is what a
+// write under way holds, so that the output bound (overLocked) counts it.
+func (c *conn) writeTLS() {
+	t := c.tc
+	for {
+		select {
+		case <-t.done:
+			return
+		case <-t.wake:
+		}
+		c.mu.Lock()
+		if len(c.out) == 0 {
+			c.mu.Unlock()
+			if t.closing.Load() {
+				t.close()
+				return
+			}
+			continue
+		}
+		c.flight, c.out = c.out, c.flight[:0]
+		buf := c.flight
+		c.queued.Store(int64(len(buf)))
+		c.mu.Unlock()
+		_ = t.nc.SetWriteDeadline(time.Now().Add(time.Duration(c.s.cfg.IdleTimeout)))
+		if _, err := t.nc.Write(buf); err != nil {
+			t.close()
+			return
+		}
+		c.queued.Store(0)
+		if cap(buf) > 1<<20 {
+			c.mu.Lock()
+			c.flight = nil // do not keep a burst's buffer forever
+			c.mu.Unlock()
+		}
+		t.kick() // look again: more may have been queued, or closing set
+
+	}
+}
