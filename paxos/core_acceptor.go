@@ -166,11 +166,11 @@ func (c *Core) requestLearn(from NodeID) {
 }
 
 func (c *Core) randomPeer() NodeID {
-	if len(c.cfg.Peers) < 2 {
+	if n := len(c.mem.Members); n == 0 || n == 1 && c.mem.Members[0] == c.cfg.ID {
 		return 0
 	}
 	for {
-		p := c.cfg.Peers[c.rng.IntN(len(c.cfg.Peers))]
+		p := c.mem.Members[c.rng.IntN(len(c.mem.Members))]
 		if p != c.cfg.ID {
 			return p
 		}

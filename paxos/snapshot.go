@@ -158,7 +158,7 @@ func (g *Group) onSnapshotMsg(m *Message) {
 			return
 		}
 		g.checkpointed = in.applied
-		g.core.SnapshotInstalled(in.applied)
+		g.core.SnapshotInstalled(in.applied, Membership{})
 		g.log.Info("paxos: installed snapshot", "group", g.id, "from", m.From, "applied", in.applied)
 	}
 	ack()

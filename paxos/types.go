@@ -85,10 +85,14 @@ func (b Ballot) String() string { return fmt.Sprintf("%d.%d", b.Round, b.Node) }
 // the ballot and sequence number under which it was first proposed so that
 // the proposer can recognise its own batch when the instance is applied. A
 // no-op value has no commands.
+//
+// A value that carries a Change changes the group's member set and has no
+// commands (see Membership and docs/design.md, "Membership").
 type Value struct {
 	Origin Ballot
 	Seq    uint64
 	Cmds   [][]byte
+	Change *MemberChange
 }
 
 // Same reports whether v and o are the same proposal.
@@ -97,6 +101,9 @@ func (v Value) Same(o Value) bool { return v.Origin == o.Origin && v.Seq == o.Se
 // Size returns the approximate encoded size of v in bytes.
 func (v Value) Size() int {
 	n := 24
+	if v.Change != nil {
+		n += 16
+	}
 	for _, c := range v.Cmds {
 		n += len(c) + 4
 	}
@@ -199,4 +206,11 @@ var (
 	// stopped (Store.Err). A proposal that fails for it also matches
 	// ErrStopped, and the cause (the filesystem's error) is wrapped too.
 	ErrStorageFailed = errors.New("paxos: storage failed")
+	// ErrChangeInProgress means a membership change is already queued or
+	// in flight; only one change is decided at a time.
+	ErrChangeInProgress = errors.New("paxos: membership change in progress")
+	// ErrBadChange means a membership change does not apply to the
+	// current member set (adding a member or a removed id, removing a
+	// non-member or the last member); the error wraps it with the reason.
+	ErrBadChange = errors.New("paxos: invalid membership change")
 )

@@ -1,0 +1,126 @@
+package paxos
+
+// The membership side of Core: a change is a value chosen in the group's
+// own log; it is in force for every instance after the one that chose it.
+// Safety rests on three rules (docs/design.md, "Membership"):
+//
+//   - One member added or removed per change, so that a majority of the set
+//     before a change and a majority of the set after it always share a
+//     node.
+//   - The stop rule: a master proposes nothing above a change until the
+//     change is chosen (C14), and a new master that recovers a change
+//     proposes nothing above it either. So every instance a master has in
+//     flight is under the set it knows, the one in force after Committed.
+//   - Phase 1 is per set: once a change is chosen, the master steps down
+//     and campaigns again (releasing its own lease, as in a hand-off), so
+//     that its promises for the instances above the change come from a
+//     majority of the new set; a candidate that learns a change while it
+//     campaigns starts over under the new set.
+
+// foldChange folds the change chosen at instance i, if any, into c.mem. It
+// runs for every instance as Committed passes it.
+func (c *Core) foldChange(i uint64) {
+	e, ok := c.entries[i]
+	if !ok && c.inflight != nil {
+		if f := c.inflight[i]; f != nil {
+			e, ok = f.entry, true
+		}
+	}
+	if !ok || e.Value.Change == nil {
+		return
+	}
+	// Even a change that does not apply (Apply leaves the set as it is)
+	// ends the stop rule's wait: confChanged makes a master campaign again.
+	c.mem = c.mem.Apply(*e.Value.Change)
+	c.quorum = c.mem.Quorum()
+	c.confChanged = true
+}
+
+// onConfChange acts on a change of c.mem at the end of the call that
+// folded it: a master steps down and campaigns again under the new set
+// (or, removed itself, hands the group to a member); a candidate starts
+// its campaign over under the new set.
+func (c *Core) onConfChange() {
+	c.confChanged = false
+	if c.preferred != 0 && !c.mem.Contains(c.preferred) {
+		c.preferred = 0
+	}
+	switch c.role {
+	case master:
+		b := c.ballot
+		target := c.handOffTarget()
+		if c.mem.Contains(c.cfg.ID) || target == 0 {
+			c.stepDown(0)
+			if c.leaseBallot == b {
+				c.leaseUntil = 0
+			}
+			c.setSoft(SoftState{Ballot: b})
+			c.campaign(b)
+			return
+		}
+		c.handOff(target)
+	case candidate:
+		released := c.released
+		c.stepDown(0)
+		c.campaign(released)
+	}
+}
+
+// handOffTarget picks the member a master that is no longer a member hands
+// the group to: the preferred node if it is a member, else the member that
+// acknowledged a heartbeat last (the first such in member order).
+func (c *Core) handOffTarget() NodeID {
+	if p := c.preferred; p != 0 && p != c.cfg.ID && c.mem.Contains(p) {
+		return p
+	}
+	var best NodeID
+	var bestTick uint64
+	for _, p := range c.mem.Members {
+		if p == c.cfg.ID {
+			continue
+		}
+		if t := c.ackTick[p]; best == 0 || t > bestTick {
+			best, bestTick = p, t
+		}
+	}
+	return best
+}
+
+// ProposeMembership queues a membership change on the master; tag comes
+// back in Applied.Tags once the change is chosen (it is in force for every
+// instance after that one), or in Failed.Tags. It returns ErrNotMaster,
+// ErrChangeInProgress while another change is queued or in flight, or an
+// error matching ErrBadChange when ch does not apply to the current set.
+// After the change is chosen the master campaigns again under the new set
+// (or hands the group over, if it removed itself), so commands proposed
+// meanwhile fail with ErrNotMaster and are retried by their callers.
+func (c *Core) ProposeMembership(ch MemberChange, tag uint64) error {
+	if c.role != master || !c.soft.Serving || c.now >= c.leaseExpiry {
+		return ErrNotMaster
+	}
+	if c.pendingChange != nil || c.changeInst != 0 {
+		return ErrChangeInProgress
+	}
+	if err := c.mem.Check(ch); err != nil {
+		return err
+	}
+	c.pendingChange = &ch
+	c.pendingTag = tag
+	return nil
+}
+
+// Membership returns the member set in force after the committed instance
+// and, on the master, the change it has queued or in flight.
+func (c *Core) Membership() MemberStatus {
+	st := MemberStatus{Current: c.mem.Clone(), PendingAt: c.changeInst}
+	if c.pendingChange != nil {
+		ch := *c.pendingChange
+		st.Pending = &ch
+	} else if c.changeInst != 0 {
+		if f := c.inflight[c.changeInst]; f != nil && f.entry.Value.Change != nil {
+			ch := *f.entry.Value.Change
+			st.Pending = &ch
+		}
+	}
+	return st
+}
