@@ -88,11 +88,16 @@ func (c *Config) setDefaults() {
 }
 
 // Validate reports a configuration that cannot work.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(true) }
+
+// validate is Validate; a Core that resumes from a recorded member set
+// (InitState.Membership) does not need itself in Peers: it may be a node
+// that joins, or one that was removed.
+func (c *Config) validate(peersInForce bool) error {
 	if c.ID == 0 {
 		return fmt.Errorf("paxos: config: node id 0 is reserved")
 	}
-	if !slices.Contains(c.Peers, c.ID) {
+	if peersInForce && !slices.Contains(c.Peers, c.ID) {
 		return fmt.Errorf("paxos: config: peers %v do not include self %d", c.Peers, c.ID)
 	}
 	if c.MaxDrift >= 0.5 {
@@ -367,7 +372,7 @@ type Core struct {
 // NewCore returns a Core that resumes from st.
 func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(st.Membership.IsZero()); err != nil {
 		return nil, err
 	}
 	mem := st.Membership.Clone()

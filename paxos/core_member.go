@@ -12,10 +12,12 @@ package paxos
 //     proposes nothing above it either. So every instance a master has in
 //     flight is under the set it knows, the one in force after Committed.
 //   - Phase 1 is per set: once a change is chosen, the master steps down
-//     and campaigns again (releasing its own lease, as in a hand-off), so
-//     that its promises for the instances above the change come from a
-//     majority of the new set; a candidate that learns a change while it
-//     campaigns starts over under the new set.
+//     and runs phase 1 again under the same ballot (it has proposed nothing
+//     above the change in it), so that its promises for the instances above
+//     the change come from a majority of the new set; a candidate that
+//     learns a change while it campaigns starts its phase 1 over the same
+//     way. Acceptors hold their lease for that ballot already, so nothing
+//     waits for a lease to run out.
 
 // foldChange folds the change chosen at instance i, if any, into c.mem. It
 // runs for every instance as Committed passes it.
@@ -37,33 +39,44 @@ func (c *Core) foldChange(i uint64) {
 }
 
 // onConfChange acts on a change of c.mem at the end of the call that
-// folded it: a master steps down and campaigns again under the new set
-// (or, removed itself, hands the group to a member); a candidate starts
-// its campaign over under the new set.
+// folded it: a master or candidate runs phase 1 again under its ballot and
+// the new set (rePrepare); a master removed from the set hands the group
+// to a member instead, a candidate removed from it gives up.
 func (c *Core) onConfChange() {
 	c.confChanged = false
 	if c.preferred != 0 && !c.mem.Contains(c.preferred) {
 		c.preferred = 0
 	}
-	switch c.role {
-	case master:
-		b := c.ballot
-		target := c.handOffTarget()
-		if c.mem.Contains(c.cfg.ID) || target == 0 {
-			c.stepDown(0)
-			if c.leaseBallot == b {
-				c.leaseUntil = 0
-			}
-			c.setSoft(SoftState{Ballot: b})
-			c.campaign(b)
+	if c.role == follower {
+		return
+	}
+	if !c.mem.Contains(c.cfg.ID) {
+		if target := c.handOffTarget(); c.role == master && target != 0 {
+			c.handOff(target)
 			return
 		}
-		c.handOff(target)
-	case candidate:
-		released := c.released
 		c.stepDown(0)
-		c.campaign(released)
+		return
 	}
+	c.rePrepare()
+}
+
+// rePrepare makes the master or candidate a candidate of the same ballot
+// and sends Prepare for every instance above Committed to the current set.
+// Reusing the ballot is safe because it has no value in phase 2 above
+// Committed (the stop rule), and it keeps the acceptors' leases: they
+// granted them to this ballot.
+func (c *Core) rePrepare() {
+	b, released := c.ballot, c.released
+	c.stepDown(0)
+	c.role = candidate
+	c.ballot = b
+	c.released = released
+	c.prepareTick = c.now
+	c.promises = make(map[NodeID]bool)
+	c.recovered = make(map[uint64]Entry)
+	c.recoverHi = 0
+	c.broadcast(Message{Type: MsgPrepare, Ballot: b, Instance: c.hs.Committed + 1, Hint: released})
 }
 
 // handOffTarget picks the member a master that is no longer a member hands
