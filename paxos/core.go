@@ -293,7 +293,7 @@ type Core struct {
 	pendingTag    uint64
 	changeInst    uint64
 	rng           *rand.Rand
-	log    LogReader
+	log           LogReader
 
 	now uint64 // local ticks since start
 
