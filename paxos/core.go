@@ -292,6 +292,7 @@ type Core struct {
 	pendingChange *MemberChange
 	pendingTag    uint64
 	changeInst    uint64
+	memGen        uint64 // changes with mem, pendingChange or changeInst
 	rng           *rand.Rand
 	log           LogReader
 
@@ -677,6 +678,7 @@ func (c *Core) stepDown(seen uint64) {
 			c.pendingChange = nil
 		}
 		c.changeInst = 0
+		c.memGen++
 		c.inflight = nil
 		c.ackTick = nil
 		c.caughtUp = nil
@@ -917,6 +919,7 @@ func (c *Core) SnapshotInstalled(applied uint64, m Membership) {
 		if !slices.Equal(old.Members, c.mem.Members) {
 			c.confChanged = true
 		}
+		c.memGen++
 	}
 	c.setCommitted(applied)
 	c.learnPending = true

@@ -85,6 +85,7 @@ func (c *Core) becomeMaster() {
 			// acceptors hold above it is recovered again by the phase 1
 			// that follows under the new set.
 			c.changeInst = i
+			c.memGen++
 			hi = i
 			break
 		}
@@ -145,6 +146,7 @@ func (c *Core) propose() {
 		c.nextInst++
 		c.mine[inst] = myProposal{origin: c.ballot, seq: c.seq, tags: []uint64{c.pendingTag}}
 		c.changeInst = inst
+		c.memGen++
 		ch := c.pendingChange
 		c.pendingChange = nil
 		c.proposeAt(inst, Value{Origin: c.ballot, Seq: c.seq, Change: ch})

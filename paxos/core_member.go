@@ -36,6 +36,7 @@ func (c *Core) foldChange(i uint64) {
 	c.mem = c.mem.Apply(*e.Value.Change)
 	c.quorum = c.mem.Quorum()
 	c.confChanged = true
+	c.memGen++
 }
 
 // onConfChange acts on a change of c.mem at the end of the call that
@@ -119,8 +120,13 @@ func (c *Core) ProposeMembership(ch MemberChange, tag uint64) error {
 	}
 	c.pendingChange = &ch
 	c.pendingTag = tag
+	c.memGen++
 	return nil
 }
+
+// MembershipGen returns a number that changes whenever what Membership
+// returns may have changed, so that a driver copies it only then.
+func (c *Core) MembershipGen() uint64 { return c.memGen }
 
 // Membership returns the member set in force after the committed instance
 // and, on the master, the change it has queued or in flight.
