@@ -248,8 +248,9 @@ type myProposal struct {
 // Core is the deterministic Multi-Paxos state machine of one group on one
 // replica. It is not safe for concurrent use; one goroutine drives it.
 //
-// Between any two calls from its driver, its fields satisfy C1–C12
-// (written next to the fields they relate; checkInvariants checks them,
+// Between any two calls from its driver, its fields satisfy C1–C14
+// (C1–C12 written next to the fields they relate, C13–C14 about the member
+// set in core_member.go and core_invariants.go; checkInvariants checks them,
 // the simulator after every event, the runtime under -tags invariants):
 //
 //	C1  applied <= hs.Committed
