@@ -702,8 +702,13 @@ func (c *Core) Step(m Message) {
 	// a change it has not learned yet (and which it can learn only by
 	// listening to it): its messages are taken, but its votes count only
 	// once it is a member (onPromise, onAccepted, onHeartbeatAck). A
-	// removed node is never heard again.
-	if m.Group != c.cfg.Group || m.To != c.cfg.ID || m.From == 0 || slices.Contains(c.mem.Removed, m.From) {
+	// removed node is not heard again, except to tell it what it missed
+	// (fromRemoved).
+	if m.Group != c.cfg.Group || m.To != c.cfg.ID || m.From == 0 {
+		return
+	}
+	if slices.Contains(c.mem.Removed, m.From) {
+		c.fromRemoved(m)
 		return
 	}
 	if m.Ballot.Round > c.maxRound {

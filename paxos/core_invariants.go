@@ -157,6 +157,9 @@ func (c *Core) checkInvariants() error {
 				fail("C14: instance %d counts the vote of %d, not a member of %v", i, p, c.mem)
 			}
 		}
+		if f.done && len(f.acks) < c.quorum {
+			fail("C14: instance %d done with %d votes, quorum %d of %v", i, len(f.acks), c.quorum, c.mem)
+		}
 	}
 	if c.confChanged {
 		fail("C13: a member set change was left unhandled")

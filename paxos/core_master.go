@@ -12,6 +12,12 @@ func (c *Core) onPromise(m Message) {
 		return
 	}
 	if m.Reject {
+		if m.Committed > c.hs.Committed && !c.learnPending {
+			// It knows chosen instances this replica does not (one of
+			// them may be a change that removed it): learn them.
+			c.requestLearn(m.From)
+			c.learnPending = true
+		}
 		if c.ballot.Less(m.Hint) {
 			c.stepDown(m.Hint.Round)
 		}

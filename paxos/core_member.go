@@ -80,6 +80,22 @@ func (c *Core) rePrepare() {
 	c.broadcast(Message{Type: MsgPrepare, Ballot: b, Instance: c.hs.Committed + 1, Hint: released})
 }
 
+// fromRemoved answers a node removed from the group, which may not know it
+// yet: its campaign is refused with this replica's committed instance, and
+// its requests for chosen instances are served, so that it learns of its
+// removal and stops campaigning. Nothing it says changes this replica.
+func (c *Core) fromRemoved(m Message) {
+	switch m.Type {
+	case MsgPrepare:
+		c.send(Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised, Committed: c.hs.Committed, LogStart: c.logStart})
+	case MsgLearn:
+		c.onLearn(m)
+	case MsgLearnReply:
+		// Chosen instances it served are chosen whoever serves them.
+		c.onLearnReply(m)
+	}
+}
+
 // handOffTarget picks the member a master that is no longer a member hands
 // the group to: the preferred node if it is a member, else the member that
 // acknowledged a heartbeat last (the first such in member order).
