@@ -52,10 +52,17 @@ func (tc *testCluster) members(id NodeID, g GroupID, want ...NodeID) {
 // TestClusterMembershipAddRemove grows a running three-node cluster to
 // four through each group's log, checks that the new node catches up by
 // snapshot and that a restart keeps the set, then removes node 1 and keeps
-// serving with node 1 stopped.
+// serving with node 1 stopped: with a state machine that writes through
+// (the set is recorded with every applied instance) and with one that
+// checkpoints (recorded at checkpoints, the changes above replayed).
 func TestClusterMembershipAddRemove(t *testing.T) {
+	t.Run("write-through", func(t *testing.T) { testClusterMembership(t, 0) })
+	t.Run("checkpoints", func(t *testing.T) { testClusterMembership(t, 3) })
+}
+
+func testClusterMembership(t *testing.T, ckptEvery uint64) {
 	const groups = 2
-	tc := newTestCluster(t, 3, groups, 0)
+	tc := newTestCluster(t, 3, groups, 0, func(tc *testCluster) { tc.ckptEvery = ckptEvery })
 	for g := GroupID(1); g <= groups; g++ {
 		tc.put(g, "before", fmt.Sprint(g))
 	}
@@ -84,6 +91,9 @@ func TestClusterMembershipAddRemove(t *testing.T) {
 	tc.start(2)
 	for g := GroupID(1); g <= groups; g++ {
 		tc.members(2, g, 1, 2, 3, 4)
+		if ckptEvery > 0 {
+			continue // recorded at the next checkpoint; replayed until then
+		}
 		m, err := loadMembership(tc.nodes[2].store.SMReader(g))
 		if err != nil || !slices.Equal(m.Members, []NodeID{1, 2, 3, 4}) {
 			t.Fatalf("node 2 group %d recorded %v, %v", g, m, err)

@@ -12,7 +12,7 @@ import (
 
 var (
 	simSeed  = flag.Int64("seed", -1, "replay one simulation seed")
-	simSeeds = flag.Int("seeds", 0, "number of simulation seeds (default 1000, 150 under -race)")
+	simSeeds = flag.Int("seeds", 0, "number of simulation seeds (default 2000, 150 under -race or -short)")
 	simTrace = flag.Bool("simtrace", false, "print every simulated event")
 )
 
@@ -944,7 +944,7 @@ func TestSimulation(t *testing.T) {
 	}
 	n := *simSeeds
 	if n == 0 {
-		n = 1000
+		n = 2000
 		if raceEnabled || testing.Short() {
 			n = 150
 		}
