@@ -162,16 +162,16 @@ type sim struct {
 
 	// membership: memAt[h] is the set in force after instance h of the
 	// chain of applied values (appliedVal is complete up to chainHi);
-	// changes counts the changes in the chain. plan lists the changes
-	// the run makes (positive: add a new node, negative: remove a
-	// member), planIdx the next one, addID the node created for it.
-	memAt       []Membership
-	chainHi     uint64
-	changes     int
-	plan        []int
-	addID       NodeID
-	nextChange  int64
-	changesDone int
+	// changes counts the changes in the chain, so plan[changes] is the
+	// next of the changes the run makes (positive: add a new node,
+	// negative: remove a member); addID is the node created for the
+	// latest addition, nextChange when the next is proposed.
+	memAt      []Membership
+	chainHi    uint64
+	changes    int
+	plan       []int
+	addID      NodeID
+	nextChange int64
 }
 
 type vote struct {
