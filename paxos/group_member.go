@@ -16,8 +16,8 @@ import (
 // runtime's (StateMachine).
 
 // membersKey is where a group's member set lives in its keyspace. It is
-// absent until the first change is applied: the group's set is then
-// Config.Peers.
+// absent until the group first records its applied instance: its set is
+// Config.Peers until then.
 var membersKey = []byte("\x00paxos/members")
 
 // membersVersion is the first byte of the encoded set.
@@ -75,6 +75,19 @@ func loadMembership(r Reader) (Membership, error) {
 		return Membership{}, err
 	}
 	return decodeMembership(b)
+}
+
+// initMembership sets the set after the applied instance from what the
+// group loaded. A group that never recorded one (no change was applied
+// yet, or its data predates member sets) records Config.Peers with its
+// next applied instance, so that every snapshot taken from then on
+// carries its set.
+func (g *Group) initMembership(init InitState) {
+	g.mem = init.Membership
+	if g.mem.IsZero() && !init.NeedSnapshot {
+		g.mem = Membership{Members: slices.Clone(g.cfg.Core.Peers)}
+		g.memDirty = true
+	}
 }
 
 // foldApplied folds the change a carries, if any, into the set after the

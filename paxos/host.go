@@ -206,8 +206,8 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		base:    base,
 
 		checkpointed: gs.Applied,
-		mem:          init.Membership,
 	}
+	g.initMembership(init)
 	g.ckpt, _ = sm.(Checkpointer)
 	g.publish()
 	h.mu.Lock()
