@@ -119,3 +119,36 @@ func testClusterMembership(t *testing.T, ckptEvery uint64) {
 		}
 	}
 }
+
+// TestClusterLoadsDataWithoutMemberSet restarts a node whose store has no
+// member set recorded, as data written before member sets existed: it
+// loads with Config.Peers, serves, and records the set again.
+func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
+	tc := newTestCluster(t, 3, 1, 0)
+	tc.put(1, "a", "1")
+	tc.waitValue(2, 1, "a", "1")
+	tc.stop(2)
+	st, err := OpenStore(tc.nodes[2].dir, StoreOptions{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := loadMembership(st.SMReader(1)); err != nil || !slices.Equal(m.Members, []NodeID{1, 2, 3}) {
+		t.Fatalf("recorded set before the restart: %v, %v", m, err)
+	}
+	b := st.NewBatch()
+	b.SM(1).Delete(membersKey)
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tc.start(2)
+	tc.members(2, 1, 1, 2, 3)
+	tc.put(1, "b", "2")
+	tc.waitValue(2, 1, "b", "2")
+	testutil.Eventually(t, 60*time.Second, func() bool {
+		m, err := loadMembership(tc.nodes[2].store.SMReader(1))
+		return err == nil && slices.Equal(m.Members, []NodeID{1, 2, 3})
+	}, "node 2 records its set again")
+}
