@@ -32,7 +32,8 @@ func (c *Core) foldChange(i uint64) {
 		return
 	}
 	// Even a change that does not apply (Apply leaves the set as it is)
-	// ends the stop rule's wait: confChanged makes a master campaign again.
+	// ends the stop rule's wait: confChanged makes the master run phase 1
+	// again, which clears it.
 	c.mem = c.mem.Apply(*e.Value.Change)
 	c.quorum = c.mem.Quorum()
 	c.confChanged = true
