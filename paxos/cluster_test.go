@@ -105,6 +105,10 @@ type testNode struct {
 	fs vfs.FS
 	// log, when set, is the node's logger instead of quietLogger's.
 	log *slog.Logger
+	// peers, when set, is the node's configured member set instead of the
+	// cluster's; join starts its groups with GroupConfig.Join.
+	peers []NodeID
+	join  bool
 }
 
 type testCluster struct {
@@ -201,7 +205,11 @@ func (tc *testCluster) start(id NodeID) {
 		if tc.ckptEvery > 0 {
 			asm = &ckptKV{kvSM: sm, dirty: map[string]bool{}}
 		}
-		gr, err := nd.host.AddGroup(GroupConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Core: Config{Group: GroupID(g), Peers: tc.peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
+		peers := tc.peers
+		if nd.peers != nil {
+			peers = nd.peers
+		}
+		gr, err := nd.host.AddGroup(GroupConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: Config{Group: GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
 		if err != nil {
 			t.Fatal(err)
 		}

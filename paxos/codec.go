@@ -20,10 +20,17 @@ import (
 // ChunkAck from bit 0 up, and an entry is
 //
 //	uvarint instance | ballot | value
-//	value = ballot origin | uvarint seq | uvarint len(cmds) | (uvarint len(cmd) | cmd)...
+//	value = ballot origin | uvarint seq | uvarint len(cmds) | (uvarint len(cmd) | cmd)... [| change]
+//	change = uvarint add | uvarint remove
 //
 // A stand-alone entry (AppendEntry, as stored in the log) and a stand-alone
 // value (AppendValue) are prefixed with the same version byte.
+//
+// Version 1 has no change field. Version 2 adds it to every value of the
+// encoding; an encoder writes version 2 only when some value carries a
+// membership change (Value.Change), so everything else is encoded, and
+// every byte stored before membership changes existed still decodes,
+// exactly as version 1.
 //
 // Decoding is strict: every count and length is checked against the bytes
 // that remain before anything is allocated, trailing bytes are an error, and
@@ -36,6 +43,9 @@ const (
 	// codecVersion is the first byte of every encoded message, entry and
 	// value.
 	codecVersion = 1
+	// codecVersionChange is the version of an encoding in which every
+	// value carries the change field (see above).
+	codecVersionChange = 2
 
 	flagReject    = 1 << 0
 	flagSnapshot  = 1 << 1
@@ -64,7 +74,14 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	if m.ChunkAck {
 		flags |= flagChunkAck
 	}
-	dst = append(dst, codecVersion, byte(m.Type), flags)
+	ver := byte(codecVersion)
+	for i := range m.Entries {
+		if m.Entries[i].Value.Change != nil {
+			ver = codecVersionChange
+			break
+		}
+	}
+	dst = append(dst, ver, byte(m.Type), flags)
 	dst = binary.AppendUvarint(dst, uint64(m.Group))
 	dst = binary.AppendUvarint(dst, uint64(m.From))
 	dst = binary.AppendUvarint(dst, uint64(m.To))
@@ -79,7 +96,7 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(m.Entries)))
 	for i := range m.Entries {
-		dst = appendEntryBody(dst, &m.Entries[i])
+		dst = appendEntryBody(dst, &m.Entries[i], ver)
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(m.Chunk)))
 	return append(dst, m.Chunk...)
@@ -88,15 +105,25 @@ func AppendMessage(dst []byte, m *Message) []byte {
 // AppendEntry appends the binary encoding of e (a version byte and the entry)
 // to dst and returns the extended slice. The log stores entries in this form.
 func AppendEntry(dst []byte, e *Entry) []byte {
-	dst = append(dst, codecVersion)
-	return appendEntryBody(dst, e)
+	ver := valueVersion(&e.Value)
+	dst = append(dst, ver)
+	return appendEntryBody(dst, e, ver)
 }
 
 // AppendValue appends the binary encoding of v (a version byte and the value)
 // to dst and returns the extended slice.
 func AppendValue(dst []byte, v *Value) []byte {
-	dst = append(dst, codecVersion)
-	return appendValueBody(dst, v)
+	ver := valueVersion(v)
+	dst = append(dst, ver)
+	return appendValueBody(dst, v, ver)
+}
+
+// valueVersion is the version a stand-alone encoding of v uses.
+func valueVersion(v *Value) byte {
+	if v.Change != nil {
+		return codecVersionChange
+	}
+	return codecVersion
 }
 
 func appendBallot(dst []byte, b Ballot) []byte {
@@ -104,19 +131,27 @@ func appendBallot(dst []byte, b Ballot) []byte {
 	return binary.AppendUvarint(dst, uint64(b.Node))
 }
 
-func appendEntryBody(dst []byte, e *Entry) []byte {
+func appendEntryBody(dst []byte, e *Entry, ver byte) []byte {
 	dst = binary.AppendUvarint(dst, e.Instance)
 	dst = appendBallot(dst, e.Ballot)
-	return appendValueBody(dst, &e.Value)
+	return appendValueBody(dst, &e.Value, ver)
 }
 
-func appendValueBody(dst []byte, v *Value) []byte {
+func appendValueBody(dst []byte, v *Value, ver byte) []byte {
 	dst = appendBallot(dst, v.Origin)
 	dst = binary.AppendUvarint(dst, v.Seq)
 	dst = binary.AppendUvarint(dst, uint64(len(v.Cmds)))
 	for _, c := range v.Cmds {
 		dst = binary.AppendUvarint(dst, uint64(len(c)))
 		dst = append(dst, c...)
+	}
+	if ver == codecVersionChange {
+		var ch MemberChange
+		if v.Change != nil {
+			ch = *v.Change
+		}
+		dst = binary.AppendUvarint(dst, uint64(ch.Add))
+		dst = binary.AppendUvarint(dst, uint64(ch.Remove))
 	}
 	return dst
 }
@@ -186,6 +221,7 @@ type wireDecoder struct {
 	off  int
 	err  error
 	fill bool
+	ver  byte // the encoding's version, once read
 
 	// Counted in pass 1.
 	nEntries, nCmds, nBytes int
@@ -309,9 +345,11 @@ func (d *wireDecoder) ballot(what string) Ballot {
 }
 
 func (d *wireDecoder) version() {
-	if v := d.byte1("version"); d.err == nil && v != codecVersion {
+	v := d.byte1("version")
+	if d.err == nil && v != codecVersion && v != codecVersionChange {
 		d.fail("unknown version %d", v)
 	}
+	d.ver = v
 }
 
 func (d *wireDecoder) end() {
@@ -379,6 +417,26 @@ func (d *wireDecoder) entry(e *Entry) {
 }
 
 func (d *wireDecoder) value(v *Value) {
+	d.valueCmds(v)
+	v.Change = nil
+	if d.ver != codecVersionChange || d.err != nil {
+		return
+	}
+	add := d.uint32v("change add")
+	rm := d.uint32v("change remove")
+	if d.err != nil || add == 0 && rm == 0 {
+		return // a value without a change in a version-2 encoding
+	}
+	if add != 0 && rm != 0 {
+		d.fail("change adds %d and removes %d", add, rm)
+		return
+	}
+	if d.fill {
+		v.Change = &MemberChange{Add: NodeID(add), Remove: NodeID(rm)}
+	}
+}
+
+func (d *wireDecoder) valueCmds(v *Value) {
 	v.Origin = d.ballot("value origin")
 	v.Seq = d.uvarint("value seq")
 	n := d.count("command count", 1)

@@ -10,7 +10,9 @@ import (
 // Config configures one group's Core.
 type Config struct {
 	// ID is this replica; Peers lists every replica of the group, ID
-	// included.
+	// included: the member set a group starts with. Once the group's log
+	// or a snapshot records a set (InitState.Membership), that set is in
+	// force instead and Peers is not consulted.
 	ID    NodeID
 	Group GroupID
 	Peers []NodeID
@@ -86,11 +88,16 @@ func (c *Config) setDefaults() {
 }
 
 // Validate reports a configuration that cannot work.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(true) }
+
+// validate is Validate; a Core that resumes from a recorded member set
+// (InitState.Membership) does not need itself in Peers: it may be a node
+// that joins, or one that was removed.
+func (c *Config) validate(peersInForce bool) error {
 	if c.ID == 0 {
 		return fmt.Errorf("paxos: config: node id 0 is reserved")
 	}
-	if !slices.Contains(c.Peers, c.ID) {
+	if peersInForce && !slices.Contains(c.Peers, c.ID) {
 		return fmt.Errorf("paxos: config: peers %v do not include self %d", c.Peers, c.ID)
 	}
 	if c.MaxDrift >= 0.5 {
@@ -109,6 +116,11 @@ type InitState struct {
 	// NeedSnapshot says the state machine is incomplete (an install was
 	// cut short): nothing is applied until a snapshot is installed.
 	NeedSnapshot bool
+	// Membership is the member set in force after instance Applied (the
+	// one the state machine's keyspace or snapshot recorded with it); the
+	// zero value means none was recorded and Config.Peers is in force.
+	// Changes chosen above Applied are folded in from Entries.
+	Membership Membership
 }
 
 // LogReader gives a Core read access to stored entries at or below its
@@ -236,8 +248,9 @@ type myProposal struct {
 // Core is the deterministic Multi-Paxos state machine of one group on one
 // replica. It is not safe for concurrent use; one goroutine drives it.
 //
-// Between any two calls from its driver, its fields satisfy C1–C12
-// (written next to the fields they relate; checkInvariants checks them,
+// Between any two calls from its driver, its fields satisfy C1–C14
+// (C1–C12 written next to the fields they relate, C13–C14 about the member
+// set in core_member.go and core_invariants.go; checkInvariants checks them,
 // the simulator after every event, the runtime under -tags invariants):
 //
 //	C1  applied <= hs.Committed
@@ -264,10 +277,25 @@ type myProposal struct {
 //	    replica; msgsAfter holds only votes; both are from this
 //	    replica and group
 type Core struct {
-	cfg    Config
+	cfg Config
+	// mem is the member set in force for the instance after Committed
+	// (every change chosen at or below Committed folded in), and quorum
+	// its majority (C13). Votes, promises and lease acknowledgements are
+	// counted only from mem's members.
+	mem    Membership
 	quorum int
-	rng    *rand.Rand
-	log    LogReader
+	// confChanged says a change was folded into mem since the last call
+	// returned; the call handles it before it returns (onConfChange).
+	confChanged bool
+	// pendingChange is a membership change queued on the master, with its
+	// tag; changeInst is the instance of the change the master has in
+	// flight, nothing being in flight above it (C14).
+	pendingChange *MemberChange
+	pendingTag    uint64
+	changeInst    uint64
+	memGen        uint64 // changes with mem, pendingChange or changeInst
+	rng           *rand.Rand
+	log           LogReader
 
 	now uint64 // local ticks since start
 
@@ -346,12 +374,17 @@ type Core struct {
 // NewCore returns a Core that resumes from st.
 func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(st.Membership.IsZero()); err != nil {
 		return nil, err
+	}
+	mem := st.Membership.Clone()
+	if mem.IsZero() {
+		mem = Membership{Members: slices.Clone(cfg.Peers)}
 	}
 	c := &Core{
 		cfg:      cfg,
-		quorum:   len(cfg.Peers)/2 + 1,
+		mem:      mem,
+		quorum:   mem.Quorum(),
 		rng:      rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.ID)<<32|uint64(cfg.Group))),
 		log:      lr,
 		hs:       st.Hard,
@@ -370,6 +403,11 @@ func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
 			c.last = max(c.last, e.Instance)
 		}
 	}
+	// Changes chosen above the applied state are in force already.
+	for i := c.applied + 1; i <= c.hs.Committed && !st.NeedSnapshot; i++ {
+		c.foldChange(i)
+	}
+	c.confChanged = false
 	c.maxRound = c.hs.Promised.Round
 	if st.NeedSnapshot {
 		c.needSnap = true
@@ -451,7 +489,7 @@ func (c *Core) LeaseExpiry() uint64 {
 // 0 turns balancing off. A master hands the group over to the preferred node
 // once that node is alive and caught up.
 func (c *Core) SetPreferred(id NodeID) {
-	if id != 0 && !slices.Contains(c.cfg.Peers, id) {
+	if id != 0 && !c.mem.Contains(id) {
 		return
 	}
 	c.preferred = id
@@ -461,8 +499,8 @@ func (c *Core) SetPreferred(id NodeID) {
 // (wrapping around): the stand-in campaigner when id, the preferred
 // master, went silent.
 func (c *Core) successor(id NodeID) NodeID {
-	i := slices.Index(c.cfg.Peers, id)
-	return c.cfg.Peers[(i+1)%len(c.cfg.Peers)]
+	i := slices.Index(c.mem.Members, id)
+	return c.mem.Members[(i+1)%len(c.mem.Members)]
 }
 
 func (c *Core) setSoft(s SoftState) {
@@ -490,7 +528,7 @@ func (c *Core) send(m Message) {
 }
 
 func (c *Core) broadcast(m Message) {
-	for _, p := range c.cfg.Peers {
+	for _, p := range c.mem.Members {
 		m.To = p
 		c.send(m)
 	}
@@ -508,6 +546,9 @@ func (c *Core) setPromised(b Ballot) {
 
 func (c *Core) setCommitted(i uint64) {
 	if i > c.hs.Committed {
+		for x := c.hs.Committed + 1; x <= i; x++ {
+			c.foldChange(x)
+		}
 		c.hs.Committed = i
 		c.commitDirty = true
 	}
@@ -575,7 +616,7 @@ func (c *Core) Tick() {
 		if c.needSnap && !c.awaitSnap && c.now-c.learnSent >= uint64(c.cfg.LeaseTicks) {
 			c.requestLearn(c.soft.Master)
 		}
-		if c.now >= c.electAt && !c.needSnap {
+		if c.now >= c.electAt && !c.needSnap && c.mem.Contains(c.cfg.ID) {
 			c.campaign(Ballot{})
 		} else if c.learnPending && c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks) {
 			c.requestLearn(c.soft.Master)
@@ -596,10 +637,16 @@ func (c *Core) Tick() {
 		c.retransmit()
 		c.maybeHandOff()
 	}
+	if c.confChanged {
+		c.onConfChange()
+	}
 }
 
 func (c *Core) campaign(released Ballot) {
-	if c.role == master {
+	// A replica that is not a member, or whose state machine waits for a
+	// snapshot (one that just joined), does not campaign: the second
+	// could win and never serve, holding the group with its lease.
+	if c.role == master || !c.mem.Contains(c.cfg.ID) || c.needSnap {
 		return
 	}
 	c.role = candidate
@@ -627,6 +674,12 @@ func (c *Core) stepDown(seen uint64) {
 	c.recovered = nil
 	if wasMaster {
 		c.flushQueue(ErrNotMaster)
+		if c.pendingChange != nil {
+			c.failed = append(c.failed, Failed{Tags: []uint64{c.pendingTag}, Err: ErrNotMaster})
+			c.pendingChange = nil
+		}
+		c.changeInst = 0
+		c.memGen++
 		c.inflight = nil
 		c.ackTick = nil
 		c.caughtUp = nil
@@ -645,7 +698,17 @@ func (c *Core) flushQueue(err error) {
 
 // Step processes one message addressed to this replica.
 func (c *Core) Step(m Message) {
-	if m.Group != c.cfg.Group || m.To != c.cfg.ID || !slices.Contains(c.cfg.Peers, m.From) {
+	// A sender this replica does not know as a member may be one added by
+	// a change it has not learned yet (and which it can learn only by
+	// listening to it): its messages are taken, but its votes count only
+	// once it is a member (onPromise, onAccepted, onHeartbeatAck). A
+	// removed node is not heard again, except to tell it what it missed
+	// (fromRemoved).
+	if m.Group != c.cfg.Group || m.To != c.cfg.ID || m.From == 0 {
+		return
+	}
+	if slices.Contains(c.mem.Removed, m.From) {
+		c.fromRemoved(m)
 		return
 	}
 	if m.Ballot.Round > c.maxRound {
@@ -672,6 +735,9 @@ func (c *Core) Step(m Message) {
 		if c.role != master && m.Ballot == c.soft.Ballot {
 			c.campaign(m.Ballot)
 		}
+	}
+	if c.confChanged {
+		c.onConfChange()
 	}
 }
 
@@ -705,7 +771,7 @@ func (c *Core) NextTick() uint64 {
 			if !c.awaitSnap {
 				at(c.learnSent + uint64(c.cfg.LeaseTicks))
 			}
-		} else {
+		} else if c.mem.Contains(c.cfg.ID) {
 			at(c.electAt)
 		}
 		if c.learnPending {
@@ -723,7 +789,7 @@ func (c *Core) NextTick() uint64 {
 				at(f.sent + uint64(c.cfg.RetransmitTicks))
 			}
 		}
-		if p := c.preferred; p != 0 && p != c.cfg.ID && slices.Contains(c.cfg.Peers, p) {
+		if p := c.preferred; p != 0 && p != c.cfg.ID && c.mem.Contains(p) {
 			// maybeHandOff: the wait since election passes by itself; the
 			// rest changes only with a heartbeat acknowledgement, after
 			// which the driver asks again.
@@ -741,7 +807,7 @@ func (c *Core) NextTick() uint64 {
 func (c *Core) HasReady() bool {
 	return c.hsDirty || c.commitDirty || len(c.newEnts) > 0 || len(c.msgs) > 0 || len(c.msgsAfter) > 0 || len(c.failed) > 0 ||
 		len(c.snapSend) > 0 || c.softDirty || (c.applied < c.hs.Committed && !c.awaitSnap && !c.needSnap && c.entries[c.applied+1].Instance != 0) ||
-		(len(c.queue) > 0 && c.role == master && c.soft.Serving && c.now < c.leaseExpiry && len(c.inflight) < c.cfg.MaxInflight)
+		((len(c.queue) > 0 || c.pendingChange != nil) && c.changeInst == 0 && c.role == master && c.soft.Serving && c.now < c.leaseExpiry && len(c.inflight) < c.cfg.MaxInflight)
 }
 
 // Ready collects what the driver must do (see Ready for the order and
@@ -824,8 +890,10 @@ func reuse[T any](s []T) []T {
 
 // SnapshotInstalled tells the Core that the state machine now reflects
 // every instance up to applied, installed from a snapshot, and that the log
-// below applied+1 is gone.
-func (c *Core) SnapshotInstalled(applied uint64) {
+// below applied+1 is gone. m is the member set the snapshot recorded as in
+// force after applied; the zero Membership (a snapshot taken before member
+// sets were recorded) keeps the set the Core has.
+func (c *Core) SnapshotInstalled(applied uint64, m Membership) {
 	c.awaitSnap = false
 	if applied < c.logStart-1 || (applied <= c.applied && !c.needSnap) {
 		return // too old to cover what this replica truncated
@@ -845,9 +913,26 @@ func (c *Core) SnapshotInstalled(applied uint64) {
 	c.applied = applied
 	c.logStart = max(c.logStart, applied+1)
 	c.last = max(c.last, applied)
+	if !m.IsZero() {
+		// The snapshot's set, with every change chosen above it that
+		// this replica already knows of.
+		old := c.mem
+		c.mem = m.Clone()
+		for i := applied + 1; i <= c.hs.Committed; i++ {
+			c.foldChange(i)
+		}
+		c.quorum = c.mem.Quorum()
+		if !slices.Equal(old.Members, c.mem.Members) {
+			c.confChanged = true
+		}
+		c.memGen++
+	}
 	c.setCommitted(applied)
 	c.learnPending = true
 	c.learnSent = 0
+	if c.confChanged {
+		c.onConfChange()
+	}
 }
 
 // Compacted tells the Core that the log below start was deleted. start

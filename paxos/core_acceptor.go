@@ -56,6 +56,7 @@ func (c *Core) onPrepare(m Message) {
 func (c *Core) onAccept(m Message) {
 	if m.Ballot.Less(c.hs.Promised) {
 		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised, Instance: firstInstance(m.Entries)})
+		c.learnFromStale(m)
 		return
 	}
 	if c.hs.Promised.Less(m.Ballot) {
@@ -99,6 +100,7 @@ func (c *Core) heardFrom(from NodeID, b Ballot) {
 func (c *Core) onHeartbeat(m Message) {
 	if m.Ballot.Less(c.hs.Promised) {
 		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Reject: true, Hint: c.hs.Promised})
+		c.learnFromStale(m)
 		return
 	}
 	if c.hs.Promised.Less(m.Ballot) {
@@ -122,6 +124,17 @@ func (c *Core) onHeartbeat(m Message) {
 	}
 	if c.now >= c.quietUntil {
 		c.send(Message{Type: MsgHeartbeatAck, To: m.From, Ballot: m.Ballot, Tick: m.Tick, Committed: c.hs.Committed})
+	}
+}
+
+// learnFromStale learns what a master whose ballot this replica refused
+// says is chosen: what a master announces chosen is chosen, whatever
+// ballot it says it in. Without it, a replica that promised the ballot of
+// a node removed without its knowing (it has not learned the change) would
+// refuse the real master's messages without ever learning the removal.
+func (c *Core) learnFromStale(m Message) {
+	if m.From != c.cfg.ID && m.Committed > c.hs.Committed && c.role == follower {
+		c.learnCommitted(m.Committed, m.Ballot, m.From)
 	}
 }
 
@@ -166,11 +179,11 @@ func (c *Core) requestLearn(from NodeID) {
 }
 
 func (c *Core) randomPeer() NodeID {
-	if len(c.cfg.Peers) < 2 {
+	if n := len(c.mem.Members); n == 0 || n == 1 && c.mem.Members[0] == c.cfg.ID {
 		return 0
 	}
 	for {
-		p := c.cfg.Peers[c.rng.IntN(len(c.cfg.Peers))]
+		p := c.mem.Members[c.rng.IntN(len(c.mem.Members))]
 		if p != c.cfg.ID {
 			return p
 		}

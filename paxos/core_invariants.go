@@ -3,11 +3,12 @@ package paxos
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // checkInvariants reports the first relation between the Core's fields
 // that does not hold (the list C1–C12 is written next to the fields, in
-// core.go), or nil. It only reads. The simulator runs it after every event
+// core.go; C13–C14, the member set and the stop rule, in core_member.go), or nil. It only reads. The simulator runs it after every event
 // on every live replica; the runtime runs it after every Advance when
 // built with -tags invariants (internal/invariants).
 func (c *Core) checkInvariants() error {
@@ -120,6 +121,48 @@ func (c *Core) checkInvariants() error {
 		if !isVote(m.Type) || m.From != c.cfg.ID || m.Group != c.cfg.Group {
 			fail("C12: %s %d->%d group %d among the messages that wait for the sync", m.Type, m.From, m.To, m.Group)
 		}
+	}
+	// C13: the member set is well formed and the quorum is its majority.
+	if len(c.mem.Members) == 0 || c.quorum != c.mem.Quorum() {
+		fail("C13: members %v with quorum %d", c.mem, c.quorum)
+	}
+	for i, id := range c.mem.Members {
+		if id == 0 || slices.Contains(c.mem.Members[:i], id) || slices.Contains(c.mem.Removed, id) {
+			fail("C13: member %d zero, twice or also removed in %v", id, c.mem)
+		}
+	}
+	if c.role != follower && !c.mem.Contains(c.cfg.ID) {
+		fail("C13: %s that is not a member of %v", c.role, c.mem)
+	}
+	// C14: the stop rule. A change is queued or in flight only on the
+	// master, one at a time, and nothing is in flight above it.
+	if c.role != master && (c.pendingChange != nil || c.changeInst != 0) {
+		fail("C14: %s with a change queued (%v) or in flight at %d", c.role, c.pendingChange != nil, c.changeInst)
+	}
+	if c.pendingChange != nil && c.changeInst != 0 {
+		fail("C14: change queued while another is in flight at %d", c.changeInst)
+	}
+	if c.changeInst != 0 {
+		f := c.inflight[c.changeInst]
+		if c.changeInst != c.nextInst-1 || c.changeInst <= c.hs.Committed || f == nil || f.entry.Value.Change == nil {
+			fail("C14: change at %d with next %d, committed %d, in flight %v", c.changeInst, c.nextInst, c.hs.Committed, f != nil)
+		}
+	}
+	for i, f := range c.inflight {
+		if f.entry.Value.Change != nil && i != c.changeInst {
+			fail("C14: change in flight at %d, tracked at %d", i, c.changeInst)
+		}
+		for _, p := range f.acks {
+			if !c.mem.Contains(p) {
+				fail("C14: instance %d counts the vote of %d, not a member of %v", i, p, c.mem)
+			}
+		}
+		if f.done && len(f.acks) < c.quorum {
+			fail("C14: instance %d done with %d votes, quorum %d of %v", i, len(f.acks), c.quorum, c.mem)
+		}
+	}
+	if c.confChanged {
+		fail("C13: a member set change was left unhandled")
 	}
 	return errors.Join(errs...)
 }

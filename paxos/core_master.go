@@ -8,10 +8,16 @@ import (
 // (proposing, Accepted, commit, heartbeats, retransmission, hand-off).
 
 func (c *Core) onPromise(m Message) {
-	if c.role != candidate || m.Ballot != c.ballot {
+	if c.role != candidate || m.Ballot != c.ballot || !c.mem.Contains(m.From) {
 		return
 	}
 	if m.Reject {
+		if m.Committed > c.hs.Committed && !c.learnPending {
+			// It knows chosen instances this replica does not (one of
+			// them may be a change that removed it): learn them.
+			c.requestLearn(m.From)
+			c.learnPending = true
+		}
 		if c.ballot.Less(m.Hint) {
 			c.stepDown(m.Hint.Round)
 		}
@@ -29,6 +35,11 @@ func (c *Core) onPromise(m Message) {
 		if r, ok := c.recovered[e.Instance]; !ok || r.Ballot.Less(e.Ballot) {
 			c.recovered[e.Instance] = e
 		}
+	}
+	if c.confChanged {
+		// A change learned chosen: the promises so far are of the old
+		// set. Step campaigns again under the new one (onConfChange).
+		return
 	}
 	if m.Snapshot && len(m.Entries) > 0 && m.Committed <= c.hs.Committed {
 		// The acceptor's accepted entries did not fit one reply (they are
@@ -74,6 +85,16 @@ func (c *Core) becomeMaster() {
 			v = Value{Origin: b} // no-op filler
 		}
 		c.proposeAt(i, v)
+		if v.Change != nil {
+			// A change may have been chosen here: nothing above it is
+			// proposed under the current set (the stop rule, C14). What
+			// acceptors hold above it is recovered again by the phase 1
+			// that follows under the new set.
+			c.changeInst = i
+			c.memGen++
+			hi = i
+			break
+		}
 	}
 	c.recovered = nil
 	c.nextInst = hi + 1
@@ -92,7 +113,7 @@ func (c *Core) proposeAt(inst uint64, v Value) {
 	// One Entries array for every copy: messages are read-only once sent.
 	ents := []Entry{e}
 	c.send(Message{Type: MsgAccept, To: c.cfg.ID, Ballot: c.ballot, Entries: ents, Committed: c.hs.Committed})
-	for _, p := range c.cfg.Peers {
+	for _, p := range c.mem.Members {
 		if p != c.cfg.ID {
 			c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: ents, Committed: c.hs.Committed})
 		}
@@ -120,10 +141,24 @@ func (c *Core) Propose(cmd []byte, tag uint64) error {
 
 // propose starts instances for queued commands while the window allows.
 func (c *Core) propose() {
-	if c.role != master || !c.soft.Serving || c.now >= c.leaseExpiry {
+	if c.role != master || !c.soft.Serving || c.now >= c.leaseExpiry || c.changeInst != 0 {
 		return
 	}
-	for len(c.queue) > 0 && len(c.inflight) < c.cfg.MaxInflight {
+	if c.pendingChange != nil && len(c.inflight) < c.cfg.MaxInflight {
+		// The change goes alone into the next instance, and nothing goes
+		// above it until it is chosen (the stop rule, C14).
+		c.seq++
+		inst := c.nextInst
+		c.nextInst++
+		c.mine[inst] = myProposal{origin: c.ballot, seq: c.seq, tags: []uint64{c.pendingTag}}
+		c.changeInst = inst
+		c.memGen++
+		ch := c.pendingChange
+		c.pendingChange = nil
+		c.proposeAt(inst, Value{Origin: c.ballot, Seq: c.seq, Change: ch})
+		return
+	}
+	for len(c.queue) > 0 && len(c.inflight) < c.cfg.MaxInflight && c.pendingChange == nil {
 		n, bytes := 0, 24
 		for n < len(c.queue) && n < c.cfg.MaxBatchCmds {
 			sz := len(c.queue[n]) + 4
@@ -150,7 +185,7 @@ func (c *Core) propose() {
 }
 
 func (c *Core) onAccepted(m Message) {
-	if c.role != master || m.Ballot != c.ballot {
+	if c.role != master || m.Ballot != c.ballot || !c.mem.Contains(m.From) {
 		return
 	}
 	if m.Reject {
@@ -205,7 +240,7 @@ func (c *Core) heartbeat() {
 }
 
 func (c *Core) onHeartbeatAck(m Message) {
-	if c.role != master || m.Ballot != c.ballot {
+	if c.role != master || m.Ballot != c.ballot || !c.mem.Contains(m.From) {
 		return
 	}
 	if m.Reject {
@@ -221,8 +256,8 @@ func (c *Core) onHeartbeatAck(m Message) {
 		c.caughtUp[m.From] = m.Committed >= c.hbCommitted
 	}
 	// The lease runs from the quorum-th most recent acknowledged send.
-	ticks := make([]uint64, 0, len(c.cfg.Peers))
-	for _, p := range c.cfg.Peers {
+	ticks := make([]uint64, 0, len(c.mem.Members))
+	for _, p := range c.mem.Members {
 		if t, ok := c.ackTick[p]; ok {
 			ticks = append(ticks, t)
 		}
@@ -245,7 +280,7 @@ func (c *Core) retransmit() {
 			continue
 		}
 		f.sent = c.now
-		for _, p := range c.cfg.Peers {
+		for _, p := range c.mem.Members {
 			if p != c.cfg.ID && !slices.Contains(f.acks, p) {
 				c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: []Entry{f.entry}, Committed: c.hs.Committed})
 			}
@@ -274,9 +309,15 @@ func (c *Core) maybeHandOff() {
 // master at once, releases its lease and tells id to campaign. It does
 // nothing unless this replica is master.
 func (c *Core) TransferTo(id NodeID) {
-	if c.role != master || id == c.cfg.ID || !slices.Contains(c.cfg.Peers, id) {
+	if c.role != master || id == c.cfg.ID || !c.mem.Contains(id) {
 		return
 	}
+	c.handOff(id)
+}
+
+// handOff steps the master down, releases its lease and tells id to
+// campaign at once.
+func (c *Core) handOff(id NodeID) {
 	b := c.ballot
 	c.stepDown(0)
 	if c.leaseBallot == b {

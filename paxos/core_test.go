@@ -47,6 +47,11 @@ import (
 //	next-tick <node>          Now and NextTick
 //	idle-ticks <node>         ticks the node alone up to its NextTick,
 //	    failing if a tick before it produced work
+//	join <node>               starts a new node, the next id, with an empty
+//	    disk and the group's first member set; it learns the log
+//	change <node> add=<id>|remove=<id> [tag=<n>]
+//	    proposes a membership change; prints the error if the Core refuses
+//	members [<node>]          the member set in force and a change pending
 //
 // Delivered and dropped messages print as
 // "from->to Type b=ballot fields... instance@ballot=[cmds]"; events print as
@@ -146,6 +151,40 @@ func TestCoreScripts(t *testing.T) {
 			case "next-tick":
 				c := tn.core(posNode(t, d, 0))
 				tn.logf("n%d: now %d, next tick %d", c.cfg.ID, c.Now(), c.NextTick())
+			case "join":
+				id := posNode(t, d, 0)
+				if int(id) != len(tn.nodes)+1 {
+					d.Fatalf(t, "join %d: the next id is %d", id, len(tn.nodes)+1)
+				}
+				nd := &netNode{id: id, disk: &simDisk{log: map[uint64]Entry{}, logStart: 1, mem: Membership{Members: tn.cfg.Peers}}}
+				tn.nodes = append(tn.nodes, nd)
+				tn.start(nd)
+				tn.flush()
+			case "change":
+				id := posNode(t, d, 0)
+				var ch MemberChange
+				var add, remove int
+				tag := uint64(0)
+				d.MaybeScanArgs(t, "add", &add)
+				d.MaybeScanArgs(t, "remove", &remove)
+				d.MaybeScanArgs(t, "tag", &tag)
+				ch.Add, ch.Remove = NodeID(add), NodeID(remove)
+				if err := tn.core(id).ProposeMembership(ch, tag); err != nil {
+					tn.logf("n%d: change %s: %v", id, ch, err)
+				}
+				tn.flush()
+			case "members":
+				for _, nd := range tn.nodes {
+					if len(d.CmdArgs) > 0 && nd.id != posNode(t, d, 0) || nd.core == nil {
+						continue
+					}
+					ms := nd.core.Membership()
+					pending := "none"
+					if ms.Pending != nil {
+						pending = fmt.Sprintf("%s at %d", ms.Pending, ms.PendingAt)
+					}
+					tn.logf("n%d: members %s pending %s", nd.id, ms.Current, pending)
+				}
 			case "idle-ticks":
 				c := tn.core(posNode(t, d, 0))
 				from := c.Now()

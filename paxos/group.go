@@ -22,6 +22,10 @@ type StateMachine interface {
 	Apply(instance uint64, cmds [][]byte, w Writer, results []any)
 	// Load rebuilds in-memory state from the persistent keyspace; it runs
 	// when the group opens and after a snapshot was installed.
+	//
+	// Keys that start with the byte 0x00 belong to the runtime (the
+	// group's member set is recorded there): a state machine neither
+	// writes them nor lets them confuse its Load.
 	Load(r Reader, applied uint64) error
 }
 
@@ -78,6 +82,12 @@ type GroupConfig struct {
 	// machine may run ahead of its last checkpoint (default 2048): the
 	// most a restart replays from the log.
 	CheckpointEvery uint64
+	// Join says this node is being added to a running group, with
+	// Core.Peers the set that includes it: when the store holds nothing of
+	// the group yet, the group starts empty and takes a snapshot from a
+	// member before it applies anything or campaigns. Without Join, an
+	// empty store means a group that starts from nothing with Core.Peers.
+	Join bool
 }
 
 // Group runs one Core with storage, transport and ticks.
@@ -100,6 +110,15 @@ type Group struct {
 	props   []proposal
 	closed  bool
 	pending int // queued proposals not yet handed to the core
+
+	// mem is the member set after the applied instance (zero: Peers, as
+	// long as no change was applied), memDirty whether it changed since it
+	// was last written (group_member.go); memStatus is what Membership
+	// returns, refreshed when the core's view changes (memGen).
+	mem       Membership
+	memDirty  bool
+	memStatus atomic.Pointer[MemberStatus]
+	memGen    uint64
 
 	// status is the mastership view (replaced only when it changes);
 	// committed, applied and logStart are the progress, stored every
@@ -343,17 +362,20 @@ func (g *Group) apply(b Batch, apply []Applied) []any {
 	}
 	smw := b.SM(g.id)
 	off := 0
-	for _, a := range apply {
+	for i := range apply {
+		a := &apply[i]
 		n := len(a.Value.Cmds)
 		if n > 0 {
 			g.sm.Apply(a.Instance, a.Value.Cmds, smw, res[off:off+n])
 		}
+		g.foldApplied(a)
 		off += n
 	}
 	last := apply[len(apply)-1].Instance
 	switch {
 	case g.ckpt == nil:
 		b.SetApplied(g.id, last)
+		g.writeMembership(b)
 		g.checkpointed = last
 	case last-g.checkpointed >= g.cfg.CheckpointEvery || g.ckpt.CheckpointDue():
 		g.checkpoint(b, last)
@@ -366,6 +388,7 @@ func (g *Group) apply(b Batch, apply []Applied) []any {
 func (g *Group) checkpoint(b Batch, applied uint64) {
 	g.ckpt.Checkpoint(b.SM(g.id))
 	b.SetApplied(g.id, applied)
+	g.writeMembership(b)
 	g.checkpointed = applied
 }
 
@@ -373,6 +396,16 @@ func (g *Group) checkpoint(b Batch, applied uint64) {
 func (g *Group) answer(apply []Applied, res []any) {
 	off := 0
 	for _, a := range apply {
+		if a.Value.Change != nil {
+			// A membership change: no commands, its proposer's tag.
+			for _, tag := range a.Tags {
+				if cb, ok := g.tags[tag]; ok {
+					delete(g.tags, tag)
+					cb(Result{Instance: a.Instance})
+				}
+			}
+			continue
+		}
 		for i, tag := range a.Tags {
 			if cb, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
@@ -431,6 +464,7 @@ func (g *Group) publish() {
 	g.committed.Store(g.core.Committed())
 	g.applied.Store(g.core.AppliedIndex())
 	g.logStart.Store(g.core.LogStart())
+	g.publishMembership()
 	// Mastership changes rarely (an election, a hand-off, a lease renewed
 	// by a heartbeat round): keep the snapshot rather than allocate one per
 	// group and round.

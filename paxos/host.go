@@ -169,6 +169,9 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		h.cfg.Logger.Warn("paxos: interrupted snapshot install; refetching", "group", id)
 		init.NeedSnapshot = true
 	}
+	if cfg.Join && gs.Hard == (HardState{}) && gs.Applied == 0 && gs.Last == 0 {
+		joinGroup(&init, cfg.Core.Peers)
+	}
 	if gs.Last > gs.Applied {
 		// Every accepted entry, gaps and all: each is a vote the core
 		// must report when a candidate asks.
@@ -181,6 +184,9 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 	if !init.NeedSnapshot {
 		if err := sm.Load(st.SMReader(id), gs.Applied); err != nil {
 			return nil, fmt.Errorf("paxos: group %d: load state machine: %w", id, err)
+		}
+		if init.Membership, err = loadMembership(st.SMReader(id)); err != nil {
+			return nil, fmt.Errorf("paxos: group %d: load member set: %w", id, err)
 		}
 	}
 	core, err := NewCore(cfg.Core, init, groupLog{st, id})
@@ -201,6 +207,7 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 
 		checkpointed: gs.Applied,
 	}
+	g.initMembership(init)
 	g.ckpt, _ = sm.(Checkpointer)
 	g.publish()
 	h.mu.Lock()

@@ -80,7 +80,7 @@ func (tn *testNet) start(nd *netNode) {
 	cfg := tn.cfg
 	cfg.ID = nd.id
 	d := nd.disk
-	st := InitState{Hard: d.hard, LogStart: d.logStart, Applied: uint64(len(d.sm))}
+	st := InitState{Hard: d.hard, LogStart: d.logStart, Applied: uint64(len(d.sm)), Membership: d.mem}
 	var above []uint64
 	for i := range d.log {
 		if i > st.Applied {
@@ -145,6 +145,12 @@ func (tn *testNet) handleReady(nd *netNode) {
 	for _, a := range rd.Apply {
 		nd.apps = append(nd.apps, a)
 		d.sm = append(d.sm, valKey(a.Value))
+		if a.Value.Change != nil {
+			if d.mem.IsZero() {
+				d.mem = Membership{Members: tn.cfg.Peers}
+			}
+			d.mem = d.mem.Apply(*a.Value.Change)
+		}
 		if a.Tags != nil {
 			tn.logf("n%d: apply %d %s tags=%v", nd.id, a.Instance, fmtValue(a.Value), a.Tags)
 		} else {
@@ -261,6 +267,9 @@ func fmtSoft(s SoftState) string {
 }
 
 func fmtValue(v Value) string {
+	if v.Change != nil {
+		return "change" + v.Change.String()
+	}
 	if len(v.Cmds) == 0 {
 		return "noop"
 	}

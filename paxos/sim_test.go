@@ -12,7 +12,7 @@ import (
 
 var (
 	simSeed  = flag.Int64("seed", -1, "replay one simulation seed")
-	simSeeds = flag.Int("seeds", 0, "number of simulation seeds (default 1000, 150 under -race)")
+	simSeeds = flag.Int("seeds", 0, "number of simulation seeds (default 2000, 150 under -race or -short)")
 	simTrace = flag.Bool("simtrace", false, "print every simulated event")
 )
 
@@ -50,6 +50,7 @@ const (
 type simSnap struct {
 	applied uint64
 	sm      []string
+	mem     Membership
 }
 
 type eventQueue []*simEvent
@@ -77,6 +78,12 @@ type simDisk struct {
 	logStart uint64
 	// sm[i-1] is the value applied at instance i; applied = len(sm).
 	sm []string
+	// mem is the member set in force after the applied instance, as the
+	// runtime records it with the state machine; needSnap says the
+	// state machine is empty and must come from a snapshot (a node that
+	// joins, or an install cut short).
+	mem      Membership
+	needSnap bool
 }
 
 func (d *simDisk) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
@@ -103,7 +110,9 @@ type simNode struct {
 	inc    int
 	period int64
 	disk   simDisk
+	peers  []NodeID          // Config.Peers: the set it was created with
 	tags   map[uint64]string // proposal tag -> value key, for this incarnation
+	mem    Membership        // the set after the applied instance in memory
 	// sm is the applied state in memory (ahead of disk.sm by the pending
 	// writes); pending are the writes issued and not yet synced, in order.
 	sm      []string
@@ -120,6 +129,7 @@ type simWrite struct {
 	entries []Entry
 	smFrom  int      // applied instance before sm
 	sm      []string // values applied by the Ready
+	mem     Membership
 	after   []Message
 }
 
@@ -149,6 +159,19 @@ type sim struct {
 	restartAt  map[NodeID]int64
 	events     int
 	idleTicks  int // ticks NextTick said could be skipped
+
+	// membership: memAt[h] is the set in force after instance h of the
+	// chain of applied values (appliedVal is complete up to chainHi);
+	// changes counts the changes in the chain, so plan[changes] is the
+	// next of the changes the run makes (positive: add a new node,
+	// negative: remove a member); addID is the node created for the
+	// latest addition, nextChange when the next is proposed.
+	memAt      []Membership
+	chainHi    uint64
+	changes    int
+	plan       []int
+	addID      NodeID
+	nextChange int64
 }
 
 type vote struct {
@@ -157,6 +180,9 @@ type vote struct {
 }
 
 func valKey(v Value) string {
+	if v.Change != nil {
+		return fmt.Sprintf("change/%s/%d/%s", v.Origin, v.Seq, v.Change)
+	}
 	if len(v.Cmds) == 0 {
 		return fmt.Sprintf("noop/%s/%d", v.Origin, v.Seq)
 	}
@@ -192,14 +218,22 @@ func newSim(t *testing.T, seed int64, n int) *sim {
 		MaxQueue:        64,
 		MaxMsgBytes:     512 + s.rng.IntN(4096),
 	}
+	s.memAt = []Membership{{Members: peers}}
 	for _, id := range peers {
-		// Rates within ±4%, inside the configured 5% bound.
-		r := (s.rng.Float64()*2 - 1) * 0.04
-		nd := &simNode{id: id, period: int64(float64(unit) / (1 + r)), disk: simDisk{log: make(map[uint64]Entry), logStart: 1}}
-		s.nodes = append(s.nodes, nd)
-		s.start(nd)
+		s.addNode(id, peers, Membership{}, false)
 	}
 	return s
+}
+
+// addNode creates and starts node id with a fresh disk.
+func (s *sim) addNode(id NodeID, peers []NodeID, mem Membership, needSnap bool) *simNode {
+	// Rates within ±4%, inside the configured 5% bound.
+	r := (s.rng.Float64()*2 - 1) * 0.04
+	nd := &simNode{id: id, peers: peers, period: int64(float64(unit) / (1 + r)),
+		disk: simDisk{log: make(map[uint64]Entry), logStart: 1, mem: mem, needSnap: needSnap}}
+	s.nodes = append(s.nodes, nd)
+	s.start(nd)
+	return nd
 }
 
 func (s *sim) node(id NodeID) *simNode { return s.nodes[id-1] }
@@ -219,11 +253,13 @@ func (s *sim) push(e *simEvent) {
 func (s *sim) start(nd *simNode) {
 	cfg := s.cfg
 	cfg.ID = nd.id
+	cfg.Peers = nd.peers
 	cfg.Seed = s.rng.Uint64()
 	// Replicas heartbeat in different phases, as on hosts that started at
 	// different times (no draw from rng: seeds keep replaying as before).
 	cfg.TickPhase = uint64(s.seed+int64(nd.id)) % 5
-	st := InitState{Hard: nd.disk.hard, LogStart: nd.disk.logStart, Applied: uint64(len(nd.disk.sm))}
+	st := InitState{Hard: nd.disk.hard, LogStart: nd.disk.logStart, Applied: uint64(len(nd.disk.sm)),
+		Membership: nd.disk.mem, NeedSnapshot: nd.disk.needSnap}
 	for i := st.Applied + 1; ; i++ {
 		e, ok := nd.disk.log[i]
 		if !ok {
@@ -252,6 +288,10 @@ func (s *sim) start(nd *simNode) {
 	nd.inc++
 	nd.tags = make(map[uint64]string)
 	nd.sm = slices.Clone(nd.disk.sm)
+	nd.mem = nd.disk.mem
+	if nd.mem.IsZero() {
+		nd.mem = Membership{Members: nd.peers}
+	}
 	nd.pending = nil
 	if s.rng.IntN(3) == 0 {
 		c.SetPreferred(NodeID(1 + s.rng.IntN(len(s.nodes))))
@@ -304,6 +344,7 @@ func (s *sim) persist(nd *simNode, w *simWrite) {
 			return
 		}
 		nd.disk.sm = append(nd.disk.sm, w.sm...)
+		nd.disk.mem = w.mem
 	}
 }
 
@@ -375,7 +416,7 @@ func (s *sim) process(nd *simNode) {
 			}
 		}
 		for _, p := range rd.SendSnapshot {
-			snap := &simSnap{applied: uint64(len(nd.sm)), sm: slices.Clone(nd.sm)}
+			snap := &simSnap{applied: uint64(len(nd.sm)), sm: slices.Clone(nd.sm), mem: nd.mem}
 			s.deliverLater(nd.id, p, &simEvent{kind: evSnap, node: p, snap: snap})
 		}
 		if rd.SoftChanged {
@@ -402,6 +443,7 @@ func (s *sim) apply(nd *simNode, a Applied, w *simWrite) {
 		return
 	}
 	k := valKey(a.Value)
+	s.checkChosen(a.Instance)
 	if c, ok := s.chosen[a.Instance]; !ok || c != k {
 		s.fail("node %d applied %q at %d, chosen %q (%v)", nd.id, k, a.Instance, c, ok)
 	}
@@ -411,6 +453,19 @@ func (s *sim) apply(nd *simNode, a Applied, w *simWrite) {
 	s.appliedVal[a.Instance] = k
 	nd.sm = append(nd.sm, k)
 	w.sm = append(w.sm, k)
+	if a.Value.Change != nil {
+		nd.mem = nd.mem.Apply(*a.Value.Change)
+	}
+	w.mem = nd.mem
+	s.extendChain(a.Instance, a.Value)
+	if a.Value.Change != nil {
+		for _, tag := range a.Tags {
+			if want := nd.tags[tag]; want != "change"+a.Value.Change.String() {
+				s.fail("node %d: tag %d came back with change %s, proposed %q", nd.id, tag, a.Value.Change, want)
+			}
+		}
+		return
+	}
 	for i, tag := range a.Tags {
 		if want := nd.tags[tag]; want != string(a.Value.Cmds[i]) {
 			s.fail("node %d: tag %d came back with %q, proposed %q", nd.id, tag, a.Value.Cmds[i], want)
@@ -454,11 +509,93 @@ func (s *sim) recordVote(id NodeID, e Entry) {
 	if !slices.Contains(v.nodes, id) {
 		v.nodes = append(v.nodes, id)
 	}
-	if len(v.nodes) >= len(s.nodes)/2+1 {
-		if c, ok := s.chosen[e.Instance]; ok && c != k {
-			s.fail("instance %d chose %q and %q", e.Instance, c, k)
+	s.checkChosen(e.Instance)
+}
+
+// checkChosen asserts I3 at instance i once the set in force for it is
+// known (every instance below it is in the chain): at most one value has
+// the votes of a majority of that set. A value is chosen only by a
+// majority of the set in force for its instance; votes of non-members
+// count for nothing.
+func (s *sim) checkChosen(i uint64) {
+	if i == 0 || i-1 > s.chainHi {
+		return // checked when the chain reaches it (extendChain)
+	}
+	mem := s.memAt[i-1]
+	for b, v := range s.votes[i] {
+		n := 0
+		for _, id := range v.nodes {
+			if mem.Contains(id) {
+				n++
+			}
 		}
-		s.chosen[e.Instance] = k
+		if n < mem.Quorum() {
+			continue
+		}
+		if c, ok := s.chosen[i]; ok && c != v.val {
+			s.fail("instance %d chose %q and %q (ballot %s, set %v)", i, c, v.val, b, mem)
+		}
+		s.chosen[i] = v.val
+	}
+}
+
+// extendChain records that instance i applied v somewhere, and extends the
+// chain of sets while it is complete.
+func (s *sim) extendChain(i uint64, v Value) {
+	if i != s.chainHi+1 {
+		return // applied again by another replica, or checked already
+	}
+	mem := s.memAt[s.chainHi]
+	if v.Change != nil {
+		mem = mem.Apply(*v.Change)
+		s.changes++
+		s.trace("chain: change %s at %d, set %v", v.Change, i, mem)
+	}
+	s.memAt = append(s.memAt, mem)
+	s.chainHi = i
+	// The instance above, whose set is now known, is checked at once.
+	s.checkChosen(i + 1)
+}
+
+// reconfigure asks a serving master for the plan's next change, once the
+// chain reflects every change before it.
+func (s *sim) reconfigure() {
+	if s.changes >= len(s.plan) {
+		return
+	}
+	cur := s.memAt[s.chainHi]
+	for _, nd := range s.nodes {
+		if !nd.up || !nd.core.Status().Serving {
+			continue
+		}
+		ms := nd.core.Membership()
+		if ms.Pending != nil || !slices.Equal(ms.Current.Members, cur.Members) {
+			return
+		}
+		var ch MemberChange
+		if s.plan[s.changes] > 0 {
+			if s.addID == 0 || cur.Contains(s.addID) {
+				// A new node, under an id never used: it starts empty and
+				// gets the state machine by snapshot.
+				id := NodeID(len(s.nodes) + 1)
+				joined := cur.Apply(MemberChange{Add: id})
+				s.trace("create node %d to join %v", id, joined)
+				s.addNode(id, joined.Members, joined, true)
+				s.addID = id
+			}
+			ch.Add = s.addID
+		} else {
+			ch.Remove = cur.Members[s.rng.IntN(len(cur.Members))]
+		}
+		s.nextCmd++
+		tag := uint64(s.nextCmd)
+		err := nd.core.ProposeMembership(ch, tag)
+		s.trace("propose change %s on %d: %v", ch, nd.id, err)
+		if err == nil {
+			nd.tags[tag] = "change" + ch.String()
+		}
+		s.process(nd)
+		return
 	}
 }
 
@@ -541,6 +678,8 @@ func (s *sim) step() bool {
 		s.flush(nd)
 		nd.disk.sm = slices.Clone(ev.snap.sm)
 		nd.sm = slices.Clone(ev.snap.sm)
+		nd.disk.mem, nd.mem = ev.snap.mem, ev.snap.mem
+		nd.disk.needSnap = false
 		for i := range nd.disk.log {
 			if i <= ev.snap.applied {
 				delete(nd.disk.log, i)
@@ -553,7 +692,7 @@ func (s *sim) step() bool {
 				s.fail("snapshot on node %d disagrees at %d", nd.id, i+1)
 			}
 		}
-		nd.core.SnapshotInstalled(ev.snap.applied)
+		nd.core.SnapshotInstalled(ev.snap.applied, ev.snap.mem)
 	}
 	s.process(nd)
 	s.checkMasters()
@@ -561,7 +700,7 @@ func (s *sim) step() bool {
 	return true
 }
 
-// checkCores runs every live replica's own invariants (Core's C1–C12).
+// checkCores runs every live replica's own invariants (Core's C1–C14).
 func (s *sim) checkCores() {
 	for _, nd := range s.nodes {
 		if nd.up {
@@ -603,6 +742,10 @@ func (s *sim) chaos(ticks int) {
 			nextFault = s.now + s.rng.Int64N(20*unit)
 		}
 		s.restarts()
+		if s.now >= s.nextChange {
+			s.reconfigure()
+			s.nextChange = s.now + s.rng.Int64N(60*unit)
+		}
 		if len(s.q) == 0 {
 			s.now += unit // everyone is down: let time pass until a restart
 			continue
@@ -731,6 +874,10 @@ func (s *sim) heal() {
 		} else {
 			all := true
 			for _, nd := range s.nodes {
+				// Nodes removed from the group need not follow it.
+				if !s.memAt[s.chainHi].Contains(nd.id) {
+					continue
+				}
 				if uint64(len(nd.sm)) < target {
 					all = false
 				}
@@ -754,12 +901,30 @@ func (s *sim) heal() {
 
 func containsCmd(k, cmd string) bool { return strings.Contains(k, fmt.Sprintf("%q", cmd)) }
 
+// simStats sums what the runs did, so that a test can check that the
+// faults and changes it means to exercise happened.
+type simStats struct {
+	runs, changes, planned, joined int
+}
+
 func runSim(t *testing.T, seed int64) error {
+	_, err := runSimStats(t, seed)
+	return err
+}
+
+func runSimStats(t *testing.T, seed int64) (*sim, error) {
 	n := 3
 	if seed%4 == 3 {
 		n = 5
 	}
 	s := newSim(t, seed, n)
+	// 3→4→5→4→3 and a replacement, or from 5 down to 3, up to 5 and a
+	// replacement.
+	s.plan = []int{+1, +1, -1, -1, -1, +1}
+	if n == 5 {
+		s.plan = []int{-1, -1, +1, +1, -1, +1}
+	}
+	s.nextChange = s.rng.Int64N(40 * unit)
 	for _, nd := range s.nodes {
 		s.process(nd)
 	}
@@ -767,7 +932,7 @@ func runSim(t *testing.T, seed int64) error {
 	if s.failed == nil {
 		s.heal()
 	}
-	return s.failed
+	return s, s.failed
 }
 
 func TestSimulation(t *testing.T) {
@@ -779,14 +944,29 @@ func TestSimulation(t *testing.T) {
 	}
 	n := *simSeeds
 	if n == 0 {
-		n = 1000
+		n = 2000
 		if raceEnabled || testing.Short() {
 			n = 150
 		}
 	}
+	var st simStats
 	for seed := range int64(n) {
-		if err := runSim(t, seed); err != nil {
+		s, err := runSimStats(t, seed)
+		if err != nil {
 			t.Fatalf("%v\nreplay: go test ./paxos -run TestSimulation -seed %d -simtrace", err, seed)
 		}
+		st.runs++
+		st.changes += s.changes
+		st.planned += len(s.plan)
+		if s.changes == len(s.plan) {
+			st.joined++
+		}
+	}
+	t.Logf("%d runs: %d of %d planned membership changes chosen, %d runs completed their plan", st.runs, st.changes, st.planned, st.joined)
+	// The faults leave room for changes: about 45% of the planned ones
+	// are chosen. Far fewer means changes stopped happening, and the runs
+	// no longer test them.
+	if st.runs >= 100 && 4*st.changes < st.planned {
+		t.Errorf("only %d of %d planned membership changes were chosen", st.changes, st.planned)
 	}
 }

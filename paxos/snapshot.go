@@ -158,7 +158,13 @@ func (g *Group) onSnapshotMsg(m *Message) {
 			return
 		}
 		g.checkpointed = in.applied
-		g.core.SnapshotInstalled(in.applied)
+		mem, err := loadMembership(g.store.SMReader(g.id))
+		if err != nil {
+			g.log.Error("paxos: load installed snapshot's member set", "group", g.id, "err", err)
+			return
+		}
+		g.mem, g.memDirty = mem, false
+		g.core.SnapshotInstalled(in.applied, mem)
 		g.log.Info("paxos: installed snapshot", "group", g.id, "from", m.From, "applied", in.applied)
 	}
 	ack()

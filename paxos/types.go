@@ -13,11 +13,13 @@
 //   - The core, readable without the rest: core.go (Config, Ready, Core, its
 //     driver interface), core_acceptor.go (Prepare, Accept, Heartbeat,
 //     learning), core_master.go (campaign, proposing, commit, heartbeats,
-//     hand-off), core_invariants.go (C1–C12), types.go (messages, ballots,
-//     entries).
+//     hand-off), core_member.go (membership changes), core_invariants.go
+//     (C1–C14), membership.go (member sets and changes), types.go
+//     (messages, ballots, entries).
 //   - The runtime that drives cores: host.go (Host: the one loop per node,
 //     the sync goroutine), group.go (Group: one group's handle and its
-//     state-machine side), snapshot.go (snapshot streaming).
+//     state-machine side), group_member.go (recording the member set,
+//     ChangeMembership), snapshot.go (snapshot streaming).
 //   - Storage: storage.go (the interfaces the Host needs), store.go and
 //     storefs.go (their Pebble implementation and its fail-stop file system).
 //   - Transport: codec.go (the peer wire format), tcp.go (TCPTransport),
@@ -47,6 +49,15 @@
 // it starts. A master hands the group over explicitly by stepping down first
 // and then telling the target it may campaign at once (TimeoutNow); acceptors
 // release their lease for a Prepare that carries the released ballot.
+//
+// # Membership
+//
+// A group's member set changes through its own log: a value that carries
+// a MemberChange (one node added or removed) is in force for every
+// instance after the one that chose it. A master proposes nothing above
+// an undecided change and, once it is chosen, runs phase 1 again under
+// the new set (core_member.go; the argument is in docs/design.md,
+// "Membership").
 package paxos
 
 import (
@@ -85,10 +96,14 @@ func (b Ballot) String() string { return fmt.Sprintf("%d.%d", b.Round, b.Node) }
 // the ballot and sequence number under which it was first proposed so that
 // the proposer can recognise its own batch when the instance is applied. A
 // no-op value has no commands.
+//
+// A value that carries a Change changes the group's member set and has no
+// commands (see Membership and docs/design.md, "Membership").
 type Value struct {
 	Origin Ballot
 	Seq    uint64
 	Cmds   [][]byte
+	Change *MemberChange
 }
 
 // Same reports whether v and o are the same proposal.
@@ -97,6 +112,9 @@ func (v Value) Same(o Value) bool { return v.Origin == o.Origin && v.Seq == o.Se
 // Size returns the approximate encoded size of v in bytes.
 func (v Value) Size() int {
 	n := 24
+	if v.Change != nil {
+		n += 16
+	}
 	for _, c := range v.Cmds {
 		n += len(c) + 4
 	}
@@ -199,4 +217,11 @@ var (
 	// stopped (Store.Err). A proposal that fails for it also matches
 	// ErrStopped, and the cause (the filesystem's error) is wrapped too.
 	ErrStorageFailed = errors.New("paxos: storage failed")
+	// ErrChangeInProgress means a membership change is already queued or
+	// in flight; only one change is decided at a time.
+	ErrChangeInProgress = errors.New("paxos: membership change in progress")
+	// ErrBadChange means a membership change does not apply to the
+	// current member set (adding a member or a removed id, removing a
+	// non-member or the last member); the error wraps it with the reason.
+	ErrBadChange = errors.New("paxos: invalid membership change")
 )
