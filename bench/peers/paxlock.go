@@ -21,8 +21,11 @@ package peers
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -35,39 +38,72 @@ import (
 )
 
 type paxlockLocker struct {
-	c *client.Client
+	c   *client.Client
+	tls bool // through the nodes' TLS client listeners
 }
 
 // OpenPaxlock connects one client to the paxlock cluster reachable through
 // cfg.PaxlockRegistry and checks that a lock can be taken and released.
 func OpenPaxlock(ctx context.Context, cfg Config) (load.Locker, error) {
+	return openPaxlock(ctx, cfg, cfg.PaxlockRegistry, nil)
+}
+
+// OpenPaxlockTLS is OpenPaxlock through the nodes' TLS client listeners
+// (cfg.PaxlockTLSRegistry), verifying them against cfg.PaxlockCA: the same
+// cluster measured with TLS between client and nodes, to show what it
+// costs.
+func OpenPaxlockTLS(ctx context.Context, cfg Config) (load.Locker, error) {
+	pem, err := os.ReadFile(cfg.PaxlockCA)
+	if err != nil {
+		return nil, fmt.Errorf("paxlock-tls: the cluster's CA: %w (a secure bench/scripts/paxlock.sh cluster writes it)", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("paxlock-tls: no certificate in %s", cfg.PaxlockCA)
+	}
+	return openPaxlock(ctx, cfg, cfg.PaxlockTLSRegistry, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13})
+}
+
+func openPaxlock(ctx context.Context, cfg Config, registry []string, tc *tls.Config) (load.Locker, error) {
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := client.New(octx, client.Config{
-		Registry:  cfg.PaxlockRegistry,
+		Registry:  registry,
 		Namespace: cfg.PaxlockNamespace,
 		Secret:    cfg.PaxlockSecret,
+		TLS:       tc,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("paxlock at %v, namespace %q: %w (is it running? bench/scripts/paxlock.sh start)",
-			cfg.PaxlockRegistry, cfg.PaxlockNamespace, err)
+			registry, cfg.PaxlockNamespace, err)
 	}
 	// The view names a master for every group only once elections settled;
 	// a throw-away lock proves the key's group serves.
 	m := c.Mutex(fmt.Sprintf("pxb/ping/%d", time.Now().UnixNano()), client.TTL(5*time.Second))
 	if err := m.TryLock(octx); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("paxlock at %v: test lock: %w", cfg.PaxlockRegistry, paxlockErr(octx, err))
+		return nil, fmt.Errorf("paxlock at %v: test lock: %w", registry, paxlockErr(octx, err))
 	}
 	if err := m.Unlock(octx); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("paxlock at %v: test unlock: %w", cfg.PaxlockRegistry, paxlockErr(octx, err))
+		return nil, fmt.Errorf("paxlock at %v: test unlock: %w", registry, paxlockErr(octx, err))
 	}
-	return &paxlockLocker{c: c}, nil
+	return &paxlockLocker{c: c, tls: tc != nil}, nil
 }
 
-func (p *paxlockLocker) Name() string    { return "paxlock" }
-func (p *paxlockLocker) Display() string { return "paxlock" }
+func (p *paxlockLocker) Name() string {
+	if p.tls {
+		return "paxlock-tls"
+	}
+	return "paxlock"
+}
+
+func (p *paxlockLocker) Display() string {
+	if p.tls {
+		return "paxlock (TLS clients)"
+	}
+	return "paxlock"
+}
 
 func (p *paxlockLocker) Caps() load.Caps {
 	groups, nodes := 0, 0
@@ -85,7 +121,7 @@ func (p *paxlockLocker) Caps() load.Caps {
 		CommandsPerRenew: 1,
 		Notes: []string{
 			fmt.Sprintf("%d nodes, %d Paxos groups, fsync on every accept (Pebble)", nodes, groups),
-			"one client.Client shared by all workers (one multiplexed connection per node)",
+			"one client.Client shared by all workers (one multiplexed connection per node" + map[bool]string{true: ", TLS 1.3 to the nodes' client_tls_addr", false: ", plain TCP"}[p.tls] + ")",
 			"a new Mutex/RWMutex handle per acquire; acquire = Lock with the deadline; release = Unlock with the token",
 		},
 	}

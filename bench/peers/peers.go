@@ -36,6 +36,10 @@ type Config struct {
 	PaxlockRegistry  []string
 	PaxlockNamespace string
 	PaxlockSecret    string
+	// PaxlockTLSRegistry and PaxlockCA reach the same cluster through its
+	// TLS client listeners (system paxlock-tls).
+	PaxlockTLSRegistry []string
+	PaxlockCA          string
 }
 
 // DefaultConfig matches bench/scripts/peers.sh and paxlock's
@@ -51,15 +55,16 @@ func DefaultConfig() Config {
 		},
 		ZKServers: []string{"127.0.0.1:12181", "127.0.0.1:22181", "127.0.0.1:32181"},
 		// The cluster of scripts/cluster.sh (make run, make bench).
-		PaxlockRegistry:  []string{"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"},
-		PaxlockNamespace: "default",
-		PaxlockSecret:    "paxlock",
+		PaxlockRegistry:    []string{"127.0.0.1:7101", "127.0.0.1:7102", "127.0.0.1:7103"},
+		PaxlockNamespace:   "default",
+		PaxlockSecret:      "paxlock",
+		PaxlockTLSRegistry: []string{"127.0.0.1:7111", "127.0.0.1:7112", "127.0.0.1:7113"},
 	}
 }
 
 // Names lists the systems Open knows, in report order; "mem" is the
 // in-memory fake.
-var Names = []string{"paxlock", "redis", "etcd", "zk", "mem"}
+var Names = []string{"paxlock", "paxlock-tls", "redis", "etcd", "zk", "mem"}
 
 // Open connects to the named system and checks that it answers. A system
 // whose adapter is a placeholder returns an error wrapping load.ErrNotBuilt.
@@ -67,6 +72,8 @@ func Open(ctx context.Context, name string, cfg Config) (load.Locker, error) {
 	switch strings.ToLower(name) {
 	case "paxlock":
 		return OpenPaxlock(ctx, cfg)
+	case "paxlock-tls":
+		return OpenPaxlockTLS(ctx, cfg)
 	case "redis":
 		return OpenRedis(ctx, cfg)
 	case "etcd":

@@ -41,7 +41,7 @@ func main() {
 func run() error {
 	def := peers.DefaultConfig()
 	var (
-		systems   = flag.String("systems", "paxlock,redis,etcd,zk", "systems to compare, in report order: paxlock, redis, etcd, zk, mem (in-memory fake)")
+		systems   = flag.String("systems", "paxlock,paxlock-tls,redis,etcd,zk", "systems to compare, in report order: paxlock, paxlock-tls (the same cluster through its TLS client listeners), redis, etcd, zk, mem (in-memory fake)")
 		scenarios = flag.String("scenarios", "uncontended,contended", "scenarios: uncontended, contended, renew, rw, sweep, or all")
 		workers   = flag.Int("workers", 64, "concurrent workers (each with its own session)")
 		duration  = flag.Duration("duration", 15*time.Second, "measured time per run")
@@ -77,6 +77,8 @@ func run() error {
 		paxReg    = flag.String("paxlock-registry", strings.Join(def.PaxlockRegistry, ","), "paxlock registry addresses")
 		paxNS     = flag.String("paxlock-namespace", def.PaxlockNamespace, "paxlock namespace")
 		paxSecret = flag.String("paxlock-secret", "", "paxlock namespace secret (default: PAXLOCK_SECRET, else scripts/cluster.sh's)")
+		paxTLSReg = flag.String("paxlock-tls-registry", strings.Join(def.PaxlockTLSRegistry, ","), "paxlock TLS client listeners (paxlock-tls)")
+		paxCA     = flag.String("paxlock-ca", "", "CA certificate of the paxlock cluster's TLS listeners (default: <paxlock-rundir>/certs/ca.crt)")
 	)
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: lockbench [flags]\n\nStart the servers first: bench/scripts/paxlock.sh start; bench/scripts/peers.sh start all\n\n")
@@ -174,6 +176,14 @@ func run() error {
 	cfg.RedisAddr, cfg.RedisPoll = *redisAddr, *redisPoll
 	cfg.EtcdEndpoints, cfg.ZKServers = splitList(*etcdEPs), splitList(*zkServers)
 	cfg.PaxlockRegistry, cfg.PaxlockNamespace = splitList(*paxReg), *paxNS
+	cfg.PaxlockTLSRegistry, cfg.PaxlockCA = splitList(*paxTLSReg), *paxCA
+	if cfg.PaxlockCA == "" {
+		rd := *paxRunDir
+		if rd == "" {
+			rd = envOr("PAXLOCK_RUNDIR", filepath.Join(*dataDir, "paxlock"))
+		}
+		cfg.PaxlockCA = filepath.Join(rd, "certs", "ca.crt")
+	}
 	if *paxSecret != "" {
 		cfg.PaxlockSecret = *paxSecret
 	} else if s := os.Getenv("PAXLOCK_SECRET"); s != "" {
