@@ -109,6 +109,9 @@ type Group struct {
 	applied   atomic.Uint64
 	logStart  atomic.Uint64
 
+	// snapshot transfers, see Snapshots
+	snapSent, snapSentBytes, snapInstalled, snapRecvBytes atomic.Uint64
+
 	// owned by the host's loop
 	inboxSpare []Message
 	propsSpare []proposal
@@ -169,6 +172,19 @@ func (g *Group) Status() SoftState {
 // may not hold between them while a round publishes.
 func (g *Group) Progress() (committed, applied, logStart uint64) {
 	return g.committed.Load(), g.applied.Load(), g.logStart.Load()
+}
+
+// SnapshotStats counts a group's snapshot transfers since it opened.
+type SnapshotStats struct {
+	Sent      uint64 // streams to a lagging replica that completed
+	SentBytes uint64 // chunk bytes acknowledged by the receivers
+	Installed uint64 // snapshots received and installed
+	RecvBytes uint64 // chunk bytes received and added to an install
+}
+
+// Snapshots returns the group's snapshot transfer counters.
+func (g *Group) Snapshots() SnapshotStats {
+	return SnapshotStats{Sent: g.snapSent.Load(), SentBytes: g.snapSentBytes.Load(), Installed: g.snapInstalled.Load(), RecvBytes: g.snapRecvBytes.Load()}
 }
 
 // Submit proposes cmd without waiting; cb gets the Result exactly once.
@@ -343,12 +359,16 @@ func (g *Group) apply(b Batch, apply []Applied) []any {
 	}
 	smw := b.SM(g.id)
 	off := 0
+	obs := g.host.cfg.Observer
 	for _, a := range apply {
 		n := len(a.Value.Cmds)
 		if n > 0 {
 			g.sm.Apply(a.Instance, a.Value.Cmds, smw, res[off:off+n])
 		}
 		off += n
+		if obs != nil {
+			obs.InstanceApplied(n)
+		}
 	}
 	last := apply[len(apply)-1].Instance
 	switch {
