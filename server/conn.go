@@ -190,9 +190,33 @@ func (c *conn) id() session.Identity { return c.sess.Identity() }
 func (c *conn) Authenticate(h *wire.Hello) error {
 	c.helloGen = c.s.svc.NamespaceGeneration() // before the check: see checkRevoked
 	if !c.s.authenticate(h.Namespace, h.Secret) {
+		c.s.metrics.authFailures.Inc()
+		c.s.logAuthFailure(h.Namespace, c.gc.RemoteAddr())
 		return errAuth
 	}
 	return nil
+}
+
+// authLogEvery is the least time between two logged auth failures: a
+// client retrying a wrong secret in a loop must not flood the log (the
+// counter, paxlock_auth_failures_total, counts every one).
+const authLogEvery = time.Second
+
+// logAuthFailure logs a refused Hello (the namespace and the remote
+// address; never the secret), at most once per authLogEvery, with how
+// many were not logged since the last one.
+func (s *Server) logAuthFailure(ns string, remote net.Addr) {
+	now := time.Now().UnixNano()
+	last := s.stats.authLogged.Load()
+	if now-last < int64(authLogEvery) || !s.stats.authLogged.CompareAndSwap(last, now) {
+		s.stats.authQuiet.Add(1)
+		return
+	}
+	addr := ""
+	if remote != nil {
+		addr = remote.String()
+	}
+	s.log.Warn("client authentication failed: unknown namespace or wrong secret", "namespace", ns, "remote", addr, "suppressed", s.stats.authQuiet.Swap(0))
 }
 
 // errAuth refuses a Hello.
@@ -420,7 +444,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.list(f.ReqID, id.Namespace, l)
 		return
 	}
-	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c}
+	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: time.Now()}
 	switch m := m.(type) {
 	case *wire.Acquire:
 		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
