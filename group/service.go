@@ -121,6 +121,10 @@ type Observer interface {
 	// Waited: a blocked acquire was granted d after it joined the key's
 	// queue.
 	Waited(d time.Duration)
+	// Released: a hold released by its holder had been held for d (since
+	// its grant, or since this node became the group's master if that was
+	// later; within 0.1 % or 1 ms).
+	Released(d time.Duration)
 	// Count counts one event.
 	Count(ev Stat)
 }

@@ -70,12 +70,15 @@ type event struct {
 
 // pending is a proposal in flight and what to do with its outcome.
 type pending struct {
-	term   uint64    // the worker's mastership term it was proposed in
-	at     time.Time // when it was proposed (with an Observer)
-	cmd    command
-	req    *Request  // the requester to answer, nil for expire and grants
-	grants []*waiter // waiters the command grants to, in cmd.grants order
-	lost   expiry    // expire: the deadline that passed
+	term uint64    // the worker's mastership term it was proposed in
+	at   time.Time // when it was proposed (with an Observer)
+	// grantedAt: a release's hold was granted then (worker.mono; 0:
+	// unknown or no Observer).
+	grantedAt int64
+	cmd       command
+	req       *Request  // the requester to answer, nil for expire and grants
+	grants    []*waiter // waiters the command grants to, in cmd.grants order
+	lost      expiry    // expire: the deadline that passed
 	// valueChanged: an acquire by the holder (a reacquire) or a renew
 	// gives the hold a value other than the one it had; its watchers
 	// are told once it is applied.
@@ -857,7 +860,11 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		return
 	}
 	ws := pickGrants(ks, without(rec, r.Owner, r.Token), rec.kind())
-	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}})
+	p := &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}}
+	if w.g.svc.obs != nil {
+		p.grantedAt, _ = w.g.sm.grantedAt(key, r.Owner, r.Token)
+	}
+	w.propose(ks, p)
 }
 
 func (w *worker) cancelWait(r *Request, key string, ks *keyState) {
@@ -1036,6 +1043,9 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 					w.staled() // the released hold's entry
 					if obs != nil {
 						obs.Count(StatRelease)
+						if p.grantedAt != 0 {
+							obs.Released(time.Duration(w.mono(now) - p.grantedAt))
+						}
 					}
 				}
 				if p.cmd.op == opExpire {
@@ -1296,6 +1306,7 @@ func (w *worker) becomeMaster() {
 		for i := range l.n() {
 			h := l.at(i)
 			h.deadline = now + int64(time.Duration(h.ttlMs)*time.Millisecond)
+			h.age = encodeHeld(time.Duration(h.ttlMs) * time.Millisecond) // held since now, as far as this master knows
 			w.expiry = append(w.expiry, expiry{at: h.deadline, key: key, token: h.token, owner: h.owner})
 		}
 	})

@@ -62,6 +62,7 @@ type metrics struct {
 	propose       prometheus.Histogram
 	proposeFailed prometheus.Counter
 	queueWait     prometheus.Histogram
+	holdTime      prometheus.Histogram
 	events        [group.NumStats]prometheus.Counter
 	commitApply   prometheus.Histogram
 	fsync         prometheus.Histogram
@@ -93,6 +94,11 @@ func newMetrics(s *Server) *metrics {
 		Help:    "Time a blocked acquire waited in its key's queue before it was granted.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 4, 11), // 1ms … 17min
 	})
+	m.holdTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "paxlock_lock_hold_seconds",
+		Help:    "How long holds released by their holders had been held (since the grant, or since this node became the group's master if later).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 12), // 1ms … 70min
+	})
 	m.commitApply = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paxlock_paxos_commit_apply_seconds",
 		Help:    "Time from the start of the host round that learned instances were chosen to their apply to the state machines.",
@@ -117,7 +123,7 @@ func newMetrics(s *Server) *metrics {
 		Name: "paxlock_auth_failures_total",
 		Help: "Client Hellos refused for an unknown namespace or a wrong secret.",
 	})
-	m.reg.MustRegister(m.requests, m.propose, m.proposeFailed, m.queueWait, m.commitApply, m.fsync, m.roundInst, m.instCmds, m.authFailures)
+	m.reg.MustRegister(m.requests, m.propose, m.proposeFailed, m.queueWait, m.holdTime, m.commitApply, m.fsync, m.roundInst, m.instCmds, m.authFailures)
 	for i, st := range statNames {
 		m.events[i] = prometheus.NewCounter(prometheus.CounterOpts{Name: st.name, Help: st.help})
 		m.reg.MustRegister(m.events[i])
@@ -172,6 +178,9 @@ func (m *metrics) Proposed(d time.Duration, ok bool) {
 
 // Waited implements group.Observer.
 func (m *metrics) Waited(d time.Duration) { m.queueWait.Observe(d.Seconds()) }
+
+// Released implements group.Observer.
+func (m *metrics) Released(d time.Duration) { m.holdTime.Observe(d.Seconds()) }
 
 // Count implements group.Observer.
 func (m *metrics) Count(ev group.Stat) {
