@@ -14,7 +14,6 @@ type countingObserver struct {
 	mu        sync.Mutex
 	counts    [NumStats]int
 	responded map[Op]int
-	proposed  int
 	waited    int
 	held      []time.Duration
 }
@@ -32,12 +31,6 @@ func (o *countingObserver) Responded(op Op, st wire.Status, d time.Duration) {
 		o.responded = map[Op]int{}
 	}
 	o.responded[op]++
-}
-
-func (o *countingObserver) Proposed(d time.Duration, ok bool) {
-	o.mu.Lock()
-	o.proposed++
-	o.mu.Unlock()
 }
 
 func (o *countingObserver) Waited(d time.Duration) {

@@ -52,6 +52,8 @@ type Request struct {
 	Kind      wire.Kind
 	Flags     wire.Flags
 	Weight    uint8
+	// SetValue: a renew sets the hold's value to Value.
+	SetValue bool
 	// TTL is the lock's TTL (0: the default).
 	TTL time.Duration
 	// MaxWait is how long an acquire may wait (0: try-lock; negative: no
@@ -62,18 +64,25 @@ type Request struct {
 	Token uint64
 	// Value is the holder value an acquire attaches, or a renew sets when
 	// SetValue is true (at most wire.MaxValueLen bytes).
-	Value    string
-	SetValue bool
+	Value string
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64
 	WatchID uint64
 	// ReqID is echoed to Sink.Respond.
 	ReqID uint64
 	Sink  Sink
-	// Start, when set, is when the request arrived: its answer tells
-	// Config.Observer how long it took.
-	Start time.Time
+	// Start, when not 0, is when the request arrived (Nanotime): its
+	// answer tells Config.Observer how long it took. An int64 rather than
+	// a time.Time keeps Request in its allocation size class.
+	Start int64
 }
+
+// nanoBase is the origin of Nanotime.
+var nanoBase = time.Now()
+
+// Nanotime returns the time since the process started the package, in
+// nanoseconds on the monotonic clock (never 0): Request.Start's clock.
+func Nanotime() int64 { return int64(time.Since(nanoBase)) | 1 }
 
 // Stat names a lock service event that Observer.Count counts.
 type Stat uint8
@@ -114,10 +123,6 @@ type Observer interface {
 	// Responded: a request with a Start was answered with status st,
 	// d after it started.
 	Responded(op Op, st wire.Status, d time.Duration)
-	// Proposed: a lock change this master proposed came back from
-	// consensus (chosen, or failed when ok is false) d after it was
-	// proposed.
-	Proposed(d time.Duration, ok bool)
 	// Waited: a blocked acquire was granted d after it joined the key's
 	// queue.
 	Waited(d time.Duration)

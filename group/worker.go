@@ -70,8 +70,7 @@ type event struct {
 
 // pending is a proposal in flight and what to do with its outcome.
 type pending struct {
-	term uint64    // the worker's mastership term it was proposed in
-	at   time.Time // when it was proposed (with an Observer)
+	term uint64 // the worker's mastership term it was proposed in
 	// grantedAt: a release's hold was granted then (worker.mono; 0:
 	// unknown or no Observer).
 	grantedAt int64
@@ -98,7 +97,7 @@ type waiter struct {
 	// waiter overtakes a lighter one by at most their weights' difference
 	// × WeightAging and no waiter starves (see queueAhead).
 	rank     int64
-	since    time.Time // when it joined the queue (with an Observer)
+	since    int64 // when it joined the queue (w.mono; 0: no Observer)
 	deadline time.Time
 	granting bool
 	gone     bool
@@ -514,8 +513,8 @@ func (w *worker) handle(e *event) {
 func (w *worker) respond(r *Request, resp wire.Response) {
 	if r != nil && r.Sink != nil {
 		r.Sink.Respond(r.ReqID, resp)
-		if obs := w.g.svc.obs; obs != nil && !r.Start.IsZero() {
-			obs.Responded(r.Op, resp.Status, time.Since(r.Start))
+		if obs := w.g.svc.obs; obs != nil && r.Start != 0 {
+			obs.Responded(r.Op, resp.Status, time.Duration(Nanotime()-r.Start))
 		}
 	}
 }
@@ -716,7 +715,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	w.seq++
 	q := &waiter{req: r, key: key, seq: w.seq, rank: rank}
 	if w.g.svc.obs != nil {
-		q.since = w.clock.Now()
+		q.since = w.mono(w.clock.Now())
 	}
 	w.index(q)
 	if r.MaxWait > 0 {
@@ -917,9 +916,6 @@ func (w *worker) dropWatchers(ws []*watcher) []*watcher {
 func (w *worker) propose(ks *keyState, p *pending) {
 	ks.busy = true
 	p.term = w.term
-	if w.g.svc.obs != nil {
-		p.at = w.clock.Now()
-	}
 	cmd := appendCommand(nil, &p.cmd)
 	w.g.px.Submit(cmd, func(res paxos.Result) {
 		w.post(event{kind: evResult, pend: p, res: res})
@@ -970,9 +966,6 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 	now := w.clock.Now()
 	out, _ := res.Value.(*outcome)
 	obs := w.g.svc.obs
-	if obs != nil && !p.at.IsZero() {
-		obs.Proposed(now.Sub(p.at), res.Err == nil)
-	}
 	if res.Err != nil || out == nil {
 		st := statusOf(res.Err)
 		w.respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
@@ -1107,8 +1100,8 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		q.gone = true
 		if obs := w.g.svc.obs; obs != nil {
 			obs.Count(StatGrant)
-			if !q.since.IsZero() {
-				obs.Waited(now.Sub(q.since))
+			if q.since != 0 {
+				obs.Waited(time.Duration(w.mono(now) - q.since))
 			}
 		}
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond

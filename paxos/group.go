@@ -116,7 +116,7 @@ type Group struct {
 	inboxSpare []Message
 	propsSpare []proposal
 	ctrlSpare  []func(*Core)
-	tags       map[uint64]Callback
+	tags       map[uint64]tagged
 	nextTag    uint64
 	results    []any
 	install    *snapInstall
@@ -131,6 +131,13 @@ type Group struct {
 type proposal struct {
 	cmd []byte
 	cb  Callback
+	at  int64 // when it was submitted (Host.nanotime; 0: no Observer)
+}
+
+// tagged is a proposal handed to the core, waiting for its outcome.
+type tagged struct {
+	cb Callback
+	at int64 // proposal.at
 }
 
 type statusSnapshot struct {
@@ -218,7 +225,11 @@ func (g *Group) Submit(cmd []byte, cb Callback) {
 		cb(Result{Err: ErrOverloaded})
 		return
 	}
-	g.props = append(g.props, proposal{cmd: cmd, cb: cb})
+	var at int64
+	if g.host.cfg.Observer != nil {
+		at = g.host.nanotime()
+	}
+	g.props = append(g.props, proposal{cmd: cmd, cb: cb, at: at})
 	g.pending++
 	first := len(g.props) == 1
 	g.mu.Unlock()
@@ -332,7 +343,7 @@ func (g *Group) drain(now time.Time) {
 			p.cb(Result{Err: err})
 			continue
 		}
-		g.tags[g.nextTag] = p.cb
+		g.tags[g.nextTag] = tagged{cb: p.cb, at: p.at}
 	}
 	if invariants.Enabled {
 		g.core.assertInvariants("drain")
@@ -394,9 +405,10 @@ func (g *Group) answer(apply []Applied, res []any) {
 	off := 0
 	for _, a := range apply {
 		for i, tag := range a.Tags {
-			if cb, ok := g.tags[tag]; ok {
+			if t, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
-				cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
+				g.observeProposal(t.at, true)
+				t.cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
 			}
 		}
 		off += len(a.Value.Cmds)
@@ -418,18 +430,27 @@ func (g *Group) handleReadyFinal() {
 func (g *Group) resolveFailed(fs []Failed) {
 	for _, f := range fs {
 		for _, tag := range f.Tags {
-			if cb, ok := g.tags[tag]; ok {
+			if t, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
-				cb(Result{Err: f.Err})
+				g.observeProposal(t.at, false)
+				t.cb(Result{Err: f.Err})
 			}
 		}
 	}
 }
 
+// observeProposal tells the Observer of a proposal's outcome (chosen, or
+// failed when ok is false); at is when it was submitted.
+func (g *Group) observeProposal(at int64, ok bool) {
+	if obs := g.host.cfg.Observer; obs != nil && at != 0 {
+		obs.Proposed(time.Duration(g.host.nanotime()-at), ok)
+	}
+}
+
 func (g *Group) failAll(err error) {
-	for tag, cb := range g.tags {
+	for tag, t := range g.tags {
 		delete(g.tags, tag)
-		cb(Result{Err: err})
+		t.cb(Result{Err: err})
 	}
 	g.mu.Lock()
 	props := g.props

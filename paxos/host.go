@@ -102,7 +102,14 @@ type Observer interface {
 	// Synced: a round's batch was durable d after it was written to the
 	// store (its fsync, and the wait for earlier rounds' fsyncs).
 	Synced(d time.Duration)
+	// Proposed: a command submitted on this replica (its master) was
+	// chosen and applied, or failed when ok is false, d after Submit.
+	Proposed(d time.Duration, ok bool)
 }
+
+// nanotime returns the time since the host was made, on the monotonic
+// clock, never 0.
+func (h *Host) nanotime() int64 { return int64(time.Since(h.base)) | 1 }
 
 // NewHost returns a Host; set its transport with SetTransport and add
 // groups with AddGroup, then Start it.
@@ -217,7 +224,7 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		cfg:     cfg,
 		log:     h.cfg.Logger,
 		store:   st,
-		tags:    make(map[uint64]Callback),
+		tags:    make(map[uint64]tagged),
 		streams: make(map[NodeID]chan uint64),
 		base:    base,
 

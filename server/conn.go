@@ -444,7 +444,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.list(f.ReqID, id.Namespace, l)
 		return
 	}
-	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: time.Now()}
+	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: group.Nanotime()}
 	switch m := m.(type) {
 	case *wire.Acquire:
 		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight

@@ -82,7 +82,7 @@ func newMetrics(s *Server) *metrics {
 	}, []string{"op", "status"})
 	m.propose = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "paxlock_paxos_propose_commit_seconds",
-		Help:    "Time from a lock change's proposal by this master to its outcome (chosen or failed) reaching the lock service.",
+		Help:    "Time from a command's submission on this node (a group's master) to its instance being chosen and applied here, or to its failure (counted in paxlock_paxos_proposals_failed_total too).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
 	})
 	m.proposeFailed = prometheus.NewCounter(prometheus.CounterOpts{
@@ -168,7 +168,7 @@ func (m *metrics) Responded(op group.Op, st wire.Status, d time.Duration) {
 	m.requestObserver(op, st).Observe(d.Seconds())
 }
 
-// Proposed implements group.Observer.
+// Proposed implements paxos.Observer.
 func (m *metrics) Proposed(d time.Duration, ok bool) {
 	m.propose.Observe(d.Seconds())
 	if !ok {
