@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // scrape reads and parses a node's /metrics.
@@ -229,4 +231,43 @@ func TestDashboardAndAlertsUseRegisteredMetrics(t *testing.T) {
 			}
 		}
 	}
+}
+
+// observeRequest is what the hot paths do for one acquire+release pair:
+// two answered requests, two proposals with their instances and round,
+// a grant, a release with its hold time, and an fsync.
+func observeRequest(m *metrics) {
+	m.Responded(group.OpAcquire, wire.StatusSuccess, 300*time.Microsecond)
+	m.Responded(group.OpRelease, wire.StatusSuccess, 250*time.Microsecond)
+	m.Proposed(200*time.Microsecond, true)
+	m.Proposed(180*time.Microsecond, true)
+	m.InstanceApplied(2)
+	m.RoundApplied(1, 50*time.Microsecond)
+	m.Count(group.StatGrant)
+	m.Count(group.StatRelease)
+	m.Released(time.Millisecond)
+	m.Synced(2 * time.Millisecond)
+}
+
+// TestMetricsHotPathAllocs: once the request histogram's children are
+// resolved, the observations a request causes allocate nothing.
+func TestMetricsHotPathAllocs(t *testing.T) {
+	m := newMetrics(&Server{})
+	observeRequest(m) // resolves the children
+	if n := testing.AllocsPerRun(1000, func() { observeRequest(m) }); n != 0 {
+		t.Errorf("a pair's observations allocate %v times, want 0", n)
+	}
+}
+
+// BenchmarkMetricsPair measures the observations of one acquire+release
+// pair (see observeRequest), from 2 goroutines at once.
+func BenchmarkMetricsPair(b *testing.B) {
+	m := newMetrics(&Server{})
+	observeRequest(m)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			observeRequest(m)
+		}
+	})
 }
