@@ -28,13 +28,14 @@ import (
 
 // opNames are the request histogram's operation labels, by group.Op.
 var opNames = [...]string{
-	group.OpAcquire:    "acquire",
-	group.OpRenew:      "renew",
-	group.OpRelease:    "release",
-	group.OpState:      "state",
-	group.OpWatch:      "watch",
-	group.OpUnwatch:    "unwatch",
-	group.OpCancelWait: "cancel_wait",
+	group.OpAcquire:      "acquire",
+	group.OpRenew:        "renew",
+	group.OpRelease:      "release",
+	group.OpState:        "state",
+	group.OpWatch:        "watch",
+	group.OpUnwatch:      "unwatch",
+	group.OpCancelWait:   "cancel_wait",
+	group.OpForceRelease: "force_release",
 }
 
 // statNames are the counters group.Observer.Count feeds, by group.Stat.

@@ -169,6 +169,18 @@ func TestMetricsScrape(t *testing.T) {
 	}
 }
 
+// TestOpNames: every operation has a label of its own.
+func TestOpNames(t *testing.T) {
+	seen := map[string]bool{}
+	for op := group.OpAcquire; op <= group.OpForceRelease; op++ {
+		n := opName(op)
+		if n == "" || seen[n] || strings.HasPrefix(n, "op") {
+			t.Errorf("op %d: label %q (empty, repeated or a fallback)", op, n)
+		}
+		seen[n] = true
+	}
+}
+
 // registeredNames returns the names of every metric family the node's
 // registry describes (histograms also under their _bucket, _sum and
 // _count series).
