@@ -52,6 +52,8 @@ type Request struct {
 	Kind      wire.Kind
 	Flags     wire.Flags
 	Weight    uint8
+	// SetValue: a renew sets the hold's value to Value.
+	SetValue bool
 	// TTL is the lock's TTL (0: the default).
 	TTL time.Duration
 	// MaxWait is how long an acquire may wait (0: try-lock; negative: no
@@ -62,14 +64,74 @@ type Request struct {
 	Token uint64
 	// Value is the holder value an acquire attaches, or a renew sets when
 	// SetValue is true (at most wire.MaxValueLen bytes).
-	Value    string
-	SetValue bool
+	Value string
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64
 	WatchID uint64
 	// ReqID is echoed to Sink.Respond.
 	ReqID uint64
 	Sink  Sink
+	// Start, when not 0, is when the request arrived (Nanotime): its
+	// answer tells Config.Observer how long it took. An int64 rather than
+	// a time.Time keeps Request in its allocation size class.
+	Start int64
+}
+
+// nanoBase is the origin of Nanotime.
+var nanoBase = time.Now()
+
+// Nanotime returns the time since the process started the package, in
+// nanoseconds on the monotonic clock (never 0): Request.Start's clock.
+func Nanotime() int64 { return int64(time.Since(nanoBase)) | 1 }
+
+// Stat names a lock service event that Observer.Count counts.
+type Stat uint8
+
+// The events Observer.Count counts.
+const (
+	// StatGrant: a lock granted by this master (an acquire, or a waiter
+	// handed the key).
+	StatGrant Stat = iota
+	// StatRelease: a hold released by its holder.
+	StatRelease
+	// StatExpiry: a hold expired (its TTL passed unrenewed).
+	StatExpiry
+	// StatRenewal: a hold renewed.
+	StatRenewal
+	// StatElectionWon: this node became a group's master by election.
+	StatElectionWon
+	// StatHandOff: this node took a group over as its preferred master
+	// (counted by the node that takes it, so once per hand-off).
+	StatHandOff
+	// StatMasterChange: a group's master, as this node sees it, changed
+	// (to another node or to none).
+	StatMasterChange
+	// StatLeaseLoss: this node stopped serving a group it mastered
+	// without handing it off (its lease was not renewed, or it lost the
+	// mastership to another ballot).
+	StatLeaseLoss
+	// NumStats is the number of Stat values.
+	NumStats
+)
+
+// Observer is told of the lock service's events, for metrics (package
+// server turns them into Prometheus metrics; group has no metrics
+// dependency). Its methods run on the workers and on the paxos host's
+// loop, concurrently: they must be safe for that, return at once and not
+// allocate.
+type Observer interface {
+	// Responded: a request with a Start was answered with status st,
+	// d after it started.
+	Responded(op Op, st wire.Status, d time.Duration)
+	// Waited: a blocked acquire was granted d after it joined the key's
+	// queue.
+	Waited(d time.Duration)
+	// Released: a hold released by its holder had been held for d (since
+	// its grant, or since this node became the group's master if that was
+	// later; within 0.1 % or 1 ms).
+	Released(d time.Duration)
+	// Count counts one event.
+	Count(ev Stat)
 }
 
 // Config configures a Service.
@@ -103,6 +165,9 @@ type Config struct {
 	// a group's mastership (group index, new state). It runs on the
 	// paxos host's loop, which drives every group, and must not block.
 	OnMaster func(group int, s paxos.SoftState)
+	// Observer, if set, is told of requests, proposals, waits and lock
+	// events, for metrics.
+	Observer Observer
 }
 
 func (c *Config) setDefaults() {
@@ -139,6 +204,7 @@ func (c *Config) setDefaults() {
 // group, each with its workers.
 type Service struct {
 	cfg    Config
+	obs    Observer // cfg.Observer
 	groups []*LockGroup
 }
 
@@ -168,6 +234,9 @@ type LockGroup struct {
 	// soft is the last mastership state seen, under softMu.
 	softMu sync.Mutex
 	soft   paxos.SoftState
+	// stepping: this node stopped serving the group and the next master
+	// is not known yet (countMaster; the host's loop only).
+	stepping bool
 }
 
 // NewService creates the lock groups on host: replication group g+1 for
@@ -190,7 +259,7 @@ func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.C
 // master group g, 0 for none.
 func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos.NodeID) (*Service, error) {
 	cfg.setDefaults()
-	s := &Service{cfg: cfg}
+	s := &Service{cfg: cfg, obs: cfg.Observer}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)
 		lg := &LockGroup{svc: s, id: g, sm: sm, self: cfg.Self}
@@ -305,12 +374,56 @@ func (g *LockGroup) masterChanged(s paxos.SoftState) {
 	g.soft = s
 	g.softMu.Unlock()
 	g.logMaster(prev, s)
+	g.countMaster(prev, s)
 	if f := g.svc.cfg.OnMaster; f != nil {
 		f(g.id, s)
 	}
 	for _, w := range g.workers {
 		w.post(event{kind: evMaster, serving: s.Serving})
 	}
+}
+
+// countMaster tells the Observer of mastership events: see StatElectionWon,
+// StatHandOff, StatMasterChange and StatLeaseLoss.
+func (g *LockGroup) countMaster(prev, s paxos.SoftState) {
+	obs := g.svc.obs
+	if obs == nil || g.self == 0 {
+		return
+	}
+	if s.Master != prev.Master {
+		obs.Count(StatMasterChange)
+	}
+	pref := paxos.NodeID(g.preferred.Load())
+	if s.Master == g.self && prev.Master != g.self {
+		if prev.Master != 0 && pref == g.self {
+			obs.Count(StatHandOff)
+		} else {
+			obs.Count(StatElectionWon)
+		}
+	}
+	// Stopping serving is a lease loss unless the group went to its
+	// preferred master (a hand-off also passes through "no master"): it
+	// is decided once the next master is known.
+	if prev.Master == g.self && prev.Serving && !s.Serving {
+		g.stepping = true
+	}
+	if g.stepping && s.Master != 0 {
+		g.stepping = false
+		if s.Master == g.self || s.Master != pref {
+			obs.Count(StatLeaseLoss)
+		}
+	}
+}
+
+// Waiting returns how many blocked acquires wait in the group's queues and
+// how many watches are set, on this node (a master's; 0 on a follower). It
+// reads counters, for metrics at scrape time.
+func (g *LockGroup) Waiting() (waiters, watches int64) {
+	for _, w := range g.workers {
+		waiters += w.nwait.Load()
+		watches += w.nwatch.Load()
+	}
+	return waiters, watches
 }
 
 // logMaster logs this replica becoming the group's master, starting to

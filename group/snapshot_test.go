@@ -259,6 +259,20 @@ func TestCatchUpAfterTruncation(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("%v waiting for the replicas to apply the same instance: at %v", err, applied)
 	}
+	// It caught up by a snapshot, which both sides counted.
+	if st := c.up[3].grp.Snapshots(); st.Installed == 0 || st.RecvBytes == 0 {
+		t.Errorf("node 3's snapshot counters %+v: want an install and its bytes", st)
+	}
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		var sent, bytes uint64
+		for id, n := range c.up {
+			if id != 3 {
+				st := n.grp.Snapshots()
+				sent, bytes = sent+st.Sent, bytes+st.SentBytes
+			}
+		}
+		return sent >= 1 && bytes >= c.up[3].grp.Snapshots().RecvBytes
+	}, "the sender's snapshot counters")
 	want := dumpModel(m)
 	for _, id := range c.peers {
 		sm := c.up[id].sm

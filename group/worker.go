@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/paxos"
@@ -69,11 +70,14 @@ type event struct {
 
 // pending is a proposal in flight and what to do with its outcome.
 type pending struct {
-	term   uint64 // the worker's mastership term it was proposed in
-	cmd    command
-	req    *Request  // the requester to answer, nil for expire and grants
-	grants []*waiter // waiters the command grants to, in cmd.grants order
-	lost   expiry    // expire: the deadline that passed
+	term uint64 // the worker's mastership term it was proposed in
+	// grantedAt: a release's hold was granted then (worker.mono; 0:
+	// unknown or no Observer).
+	grantedAt int64
+	cmd       command
+	req       *Request  // the requester to answer, nil for expire and grants
+	grants    []*waiter // waiters the command grants to, in cmd.grants order
+	lost      expiry    // expire: the deadline that passed
 	// valueChanged: an acquire by the holder (a reacquire) or a renew
 	// gives the hold a value other than the one it had; its watchers
 	// are told once it is applied.
@@ -93,6 +97,7 @@ type waiter struct {
 	// waiter overtakes a lighter one by at most their weights' difference
 	// × WeightAging and no waiter starves (see queueAhead).
 	rank     int64
+	since    int64 // when it joined the queue (w.mono; 0: no Observer)
 	deadline time.Time
 	granting bool
 	gone     bool
@@ -265,6 +270,9 @@ type worker struct {
 	// defers counts, by connection and key, the requests parked in
 	// keyState.deferred, so that forget finds them.
 	defers map[Sink]map[string]int
+	// nwait and nwatch count the waiters and watchers indexed above, for
+	// LockGroup.Waiting (read off the worker's goroutine).
+	nwait, nwatch atomic.Int64
 }
 
 func newWorker(g *LockGroup, idx int) *worker {
@@ -346,11 +354,17 @@ func (w *worker) index(q *waiter) {
 		m = make(map[*waiter]struct{})
 		w.waits[q.req.Sink] = m
 	}
+	if _, ok := m[q]; !ok {
+		w.nwait.Add(1)
+	}
 	m[q] = struct{}{}
 }
 
 func (w *worker) unindex(q *waiter) {
 	if m := w.waits[q.req.Sink]; m != nil {
+		if _, ok := m[q]; ok {
+			w.nwait.Add(-1)
+		}
 		delete(m, q)
 		if len(m) == 0 {
 			delete(w.waits, q.req.Sink)
@@ -365,11 +379,17 @@ func (w *worker) indexWatch(wt *watcher) {
 		m = make(map[*watcher]struct{})
 		w.watching[wt.sink] = m
 	}
+	if _, ok := m[wt]; !ok {
+		w.nwatch.Add(1)
+	}
 	m[wt] = struct{}{}
 }
 
 func (w *worker) unindexWatch(wt *watcher) {
 	if m := w.watching[wt.sink]; m != nil {
+		if _, ok := m[wt]; ok {
+			w.nwatch.Add(-1)
+		}
 		delete(m, wt)
 		if len(m) == 0 {
 			delete(w.watching, wt.sink)
@@ -390,9 +410,9 @@ func (w *worker) post(e event) {
 		w.mu.Unlock()
 		switch e.kind {
 		case evRequest:
-			respond(e.req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
+			w.respond(e.req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
 		case evResult:
-			staleResult(e.pend, e.res)
+			w.staleResult(e.pend, e.res)
 		case evStop:
 			close(e.done) // stopped already: nothing is left to stop
 		case evRevoke:
@@ -450,9 +470,9 @@ func (w *worker) handle(e *event) {
 		for i := range rest {
 			switch rest[i].kind {
 			case evRequest:
-				respond(rest[i].req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
+				w.respond(rest[i].req, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 100})
 			case evResult:
-				staleResult(rest[i].pend, rest[i].res)
+				w.staleResult(rest[i].pend, rest[i].res)
 			case evStop:
 				close(rest[i].done)
 			case evRevoke:
@@ -488,9 +508,14 @@ func (w *worker) handle(e *event) {
 	}
 }
 
-func respond(r *Request, resp wire.Response) {
+// respond answers r, and tells the Observer how long r took when the
+// server stamped it.
+func (w *worker) respond(r *Request, resp wire.Response) {
 	if r != nil && r.Sink != nil {
 		r.Sink.Respond(r.ReqID, resp)
+		if obs := w.g.svc.obs; obs != nil && r.Start != 0 {
+			obs.Responded(r.Op, resp.Status, time.Duration(Nanotime()-r.Start))
+		}
 	}
 }
 
@@ -529,7 +554,7 @@ func (w *worker) onRequest(r *Request) {
 	w.g.serve.RLock()
 	defer w.g.serve.RUnlock()
 	if !w.serving || !w.g.leaseValid() {
-		respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+		w.respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
 		return
 	}
 	key := w.key(r)
@@ -553,7 +578,7 @@ func (w *worker) onRequest(r *Request) {
 			ks.watchers = w.dropWatchers(ks.watchers)
 			w.tidy(key, ks)
 		}
-		respond(r, wire.Response{Status: wire.StatusSuccess})
+		w.respond(r, wire.Response{Status: wire.StatusSuccess})
 		return
 	}
 	ks := w.state(key)
@@ -573,7 +598,7 @@ func (w *worker) onRequest(r *Request) {
 	case OpCancelWait:
 		w.cancelWait(r, key, ks)
 	default:
-		respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "unknown operation"})
+		w.respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "unknown operation"})
 	}
 	w.tidy(key, ks)
 }
@@ -605,7 +630,7 @@ func (w *worker) answerState(r *Request, key string) {
 		if ks := w.keys[key]; ks != nil {
 			resp.QueueLen = uint32(len(ks.waiters))
 		}
-		respond(r, resp)
+		w.respond(r, resp)
 		return
 	}
 	resp := wire.Response{Status: wire.StatusSuccess}
@@ -614,7 +639,7 @@ func (w *worker) answerState(r *Request, key string) {
 	if i := rec.find(r.Owner); i >= 0 && i != 0 {
 		resp.Holder, resp.Token, resp.Value = rec.at(i).owner, rec.at(i).token, rec.value(i)
 	}
-	respond(r, resp)
+	w.respond(r, resp)
 }
 
 // rankOf is the queue rank of a request of weight wt arriving at now
@@ -672,7 +697,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 				w.unindex(q)
 				q.req = r
 				w.index(q)
-				respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
+				w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 				return
 			}
 		}
@@ -680,15 +705,18 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	if r.MaxWait == 0 {
 		resp := wire.Response{Status: wire.StatusLockOccupied}
 		w.occupiedInfo(&resp, ks, rec)
-		respond(r, resp)
+		w.respond(r, resp)
 		return
 	}
 	if len(ks.waiters) >= w.g.svc.cfg.MaxWaiters {
-		respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 100, Msg: "too many waiters on key"})
+		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 100, Msg: "too many waiters on key"})
 		return
 	}
 	w.seq++
 	q := &waiter{req: r, key: key, seq: w.seq, rank: rank}
+	if w.g.svc.obs != nil {
+		q.since = w.mono(w.clock.Now())
+	}
 	w.index(q)
 	if r.MaxWait > 0 {
 		q.deadline = w.clock.Now().Add(r.MaxWait)
@@ -702,7 +730,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	ks.waiters = append(ks.waiters, nil)
 	copy(ks.waiters[i+1:], ks.waiters[i:])
 	ks.waiters[i] = q
-	respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
+	w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 	// A free key with waiters (say, the head timed out at the wrong
 	// moment) is handed on at once.
 	if rec.n() == 0 {
@@ -767,7 +795,7 @@ func (w *worker) grantWaiters(key string, ks *keyState, rec *lockRec) {
 func (w *worker) renew(r *Request, key string, ks *keyState) {
 	rec := w.g.sm.get(key)
 	if st := checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
-		respond(r, wire.Response{Status: st})
+		w.respond(r, wire.Response{Status: st})
 		return
 	}
 	var ttl uint32
@@ -812,13 +840,13 @@ func (w *worker) downgrade(r *Request, key string, ks *keyState) {
 	i := rec.find(r.Owner)
 	switch {
 	case rec.n() == 0:
-		respond(r, wire.Response{Status: wire.StatusLockDeleted})
+		w.respond(r, wire.Response{Status: wire.StatusLockDeleted})
 		return
 	case i < 0:
-		respond(r, wire.Response{Status: wire.StatusLockChangedOwner})
+		w.respond(r, wire.Response{Status: wire.StatusLockChangedOwner})
 		return
 	case rec.at(i).kind == wire.KindExclusive:
-		respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "an exclusive lock cannot be downgraded; use a read-write lock"})
+		w.respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "an exclusive lock cannot be downgraded; use a read-write lock"})
 		return
 	}
 	w.propose(ks, &pending{req: r, cmd: command{op: opDowngrade, key: key, owner: r.Owner, kind: wire.KindRead, token: rec.at(i).token, ttlMs: w.ttl(r)}})
@@ -827,11 +855,15 @@ func (w *worker) downgrade(r *Request, key string, ks *keyState) {
 func (w *worker) release(r *Request, key string, ks *keyState) {
 	rec := w.g.sm.get(key)
 	if st := checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
-		respond(r, wire.Response{Status: st})
+		w.respond(r, wire.Response{Status: st})
 		return
 	}
 	ws := pickGrants(ks, without(rec, r.Owner, r.Token), rec.kind())
-	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}})
+	p := &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}}
+	if w.g.svc.obs != nil {
+		p.grantedAt, _ = w.g.sm.grantedAt(key, r.Owner, r.Token)
+	}
+	w.propose(ks, p)
 }
 
 func (w *worker) cancelWait(r *Request, key string, ks *keyState) {
@@ -848,7 +880,7 @@ func (w *worker) cancelWait(r *Request, key string, ks *keyState) {
 			resp.Token = rec.at(i).token
 		}
 	}
-	respond(r, resp)
+	w.respond(r, resp)
 }
 
 // dropWaiters removes the waiters marked gone from ws and from the
@@ -907,17 +939,17 @@ func statusOf(err error) wire.Status {
 // may well have been chosen (the next master recovers it), so the answer
 // is what it did. Its waiters were told NO_MASTER when mastership was
 // lost; they re-send, and a reacquire keeps the token.
-func staleResult(p *pending, res paxos.Result) {
+func (w *worker) staleResult(p *pending, res paxos.Result) {
 	out, _ := res.Value.(*outcome)
 	if res.Err != nil || out == nil {
-		respond(p.req, wire.Response{Status: statusOf(res.Err), RetryAfterMs: 50})
+		w.respond(p.req, wire.Response{Status: statusOf(res.Err), RetryAfterMs: 50})
 		return
 	}
 	resp := wire.Response{Status: out.status, Token: out.token}
 	if p.cmd.op == opAcquire && out.status == wire.StatusSuccess {
 		resp.TTLLeftMs = p.cmd.ttlMs
 	}
-	respond(p.req, resp)
+	w.respond(p.req, resp)
 }
 
 func (w *worker) onResult(p *pending, res paxos.Result) {
@@ -927,15 +959,16 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 		// Proposed under a mastership since lost: its key's state is
 		// gone, or belongs to a new term (with a change of its own in
 		// flight, which this result must not unblock).
-		staleResult(p, res)
+		w.staleResult(p, res)
 		return
 	}
 	ks.busy = false
 	now := w.clock.Now()
 	out, _ := res.Value.(*outcome)
+	obs := w.g.svc.obs
 	if res.Err != nil || out == nil {
 		st := statusOf(res.Err)
-		respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
+		w.respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
 		for _, q := range p.grants {
 			w.ungrant(q)
 		}
@@ -952,6 +985,9 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 		case opAcquire:
 			resp := wire.Response{Status: out.status, Token: out.token}
 			if out.status == wire.StatusSuccess {
+				if obs != nil {
+					obs.Count(StatGrant)
+				}
 				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
 				w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 				resp.TTLLeftMs = p.cmd.ttlMs
@@ -962,17 +998,20 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 				}
 				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
 			}
-			respond(p.req, resp)
+			w.respond(p.req, resp)
 		case opDowngrade:
 			resp := wire.Response{Status: out.status, Token: out.token}
 			if out.status == wire.StatusSuccess {
 				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
 				resp.TTLLeftMs = p.cmd.ttlMs
 			}
-			respond(p.req, resp)
+			w.respond(p.req, resp)
 		case opRenew:
 			resp := wire.Response{Status: out.status, Token: out.token}
 			if out.status == wire.StatusSuccess {
+				if obs != nil {
+					obs.Count(StatRenewal)
+				}
 				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
 				if p.cmd.ttlMs == 0 {
 					if rec := w.g.sm.get(key); rec != nil {
@@ -987,7 +1026,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
 				}
 			}
-			respond(p.req, resp)
+			w.respond(p.req, resp)
 		case opRelease, opExpire:
 			// The hold's deadline went with its record (a failed Expire
 			// found the hold gone already).
@@ -995,8 +1034,17 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 				ev := wire.EventReleased
 				if p.cmd.op == opRelease || p.forced {
 					w.staled() // the released hold's entry
+					if obs != nil {
+						obs.Count(StatRelease)
+						if p.grantedAt != 0 {
+							obs.Released(time.Duration(w.mono(now) - p.grantedAt))
+						}
+					}
 				}
 				if p.cmd.op == opExpire {
+					if obs != nil {
+						obs.Count(StatExpiry)
+					}
 					ev = wire.EventExpired
 					if p.forced {
 						ev = wire.EventRevoked
@@ -1011,7 +1059,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			if p.forced {
 				resp.Holder = p.cmd.owner
 			}
-			respond(p.req, resp)
+			w.respond(p.req, resp)
 		}
 		w.settleGrants(ks, key, name, p, out, now)
 	}
@@ -1050,6 +1098,12 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		q.granting = false
 		tok := out.grants[j]
 		q.gone = true
+		if obs := w.g.svc.obs; obs != nil {
+			obs.Count(StatGrant)
+			if q.since != 0 {
+				obs.Waited(time.Duration(w.mono(now) - q.since))
+			}
+		}
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
 		w.hold(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
 		if q.req.Sink != nil {
@@ -1092,7 +1146,7 @@ func (w *worker) staled() {
 func (w *worker) watch(r *Request, key string) {
 	ks := w.state(key)
 	wt := &watcher{id: r.WatchID, key: key, sink: r.Sink, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous)}
-	respond(r, wire.Response{Status: wire.StatusSuccess})
+	w.respond(r, wire.Response{Status: wire.StatusSuccess})
 	// Already past the watcher's token: tell it at once.
 	rec := w.g.sm.get(key)
 	var cur uint64
@@ -1189,7 +1243,7 @@ func (w *worker) forget(client uint64, sink Sink) {
 		for _, r := range ks.deferred {
 			if r.Sink == sink && r.Owner.Client == client {
 				w.undefer(key, r)
-				respond(r, wire.Response{Status: wire.StatusError, Msg: "client forgotten"})
+				w.respond(r, wire.Response{Status: wire.StatusError, Msg: "client forgotten"})
 				continue
 			}
 			out = append(out, r)
@@ -1245,6 +1299,7 @@ func (w *worker) becomeMaster() {
 		for i := range l.n() {
 			h := l.at(i)
 			h.deadline = now + int64(time.Duration(h.ttlMs)*time.Millisecond)
+			h.age = encodeHeld(time.Duration(h.ttlMs) * time.Millisecond) // held since now, as far as this master knows
 			w.expiry = append(w.expiry, expiry{at: h.deadline, key: key, token: h.token, owner: h.owner})
 		}
 	})
@@ -1260,7 +1315,7 @@ func (w *worker) loseMastership() {
 	w.term++
 	for _, ks := range w.keys {
 		for _, r := range ks.deferred {
-			respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+			w.respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
 		}
 		for _, q := range ks.waiters {
 			if q.req.Sink != nil {
@@ -1272,6 +1327,8 @@ func (w *worker) loseMastership() {
 	clear(w.refs)
 	clear(w.waits)
 	clear(w.watching)
+	w.nwait.Store(0)
+	w.nwatch.Store(0)
 	clear(w.defers)
 	w.timers = nil
 	w.expiry = nil // the records' deadlines are reset when mastership returns
@@ -1410,7 +1467,7 @@ func (w *worker) forceRelease(r *Request, key string, ks *keyState) {
 		}
 	}
 	if h == nil {
-		respond(r, wire.Response{Status: wire.StatusLockDeleted})
+		w.respond(r, wire.Response{Status: wire.StatusLockDeleted})
 		return
 	}
 	e := expiry{key: key, token: h.token, owner: h.owner}

@@ -128,11 +128,14 @@ type Group struct {
 	applied   atomic.Uint64
 	logStart  atomic.Uint64
 
+	// snapshot transfers, see Snapshots
+	snapSent, snapSentBytes, snapInstalled, snapRecvBytes atomic.Uint64
+
 	// owned by the host's loop
 	inboxSpare []Message
 	propsSpare []proposal
 	ctrlSpare  []func(*Core)
-	tags       map[uint64]Callback
+	tags       map[uint64]tagged
 	nextTag    uint64
 	results    []any
 	install    *snapInstall
@@ -147,6 +150,13 @@ type Group struct {
 type proposal struct {
 	cmd []byte
 	cb  Callback
+	at  int64 // when it was submitted (Host.nanotime; 0: no Observer)
+}
+
+// tagged is a proposal handed to the core, waiting for its outcome.
+type tagged struct {
+	cb Callback
+	at int64 // proposal.at
 }
 
 type statusSnapshot struct {
@@ -190,6 +200,19 @@ func (g *Group) Progress() (committed, applied, logStart uint64) {
 	return g.committed.Load(), g.applied.Load(), g.logStart.Load()
 }
 
+// SnapshotStats counts a group's snapshot transfers since it opened.
+type SnapshotStats struct {
+	Sent      uint64 // streams to a lagging replica that completed
+	SentBytes uint64 // chunk bytes acknowledged by the receivers
+	Installed uint64 // snapshots received and installed
+	RecvBytes uint64 // chunk bytes received and added to an install
+}
+
+// Snapshots returns the group's snapshot transfer counters.
+func (g *Group) Snapshots() SnapshotStats {
+	return SnapshotStats{Sent: g.snapSent.Load(), SentBytes: g.snapSentBytes.Load(), Installed: g.snapInstalled.Load(), RecvBytes: g.snapRecvBytes.Load()}
+}
+
 // Submit proposes cmd without waiting; cb gets the Result exactly once.
 // Errors found at once (this replica is not serving, the queue is full)
 // reach cb before Submit returns.
@@ -221,7 +244,11 @@ func (g *Group) Submit(cmd []byte, cb Callback) {
 		cb(Result{Err: ErrOverloaded})
 		return
 	}
-	g.props = append(g.props, proposal{cmd: cmd, cb: cb})
+	var at int64
+	if g.host.cfg.Observer != nil {
+		at = g.host.nanotime()
+	}
+	g.props = append(g.props, proposal{cmd: cmd, cb: cb, at: at})
 	g.pending++
 	first := len(g.props) == 1
 	g.mu.Unlock()
@@ -335,7 +362,7 @@ func (g *Group) drain(now time.Time) {
 			p.cb(Result{Err: err})
 			continue
 		}
-		g.tags[g.nextTag] = p.cb
+		g.tags[g.nextTag] = tagged{cb: p.cb, at: p.at}
 	}
 	if invariants.Enabled {
 		g.core.assertInvariants("drain")
@@ -362,6 +389,7 @@ func (g *Group) apply(b Batch, apply []Applied) []any {
 	}
 	smw := b.SM(g.id)
 	off := 0
+	obs := g.host.cfg.Observer
 	for i := range apply {
 		a := &apply[i]
 		n := len(a.Value.Cmds)
@@ -370,6 +398,9 @@ func (g *Group) apply(b Batch, apply []Applied) []any {
 		}
 		g.foldApplied(a)
 		off += n
+		if obs != nil {
+			obs.InstanceApplied(n)
+		}
 	}
 	last := apply[len(apply)-1].Instance
 	switch {
@@ -399,17 +430,18 @@ func (g *Group) answer(apply []Applied, res []any) {
 		if a.Value.Change != nil {
 			// A membership change: no commands, its proposer's tag.
 			for _, tag := range a.Tags {
-				if cb, ok := g.tags[tag]; ok {
+				if t, ok := g.tags[tag]; ok {
 					delete(g.tags, tag)
-					cb(Result{Instance: a.Instance})
+					t.cb(Result{Instance: a.Instance})
 				}
 			}
 			continue
 		}
 		for i, tag := range a.Tags {
-			if cb, ok := g.tags[tag]; ok {
+			if t, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
-				cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
+				g.observeProposal(t.at, true)
+				t.cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
 			}
 		}
 		off += len(a.Value.Cmds)
@@ -431,18 +463,27 @@ func (g *Group) handleReadyFinal() {
 func (g *Group) resolveFailed(fs []Failed) {
 	for _, f := range fs {
 		for _, tag := range f.Tags {
-			if cb, ok := g.tags[tag]; ok {
+			if t, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
-				cb(Result{Err: f.Err})
+				g.observeProposal(t.at, false)
+				t.cb(Result{Err: f.Err})
 			}
 		}
 	}
 }
 
+// observeProposal tells the Observer of a proposal's outcome (chosen, or
+// failed when ok is false); at is when it was submitted.
+func (g *Group) observeProposal(at int64, ok bool) {
+	if obs := g.host.cfg.Observer; obs != nil && at != 0 {
+		obs.Proposed(time.Duration(g.host.nanotime()-at), ok)
+	}
+}
+
 func (g *Group) failAll(err error) {
-	for tag, cb := range g.tags {
+	for tag, t := range g.tags {
 		delete(g.tags, tag)
-		cb(Result{Err: err})
+		t.cb(Result{Err: err})
 	}
 	g.mu.Lock()
 	props := g.props

@@ -128,7 +128,7 @@ func (g *Group) ChangeMembership(ctx context.Context, ch MemberChange) (uint64, 
 			cb(Result{Err: err})
 			return
 		}
-		g.tags[g.nextTag] = cb
+		g.tags[g.nextTag] = tagged{cb: cb} // at 0: not a proposal the Observer times
 	})
 	select {
 	case r := <-done:

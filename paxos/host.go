@@ -64,6 +64,7 @@ type Host struct {
 type pendingSync struct {
 	b     Batch
 	after []Message
+	at    time.Time // when b was applied (zero: no Observer)
 }
 
 type readyItem struct {
@@ -80,7 +81,35 @@ type HostConfig struct {
 	// (default 10ms).
 	Tick   time.Duration
 	Logger *slog.Logger
+	// Observer, if set, is told of the loop's rounds and the store's
+	// fsyncs, for metrics.
+	Observer Observer
 }
+
+// Observer is told of a Host's work, for metrics (package server turns it
+// into Prometheus histograms; paxos itself has no metrics dependency). Its
+// methods run on the host's loop and its sync goroutine, once per round,
+// instance or fsync: they must return at once, without blocking or
+// allocating.
+type Observer interface {
+	// InstanceApplied: one chosen instance, holding commands commands,
+	// was applied.
+	InstanceApplied(commands int)
+	// RoundApplied: one round of the loop applied instances chosen
+	// instances (of every group), d after the round began by taking in
+	// the messages that told it they were chosen.
+	RoundApplied(instances int, d time.Duration)
+	// Synced: a round's batch was durable d after it was written to the
+	// store (its fsync, and the wait for earlier rounds' fsyncs).
+	Synced(d time.Duration)
+	// Proposed: a command submitted on this replica (its master) was
+	// chosen and applied, or failed when ok is false, d after Submit.
+	Proposed(d time.Duration, ok bool)
+}
+
+// nanotime returns the time since the host was made, on the monotonic
+// clock, never 0.
+func (h *Host) nanotime() int64 { return int64(time.Since(h.base)) | 1 }
 
 // NewHost returns a Host; set its transport with SetTransport and add
 // groups with AddGroup, then Start it.
@@ -201,7 +230,7 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		cfg:     cfg,
 		log:     h.cfg.Logger,
 		store:   st,
-		tags:    make(map[uint64]Callback),
+		tags:    make(map[uint64]tagged),
 		streams: make(map[NodeID]chan uint64),
 		base:    base,
 
@@ -269,7 +298,7 @@ func (h *Host) run() {
 		for _, g := range groups {
 			g.drain(now)
 		}
-		h.readyRound(groups)
+		h.readyRound(groups, now)
 		var next time.Time
 		for _, g := range groups {
 			g.publish()
@@ -306,7 +335,8 @@ func (h *Host) run() {
 // Committed alone is never written: it may be persisted lazily (HardState),
 // a restarted replica starts from its applied instance and relearns the
 // rest, so it goes to disk only with a Promised change.
-func (h *Host) readyRound(groups []*Group) {
+func (h *Host) readyRound(groups []*Group, start time.Time) {
+	obs := h.cfg.Observer
 	for !h.stoppedOnError {
 		items := h.items[:0]
 		for _, g := range groups {
@@ -322,6 +352,7 @@ func (h *Host) readyRound(groups []*Group) {
 		b := h.batchForRound()
 		reqs, after := h.reqs[:0], h.after[:0]
 		progress, sync := false, false
+		applied := 0
 		for i := range items {
 			g, rd := items[i].g, &items[i].rd
 			if !rd.Empty() {
@@ -343,6 +374,7 @@ func (h *Host) readyRound(groups []*Group) {
 				b.PutEntry(g.id, &rd.Entries[j])
 			}
 			if len(rd.Apply) > 0 {
+				applied += len(rd.Apply)
 				res := g.apply(b, rd.Apply)
 				g.answer(rd.Apply, res)
 				clear(res)
@@ -357,6 +389,9 @@ func (h *Host) readyRound(groups []*Group) {
 			if invariants.Enabled {
 				g.core.assertInvariants("Advance")
 			}
+		}
+		if obs != nil && applied > 0 {
+			obs.RoundApplied(applied, time.Since(start))
 		}
 		if len(reqs) > 0 {
 			h.send(reqs)
@@ -396,6 +431,7 @@ func (h *Host) batchForRound() Batch {
 // command (a master's apply round and a follower's learn round wrote
 // synced batches too). It reports false when storage failed.
 func (h *Host) handOff(b Batch, sync bool, after []Message) bool {
+	var at time.Time // when a synced batch was written, for the Observer
 	switch {
 	case b.Empty():
 		h.recycle(b)
@@ -409,6 +445,9 @@ func (h *Host) handOff(b Batch, sync bool, after []Message) bool {
 			return false
 		}
 	default:
+		if h.cfg.Observer != nil {
+			at = time.Now()
+		}
 		if err := b.Apply(); err != nil {
 			h.recycle(b)
 			h.failStorage(err)
@@ -418,7 +457,7 @@ func (h *Host) handOff(b Batch, sync bool, after []Message) bool {
 	if b == nil && len(after) == 0 {
 		return true
 	}
-	h.syncs <- pendingSync{b: b, after: slices.Clone(after)}
+	h.syncs <- pendingSync{b: b, after: slices.Clone(after), at: at}
 	return true
 }
 
@@ -442,8 +481,11 @@ func (h *Host) syncLoop() {
 	var self []Message
 	for p := range h.syncs {
 		if p.b != nil {
-			if err := p.b.SyncWait(); err != nil {
+			err := p.b.SyncWait()
+			if err != nil {
 				h.signal()
+			} else if obs := h.cfg.Observer; obs != nil && !p.at.IsZero() {
+				obs.Synced(time.Since(p.at))
 			}
 			h.recycle(p.b)
 		}

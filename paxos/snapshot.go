@@ -80,7 +80,9 @@ func (g *Group) stream(p NodeID, acks chan uint64) error {
 		if !acked {
 			return fmt.Errorf("paxos: snapshot chunk %d not acknowledged", seq)
 		}
+		g.snapSentBytes.Add(uint64(len(m.Chunk)))
 		if last {
+			g.snapSent.Add(1)
 			return nil
 		}
 	}
@@ -146,6 +148,7 @@ func (g *Group) onSnapshotMsg(m *Message) {
 		return
 	}
 	in.next++
+	g.snapRecvBytes.Add(uint64(len(m.Chunk)))
 	if m.LastChunk {
 		if err := in.si.Finish(in.applied); err != nil {
 			g.log.Error("paxos: finish snapshot install", "group", g.id, "err", err)
@@ -165,6 +168,7 @@ func (g *Group) onSnapshotMsg(m *Message) {
 		}
 		g.mem, g.memDirty = mem, false
 		g.core.SnapshotInstalled(in.applied, mem)
+		g.snapInstalled.Add(1)
 		g.log.Info("paxos: installed snapshot", "group", g.id, "from", m.From, "applied", in.applied)
 	}
 	ack()

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,6 +171,41 @@ type tcpPeer struct {
 	pending []byte // encoded frames not yet taken by the writer
 	npend   int    // messages in pending
 	conn    net.Conn
+
+	ups, downs atomic.Uint64 // connections established and lost
+}
+
+// PeerState is the transport's link to one peer, for metrics.
+type PeerState struct {
+	ID NodeID
+	// Up says the outbound connection to the peer is established.
+	Up bool
+	// Ups and Downs count the connections established and lost since
+	// the transport started.
+	Ups, Downs uint64
+	// RTT is the kernel's smoothed round-trip time of the connection
+	// (TCP_INFO on Linux); 0 when down or not known on this platform.
+	RTT time.Duration
+}
+
+// Peers returns the state of the links to the peers, by id. It takes
+// each peer's lock briefly and makes one getsockopt per connected peer:
+// call it at scrape time, not per message.
+func (t *TCPTransport) Peers() []PeerState {
+	peers := *t.peers.Load()
+	out := make([]PeerState, 0, len(peers))
+	for id, p := range peers {
+		p.mu.Lock()
+		c := p.conn
+		p.mu.Unlock()
+		ps := PeerState{ID: id, Up: c != nil, Ups: p.ups.Load(), Downs: p.downs.Load()}
+		if c != nil {
+			ps.RTT = connRTT(c)
+		}
+		out = append(out, ps)
+	}
+	slices.SortFunc(out, func(a, b PeerState) int { return int(a.ID) - int(b.ID) })
+	return out
 }
 
 // NewTCPTransport listens on cfg.Listen at once and returns the transport.
@@ -518,6 +554,7 @@ func (p *tcpPeer) setConn(c net.Conn) bool {
 	p.mu.Lock()
 	p.conn = c
 	p.mu.Unlock()
+	p.ups.Add(1)
 	return true
 }
 
@@ -526,6 +563,7 @@ func (p *tcpPeer) dropConn(c net.Conn) {
 	p.mu.Lock()
 	if p.conn == c {
 		p.conn = nil
+		p.downs.Add(1)
 	}
 	p.mu.Unlock()
 }

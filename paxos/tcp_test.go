@@ -516,3 +516,35 @@ func BenchmarkTCPTransport(b *testing.B) {
 	b.Run("Accept1x64/tls", func(b *testing.B) { benchTCP(b, small, pk) })
 	b.Run("Accept64x64/tls", func(b *testing.B) { benchTCP(b, full, pk) })
 }
+
+// TestTCPTransportPeerStates: Peers reports a link down before it is
+// dialed, up with a round-trip time once traffic flows, and counts the
+// connection lost when the peer goes away.
+func TestTCPTransportPeerStates(t *testing.T) {
+	var ina, inb tcpInbox
+	a := newTestTransport(t, 1, "127.0.0.1:0", &ina)
+	defer a.Close()
+	b := newTestTransport(t, 2, "127.0.0.1:0", &inb)
+	a.SetPeer(2, b.Addr())
+	if ps := a.Peers(); len(ps) != 1 || ps[0].ID != 2 || ps[0].Up || ps[0].Ups != 0 {
+		t.Fatalf("before any traffic: %+v, want peer 2 down, never up", ps)
+	}
+	waitFor(t, "link up", 10*time.Second, func() bool {
+		a.Send([]Message{tcpTestMessage(1, 2, 1, 1)})
+		ps := a.Peers()
+		return inb.count() > 0 && ps[0].Up && ps[0].Ups == 1
+	})
+	if runtime.GOOS == "linux" {
+		if rtt := a.Peers()[0].RTT; rtt <= 0 || rtt > time.Second {
+			t.Errorf("loopback RTT %v, want (0, 1s]", rtt)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "link down", 10*time.Second, func() bool {
+		a.Send([]Message{tcpTestMessage(1, 2, 1, 2)})
+		ps := a.Peers()
+		return !ps[0].Up && ps[0].Downs >= 1 && ps[0].RTT == 0
+	})
+}

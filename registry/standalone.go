@@ -579,6 +579,12 @@ func (c *rconn) TrustRelay(*wire.Hello) error {
 // Send implements session.Host.
 func (c *rconn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
 
+// Refused implements session.Host: a refused handshake is logged at Debug
+// (the registry answers views, which are public, and keeps no metrics).
+func (c *rconn) Refused(ns string, err error) {
+	c.s.log.Debug("registry: handshake refused", "namespace", ns, "remote", c.nc.RemoteAddr().String(), "why", err)
+}
+
 // Accepted implements session.Host: the connection is now served the view
 // of the namespace's cluster, and drops a subscription to another one.
 func (c *rconn) Accepted(_, cur session.Identity) {

@@ -102,33 +102,7 @@ func (s *Server) adminMux() *http.ServeMux {
 	if s.faults != nil {
 		mux.HandleFunc("/debug/partition", s.faults.handle)
 	}
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		st := s.Status()
-		fmt.Fprintf(w, "paxlock_client_connections %d\n", st.Conns)
-		fmt.Fprintf(w, "paxlock_requests_total %d\n", s.stats.requests.Load())
-		fmt.Fprintf(w, "paxlock_redirects_total %d\n", s.stats.redirects.Load())
-		fmt.Fprintf(w, "paxlock_forwarded_total %d\n", s.stats.forwarded.Load())
-		fmt.Fprintf(w, "paxlock_relays_opened_total %d\n", s.stats.relays.Load())
-		fmt.Fprintf(w, "paxlock_overloaded_total %d\n", s.stats.overloaded.Load())
-		fmt.Fprintf(w, "paxlock_bad_frames_total %d\n", s.stats.badFrames.Load())
-		fmt.Fprintf(w, "paxlock_slow_consumers_total %d\n", s.stats.slowConsumers.Load())
-		fmt.Fprintf(w, "paxlock_peer_refused_total %d\n", s.tr.Stats().Refused)
-		failed := 0
-		if st.StorageFailed {
-			failed = 1
-		}
-		fmt.Fprintf(w, "paxlock_storage_failed %d\n", failed)
-		for _, g := range st.Groups {
-			serving := 0
-			if g.Serving {
-				serving = 1
-			}
-			fmt.Fprintf(w, "paxlock_group_serving{group=\"%d\"} %d\n", g.Group, serving)
-			fmt.Fprintf(w, "paxlock_group_applied{group=\"%d\"} %d\n", g.Group, g.Applied)
-			fmt.Fprintf(w, "paxlock_group_locks{group=\"%d\"} %d\n", g.Group, g.Locks)
-		}
-	})
+	mux.Handle("/metrics", s.metrics.handler())
 	return mux
 }
 

@@ -260,6 +260,31 @@ func (c *conn) TrustRelay(h *wire.Hello) error {
 // not prove it comes from the node named.
 var errRelayUntrusted = errors.New("a relay's Hello needs the TLS client listener and the relaying node's certificate")
 
+// Refused implements session.Host: a refused handshake is counted
+// (paxlock_auth_failures_total) and logged, at most once a second.
+func (c *conn) Refused(ns string, err error) {
+	c.s.metrics.authFailures.Inc()
+	c.s.logAuthFailure(ns, c.remote(), err)
+}
+
+// authLogEvery is the least time between two logged auth failures: a
+// client retrying a wrong secret in a loop must not flood the log (the
+// counter, paxlock_auth_failures_total, counts every one).
+const authLogEvery = time.Second
+
+// logAuthFailure logs a refused handshake (the namespace, the remote
+// address and why; never the secret, which SCRAM never sends), at most
+// once per authLogEvery, with how many were not logged since the last one.
+func (s *Server) logAuthFailure(ns, remote string, why error) {
+	now := time.Now().UnixNano()
+	last := s.stats.authLogged.Load()
+	if now-last < int64(authLogEvery) || !s.stats.authLogged.CompareAndSwap(last, now) {
+		s.stats.authQuiet.Add(1)
+		return
+	}
+	s.log.Warn("client authentication failed", "namespace", ns, "remote", remote, "why", why, "suppressed", s.stats.authQuiet.Swap(0))
+}
+
 // errAuth refuses a relay's Hello for a namespace that does not exist.
 var errAuth = errors.New("unknown namespace")
 
@@ -517,7 +542,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.list(f.ReqID, id.Namespace, l)
 		return
 	}
-	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c}
+	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: group.Nanotime()}
 	switch m := m.(type) {
 	case *wire.Acquire:
 		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight

@@ -26,6 +26,9 @@ type gossip struct {
 	wg     sync.WaitGroup // every goroutine startGossip starts
 	mu     sync.Mutex
 	placed []paxos.NodeID
+	// up is who was alive at the last change (watch's goroutine only),
+	// to log peers coming up and going down.
+	up map[uint32]bool
 }
 
 func (s *Server) startGossip(ctx context.Context) error {
@@ -140,6 +143,7 @@ func (g *gossip) watch(changes <-chan struct{}) {
 				alive[mb.ID] = true
 			}
 		}
+		g.logPeers(members, alive)
 		g.s.setAlive(alive)
 		live := registry.LiveIDs(members)
 		g.mu.Lock()
@@ -155,6 +159,30 @@ func (g *gossip) watch(changes <-chan struct{}) {
 		}
 		g.mu.Unlock()
 	}
+}
+
+// logPeers logs the peers that came up (at info level) and went down (at
+// warn level, with the state membership has for them) since the last
+// change. A peer never seen up is not logged as down.
+func (g *gossip) logPeers(members []registry.Member, alive map[uint32]bool) {
+	self := g.s.cfg.NodeID
+	for _, id := range g.ids {
+		if id == self || alive[id] == g.up[id] {
+			continue
+		}
+		if alive[id] {
+			g.s.log.Info("peer up", "peer", id)
+			continue
+		}
+		state := "gone"
+		for _, mb := range members {
+			if mb.ID == id {
+				state = mb.State.String()
+			}
+		}
+		g.s.log.Warn("peer down", "peer", id, "state", state)
+	}
+	g.up = alive
 }
 
 func (g *gossip) shutdown(ctx context.Context) error {

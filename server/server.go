@@ -58,7 +58,8 @@ type Server struct {
 	clientLn string
 	tlsAddr  string // the TLS client listener's address, once open
 
-	stats stats
+	stats   stats
+	metrics *metrics // the /metrics registry and its instruments
 	// masterLog remembers the last master changes for the console;
 	// consoleHTTP (made once, under consoleOnce) reads peers' status.
 	masterLog   masterLog
@@ -123,6 +124,10 @@ func (s *Server) waitBackground(ctx context.Context) error {
 type stats struct {
 	requests, redirects, forwarded, relays, overloaded, badFrames atomic.Uint64
 	slowConsumers                                                 atomic.Uint64
+	// authLogged is when (unix nanos) an auth failure was last logged,
+	// authQuiet how many were not logged since (see logAuthFailure).
+	authLogged atomic.Int64
+	authQuiet  atomic.Uint64
 }
 
 // New opens the node's storage, starts its Paxos groups and lock service,
@@ -147,6 +152,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
 		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec}
 	s.life, s.endLife = context.WithCancel(context.Background())
+	s.metrics = newMetrics(s)
 	s.seedSecrets, s.seedVerifiers = map[string]string{}, map[string]scramauth.Verifier{}
 	for _, n := range cfg.Namespaces { // names checked by Validate
 		v, err := group.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
@@ -179,7 +185,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.store = st
 	tick := time.Duration(cfg.Tick)
-	s.host = paxos.NewHost(paxos.HostConfig{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log})
+	s.host = paxos.NewHost(paxos.HostConfig{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
 	pcfg := paxos.Config{
 		HeartbeatTicks: int(time.Duration(cfg.Heartbeat) / tick),
 		LeaseTicks:     int(time.Duration(cfg.Lease) / tick),
@@ -196,6 +202,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		Logger:      log,
 		Self:        paxos.NodeID(cfg.NodeID),
 		OnMaster:    s.onMaster,
+		Observer:    s.metrics,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
 		s.endLife()

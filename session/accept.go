@@ -74,6 +74,10 @@ type Host interface {
 	// Send sends a reply other than a Response (the SCRAM server
 	// messages) to request reqID.
 	Send(typ wire.Type, reqID uint64, m wire.Message)
+	// Refused is told that a handshake step was refused AUTH_FAILED, with
+	// the namespace it claimed ("" when none) and why: for the node's
+	// metrics and logs. Nothing secret is in err.
+	Refused(namespace string, err error)
 }
 
 // Accepted is the accepting side of one session: whether a handshake
@@ -110,7 +114,8 @@ func IsSessionType(typ wire.Type) bool {
 	return false
 }
 
-func refuse(h Host, reqID uint64, err error) {
+func refuse(h Host, reqID uint64, ns string, err error) {
+	h.Refused(ns, err)
 	h.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: err.Error()})
 }
 
@@ -140,17 +145,17 @@ func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
 	case *wire.ScramClientFirst:
 		a.scram = nil
 		if err := m.Validate(); err != nil {
-			refuse(h, reqID, err)
+			refuse(h, reqID, m.Namespace, err)
 			return true
 		}
 		srv, err := scramauth.NewServer(m.Namespace, h.Credentials)
 		if err != nil {
-			refuse(h, reqID, err)
+			refuse(h, reqID, m.Namespace, err)
 			return true
 		}
 		first, err := srv.First(m.Message)
 		if err != nil {
-			refuse(h, reqID, err)
+			refuse(h, reqID, m.Namespace, err)
 			return true
 		}
 		a.scram = srv
@@ -160,16 +165,16 @@ func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
 		srv := a.scram
 		a.scram = nil
 		if srv == nil {
-			refuse(h, reqID, errors.New("send ScramClientFirst first"))
+			refuse(h, reqID, "", errors.New("send ScramClientFirst first"))
 			return true
 		}
 		if err := m.Validate(); err != nil {
-			refuse(h, reqID, err)
+			refuse(h, reqID, a.pending.Namespace, err)
 			return true
 		}
 		final, v, err := srv.Final(m.Message)
 		if err != nil {
-			refuse(h, reqID, err)
+			refuse(h, reqID, a.pending.Namespace, err)
 			return true
 		}
 		cur := a.pending
@@ -178,15 +183,15 @@ func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
 		h.Send(wire.TypeScramServerFinal, reqID, &wire.ScramServerFinal{Message: final, ViewVersion: h.ViewVersion()})
 	case *wire.Hello:
 		if m.Via == 0 || m.Secret != "" {
-			refuse(h, reqID, ErrClearSecret)
+			refuse(h, reqID, m.Namespace, ErrClearSecret)
 			return true
 		}
 		if err := m.Validate(); err != nil {
-			refuse(h, reqID, err)
+			refuse(h, reqID, m.Namespace, err)
 			return true
 		}
 		if err := h.TrustRelay(m); err != nil {
-			refuse(h, reqID, err)
+			refuse(h, reqID, m.Namespace, err)
 			return true
 		}
 		a.accept(Identity{Namespace: m.Namespace, ClientID: m.ClientID, ClientKey: m.ClientKey, Agent: m.Agent, Via: m.Via}, h)

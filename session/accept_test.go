@@ -18,6 +18,7 @@ type host struct {
 	views    []bool // subscribe flags of ServeView calls
 	replies  map[uint64]wire.Response
 	sent     map[uint64]wire.Message
+	refused  []string // namespaces of Refused calls
 }
 
 func (h *host) Credentials(ns string) (scramauth.Verifier, bool) { v, ok := h.creds[ns]; return v, ok }
@@ -27,6 +28,7 @@ func (h *host) ViewVersion() uint64                              { return h.vers
 func (h *host) ServeView(_ uint64, sub bool)                     { h.views = append(h.views, sub) }
 func (h *host) Reply(id uint64, r wire.Response)                 { h.replies[id] = r }
 func (h *host) Send(_ wire.Type, id uint64, m wire.Message)      { h.sent[id] = m }
+func (h *host) Refused(ns string, _ error)                       { h.refused = append(h.refused, ns) }
 
 // Client keys for the tests' Hellos.
 const (
@@ -144,6 +146,9 @@ func TestAcceptedSCRAMRefused(t *testing.T) {
 			}
 			if a.Authenticated() || len(h.accepted) != 0 {
 				t.Fatal("a refused exchange opened the session")
+			}
+			if len(h.refused) != 1 || h.refused[0] != tc.first.Namespace {
+				t.Fatalf("Refused told %q, want once with %q", h.refused, tc.first.Namespace)
 			}
 		})
 	}
