@@ -3,12 +3,9 @@ package server
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -30,23 +27,7 @@ func TestConsole(t *testing.T) {
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(AdminTokenEnv, "")
-	tc := startClusterWith(t, 3, func(c *Config) {
-		c.TLS = &pki.Files{CA: filepath.Join(dir, pki.DevCACert), Cert: filepath.Join(dir, pki.DevNodeCert(int(c.NodeID))), Key: filepath.Join(dir, pki.DevNodeKey(int(c.NodeID)))}
-		c.AdminTLS = &AdminTLS{}
-		c.AdminTokenFile = filepath.Join(dir, pki.DevAdminToken)
-	})
-	tok, err := os.ReadFile(filepath.Join(dir, pki.DevAdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(tok))
-	pool, err := pki.LoadCAPool(filepath.Join(dir, pki.DevCACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 15 * time.Second}
-	defer cl.CloseIdleConnections()
+	tc, token, cl := startSecureAdminCluster(t, dir, nil)
 	base := "https://" + tc.cfgs[0].AdminAddr
 	get := func(path, bearer string) (*http.Response, string) {
 		t.Helper()

@@ -27,25 +27,10 @@ func TestSecureCluster(t *testing.T) {
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv(AdminTokenEnv, "") // the file is the source here
-	tc := startClusterWith(t, 3, func(c *Config) {
-		c.TLS = &pki.Files{CA: filepath.Join(dir, pki.DevCACert), Cert: filepath.Join(dir, pki.DevNodeCert(int(c.NodeID))), Key: filepath.Join(dir, pki.DevNodeKey(int(c.NodeID)))}
-		c.AdminTLS = &AdminTLS{}
-		c.AdminTokenFile = filepath.Join(dir, pki.DevAdminToken)
+	tc, token, cl := startSecureAdminCluster(t, dir, func(c *Config) {
 		c.GossipKeyFile = filepath.Join(dir, pki.DevGossipKey)
 		c.FaultInjection = true
 	})
-	tok, err := os.ReadFile(filepath.Join(dir, pki.DevAdminToken))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := strings.TrimSpace(string(tok))
-	pool, err := pki.LoadCAPool(filepath.Join(dir, pki.DevCACert))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 15 * time.Second}
-	defer cl.CloseIdleConnections()
 	base := "https://" + tc.cfgs[0].AdminAddr
 	call := func(method, path, bearer, body string) (*http.Response, string) {
 		t.Helper()
@@ -201,4 +186,34 @@ func TestConfigSecurityErrors(t *testing.T) {
 	if s := fmt.Sprint(c.LogValue()); strings.Contains(s, c.GossipKey) || strings.Contains(s, c.GossipOldKeys[0]) {
 		t.Fatalf("LogValue shows a gossip key: %s", s)
 	}
+}
+
+// startSecureAdminCluster starts a 3-node cluster with the development PKI
+// in dir (which must hold pki.WriteDev's files): peer mTLS, admin HTTPS
+// with the node certificates and the token file. tune adds to each node's
+// configuration. It returns the cluster, the admin token and an HTTPS
+// client that trusts the development CA (its idle connections closed at
+// the end of the test).
+func startSecureAdminCluster(t *testing.T, dir string, tune func(*Config)) (*testCluster, string, *http.Client) {
+	t.Helper()
+	t.Setenv(AdminTokenEnv, "") // the file is the source here
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.TLS = &pki.Files{CA: filepath.Join(dir, pki.DevCACert), Cert: filepath.Join(dir, pki.DevNodeCert(int(c.NodeID))), Key: filepath.Join(dir, pki.DevNodeKey(int(c.NodeID)))}
+		c.AdminTLS = &AdminTLS{}
+		c.AdminTokenFile = filepath.Join(dir, pki.DevAdminToken)
+		if tune != nil {
+			tune(c)
+		}
+	})
+	tok, err := os.ReadFile(filepath.Join(dir, pki.DevAdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pki.LoadCAPool(filepath.Join(dir, pki.DevCACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 15 * time.Second}
+	t.Cleanup(cl.CloseIdleConnections)
+	return tc, strings.TrimSpace(string(tok)), cl
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -110,4 +111,36 @@ func certsCmd(p printer, dir, cluster string, nodes int, hosts []string) error {
 		files = []string{}
 	}
 	return p.emit(filesOutput{Wrote: files})
+}
+
+// change sends a request that one node must carry out to the nodes in
+// turn: an unreachable node, or one that answers 503 (it cannot do it and
+// knows no node that can), is passed over for the next. It returns the
+// first other answer's status and body, read whole; an error if no node
+// gave one (the last node's reason in it).
+func (a *adminClient) change(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	var lastErr error
+	for _, addr := range a.addrs {
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := a.request(ctx, method, addr, path, rd)
+		if err != nil {
+			return 0, nil, err
+		}
+		resp, err := a.do(req, 15*time.Second)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close() // read to the end: nothing to report
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			lastErr = fmt.Errorf("%s: %s", addr, strings.TrimSpace(string(b)))
+			continue
+		}
+		return resp.StatusCode, b, nil
+	}
+	return 0, nil, fmt.Errorf("no node could do it: %w", lastErr)
 }

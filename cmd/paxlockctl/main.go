@@ -59,7 +59,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -624,80 +623,46 @@ func watchCmd(ctx context.Context, p printer, c *client.Client, key string, afte
 // endpoint (a node that cannot make the change redirects to one that can).
 // args is already checked; secret is the new namespace's (add).
 func namespaceCmd(ctx context.Context, p printer, ac *adminClient, args []string, secret string) error {
-	var lastErr error
-	for _, a := range ac.addrs {
-		var req *http.Request
-		var err error
-		switch args[0] {
-		case "list":
-			req, err = ac.request(ctx, http.MethodGet, a, "/namespaces", nil)
-		case "add":
-			body, _ := json.Marshal(map[string]string{"name": args[1], "secret": secret})
-			req, err = ac.request(ctx, http.MethodPost, a, "/namespaces", bytes.NewReader(body))
-		case "remove":
-			req, err = ac.request(ctx, http.MethodDelete, a, "/namespaces?name="+url.QueryEscape(args[1]), nil)
-		}
-		if err != nil {
+	method, path, body := http.MethodGet, "/namespaces", []byte(nil)
+	switch args[0] {
+	case "add":
+		method = http.MethodPost
+		body, _ = json.Marshal(map[string]string{"name": args[1], "secret": secret})
+	case "remove":
+		method, path = http.MethodDelete, "/namespaces?name="+url.QueryEscape(args[1])
+	}
+	code, b, err := ac.change(ctx, method, path, body)
+	switch {
+	case err != nil:
+		return fmt.Errorf("namespace %s: %w", args[0], err)
+	case code == http.StatusOK && args[0] == "list":
+		names := []string{}
+		if err := json.Unmarshal(b, &names); err != nil {
 			return err
 		}
-		resp, err := ac.do(req, 15*time.Second)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close() // read to the end: nothing to report
-		switch {
-		case resp.StatusCode == http.StatusOK && args[0] == "list":
-			names := []string{}
-			if err := json.Unmarshal(b, &names); err != nil {
-				return err
-			}
-			return p.emit(namespacesOutput{Namespaces: names})
-		case resp.StatusCode == http.StatusNoContent:
-			return p.emit(namespaceChange{Namespace: args[1], Action: args[0], Done: true})
-		case resp.StatusCode == http.StatusServiceUnavailable:
-			lastErr = fmt.Errorf("%s: %s", a, strings.TrimSpace(string(b)))
-			continue
-		default:
-			return fmt.Errorf("%s: %s: %s", a, resp.Status, strings.TrimSpace(string(b)))
-		}
+		return p.emit(namespacesOutput{Namespaces: names})
+	case code == http.StatusNoContent:
+		return p.emit(namespaceChange{Namespace: args[1], Action: args[0], Done: true})
 	}
-	return fmt.Errorf("namespace %s: no node could do it: %w", args[0], lastErr)
+	return fmt.Errorf("namespace %s: HTTP %d: %s", args[0], code, strings.TrimSpace(string(b)))
 }
 
 // forceUnlock frees key of namespace ns through any node's admin endpoint
 // (one that does not serve the key's group redirects to the one that does).
 func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string) error {
-	var lastErr error
 	body, _ := json.Marshal(map[string]string{"namespace": ns, "key": key})
-	for _, a := range ac.addrs {
-		req, err := ac.request(ctx, http.MethodPost, a, "/locks/unlock", bytes.NewReader(body))
-		if err != nil {
-			return err
+	code, b, err := ac.change(ctx, http.MethodPost, "/locks/unlock", body)
+	switch {
+	case err != nil:
+		return fmt.Errorf("unlock: %w", err)
+	case code == http.StatusOK:
+		var out server.ForceUnlocked
+		if err := json.Unmarshal(b, &out); err != nil {
+			return fmt.Errorf("unlock: %w", err)
 		}
-		resp, err := ac.do(req, 15*time.Second)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		b, _ := io.ReadAll(resp.Body)
-		_ = resp.Body.Close() // read to the end: nothing to report
-		switch resp.StatusCode {
-		case http.StatusOK:
-			var out server.ForceUnlocked
-			if err := json.Unmarshal(b, &out); err != nil {
-				return fmt.Errorf("%s: %w", a, err)
-			}
-			return p.emit(unlockOutput(out))
-		case http.StatusServiceUnavailable:
-			lastErr = fmt.Errorf("%s: %s", a, strings.TrimSpace(string(b)))
-			continue
-		default:
-			return fmt.Errorf("%s: %s: %s", a, resp.Status, strings.TrimSpace(string(b)))
-		}
+		return p.emit(unlockOutput(out))
 	}
-	return fmt.Errorf("unlock: no node could do it: %w", lastErr)
+	return fmt.Errorf("unlock: HTTP %d: %s", code, strings.TrimSpace(string(b)))
 }
 
 // locksCmd lists the namespace's held locks with keys starting with prefix,
