@@ -295,11 +295,7 @@ func dispatch(ctx context.Context, o *options) error {
 		if len(args) == 1 {
 			prefix = args[0]
 		}
-		secret, err := o.secret(true)
-		if err != nil {
-			return err
-		}
-		cfg, err := o.clientConfig(secret)
+		cfg, err := o.clientConfig()
 		if err != nil {
 			return err
 		}
@@ -321,11 +317,7 @@ func dispatch(ctx context.Context, o *options) error {
 			}
 			hold = d
 		}
-		secret, err := o.secret(true)
-		if err != nil {
-			return err
-		}
-		cfg, err := o.clientConfig(secret)
+		cfg, err := o.clientConfig()
 		if err != nil {
 			return err
 		}
@@ -336,7 +328,11 @@ func dispatch(ctx context.Context, o *options) error {
 
 // clientConfig is the client configuration of lock, state, watch and
 // locks: over TLS, verifying the nodes against -ca, when that is set.
-func (o *options) clientConfig(secret string) (client.Config, error) {
+func (o *options) clientConfig() (client.Config, error) {
+	secret, err := o.secret(true)
+	if err != nil {
+		return client.Config{}, err
+	}
 	cfg := client.Config{Registry: strings.Split(o.registry, ","), Namespace: o.ns, Secret: secret}
 	if o.clientCA != "" {
 		pool, err := pki.LoadCAPool(o.clientCA)
