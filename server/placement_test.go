@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
-	"github.com/paxlock/paxlock/internal/testutil"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/registry"
 )
 
