@@ -136,7 +136,7 @@ func FuzzDecodeRec(f *testing.F) {
 
 // TestHolderValueServed: the value an acquire attaches comes back in
 // State, in a contender's LOCK_OCCUPIED and in watch events; a renew that
-// sets it tells watchers (same token); a waiter's value travels with its
+// sets it tells watchers (same token), changed or not; a waiter's value travels with its
 // grant; a master change keeps it.
 func TestHolderValueServed(t *testing.T) {
 	fc := newFakeClock()
@@ -160,16 +160,20 @@ func TestHolderValueServed(t *testing.T) {
 	if r := c.do(b, Request{Op: OpAcquire, Key: key, Owner: owner(2, 1), TTL: 5 * time.Second}); r.Status != wire.StatusLockOccupied || r.Value != "host=a pid=1" {
 		t.Fatalf("contender: %+v", r)
 	}
-	// A renew with the same value tells nobody; a new value is an event
-	// with the same token.
+	// A renew that sets a value is an event with the same token, even
+	// when the value did not change (clients drop a repeat; see
+	// worker.renew for why the master tells anyway).
 	if r := c.do(a, Request{Op: OpRenew, Key: key, Owner: owner(1, 1), Token: ra.Token, SetValue: true, Value: "host=a pid=1"}); r.Status != wire.StatusSuccess {
 		t.Fatalf("renew: %+v", r)
 	}
 	if r := c.do(a, Request{Op: OpRenew, Key: key, Owner: owner(1, 1), Token: ra.Token, SetValue: true, Value: "step 2"}); r.Status != wire.StatusSuccess {
 		t.Fatalf("renew: %+v", r)
 	}
-	evs := ws.waitWatch(t, 1, 2)
-	if ev := evs[1]; ev.Event != wire.EventAcquired || ev.Token != ra.Token || ev.Value != "step 2" {
+	evs := ws.waitWatch(t, 1, 3)
+	if ev := evs[1]; ev.Event != wire.EventAcquired || ev.Token != ra.Token || ev.Value != "host=a pid=1" {
+		t.Fatalf("same-value renew event %+v", ev)
+	}
+	if ev := evs[2]; ev.Event != wire.EventAcquired || ev.Token != ra.Token || ev.Value != "step 2" {
 		t.Fatalf("value change event %+v", ev)
 	}
 	// The value survives a master change (it is replicated).

@@ -803,7 +803,13 @@ func (w *worker) renew(r *Request, key string, ks *keyState) {
 		ttl = w.ttl(r)
 	}
 	p := &pending{req: r, cmd: command{op: opRenew, key: key, owner: r.Owner, token: r.Token, ttlMs: ttl, setValue: r.SetValue, value: r.Value}}
-	p.valueChanged = r.SetValue && rec.value(rec.find(r.Owner)) != r.Value
+	// A SetValue tells the watchers even when the value it sets is the
+	// one this master's table holds: after a master change that table may
+	// hold it because the new master recovered the same SetValue from the
+	// log, applied without telling anyone (no worker proposed it here),
+	// and the client's retry is then the only news its watchers get.
+	// Clients drop an event that repeats what they saw.
+	p.valueChanged = r.SetValue
 	w.propose(ks, p)
 }
 
