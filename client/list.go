@@ -10,31 +10,11 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// LockInfo is a held lock, as List reports it.
-type LockInfo struct {
-	// Key is the lock's key.
-	Key string
-	// Holder holds the lock (for a read lock, the first reader) with
-	// fencing token Token.
-	Holder wire.Owner
-	Token  uint64
-	// Kind is the held lock's kind; Readers how many owners hold it for
-	// reading.
-	Kind    wire.Kind
-	Readers int
-	// TTLLeft is how long the holder's lock has left without a renewal,
-	// as its master measures it.
-	TTLLeft time.Duration
-	// QueueLen is the number of waiters.
-	QueueLen int
-	// Value is the holder's value (see the Value option).
-	Value string
-}
-
 // ListPage is one page of List.
 type ListPage struct {
-	// Locks are the page's held locks, in key order.
-	Locks []LockInfo
+	// Locks are the page's held locks, in key order, each as State
+	// reports it (Held is true; Holder is a read lock's first reader).
+	Locks []State
 	// Next is the after of the next page, "" when this one is the last.
 	Next string
 }
@@ -68,7 +48,7 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) (Lis
 	}
 	var (
 		mu    sync.Mutex
-		all   []LockInfo
+		all   []State
 		full  bool // some group may have more
 		first error
 		wg    sync.WaitGroup
@@ -94,7 +74,7 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) (Lis
 			}
 			full = full || len(res.resp.Locks) >= limit
 			for _, l := range res.resp.Locks {
-				all = append(all, LockInfo{Key: l.Key, Holder: l.Holder, Token: l.Token, Kind: l.Kind, Readers: int(l.Readers),
+				all = append(all, State{Key: l.Key, Held: true, Holder: l.Holder, Token: l.Token, Kind: l.Kind, Readers: int(l.Readers),
 					TTLLeft: time.Duration(l.TTLLeftMs) * time.Millisecond, QueueLen: int(l.QueueLen), Value: l.Value})
 			}
 		}()
@@ -103,7 +83,7 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) (Lis
 	if first != nil {
 		return ListPage{}, first
 	}
-	slices.SortFunc(all, func(a, b LockInfo) int { return strings.Compare(a.Key, b.Key) })
+	slices.SortFunc(all, func(a, b State) int { return strings.Compare(a.Key, b.Key) })
 	page := ListPage{Locks: all[:min(limit, len(all))]}
 	if full || len(all) > limit {
 		page.Next = page.Locks[len(page.Locks)-1].Key

@@ -254,14 +254,7 @@ func TestQueuedGrantAgainstServer(t *testing.T) {
 	}
 	before := time.Now()
 	done := goErr(func() error { return waiter.Lock(ctx) })
-	var st State
-	var err error
-	if werr := testutil.Wait(20*time.Second, func() bool {
-		st, err = c.State(ctx, "k")
-		return err == nil && st.QueueLen == 1
-	}); werr != nil {
-		t.Fatalf("%v waiting for the waiter to queue: %+v %v", werr, st, err)
-	}
+	awaitQueue(t, c, "k", 1)
 	released := time.Now()
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatal(err)

@@ -678,9 +678,14 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	}
 	rec := w.g.sm.get(key)
 	ok, again := rec.canGrant(r.Owner, r.Kind)
-	rank := w.rankOf(w.mono(w.clock.Now()), r.Weight)
-	if ok && !again && blockedByQueue(ks, r, rank) {
-		ok = false
+	// The clock is read only when a queue is involved: a free key's
+	// acquire (the common case) needs no rank.
+	var now time.Time
+	if ok && !again && len(ks.waiters) > 0 {
+		now = w.clock.Now()
+		if blockedByQueue(ks, r, w.rankOf(w.mono(now), r.Weight)) {
+			ok = false
+		}
 	}
 	if ok {
 		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value}}
@@ -713,13 +718,16 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		return
 	}
 	w.seq++
-	q := &waiter{req: r, key: key, seq: w.seq, rank: rank}
+	if now.IsZero() {
+		now = w.clock.Now()
+	}
+	q := &waiter{req: r, key: key, seq: w.seq, rank: w.rankOf(w.mono(now), r.Weight)}
 	if w.g.svc.obs != nil {
-		q.since = w.mono(w.clock.Now())
+		q.since = w.mono(now)
 	}
 	w.index(q)
 	if r.MaxWait > 0 {
-		q.deadline = w.clock.Now().Add(r.MaxWait)
+		q.deadline = now.Add(r.MaxWait)
 		w.schedule(timerEntry{at: q.deadline, kind: tWait, key: key, w: q})
 	}
 	// Keep the queue ordered by rank, then arrival.

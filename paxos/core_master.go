@@ -185,13 +185,7 @@ func (c *Core) propose() {
 }
 
 func (c *Core) onAccepted(m Message) {
-	if c.role != master || m.Ballot != c.ballot || !c.mem.Contains(m.From) {
-		return
-	}
-	if m.Reject {
-		if c.ballot.Less(m.Hint) {
-			c.stepDown(m.Hint.Round)
-		}
+	if !c.masterReply(m) {
 		return
 	}
 	f, ok := c.inflight[m.Instance]
@@ -205,6 +199,22 @@ func (c *Core) onAccepted(m Message) {
 		f.done = true
 		c.advanceMaster()
 	}
+}
+
+// masterReply reports whether m is a member's positive answer to this
+// master's current ballot. A refusal that names a higher ballot makes the
+// master step down; anything else not counted is ignored.
+func (c *Core) masterReply(m Message) bool {
+	if c.role != master || m.Ballot != c.ballot || !c.mem.Contains(m.From) {
+		return false
+	}
+	if m.Reject {
+		if c.ballot.Less(m.Hint) {
+			c.stepDown(m.Hint.Round)
+		}
+		return false
+	}
+	return true
 }
 
 // advanceMaster moves Committed over chosen in-flight instances.
@@ -240,13 +250,7 @@ func (c *Core) heartbeat() {
 }
 
 func (c *Core) onHeartbeatAck(m Message) {
-	if c.role != master || m.Ballot != c.ballot || !c.mem.Contains(m.From) {
-		return
-	}
-	if m.Reject {
-		if c.ballot.Less(m.Hint) {
-			c.stepDown(m.Hint.Round)
-		}
+	if !c.masterReply(m) {
 		return
 	}
 	if m.Tick > c.ackTick[m.From] {

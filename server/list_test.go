@@ -46,7 +46,7 @@ func TestList(t *testing.T) {
 		return err == nil && st.QueueLen == 1
 	})
 
-	var got []client.LockInfo
+	var got []client.State
 	after := ""
 	pages := 0
 	for {

@@ -678,9 +678,8 @@ func locksCmd(ctx context.Context, p printer, cfg client.Config, prefix string, 
 		if err != nil {
 			return err
 		}
-		for _, l := range page.Locks {
-			out.Locks = append(out.Locks, stateRecord(client.State{Key: l.Key, Held: true, Holder: l.Holder, Token: l.Token,
-				Kind: l.Kind, Readers: l.Readers, TTLLeft: l.TTLLeft, QueueLen: l.QueueLen, Value: l.Value}))
+		for _, st := range page.Locks {
+			out.Locks = append(out.Locks, stateRecord(st))
 		}
 		after = page.Next
 		if after == "" {
