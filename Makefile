@@ -2,9 +2,9 @@
 GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
-RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/... ./session/...
+RACE_PKGS := ./paxos/... ./lockservice/... ./server/... ./client/... ./registry/... ./session/...
 
-.PHONY: all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e chaos fuzz console-test
+.PHONY: all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e backup-check chaos fuzz console-test
 
 all: build
 
@@ -114,9 +114,15 @@ fuzz:
 	scripts/fuzz.sh
 
 # e2e runs paxlockd as three processes and injects kill -9 and SIGSTOP
-# pauses under client load; the history is checked with porcupine.
+# pauses under client load, and adds, removes and replaces nodes
+# (TestMembership); the histories are checked with porcupine.
 e2e:
 	PAXLOCK_E2E=1 $(GO) test -count=1 -v -timeout 10m ./e2e/
+
+# backup-check: paxlockctl backup against three paxlockd processes holding
+# locks, three new ones started with paxlockd -restore, the locks checked.
+backup-check:
+	PAXLOCK_E2E=1 $(GO) test -count=1 -v -timeout 5m -run TestBackupRestoreProcesses ./e2e/
 
 # console-test drives the web console (the admin address's /) in headless
 # Chromium against three paxlockd processes with admin HTTPS and a token,
@@ -130,8 +136,8 @@ console-test:
 # 2 cores): each a 3- or 5-node cluster with every node in its own network
 # namespace, a mixed workload through the Go client, and random kill -9,
 # SIGTERM restarts, SIGSTOP pauses and symmetric and one-way partitions;
-# every history is checked (porcupine's exclusive and read-write models,
-# tokens, overlaps, watches). SEED=s replays the one schedule of seed s,
+# every history is checked (porcupine's exclusive, read-write and semaphore models,
+# tokens, overlaps, permits in use, watches). SEED=s replays the one schedule of seed s,
 # as printed by a failing run. Needs root (network namespaces, iptables).
 # The release check is make chaos N=100.
 N ?= 10

@@ -87,6 +87,14 @@ type Config struct {
 	// queues and giving back grants that raced with cancelled waits
 	// (default 2s). See Client.Close.
 	CloseTimeout time.Duration
+	// LocalQueue turns local queueing on (default off): blocking Locks
+	// of this client's handles on the same key (exclusive locks and
+	// write locks; not ProcessOwner handles) wait in the client, one of
+	// them at a time on the server, and an Unlock hands the key on to
+	// the next local waiter in the Release's own Paxos command, with a
+	// new fencing token, when nobody from elsewhere waits for it. See
+	// "Local queueing" in client/USAGE.md.
+	LocalQueue bool
 }
 
 func (cfg *Config) setDefaults() {
@@ -199,6 +207,11 @@ type Client struct {
 	watches   map[uint64]*Watcher
 	holds     map[holdKey]*hold
 	procCores map[coreKey]*lockCore
+
+	// lqMu guards the local queues (localQs, their fields and
+	// lockCore.lq); see localq.go.
+	lqMu    sync.Mutex
+	localQs map[coreKey]*localQueue
 }
 
 // dialing is a connection attempt other callers can wait for.
@@ -242,6 +255,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		watches:   make(map[uint64]*Watcher),
 		holds:     make(map[holdKey]*hold),
 		procCores: make(map[coreKey]*lockCore),
+		localQs:   make(map[coreKey]*localQueue),
 	}
 	// The key proves the client's id to the servers (see
 	// wire.ClientIDOf): 26 base32 characters of crypto/rand, 130 bits.
@@ -1022,6 +1036,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		// comes first: a failover shows up as a view push.
 		var viewCh <-chan struct{}
 		routing := c.viewChanged()
+		routedTo, _ := c.masterAddr(hash) // the master as that view has it
 		r, cn, master, err := c.attempt(ctx, stop, hash, target, typ, m, redirects)
 		target = ""
 		switch {
@@ -1079,12 +1094,36 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		if delay < 0 {
 			delay = c.backoff(attempt + 1)
 		}
-		if err := c.sleepOrView(ctx, delay, viewCh); err != nil {
+		if err := c.sleepOrMove(ctx, delay, viewCh, hash, routedTo); err != nil {
 			if errors.Is(err, ErrClosed) {
 				return res, ErrClosed
 			}
 			return res, ctxErr(op, key, err, lastErr)
 		}
+	}
+}
+
+// sleepOrMove is sleepOrView for a routing failure of hash's request
+// sent to master: it ends early only once a newer view names another
+// master for hash's group. Views that leave that master where it was (a
+// failover moves the groups one by one, each a view push) do not end it,
+// so that they do not use up the request's retries.
+func (c *Client) sleepOrMove(ctx context.Context, d time.Duration, viewCh <-chan struct{}, hash uint64, master string) error {
+	if viewCh == nil {
+		return c.sleepOrView(ctx, d, nil)
+	}
+	end := time.Now().Add(d)
+	for {
+		if err := c.sleepOrView(ctx, time.Until(end), viewCh); err != nil {
+			return err
+		}
+		if !isDone(viewCh) || !time.Now().Before(end) {
+			return nil // slept d
+		}
+		if a, _ := c.masterAddr(hash); a != master {
+			return nil
+		}
+		viewCh = c.viewChanged()
 	}
 }
 

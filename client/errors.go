@@ -99,12 +99,18 @@ type LockedError struct {
 	QueueLen int
 	// Value is the holder's value (see the Value option), "" for none.
 	Value string
+	// Permits and InUse are, for a semaphore, its permit total and the
+	// permits held (Holder is then one of the holders).
+	Permits, InUse int
 }
 
 // Error describes the holder.
 func (e *LockedError) Error() string {
 	s := fmt.Sprintf("client: lock %q held by %v (token %d, %s, ttl left %v, %d queued",
 		e.Key, e.Holder, e.Token, e.Kind, e.TTLLeft, e.QueueLen)
+	if e.Kind == wire.KindSemaphore {
+		s += fmt.Sprintf(", %d of %d permits in use", e.InUse, e.Permits)
+	}
 	if e.Value != "" {
 		s += fmt.Sprintf(", value %.64q", e.Value)
 	}

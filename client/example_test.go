@@ -283,3 +283,82 @@ func ExampleRWMutex_Downgrade() {
 	defer func() { _ = rw.RUnlock(ctx) }()
 	fmt.Println("reading with token", rw.Reader().Token())
 }
+
+// A semaphore of 10 permits shared by a fleet of workers: each takes as
+// many as its job needs, waiting on the server (woken by push) while they
+// are in use, and gives them back. A worker that dies without Release has
+// its permits back when its grant's TTL passes.
+func ExampleClient_Semaphore() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	s := c.Semaphore("gpu-pool", 10, client.TTL(30*time.Second), client.AutoRenew(), client.Value("worker-7"))
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var pe *client.PermitsError
+	switch err := s.Acquire(actx, 3); {
+	case errors.As(err, &pe):
+		log.Fatalf("the pool has %d permits, not %d", pe.Have, pe.Want)
+	case err != nil:
+		log.Fatal(err)
+	}
+	defer func() {
+		if err := s.Release(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
+	st, err := s.State(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d of %d permits in use by %d holders, token %d\n", st.InUse, st.Permits, len(st.Holders), s.Token())
+	select {
+	case <-s.Lost():
+		log.Print("permits lost: stop using the GPUs")
+	case <-time.After(time.Second): // the job
+	}
+}
+
+// Move stock between two warehouses under both their locks: all or none,
+// in one global order, so that a transfer the other way cannot deadlock
+// with this one.
+func ExampleClient_MultiLock() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	ml := c.MultiLock([]string{"stock:berlin", "stock:lyon"}, client.TTL(30*time.Second), client.AutoRenew())
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := ml.Lock(lctx); err != nil { // on failure none is held
+		log.Fatal(err)
+	}
+	defer func() {
+		if err := ml.Unlock(ctx); err != nil {
+			log.Print(err)
+		}
+	}()
+	fmt.Println("fence berlin with", ml.Token("stock:berlin"), "and lyon with", ml.Token("stock:lyon"))
+}
+
+// Take two accounts' locks at once with TryLock: keys of one lock group
+// are granted in one Paxos command, all or none, so nobody ever sees one
+// of them held by this transfer and not the other.
+func ExampleMultiLock_TryLock() {
+	ctx := context.Background()
+	c := connect(ctx)
+	defer c.Close()
+
+	ml := c.MultiLock([]string{"acct:1", "acct:2"}, client.TTL(10*time.Second))
+	var le *client.LockedError
+	switch err := ml.TryLock(ctx); {
+	case errors.As(err, &le):
+		fmt.Println("busy:", le.Key, "is held by", le.Holder) // and ml holds none
+		return
+	case err != nil:
+		log.Fatal(err)
+	}
+	defer func() { _ = ml.Unlock(ctx) }()
+	fmt.Println("tokens", ml.Token("acct:1"), ml.Token("acct:2"))
+}

@@ -75,7 +75,8 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) (Lis
 			full = full || len(res.resp.Locks) >= limit
 			for _, l := range res.resp.Locks {
 				all = append(all, State{Key: l.Key, Held: true, Holder: l.Holder, Token: l.Token, Kind: l.Kind, Readers: int(l.Readers),
-					TTLLeft: time.Duration(l.TTLLeftMs) * time.Millisecond, QueueLen: int(l.QueueLen), Value: l.Value})
+					TTLLeft: time.Duration(l.TTLLeftMs) * time.Millisecond, QueueLen: int(l.QueueLen), Value: l.Value,
+					Permits: int(l.Limit), InUse: int(l.Permits)})
 			}
 		}()
 	}

@@ -39,6 +39,8 @@ type Mutex struct {
 
 	valMu sync.Mutex
 	value string // the holder value acquires send (Value option, SetValue)
+
+	sem *semFields // a Semaphore's permits and total; nil for locks
 }
 
 // Mutex returns a handle on the exclusive lock key. It sends nothing; an
@@ -123,6 +125,11 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 		return m.wrap("unlock", err)
 	}
 	defer m.leave(lc)
+	return m.unlockHeld(ctx, lc)
+}
+
+// unlockHeld is Unlock with the core's slot held.
+func (m *Mutex) unlockHeld(ctx context.Context, lc *lockCore) error {
 	lc.mu.Lock()
 	if lc.count == 0 {
 		lc.mu.Unlock()
@@ -137,6 +144,9 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	lc.h = nil
 	lc.mu.Unlock()
 
+	if next := m.c.takeNext(lc); next != nil {
+		return m.handOff(ctx, lc, h, next)
+	}
 	local, valid, lost := h.finish()
 	if lost != nil {
 		if local {
@@ -424,6 +434,29 @@ func (m *Mutex) lock(ctx context.Context, block bool) error {
 		if m.opts.maxWait > 0 {
 			limit = time.Now().Add(m.opts.maxWait)
 		}
+		if m.localEligible() {
+			lh, active, err := m.waitLocal(ctx, lc, limit, &handedOff)
+			switch {
+			case err != nil:
+				return err
+			case lh != nil:
+				lc.mu.Lock()
+				lc.h, lc.count = lh, 1
+				lc.mu.Unlock()
+				return nil
+			case active:
+				// Acquire on the server; whatever way that fails, the
+				// role goes on to the next local waiter.
+				defer func() {
+					lc.mu.Lock()
+					held := lc.count > 0
+					lc.mu.Unlock()
+					if !held {
+						m.c.passLocal(lc)
+					}
+				}()
+			}
+		}
 		for {
 			g, err = m.acquireBlocking(ctx, lc, limit, &handedOff)
 			if err != nil || !g.queued {
@@ -457,6 +490,8 @@ func (m *Mutex) acquireMsg(waitMs uint32, waitID uint64) *wire.Acquire {
 		MaxWaitMs: waitMs,
 		WaitID:    waitID,
 		Value:     m.Value(),
+		Permits:   m.sem.permits(),
+		Limit:     m.sem.limit(),
 	}
 }
 
@@ -464,7 +499,7 @@ func (m *Mutex) lockedErr(r *wire.Response) error {
 	return &LockedError{
 		Key: m.key, Holder: r.Holder, Token: r.Token, Kind: r.Kind,
 		TTLLeft: time.Duration(r.TTLLeftMs) * time.Millisecond, QueueLen: int(r.QueueLen),
-		Value: r.Value,
+		Value: r.Value, Permits: int(r.Permits), InUse: int(r.InUse),
 	}
 }
 
@@ -569,6 +604,14 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 		}
 		select {
 		case g := <-w.ch:
+			if c.isClosed() {
+				// Close began, and select chose between the two at
+				// random: the call ends with ErrClosed whichever came
+				// first, and the outcome goes back to the wait, whose
+				// grant Close gives back (leaveAtClose).
+				w.deliver(g)
+				return granted{}, ErrClosed
+			}
 			switch g.status {
 			case wire.StatusSuccess:
 				// The master started the TTL when it applied the grant,
@@ -801,6 +844,8 @@ type lockCore struct {
 	mu    sync.Mutex
 	count int
 	h     *hold
+
+	lq *localQueue // the local queue it is active in; guarded by Client.lqMu
 }
 
 func newCore(c *Client, key string, hash uint64, kind wire.Kind, owner wire.Owner, shared bool) *lockCore {
@@ -993,6 +1038,7 @@ type holdKey struct {
 // its renewal and expiry timers, and the Lost channel.
 type hold struct {
 	c     *Client
+	core  *lockCore
 	key   string
 	hash  uint64
 	owner wire.Owner
@@ -1012,7 +1058,7 @@ type hold struct {
 
 func (c *Client) newHold(lc *lockCore, g granted, reqTTL time.Duration, autoRenew bool) *hold {
 	h := &hold{
-		c: c, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
+		c: c, core: lc, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
 		reqTTL: reqTTL, ttl: g.ttl,
 		validUntil: c.validUntil(g.from, g.ttl),
 	}
@@ -1079,6 +1125,8 @@ func (h *hold) markLost(err error, local bool) {
 	}
 	h.mu.Unlock()
 	h.forget()
+	// Local waiters must not wait for an Unlock of a lock that is gone.
+	h.c.passLocal(h.core)
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }
 
@@ -1353,5 +1401,7 @@ func (rw *RWMutex) Downgrade(ctx context.Context) error {
 	rlc.mu.Lock()
 	rlc.count, rlc.h = 1, h
 	rlc.mu.Unlock()
+	// The write side is no longer held: its local waiters go on.
+	w.c.passLocal(wlc)
 	return nil
 }

@@ -31,6 +31,9 @@ type State struct {
 	// Value is the holder's value (see the Value option); for a read lock,
 	// that of the reader named in Holder.
 	Value string
+	// Permits and InUse are, for a semaphore (Kind semaphore; Readers
+	// counts its holders), its permit total and the permits held.
+	Permits, InUse int
 }
 
 // State asks the master of key's group for the key's state; no Paxos round
@@ -54,6 +57,7 @@ func (c *Client) State(ctx context.Context, key string) (State, error) {
 		st.Holder, st.Token, st.Kind = r.Holder, r.Token, r.Kind
 		st.Readers, st.Value = int(r.Readers), r.Value
 		st.TTLLeft = time.Duration(r.TTLLeftMs) * time.Millisecond
+		st.Permits, st.InUse = int(r.Permits), int(r.InUse)
 		return st, nil
 	case wire.StatusLockDeleted:
 		return st, nil

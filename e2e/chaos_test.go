@@ -193,8 +193,9 @@ type schedule struct {
 	n    int
 	c    *cluster
 	net  *netLab
-	hx   *history // exclusive keys
-	hrw  *history // read-write keys
+	hx   *history     // exclusive keys
+	hrw  *history     // read-write keys
+	sem  *semWorkload // the semaphore's workers, history and holds
 
 	mu     sync.Mutex
 	events []string // what happened, for the failure report
@@ -223,6 +224,7 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 	}
 	base := time.Now()
 	s.hx, s.hrw = &history{base: base}, &history{base: base}
+	s.sem = &semWorkload{h: &history{base: base}, total: chaosSemPermits, key: "sem"}
 	t.Logf("schedule seed %d: %d nodes (replay: make chaos SEED=%d)", seed, s.n, seed)
 	failed := true
 	defer func() {
@@ -278,15 +280,15 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 	wl.stop()
 	s.c.stopAll()
 
-	st := chaosStats{schedules: 1, ops: len(s.hx.ops) + len(s.hrw.ops), grants: len(s.hx.grants) + len(s.hrw.grants), faults: s.faults, kinds: s.kinds}
+	st := chaosStats{schedules: 1, ops: len(s.hx.ops) + len(s.hrw.ops) + len(s.sem.h.ops), grants: len(s.hx.grants) + len(s.hrw.grants) + len(s.sem.h.grants), faults: s.faults, kinds: s.kinds}
 	var violations []string
 	if !recovered {
 		violations = append(violations, fmt.Sprintf("no recovery: some key was not granted within %v after the faults were healed", recoverLimit))
 	}
 	violations = append(violations, s.check(wl)...)
 	st.violations = len(violations)
-	t.Logf("schedule seed %d: %d nodes, %d operations (%d grants, %d watch events), %d faults (%s), %d violations",
-		seed, s.n, st.ops, st.grants, wl.watchEvents(), st.faults, st.kindsString(), st.violations)
+	t.Logf("schedule seed %d: %d nodes, %d operations (%d grants, %d of them semaphore grants, %d watch events), %d faults (%s), %d violations",
+		seed, s.n, st.ops, st.grants, s.sem.grants(), wl.watchEvents(), st.faults, st.kindsString(), st.violations)
 	if len(violations) > 0 {
 		keep := filepath.Join(os.TempDir(), fmt.Sprintf("paxlock-chaos-%d", seed))
 		if err := s.keepFiles(dir, keep); err != nil {
@@ -508,11 +510,16 @@ func (s *schedule) check(wl *workload) []string {
 	bad = append(bad, checkHolds(s.hrw)...)
 	bad = append(bad, checkAnswers(s.hx)...)
 	bad = append(bad, wl.checkWatches()...)
+	bad = append(bad, checkTokens(s.sem.h)...)
+	bad = append(bad, checkPermits(s.sem.uses, s.sem.total)...)
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("paxlock-chaos-%d", s.seed))
 	if why := checkLinearizable(lockModel.ToModel(), s.hx.ops, "exclusive", dir, s.t.Logf); why != "" {
 		bad = append(bad, why)
 	}
 	if why := checkLinearizable(rwModel.ToModel(), s.hrw.ops, "read-write", dir, s.t.Logf); why != "" {
+		bad = append(bad, why)
+	}
+	if why := checkLinearizable(semModel.ToModel(), s.sem.h.ops, "semaphore", dir, s.t.Logf); why != "" {
 		bad = append(bad, why)
 	}
 	return bad
@@ -521,7 +528,8 @@ func (s *schedule) check(wl *workload) []string {
 // The workload: workers take exclusive and read-write locks (try-lock and
 // blocking, some with AutoRenew, some renewed by hand), hold them and
 // release them, or read an exclusive key's state, through three clients;
-// watchers follow some keys.
+// watchers follow some keys; more workers take 1 or 2 of a semaphore's
+// chaosSemPermits permits (semWorkload, as in TestFaults).
 var (
 	chaosXKeys    = []string{"x0", "x1", "x2", "x3"}
 	chaosRWKeys   = []string{"rw0", "rw1"}
@@ -534,6 +542,9 @@ const (
 	chaosClients  = 3
 	chaosDrift    = 0.05 // the clients' ClockDrift (their default)
 	chaosWatchers = 2
+
+	chaosSemWorkers = 3
+	chaosSemPermits = 3
 )
 
 type workload struct {
@@ -593,6 +604,9 @@ func (wl *workload) start(ctx context.Context) error {
 			}
 		}()
 	}
+	// The semaphore's workers take ids after the lock workers' (their
+	// history is separate; the ids only name them in a report).
+	wl.s.sem.run(ctx, wl.clients[len(wl.clients)-1], chaosSemWorkers, chaosWorkers+chaosFast+1, wl.quit, &wl.wg)
 	for i := range chaosWatchers {
 		keys := append(append([]string(nil), chaosXKeys...), chaosRWKeys...)
 		key := keys[(int(wl.s.seed)+i*3)%len(keys)]
@@ -872,9 +886,10 @@ func (wl *workload) checkWatches() []string {
 
 func isRW(key string) bool { return strings.HasPrefix(key, "rw") }
 
-// grantedSince reports whether every key was granted after t.
+// grantedSince reports whether every key, the semaphore's too, was
+// granted after t.
 func (wl *workload) grantedSince(t int64) bool {
-	for _, h := range []*history{wl.s.hx, wl.s.hrw} {
+	for _, h := range []*history{wl.s.hx, wl.s.hrw, wl.s.sem.h} {
 		h.mu.Lock()
 		seen := map[string]bool{}
 		for _, g := range h.grants {
@@ -884,8 +899,11 @@ func (wl *workload) grantedSince(t int64) bool {
 		}
 		h.mu.Unlock()
 		keys := append(slices.Clone(chaosXKeys), chaosFastKeys...)
-		if h == wl.s.hrw {
+		switch h {
+		case wl.s.hrw:
 			keys = chaosRWKeys
+		case wl.s.sem.h:
+			keys = []string{wl.s.sem.key}
 		}
 		for _, k := range keys {
 			if !seen[k] {

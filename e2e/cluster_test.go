@@ -32,6 +32,8 @@ type proc struct {
 	// netns is the network namespace the node runs in ("" for the
 	// test's own).
 	netns string
+	// args are more paxlockd flags (-join).
+	args []string
 }
 
 type cluster struct {
@@ -139,7 +141,7 @@ func (c *cluster) start(p *proc) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	args := []string{"-config", p.cfg, "-log-level", "warn"}
+	args := append([]string{"-config", p.cfg, "-log-level", "warn"}, p.args...)
 	name := c.bin
 	if p.netns != "" {
 		// ip netns exec enters the namespace and execs paxlockd in the

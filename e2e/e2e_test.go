@@ -22,8 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anishathalye/porcupine"
-
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -87,56 +85,10 @@ func TestFaults(t *testing.T) {
 	const workers = 8
 	run := make(chan struct{})
 	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(w), 1))
-			for {
-				select {
-				case <-run:
-					return
-				default:
-				}
-				key := keys[rng.IntN(len(keys))]
-				m := cl.Mutex(key, client.TTL(3*time.Second), client.AutoRenew())
-				lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
-				call := h.now()
-				err := m.Lock(lctx)
-				ret := h.now()
-				lcancel()
-				if err != nil {
-					h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Acquire: true}, Call: call, Output: lockOutput{}, Return: ret})
-					continue
-				}
-				tok := m.Token()
-				h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Acquire: true}, Call: call, Output: lockOutput{OK: true, Token: tok}, Return: ret})
-				time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
-				lost := false
-				select {
-				case <-m.Lost():
-					lost = true
-				default:
-				}
-				rcall := h.now()
-				uctx, ucancel := context.WithTimeout(ctx, 5*time.Second)
-				err = m.Unlock(uctx)
-				ucancel()
-				rret := h.now()
-				out := lockOutput{OK: err == nil}
-				if err != nil {
-					out.Unknown = true
-					rret = forever // may take effect any time later
-				}
-				h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Token: tok}, Call: rcall, Output: out, Return: rret})
-				if !lost {
-					h.mu.Lock()
-					h.holds = append(h.holds, hold{key: key, owner: w, token: tok, start: ret, end: rcall})
-					h.mu.Unlock()
-				}
-			}
-		}()
-	}
+	// Beside the locks, workers share a semaphore of 3 permits.
+	sem := &semWorkload{h: &history{base: h.base}, total: 3, key: "sem"}
+	sem.run(ctx, cl, 4, workers, run, &wg)
+	runLockWorkers(ctx, cl, h, keys, workers, 1, run, &wg)
 
 	// Faults: kill -9 and restart, pauses longer than a lease, a node cut
 	// off from both peers (its clients still reach it) and a node cut off
@@ -212,4 +164,15 @@ func TestFaults(t *testing.T) {
 		t.Fatal(why)
 	}
 	t.Logf("history linearizable")
+	t.Logf("semaphore: %d operations, %d grants", len(sem.h.ops), sem.grants())
+	if n := sem.grants(); n < 20 {
+		t.Fatalf("only %d semaphore grants during the run", n)
+	}
+	for _, v := range append(checkTokens(sem.h), checkPermits(sem.uses, sem.total)...) {
+		t.Error(v)
+	}
+	if why := checkLinearizable(semModel.ToModel(), sem.h.ops, "semaphore", os.TempDir(), t.Logf); why != "" {
+		t.Fatal(why)
+	}
+	t.Logf("semaphore history linearizable")
 }

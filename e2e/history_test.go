@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/paxlock/paxlock/client"
 )
 
 // This file holds what the fault suites check: the porcupine models of
@@ -304,6 +308,10 @@ func (h *history) add(op porcupine.Operation) {
 		if out := op.Output.(lockOutput); in.Op == rwAcquire && out.OK {
 			h.grants = append(h.grants, grant{key: in.Key, owner: in.Owner, token: out.Token, call: op.Call, ret: op.Return})
 		}
+	case semInput:
+		if out := op.Output.(lockOutput); in.Acquire && out.OK {
+			h.grants = append(h.grants, grant{key: in.Key, owner: in.Owner, token: out.Token, call: op.Call, ret: op.Return})
+		}
 	}
 	h.mu.Unlock()
 }
@@ -467,4 +475,60 @@ func checkAnswers(h *history) []string {
 		}
 	}
 	return bad
+}
+
+// runLockWorkers starts workers (client ids 0..workers-1) that take an
+// exclusive lock on one of keys through cl (a handle per acquire, TTL 3 s
+// with AutoRenew, 2 s to wait), hold it up to 5 ms and release it, until
+// run closes, recording every acquire and release into h and every hold
+// not known lost into h.holds. stream seeds their random choices.
+func runLockWorkers(ctx context.Context, cl *client.Client, h *history, keys []string, workers int, stream uint64, run <-chan struct{}, wg *sync.WaitGroup) {
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), stream))
+			for {
+				select {
+				case <-run:
+					return
+				default:
+				}
+				key := keys[rng.IntN(len(keys))]
+				m := cl.Mutex(key, client.TTL(3*time.Second), client.AutoRenew())
+				lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
+				call := h.now()
+				err := m.Lock(lctx)
+				ret := h.now()
+				lcancel()
+				if err != nil {
+					h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Acquire: true}, Call: call, Output: lockOutput{}, Return: ret})
+					continue
+				}
+				tok := m.Token()
+				h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Acquire: true}, Call: call, Output: lockOutput{OK: true, Token: tok}, Return: ret})
+				time.Sleep(time.Duration(rng.IntN(5)) * time.Millisecond)
+				lost := false
+				select {
+				case <-m.Lost():
+					lost = true
+				default:
+				}
+				rcall := h.now()
+				uctx, ucancel := context.WithTimeout(ctx, 5*time.Second)
+				err = m.Unlock(uctx)
+				ucancel()
+				rret := h.now()
+				out := lockOutput{OK: err == nil}
+				if err != nil {
+					out.Unknown = true
+					rret = forever // may take effect any time later
+				}
+				h.add(porcupine.Operation{ClientId: w, Input: lockInput{Key: key, Owner: w, Token: tok}, Call: rcall, Output: out, Return: rret})
+				if !lost {
+					h.addHold(hold{key: key, owner: w, token: tok, start: ret, end: rcall})
+				}
+			}
+		}()
+	}
 }

@@ -156,3 +156,50 @@ func TestCheckAnswers(t *testing.T) {
 		}
 	}
 }
+
+// The semaphore model must reject more permits granted than the total,
+// a token going back and releases of what is not held, and accept
+// holders sharing the permits (and a hand-off's shared token).
+func TestSemModelRejectsViolations(t *testing.T) {
+	acq := func(owner, n int, call, ret int64, tok uint64) porcupine.Operation {
+		return porcupine.Operation{ClientId: owner, Input: semInput{Key: "s", Owner: owner, Acquire: true, Permits: n, Total: 3}, Call: call, Output: lockOutput{OK: true, Token: tok}, Return: ret}
+	}
+	rel := func(owner int, call, ret int64, tok uint64) porcupine.Operation {
+		return porcupine.Operation{ClientId: owner, Input: semInput{Key: "s", Owner: owner, Token: tok}, Call: call, Output: lockOutput{OK: true}, Return: ret}
+	}
+	lost := porcupine.Operation{ClientId: 1, Input: semInput{Key: "s", Owner: 1, Token: 5}, Call: 20, Output: lockOutput{Unknown: true}, Return: forever}
+	bad := map[string][]porcupine.Operation{
+		"over the total":    {acq(1, 2, 0, 10, 5), acq(2, 2, 20, 30, 6)},
+		"over by singles":   {acq(1, 1, 0, 10, 5), acq(2, 1, 20, 30, 6), acq(3, 1, 31, 35, 7), acq(4, 1, 40, 50, 8)},
+		"token went back":   {acq(1, 1, 0, 10, 5), rel(1, 20, 30, 5), acq(2, 1, 40, 50, 4)},
+		"token reused":      {acq(1, 1, 0, 10, 5), rel(1, 20, 30, 5), acq(2, 1, 40, 50, 5)},
+		"foreign release":   {acq(1, 1, 0, 10, 5), rel(2, 20, 30, 5)},
+		"release of stale":  {acq(1, 1, 0, 10, 5), rel(1, 20, 30, 5), rel(1, 40, 50, 5)},
+		"two grants at one": {acq(1, 1, 0, 10, 5), acq(1, 1, 20, 30, 6)},
+		"over past a lost":  {acq(1, 1, 0, 10, 5), lost, acq(2, 2, 30, 40, 6), acq(3, 2, 45, 50, 7)},
+	}
+	for name, h := range bad {
+		if porcupine.CheckOperationsTimeout(semModel.ToModel(), h, 10*time.Second) != porcupine.Illegal {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	good := map[string][]porcupine.Operation{
+		"sharing":          {acq(1, 2, 0, 10, 5), acq(2, 1, 20, 30, 6), rel(1, 40, 50, 5), acq(3, 2, 45, 70, 8)},
+		"hand-off token":   {acq(1, 3, 0, 10, 5), acq(2, 1, 5, 40, 7), acq(3, 2, 6, 40, 7), rel(1, 20, 30, 5)},
+		"lost hold frees":  {acq(1, 3, 0, 10, 5), lost, acq(2, 3, 30, 40, 6)},
+		"lost hold ends":   {acq(1, 1, 0, 10, 5), lost, acq(2, 2, 30, 40, 6), acq(3, 1, 45, 50, 7)},
+		"failed is a noop": {acq(1, 3, 0, 10, 5), {ClientId: 2, Input: semInput{Key: "s", Owner: 2, Acquire: true, Permits: 1, Total: 3}, Call: 20, Output: lockOutput{}, Return: 30}},
+	}
+	for name, h := range good {
+		if res := porcupine.CheckOperationsTimeout(semModel.ToModel(), h, 10*time.Second); res != porcupine.Ok {
+			t.Errorf("%s: a valid history was rejected (%v)", name, res)
+		}
+	}
+	uses := []semUse{{key: "s", owner: 1, permits: 2, start: 0, end: 10}, {key: "s", owner: 2, permits: 1, start: 5, end: 20}, {key: "s", owner: 3, permits: 1, start: 10, end: 30}}
+	if v := checkPermits(uses, 3); len(v) != 0 {
+		t.Errorf("checkPermits on a valid run: %q", v)
+	}
+	if v := checkPermits(append(uses, semUse{key: "s", owner: 4, permits: 2, start: 15, end: 16}), 3); len(v) != 1 {
+		t.Errorf("checkPermits: %q, want one violation", v)
+	}
+}

@@ -46,7 +46,7 @@ func benchPropose(b *testing.B, groups, outstanding, inflight int, withTLS bool)
 			tc.pki = newTestPKI(b, "bench")
 		}
 	})
-	masters := make([]*Group, groups)
+	masters := make([]*Replica, groups)
 	for g := range groups {
 		masters[g] = tc.placed(GroupID(g+1), 30*time.Second)
 	}

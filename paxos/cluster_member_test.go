@@ -45,7 +45,7 @@ func (tc *testCluster) members(id NodeID, g GroupID, want ...NodeID) {
 		if nd.host == nil {
 			return false
 		}
-		return slices.Equal(nd.host.Group(g).Membership().Current.Members, want)
+		return slices.Equal(nd.host.Replica(g).Membership().Current.Members, want)
 	}, "node %d group %d members %v", id, g, want)
 }
 
@@ -151,4 +151,30 @@ func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
 		m, err := loadMembership(tc.nodes[2].store.SMReader(1))
 		return err == nil && slices.Equal(m.Members, []NodeID{1, 2, 3})
 	}, "node 2 records its set again")
+}
+
+// TestClusterJoinIdleGroup: a node joins a group that has applied nothing
+// yet. The snapshot it installs carries the group's set (recorded when the
+// group opened), so until the change that adds it is chosen it does not
+// take itself for a member (with the set it joined with, it would, and
+// could win an election in a group whose log never added it).
+func TestClusterJoinIdleGroup(t *testing.T) {
+	tc := newTestCluster(t, 3, 1, 0)
+	for _, id := range []NodeID{1, 2, 3} {
+		m, err := loadMembership(tc.nodes[id].store.SMReader(1))
+		if err != nil || !slices.Equal(m.Members, []NodeID{1, 2, 3}) {
+			t.Fatalf("node %d recorded %v, %v before applying anything", id, m, err)
+		}
+	}
+	tc.master(1, 60*time.Second)
+	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: "127.0.0.1:0", peers: []NodeID{1, 2, 3, 4}, join: true}
+	tc.start(4)
+	testutil.Eventually(t, 60*time.Second, func() bool {
+		return tc.nodes[4].host.Replica(1).snapInstalled.Load() > 0
+	}, "node 4 installs a snapshot")
+	tc.members(4, 1, 1, 2, 3)
+	tc.change(1, MemberChange{Add: 4})
+	for _, id := range []NodeID{1, 2, 3, 4} {
+		tc.members(id, 1, 1, 2, 3, 4)
+	}
 }

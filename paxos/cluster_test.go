@@ -106,7 +106,7 @@ type testNode struct {
 	// log, when set, is the node's logger instead of quietLogger's.
 	log *slog.Logger
 	// peers, when set, is the node's configured member set instead of the
-	// cluster's; join starts its groups with GroupConfig.Join.
+	// cluster's; join starts its groups with ReplicaConfig.Join.
 	peers []NodeID
 	join  bool
 }
@@ -209,7 +209,7 @@ func (tc *testCluster) start(id NodeID) {
 		if nd.peers != nil {
 			peers = nd.peers
 		}
-		gr, err := nd.host.AddGroup(GroupConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: Config{Group: GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
+		gr, err := nd.host.AddGroup(ReplicaConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: Config{Group: GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -232,14 +232,14 @@ func (tc *testCluster) stop(id NodeID) {
 }
 
 // master waits for group g to have a serving master among running nodes.
-func (tc *testCluster) master(g GroupID, timeout time.Duration) *Group {
-	var m *Group
+func (tc *testCluster) master(g GroupID, timeout time.Duration) *Replica {
+	var m *Replica
 	testutil.Eventually(tc.t, timeout, func() bool {
 		for _, nd := range tc.nodes {
 			if nd.host == nil {
 				continue
 			}
-			if gr := nd.host.Group(g); gr != nil && gr.Status().Serving {
+			if gr := nd.host.Replica(g); gr != nil && gr.Status().Serving {
 				m = gr
 				return true
 			}
@@ -252,15 +252,15 @@ func (tc *testCluster) master(g GroupID, timeout time.Duration) *Group {
 // placed returns group g's master once it is the group's preferred node
 // (g mod N) and serves: a master elected elsewhere hands the group over to
 // its preferred node after a while, which fails what it had in flight.
-func (tc *testCluster) placed(g GroupID, timeout time.Duration) *Group {
+func (tc *testCluster) placed(g GroupID, timeout time.Duration) *Replica {
 	want := tc.peers[int(g)%len(tc.peers)]
-	var m *Group
+	var m *Replica
 	testutil.Eventually(tc.t, timeout, func() bool {
 		nd := tc.nodes[want]
 		if nd == nil || nd.host == nil {
 			return false
 		}
-		m = nd.host.Group(g)
+		m = nd.host.Replica(g)
 		return m != nil && m.Status().Serving
 	}, "group %d served by its preferred node %d", g, want)
 	return m

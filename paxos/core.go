@@ -36,8 +36,15 @@ type Config struct {
 	// time, as a fraction (0.01 = 1%). Leases are shortened by it.
 	MaxDrift float64
 	// RetransmitTicks is how long a master waits for an Accepted before it
-	// sends the Accept again, and a follower before it repeats a Learn.
+	// sends the Accept again, and a follower before it repeats a Learn
+	// (default HeartbeatTicks).
 	RetransmitTicks int
+	// CampaignSlackTicks is how much longer than LeaseTicks a follower that
+	// heard nothing waits before it campaigns, before the jitter (default
+	// 2×HeartbeatTicks). It sets the failover time with the lease, so a
+	// driver that lengthens the heartbeat to save idle wake-ups can keep
+	// it.
+	CampaignSlackTicks int
 
 	// MaxInflight bounds the instances a master has in phase 2 at once
 	// (default 1: while one instance is in flight, everything proposed
@@ -69,6 +76,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.RetransmitTicks <= 0 {
 		c.RetransmitTicks = c.HeartbeatTicks
+	}
+	if c.CampaignSlackTicks <= 0 {
+		c.CampaignSlackTicks = 2 * c.HeartbeatTicks
 	}
 	if c.MaxInflight <= 0 {
 		c.MaxInflight = 1
@@ -439,7 +449,7 @@ func (c *Core) masterLeaseTicks() uint64 {
 
 func (c *Core) resetElection() {
 	c.lastHeard = c.now
-	base := c.cfg.LeaseTicks + 2*c.cfg.HeartbeatTicks
+	base := c.cfg.LeaseTicks + c.cfg.CampaignSlackTicks
 	jitter := c.rng.IntN(c.cfg.LeaseTicks/2 + 1)
 	switch {
 	case c.preferred == 0 || c.preferred == c.cfg.ID:
@@ -708,7 +718,12 @@ func (c *Core) Step(m Message) {
 		return
 	}
 	if slices.Contains(c.mem.Removed, m.From) {
+		// What it serves can be a change chosen (a LearnReply): acted on
+		// before Step returns, like any other.
 		c.fromRemoved(m)
+		if c.confChanged {
+			c.onConfChange()
+		}
 		return
 	}
 	if m.Ballot.Round > c.maxRound {

@@ -31,8 +31,8 @@ import (
 type Host struct {
 	cfg      HostConfig
 	base     time.Time // tick 0 of the host's clock; each group's ticks are host ticks
-	groups   atomic.Pointer[map[GroupID]*Group]
-	list     atomic.Pointer[[]*Group] // the groups, by id
+	groups   atomic.Pointer[map[GroupID]*Replica]
+	list     atomic.Pointer[[]*Replica] // the groups, by id
 	mu       sync.Mutex
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -48,6 +48,11 @@ type Host struct {
 	syncs    chan pendingSync
 	syncDone chan struct{}
 	free     chan Batch
+	// queued counts the rounds handed to the sync goroutine that it has
+	// not finished (fsync waited for and messages sent). While it is 0 a
+	// round that wrote nothing to sync sends its after-sync messages from
+	// the loop itself: every earlier round's are already out.
+	queued atomic.Int64
 	// stopErr is what proposals get once a storage failure stopped the
 	// groups: ErrStopped wrapping the store's error.
 	stopErr atomic.Pointer[error]
@@ -56,6 +61,7 @@ type Host struct {
 	items          []readyItem
 	reqs           []Message
 	after          []Message
+	self           []Message // sendAfter's scratch, on the loop
 	stoppedOnError bool
 }
 
@@ -68,7 +74,7 @@ type pendingSync struct {
 }
 
 type readyItem struct {
-	g  *Group
+	g  *Replica
 	rd Ready
 }
 
@@ -124,9 +130,9 @@ func NewHost(cfg HostConfig) *Host {
 		cfg: cfg, base: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan Batch, 64),
 	}
-	empty := map[GroupID]*Group{}
+	empty := map[GroupID]*Replica{}
 	h.groups.Store(&empty)
-	var none []*Group
+	var none []*Replica
 	h.list.Store(&none)
 	return h
 }
@@ -159,12 +165,12 @@ func (h *Host) send(msgs []Message) {
 	}
 }
 
-// Group returns the group with id, or nil.
-func (h *Host) Group(id GroupID) *Group { return (*h.groups.Load())[id] }
+// Replica returns this node's replica of group id, or nil.
+func (h *Host) Replica(id GroupID) *Replica { return (*h.groups.Load())[id] }
 
 // AddGroup opens group cfg.Core.Group from the store, loads sm and adds
 // the group to the host's loop.
-func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
+func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
 	cfg.Core.ID = h.cfg.Self
 	cfg.Core.setDefaults()
 	if cfg.KeepLog == 0 {
@@ -222,7 +228,7 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Group{
+	g := &Replica{
 		id:      id,
 		host:    h,
 		core:    core,
@@ -237,6 +243,9 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		checkpointed: gs.Applied,
 	}
 	g.initMembership(init)
+	if err := g.recordInitialMembership(); err != nil {
+		return nil, err
+	}
 	g.ckpt, _ = sm.(Checkpointer)
 	g.publish()
 	h.mu.Lock()
@@ -245,13 +254,13 @@ func (h *Host) AddGroup(cfg GroupConfig, sm StateMachine) (*Group, error) {
 		h.mu.Unlock()
 		return nil, fmt.Errorf("paxos: group %d added twice", id)
 	}
-	next := make(map[GroupID]*Group, len(old)+1)
+	next := make(map[GroupID]*Replica, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
 	next[id] = g
 	h.groups.Store(&next)
-	list := make([]*Group, 0, len(next))
+	list := make([]*Replica, 0, len(next))
 	for _, x := range next {
 		list = append(list, x)
 	}
@@ -335,7 +344,7 @@ func (h *Host) run() {
 // Committed alone is never written: it may be persisted lazily (HardState),
 // a restarted replica starts from its applied instance and relearns the
 // rest, so it goes to disk only with a Promised change.
-func (h *Host) readyRound(groups []*Group, start time.Time) {
+func (h *Host) readyRound(groups []*Replica, start time.Time) {
 	obs := h.cfg.Observer
 	for !h.stoppedOnError {
 		items := h.items[:0]
@@ -457,6 +466,17 @@ func (h *Host) handOff(b Batch, sync bool, after []Message) bool {
 	if b == nil && len(after) == 0 {
 		return true
 	}
+	if b == nil && h.queued.Load() == 0 {
+		// Nothing to wait for: the earlier rounds' fsyncs are done and
+		// their messages sent (the sync goroutine counts a round down only
+		// after both). Sending here saves the hand-off to the sync
+		// goroutine, which is most of an idle node's heartbeat acks.
+		if h.storageFailure() == nil {
+			h.self = h.sendAfter(after, h.self)
+		}
+		return true
+	}
+	h.queued.Add(1)
 	h.syncs <- pendingSync{b: b, after: slices.Clone(after), at: at}
 	return true
 }
@@ -489,25 +509,35 @@ func (h *Host) syncLoop() {
 			}
 			h.recycle(p.b)
 		}
-		if len(p.after) == 0 || h.storageFailure() != nil {
-			continue
+		if len(p.after) > 0 && h.storageFailure() == nil {
+			self = h.sendAfter(p.after, self)
 		}
-		out := p.after[:0]
-		self = self[:0]
-		for _, m := range p.after {
-			if m.To == h.cfg.Self {
-				self = append(self, m)
-			} else {
-				out = append(out, m)
-			}
-		}
-		if len(out) > 0 {
-			h.send(out)
-		}
-		if len(self) > 0 {
-			h.Deliver(self)
+		h.queued.Add(-1)
+	}
+}
+
+// sendAfter sends a round's after-sync messages once its fsync (and every
+// earlier one) is done; those for this node go straight to their groups.
+// It reorders msgs in place and returns self, the scratch slice for this
+// node's messages, for reuse.
+func (h *Host) sendAfter(msgs []Message, self []Message) []Message {
+	out := msgs[:0]
+	self = self[:0]
+	for _, m := range msgs {
+		if m.To == h.cfg.Self {
+			self = append(self, m)
+		} else {
+			out = append(out, m)
 		}
 	}
+	if len(out) > 0 {
+		h.send(out)
+	}
+	if len(self) > 0 {
+		h.Deliver(self)
+	}
+	clear(self)
+	return self[:0]
 }
 
 // storageFailure returns the store's failure (Store.Err), or nil.

@@ -213,7 +213,7 @@ func newSim(t *testing.T, seed int64, n int) *sim {
 		LeaseTicks:      20,
 		MaxDrift:        0.05,
 		RetransmitTicks: 4,
-		MaxInflight:     1 + s.rng.IntN(3),
+		MaxInflight:     1 + s.rng.IntN(4), // 1–4: the server's default instance_window is 4
 		MaxBatchCmds:    1 + s.rng.IntN(8),
 		MaxQueue:        64,
 		MaxMsgBytes:     512 + s.rng.IntN(4096),

@@ -18,7 +18,7 @@ func (l groupLog) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
 
 // startStream streams a snapshot of the group to peer p, one chunk at a
 // time, each acknowledged before the next (the transport may drop).
-func (g *Group) startStream(p NodeID) {
+func (g *Replica) startStream(p NodeID) {
 	g.mu.Lock()
 	if g.streams[p] != nil || g.closed {
 		g.mu.Unlock()
@@ -39,7 +39,7 @@ func (g *Group) startStream(p NodeID) {
 	}()
 }
 
-func (g *Group) stream(p NodeID, acks chan uint64) error {
+func (g *Replica) stream(p NodeID, acks chan uint64) error {
 	src, err := g.store.OpenSnapshot(g.id, g.cfg.SnapshotChunk)
 	if err != nil {
 		return err
@@ -90,7 +90,7 @@ func (g *Group) stream(p NodeID, acks chan uint64) error {
 
 // onSnapshotMsg handles snapshot chunks and their acknowledgements on the
 // host's loop.
-func (g *Group) onSnapshotMsg(m *Message) {
+func (g *Replica) onSnapshotMsg(m *Message) {
 	if m.ChunkAck { // an acknowledgement for a stream of ours
 		g.mu.Lock()
 		ch := g.streams[m.From]

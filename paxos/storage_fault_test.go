@@ -150,7 +150,7 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 	n1 := tc.nodes[1]
 	// Placement puts groups 3 and 6 on node 1.
 	waitCond(t, "node 1 masters groups 3 and 6", func() bool {
-		return n1.host.Group(3).Status().Serving && n1.host.Group(6).Status().Serving
+		return n1.host.Replica(3).Status().Serving && n1.host.Replica(6).Status().Serving
 	})
 	acked := map[GroupID]map[string]string{}
 	ack := func(g GroupID, k, v string) {
@@ -185,7 +185,7 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 		t.Fatalf("store error %v", err)
 	}
 	for g := GroupID(1); g <= groups; g++ {
-		gr := n1.host.Group(g)
+		gr := n1.host.Replica(g)
 		if st := gr.Status(); st.Serving || st.Master != 0 {
 			t.Errorf("group %d on the failed node reports %+v", g, st)
 		}
@@ -266,7 +266,7 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 		tc.waitValue(1, g, "after", "y")
 	}
 	waitCond(t, "node 1 masters a group again", func() bool {
-		return tc.nodes[1].host.Group(3).Status().Serving || tc.nodes[1].host.Group(6).Status().Serving
+		return tc.nodes[1].host.Replica(3).Status().Serving || tc.nodes[1].host.Replica(6).Status().Serving
 	})
 }
 
@@ -295,7 +295,7 @@ func TestClusterStorageFailureFailsPending(t *testing.T) {
 	for {
 		// Placement puts group 3 on node 1; a loaded machine may cost it
 		// its lease for a moment.
-		_, err := n1.host.Group(3).Propose(ctx, []byte("during=1"))
+		_, err := n1.host.Replica(3).Propose(ctx, []byte("during=1"))
 		if errors.Is(err, ErrNotMaster) && n1.host.Err() == nil {
 			time.Sleep(5 * time.Millisecond)
 			continue

@@ -107,7 +107,7 @@ func TestHostOverStorageInterface(t *testing.T) {
 	host := NewHost(HostConfig{Self: 1, Store: cs, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	host.SetTransport(NewMemNetwork().Join(1, host.Deliver))
 	sm := newKV()
-	g, err := host.AddGroup(GroupConfig{Core: Config{Group: 1, Peers: []NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
+	g, err := host.AddGroup(ReplicaConfig{Core: Config{Group: 1, Peers: []NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,6 +157,7 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
 		FS:                          &fenceFS{FS: fs, h: h, async: async},
 	}
+	po.Experimental.CompactionScheduler = newLazyCompactionScheduler()
 	if opts.MemTableSize > 0 {
 		po.MemTableSize = opts.MemTableSize
 	}

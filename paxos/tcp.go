@@ -48,7 +48,7 @@ const (
 	// takes at most 55 bytes plus len(cmd)+5 per command, where Value.Size
 	// counts 24 plus len(cmd)+4, so at most 55/24 < 2.3 times its Size:
 	// 2.3 x (4 + 1) MiB is under 11.5 MiB, plus a header of under 100
-	// bytes. Snapshot chunks (GroupConfig.SnapshotChunk, 1 MiB, plus the
+	// bytes. Snapshot chunks (ReplicaConfig.SnapshotChunk, 1 MiB, plus the
 	// one key/value pair that crosses it) and Accepts (one batch each) are
 	// far below. 16 MiB leaves room above that worst case (which
 	// TestMaxFrameSizeCoversLargestMessage builds: 9.5 MiB).
@@ -102,6 +102,23 @@ type TCPTransportConfig struct {
 	// trusted networks only: anyone who reaches the port can then speak as
 	// any node.
 	TLS *pki.Peer
+	// Incarnation identifies this node's data directory (0: none); the
+	// handshake carries it, and Admit on the other side may refuse it.
+	Incarnation uint64
+	// Cluster, if set, is this cluster's name: the handshake carries it,
+	// and an inbound connection that names another cluster is refused
+	// (one that names none, from a node without it, is let in).
+	Cluster string
+	// Admit, if set, is asked about every inbound connection once its
+	// handshake is read (peer id and the incarnation it sent, 0 if none): an
+	// error refuses the connection, and its text is written back to the
+	// dialer before the connection closes (the dialer's Refused hears it).
+	// It runs on the connection's reader goroutine and must not block.
+	Admit func(id NodeID, incarnation uint64) error
+	// Refused, if set, is told when a peer this node dialed refused the
+	// connection with a reason (its Admit, or another cluster's name).
+	// It must not block.
+	Refused func(peer NodeID, reason string)
 
 	// MaxQueueBytes caps the encoded bytes queued for one peer; messages
 	// that would exceed it are dropped (0: DefaultMaxQueueBytes).
@@ -119,6 +136,7 @@ type TCPTransportConfig struct {
 // TransportStats counts messages since the transport started.
 type TransportStats struct {
 	Sent     uint64 // written to a peer's socket
+	Writes   uint64 // Write calls on peers' sockets (each carries one or more messages)
 	Dropped  uint64 // never written: queue full, peer unknown or unreachable, write failed, too large
 	Received uint64 // decoded from sockets and handed to Handler
 	Local    uint64 // addressed to Self and handed to Handler
@@ -155,7 +173,7 @@ type TCPTransport struct {
 
 	tlsServer *tls.Config // from cfg.TLS; nil: plaintext
 
-	sent, dropped, received, local, rejected, refused atomic.Uint64
+	sent, writes, dropped, received, local, rejected, refused atomic.Uint64
 }
 
 // tcpPeer is the outbound side towards one peer.
@@ -163,6 +181,7 @@ type tcpPeer struct {
 	t    *TCPTransport
 	id   NodeID
 	wake chan struct{} // capacity 1: work queued or address changed
+	quit chan struct{} // closed by RemovePeer: the writer ends
 	tls  *tls.Config   // dialing this peer; nil: plaintext
 
 	mu      sync.Mutex
@@ -284,7 +303,7 @@ func (t *TCPTransport) SetPeer(id NodeID, addr string) {
 		p.signal()
 		return
 	}
-	p := &tcpPeer{t: t, id: id, addr: addr, wake: make(chan struct{}, 1)}
+	p := &tcpPeer{t: t, id: id, addr: addr, wake: make(chan struct{}, 1), quit: make(chan struct{})}
 	if t.cfg.TLS != nil {
 		p.tls = t.cfg.TLS.ClientConfig(uint32(id))
 	}
@@ -299,10 +318,43 @@ func (t *TCPTransport) SetPeer(id NodeID, addr string) {
 	go p.run()
 }
 
+// RemovePeer forgets peer id (a node removed from the cluster): its queued
+// messages are dropped, its outbound connection is closed and its writer
+// ends; later messages to it are dropped like those to any unknown peer.
+// Removing Self or an unknown peer does nothing. SetPeer may add the id
+// again (the cluster never does: a removed id is not reused).
+func (t *TCPTransport) RemovePeer(id NodeID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return
+	}
+	old := *t.peers.Load()
+	p, ok := old[id]
+	if !ok {
+		return
+	}
+	next := make(map[NodeID]*tcpPeer, len(old))
+	for k, v := range old {
+		if k != id {
+			next[k] = v
+		}
+	}
+	t.peers.Store(&next)
+	close(p.quit)
+	p.mu.Lock()
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+	p.mu.Unlock()
+	t.dropped.Add(uint64(p.discard()))
+}
+
 // Stats returns the transport's counters.
 func (t *TCPTransport) Stats() TransportStats {
 	return TransportStats{
 		Sent:     t.sent.Load(),
+		Writes:   t.writes.Load(),
 		Dropped:  t.dropped.Load(),
 		Received: t.received.Load(),
 		Local:    t.local.Load(),
@@ -423,6 +475,8 @@ func (p *tcpPeer) run() {
 		select {
 		case <-t.ctx.Done():
 			return
+		case <-p.quit:
+			return
 		case <-p.wake:
 		}
 		p.mu.Lock()
@@ -438,6 +492,8 @@ func (p *tcpPeer) run() {
 			if wait > 0 {
 				select {
 				case <-t.ctx.Done():
+					return
+				case <-p.quit:
 					return
 				case <-time.After(wait):
 				}
@@ -478,6 +534,7 @@ func (p *tcpPeer) run() {
 			continue
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
+		t.writes.Add(1)
 		if _, err := conn.Write(buf); err != nil {
 			t.dropped.Add(uint64(n))
 			if t.ctx.Err() == nil {
@@ -521,11 +578,7 @@ func (p *tcpPeer) dial(addr string) (net.Conn, error) {
 		}
 		c = tc
 	}
-	hs := make([]byte, 4, 4+len(tcpMagic)+1+binary.MaxVarintLen32)
-	hs = append(hs, tcpMagic...)
-	hs = append(hs, tcpHandshakeVersion)
-	hs = binary.AppendUvarint(hs, uint64(t.cfg.Self))
-	binary.BigEndian.PutUint32(hs, uint32(len(hs)-4))
+	hs := appendHandshake(make([]byte, 0, 64), peerHello{id: t.cfg.Self, incarnation: t.cfg.Incarnation, cluster: t.cfg.Cluster})
 	_ = c.SetWriteDeadline(time.Now().Add(t.cfg.WriteTimeout))
 	if _, err := c.Write(hs); err != nil {
 		_ = c.Close()
@@ -534,22 +587,35 @@ func (p *tcpPeer) dial(addr string) (net.Conn, error) {
 	return c, nil
 }
 
-// watch reads from an outbound connection, which the peer never writes to,
-// so that a peer closing it is noticed before the next write is lost on it.
+// watch reads from an outbound connection, which the peer writes to only
+// to say why it refuses it (tcpRefusal and a line), so that a peer closing
+// it is noticed before the next write is lost on it.
 func (p *tcpPeer) watch(c net.Conn, dead *atomic.Bool) {
 	defer p.t.wg.Done()
+	b, _ := io.ReadAll(io.LimitReader(c, 1024))
+	if reason, ok := bytes.CutPrefix(b, tcpRefusal); ok {
+		p.t.log.Error("peer refused this node", "peer", p.id, "reason", string(bytes.TrimSpace(reason)))
+		if f := p.t.cfg.Refused; f != nil {
+			f(p.id, string(bytes.TrimSpace(reason)))
+		}
+	}
 	_, _ = io.Copy(io.Discard, c)
 	dead.Store(true)
 	p.signal()
 }
 
 // setConn records the writer's connection so Close can interrupt it; false
-// means the transport is closing.
+// means the transport is closing or the peer was removed.
 func (p *tcpPeer) setConn(c net.Conn) bool {
 	p.t.mu.Lock()
 	defer p.t.mu.Unlock()
 	if p.t.closed {
 		return false
+	}
+	select {
+	case <-p.quit: // removed while dialing
+		return false
+	default:
 	}
 	p.mu.Lock()
 	p.conn = c
@@ -623,6 +689,11 @@ func (t *TCPTransport) serve(c net.Conn) {
 	remote := c.RemoteAddr().String()
 	_ = c.SetReadDeadline(time.Now().Add(tcpHandshakeTimeout))
 	br, from, err := t.handshake(c)
+	var refusal *refusedError
+	if errors.As(err, &refusal) {
+		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Write(append(append(append([]byte(nil), tcpRefusal...), refusal.reason...), '\n'))
+	}
 	if err != nil {
 		if t.ctx.Err() == nil {
 			// Logged before it is counted: whoever sees the count (a
@@ -680,10 +751,11 @@ func (t *TCPTransport) handshake(c net.Conn) (*bufio.Reader, NodeID, error) {
 		r = tc
 	}
 	br := bufio.NewReaderSize(r, tcpReadBufferSize)
-	from, err := readHandshake(br)
+	hello, err := readHello(br)
 	if err != nil {
 		return nil, 0, err
 	}
+	from := hello.id
 	if tc != nil {
 		cs := tc.ConnectionState()
 		if len(cs.PeerCertificates) == 0 { // RequireAndVerifyClientCert makes this unreachable
@@ -693,7 +765,57 @@ func (t *TCPTransport) handshake(c net.Conn) (*bufio.Reader, NodeID, error) {
 			return nil, 0, fmt.Errorf("claims node %d: %w", from, err)
 		}
 	}
+	if hello.cluster != "" && t.cfg.Cluster != "" && hello.cluster != t.cfg.Cluster {
+		return nil, 0, &refusedError{fmt.Sprintf("node %d of cluster %q dialed a node of cluster %q", from, hello.cluster, t.cfg.Cluster)}
+	}
+	if t.cfg.Admit != nil {
+		if err := t.cfg.Admit(from, hello.incarnation); err != nil {
+			return nil, 0, &refusedError{fmt.Sprintf("node %d: %v", from, err)}
+		}
+	}
 	return br, from, nil
+}
+
+// tcpRefusal opens what a node writes back on a connection it refuses
+// after reading its handshake, followed by the reason and a newline.
+var tcpRefusal = []byte("PXLK-REFUSED ")
+
+// refusedError is a handshake refused for a reason the dialer is told.
+type refusedError struct{ reason string }
+
+func (e *refusedError) Error() string { return "refused: " + e.reason }
+
+// peerHello is what a handshake says: the dialer's id, its data
+// directory's incarnation and its cluster's name (both optional).
+type peerHello struct {
+	id          NodeID
+	incarnation uint64
+	cluster     string
+}
+
+// maxHelloCluster bounds the cluster name in a handshake.
+const maxHelloCluster = 64
+
+// appendHandshake appends the handshake frame:
+//
+//	u32 len | "PXLK" | version | uvarint id [| uvarint incarnation | uvarint len | cluster]
+//
+// The optional part is written when either is set (a cluster name longer
+// than maxHelloCluster is cut).
+func appendHandshake(dst []byte, h peerHello) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0)
+	dst = append(dst, tcpMagic...)
+	dst = append(dst, tcpHandshakeVersion)
+	dst = binary.AppendUvarint(dst, uint64(h.id))
+	if h.incarnation != 0 || h.cluster != "" {
+		c := h.cluster[:min(len(h.cluster), maxHelloCluster)]
+		dst = binary.AppendUvarint(dst, h.incarnation)
+		dst = binary.AppendUvarint(dst, uint64(len(c)))
+		dst = append(dst, c...)
+	}
+	binary.BigEndian.PutUint32(dst[start:], uint32(len(dst)-start-4))
+	return dst
 }
 
 // admit appends m to batch if it is addressed to this node by the peer that
@@ -718,34 +840,52 @@ func (t *TCPTransport) logReadError(log *slog.Logger, err error) {
 	}
 }
 
-// readHandshake reads the first frame of a connection and returns the
-// dialer's NodeID.
-func readHandshake(br *bufio.Reader) (NodeID, error) {
+// maxHandshake bounds the handshake frame after its length.
+const maxHandshake = 4 + 1 + 2*binary.MaxVarintLen64 + 1 + maxHelloCluster
+
+// readHello reads the handshake frame (see appendHandshake).
+func readHello(br *bufio.Reader) (peerHello, error) {
 	var hdr [4]byte
 	if _, err := io.ReadFull(br, hdr[:]); err != nil {
-		return 0, err
+		return peerHello{}, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
-	if n < uint32(len(tcpMagic))+2 || n > 32 {
-		return 0, fmt.Errorf("%w: handshake frame of %d bytes", ErrCorrupt, n)
+	if n < uint32(len(tcpMagic))+2 || n > maxHandshake {
+		return peerHello{}, fmt.Errorf("%w: handshake frame of %d bytes", ErrCorrupt, n)
 	}
-	var buf [32]byte
+	var buf [maxHandshake]byte
 	b := buf[:n]
 	if _, err := io.ReadFull(br, b); err != nil {
-		return 0, err
+		return peerHello{}, err
 	}
 	if !bytes.Equal(b[:len(tcpMagic)], tcpMagic) {
-		return 0, fmt.Errorf("%w: handshake magic %q", ErrCorrupt, b[:len(tcpMagic)])
+		return peerHello{}, fmt.Errorf("%w: handshake magic %q", ErrCorrupt, b[:len(tcpMagic)])
 	}
 	b = b[len(tcpMagic):]
 	if b[0] != tcpHandshakeVersion {
-		return 0, fmt.Errorf("%w: handshake version %d", ErrCorrupt, b[0])
+		return peerHello{}, fmt.Errorf("%w: handshake version %d", ErrCorrupt, b[0])
 	}
-	id, k := binary.Uvarint(b[1:])
-	if k <= 0 || k != len(b)-1 || id == 0 || id > 1<<32-1 {
-		return 0, fmt.Errorf("%w: handshake node id", ErrCorrupt)
+	b = b[1:]
+	id, k := binary.Uvarint(b)
+	if k <= 0 || id == 0 || id > 1<<32-1 {
+		return peerHello{}, fmt.Errorf("%w: handshake node id", ErrCorrupt)
 	}
-	return NodeID(id), nil
+	h := peerHello{id: NodeID(id)}
+	b = b[k:]
+	if len(b) == 0 {
+		return h, nil
+	}
+	inc, k := binary.Uvarint(b)
+	if k <= 0 {
+		return peerHello{}, fmt.Errorf("%w: handshake incarnation", ErrCorrupt)
+	}
+	b = b[k:]
+	cl, k := binary.Uvarint(b)
+	if k <= 0 || cl > maxHelloCluster || uint64(len(b)-k) != cl || (inc == 0 && cl == 0) {
+		return peerHello{}, fmt.Errorf("%w: handshake cluster", ErrCorrupt)
+	}
+	h.incarnation, h.cluster = inc, string(b[k:])
+	return h, nil
 }
 
 // frameReader reads length-prefixed message frames.

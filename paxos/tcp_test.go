@@ -8,6 +8,7 @@ import (
 	"net"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -163,6 +164,13 @@ func TestTCPTransportExchange(t *testing.T) {
 		}
 		if err := trs[id].Close(); err != nil {
 			t.Fatal("second Close:", err)
+		}
+	}
+	for id := NodeID(1); id <= 3; id++ {
+		// Closed: the writers are done. Each Write carries at least one
+		// message, and a burst many.
+		if st := trs[id].Stats(); st.Writes == 0 || st.Writes > st.Sent {
+			t.Errorf("node %d: %d writes for %d messages sent", id, st.Writes, st.Sent)
 		}
 	}
 	trs[1].Send([]Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 1, 0, 1)}) // after Close: dropped, no panic
@@ -547,4 +555,102 @@ func TestTCPTransportPeerStates(t *testing.T) {
 		ps := a.Peers()
 		return !ps[0].Up && ps[0].Downs >= 1 && ps[0].RTT == 0
 	})
+}
+
+// TestTCPTransportRemovePeer: after RemovePeer, messages to the peer are
+// dropped, its link goes away, and messages to the other peers still flow.
+func TestTCPTransportRemovePeer(t *testing.T) {
+	var inboxes [4]tcpInbox
+	var trs [4]*TCPTransport
+	for id := NodeID(1); id <= 3; id++ {
+		trs[id] = newTestTransport(t, id, "127.0.0.1:0", &inboxes[id])
+		defer trs[id].Close()
+	}
+	trs[1].SetPeer(2, trs[2].Addr())
+	trs[1].SetPeer(3, trs[3].Addr())
+	trs[1].Send([]Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
+	waitFor(t, "first messages", 10*time.Second, func() bool { return inboxes[2].count() == 1 && inboxes[3].count() == 1 })
+	trs[1].RemovePeer(2)
+	trs[1].RemovePeer(2) // twice: nothing more
+	trs[1].RemovePeer(1) // self: nothing
+	before := trs[1].Stats().Dropped
+	trs[1].Send([]Message{tcpTestMessage(1, 2, 0, 2), tcpTestMessage(1, 3, 0, 2)})
+	waitFor(t, "node 3's second message", 10*time.Second, func() bool { return inboxes[3].count() == 2 })
+	if got := trs[1].Stats().Dropped - before; got != 1 {
+		t.Errorf("dropped %d messages after the removal, want 1", got)
+	}
+	for _, p := range trs[1].Peers() {
+		if p.ID == 2 {
+			t.Errorf("removed peer 2 still listed: %+v", p)
+		}
+	}
+	if n := inboxes[2].count(); n != 1 {
+		t.Errorf("removed peer got %d messages, want 1", n)
+	}
+}
+
+// TestTCPTransportAdmitAndCluster: a node whose incarnation Admit refuses,
+// or that names another cluster, is refused at the handshake; it is told
+// why (Refused), and nothing it sends arrives. A node of the cluster with
+// an admitted incarnation gets through.
+func TestTCPTransportAdmitAndCluster(t *testing.T) {
+	var inbox, other tcpInbox
+	type refusal struct {
+		peer   NodeID
+		reason string
+	}
+	refusals := make(chan refusal, 8)
+	mk := func(id NodeID, inc uint64, cluster string, in *tcpInbox) *TCPTransport {
+		tr, err := NewTCPTransport(TCPTransportConfig{
+			Self: id, Listen: "127.0.0.1:0", Incarnation: inc, Cluster: cluster,
+			Handler: in.handle, Logger: tcpTestLogger(),
+			Admit: func(from NodeID, got uint64) error {
+				if from == 2 && got != 22 {
+					return fmt.Errorf("incarnation %d, the cluster knows %d", got, 22)
+				}
+				return nil
+			},
+			Refused: func(NodeID, string) {},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	a := mk(1, 11, "alpha", &inbox)
+	wiped := mk(2, 99, "alpha", &other)
+	foreign := mk(3, 33, "beta", &other)
+	good := mk(2, 22, "alpha", &other)
+	for _, tr := range []*TCPTransport{wiped, foreign} {
+		self := tr.cfg.Self
+		tr.cfg.Refused = func(_ NodeID, reason string) { refusals <- refusal{self, reason} }
+	}
+	for _, tr := range []*TCPTransport{wiped, foreign, good} {
+		tr.SetPeer(1, a.Addr())
+		tr.Send([]Message{tcpTestMessage(tr.cfg.Self, 1, 0, 1)})
+	}
+	seen := map[NodeID]string{}
+	for len(seen) < 2 {
+		select {
+		case r := <-refusals:
+			seen[r.peer] = r.reason
+		case <-time.After(10 * time.Second):
+			t.Fatalf("refusals heard: %v", seen)
+		}
+	}
+	if !strings.Contains(seen[2], "incarnation 99") || !strings.Contains(seen[3], `cluster "beta"`) {
+		t.Errorf("refusal reasons: %v", seen)
+	}
+	waitFor(t, "the admitted node's message", 10*time.Second, func() bool { return inbox.count() >= 1 })
+	// The refused connections were closed at the handshake, before any
+	// frame was read: nothing of theirs can arrive later.
+	for _, m := range inbox.snapshot() {
+		if m.From != 2 {
+			t.Errorf("a message from refused node %d arrived", m.From)
+		}
+	}
+	if got := a.Stats().Refused; got < 2 {
+		t.Errorf("refused %d connections, want 2 or more", got)
+	}
 }

@@ -206,23 +206,22 @@ func FuzzReadHandshake(f *testing.F) {
 	f.Add(good)
 	f.Add([]byte{0, 0, 0, 6, 'P', 'X', 'L', 'K', 1, 0})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add(appendHandshake(nil, peerHello{id: 7, incarnation: 1 << 60, cluster: "alpha"}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bufio.NewReader(bytes.NewReader(b))
-		id, err := readHandshake(r)
+		h, err := readHello(r)
 		if err != nil {
 			return
 		}
-		if id == 0 {
+		if h.id == 0 {
 			t.Fatal("node id 0 accepted")
 		}
 		n := int(binary.BigEndian.Uint32(b))
-		if n > 32 || len(b) < 4+n {
+		if n > maxHandshake || len(b) < 4+n {
 			t.Fatalf("accepted a frame of %d bytes from %d", n, len(b))
 		}
-		want := append([]byte(nil), b[:4+len(tcpMagic)+1]...)
-		want = binary.AppendUvarint(want, uint64(id))
-		if !bytes.Equal(want, b[:4+n]) {
-			t.Fatalf("node %d from a frame that does not re-encode: %x", id, b[:4+n])
+		if want := appendHandshake(nil, h); !bytes.Equal(want, b[:4+n]) {
+			t.Fatalf("%+v from a frame that does not re-encode: %x", h, b[:4+n])
 		}
 	})
 }

@@ -1,7 +1,7 @@
 // Package paxos implements Multi-Paxos for one replication group: a
 // deterministic core (Core) that takes messages, ticks and proposals and
 // returns messages to send, state to persist and decisions to apply, plus a
-// runtime (Group, Host) that drives many cores with Pebble storage, a
+// runtime (Replica, Host) that drives many cores with Pebble storage, a
 // transport and a monotonic ticker.
 //
 // The core follows the shape of etcd-io/raft: no goroutines, sockets or clock
@@ -17,9 +17,10 @@
 //     (C1–C14), membership.go (member sets and changes), types.go
 //     (messages, ballots, entries).
 //   - The runtime that drives cores: host.go (Host: the one loop per node,
-//     the sync goroutine), group.go (Group: one group's handle and its
-//     state-machine side), group_member.go (recording the member set,
-//     ChangeMembership), snapshot.go (snapshot streaming).
+//     the sync goroutine), replica.go (Replica: this node's replica of one
+//     group, its handle and its state-machine side), replica_member.go
+//     (recording the member set, ChangeMembership), snapshot.go (snapshot
+//     streaming).
 //   - Storage: storage.go (the interfaces the Host needs), store.go and
 //     storefs.go (their Pebble implementation and its fail-stop file system).
 //   - Transport: codec.go (the peer wire format), tcp.go (TCPTransport),

@@ -9,7 +9,8 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -24,6 +25,11 @@ type GroupStatus struct {
 	LogStart  uint64 `json:"log_start"`
 	Locks     int64  `json:"locks"`
 	Version   uint64 `json:"group_version"`
+	// Members are the group's acceptors as this node sees them;
+	// MemberChange the change in progress on this node as its master
+	// ("+4", "-1"), "" if none.
+	Members      []uint32 `json:"members,omitempty"`
+	MemberChange string   `json:"member_change,omitempty"`
 }
 
 // Status is a node's report for operators (paxlockctl status).
@@ -45,18 +51,19 @@ type Status struct {
 	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
 	// StatusDetail): the keys with the most waiters on the groups this
 	// node serves, and the last master changes it saw, newest first.
-	HotKeys       []group.HotKey `json:"hot_keys,omitempty"`
-	MasterChanges []MasterChange `json:"master_changes,omitempty"`
+	HotKeys       []lockservice.HotKey `json:"hot_keys,omitempty"`
+	MasterChanges []MasterChange       `json:"master_changes,omitempty"`
 }
 
 // Status returns the node's report.
 func (s *Server) Status() Status {
 	v := s.view.Load()
-	st := Status{Node: s.cfg.NodeID, Client: s.cfg.self().Client, ViewVersion: v.Version, Conns: s.nconns.Load(), Nodes: s.cfg.Nodes}
+	st := Status{Node: s.cfg.NodeID, Client: s.cfg.self().Client, ViewVersion: v.Version, Conns: s.nconns.Load(), Nodes: s.nodes()}
 	if err := s.store.Err(); err != nil {
 		st.StorageFailed, st.StorageError = true, err.Error()
 	}
 	st.Ready, st.ReadyReason = s.Ready()
+	gms := s.groupMembers()
 	for g, lg := range s.svc.Groups() {
 		c, a, ls := lg.Paxos().Progress()
 		gv := wire.GroupView{}
@@ -67,6 +74,7 @@ func (s *Server) Status() Status {
 			Group: g, Master: gv.Master, Epoch: gv.Epoch, Serving: lg.Serving(),
 			Committed: c, Applied: a, LogStart: ls,
 			Locks: lg.StateMachine().Count(), Version: lg.StateMachine().Version(),
+			Members: gms[g].Members, MemberChange: gms[g].Pending,
 		})
 	}
 	return st
@@ -97,6 +105,11 @@ func (s *Server) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /events", s.eventsHandler)
 	mux.HandleFunc("/namespaces", s.namespacesHandler)
 	mux.HandleFunc("/locks/unlock", s.forceUnlockHandler)
+	mux.HandleFunc("/members", s.membersHandler)
+	mux.HandleFunc("DELETE /members/{id}", s.memberDeleteHandler)
+	mux.HandleFunc("POST /members/groups/{g}", s.groupChangeHandler)
+	mux.HandleFunc("/backup", s.backupHandler)
+	mux.HandleFunc("GET /backup/image", s.imageHandler)
 	mux.HandleFunc("/healthz", s.healthzHandler)
 	mux.HandleFunc("/readyz", s.readyzHandler)
 	if s.faults != nil {
@@ -143,12 +156,12 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		s.log.Info("namespace changed", "name", name, "method", r.Method)
 		w.WriteHeader(http.StatusNoContent)
-	case errors.Is(err, group.ErrNotSystemMaster):
+	case errors.Is(err, lockservice.ErrNotSystemMaster):
 		m := s.svc.SystemMaster()
 		if !s.redirectTo(w, r, uint32(m)) {
 			http.Error(w, fmt.Sprintf("this node does not master the namespace table (master: node %d); retry there", m), http.StatusServiceUnavailable)
 		}
-	case errors.Is(err, group.ErrUnknownNamespace):
+	case errors.Is(err, lockservice.ErrUnknownNamespace):
 		http.Error(w, "unknown namespace", http.StatusNotFound)
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -161,8 +174,8 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 // so a POST stays a POST and keeps its body). It reports false when id is
 // this node, unknown, or has no admin address.
 func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, id uint32) bool {
-	for _, n := range s.cfg.Nodes {
-		if id == n.ID && n.Admin != "" && n.ID != s.cfg.NodeID {
+	if n := s.addr(paxos.NodeID(id)); n.ID != 0 {
+		if n.Admin != "" && n.ID != s.cfg.NodeID {
 			scheme := "http://"
 			if s.sec.adminTLS != nil {
 				scheme = "https://"
@@ -213,7 +226,7 @@ func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	rel, err := s.svc.ForceRelease(ctx, body.Namespace, body.Key)
 	switch {
-	case errors.Is(err, group.ErrNotMaster):
+	case errors.Is(err, lockservice.ErrNotMaster):
 		g := wire.GroupOf(wire.KeyHash(body.Namespace, body.Key), len(s.svc.Groups()))
 		var m uint32
 		if v := s.view.Load(); g < len(v.Groups) {

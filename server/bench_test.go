@@ -26,6 +26,8 @@ func BenchmarkClientPairs(b *testing.B) {
 // peers use mTLS, through the client listener each mode names:
 //
 //   - plain: the gnet listener (client);
+//   - netpoll: the plain client port on goroutines (client_listener
+//     netpoll);
 //   - tls: the TLS listener (client_tls_addr, client.Config.TLS);
 //   - tls-off: the TLS listener's goroutines without TLS (a test-only
 //     switch), so that tls minus tls-off is what TLS itself costs, and
@@ -38,14 +40,17 @@ func BenchmarkClientPairs(b *testing.B) {
 // 'ClientPairsTLS/tls$', then '/tls-off', then '/plain') so that none gets
 // another's warm-up.
 func BenchmarkClientPairsTLS(b *testing.B) {
-	for _, mode := range []string{"plain", "tls", "tls-off"} {
+	for _, mode := range []string{"plain", "netpoll", "tls", "tls-off"} {
 		b.Run(mode, func(b *testing.B) {
 			tc, dir := startSecureCluster(b, 3, func(c *Config) {
 				c.EventLoops = 0
 				c.clientTLSOff = mode == "tls-off"
+				if mode == "netpoll" {
+					c.ClientListener = ListenerNetpoll
+				}
 			})
 			cfg := client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger()}
-			if mode != "plain" {
+			if mode == "tls" || mode == "tls-off" {
 				cfg.Registry = nil
 				for _, n := range tc.cfgs[0].Nodes {
 					cfg.Registry = append(cfg.Registry, n.ClientTLS)

@@ -80,6 +80,11 @@ type Config struct {
 	NodeID uint32 `json:"node_id"`
 	// Nodes lists every member, this one included.
 	Nodes []NodeAddr `json:"nodes"`
+	// Join says this node is being added to a running cluster (paxlockd
+	// -join, which fills Nodes with the cluster's member list): a group
+	// the store holds nothing of starts empty and takes a snapshot from
+	// a member (paxos.ReplicaConfig.Join). Not read from the file.
+	Join bool `json:"-"`
 	// DataDir holds the node's Pebble database.
 	DataDir string `json:"data_dir"`
 	// DisableIOURing makes the store's fdatasync a plain blocking system
@@ -99,7 +104,12 @@ type Config struct {
 	Groups  int `json:"groups"`
 	Workers int `json:"workers"`
 	// Tick is the Paxos tick (default 10ms); Lease the master lease
-	// (default 1s) and Heartbeat its renewal interval (default 100ms).
+	// (default 1s) and Heartbeat its renewal interval (default 250ms, at
+	// most a quarter of the lease). The heartbeat sets how often an idle
+	// node wakes; it does not set the failover time: a follower campaigns
+	// a lease plus twice min(heartbeat, 100ms) after it last heard from
+	// its master, and a master resends an unanswered Accept after
+	// min(heartbeat, 100ms).
 	Tick      Duration `json:"tick"`
 	Lease     Duration `json:"lease"`
 	Heartbeat Duration `json:"heartbeat"`
@@ -111,7 +121,7 @@ type Config struct {
 	MaxTTL     Duration `json:"max_ttl"`
 	// WeightAging is the waiting time one unit of weight is worth in a
 	// key's queue (default 1s, at most 1h): waiters are served in order of
-	// arrival minus weight × weight_aging (see group.Config.WeightAging).
+	// arrival minus weight × weight_aging (see lockservice.Config.WeightAging).
 	WeightAging Duration `json:"weight_aging"`
 
 	// MaxFrame bounds a client frame (default 1 MiB); MaxConns the client
@@ -129,8 +139,14 @@ type Config struct {
 	// IdleTimeout closes a client connection that sent nothing, not even a
 	// heartbeat, for this long (default 2m).
 	IdleTimeout Duration `json:"idle_timeout"`
-	// EventLoops is the number of gnet event loops (default: one per CPU).
+	// EventLoops is the number of gnet event loops (default: one per
+	// CPU), with client_listener gnet.
 	EventLoops int `json:"event_loops"`
+	// ClientListener chooses what serves the plain client port:
+	// ListenerNetpoll (the default: a reader and a writer goroutine per
+	// connection on Go's netpoller, the TLS listener's code without TLS)
+	// or ListenerGnet (gnet's event loops; EventLoops applies to it).
+	ClientListener string `json:"client_listener,omitempty"`
 	// ForwardAfter is the redirect budget: a node that is not a group's
 	// master forwards a request to the master itself, instead of
 	// redirecting the client again, once the client has followed this
@@ -140,8 +156,9 @@ type Config struct {
 	// forwards.
 	ForwardAfter int `json:"forward_after"`
 	// InstanceWindow is how many Paxos instances a group's master keeps
-	// in phase 2 at once (default 1: while one is in flight, everything
-	// proposed meanwhile rides in the next). See paxos.Config.MaxInflight.
+	// in phase 2 at once (default 4; 1: while one is in flight,
+	// everything proposed meanwhile rides in the next). See
+	// paxos.Config.MaxInflight.
 	InstanceWindow int `json:"instance_window"`
 	// TLS, if set, turns on mutual TLS 1.3 between the nodes (the peer
 	// port): ca is the cluster CA's certificate (PEM), cert and key this
@@ -184,7 +201,7 @@ type Config struct {
 	// storage faults with it).
 	storeFS vfs.FS
 	// clientTLSOff serves client_tls_addr without TLS, on the same
-	// goroutines (benchmarks: TLS's own cost, apart from gnet's).
+	// goroutines (benchmarks: TLS's own cost).
 	clientTLSOff bool
 }
 
@@ -275,7 +292,10 @@ func (c *Config) SetDefaults() {
 		c.Lease = Duration(time.Second)
 	}
 	if c.Heartbeat <= 0 {
-		c.Heartbeat = Duration(100 * time.Millisecond)
+		// Four renewals per lease: enough margin for a lost heartbeat or
+		// two, and an idle node wakes 4 times a second per peer rather
+		// than 10 (see Heartbeat).
+		c.Heartbeat = min(Duration(250*time.Millisecond), c.Lease/4)
 	}
 	if c.MaxDrift <= 0 {
 		c.MaxDrift = 0.01
@@ -311,14 +331,31 @@ func (c *Config) SetDefaults() {
 		c.ForwardAfter = 2
 	}
 	if c.InstanceWindow <= 0 {
-		c.InstanceWindow = 1
+		c.InstanceWindow = 4
+	}
+	if c.ClientListener == "" {
+		c.ClientListener = ListenerNetpoll
 	}
 	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID })
 }
 
+// The client listeners Config.ClientListener names.
+const (
+	// ListenerGnet serves the client port with gnet's event loops.
+	ListenerGnet = "gnet"
+	// ListenerNetpoll serves the client port with goroutines on Go's
+	// netpoller, as the TLS listener does.
+	ListenerNetpoll = "netpoll"
+)
+
 // Validate reports a configuration that cannot start.
 func (c *Config) Validate() error {
 	var errs []error
+	switch c.ClientListener {
+	case "", ListenerGnet, ListenerNetpoll:
+	default:
+		errs = append(errs, fmt.Errorf("client_listener: %q is neither %q nor %q", c.ClientListener, ListenerGnet, ListenerNetpoll))
+	}
 	if c.NodeID == 0 {
 		errs = append(errs, errors.New("node_id must be set and nonzero"))
 	}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -22,14 +22,17 @@ type handler struct {
 	s *Server
 }
 
-// conn is one client connection. It is the group.Sink for its requests:
+// conn is one client connection. It is the lockservice.Sink for its requests:
 // replies and pushes are encoded into a buffer and written with one
 // AsyncWrite per burst, double-buffered so that a burst accumulates while
 // the previous one is on its way.
 type conn struct {
 	s  *Server
-	gc gnet.Conn // the gnet listener's connection; nil for a TLS one
-	tc *tlsConn  // the TLS listener's connection; nil for a gnet one
+	gc gnet.Conn // the gnet listener's connection; nil for a goroutine listener's
+	tc *tlsConn  // a goroutine listener's connection (TLS or netpoll); nil for a gnet one
+	// tlsPort: the connection came in on client_tls_addr (it is served
+	// the view naming the nodes' TLS client addresses).
+	tlsPort bool
 	// peerNode is the node id the connection's verified TLS client
 	// certificate names (a relaying node of this cluster), 0 if none.
 	peerNode uint32
@@ -82,18 +85,39 @@ func (h *handler) OnTick() (time.Duration, gnet.Action) {
 	// The first tick runs after the loops are registered (see the gnet
 	// notes): only then is the listener ready.
 	h.s.bootOnce.Do(func() { close(h.s.booted) })
-	h.s.checkRevoked()
-	idle := time.Duration(h.s.cfg.IdleTimeout)
+	h.s.sweepConns()
+	return time.Second, gnet.None
+}
+
+// sweepConns runs every second (gnet's tick, or sweepLoop without gnet):
+// it closes revoked sessions and idle connections, of every listener.
+func (s *Server) sweepConns() {
+	s.checkRevoked()
+	idle := time.Duration(s.cfg.IdleTimeout)
 	now := time.Now().UnixNano()
-	h.s.conns.Range(func(k, _ any) bool {
+	s.conns.Range(func(k, _ any) bool {
 		c := k.(*conn)
 		if now-c.lastSeen.Load() > int64(idle) {
-			h.s.log.Info("closing idle client connection", "remote", c.remote())
+			s.log.Info("closing idle client connection", "remote", c.remote())
 			c.closeConn()
 		}
 		return true
 	})
-	return time.Second, gnet.None
+}
+
+// sweepLoop calls sweepConns every second until the node's life ends
+// (the netpoll listener's stand-in for gnet's tick).
+func (s *Server) sweepLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.life.Done():
+			return
+		case <-t.C:
+			s.sweepConns()
+		}
+	}
 }
 
 func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
@@ -191,7 +215,7 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 }
 
-// Respond implements group.Sink.
+// Respond implements lockservice.Sink.
 func (c *conn) Respond(reqID uint64, r wire.Response) {
 	c.inflight.Add(-1)
 	c.sendResponse(reqID, r)
@@ -201,7 +225,7 @@ func (c *conn) Respond(reqID uint64, r wire.Response) {
 // then makes no new reference to it (a hold's Lost has nobody to go to).
 func (c *conn) Closed() bool { return c.closed.Load() }
 
-// Push implements group.Sink.
+// Push implements lockservice.Sink.
 func (c *conn) Push(m wire.Message) {
 	var typ wire.Type
 	switch m.(type) {
@@ -370,7 +394,7 @@ func (c *conn) ViewVersion() uint64 { return c.s.view.Load().Version }
 // view is the view this connection is served: a TLS connection's names
 // the nodes' TLS client addresses.
 func (c *conn) view() *wire.View {
-	if c.tc != nil {
+	if c.tlsPort {
 		return c.s.tlsView.Load()
 	}
 	return c.s.view.Load()
@@ -542,28 +566,38 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.list(f.ReqID, id.Namespace, l)
 		return
 	}
-	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: group.Nanotime()}
+	if ma, ok := m.(*wire.MultiAcquire); ok {
+		c.multiAcquire(f.ReqID, raw, ma)
+		return
+	}
+	r := &lockservice.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: lockservice.Nanotime()}
 	switch m := m.(type) {
 	case *wire.Acquire:
-		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
+		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = lockservice.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
 		r.MaxWait = waitDuration(m.MaxWaitMs)
 		r.WaitID, r.Value = m.WaitID, m.Value
+		r.Permits, r.Limit = m.Permits, m.Limit
 	case *wire.Renew:
-		r.Op, r.Key, r.Owner, r.Token = group.OpRenew, m.Key, m.Owner, m.Token
+		r.Op, r.Key, r.Owner, r.Token = lockservice.OpRenew, m.Key, m.Owner, m.Token
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
 		r.SetValue, r.Value = m.SetValue, m.Value
 	case *wire.Release:
-		r.Op, r.Key, r.Owner, r.Token = group.OpRelease, m.Key, m.Owner, m.Token
+		r.Op, r.Key, r.Owner, r.Token = lockservice.OpRelease, m.Key, m.Owner, m.Token
+		if m.HandOffID != 0 {
+			r.HandOff = wire.Owner{Client: m.Owner.Client, ID: m.HandOffID}
+			r.TTL = time.Duration(m.HandOffTTLMs) * time.Millisecond
+			r.Value = m.HandOffValue
+		}
 	case *wire.State:
-		r.Op, r.Key = group.OpState, m.Key
+		r.Op, r.Key = lockservice.OpState, m.Key
 	case *wire.Watch:
-		r.Op, r.Key, r.WatchID, r.Token, r.Flags = group.OpWatch, m.Key, m.WatchID, m.Token, m.Flags
+		r.Op, r.Key, r.WatchID, r.Token, r.Flags = lockservice.OpWatch, m.Key, m.WatchID, m.Token, m.Flags
 		r.MaxWait = waitDuration(m.MaxWaitMs)
 	case *wire.Unwatch:
-		r.Op, r.Key, r.WatchID = group.OpUnwatch, m.Key, m.WatchID
+		r.Op, r.Key, r.WatchID = lockservice.OpUnwatch, m.Key, m.WatchID
 	case *wire.CancelWait:
-		r.Op, r.Key, r.Owner, r.WaitID = group.OpCancelWait, m.Key, m.Owner, m.WaitID
+		r.Op, r.Key, r.Owner, r.WaitID = lockservice.OpCancelWait, m.Key, m.Owner, m.WaitID
 	default:
 		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported request " + f.Type.String()})
 		return
@@ -605,8 +639,54 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 	s.svc.Submit(r)
 }
 
+// multiAcquire serves a MultiAcquire: its keys must share a lock group,
+// whose master decides them in one command (lockservice.SubmitMulti); a
+// node that is not that master redirects or forwards it like any routed
+// request.
+func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
+	s := c.s
+	id := c.sess.Identity()
+	if m.Client != id.ClientID {
+		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "owner's client id is not this session's"})
+		return
+	}
+	g := -1
+	keys := make([]lockservice.MultiKey, len(m.Keys))
+	for i, k := range m.Keys {
+		kg := wire.GroupOf(wire.KeyHash(id.Namespace, k), s.cfg.Groups)
+		if g >= 0 && kg != g {
+			c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: "multi-acquire: keys of different lock groups"})
+			return
+		}
+		g = kg
+		keys[i] = lockservice.MultiKey{Key: k, Owner: m.Owner(i)}
+	}
+	if !s.svc.Group(g).Serving() {
+		if !c.forwardable(g, m) {
+			c.redirect(reqID, g)
+			return
+		}
+		if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
+			c.inflight.Add(-1)
+			c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10})
+			return
+		}
+		c.forward(g, raw, reqID)
+		return
+	}
+	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
+		c.inflight.Add(-1)
+		s.stats.overloaded.Add(1)
+		c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
+		return
+	}
+	r := &lockservice.Request{Namespace: id.Namespace, ReqID: reqID, Sink: c, Start: lockservice.Nanotime(),
+		Owner: keys[0].Owner, Kind: wire.KindExclusive, TTL: time.Duration(m.TTLMs) * time.Millisecond, Value: m.Value}
+	s.svc.SubmitMulti(r, keys)
+}
+
 // list answers a List: the master of its group lists the namespace's
-// locks (see group.Service.List); another node redirects, and nothing
+// locks (see lockservice.Service.List); another node redirects, and nothing
 // forwards it (a client asks every group's master, so a redirect is cheap).
 func (c *conn) list(reqID uint64, ns string, m *wire.List) {
 	s := c.s

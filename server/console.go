@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -125,8 +125,8 @@ type ClusterStatus struct {
 	Groups      []ConsoleGroup `json:"groups"`
 	// HotKeys are the keys with the most waiters over the cluster, most
 	// first; MasterChanges the last changes of master, newest first.
-	HotKeys       []group.HotKey `json:"hot_keys"`
-	MasterChanges []MasterChange `json:"master_changes"`
+	HotKeys       []lockservice.HotKey `json:"hot_keys"`
+	MasterChanges []MasterChange       `json:"master_changes"`
 }
 
 // ConsoleNode is one member in a ClusterStatus.
@@ -162,6 +162,10 @@ type ConsoleGroup struct {
 	// Replicas is each reachable node's applied instance and its lag
 	// behind the highest committed instance any node reported.
 	Replicas []ReplicaLag `json:"replicas"`
+	// Members are the group's acceptors, MemberChange a change in
+	// progress ("+4", "-1"), as the master reports them.
+	Members      []uint32 `json:"members,omitempty"`
+	MemberChange string   `json:"member_change,omitempty"`
 }
 
 // ReplicaLag is one replica's progress on a group.
@@ -228,10 +232,11 @@ func (s *Server) peerStatus(ctx context.Context, n NodeAddr) (Status, error) {
 func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 	v := s.view.Load()
 	cs := ClusterStatus{Node: s.cfg.NodeID, Time: time.Now(), ViewVersion: v.Version}
-	sts := make([]*Status, len(s.cfg.Nodes))
-	errs := make([]error, len(s.cfg.Nodes))
+	nodes := s.nodes()
+	sts := make([]*Status, len(nodes))
+	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for i, n := range s.cfg.Nodes {
+	for i, n := range nodes {
 		if n.ID == s.cfg.NodeID {
 			st := s.StatusDetail(ctx)
 			sts[i] = &st
@@ -254,7 +259,7 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 		mastered[g.Master]++
 	}
 	byID := map[uint32]*Status{}
-	for i, n := range s.cfg.Nodes {
+	for i, n := range nodes {
 		cn := ConsoleNode{ID: n.ID, Client: n.Client, Admin: n.Admin, Mastered: mastered[n.ID]}
 		for _, nv := range v.Nodes {
 			if nv.ID == n.ID {
@@ -282,6 +287,7 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 		if g < len(src.Groups) {
 			sg := src.Groups[g]
 			cg.Serving, cg.Committed, cg.Applied, cg.Locks = sg.Serving, sg.Committed, sg.Applied, sg.Locks
+			cg.Members, cg.MemberChange = sg.Members, sg.MemberChange
 		}
 		var top uint64
 		for _, st := range byID {
@@ -289,7 +295,7 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 				top = max(top, st.Groups[g].Committed)
 			}
 		}
-		for _, n := range s.cfg.Nodes {
+		for _, n := range nodes {
 			st := byID[n.ID]
 			if st == nil || g >= len(st.Groups) {
 				continue
@@ -299,11 +305,11 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 		}
 		cs.Groups = append(cs.Groups, cg)
 	}
-	group.SortHotKeys(cs.HotKeys)
+	lockservice.SortHotKeys(cs.HotKeys)
 	cs.HotKeys = cs.HotKeys[:min(len(cs.HotKeys), ConsoleHotKeys)]
 	cs.MasterChanges = mergeMasterChanges(cs.MasterChanges, ConsoleMasterChanges)
 	if cs.HotKeys == nil {
-		cs.HotKeys = []group.HotKey{}
+		cs.HotKeys = []lockservice.HotKey{}
 	}
 	return cs
 }

@@ -91,8 +91,8 @@ func TestConsole(t *testing.T) {
 	}
 	mastered := 0
 	for _, g := range cs.Groups {
-		if g.Master == 0 || g.Epoch == 0 || len(g.Replicas) != 3 {
-			t.Errorf("group %+v: want a master, an epoch and three replicas", g)
+		if g.Master == 0 || g.Epoch == 0 || len(g.Replicas) != 3 || len(g.Members) != 3 {
+			t.Errorf("group %+v: want a master, an epoch, three replicas and three acceptors", g)
 		}
 		if !g.Serving {
 			t.Errorf("group %d: its master's status does not say it serves", g.Group)

@@ -15,7 +15,8 @@ import (
 // TestForceUnlock: POST /locks/unlock to a node that does not serve the
 // key's group is redirected to the one that does, which removes the hold
 // of a holder that keeps renewing: the holder's Lost closes and another
-// client takes the lock at once.
+// client takes the lock at once. On a semaphore it removes every hold,
+// and a waiter for all the permits is granted.
 func TestForceUnlock(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -67,5 +68,51 @@ func TestForceUnlock(t *testing.T) {
 	}
 	if code := adminDo(t, http.MethodGet, "http://"+other.cfg.self().Admin+"/locks/unlock", nil); code != http.StatusMethodNotAllowed {
 		t.Fatalf("GET: HTTP %d", code)
+	}
+
+	// A semaphore: every hold goes (each holder's Lost closes), and the
+	// waiter that wants every permit is granted at once.
+	const sem = "pool"
+	h1 := a.Semaphore(sem, 3, client.TTL(time.Hour), client.AutoRenew())
+	h2 := b.Semaphore(sem, 3, client.TTL(time.Hour), client.AutoRenew())
+	if err := h1.Acquire(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := h2.Acquire(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, tc)
+	all := c.Semaphore(sem, 3, client.TTL(time.Hour))
+	granted := make(chan error, 1)
+	go func() { granted <- all.Acquire(ctx, 3) }()
+	waitFor(t, "the waiter for 3 permits queued", func() bool {
+		st, err := c.State(ctx, sem)
+		return err == nil && st.QueueLen == 1
+	})
+	body, _ = json.Marshal(map[string]string{"namespace": "ns", "key": sem})
+	resp2, err := http.Post("http://"+other.cfg.self().Admin+"/locks/unlock", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp2.Body.Close()
+	var out2 ForceUnlocked
+	if err := json.NewDecoder(resp2.Body).Decode(&out2); err != nil || resp2.StatusCode != http.StatusOK {
+		t.Fatalf("force unlock of the semaphore: HTTP %d, %+v, %v", resp2.StatusCode, out2, err)
+	}
+	if len(out2.Released) != 2 {
+		t.Fatalf("released %+v, want the two semaphore holds", out2.Released)
+	}
+	for i, h := range []*client.Semaphore{h1, h2} {
+		select {
+		case <-h.Lost():
+		case <-ctx.Done():
+			t.Fatalf("semaphore holder %d: Lost did not close after the force unlock", i+1)
+		}
+	}
+	if err := <-granted; err != nil {
+		t.Fatalf("the waiter for every permit after the force unlock: %v", err)
+	}
+	if all.Token() <= h2.Token() || all.Held() != 3 {
+		t.Fatalf("waiter holds %d permits with token %d (earlier holds' tokens %d, %d)", all.Held(), all.Token(), h1.Token(), h2.Token())
 	}
 }

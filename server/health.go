@@ -26,8 +26,8 @@ func (s *Server) Ready() (bool, string) {
 			alive++
 		}
 	}
-	if alive <= len(s.cfg.Nodes)/2 {
-		return false, fmt.Sprintf("no quorum: %d of %d nodes alive", alive, len(s.cfg.Nodes))
+	if len(v.Nodes) > 0 && alive <= len(v.Nodes)/2 {
+		return false, fmt.Sprintf("no quorum: %d of %d nodes alive", alive, len(v.Nodes))
 	}
 	aliveNode := func(id paxos.NodeID) bool {
 		for _, n := range v.Nodes {

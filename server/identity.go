@@ -1,6 +1,8 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +30,15 @@ type identity struct {
 	NodeID  uint32   `json:"node_id"`
 	Groups  int      `json:"groups"`
 	Members []uint32 `json:"members"`
+	// Incarnation is drawn at random when the directory is stamped: it
+	// tells this data directory from any other the node id had (0 in
+	// directories stamped before it existed). The cluster's member list
+	// records it, and refuses a join under a known id with another one.
+	Incarnation uint64 `json:"incarnation,omitempty"`
+	// Joined says the node entered a running cluster (paxlockd -join):
+	// its member set is in its groups' logs, and the configured nodes
+	// are not compared with Members.
+	Joined bool `json:"joined,omitempty"`
 }
 
 func identityOf(cfg Config) identity {
@@ -36,28 +47,42 @@ func identityOf(cfg Config) identity {
 		id.Members = append(id.Members, n.ID)
 	}
 	slices.Sort(id.Members)
+	id.Joined = cfg.Join
 	return id
 }
 
-// checkIdentity stamps dir with cfg's identity if it has none, and
-// otherwise fails with ErrIdentityMismatch naming the first field that
-// differs and both values.
-func checkIdentity(dir string, cfg Config) error {
+// newIncarnation draws a data directory's incarnation (never 0).
+func newIncarnation() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, fmt.Errorf("server: incarnation: %w", err)
+	}
+	return binary.BigEndian.Uint64(b[:]) | 1, nil
+}
+
+// checkIdentity stamps dir with cfg's identity if it has none (with a
+// new incarnation), and otherwise fails with ErrIdentityMismatch naming
+// the first field that differs and both values. It returns the identity
+// in force.
+func checkIdentity(dir string, cfg Config) (identity, error) {
 	want := identityOf(cfg)
 	path := filepath.Join(dir, identityFile)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return writeIdentity(dir, want)
+		if want.Incarnation, err = newIncarnation(); err != nil {
+			return identity{}, err
+		}
+		return want, writeIdentity(dir, want)
 	}
 	if err != nil {
-		return fmt.Errorf("server: read %s: %w", path, err)
+		return identity{}, fmt.Errorf("server: read %s: %w", path, err)
 	}
 	var have identity
 	if err := json.Unmarshal(b, &have); err != nil {
-		return fmt.Errorf("server: %s is damaged (%v): %w", path, err, ErrIdentityMismatch)
+		return identity{}, fmt.Errorf("server: %s is damaged (%v): %w", path, err, ErrIdentityMismatch)
 	}
-	mismatch := func(field string, stamped, configured any) error {
-		return fmt.Errorf("server: %s: %s is %v on disk but %v in the configuration: %w", path, field, stamped, configured, ErrIdentityMismatch)
+	mismatch := func(field string, stamped, configured any) (identity, error) {
+		return identity{}, fmt.Errorf("server: %s: %s is %v on disk but %v in the configuration: %w", path, field, stamped, configured, ErrIdentityMismatch)
 	}
 	switch {
 	case have.Cluster != want.Cluster:
@@ -66,25 +91,42 @@ func checkIdentity(dir string, cfg Config) error {
 		return mismatch("node_id", have.NodeID, want.NodeID)
 	case have.Groups != want.Groups:
 		return mismatch("groups", have.Groups, want.Groups)
-	case !slices.Equal(have.Members, want.Members):
+	case !have.Joined && !want.Joined && !slices.Equal(have.Members, want.Members):
 		return mismatch("member ids", have.Members, want.Members)
 	}
-	return nil
+	if have.Incarnation == 0 {
+		// Stamped before incarnations existed: this directory gets one now.
+		if have.Incarnation, err = newIncarnation(); err != nil {
+			return identity{}, err
+		}
+		if err := writeIdentity(dir, have); err != nil {
+			return identity{}, err
+		}
+	}
+	return have, nil
 }
 
-// writeIdentity writes the identity file atomically: a temporary file,
-// synced, renamed into place, and the directory synced.
+// writeIdentity writes the identity file atomically (writeFileAtomic).
 func writeIdentity(dir string, id identity) error {
 	b, err := json.MarshalIndent(id, "", "  ")
 	if err != nil {
 		return fmt.Errorf("server: identity: %w", err)
 	}
-	tmp := filepath.Join(dir, identityFile+".tmp")
-	f, err := os.Create(tmp)
-	if err != nil {
+	if err := writeFileAtomic(dir, identityFile, append(b, '\n')); err != nil {
 		return fmt.Errorf("server: identity: %w", err)
 	}
-	_, err = f.Write(append(b, '\n'))
+	return nil
+}
+
+// writeFileAtomic writes data to dir/name atomically: a temporary file,
+// synced, renamed into place, and the directory synced.
+func writeFileAtomic(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -92,22 +134,22 @@ func writeIdentity(dir string, id identity) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(dir, identityFile))
+		err = os.Rename(tmp, filepath.Join(dir, name))
 	}
 	if err != nil {
 		_ = os.Remove(tmp) // best effort: the write's error is the one to report
-		return fmt.Errorf("server: identity: %w", err)
+		return err
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("server: identity: %w", err)
+		return err
 	}
 	err = d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("server: identity: sync dir: %w", err)
+		return fmt.Errorf("sync dir: %w", err)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func TestIdentityMismatch(t *testing.T) {
 		return c
 	}
 	dir := t.TempDir()
-	if err := checkIdentity(dir, base()); err != nil {
+	if _, err := checkIdentity(dir, base()); err != nil {
 		t.Fatalf("first start: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, identityFile)); err != nil {
@@ -28,7 +28,7 @@ func TestIdentityMismatch(t *testing.T) {
 	// Same identity; addresses and member order may change.
 	same := base()
 	same.Nodes = []NodeAddr{{ID: 3, Client: "x"}, {ID: 1}, {ID: 2}}
-	if err := checkIdentity(dir, same); err != nil {
+	if _, err := checkIdentity(dir, same); err != nil {
 		t.Fatalf("same identity: %v", err)
 	}
 	for _, tc := range []struct {
@@ -43,7 +43,7 @@ func TestIdentityMismatch(t *testing.T) {
 	} {
 		c := base()
 		tc.tune(&c)
-		err := checkIdentity(dir, c)
+		_, err := checkIdentity(dir, c)
 		if !errors.Is(err, ErrIdentityMismatch) {
 			t.Fatalf("%s changed: err %v, want ErrIdentityMismatch", tc.field, err)
 		}
@@ -71,5 +71,36 @@ func TestNewRefusesOtherNodesData(t *testing.T) {
 	cfg.Nodes[0].ID = 2
 	if _, err := New(cfg, testLogger()); !errors.Is(err, ErrIdentityMismatch) || !strings.Contains(err.Error(), "node_id") {
 		t.Fatalf("New on node 1's data as node 2: %v, want a node_id mismatch", err)
+	}
+}
+
+// TestIdentityIncarnation: a directory gets a random incarnation when it
+// is stamped, keeps it across starts, and a directory stamped before
+// incarnations existed gets one at its next start.
+func TestIdentityIncarnation(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{ClusterName: "c", NodeID: 1, Groups: 15, Nodes: []NodeAddr{{ID: 1}}}
+	first, err := checkIdentity(dir, cfg)
+	if err != nil || first.Incarnation == 0 {
+		t.Fatalf("first start: %+v %v", first, err)
+	}
+	again, err := checkIdentity(dir, cfg)
+	if err != nil || again.Incarnation != first.Incarnation {
+		t.Fatalf("second start: %+v %v, want incarnation %x", again, err, first.Incarnation)
+	}
+	if other, _ := checkIdentity(t.TempDir(), cfg); other.Incarnation == first.Incarnation {
+		t.Fatal("two directories share an incarnation")
+	}
+	old := t.TempDir()
+	legacy := identityOf(cfg)
+	if err := writeIdentity(old, legacy); err != nil {
+		t.Fatal(err)
+	}
+	got, err := checkIdentity(old, cfg)
+	if err != nil || got.Incarnation == 0 {
+		t.Fatalf("a directory stamped without an incarnation: %+v %v", got, err)
+	}
+	if again, _ := checkIdentity(old, cfg); again.Incarnation != got.Incarnation {
+		t.Fatal("the incarnation given to an old directory was not kept")
 	}
 }

@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,7 +18,8 @@ import (
 type gossip struct {
 	s      *Server
 	m      *registry.Membership
-	ids    []uint32 // configured node ids, sorted
+	ids    []uint32 // the nodes placement uses, sorted (see replace)
+	live   []uint32 // the live ones at the last change (under mu)
 	dirty  chan struct{}
 	stop   chan struct{}
 	ctx    context.Context // ends at shutdown: bounds joins and updates
@@ -38,13 +39,12 @@ func (s *Server) startGossip(ctx context.Context) error {
 	}
 	g := &gossip{s: s, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
 	var seeds []string
-	for _, n := range s.cfg.Nodes {
-		g.ids = append(g.ids, n.ID)
+	for _, n := range s.nodes() {
 		if n.ID != s.cfg.NodeID && n.Gossip != "" {
 			seeds = append(seeds, n.Gossip)
 		}
 	}
-	sort.Slice(g.ids, func(i, j int) bool { return g.ids[i] < g.ids[j] })
+	g.ids = s.placementIDs()
 	mcfg := registry.MembershipConfig{
 		NodeID: s.cfg.NodeID,
 		Bind:   self.Gossip,
@@ -145,19 +145,44 @@ func (g *gossip) watch(changes <-chan struct{}) {
 		}
 		g.logPeers(members, alive)
 		g.s.setAlive(alive)
-		live := registry.LiveIDs(members)
 		g.mu.Lock()
-		for i, lg := range g.s.svc.Groups() {
-			p := paxos.NodeID(registry.StickyPreferredMaster(i, g.ids, live))
-			if i >= len(g.placed) {
-				g.placed = append(g.placed, 0)
-			}
-			if p != 0 && p != g.placed[i] {
-				g.placed[i] = p
-				lg.SetPreferred(p)
-			}
-		}
+		g.live = registry.LiveIDs(members)
+		g.placeLocked()
 		g.mu.Unlock()
+	}
+}
+
+// replace takes the nodes placement uses again from the server (the
+// member list changed) and places the groups over them.
+func (g *gossip) replace() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.ids = g.s.placementIDs()
+	g.placeLocked()
+}
+
+// placeLocked names each group's preferred master: its place among ids,
+// kept while that node is live (StickyPreferredMaster). Only nodes of ids
+// are chosen.
+func (g *gossip) placeLocked() {
+	var live []uint32
+	for _, id := range g.live {
+		if _, ok := slices.BinarySearch(g.ids, id); ok {
+			live = append(live, id)
+		}
+	}
+	if g.live == nil {
+		return // no news from gossip yet
+	}
+	for i, lg := range g.s.svc.Groups() {
+		p := paxos.NodeID(registry.StickyPreferredMaster(i, g.ids, live))
+		if i >= len(g.placed) {
+			g.placed = append(g.placed, 0)
+		}
+		if p != 0 && p != g.placed[i] {
+			g.placed[i] = p
+			lg.SetPreferred(p)
+		}
 	}
 }
 
@@ -166,7 +191,10 @@ func (g *gossip) watch(changes <-chan struct{}) {
 // change. A peer never seen up is not logged as down.
 func (g *gossip) logPeers(members []registry.Member, alive map[uint32]bool) {
 	self := g.s.cfg.NodeID
-	for _, id := range g.ids {
+	g.mu.Lock()
+	ids := g.ids
+	g.mu.Unlock()
+	for _, id := range ids {
 		if id == self || alive[id] == g.up[id] {
 			continue
 		}

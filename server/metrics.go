@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -26,35 +26,36 @@ import (
 // counts, waiters, the transport, snapshots) is read at scrape time by
 // nodeCollector instead.
 
-// opNames are the request histogram's operation labels, by group.Op.
+// opNames are the request histogram's operation labels, by lockservice.Op.
 var opNames = [...]string{
-	group.OpAcquire:      "acquire",
-	group.OpRenew:        "renew",
-	group.OpRelease:      "release",
-	group.OpState:        "state",
-	group.OpWatch:        "watch",
-	group.OpUnwatch:      "unwatch",
-	group.OpCancelWait:   "cancel_wait",
-	group.OpForceRelease: "force_release",
+	lockservice.OpAcquire:      "acquire",
+	lockservice.OpRenew:        "renew",
+	lockservice.OpRelease:      "release",
+	lockservice.OpState:        "state",
+	lockservice.OpWatch:        "watch",
+	lockservice.OpUnwatch:      "unwatch",
+	lockservice.OpCancelWait:   "cancel_wait",
+	lockservice.OpForceRelease: "force_release",
+	lockservice.OpMultiAcquire: "multi_acquire",
 }
 
-// statNames are the counters group.Observer.Count feeds, by group.Stat.
-var statNames = [group.NumStats]struct{ name, help string }{
-	group.StatGrant:        {"paxlock_lock_grants_total", "Locks granted by this node as master (acquires and waiters handed the key)."},
-	group.StatRelease:      {"paxlock_lock_releases_total", "Holds released by their holders on this node as master."},
-	group.StatExpiry:       {"paxlock_lock_expiries_total", "Holds that expired (TTL passed unrenewed) on this node as master."},
-	group.StatRenewal:      {"paxlock_lock_renewals_total", "Holds renewed on this node as master."},
-	group.StatElectionWon:  {"paxlock_master_elections_won_total", "Times this node became a group's master by election."},
-	group.StatHandOff:      {"paxlock_master_handoffs_total", "Times this node took a group over as its preferred master (a hand-off)."},
-	group.StatMasterChange: {"paxlock_master_changes_total", "Changes of a group's master as this node sees them (to another node or to none)."},
-	group.StatLeaseLoss:    {"paxlock_master_lease_losses_total", "Times this node stopped serving a group it mastered other than by handing it off (lease not renewed, or superseded)."},
+// statNames are the counters lockservice.Observer.Count feeds, by lockservice.Stat.
+var statNames = [lockservice.NumStats]struct{ name, help string }{
+	lockservice.StatGrant:        {"paxlock_lock_grants_total", "Locks granted by this node as master (acquires and waiters handed the key)."},
+	lockservice.StatRelease:      {"paxlock_lock_releases_total", "Holds released by their holders on this node as master."},
+	lockservice.StatExpiry:       {"paxlock_lock_expiries_total", "Holds that expired (TTL passed unrenewed) on this node as master."},
+	lockservice.StatRenewal:      {"paxlock_lock_renewals_total", "Holds renewed on this node as master."},
+	lockservice.StatElectionWon:  {"paxlock_master_elections_won_total", "Times this node became a group's master by election."},
+	lockservice.StatHandOff:      {"paxlock_master_handoffs_total", "Times this node took a group over as its preferred master (a hand-off)."},
+	lockservice.StatMasterChange: {"paxlock_master_changes_total", "Changes of a group's master as this node sees them (to another node or to none)."},
+	lockservice.StatLeaseLoss:    {"paxlock_master_lease_losses_total", "Times this node stopped serving a group it mastered other than by handing it off (lease not renewed, or superseded)."},
 }
 
 // observerSlot caches one resolved child of the request histogram.
 type observerSlot struct{ prometheus.Observer }
 
 // metrics is a node's registry and the instruments the hot paths update.
-// It implements group.Observer and paxos.Observer.
+// It implements lockservice.Observer and paxos.Observer.
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -64,7 +65,7 @@ type metrics struct {
 	proposeFailed prometheus.Counter
 	queueWait     prometheus.Histogram
 	holdTime      prometheus.Histogram
-	events        [group.NumStats]prometheus.Counter
+	events        [lockservice.NumStats]prometheus.Counter
 	commitApply   prometheus.Histogram
 	fsync         prometheus.Histogram
 	roundInst     prometheus.Histogram
@@ -144,7 +145,7 @@ func (m *metrics) handler() http.Handler {
 
 // requestObserver returns the request histogram's child for op and st,
 // resolving it on first use.
-func (m *metrics) requestObserver(op group.Op, st wire.Status) prometheus.Observer {
+func (m *metrics) requestObserver(op lockservice.Op, st wire.Status) prometheus.Observer {
 	if int(op) >= len(m.reqChildren) || int(st) >= len(m.reqChildren[0]) {
 		return m.requests.WithLabelValues(opName(op), st.String()) // not a known pair: no cache
 	}
@@ -157,15 +158,15 @@ func (m *metrics) requestObserver(op group.Op, st wire.Status) prometheus.Observ
 	return o.Observer
 }
 
-func opName(op group.Op) string {
+func opName(op lockservice.Op) string {
 	if int(op) < len(opNames) && opNames[op] != "" {
 		return opNames[op]
 	}
 	return "op" + strconv.Itoa(int(op))
 }
 
-// Responded implements group.Observer.
-func (m *metrics) Responded(op group.Op, st wire.Status, d time.Duration) {
+// Responded implements lockservice.Observer.
+func (m *metrics) Responded(op lockservice.Op, st wire.Status, d time.Duration) {
 	m.requestObserver(op, st).Observe(d.Seconds())
 }
 
@@ -177,15 +178,15 @@ func (m *metrics) Proposed(d time.Duration, ok bool) {
 	}
 }
 
-// Waited implements group.Observer.
+// Waited implements lockservice.Observer.
 func (m *metrics) Waited(d time.Duration) { m.queueWait.Observe(d.Seconds()) }
 
-// Released implements group.Observer.
+// Released implements lockservice.Observer.
 func (m *metrics) Released(d time.Duration) { m.holdTime.Observe(d.Seconds()) }
 
-// Count implements group.Observer.
-func (m *metrics) Count(ev group.Stat) {
-	if ev < group.NumStats {
+// Count implements lockservice.Observer.
+func (m *metrics) Count(ev lockservice.Stat) {
+	if ev < lockservice.NumStats {
 		m.events[ev].Inc()
 	}
 }
@@ -208,10 +209,11 @@ type nodeCollector struct {
 
 	conns, requests, redirects, forwarded, relays, overloaded, badFrames, slow *prometheus.Desc
 	storageFailed                                                              *prometheus.Desc
-	peerSent, peerDropped, peerReceived, peerRefused                           *prometheus.Desc
+	peerSent, peerWrites, peerDropped, peerReceived, peerRefused               *prometheus.Desc
 	peerUp, peerUps, peerDowns, peerRTT                                        *prometheus.Desc
 	gServing, gHasMaster, gMaster, gEpoch, gCommitted, gApplied, gApplyLag     *prometheus.Desc
 	gLocks, gWaiters, gWatches                                                 *prometheus.Desc
+	nsLocks                                                                    *prometheus.Desc
 	snapSent, snapSentBytes, snapInstalled, snapRecvBytes                      *prometheus.Desc
 }
 
@@ -231,6 +233,7 @@ func newNodeCollector(s *Server) *nodeCollector {
 		slow:          d("paxlock_slow_consumers_total", "Client connections closed as slow consumers (more than max_output unread)."),
 		storageFailed: d("paxlock_storage_failed", "1 when a write or fsync of the node's store failed and the node stopped its groups (fail-stop)."),
 		peerSent:      d("paxlock_peer_messages_sent_total", "Paxos messages written to peers' sockets."),
+		peerWrites:    d("paxlock_peer_writes_total", "Write calls on peers' sockets (each carries every message queued for the peer at the time)."),
 		peerDropped:   d("paxlock_peer_messages_dropped_total", "Paxos messages never written (queue full, peer unreachable, write failed, too large)."),
 		peerReceived:  d("paxlock_peer_messages_received_total", "Paxos messages received from peers."),
 		peerRefused:   d("paxlock_peer_refused_total", "Inbound peer connections closed at the handshake (TLS, identity or framing)."),
@@ -248,6 +251,7 @@ func newNodeCollector(s *Server) *nodeCollector {
 		gLocks:        d("paxlock_group_locks_held", "Keys held in the group's lock table on this node.", "group"),
 		gWaiters:      d("paxlock_group_waiters", "Blocked acquires queued in the group on this node (its master).", "group"),
 		gWatches:      d("paxlock_group_watches", "Watches set in the group on this node (its master).", "group"),
+		nsLocks:       d("paxlock_locks_held", "Keys held in the namespace over all groups, in this node's replicas' lock tables (every namespace of the table, 0 when none is held).", "namespace"),
 		snapSent:      d("paxlock_snapshots_sent_total", "Snapshot streams to lagging replicas completed.", "group"),
 		snapSentBytes: d("paxlock_snapshot_sent_bytes_total", "Snapshot bytes acknowledged by receiving replicas.", "group"),
 		snapInstalled: d("paxlock_snapshots_installed_total", "Snapshots received and installed.", "group"),
@@ -259,10 +263,10 @@ func newNodeCollector(s *Server) *nodeCollector {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.conns, c.requests, c.redirects, c.forwarded, c.relays, c.overloaded, c.badFrames, c.slow,
-		c.storageFailed, c.peerSent, c.peerDropped, c.peerReceived, c.peerRefused,
+		c.storageFailed, c.peerSent, c.peerWrites, c.peerDropped, c.peerReceived, c.peerRefused,
 		c.peerUp, c.peerUps, c.peerDowns, c.peerRTT,
 		c.gServing, c.gHasMaster, c.gMaster, c.gEpoch, c.gCommitted, c.gApplied, c.gApplyLag,
-		c.gLocks, c.gWaiters, c.gWatches, c.snapSent, c.snapSentBytes, c.snapInstalled, c.snapRecvBytes,
+		c.gLocks, c.gWaiters, c.gWatches, c.nsLocks, c.snapSent, c.snapSentBytes, c.snapInstalled, c.snapRecvBytes,
 	} {
 		ch <- d
 	}
@@ -295,6 +299,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	if s.tr != nil {
 		ts := s.tr.Stats()
 		counter(c.peerSent, ts.Sent)
+		counter(c.peerWrites, ts.Writes)
 		counter(c.peerDropped, ts.Dropped)
 		counter(c.peerReceived, ts.Received)
 		counter(c.peerRefused, ts.Refused)
@@ -308,6 +313,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	c.collectNamespaces(gauge)
 	v := s.view.Load()
 	for g, lg := range s.svc.Groups() {
 		id := strconv.Itoa(g)
@@ -338,5 +344,24 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.snapInstalled, st.Installed, id)
 			counter(c.snapRecvBytes, st.RecvBytes, id)
 		}
+	}
+}
+
+// collectNamespaces reports paxlock_locks_held: the held keys of every
+// namespace of the table (0 when none), and of any namespace removed while
+// its keys are still held. Namespaces are created by operators, so the
+// label's values stay few.
+func (c *nodeCollector) collectNamespaces(gauge func(d *prometheus.Desc, v float64, labels ...string)) {
+	held := map[string]int64{}
+	for _, ns := range c.s.svc.Namespaces() {
+		held[ns] = 0
+	}
+	for _, lg := range c.s.svc.Groups() {
+		for ns, n := range lg.StateMachine().HeldByNamespace() {
+			held[ns] += n
+		}
+	}
+	for ns, n := range held {
+		gauge(c.nsLocks, float64(n), ns)
 	}
 }

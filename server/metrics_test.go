@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -79,7 +79,7 @@ func TestMetricsScrape(t *testing.T) {
 		"paxlock_auth_failures_total", "paxlock_overloaded_total", "paxlock_slow_consumers_total",
 		"paxlock_paxos_propose_commit_seconds", "paxlock_paxos_commit_apply_seconds", "paxlock_storage_fsync_duration_seconds",
 		"paxlock_paxos_round_instances", "paxlock_paxos_instance_commands", "paxlock_lock_queue_wait_seconds", "paxlock_lock_hold_seconds",
-		"paxlock_group_serving", "paxlock_group_has_master", "paxlock_group_locks_held", "paxlock_group_waiters", "paxlock_group_watches",
+		"paxlock_group_serving", "paxlock_group_has_master", "paxlock_group_locks_held", "paxlock_locks_held", "paxlock_group_waiters", "paxlock_group_watches",
 		"paxlock_group_applied_instance", "paxlock_group_apply_lag_instances", "paxlock_snapshots_sent_total",
 		"paxlock_client_connections", "paxlock_storage_failed",
 		"go_goroutines", "process_cpu_seconds_total",
@@ -112,6 +112,17 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	if err := b.TryLock(ctx); !errors.Is(err, client.ErrLocked) {
 		t.Fatalf("TryLock of a held key: %v, want ErrLocked", err)
+	}
+	// Held locks per namespace: every namespace of the table has a
+	// series, and the held key counts in its own.
+	fams = scrape(t, admin)
+	for ns, want := range map[string]float64{"ns": 1, "other": 0} {
+		if !hasSeries(fams, "paxlock_locks_held", map[string]string{"namespace": ns}) {
+			t.Errorf("paxlock_locks_held has no series for namespace %q", ns)
+		}
+		if got := sumOf(fams, "paxlock_locks_held", map[string]string{"namespace": ns}); got != want {
+			t.Errorf("paxlock_locks_held{namespace=%q} = %v with one key held in ns, want %v", ns, got, want)
+		}
 	}
 	got := make(chan error, 1)
 	go func() { got <- b.Lock(ctx) }()
@@ -159,6 +170,9 @@ func TestMetricsScrape(t *testing.T) {
 	if got := sumOf(fams, "paxlock_group_waiters", nil); got != 0 {
 		t.Errorf("paxlock_group_waiters sums to %v after the grant, want 0", got)
 	}
+	if got := sumOf(fams, "paxlock_locks_held", nil); got != 0 {
+		t.Errorf("paxlock_locks_held sums to %v after both released, want 0", got)
+	}
 
 	// A wrong secret is counted.
 	if _, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "wrong", Logger: testLogger()}); err == nil {
@@ -172,7 +186,7 @@ func TestMetricsScrape(t *testing.T) {
 // TestOpNames: every operation has a label of its own.
 func TestOpNames(t *testing.T) {
 	seen := map[string]bool{}
-	for op := group.OpAcquire; op <= group.OpForceRelease; op++ {
+	for op := lockservice.OpAcquire; op <= lockservice.OpForceRelease; op++ {
 		n := opName(op)
 		if n == "" || seen[n] || strings.HasPrefix(n, "op") {
 			t.Errorf("op %d: label %q (empty, repeated or a fallback)", op, n)
@@ -249,14 +263,14 @@ func TestDashboardAndAlertsUseRegisteredMetrics(t *testing.T) {
 // two answered requests, two proposals with their instances and round,
 // a grant, a release with its hold time, and an fsync.
 func observeRequest(m *metrics) {
-	m.Responded(group.OpAcquire, wire.StatusSuccess, 300*time.Microsecond)
-	m.Responded(group.OpRelease, wire.StatusSuccess, 250*time.Microsecond)
+	m.Responded(lockservice.OpAcquire, wire.StatusSuccess, 300*time.Microsecond)
+	m.Responded(lockservice.OpRelease, wire.StatusSuccess, 250*time.Microsecond)
 	m.Proposed(200*time.Microsecond, true)
 	m.Proposed(180*time.Microsecond, true)
 	m.InstanceApplied(2)
 	m.RoundApplied(1, 50*time.Microsecond)
-	m.Count(group.StatGrant)
-	m.Count(group.StatRelease)
+	m.Count(lockservice.StatGrant)
+	m.Count(lockservice.StatRelease)
 	m.Released(time.Millisecond)
 	m.Synced(2 * time.Millisecond)
 }
@@ -282,4 +296,26 @@ func BenchmarkMetricsPair(b *testing.B) {
 			observeRequest(m)
 		}
 	})
+}
+
+// hasSeries reports whether family name has a series with labels.
+func hasSeries(fams map[string]*dto.MetricFamily, name string, labels map[string]string) bool {
+	f := fams[name]
+	if f == nil {
+		return false
+	}
+next:
+	for _, m := range f.Metric {
+		have := map[string]string{}
+		for _, lp := range m.Label {
+			have[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range labels {
+			if have[k] != v {
+				continue next
+			}
+		}
+		return true
+	}
+	return false
 }

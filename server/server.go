@@ -16,8 +16,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -29,12 +29,34 @@ type Server struct {
 	store *paxos.Store
 	host  *paxos.Host
 	tr    *paxos.TCPTransport
-	svc   *group.Service
-	addrs map[paxos.NodeID]NodeAddr
+	svc   *lockservice.Service
+
+	// The cluster's nodes (members.go): book is the address book of the
+	// live nodes, placeIDs the active members placement uses (nil: the
+	// configured nodes), both replaced when the member list changes;
+	// memCh wakes followMembers; memApplyMu serialises applyMembers.
+	book        atomic.Pointer[addrBook]
+	placeIDs    atomic.Pointer[[]uint32]
+	memCh       chan struct{}
+	memApplyMu  sync.Mutex
+	initingMem  atomic.Bool
+	incarnation uint64 // the data directory's (IDENTITY)
+	// recording holds the ids whose incarnation is being recorded
+	// (admitPeer); peerIncs the peers' incarnations this node saw
+	// (PEERS); failed receives why the node must stop (Failed).
+	recording sync.Map
+	peerIncs  *peerIncarnations
+	failed    chan error
+	failOnce  sync.Once
+	// memChange is held by the member change in progress on this node
+	// (an operator's, or one resumed); resuming is set while
+	// resumeMemberChanges runs.
+	memChange chan struct{}
+	resuming  atomic.Bool
 
 	// The configured namespaces: their secrets (which give a namespace
 	// record written before SCRAM its verifier) and their verifiers (the
-	// table's seed, see group.Service.Credentials). Never logged.
+	// table's seed, see lockservice.Service.Credentials). Never logged.
 	seedSecrets   map[string]string
 	seedVerifiers map[string]scramauth.Verifier
 
@@ -87,7 +109,7 @@ type Server struct {
 
 // installNamespaces installs namespaces into the replicated table (see
 // initNamespaces). It is a variable so that tests can make it fail.
-var installNamespaces = (*group.Service).InitNamespaces
+var installNamespaces = (*lockservice.Service).InitNamespaces
 
 // goBackground runs f in a goroutine that Shutdown waits for, and reports
 // false, running nothing, once Shutdown has begun.
@@ -149,13 +171,13 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{},
+	s := &Server{cfg: cfg, log: log, subs: map[*conn]struct{}{}, memCh: make(chan struct{}, 1), failed: make(chan error, 1), memChange: make(chan struct{}, 1),
 		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.seedSecrets, s.seedVerifiers = map[string]string{}, map[string]scramauth.Verifier{}
 	for _, n := range cfg.Namespaces { // names checked by Validate
-		v, err := group.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
+		v, err := lockservice.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
 		if err != nil {
 			s.endLife()
 			return nil, fmt.Errorf("server: namespace %q: %w", n.Name, err)
@@ -163,10 +185,12 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.seedSecrets[n.Name], s.seedVerifiers[n.Name] = n.Secret, v
 	}
 	var peers []paxos.NodeID
+	book := addrBook{}
 	for _, n := range cfg.Nodes {
 		peers = append(peers, paxos.NodeID(n.ID))
-		s.addrs[paxos.NodeID(n.ID)] = n
+		book[paxos.NodeID(n.ID)] = n
 	}
+	s.book.Store(&book)
 	s.masters = make([]paxos.SoftState, cfg.Groups)
 	s.rebuildView()
 
@@ -174,9 +198,20 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		s.endLife()
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	if err := checkIdentity(cfg.DataDir, cfg); err != nil {
+	idn, err := checkIdentity(cfg.DataDir, cfg)
+	if err != nil {
 		s.endLife()
 		return nil, err
+	}
+	s.incarnation = idn.Incarnation
+	if s.peerIncs, err = openPeerIncarnations(cfg.DataDir, log); err != nil {
+		s.endLife()
+		return nil, err
+	}
+	if idn.Joined {
+		// A group this node has no data of yet (the node stopped before
+		// its snapshot came) must wait for one, not start alone.
+		cfg.Join, s.cfg.Join = true, true
 	}
 	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing})
 	if err != nil {
@@ -186,13 +221,18 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.store = st
 	tick := time.Duration(cfg.Tick)
 	s.host = paxos.NewHost(paxos.HostConfig{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
+	// Retransmissions and the follower's wait past the lease stay those of
+	// a 100ms heartbeat when the heartbeat is longer (Config.Heartbeat).
+	quick := int(min(time.Duration(cfg.Heartbeat), 100*time.Millisecond) / tick)
 	pcfg := paxos.Config{
-		HeartbeatTicks: int(time.Duration(cfg.Heartbeat) / tick),
-		LeaseTicks:     int(time.Duration(cfg.Lease) / tick),
-		MaxDrift:       cfg.MaxDrift,
-		MaxInflight:    cfg.InstanceWindow,
+		HeartbeatTicks:     int(time.Duration(cfg.Heartbeat) / tick),
+		LeaseTicks:         int(time.Duration(cfg.Lease) / tick),
+		RetransmitTicks:    quick,
+		CampaignSlackTicks: 2 * quick,
+		MaxDrift:           cfg.MaxDrift,
+		MaxInflight:        cfg.InstanceWindow,
 	}
-	svc, err := group.NewService(group.Config{
+	svc, err := lockservice.NewService(lockservice.Config{
 		Groups:      cfg.Groups,
 		Workers:     cfg.Workers,
 		DefaultTTL:  time.Duration(cfg.DefaultTTL),
@@ -203,6 +243,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		Self:        paxos.NodeID(cfg.NodeID),
 		OnMaster:    s.onMaster,
 		Observer:    s.metrics,
+		OnMembers:   s.membersChanged,
+		Join:        cfg.Join,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
 		s.endLife()
@@ -222,7 +264,8 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		handler = s.faults.Deliver
 		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
-	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: sec.peer})
+	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: sec.peer,
+		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused})
 	if err != nil {
 		s.stopBackground()
 		s.host.Stop()
@@ -237,15 +280,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	} else {
 		s.host.SetTransport(tr)
 	}
+	s.applyMembers() // the list loaded from the store, if any
 	s.host.Start()
 	return s, nil
 }
 
-// Start opens the client listener (and the admin endpoint) and returns
-// once they accept connections.
-func (s *Server) Start(ctx context.Context) error {
-	self := s.cfg.self()
-	s.clientLn = self.Client
+// startGnet serves the client port addr with gnet and returns once it
+// accepts connections.
+func (s *Server) startGnet(ctx context.Context, addr string) error {
 	opts := []gnet.Option{
 		gnet.WithTicker(true),
 		// A restarted node must rebind its port while connections of the
@@ -261,7 +303,7 @@ func (s *Server) Start(ctx context.Context) error {
 		opts = append(opts, gnet.WithMulticore(true))
 	}
 	if !s.goBackground(func() {
-		err := gnet.Run(&handler{s: s}, "tcp://"+self.Client, opts...)
+		err := gnet.Run(&handler{s: s}, "tcp://"+addr, opts...)
 		s.runErr <- err
 		s.bootOnce.Do(func() { close(s.booted) })
 	}) {
@@ -278,10 +320,31 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("server: client listener: %w", err)
 	default:
 	}
+	return nil
+}
+
+// Start opens the client listener (and the admin endpoint) and returns
+// once they accept connections.
+func (s *Server) Start(ctx context.Context) error {
+	self := s.cfg.self()
+	s.clientLn = self.Client
+	if s.cfg.ClientListener == ListenerNetpoll {
+		if _, err := s.startGoListener(self.Client, false); err != nil {
+			return err
+		}
+		if !s.goBackground(s.sweepLoop) {
+			return errors.New("server: start: shut down")
+		}
+	} else if err := s.startGnet(ctx, self.Client); err != nil {
+		return err
+	}
 	if self.ClientTLS != "" {
 		if err := s.startTLS(self.ClientTLS); err != nil {
 			return err
 		}
+	}
+	if !s.goBackground(s.followMembers) {
+		return errors.New("server: start: shut down")
 	}
 	if err := s.startGossip(ctx); err != nil {
 		return fmt.Errorf("server: gossip: %w", err)
@@ -367,7 +430,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 func (s *Server) ClientTLSAddr() string { return s.tlsAddr }
 
 // Service returns the node's lock service.
-func (s *Server) Service() *group.Service { return s.svc }
+func (s *Server) Service() *lockservice.Service { return s.svc }
 
 // Config returns the configuration in force.
 func (s *Server) Config() Config { return s.cfg }
@@ -389,15 +452,25 @@ func (s *Server) initNamespaces() {
 		return // a loop is already at it
 	}
 	defer s.initingNS.Store(false)
+	s.seedSystem("the configured namespaces", s.svc.NamespacesInitialised, func(ctx context.Context) error {
+		return installNamespaces(s.svc, ctx, s.seedVerifiers)
+	})
+}
+
+// seedSystem installs what a new cluster seeds into the namespace group
+// (what names it in logs): while this node masters that group and done
+// reports false, it calls install, each try bounded by 10 s, retrying
+// with backoff until it succeeds or the server shuts down.
+func (s *Server) seedSystem(what string, done func() bool, install func(ctx context.Context) error) {
 	wait := 50 * time.Millisecond
-	for !s.svc.NamespacesInitialised() && s.svc.Group(group.NamespaceGroup).Serving() {
+	for !done() && s.svc.Group(lockservice.NamespaceGroup).Serving() {
 		ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
-		err := installNamespaces(s.svc, ctx, s.seedVerifiers)
+		err := install(ctx)
 		cancel()
 		if err == nil || s.life.Err() != nil {
 			return
 		}
-		s.log.Warn("installing the configured namespaces", "err", err)
+		s.log.Warn("installing "+what, "err", err)
 		t := time.NewTimer(wait)
 		select {
 		case <-s.life.Done():
@@ -425,8 +498,14 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	if changed {
 		s.masterLog.record(g, st)
 	}
-	if g == group.NamespaceGroup && st.Serving {
+	if g == lockservice.NamespaceGroup && st.Serving {
 		s.goBackground(s.initNamespaces) // nothing to do once shutting down
+		if !s.svc.MembersInitialised() {
+			s.goBackground(s.initMembers)
+		} else {
+			s.goBackground(s.recordIncarnations)
+			s.goBackground(s.resumeIfHalfDone)
+		}
 	}
 	if changed {
 		s.publishView()
@@ -462,7 +541,7 @@ func (s *Server) publishView() {
 	}
 	s.viewMu.Unlock()
 	for _, c := range subs {
-		if c.tc != nil {
+		if c.tlsPort {
 			c.Push(tv)
 		} else {
 			c.Push(v)
@@ -499,12 +578,12 @@ func (s *Server) rebuildViewLocked() *wire.View {
 		v.Version += st.Ballot.Round
 		gv := wire.GroupView{Master: uint32(st.Master), Epoch: st.Ballot.Round}
 		if st.Master != 0 {
-			gv.Addr = s.addrs[st.Master].Client
+			gv.Addr = s.addr(st.Master).Client
 		}
 		v.Groups[g] = gv
 	}
 	v.Version <<= viewSeqBits
-	for _, n := range s.cfg.Nodes {
+	for _, n := range s.nodes() {
 		alive := s.alive == nil || s.alive[n.ID] || n.ID == s.cfg.NodeID
 		v.Nodes = append(v.Nodes, wire.NodeView{ID: n.ID, Addr: n.Client, Alive: alive})
 	}
@@ -532,11 +611,11 @@ func (s *Server) withTLSAddrs(v *wire.View) *wire.View {
 	t := &wire.View{Version: v.Version, Groups: slices.Clone(v.Groups), Nodes: slices.Clone(v.Nodes)}
 	for i := range t.Groups {
 		if m := t.Groups[i].Master; m != 0 {
-			t.Groups[i].Addr = s.addrs[paxos.NodeID(m)].ClientTLS
+			t.Groups[i].Addr = s.addr(paxos.NodeID(m)).ClientTLS
 		}
 	}
 	for i := range t.Nodes {
-		t.Nodes[i].Addr = s.addrs[paxos.NodeID(t.Nodes[i].ID)].ClientTLS
+		t.Nodes[i].Addr = s.addr(paxos.NodeID(t.Nodes[i].ID)).ClientTLS
 	}
 	return t
 }
@@ -546,7 +625,7 @@ func (s *Server) withTLSAddrs(v *wire.View) *wire.View {
 // relay proves there with this node's certificate that it is this node),
 // its plain one otherwise; "" if it has none.
 func (s *Server) relayAddr(id uint32) string {
-	a := s.addrs[paxos.NodeID(id)]
+	a := s.addr(paxos.NodeID(id))
 	if s.sec.peer != nil {
 		return a.ClientTLS
 	}

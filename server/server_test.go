@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -67,8 +68,11 @@ func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 			DataDir:    t.TempDir(),
 			Namespaces: []Namespace{{Name: "ns", Secret: "s3cret"}, {Name: "other", Secret: "x"}},
 			EventLoops: 1,
-			Lease:      Duration(500 * time.Millisecond),
-			Heartbeat:  Duration(50 * time.Millisecond),
+			// PAXLOCK_TEST_CLIENT_LISTENER runs the suite on another
+			// client listener (gnet); default netpoll.
+			ClientListener: os.Getenv("PAXLOCK_TEST_CLIENT_LISTENER"),
+			Lease:          Duration(500 * time.Millisecond),
+			Heartbeat:      Duration(50 * time.Millisecond),
 		}
 		if tune != nil {
 			tune(&cfg)

@@ -15,22 +15,24 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// The TLS client listener (client_tls_addr) serves the same protocol as
-// the gnet listener, through the same conn and handleFrame, over
-// crypto/tls: gnet has no TLS. Each connection has a reader goroutine,
-// which plays the part of gnet's event loop for it (it decodes and
-// handles the frames one after another, and owns the session state), and
-// a writer goroutine, which sends what the replies and pushes queued in
-// conn.out, all of it in one write, as the gnet path's AsyncWrite does.
+// The goroutine client listeners: the TLS one (client_tls_addr) and, with
+// client_listener = "netpoll", the plain client port. They serve the same
+// protocol as the gnet listener, through the same conn and handleFrame,
+// on Go's netpoller (gnet has no TLS). Each connection has a reader
+// goroutine, which plays the part of gnet's event loop for it (it decodes
+// and handles the frames one after another, and owns the session state),
+// and a writer goroutine, which sends what the replies and pushes queued
+// in conn.out, all of it in one write, as the gnet path's AsyncWrite does.
 // Both are the node's background work (goBackground): Shutdown closes the
 // listener and the connections and waits for them.
 
 // tlsHandshakeTimeout bounds a TLS connection's handshake.
 const tlsHandshakeTimeout = 10 * time.Second
 
-// tlsConn is the transport of a TLS listener's conn.
+// tlsConn is the transport of a goroutine listener's conn (TLS or
+// netpoll).
 type tlsConn struct {
-	nc net.Conn // a *tls.Conn, but with Config.clientTLSOff
+	nc net.Conn // a *tls.Conn on the TLS port unless Config.clientTLSOff
 
 	wake    chan struct{} // cap 1: conn.out has frames to send
 	done    chan struct{} // closed by close
@@ -76,13 +78,25 @@ func (s *Server) clientTLSConfig() *tls.Config {
 // startTLS opens the TLS client listener at addr and serves it in the
 // background until Shutdown.
 func (s *Server) startTLS(addr string) error {
+	a, err := s.startGoListener(addr, true)
+	s.tlsAddr = a
+	return err
+}
+
+// startGoListener opens a goroutine client listener at addr, the TLS one
+// if tlsPort, and serves it in the background until Shutdown; it returns
+// the address it listens on.
+func (s *Server) startGoListener(addr string, tlsPort bool) (string, error) {
+	name := "client"
+	if tlsPort {
+		name = "client tls"
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("server: client tls listener: %w", err)
+		return "", fmt.Errorf("server: %s listener: %w", name, err)
 	}
-	s.tlsAddr = ln.Addr().String()
 	tln := ln
-	if !s.cfg.clientTLSOff {
+	if tlsPort && !s.cfg.clientTLSOff {
 		tln = tls.NewListener(ln, s.clientTLSConfig())
 	}
 	stop := context.AfterFunc(s.life, func() { _ = tln.Close() })
@@ -92,11 +106,11 @@ func (s *Server) startTLS(addr string) error {
 			nc, err := tln.Accept()
 			if err != nil {
 				if s.life.Err() == nil && !errors.Is(err, net.ErrClosed) {
-					s.log.Error("client tls listener stopped", "err", err)
+					s.log.Error(name+" listener stopped", "err", err)
 				}
 				return
 			}
-			if !s.goBackground(func() { s.serveTLS(nc) }) {
+			if !s.goBackground(func() { s.serveTLS(nc, tlsPort) }) {
 				_ = nc.Close()
 				return
 			}
@@ -104,14 +118,14 @@ func (s *Server) startTLS(addr string) error {
 	}) {
 		stop()
 		_ = tln.Close()
-		return errors.New("server: start: shut down")
+		return "", errors.New("server: start: shut down")
 	}
-	return nil
+	return ln.Addr().String(), nil
 }
 
-// serveTLS serves one connection of the TLS listener: the handshake, then
-// its frames until it closes.
-func (s *Server) serveTLS(nc net.Conn) {
+// serveTLS serves one connection of a goroutine listener (the TLS one if
+// tlsPort): the handshake if TLS, then its frames until it closes.
+func (s *Server) serveTLS(nc net.Conn, tlsPort bool) {
 	tc, isTLS := nc.(*tls.Conn)
 	if isTLS {
 		ctx, cancel := context.WithTimeout(s.life, tlsHandshakeTimeout)
@@ -130,7 +144,7 @@ func (s *Server) serveTLS(nc net.Conn) {
 		return
 	}
 	t := &tlsConn{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	c := &conn{s: s, tc: t}
+	c := &conn{s: s, tc: t, tlsPort: tlsPort}
 	if cs := tlsState(tc); len(cs.VerifiedChains) > 0 {
 		// Verified against the cluster CA by the handshake; a node's
 		// certificate names it (relays: see TrustRelay).

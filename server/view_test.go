@@ -12,10 +12,12 @@ import (
 // ignored such a view), and stays when nothing changed.
 func TestViewVersionRisesWithEveryChange(t *testing.T) {
 	s := &Server{cfg: Config{NodeID: 1, Nodes: []NodeAddr{{ID: 1, Client: "a"}, {ID: 2, Client: "b"}, {ID: 3, Client: "c"}}},
-		addrs: map[paxos.NodeID]NodeAddr{}, subs: map[*conn]struct{}{}, masters: make([]paxos.SoftState, 3)}
+		subs: map[*conn]struct{}{}, masters: make([]paxos.SoftState, 3)}
+	book := addrBook{}
 	for _, n := range s.cfg.Nodes {
-		s.addrs[paxos.NodeID(n.ID)] = n
+		book[paxos.NodeID(n.ID)] = n
 	}
+	s.book.Store(&book)
 	s.rebuildView()
 	last := s.View().Version
 	step := func(what string, change bool, f func()) {

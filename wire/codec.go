@@ -30,7 +30,8 @@ var (
 
 // Message is a frame body: one of *Hello, *Acquire, *Renew, *Release,
 // *State, *Watch, *Unwatch, *CancelWait, *Heartbeat, *GetView,
-// *SubscribeView, *Response, *View, *Granted, *Lost and *WatchEvent. Each
+// *SubscribeView, *List, *MultiAcquire, *Response, *View, *Granted, *Lost and
+// *WatchEvent (and the SCRAM messages). Each
 // encodes itself as a msgpack array of its fields in declaration order (see
 // the package documentation) and decodes tolerantly: missing trailing fields
 // are zero, extra trailing fields are skipped. The methods also make the
@@ -63,6 +64,8 @@ func NewMessage(typ Type) Message {
 		return new(CancelWait)
 	case TypeList:
 		return new(List)
+	case TypeMultiAcquire:
+		return new(MultiAcquire)
 	case TypeHeartbeat:
 		return new(Heartbeat)
 	case TypeGetView:
@@ -112,6 +115,8 @@ func matches(typ Type, m Message) bool {
 		return typ == TypeCancelWait && m != nil
 	case *List:
 		return typ == TypeList && m != nil
+	case *MultiAcquire:
+		return typ == TypeMultiAcquire && m != nil
 	case *Heartbeat:
 		return typ == TypeHeartbeat && m != nil
 	case *GetView:
@@ -446,6 +451,24 @@ func (f *fieldReader) bin() (string, bool) {
 		return "", false
 	}
 	return string(v), true
+}
+
+// elemStr reads a string element of a list (see list).
+func (f *fieldReader) elemStr() string {
+	if f.err != nil {
+		return ""
+	}
+	f.n++
+	return f.str()
+}
+
+// elemU64 reads an unsigned element of a list (see list).
+func (f *fieldReader) elemU64() uint64 {
+	if f.err != nil {
+		return 0
+	}
+	f.n++
+	return f.u64()
 }
 
 func (f *fieldReader) boolean() bool {

@@ -53,7 +53,7 @@
 //	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID,
 //	                           [Redirects, Value]
 //	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects, SetValue, Value]
-//	0x04  Release        c→s   Key, Owner, Token, [Redirects]
+//	0x04  Release        c→s   Key, Owner, Token, [Redirects, HandOffID, HandOffTTLMs, HandOffValue]
 //	0x05  State          c→s   Key, [Redirects]
 //	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]
 //	0x07  Unwatch        c→s   Key, WatchID, [Redirects]
@@ -63,8 +63,11 @@
 //	0x0B  SubscribeView  c→s   (none)
 //	0x0D  ScramClientFirst c→s Namespace, ClientID, Agent, ClientKey, Mechanism, Message
 //	0x0E  ScramClientFinal c→s Message
+//	0x0F  MultiAcquire   c→s   Owner.Client, Keys [Key...], IDs [Owner.ID...], TTLMs,
+//	                           Redirects, [Value]
 //	0x40  Response       s→c   Status, Token, Holder, TTLLeftMs, QueueLen, Kind,
-//	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg, Value
+//	                           Readers, RetryAfterMs, Redirect, ViewVersion, Msg, Value,
+//	                           Locks, Permits, InUse, Tokens [Token...], KeyIndex
 //	0x41  View           s→c   Version, Groups [[Master, Addr, Epoch]...],
 //	                           Nodes [[ID, Addr, Alive]...]
 //	0x42  ScramServerFirst s→c Message

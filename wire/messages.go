@@ -195,6 +195,14 @@ type Acquire struct {
 	// and in watch events. A reacquire replaces the holder's value. It is
 	// a trailing field omitted when empty, so an older server ignores it.
 	Value string
+	// Permits is how many permits a semaphore acquire (Kind semaphore)
+	// takes, at least 1 and at most Limit; 0 for locks. A trailing field.
+	Permits uint32
+	// Limit is the semaphore's permit total as the caller knows it: it
+	// sets the total when the semaphore has no holders, and must equal
+	// the total otherwise (BAD_REQUEST with Response.Permits the total
+	// if not); with FlagSetPermits, the new total. A trailing field.
+	Limit uint32
 }
 
 func (*Acquire) wireMessage() {}
@@ -215,6 +223,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if m.Value != "" {
 		n = 11
 	}
+	if m.Permits != 0 || m.Limit != 0 {
+		n = 13
+	}
 	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
@@ -230,6 +241,10 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	}
 	if n > 10 {
 		w.bin(m.Value)
+	}
+	if n > 11 {
+		w.uint(uint64(m.Permits))
+		w.uint(uint64(m.Limit))
 	}
 	return w.err
 }
@@ -249,6 +264,8 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 		Redirects: f.u8(),
 	}
 	m.Value, _ = f.bin()
+	m.Permits = f.u32()
+	m.Limit = f.u32()
 	return f.done("Acquire")
 }
 
@@ -276,7 +293,27 @@ func (m *Acquire) Validate() error {
 	if m.Flags.Has(FlagDowngrade) && (m.Kind != KindRead || m.Blocking()) {
 		return fmt.Errorf("%w: a downgrade is a non-blocking acquire of the read kind", ErrInvalidField)
 	}
+	if err := m.validatePermits(); err != nil {
+		return err
+	}
 	return ValidateValue(m.Value)
+}
+
+// validatePermits checks Permits and Limit against Kind and Flags.
+func (m *Acquire) validatePermits() error {
+	switch {
+	case m.Kind != KindSemaphore:
+		if m.Permits != 0 || m.Limit != 0 || m.Flags.Has(FlagSetPermits) {
+			return fmt.Errorf("%w: permits, limit and FlagSetPermits are for semaphores", ErrInvalidField)
+		}
+	case m.Flags.Has(FlagSetPermits):
+		if m.Blocking() || m.Limit == 0 || m.Permits != 0 {
+			return fmt.Errorf("%w: a set-permits acquire is non-blocking, with limit >= 1 and permits 0", ErrInvalidField)
+		}
+	case m.Permits == 0 || m.Limit < m.Permits:
+		return fmt.Errorf("%w: a semaphore acquire needs 1 <= permits <= limit (got %d of %d)", ErrInvalidField, m.Permits, m.Limit)
+	}
+	return nil
 }
 
 // Renew extends the lock Owner holds on Key with Token.
@@ -383,6 +420,20 @@ type Release struct {
 	// Redirects counts the MASTER_REDIRECTs this request followed, or is
 	// ForwardNow; see Routed.
 	Redirects uint8
+	// HandOffID, when nonzero, asks for a hand-off (the client's local
+	// queue): in the same command that releases the lock, grant it to
+	// Owner{Client: Owner.Client, ID: HandOffID}, of the released hold's
+	// kind, with HandOffTTLMs and holder value HandOffValue, if the key
+	// then is free and nobody waits in the server's queue for it. The
+	// reply is SUCCESS with Holder set to that owner and Token the new
+	// hold's token when it was handed off; SUCCESS with Holder zero when
+	// the lock was only released. A retry that finds the lock held by the
+	// hand-off owner answers as if handed off. Trailing fields, omitted
+	// when all three are zero; an older server ignores them and only
+	// releases.
+	HandOffID    uint64
+	HandOffTTLMs uint32
+	HandOffValue string
 }
 
 func (*Release) wireMessage() {}
@@ -399,11 +450,24 @@ func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(4 + optional(m.Redirects))
+	// The hand-off tail is written whole when any of its fields is set.
+	tail := m.HandOffID != 0 || m.HandOffTTLMs != 0 || m.HandOffValue != ""
+	if tail {
+		w.array(8)
+	} else {
+		w.array(4 + optional(m.Redirects))
+	}
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
 	w.uint(m.Owner.ID)
 	w.uint(m.Token)
+	if tail {
+		w.uint(uint64(m.Redirects))
+		w.uint(m.HandOffID)
+		w.uint(uint64(m.HandOffTTLMs))
+		w.bin(m.HandOffValue)
+		return w.err
+	}
 	w.optionalUint(uint64(m.Redirects))
 	return w.err
 }
@@ -416,16 +480,25 @@ func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 		Owner:     Owner{Client: f.u64(), ID: f.u64()},
 		Token:     f.u64(),
 		Redirects: f.u8(),
+		HandOffID: f.u64(),
 	}
+	m.HandOffTTLMs = f.u32()
+	m.HandOffValue, _ = f.bin()
 	return f.done("Release")
 }
 
-// Validate checks the key and owner.
+// Validate checks the key, the owner and a hand-off's value.
 func (m *Release) Validate() error {
 	if err := ValidateKey(m.Key); err != nil {
 		return err
 	}
-	return validateOwner(m.Owner)
+	if err := validateOwner(m.Owner); err != nil {
+		return err
+	}
+	if m.HandOffID != 0 && m.HandOffID == m.Owner.ID {
+		return fmt.Errorf("%w: hand-off to the releasing owner", ErrInvalidField)
+	}
+	return ValidateValue(m.HandOffValue)
 }
 
 // State asks for the state of Key, read from the master's applied state
@@ -681,6 +754,11 @@ type LockInfo struct {
 	QueueLen uint32
 	// Value is the holder's holder value.
 	Value string
+	// Permits is, for a semaphore, the permits in use (List) or this
+	// holder's permits (State's per-holder entries); Limit is its permit
+	// total. Trailing fields, written only for semaphores.
+	Permits uint32
+	Limit   uint32
 }
 
 // CancelWait takes Owner's blocked acquire WaitID out of Key's queue, for a
@@ -846,7 +924,19 @@ type Response struct {
 	// it has none; a trailing field an older client skips.
 	Value string
 	// Locks is List's answer (at most MaxListLimit); a trailing field.
+	// State of a semaphore answers one entry per holder here.
 	Locks []LockInfo
+	// Permits is a semaphore's permit total and InUse the permits held
+	// (State, LOCK_OCCUPIED; Permits also in the BAD_REQUEST of an
+	// acquire whose Limit is not the total); trailing fields.
+	Permits uint32
+	InUse   uint32
+	// Tokens are a MultiAcquire's fencing tokens, one per key in the
+	// request's order (SUCCESS); a trailing field.
+	Tokens []uint64
+	// KeyIndex is the index in a MultiAcquire's Keys of the key that made
+	// it fail (LOCK_OCCUPIED); a trailing field.
+	KeyIndex uint32
 }
 
 func (*Response) wireMessage() {}
@@ -854,6 +944,14 @@ func (*Response) wireMessage() {}
 // responseFields is how many fields r needs: up to its last nonzero one.
 func (m *Response) responseFields() int {
 	switch {
+	case m.KeyIndex != 0:
+		return 18
+	case len(m.Tokens) > 0:
+		return 17
+	case m.InUse != 0:
+		return 16
+	case m.Permits != 0:
+		return 15
 	case len(m.Locks) > 0:
 		return 14
 	case m.Value != "":
@@ -920,7 +1018,11 @@ func (m *Response) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.array(len(m.Locks))
 		for i := range m.Locks {
 			l := &m.Locks[i]
-			w.array(9)
+			ln := 9
+			if l.Permits != 0 || l.Limit != 0 {
+				ln = 11
+			}
+			w.array(ln)
 			w.str(l.Key)
 			w.uint(l.Holder.Client)
 			w.uint(l.Holder.ID)
@@ -930,7 +1032,26 @@ func (m *Response) EncodeMsgpack(e *msgpack.Encoder) error {
 			w.uint(uint64(l.TTLLeftMs))
 			w.uint(uint64(l.QueueLen))
 			w.bin(l.Value)
+			if ln > 9 {
+				w.uint(uint64(l.Permits))
+				w.uint(uint64(l.Limit))
+			}
 		}
+	}
+	if n > 14 {
+		w.uint(uint64(m.Permits))
+	}
+	if n > 15 {
+		w.uint(uint64(m.InUse))
+	}
+	if n > 16 {
+		w.array(len(m.Tokens))
+		for _, t := range m.Tokens {
+			w.uint(t)
+		}
+	}
+	if n > 17 {
+		w.uint(uint64(m.KeyIndex))
 	}
 	return w.err
 }
@@ -959,6 +1080,7 @@ func (m *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 			l := LockInfo{Key: g.str(), Holder: Owner{Client: g.u64(), ID: g.u64()}, Token: g.u64(),
 				Kind: Kind(g.u8()), Readers: g.u32(), TTLLeftMs: g.u32(), QueueLen: g.u32()}
 			l.Value, _ = g.bin()
+			l.Permits, l.Limit = g.u32(), g.u32()
 			if err := g.done("Response lock"); err != nil {
 				*m = Response{}
 				return err
@@ -966,6 +1088,14 @@ func (m *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 			m.Locks[i] = l
 		}
 	}
+	m.Permits, m.InUse = f.u32(), f.u32()
+	if n := f.list(MaxMultiKeys); n > 0 {
+		m.Tokens = make([]uint64, n)
+		for i := range m.Tokens {
+			m.Tokens[i] = f.elemU64()
+		}
+	}
+	m.KeyIndex = f.u32()
 	return f.done("Response")
 }
 

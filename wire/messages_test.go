@@ -18,7 +18,7 @@ var allTypes = []Type{
 	TypeHello, TypeAcquire, TypeRenew, TypeRelease, TypeState, TypeWatch,
 	TypeUnwatch, TypeCancelWait, TypeHeartbeat, TypeGetView, TypeSubscribeView,
 	TypeResponse, TypeView, TypeGranted, TypeLost, TypeWatchEvent, TypeViewChanged,
-	TypeList,
+	TypeList, TypeMultiAcquire,
 	TypeScramClientFirst, TypeScramClientFinal, TypeScramServerFirst, TypeScramServerFinal,
 }
 
@@ -172,7 +172,7 @@ func TestResponseTrimsTrailingZeros(t *testing.T) {
 	}
 	// Every prefix length round-trips.
 	full := Response{StatusError, 1, Owner{2, 3}, 4, 5, KindWrite, 7, 8, "r", 9, "m", "v",
-		[]LockInfo{{Key: "a", Holder: Owner{1, 2}, Token: 3, Kind: KindRead, Readers: 2, TTLLeftMs: 4, QueueLen: 5, Value: "x"}, {Key: "b"}}}
+		[]LockInfo{{Key: "a", Holder: Owner{1, 2}, Token: 3, Kind: KindRead, Readers: 2, TTLLeftMs: 4, QueueLen: 5, Value: "x"}, {Key: "b", Permits: 2, Limit: 3}}, 10, 11, []uint64{12, 13}, 14}
 	for i := 0; i < reflect.TypeOf(full).NumField(); i++ {
 		r := full
 		v := reflect.ValueOf(&r).Elem()
@@ -209,7 +209,7 @@ func TestDecodeToleratesExtraFields(t *testing.T) {
 		msgpack.RawMessage{0xc7, 0x03, 0x05, 0x01, 0x02, 0x03}, // ext8
 		uint64(math.MaxUint64), int64(math.MinInt64),
 	}
-	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, ""}, extras...)
+	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, "", 0, 0}, extras...)
 	body := rawArray(t, vals...)
 	var got Acquire
 	if err := DecodeInto(body, &got); err != nil {
@@ -434,10 +434,17 @@ func TestValidate(t *testing.T) {
 		{"acquire max key", &Acquire{Key: strings.Repeat("k", MaxKeyLen), Owner: own, Weight: 1}, nil},
 		{"acquire weight 0", &Acquire{Key: "k", Owner: own}, ErrInvalidWeight},
 		{"acquire weight 11", &Acquire{Key: "k", Owner: own, Weight: 11}, ErrInvalidWeight},
-		{"acquire kind", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: 3}, ErrInvalidKind},
+		{"acquire kind", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: 4}, ErrInvalidKind},
+		{"semaphore no permits", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Limit: 3}, ErrInvalidField},
+		{"semaphore permits over limit", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Permits: 4, Limit: 3}, ErrInvalidField},
+		{"permits on a lock", &Acquire{Key: "k", Owner: own, Weight: 1, Permits: 1, Limit: 1}, ErrInvalidField},
+		{"set permits blocking", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Flags: FlagSetPermits, Limit: 2, MaxWaitMs: 1, WaitID: 1}, ErrInvalidField},
+		{"set permits zero", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Flags: FlagSetPermits}, ErrInvalidField},
 		{"acquire no client", &Acquire{Key: "k", Owner: Owner{ID: 1}, Weight: 1}, ErrInvalidField},
 		{"acquire blocking no wait id", &Acquire{Key: "k", Owner: own, Weight: 1, MaxWaitMs: 1}, ErrInvalidField},
 		{"acquire downgrade ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindRead, Flags: FlagDowngrade}, nil},
+		{"semaphore ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Permits: 2, Limit: 2}, nil},
+		{"set permits ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Flags: FlagSetPermits, Limit: 7}, nil},
 		{"acquire downgrade to write", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindWrite, Flags: FlagDowngrade}, ErrInvalidField},
 		{"acquire downgrade blocking", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindRead, Flags: FlagDowngrade, MaxWaitMs: 1, WaitID: 1}, ErrInvalidField},
 		{"hello ok", &Hello{Namespace: "orders-v1.eu_west", ClientID: ClientIDOf(testKey), ClientKey: testKey}, nil},
@@ -455,6 +462,9 @@ func TestValidate(t *testing.T) {
 		{"renew ok", &Renew{Key: "k", Owner: own}, nil},
 		{"renew key", &Renew{Owner: own}, ErrInvalidKey},
 		{"release owner", &Release{Key: "k"}, ErrInvalidField},
+		{"release hand-off ok", &Release{Key: "k", Owner: own, HandOffID: own.ID + 1, HandOffValue: "v"}, nil},
+		{"release hand-off to itself", &Release{Key: "k", Owner: own, HandOffID: own.ID}, ErrInvalidField},
+		{"release hand-off value", &Release{Key: "k", Owner: own, HandOffID: own.ID + 1, HandOffValue: strings.Repeat("v", MaxValueLen+1)}, ErrValueTooLarge},
 		{"state key", &State{}, ErrInvalidKey},
 		{"watch id", &Watch{Key: "k"}, ErrInvalidField},
 		{"watch ok", &Watch{Key: "k", WatchID: 1}, nil},

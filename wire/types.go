@@ -46,6 +46,10 @@ const (
 	// TypeScramClientFinal completes it: body ScramClientFinal, reply
 	// ScramServerFinal (or Response AUTH_FAILED).
 	TypeScramClientFinal Type = 0x0E
+	// TypeMultiAcquire takes exclusive locks on several keys of one lock
+	// group in one Paxos command, all or none: body MultiAcquire, reply
+	// Response (with Tokens).
+	TypeMultiAcquire Type = 0x0F
 )
 
 // Replies; their request id is the request's.
@@ -103,6 +107,7 @@ var typeNames = [256]string{
 	TypeList:             "List",
 	TypeScramClientFirst: "ScramClientFirst",
 	TypeScramClientFinal: "ScramClientFinal",
+	TypeMultiAcquire:     "MultiAcquire",
 	TypeScramServerFirst: "ScramServerFirst",
 	TypeScramServerFinal: "ScramServerFinal",
 	TypeResponse:         "Response",
@@ -236,10 +241,13 @@ const (
 	// KindWrite is the exclusive side of a read-write lock: one writer, no
 	// readers. Waiting writers are preferred over new readers.
 	KindWrite Kind = 2
+	// KindSemaphore is a counting semaphore: holders take permits (Acquire
+	// Permits) out of a total (Acquire Limit) until none are left.
+	KindSemaphore Kind = 3
 )
 
 // Valid reports whether k is a defined kind.
-func (k Kind) Valid() bool { return k <= KindWrite }
+func (k Kind) Valid() bool { return k <= KindSemaphore }
 
 // String returns exclusive, read, write, or Kind(N).
 func (k Kind) String() string {
@@ -250,6 +258,8 @@ func (k Kind) String() string {
 		return "read"
 	case KindWrite:
 		return "write"
+	case KindSemaphore:
+		return "semaphore"
 	}
 	return "Kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -314,6 +324,13 @@ const (
 	// a read-write lock's). A server that predates the flag ignores it
 	// and answers as for a try-lock of the read side: LOCK_OCCUPIED.
 	FlagDowngrade Flags = 1 << 2
+	// FlagSetPermits (Acquire, Kind semaphore, never blocking): set the
+	// semaphore's permit total to Limit; no permit is taken. While the
+	// semaphore has holders the new total is replicated (lowering it below
+	// the permits in use keeps the holders and blocks new grants until
+	// usage drops; raising it may grant queued waiters); a semaphore
+	// without holders keeps no total, and SUCCESS is answered at once.
+	FlagSetPermits Flags = 1 << 3
 )
 
 // Has reports whether every bit of x is set in f.

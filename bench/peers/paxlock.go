@@ -40,12 +40,22 @@ import (
 type paxlockLocker struct {
 	c   *client.Client
 	tls bool // through the nodes' TLS client listeners
+	lq  bool // Config.LocalQueue
 }
 
 // OpenPaxlock connects one client to the paxlock cluster reachable through
 // cfg.PaxlockRegistry and checks that a lock can be taken and released.
 func OpenPaxlock(ctx context.Context, cfg Config) (load.Locker, error) {
-	return openPaxlock(ctx, cfg, cfg.PaxlockRegistry, nil)
+	return openPaxlock(ctx, cfg, cfg.PaxlockRegistry, nil, false)
+}
+
+// OpenPaxlockLocalQueue is OpenPaxlock with the client's local queueing
+// on (client.Config.LocalQueue): the workers waiting for a key wait in
+// the client, one of them on the server, and an unlock hands the key on
+// to the next in its Release's command. System "paxlock-lq", to measure
+// what local queueing changes in one run.
+func OpenPaxlockLocalQueue(ctx context.Context, cfg Config) (load.Locker, error) {
+	return openPaxlock(ctx, cfg, cfg.PaxlockRegistry, nil, true)
 }
 
 // OpenPaxlockTLS is OpenPaxlock through the nodes' TLS client listeners
@@ -61,10 +71,10 @@ func OpenPaxlockTLS(ctx context.Context, cfg Config) (load.Locker, error) {
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("paxlock-tls: no certificate in %s", cfg.PaxlockCA)
 	}
-	return openPaxlock(ctx, cfg, cfg.PaxlockTLSRegistry, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13})
+	return openPaxlock(ctx, cfg, cfg.PaxlockTLSRegistry, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}, false)
 }
 
-func openPaxlock(ctx context.Context, cfg Config, registry []string, tc *tls.Config) (load.Locker, error) {
+func openPaxlock(ctx context.Context, cfg Config, registry []string, tc *tls.Config, lq bool) (load.Locker, error) {
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	c, err := client.New(octx, client.Config{
@@ -72,6 +82,8 @@ func openPaxlock(ctx context.Context, cfg Config, registry []string, tc *tls.Con
 		Namespace: cfg.PaxlockNamespace,
 		Secret:    cfg.PaxlockSecret,
 		TLS:       tc,
+
+		LocalQueue: lq,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("paxlock at %v, namespace %q: %w (is it running? bench/scripts/paxlock.sh start)",
@@ -88,19 +100,25 @@ func openPaxlock(ctx context.Context, cfg Config, registry []string, tc *tls.Con
 		_ = c.Close()
 		return nil, fmt.Errorf("paxlock at %v: test unlock: %w", registry, paxlockErr(octx, err))
 	}
-	return &paxlockLocker{c: c, tls: tc != nil}, nil
+	return &paxlockLocker{c: c, tls: tc != nil, lq: lq}, nil
 }
 
 func (p *paxlockLocker) Name() string {
-	if p.tls {
+	switch {
+	case p.tls:
 		return "paxlock-tls"
+	case p.lq:
+		return "paxlock-lq"
 	}
 	return "paxlock"
 }
 
 func (p *paxlockLocker) Display() string {
-	if p.tls {
+	switch {
+	case p.tls:
 		return "paxlock (TLS clients)"
+	case p.lq:
+		return "paxlock (local queue)"
 	}
 	return "paxlock"
 }
@@ -114,7 +132,7 @@ func (p *paxlockLocker) Caps() load.Caps {
 		Renew:     true,
 		ReadWrite: true,
 		Fencing:   true,
-		Wait:      "server-side queue, push",
+		Wait:      map[bool]string{true: "server-side queue, push; a client's own waiters queue locally", false: "server-side queue, push"}[p.lq],
 		// A free key's acquire, a release and a renew each commit one
 		// command of the key's Paxos group.
 		CommandsPerLock:  2,

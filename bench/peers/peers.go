@@ -64,7 +64,7 @@ func DefaultConfig() Config {
 
 // Names lists the systems Open knows, in report order; "mem" is the
 // in-memory fake.
-var Names = []string{"paxlock", "paxlock-tls", "redis", "etcd", "zk", "mem"}
+var Names = []string{"paxlock", "paxlock-lq", "paxlock-tls", "redis", "etcd", "zk", "mem"}
 
 // Open connects to the named system and checks that it answers. A system
 // whose adapter is a placeholder returns an error wrapping load.ErrNotBuilt.
@@ -72,6 +72,8 @@ func Open(ctx context.Context, name string, cfg Config) (load.Locker, error) {
 	switch strings.ToLower(name) {
 	case "paxlock":
 		return OpenPaxlock(ctx, cfg)
+	case "paxlock-lq":
+		return OpenPaxlockLocalQueue(ctx, cfg)
 	case "paxlock-tls":
 		return OpenPaxlockTLS(ctx, cfg)
 	case "redis":

@@ -243,7 +243,7 @@ const PaxlockNodes = 3
 func ForSystem(name string, d Dirs) (m *Meter, ok bool) {
 	var srv []Server
 	switch name {
-	case "paxlock", "paxlock-tls":
+	case "paxlock", "paxlock-tls", "paxlock-lq":
 		for i := 1; i <= PaxlockNodes; i++ {
 			srv = append(srv, Server{PIDFile: filepath.Join(d.Paxlock, fmt.Sprintf("n%d.pid", i)), Comm: "paxlockd"})
 		}

@@ -119,6 +119,11 @@ func certsCmd(p printer, dir, cluster string, nodes int, hosts []string) error {
 // first other answer's status and body, read whole; an error if no node
 // gave one (the last node's reason in it).
 func (a *adminClient) change(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
+	return a.changeWithin(ctx, method, path, body, 15*time.Second)
+}
+
+// changeWithin is change with each node's request bounded by timeout.
+func (a *adminClient) changeWithin(ctx context.Context, method, path string, body []byte, timeout time.Duration) (int, []byte, error) {
 	var lastErr error
 	for _, addr := range a.addrs {
 		var rd io.Reader
@@ -129,7 +134,7 @@ func (a *adminClient) change(ctx context.Context, method, path string, body []by
 		if err != nil {
 			return 0, nil, err
 		}
-		resp, err := a.do(req, 15*time.Second)
+		resp, err := a.do(req, timeout)
 		if err != nil {
 			lastErr = err
 			continue

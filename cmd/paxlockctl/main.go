@@ -3,7 +3,9 @@
 //	paxlockctl version
 //	paxlockctl status|members|wait                       (admin endpoints)
 //	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
+//	paxlockctl member list|add ID peer=… client=…|remove ID (admin endpoints)
 //	paxlockctl unlock --force KEY                        (admin endpoints)
+//	paxlockctl backup FILE                               (admin endpoints)
 //	paxlockctl certs                                     (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
 //	paxlockctl locks [PREFIX]                            (client protocol)
@@ -46,7 +48,10 @@
 // and a gossip key into -out (default .run/certs); it never overwrites a
 // file. unlock --force frees KEY (in -namespace) whoever holds it: the
 // holder is told its lock was revoked and the next waiter gets it; it
-// prints the holds removed. version prints the module version, VCS revision and time, and Go
+// prints the holds removed. backup FILE writes a consistent backup of
+// every group (GET /backup, from the first node that is ready) to FILE,
+// which it never overwrites, after checking it whole; paxlockd -restore
+// FILE seeds a new cluster from it. version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from.
 //
 // lock, state, watch and locks authenticate with SCRAM-SHA-256: the namespace
@@ -160,7 +165,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|unlock --force KEY|locks [PREFIX]|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
@@ -272,6 +277,15 @@ func dispatch(ctx context.Context, o *options) error {
 			return err
 		}
 		return namespaceCmd(ctx, p, ac, args, secret)
+	case "member":
+		if _, _, _, err := parseMemberArgs(args); err != nil {
+			return err
+		}
+		ac, err := adm()
+		if err != nil {
+			return err
+		}
+		return memberCmd(ctx, p, ac, args)
 	case "unlock":
 		if err := wantArgs(args, 1, 1, "unlock --force KEY"); err != nil {
 			return err
@@ -284,6 +298,15 @@ func dispatch(ctx context.Context, o *options) error {
 			return err
 		}
 		return forceUnlock(ctx, p, ac, o.ns, args[0])
+	case "backup":
+		if err := wantArgs(args, 1, 1, "backup FILE"); err != nil {
+			return err
+		}
+		ac, err := adm()
+		if err != nil {
+			return err
+		}
+		return backupCmd(ctx, p, ac, args[0])
 	case "locks":
 		if err := wantArgs(args, 0, 1, "locks [PREFIX]"); err != nil {
 			return err

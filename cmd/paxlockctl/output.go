@@ -228,6 +228,10 @@ type stateOutput struct {
 	TTLLeftMs int64  `json:"ttl_left_ms"`
 	QueueLen  int    `json:"queue_len"`
 	Value     string `json:"value"`
+	// Permits and InUse: a semaphore's total and permits held (omitted
+	// for locks).
+	Permits int `json:"permits,omitempty"`
+	InUse   int `json:"in_use,omitempty"`
 }
 
 func stateRecord(st client.State) stateOutput {
@@ -235,6 +239,7 @@ func stateRecord(st client.State) stateOutput {
 	if st.Held {
 		o.Holder, o.Token, o.Kind = st.Holder.String(), st.Token, st.Kind.String()
 		o.Readers, o.TTLLeftMs, o.Value = st.Readers, st.TTLLeft.Milliseconds(), st.Value
+		o.Permits, o.InUse = st.Permits, st.InUse
 	}
 	return o
 }
@@ -249,6 +254,9 @@ func (o stateOutput) table(w io.Writer) error {
 		o.Token, (time.Duration(o.TTLLeftMs) * time.Millisecond).String(), o.QueueLen)
 	if err == nil && o.Value != "" {
 		_, err = fmt.Fprintf(w, ", value %q", o.Value)
+	}
+	if err == nil && o.Permits != 0 {
+		_, err = fmt.Fprintf(w, ", %d of %d permits in use by %d holders", o.InUse, o.Permits, o.Readers)
 	}
 	if err == nil {
 		_, err = fmt.Fprintln(w)

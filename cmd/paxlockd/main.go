@@ -4,6 +4,7 @@
 //	paxlockd -role registry -config registry.json
 //	paxlockd -check-config node1.json [-role registry] [-id N] [-data DIR] [-admin ADDR]
 //	paxlockd -version
+//	paxlockd -config node1.json -restore FILE [flags]
 //
 // A standalone registry serves the cluster views of several clusters and
 // maps each namespace to its cluster; its configuration is
@@ -19,11 +20,16 @@
 // -check-config validates a file as a start would (exit status 0, or 1
 // and the error) without opening storage or listening; -version prints
 // the module version, VCS revision and time, and Go version the binary
-// was built from.
+// was built from. -restore FILE seeds the node's empty data directory
+// with a backup taken by paxlockctl backup (see server.Restore), then
+// starts as usual: every node of the new cluster is started with the same
+// file; the node refuses a data directory that holds anything, a file of
+// another cluster or group count, and a corrupt file, writing nothing.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -54,6 +60,8 @@ func run() error {
 	format := flag.String("log-format", "text", "text (logfmt) or json (one object per line)")
 	role := flag.String("role", "node", "node or registry")
 	version := flag.Bool("version", false, "print the version and build information, then exit")
+	join := flag.String("join", "", "add this node to the running cluster whose member's admin endpoint is at this address (host:port or URL): with an empty data directory, the node reads the member list there, starts, and asks to be added; with a data directory, it restarts as usual")
+	restore := flag.String("restore", "", "seed the empty data directory with this backup (paxlockctl backup), then start")
 	check := flag.String("check-config", "", "validate this configuration file (with -role and the override flags) and exit: 0 if it could start, 1 with the error if not")
 	flag.Parse()
 	if flag.NArg() > 0 {
@@ -107,6 +115,32 @@ func run() error {
 		return err
 	}
 	override(&cfg)
+	if *join != "" && *restore != "" {
+		return errors.New("-join and -restore exclude each other: -restore seeds a new cluster, -join adds a node to a running one")
+	}
+	joining := *join != "" && !server.Joined(cfg)
+	if *join != "" && !joining {
+		log.Info("-join: the data directory has state already; restarting as a member", "data", cfg.DataDir)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := server.RefreshNodes(ctx, &cfg, *join); err != nil {
+			log.Warn("-join: could not read the member list; starting with the one this node has", "err", err)
+		}
+		cancel()
+	}
+	if joining {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := server.PrepareJoin(ctx, &cfg, *join)
+		cancel()
+		if err != nil {
+			return err
+		}
+		log.Info("joining the cluster", "via", *join, "members", len(cfg.Nodes)-1)
+	}
+	if *restore != "" {
+		if _, err := server.Restore(cfg, *restore, log); err != nil {
+			return err
+		}
+	}
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
@@ -120,7 +154,32 @@ func run() error {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	s := <-sig
+	joinErr := make(chan error, 1)
+	if joining {
+		jctx, jcancel := context.WithCancel(context.Background())
+		defer jcancel()
+		go func() { joinErr <- srv.JoinCluster(jctx, *join) }()
+	}
+	var s os.Signal
+	fail := func(err error) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return errors.Join(err, srv.Shutdown(ctx))
+	}
+	select {
+	case s = <-sig:
+	case err := <-srv.Failed():
+		return fail(err)
+	case err := <-joinErr:
+		if err != nil {
+			return fail(err)
+		}
+		select {
+		case s = <-sig:
+		case err := <-srv.Failed():
+			return fail(err)
+		}
+	}
 	log.Info("shutting down", "signal", s.String())
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

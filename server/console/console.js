@@ -65,8 +65,9 @@ function render(cs) {
   for (const g of cs.groups) {
     if (g.master) mastered++;
     const lag = (g.replicas || []).map(r => "n" + r.node + ": " + r.lag).join("  ");
+    const acceptors = (g.members || []).join(",") + (g.member_change ? " (" + g.member_change + ")" : "");
     const tr = row([num(g.group), el("td", g.master ? "node " + g.master : "none", g.master ? "" : "bad"), num(g.epoch),
-      el("td", g.serving ? "yes" : "no", g.serving ? "ok" : "warn"), num(g.committed), num(g.applied), lag, num(g.locks)]);
+      el("td", g.serving ? "yes" : "no", g.serving ? "ok" : "warn"), num(g.committed), num(g.applied), lag, acceptors, num(g.locks)]);
     tr.dataset.group = g.group;
     tr.dataset.master = g.master;
     tr.dataset.locks = g.locks;

@@ -41,7 +41,7 @@ func main() {
 func run() error {
 	def := peers.DefaultConfig()
 	var (
-		systems   = flag.String("systems", "paxlock,paxlock-tls,redis,etcd,zk", "systems to compare, in report order: paxlock, paxlock-tls (the same cluster through its TLS client listeners), redis, etcd, zk, mem (in-memory fake)")
+		systems   = flag.String("systems", "paxlock,paxlock-tls,redis,etcd,zk", "systems to compare, in report order: paxlock, paxlock-lq (client local queueing on), paxlock-tls (the same cluster through its TLS client listeners), redis, etcd, zk, mem (in-memory fake)")
 		scenarios = flag.String("scenarios", "uncontended,contended", "scenarios: uncontended, contended, renew, rw, sweep, or all")
 		workers   = flag.Int("workers", 64, "concurrent workers (each with its own session)")
 		duration  = flag.Duration("duration", 15*time.Second, "measured time per run")

@@ -1,0 +1,554 @@
+package paxos
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/paxlock/paxlock/internal/invariants"
+)
+
+// StateMachine is the replicated application a Replica drives. Apply runs on
+// every replica in log order, on the host's loop (one loop drives every
+// group of a Host), so it must not block.
+type StateMachine interface {
+	// Apply applies the commands chosen for instance, in order. It records
+	// its persistent changes in w, which the runtime commits atomically
+	// with the applied instance, and sets results[i] to what the proposer
+	// of cmds[i] gets back. It must be deterministic.
+	Apply(instance uint64, cmds [][]byte, w Writer, results []any)
+	// Load rebuilds in-memory state from the persistent keyspace; it runs
+	// when the group opens and after a snapshot was installed.
+	//
+	// Keys that start with the byte 0x00 belong to the runtime (the
+	// group's member set is recorded there): a state machine neither
+	// writes them nor lets them confuse its Load.
+	Load(r Reader, applied uint64) error
+}
+
+// Checkpointer is a StateMachine that keeps its state in memory and writes
+// it to its keyspace only at checkpoints, with the log as the durable
+// record in between: its Apply writes little or nothing, and the runtime
+// records the applied instance only with a checkpoint, so a restart loads
+// the last checkpoint and replays the log above it. The log is truncated
+// only behind the last checkpoint, and snapshots are streamed from it.
+type Checkpointer interface {
+	StateMachine
+	// Checkpoint writes into w every change since the previous checkpoint
+	// (or Load), so that the keyspace reflects every applied instance. It
+	// runs on the host's loop, after Apply.
+	Checkpoint(w Writer)
+	// CheckpointDue reports whether the state machine holds enough
+	// unwritten changes to want a checkpoint before the runtime's
+	// interval (ReplicaConfig.CheckpointEvery) is up.
+	CheckpointDue() bool
+}
+
+// MasterObserver, when a StateMachine implements it, is told on the host's
+// loop whenever the replica's view of mastership changes.
+type MasterObserver interface {
+	MasterChanged(s SoftState)
+}
+
+// Result is what a proposer gets back for one command.
+type Result struct {
+	// Instance is the instance that chose the command, and Index its
+	// position in that instance's batch.
+	Instance uint64
+	Index    int
+	// Value is what the state machine returned for the command.
+	Value any
+	// Err is non-nil when the command did not take effect (ErrNotMaster,
+	// ErrOverloaded, ErrNotChosen, ErrStopped, ErrTooLarge).
+	Err error
+}
+
+// Callback receives a command's Result. It runs on the host's loop, which
+// drives every group of the Host (or, for errors found at once, on the submitter's) and must not block.
+type Callback func(Result)
+
+// ReplicaConfig configures one group on a Host.
+type ReplicaConfig struct {
+	Core Config
+	// KeepLog is how many applied instances stay in the log behind the
+	// applied instance before it is truncated (default 20000).
+	KeepLog uint64
+	// SnapshotChunk is the size of snapshot chunks (default 1 MiB).
+	SnapshotChunk int
+	// CheckpointEvery is how many applied instances a Checkpointer state
+	// machine may run ahead of its last checkpoint (default 2048): the
+	// most a restart replays from the log.
+	CheckpointEvery uint64
+	// Join says this node is being added to a running group, with
+	// Core.Peers the set that includes it: when the store holds nothing of
+	// the group yet, the group starts empty and takes a snapshot from a
+	// member before it applies anything or campaigns. Without Join, an
+	// empty store means a group that starts from nothing with Core.Peers.
+	Join bool
+}
+
+// Replica is this node's replica of one Paxos group: it runs the group's
+// Core with storage, transport and ticks, and applies chosen commands to
+// the group's StateMachine. Package paxos calls the replicated unit a
+// group (GroupID); a Replica is one node's part of it.
+type Replica struct {
+	id   GroupID
+	host *Host
+	core *Core
+	sm   StateMachine
+	ckpt Checkpointer // sm, when it checkpoints; nil when it writes through
+	// checkpointed is the applied instance the keyspace reflects (the
+	// last checkpoint's, or the last apply's without a Checkpointer).
+	checkpointed uint64
+	cfg          ReplicaConfig
+	log          *slog.Logger
+	store        Storage
+
+	mu sync.Mutex
+	// guarded by mu
+	inbox   []Message
+	props   []proposal
+	closed  bool
+	pending int // queued proposals not yet handed to the core
+
+	// mem is the member set after the applied instance (zero: Peers, as
+	// long as no change was applied), memDirty whether it changed since it
+	// was last written (replica_member.go); memStatus is what Membership
+	// returns, refreshed when the core's view changes (memGen).
+	mem       Membership
+	memDirty  bool
+	memStatus atomic.Pointer[MemberStatus]
+	memGen    uint64
+
+	// status is the mastership view (replaced only when it changes);
+	// committed, applied and logStart are the progress, stored every
+	// round without allocating (each is current on its own; see Progress).
+	status    atomic.Pointer[statusSnapshot]
+	committed atomic.Uint64
+	applied   atomic.Uint64
+	logStart  atomic.Uint64
+
+	// snapshot transfers, see Snapshots
+	snapSent, snapSentBytes, snapInstalled, snapRecvBytes atomic.Uint64
+
+	// owned by the host's loop
+	inboxSpare []Message
+	propsSpare []proposal
+	ctrlSpare  []func(*Core)
+	tags       map[uint64]tagged
+	nextTag    uint64
+	results    []any
+	install    *snapInstall
+	ctrl       []func(*Core)
+	streams    map[NodeID]chan uint64 // guarded by mu
+
+	base      time.Time // when the core's tick 0 happened (a host tick)
+	delivered uint64    // ticks handed to the core (the host's loop only)
+	halted    bool      // stopped by a storage failure (host's loop only)
+}
+
+type proposal struct {
+	cmd []byte
+	cb  Callback
+	at  int64 // when it was submitted (Host.nanotime; 0: no Observer)
+}
+
+// tagged is a proposal handed to the core, waiting for its outcome.
+type tagged struct {
+	cb Callback
+	at int64 // proposal.at
+}
+
+type statusSnapshot struct {
+	soft SoftState
+	// leaseUntil is when the master's lease ends on this node's monotonic
+	// clock: tick k of the core happens at base + k*tick.
+	leaseUntil time.Time
+}
+
+type snapInstall struct {
+	from    NodeID
+	applied uint64
+	next    uint64
+	si      SnapshotInstall
+}
+
+func (g *Replica) signal() { g.host.signal() }
+
+// ID returns the group's id.
+func (g *Replica) ID() GroupID { return g.id }
+
+// Status returns the replica's latest view of mastership, without waiting
+// for the host's loop. Serving is true only while the master's lease
+// runs on the monotonic clock now: a replica whose process was paused
+// stops serving the moment it resumes, before it even processes the ticks
+// it missed.
+func (g *Replica) Status() SoftState {
+	s := g.status.Load()
+	soft := s.soft
+	if soft.Serving && !time.Now().Before(s.leaseUntil) {
+		soft.Serving = false
+	}
+	return soft
+}
+
+// Progress returns the committed and applied instances and the log start,
+// as of the host loop's latest round. The three are read one after the
+// other, not as one snapshot: each is current, and applied ≤ committed
+// may not hold between them while a round publishes.
+func (g *Replica) Progress() (committed, applied, logStart uint64) {
+	return g.committed.Load(), g.applied.Load(), g.logStart.Load()
+}
+
+// SnapshotStats counts a group's snapshot transfers since it opened.
+type SnapshotStats struct {
+	Sent      uint64 // streams to a lagging replica that completed
+	SentBytes uint64 // chunk bytes acknowledged by the receivers
+	Installed uint64 // snapshots received and installed
+	RecvBytes uint64 // chunk bytes received and added to an install
+}
+
+// Snapshots returns the group's snapshot transfer counters.
+func (g *Replica) Snapshots() SnapshotStats {
+	return SnapshotStats{Sent: g.snapSent.Load(), SentBytes: g.snapSentBytes.Load(), Installed: g.snapInstalled.Load(), RecvBytes: g.snapRecvBytes.Load()}
+}
+
+// Submit proposes cmd without waiting; cb gets the Result exactly once.
+// Errors found at once (this replica is not serving, the queue is full)
+// reach cb before Submit returns.
+func (g *Replica) Submit(cmd []byte, cb Callback) {
+	if len(cmd)+64 > g.cfg.Core.MaxBatchBytes {
+		cb(Result{Err: ErrTooLarge})
+		return
+	}
+	if !g.Status().Serving {
+		err := ErrNotMaster
+		if serr := g.host.Err(); serr != nil {
+			err = serr
+		}
+		cb(Result{Err: err})
+		return
+	}
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		err := ErrStopped
+		if serr := g.host.Err(); serr != nil {
+			err = serr
+		}
+		cb(Result{Err: err})
+		return
+	}
+	if g.pending >= g.cfg.Core.MaxQueue {
+		g.mu.Unlock()
+		cb(Result{Err: ErrOverloaded})
+		return
+	}
+	var at int64
+	if g.host.cfg.Observer != nil {
+		at = g.host.nanotime()
+	}
+	g.props = append(g.props, proposal{cmd: cmd, cb: cb, at: at})
+	g.pending++
+	first := len(g.props) == 1
+	g.mu.Unlock()
+	if first {
+		g.signal()
+	}
+}
+
+// Propose proposes cmd and waits until it is applied or failed, or ctx
+// ends. When ctx ends first the outcome is unknown: the command may still
+// be chosen.
+func (g *Replica) Propose(ctx context.Context, cmd []byte) (Result, error) {
+	ch := make(chan Result, 1)
+	g.Submit(cmd, func(r Result) { ch <- r })
+	select {
+	case r := <-ch:
+		return r, r.Err
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("paxos: propose: %w", ctx.Err())
+	}
+}
+
+// TransferTo asks the group to hand mastership to node id, if this replica
+// is master.
+func (g *Replica) TransferTo(id NodeID) { g.control(func(c *Core) { c.TransferTo(id) }) }
+
+// SetPreferred sets the placement hint (0: no preference).
+func (g *Replica) SetPreferred(id NodeID) { g.control(func(c *Core) { c.SetPreferred(id) }) }
+
+// Campaign makes this replica try to become master now.
+func (g *Replica) Campaign() { g.control(func(c *Core) { c.Campaign() }) }
+
+func (g *Replica) control(f func(*Core)) {
+	g.mu.Lock()
+	g.ctrl = append(g.ctrl, f)
+	g.mu.Unlock()
+	g.signal()
+}
+
+func (g *Replica) deliver(msgs []Message) {
+	g.mu.Lock()
+	if len(g.inbox) > 1<<16 || g.closed {
+		g.mu.Unlock()
+		return // overloaded: Paxos tolerates loss
+	}
+	g.inbox = append(g.inbox, msgs...)
+	first := len(g.inbox) == len(msgs)
+	g.mu.Unlock()
+	if first {
+		g.signal()
+	}
+}
+
+// dueTicks returns how many ticks are due by now and not yet handed to the
+// core: tick k is due at base + k*Tick on the monotonic clock, so ticks
+// that passed while the loop slept (the core said nothing was due) or
+// while the process was paused all arrive at once, and a lease measured
+// in ticks still ends on time.
+func (g *Replica) dueTicks(now time.Time) int {
+	if now.Before(g.base) {
+		return 0
+	}
+	due := uint64(now.Sub(g.base) / g.host.cfg.Tick)
+	if due <= g.delivered {
+		return 0
+	}
+	n := int(due - g.delivered)
+	g.delivered = due
+	return n
+}
+
+// wakeAt is when the core next wants a tick (Core.NextTick).
+func (g *Replica) wakeAt() time.Time {
+	return g.base.Add(time.Duration(g.core.NextTick()) * g.host.cfg.Tick)
+}
+
+// drain moves what arrived for the group into its core: controls, the
+// ticks due by now, messages (snapshot chunks go to the runtime) and
+// proposals. The ticks go first among what the core decides on, so that
+// its clock is current when it judges a message or proposal by its
+// leases. Only the host's loop calls it.
+func (g *Replica) drain(now time.Time) {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	inbox, props, ctrl := g.inbox, g.props, g.ctrl
+	g.inbox, g.props, g.ctrl = g.inboxSpare[:0], g.propsSpare[:0], g.ctrlSpare[:0]
+	g.pending -= len(props)
+	g.mu.Unlock()
+
+	for _, f := range ctrl {
+		f(g.core)
+	}
+	for range g.dueTicks(now) {
+		g.core.Tick()
+	}
+	for i := range inbox {
+		m := &inbox[i]
+		if m.Type == MsgSnapshot {
+			g.onSnapshotMsg(m)
+			continue
+		}
+		g.core.Step(*m)
+	}
+	for i := range props {
+		p := &props[i]
+		g.nextTag++
+		if err := g.core.Propose(p.cmd, g.nextTag); err != nil {
+			p.cb(Result{Err: err})
+			continue
+		}
+		g.tags[g.nextTag] = tagged{cb: p.cb, at: p.at}
+	}
+	if invariants.Enabled {
+		g.core.assertInvariants("drain")
+	}
+	clear(inbox)
+	clear(props)
+	clear(ctrl)
+	g.inboxSpare, g.propsSpare, g.ctrlSpare = inbox, props, ctrl
+}
+
+// apply runs the chosen instances through the state machine, writing into
+// b, and returns the results, one per command in order.
+func (g *Replica) apply(b Batch, apply []Applied) []any {
+	total := 0
+	for _, a := range apply {
+		total += len(a.Value.Cmds)
+	}
+	if cap(g.results) < total {
+		g.results = make([]any, total)
+	}
+	res := g.results[:total]
+	if len(apply) == 0 {
+		return res
+	}
+	smw := b.SM(g.id)
+	off := 0
+	obs := g.host.cfg.Observer
+	for i := range apply {
+		a := &apply[i]
+		n := len(a.Value.Cmds)
+		if n > 0 {
+			g.sm.Apply(a.Instance, a.Value.Cmds, smw, res[off:off+n])
+		}
+		g.foldApplied(a)
+		off += n
+		if obs != nil {
+			obs.InstanceApplied(n)
+		}
+	}
+	last := apply[len(apply)-1].Instance
+	switch {
+	case g.ckpt == nil:
+		b.SetApplied(g.id, last)
+		g.writeMembership(b)
+		g.checkpointed = last
+	case last-g.checkpointed >= g.cfg.CheckpointEvery || g.ckpt.CheckpointDue():
+		g.checkpoint(b, last)
+	}
+	return res
+}
+
+// checkpoint writes a Checkpointer's changes and the applied instance
+// they bring the keyspace to into b.
+func (g *Replica) checkpoint(b Batch, applied uint64) {
+	g.ckpt.Checkpoint(b.SM(g.id))
+	b.SetApplied(g.id, applied)
+	g.writeMembership(b)
+	g.checkpointed = applied
+}
+
+// answer hands each proposer of this replica its command's result.
+func (g *Replica) answer(apply []Applied, res []any) {
+	off := 0
+	for _, a := range apply {
+		if a.Value.Change != nil {
+			// A membership change: no commands, its proposer's tag.
+			for _, tag := range a.Tags {
+				if t, ok := g.tags[tag]; ok {
+					delete(g.tags, tag)
+					t.cb(Result{Instance: a.Instance})
+				}
+			}
+			continue
+		}
+		for i, tag := range a.Tags {
+			if t, ok := g.tags[tag]; ok {
+				delete(g.tags, tag)
+				g.observeProposal(t.at, true)
+				t.cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
+			}
+		}
+		off += len(a.Value.Cmds)
+	}
+}
+
+func (g *Replica) isClosed() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.closed
+}
+
+func (g *Replica) handleReadyFinal() {
+	g.resolveFailed(g.core.Ready().Failed)
+	g.failAll(ErrStopped)
+}
+
+// resolveFailed tells the proposers of failed commands.
+func (g *Replica) resolveFailed(fs []Failed) {
+	for _, f := range fs {
+		for _, tag := range f.Tags {
+			if t, ok := g.tags[tag]; ok {
+				delete(g.tags, tag)
+				g.observeProposal(t.at, false)
+				t.cb(Result{Err: f.Err})
+			}
+		}
+	}
+}
+
+// observeProposal tells the Observer of a proposal's outcome (chosen, or
+// failed when ok is false); at is when it was submitted.
+func (g *Replica) observeProposal(at int64, ok bool) {
+	if obs := g.host.cfg.Observer; obs != nil && at != 0 {
+		obs.Proposed(time.Duration(g.host.nanotime()-at), ok)
+	}
+}
+
+func (g *Replica) failAll(err error) {
+	for tag, t := range g.tags {
+		delete(g.tags, tag)
+		t.cb(Result{Err: err})
+	}
+	g.mu.Lock()
+	props := g.props
+	g.props = nil
+	g.mu.Unlock()
+	for _, p := range props {
+		p.cb(Result{Err: err})
+	}
+}
+
+func (g *Replica) publish() {
+	if g.halted {
+		return
+	}
+	var until time.Time
+	if exp := g.core.LeaseExpiry(); exp > 0 {
+		until = g.base.Add(time.Duration(exp) * g.host.cfg.Tick)
+	}
+	g.committed.Store(g.core.Committed())
+	g.applied.Store(g.core.AppliedIndex())
+	g.logStart.Store(g.core.LogStart())
+	g.publishMembership()
+	// Mastership changes rarely (an election, a hand-off, a lease renewed
+	// by a heartbeat round): keep the snapshot rather than allocate one per
+	// group and round.
+	soft := g.core.Status()
+	if cur := g.status.Load(); cur != nil && cur.soft == soft && cur.leaseUntil.Equal(until) {
+		return
+	}
+	g.status.Store(&statusSnapshot{soft: soft, leaseUntil: until})
+}
+
+func (g *Replica) maybeTruncate() {
+	// Only behind what the keyspace reflects: a restart replays the log
+	// above it.
+	applied := g.checkpointed
+	start := g.core.LogStart()
+	if applied < start+2*g.cfg.KeepLog {
+		return
+	}
+	before := applied - g.cfg.KeepLog
+	if err := g.store.TruncateLog(g.id, before); err != nil {
+		g.log.Warn("paxos: truncate failed", "group", g.id, "err", err)
+		return
+	}
+	g.core.Compacted(before)
+}
+
+// stopOnStorage closes the group after a storage failure (see failStorage).
+func (g *Replica) stopOnStorage(err error) {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.failAll(err)
+	g.halted = true
+	cur := g.status.Load()
+	next := *cur
+	next.soft, next.leaseUntil = SoftState{}, time.Time{}
+	g.status.Store(&next)
+	if cur.soft != next.soft {
+		if mo, ok := g.sm.(MasterObserver); ok {
+			mo.MasterChanged(next.soft)
+		}
+	}
+}

@@ -1,0 +1,668 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// Adding and removing nodes (admin API: GET /members, POST /members,
+// DELETE /members/{id}). The master of group 0 drives a change as one
+// procedure whose every step is durable and skipped when already done, so
+// that running it again finishes a change an error interrupted:
+//
+//	add:    record the node as joining; for each group, add it to the
+//	        group's acceptors (one change at a time, through the group's
+//	        log, on the group's master); record it as a member.
+//	remove: record it as leaving; for each group, remove it; record it
+//	        as removed (its id is never used again).
+//
+// A group's change is proposed by that group's master: this node when it
+// is, else the master's admin endpoint (POST /members/groups/{g}) with the
+// operator's credentials.
+//
+// One change runs at a time on a node (memChange). A procedure stops when
+// its node stops mastering group 0 (its quorum lost, or group 0 moved),
+// and the master of group 0 resumes on its own every change the list
+// shows half-done (a record joining or leaving): when it becomes master,
+// and when the list changes (resumeMemberChanges). An add is resumed only
+// while the new node is reachable: finishing the add of a node that is
+// down would leave every group with one acceptor fewer to spare.
+
+// MemberChangeTimeout bounds one group's change within a procedure.
+const MemberChangeTimeout = 20 * time.Second
+
+// GroupMembers is one group's acceptor set as this node sees it.
+type GroupMembers struct {
+	Group   int      `json:"group"`
+	Master  uint32   `json:"master"`
+	Members []uint32 `json:"members"`
+	Removed []uint32 `json:"removed,omitempty"`
+	// Pending is the change in progress on this node as the group's
+	// master ("+4", "-1"), "" if none.
+	Pending string `json:"pending,omitempty"`
+}
+
+// MembersReport is what GET /members answers, and what a change answers
+// when it is done.
+type MembersReport struct {
+	// Cluster is the cluster's name (a joining node checks it).
+	Cluster string               `json:"cluster"`
+	Members []lockservice.Member `json:"members"`
+	Groups  []GroupMembers       `json:"groups"`
+}
+
+// MemberChangeError is what a change that could not complete answers:
+// which groups have the change and which not. Running the change again
+// finishes it.
+type MemberChangeError struct {
+	Error   string `json:"error"`
+	Node    uint32 `json:"node"`
+	Op      string `json:"op"`
+	Done    []int  `json:"done"`
+	Pending []int  `json:"pending"`
+	// Next says how the change will finish.
+	Next string `json:"next,omitempty"`
+}
+
+// resumeNote is MemberChangeError.Next.
+const resumeNote = "the master of group 0 finishes the change on its own once the pending groups have a quorum (an add waits until the new node is reachable); GET /members shows the progress; running the change again also finishes it"
+
+// groupMembers returns every group's acceptor set as this node sees it.
+func (s *Server) groupMembers() []GroupMembers {
+	var out []GroupMembers
+	for g, lg := range s.svc.Groups() {
+		gm := GroupMembers{Group: g, Master: uint32(lg.Paxos().Status().Master)}
+		if rep, ok := lg.Paxos().(*paxos.Replica); ok {
+			ms := rep.Membership()
+			for _, id := range ms.Current.Members {
+				gm.Members = append(gm.Members, uint32(id))
+			}
+			for _, id := range ms.Current.Removed {
+				gm.Removed = append(gm.Removed, uint32(id))
+			}
+			if ms.Pending != nil {
+				gm.Pending = ms.Pending.String()
+			}
+		}
+		out = append(out, gm)
+	}
+	return out
+}
+
+// MembersReport returns the member list and every group's acceptors.
+func (s *Server) MembersReport() MembersReport {
+	list, _ := s.svc.Members()
+	if list == nil {
+		for _, n := range s.nodes() {
+			list = append(list, memberOf(n, lockservice.MemberActive))
+		}
+	}
+	return MembersReport{Cluster: s.cfg.ClusterName, Members: list, Groups: s.groupMembers()}
+}
+
+// membersHandler serves GET and POST /members.
+func (s *Server) membersHandler(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		writeJSON(w, http.StatusOK, s.MembersReport())
+		return
+	}
+	if r.Method != http.MethodPost {
+		http.Error(w, "use GET, or POST {\"id\": ..., \"peer\": ..., \"client\": ...}", http.StatusMethodNotAllowed)
+		return
+	}
+	var m lockservice.Member
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8192)).Decode(&m); err != nil {
+		http.Error(w, "body: want {\"id\": ..., \"peer\": ..., \"client\": ..., \"client_tls_addr\", \"gossip\", \"admin\", \"incarnation\"}", http.StatusBadRequest)
+		return
+	}
+	m.State = lockservice.MemberJoining
+	s.runMemberChange(w, r, m.ID, "add", func(ctx context.Context) (*MemberChangeError, error) {
+		return s.AddMember(ctx, m, r.Header.Get("Authorization"))
+	})
+}
+
+// memberDeleteHandler serves DELETE /members/{id}.
+func (s *Server) memberDeleteHandler(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 32)
+	if err != nil || id == 0 {
+		http.Error(w, "node id: want a number above 0", http.StatusBadRequest)
+		return
+	}
+	s.runMemberChange(w, r, uint32(id), "remove", func(ctx context.Context) (*MemberChangeError, error) {
+		return s.RemoveMember(ctx, uint32(id), r.Header.Get("Authorization"))
+	})
+}
+
+func (s *Server) runMemberChange(w http.ResponseWriter, r *http.Request, id uint32, op string, run func(context.Context) (*MemberChangeError, error)) {
+	if !s.svc.Group(lockservice.NamespaceGroup).Serving() {
+		m, ok := s.awaitSystemMaster(r.Context())
+		if !ok {
+			http.Error(w, fmt.Sprintf("no live master of the member list (group 0) within %v (last known: node %d); retry", MemberChangeTimeout, m), http.StatusServiceUnavailable)
+			return
+		}
+		if m != paxos.NodeID(s.cfg.NodeID) {
+			if !s.redirectTo(w, r, uint32(m)) {
+				http.Error(w, fmt.Sprintf("this node does not master the member list (master: node %d); retry there", m), http.StatusServiceUnavailable)
+			}
+			return
+		}
+	}
+	select {
+	case s.memChange <- struct{}{}:
+		defer func() { <-s.memChange }()
+	case <-r.Context().Done():
+		http.Error(w, "another member change is in progress on this node; retry", http.StatusServiceUnavailable)
+		return
+	}
+	s.log.Info("member change started", "op", op, "node", id)
+	rep, err := run(r.Context())
+	switch {
+	case err == nil:
+		s.log.Info("member change done", "op", op, "node", id)
+		writeJSON(w, http.StatusOK, s.MembersReport())
+	case errors.Is(err, errLeaving):
+		// Placement hands group 0 to another node; send the request there.
+		var m paxos.NodeID
+		ok := waitUntil(r.Context(), MemberChangeTimeout, func() bool {
+			m = s.svc.SystemMaster()
+			return m != 0 && m != paxos.NodeID(s.cfg.NodeID)
+		})
+		if !ok || !s.redirectTo(w, r, uint32(m)) {
+			http.Error(w, "this node, being removed, handed the member list over; retry on another node", http.StatusServiceUnavailable)
+		}
+	case rep != nil:
+		rep.Next = resumeNote
+		s.log.Warn("member change incomplete; the master of group 0 resumes it", "op", op, "node", id, "done", rep.Done, "pending", rep.Pending, "err", err)
+		writeJSON(w, http.StatusServiceUnavailable, rep)
+	case errors.Is(err, lockservice.ErrNotSystemMaster):
+		http.Error(w, "this node stopped mastering the member list; retry", http.StatusServiceUnavailable)
+	case errors.Is(err, lockservice.ErrMemberRemoved), errors.Is(err, lockservice.ErrIncarnation):
+		http.Error(w, err.Error(), http.StatusConflict)
+	case errors.Is(err, wire.ErrInvalid), errors.Is(err, paxos.ErrBadChange):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// awaitSystemMaster waits, within ctx and MemberChangeTimeout, until this
+// node serves group 0 or knows a master of it that is reachable (its peer
+// link is up): right after a master dies, the others still name it until
+// its lease ends and a successor is elected, and a request sent there
+// would fail. It returns the master and whether one was found (else the
+// last one named).
+func (s *Server) awaitSystemMaster(ctx context.Context) (paxos.NodeID, bool) {
+	var m paxos.NodeID
+	ok := waitUntil(ctx, MemberChangeTimeout, func() bool {
+		if s.svc.Group(lockservice.NamespaceGroup).Serving() {
+			m = paxos.NodeID(s.cfg.NodeID)
+			return true
+		}
+		m = s.svc.SystemMaster()
+		return m != 0 && m != paxos.NodeID(s.cfg.NodeID) && s.peerUp(m)
+	})
+	return m, ok
+}
+
+// peerUp reports whether this node's link to peer id is up.
+func (s *Server) peerUp(id paxos.NodeID) bool {
+	if id == paxos.NodeID(s.cfg.NodeID) {
+		return true
+	}
+	for _, p := range s.tr.Peers() {
+		if p.ID == id {
+			return p.Up
+		}
+	}
+	return false
+}
+
+// waitUntil polls cond until it holds (true) or d or ctx ends (false).
+func waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// AddMember adds node m.ID (addresses and incarnation from m) to the
+// cluster: recorded as joining, added to every group's acceptors, then
+// recorded as a member. It must run on the master of group 0. A node the
+// list already has as a member is re-checked group by group (a rerun
+// finishes what an earlier run left); a removed id, or a known id with
+// another incarnation, is refused. auth is the operator's Authorization
+// header, passed on to the masters of other groups. When some group could
+// not be changed the error comes with a MemberChangeError naming the
+// groups done and pending.
+func (s *Server) AddMember(ctx context.Context, m lockservice.Member, auth string) (*MemberChangeError, error) {
+	cur, known := s.svc.Member(m.ID)
+	switch {
+	case known && !cur.Live():
+		return nil, lockservice.ErrMemberRemoved
+	case known && cur.Incarnation != 0 && m.Incarnation != 0 && cur.Incarnation != m.Incarnation:
+		return nil, lockservice.ErrIncarnation
+	case known && cur.State == lockservice.MemberLeaving:
+		return nil, fmt.Errorf("%w: node %d is being removed; finish the removal", wire.ErrInvalid, m.ID)
+	}
+	if known && cur.State == lockservice.MemberActive {
+		m.State = lockservice.MemberActive // keep it a member while groups are re-checked
+	}
+	if m.Peer == "" && known {
+		m.Peer, m.Client, m.ClientTLS, m.Gossip, m.Admin = cur.Peer, cur.Client, cur.ClientTLS, cur.Gossip, cur.Admin
+	}
+	if err := s.svc.PutMember(ctx, m); err != nil {
+		return nil, err
+	}
+	if rep, err := s.changeGroups(ctx, paxos.MemberChange{Add: paxos.NodeID(m.ID)}, auth); err != nil {
+		rep.Op = "add"
+		return rep, err
+	}
+	m.State = lockservice.MemberActive
+	m.Incarnation = 0 // keep the recorded one
+	return nil, s.svc.PutMember(ctx, m)
+}
+
+// RemoveMember removes node id from the cluster: recorded as leaving,
+// removed from every group's acceptors, then recorded as removed (for
+// good). Like AddMember, it is idempotent and finishes an earlier run.
+func (s *Server) RemoveMember(ctx context.Context, id uint32, auth string) (*MemberChangeError, error) {
+	cur, known := s.svc.Member(id)
+	if !known {
+		return nil, fmt.Errorf("%w: node %d is not in the member list", wire.ErrInvalid, id)
+	}
+	if cur.Live() {
+		cur.State = lockservice.MemberLeaving
+		if err := s.svc.PutMember(ctx, cur); err != nil {
+			return nil, err
+		}
+	}
+	if id == s.cfg.NodeID {
+		// Leaving, this node is no longer placed: group 0 moves to
+		// another node, which finishes the removal.
+		return nil, errLeaving
+	}
+	if rep, err := s.changeGroups(ctx, paxos.MemberChange{Remove: paxos.NodeID(id)}, auth); err != nil {
+		rep.Op = "remove"
+		return rep, err
+	}
+	cur.State = lockservice.MemberRemoved
+	return nil, s.svc.PutMember(ctx, cur)
+}
+
+// resumeTimeout bounds one resumed change (resumeMemberChange).
+const resumeTimeout = 2 * time.Minute
+
+// resumeMemberChanges finishes, while this node masters group 0, every
+// change the member list shows half-done: a node joining is added (once
+// it is reachable), a node leaving is removed (unless it is this node:
+// group 0 then moves, and its next master finishes). It retries with
+// backoff until none is left, this node stops mastering group 0, or it
+// shuts down. One loop runs at a time; onMaster and applyMembers start
+// it.
+func (s *Server) resumeMemberChanges() {
+	if !s.resuming.CompareAndSwap(false, true) {
+		return
+	}
+	defer func() {
+		s.resuming.Store(false)
+		s.resumeIfHalfDone() // a change recorded as this loop ended
+	}()
+	wait := 200 * time.Millisecond
+	unreachable := map[uint32]bool{} // joining nodes logged as down
+	for s.svc.Group(lockservice.NamespaceGroup).Serving() {
+		list, _ := s.svc.Members()
+		left := false
+		for _, m := range list {
+			if m.State != lockservice.MemberJoining && m.State != lockservice.MemberLeaving {
+				continue
+			}
+			if m.State == lockservice.MemberLeaving && m.ID == s.cfg.NodeID {
+				continue // group 0 moves away; its next master finishes
+			}
+			left = true
+			if m.State == lockservice.MemberJoining && !s.peerUp(paxos.NodeID(m.ID)) {
+				if !unreachable[m.ID] {
+					unreachable[m.ID] = true
+					s.log.Warn("a half-done add waits for its node to be reachable; start it, or remove it (paxlockctl member remove)", "node", m.ID)
+				}
+				continue
+			}
+			delete(unreachable, m.ID)
+			if err := s.resumeMemberChange(m.ID); err != nil {
+				s.log.Warn("resuming a member change: not done yet; retrying", "node", m.ID, "err", err)
+			}
+		}
+		if !left {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-s.life.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// resumeMemberChange runs node id's change again, as the list shows it
+// now (joining: AddMember, leaving: RemoveMember), with this node's admin
+// token for the other groups' masters. Nil when there was nothing to do or
+// it is done.
+func (s *Server) resumeMemberChange(id uint32) error {
+	select { // an operator's change in progress ends within its request's life
+	case s.memChange <- struct{}{}:
+		defer func() { <-s.memChange }()
+	case <-s.life.Done():
+		return s.life.Err()
+	}
+	ctx, cancel := context.WithTimeout(s.life, resumeTimeout)
+	defer cancel()
+	auth := ""
+	if s.sec.adminToken != "" {
+		auth = "Bearer " + s.sec.adminToken
+	}
+	cur, ok := s.svc.Member(id)
+	var op string
+	var err error
+	switch {
+	case ok && cur.State == lockservice.MemberJoining:
+		op = "add"
+		s.log.Info("resuming a half-done member change", "op", op, "node", id)
+		_, err = s.AddMember(ctx, cur, auth)
+	case ok && cur.State == lockservice.MemberLeaving && id != s.cfg.NodeID:
+		op = "remove"
+		s.log.Info("resuming a half-done member change", "op", op, "node", id)
+		_, err = s.RemoveMember(ctx, id, auth)
+	default:
+		return nil // done meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("member change done", "op", op, "node", id, "resumed", true)
+	return nil
+}
+
+// resumeIfHalfDone starts resumeMemberChanges when this node masters group
+// 0 and the list has a node joining or leaving.
+func (s *Server) resumeIfHalfDone() {
+	if s.resuming.Load() || !s.svc.Group(lockservice.NamespaceGroup).Serving() {
+		return
+	}
+	list, _ := s.svc.Members()
+	for _, m := range list {
+		if m.State == lockservice.MemberJoining || m.State == lockservice.MemberLeaving {
+			s.goBackground(s.resumeMemberChanges)
+			return
+		}
+	}
+}
+
+// changeGroups applies ch to every group, one at a time, skipping those
+// that have it already. It goes on past a group that fails (so that one
+// group without quorum does not hold the others back) and reports which
+// ones are done. It stops, the groups left pending, when ctx ends or this
+// node stops mastering group 0 (errLostSystemMaster).
+func (s *Server) changeGroups(ctx context.Context, ch paxos.MemberChange, auth string) (*MemberChangeError, error) {
+	ctx, stop := s.whileSystemMaster(ctx)
+	defer stop()
+	rep := &MemberChangeError{Node: uint32(ch.Add | ch.Remove), Done: []int{}, Pending: []int{}}
+	var errs []error
+	n := len(s.svc.Groups())
+	for g := range n {
+		gctx, cancel := context.WithTimeout(ctx, MemberChangeTimeout)
+		err := s.changeGroup(gctx, g, ch, auth)
+		cancel()
+		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errLostSystemMaster) {
+				err = cause
+			}
+			rep.Pending = append(rep.Pending, g)
+			errs = append(errs, fmt.Errorf("group %d: %w", g, err))
+			if ctx.Err() != nil {
+				for g2 := g + 1; g2 < n; g2++ {
+					rep.Pending = append(rep.Pending, g2)
+				}
+				break
+			}
+			continue
+		}
+		rep.Done = append(rep.Done, g)
+	}
+	if len(errs) == 0 {
+		return rep, nil
+	}
+	err := fmt.Errorf("server: member change %s: groups %v not changed: %w", ch, rep.Pending, errors.Join(errs...))
+	rep.Error = err.Error()
+	return rep, err
+}
+
+// errLostSystemMaster ends a member change whose node stopped mastering
+// group 0 for a lease: the groups lost their quorum, or group 0 moved.
+var errLostSystemMaster = fmt.Errorf("this node stopped mastering the member list (group 0 lost its quorum, or moved): %w", lockservice.ErrNotSystemMaster)
+
+// whileSystemMaster returns a context that ends, with cause
+// errLostSystemMaster, once this node has not served group 0 for a lease
+// (a lapse shorter than that, such as a lease renewed late on a loaded
+// machine, is ridden out).
+func (s *Server) whileSystemMaster(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(parent)
+	grace := max(time.Duration(s.cfg.Lease), 100*time.Millisecond)
+	go func() {
+		t := time.NewTicker(grace / 5)
+		defer t.Stop()
+		var since time.Time
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				switch {
+				case s.svc.Group(lockservice.NamespaceGroup).Serving():
+					since = time.Time{}
+				case since.IsZero():
+					since = now
+				case now.Sub(since) >= grace:
+					cancel(errLostSystemMaster)
+					return
+				}
+			}
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// groupHas reports whether ch is in force in group g as this node's
+// replica last saw it.
+func groupHas(rep *paxos.Replica, ch paxos.MemberChange) bool {
+	cur := rep.Membership().Current
+	if cur.IsZero() {
+		return false
+	}
+	if ch.Add != 0 {
+		return cur.Contains(ch.Add)
+	}
+	return !cur.Contains(ch.Remove)
+}
+
+// errLeaving says the node being removed is this one, the master of
+// group 0: it is marked leaving, and the next master of group 0 finishes.
+var errLeaving = errors.New("removing the master of the member list")
+
+// errGroupMaster says the node asked to change a group does not master
+// it.
+var errGroupMaster = errors.New("not the group's master")
+
+// failGroupChange, when set (tests), is called as node's procedure
+// starts group g's change, and fails it at once with the error it
+// returns.
+var failGroupChange atomic.Pointer[func(node uint32, g int) error]
+
+// changeGroup applies ch to group g through its master, retrying while a
+// change is in progress or the master is moving, until ctx ends.
+func (s *Server) changeGroup(ctx context.Context, g int, ch paxos.MemberChange, auth string) error {
+	if f := failGroupChange.Load(); f != nil {
+		if err := (*f)(s.cfg.NodeID, g); err != nil {
+			return err
+		}
+	}
+	wait := 50 * time.Millisecond
+	var last error
+	for {
+		var err error
+		if s.svc.Group(g).Serving() {
+			err = s.changeLocalGroup(ctx, g, ch)
+		} else {
+			err = s.changeRemoteGroup(ctx, g, ch, auth)
+		}
+		if err == nil || errors.Is(err, paxos.ErrBadChange) {
+			return err
+		}
+		last = err
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// changeLocalGroup applies ch to group g, which this node masters, and
+// returns once it is in force (or was already).
+func (s *Server) changeLocalGroup(ctx context.Context, g int, ch paxos.MemberChange) error {
+	rep, ok := s.svc.Group(g).Paxos().(*paxos.Replica)
+	if !ok {
+		return errors.New("group has no paxos replica")
+	}
+	if groupHas(rep, ch) {
+		return nil
+	}
+	if !s.svc.Group(g).Serving() {
+		return errGroupMaster
+	}
+	_, err := rep.ChangeMembership(ctx, ch)
+	if errors.Is(err, paxos.ErrBadChange) && groupHas(rep, ch) {
+		return nil // done meanwhile (a rerun, or a retried proposal)
+	}
+	if errors.Is(err, paxos.ErrNotMaster) {
+		return errGroupMaster
+	}
+	return err
+}
+
+// changeRemoteGroup asks group g's master, as this node knows it, to
+// apply ch.
+func (s *Server) changeRemoteGroup(ctx context.Context, g int, ch paxos.MemberChange, auth string) error {
+	m := s.svc.Group(g).Paxos().Status().Master
+	if m == 0 {
+		return errGroupMaster
+	}
+	n := s.addr(m)
+	if n.Admin == "" {
+		return fmt.Errorf("group master node %d has no admin address", m)
+	}
+	scheme := "http://"
+	if s.sec.adminTLS != nil {
+		scheme = "https://"
+	}
+	body, _ := json.Marshal(groupChange{Add: uint32(ch.Add), Remove: uint32(ch.Remove)})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+n.Admin+"/members/groups/"+strconv.Itoa(g), bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("group change request: %w", err)
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.memberClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("node %d: %w", m, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNoContent:
+		return nil
+	case http.StatusBadRequest:
+		return fmt.Errorf("node %d: %s: %w", m, bytes.TrimSpace(msg), paxos.ErrBadChange)
+	}
+	return fmt.Errorf("node %d: %s: %s", m, resp.Status, bytes.TrimSpace(msg))
+}
+
+// memberClient is the HTTP client for other nodes' admin endpoints during
+// a member change: consoleClient's transport, with the change's own
+// timeout.
+func (s *Server) memberClient() *http.Client {
+	c := *s.consoleClient()
+	c.Timeout = MemberChangeTimeout
+	return &c
+}
+
+type groupChange struct {
+	Add    uint32 `json:"add,omitempty"`
+	Remove uint32 `json:"remove,omitempty"`
+}
+
+// groupChangeHandler serves POST /members/groups/{g} {"add": id} or
+// {"remove": id}: this node, as group g's master, applies the change
+// (409 when it does not master the group).
+func (s *Server) groupChangeHandler(w http.ResponseWriter, r *http.Request) {
+	g, err := strconv.Atoi(r.PathValue("g"))
+	if err != nil || g < 0 || g >= len(s.svc.Groups()) {
+		http.Error(w, "group: want a group number", http.StatusBadRequest)
+		return
+	}
+	var body groupChange
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
+		http.Error(w, "body: want {\"add\": id} or {\"remove\": id}", http.StatusBadRequest)
+		return
+	}
+	ch := paxos.MemberChange{Add: paxos.NodeID(body.Add), Remove: paxos.NodeID(body.Remove)}
+	ctx, cancel := context.WithTimeout(r.Context(), MemberChangeTimeout)
+	defer cancel()
+	err = s.changeLocalGroup(ctx, g, ch)
+	switch {
+	case err == nil:
+		s.log.Info("group membership changed", "group", g, "change", ch.String())
+		w.WriteHeader(http.StatusNoContent)
+	case errors.Is(err, paxos.ErrBadChange):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	case errors.Is(err, errGroupMaster):
+		http.Error(w, fmt.Sprintf("not the master of group %d", g), http.StatusConflict)
+	default:
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	}
+}
