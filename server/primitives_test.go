@@ -12,9 +12,10 @@ import (
 // TestPrimitivesAcrossMasterChange: a downgraded read-write lock with a
 // writer queued behind it, a lock taken through Mutex.Locker, and List,
 // across a stop of their group's master. The new master has the
-// downgraded read hold with its token (the queued writer still waits), the
-// Locker's hold, and List shows both; releasing the read hold grants the
-// writer with a higher token, and the Locker's Unlock frees its key.
+// downgraded read hold with its token (the queued writer's client
+// re-queues it there), the Locker's hold, and List shows both; releasing
+// the read hold grants the writer with a higher token, and the Locker's
+// Unlock frees its key.
 func TestPrimitivesAcrossMasterChange(t *testing.T) {
 	tc := startCluster(t, 3)
 	c1, c2 := newClient(t, tc), newClient(t, tc)
@@ -62,10 +63,16 @@ func TestPrimitivesAcrossMasterChange(t *testing.T) {
 		return false
 	})
 
-	st, err := c2.State(ctx, doc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The queue of waiters is the master's memory, not replicated state:
+	// the writer's client re-sends its blocked acquire to the new master
+	// when it learns of the change, so the queue is waited for, the hold
+	// is not.
+	var st client.State
+	waitFor(t, "the writer re-queued on the new master", func() bool {
+		var err error
+		st, err = c2.State(ctx, doc)
+		return err == nil && st.QueueLen == 1
+	})
 	if !st.Held || st.Kind != wire.KindRead || st.Readers != 1 || st.Token != readTok || st.Holder != rw.Reader().Owner() || st.QueueLen != 1 {
 		t.Fatalf("downgraded lock on the new master: %+v (want read hold with token %d and one queued writer)", st, readTok)
 	}
