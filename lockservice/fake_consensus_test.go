@@ -137,6 +137,25 @@ func (g *fakeGroup) setMaster(node paxos.NodeID) {
 	}
 }
 
+// elect makes node the group's master-elect: every replica names it
+// master and none serves (it won the election and is still applying what
+// was chosen before its ballot); setMaster(node) then lets it serve.
+func (g *fakeGroup) elect(node paxos.NodeID) {
+	g.mu.Lock()
+	var changed []*fakeReplica
+	for _, r := range g.replicas {
+		next := paxos.SoftState{Master: node, Ballot: paxos.Ballot{Round: r.soft.Ballot.Round + 1, Node: node}}
+		if next.Master != r.soft.Master || r.soft.Serving {
+			r.soft = next
+			changed = append(changed, r)
+		}
+	}
+	g.mu.Unlock()
+	for _, r := range changed {
+		r.sm.MasterChanged(r.Status())
+	}
+}
+
 // applyNext chooses the oldest held proposal: it applies it on every
 // replica and returns it with its result, which has not reached its
 // proposer yet (answer does that). It returns nil when none is held.

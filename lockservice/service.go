@@ -382,6 +382,12 @@ func (g *Group) StateMachine() *StateMachine { return g.sm }
 // Serving reports whether this node is the group's serving master.
 func (g *Group) Serving() bool { return g.px.Status().Serving }
 
+// Elected reports whether this node won the group's election: it serves,
+// or will once it has applied the instances chosen before its ballot. A
+// request submitted to a master-elect waits for it to serve (up to a
+// second) rather than being answered NO_MASTER.
+func (g *Group) Elected() bool { return g.self != 0 && g.px.Status().Master == g.self }
+
 // SetPreferred names the node that should master the group (0: none); a
 // master hands the group to it once it has caught up.
 func (g *Group) SetPreferred(id paxos.NodeID) {

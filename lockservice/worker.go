@@ -280,6 +280,13 @@ type worker struct {
 	// defers counts, by connection and key, the requests parked in
 	// keyState.deferred, so that forget finds them.
 	defers map[Sink]map[string]int
+	// early holds the requests that reached this node after it won the
+	// group's election and before it serves (it is applying the instances
+	// chosen before its ballot, usually a millisecond or two): they are
+	// decided the moment it serves, instead of answered NO_MASTER into a
+	// client's backoff. earlyUntil bounds the wait (see earlyLimit).
+	early      []*Request
+	earlyUntil time.Time
 	// nwait and nwatch count the waiters and watchers indexed above, for
 	// Group.Waiting (read off the worker's goroutine).
 	nwait, nwatch atomic.Int64
@@ -471,6 +478,7 @@ func (w *worker) handle(e *event) {
 	switch e.kind {
 	case evStop:
 		w.loseMastership()
+		w.refuseEarly()
 		if w.timer != nil {
 			w.timer.Stop()
 		}
@@ -508,6 +516,7 @@ func (w *worker) handle(e *event) {
 		} else if !e.serving && w.serving {
 			w.loseMastership()
 		}
+		w.releaseEarly()
 	case evForget:
 		w.forget(e.client, e.sink)
 	case evRevoke:
@@ -574,7 +583,10 @@ func (w *worker) onRequest(r *Request) {
 	w.g.serve.RLock()
 	defer w.g.serve.RUnlock()
 	if !w.serving || !w.g.leaseValid() {
-		w.respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+		if !w.serving && w.holdEarly(r) {
+			return
+		}
+		w.respond(r, noMaster)
 		return
 	}
 	key := w.key(r)
@@ -1330,8 +1342,21 @@ func (w *worker) forget(client uint64, sink Sink) {
 		wt.gone = true
 		keys = append(keys, wt.key)
 	}
-	// Requests parked behind a change in flight: dropped, so that they do
-	// not become waiters or holds of a client that is gone.
+	// Requests parked behind a change in flight or held for the election's
+	// end: dropped, so that they do not become waiters or holds of a
+	// client that is gone.
+	if len(w.early) > 0 {
+		out := w.early[:0]
+		for _, r := range w.early {
+			if r.Sink == sink && r.Owner.Client == client {
+				w.respond(r, wire.Response{Status: wire.StatusError, Msg: "client forgotten"})
+				continue
+			}
+			out = append(out, r)
+		}
+		clear(w.early[len(out):])
+		w.early = out
+	}
 	for key := range w.defers[sink] {
 		ks := w.keys[key]
 		if ks == nil {
@@ -1404,6 +1429,56 @@ func (w *worker) becomeMaster() {
 	w.expiry.init()
 }
 
+// earlyLimit bounds how long a request waits for its group's
+// master-elect to serve (see worker.early): far above the usual catch-up
+// of a millisecond or two, well below the client's 3 s attempt timeout. A
+// master-elect that takes longer (a quorum lost just after the election)
+// answers NO_MASTER, and the clients back off as before.
+const earlyLimit = time.Second
+
+// maxEarly bounds worker.early; requests beyond it are answered NO_MASTER.
+const maxEarly = 4096
+
+// holdEarly keeps r for the end of the election when this node is the
+// group's master-elect: it won the election and does not serve yet. It
+// reports whether it kept r.
+func (w *worker) holdEarly(r *Request) bool {
+	if len(w.early) >= maxEarly || w.g.px.Status().Master != w.g.self || w.g.self == 0 {
+		return false
+	}
+	if len(w.early) == 0 {
+		w.earlyUntil = w.clock.Now().Add(earlyLimit)
+	}
+	w.early = append(w.early, r)
+	return true
+}
+
+// releaseEarly decides the held requests once this node serves, and
+// refuses them once it is no longer the master-elect (another node won,
+// or it stepped down); otherwise they keep waiting.
+func (w *worker) releaseEarly() {
+	switch {
+	case len(w.early) == 0:
+	case w.serving:
+		early := w.early
+		w.early = nil
+		for _, r := range early {
+			w.onRequest(r)
+		}
+	case w.g.px.Status().Master != w.g.self:
+		w.refuseEarly()
+	}
+}
+
+// refuseEarly answers every held request NO_MASTER.
+func (w *worker) refuseEarly() {
+	early := w.early
+	w.early = nil
+	for _, r := range early {
+		w.respond(r, noMaster)
+	}
+}
+
 // loseMastership drops what only a master keeps. Waiters are told
 // NO_MASTER so that their clients re-send to the new master; in-flight
 // requests are answered when their proposal's outcome arrives (see
@@ -1445,17 +1520,21 @@ func (w *worker) schedule(e timerEntry) {
 // armTimer makes sure a wake-up is scheduled for the earliest deadline.
 func (w *worker) armTimer() {
 	var at time.Time
-	switch {
-	case len(w.timers) > 0 && len(w.expiry) > 0:
-		at = w.timers[0].at
-		if e := w.timeOf(w.expiry[0].at); e.Before(at) {
-			at = e
+	earliest := func(t time.Time) {
+		if at.IsZero() || t.Before(at) {
+			at = t
 		}
-	case len(w.timers) > 0:
-		at = w.timers[0].at
-	case len(w.expiry) > 0:
-		at = w.timeOf(w.expiry[0].at)
-	default:
+	}
+	if len(w.timers) > 0 {
+		earliest(w.timers[0].at)
+	}
+	if len(w.expiry) > 0 {
+		earliest(w.timeOf(w.expiry[0].at))
+	}
+	if len(w.early) > 0 {
+		earliest(w.earlyUntil)
+	}
+	if at.IsZero() {
 		return
 	}
 	if w.timer != nil && !w.timerAt.After(at) {
@@ -1474,6 +1553,9 @@ func (w *worker) fireTimers() {
 	w.timer = nil
 	now := w.clock.Now()
 	nowNs := w.mono(now)
+	if len(w.early) > 0 && !now.Before(w.earlyUntil) {
+		w.refuseEarly() // elected but still not serving: let the clients back off
+	}
 	for {
 		waitDue := len(w.timers) > 0 && !w.timers[0].at.After(now)
 		expDue := len(w.expiry) > 0 && w.expiry[0].at <= nowNs

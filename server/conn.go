@@ -619,7 +619,11 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 	g := wire.GroupOf(r.Hash, s.cfg.Groups)
 	lg := s.svc.Group(g)
 	forward := false
-	if !lg.Serving() {
+	// A master-elect (elected, applying what was chosen before its
+	// ballot) takes the request: its worker decides it the moment the
+	// node serves. The view already names this node, so a redirect could
+	// only answer NO_MASTER and send the client into its backoff.
+	if !lg.Serving() && !lg.Elected() {
 		rt, _ := m.(wire.Routed)
 		if forward = rt != nil && c.forwardable(g, rt); !forward {
 			c.redirect(f.ReqID, g)
