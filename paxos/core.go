@@ -450,7 +450,7 @@ func (c *Core) masterLeaseTicks() uint64 {
 func (c *Core) resetElection() {
 	c.lastHeard = c.now
 	base := c.cfg.LeaseTicks + c.cfg.CampaignSlackTicks
-	jitter := c.rng.IntN(c.cfg.LeaseTicks/2 + 1)
+	spread := c.cfg.LeaseTicks / 2 // the jitter range
 	switch {
 	case c.preferred == 0 || c.preferred == c.cfg.ID:
 	case c.preferred != c.soft.Master:
@@ -462,10 +462,17 @@ func (c *Core) resetElection() {
 		// for nothing, and campaigning all at once lets two candidates
 		// that each promised themselves hold each other off for a lease.
 		// So the next node in the member order goes first, the others
-		// once its whole jitter range later.
+		// once a whole jitter range later.
 		base += c.cfg.LeaseTicks/2 + 1
+	default:
+		// This node is that successor. Nobody campaigns against it for
+		// half a lease past its base, so its jitter only has to spread
+		// its groups' campaigns a little: a tenth of a lease instead of
+		// half takes up to 0.4 s off a take-over with the default 1 s
+		// lease (measured with make bench-failover).
+		spread = c.cfg.LeaseTicks / 10
 	}
-	c.electAt = c.now + uint64(base+jitter)
+	c.electAt = c.now + uint64(base+c.rng.IntN(spread+1))
 }
 
 // Status returns the replica's view of mastership.
