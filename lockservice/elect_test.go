@@ -12,7 +12,8 @@ import (
 // master-elect (elected, not serving yet) is decided the moment it serves
 // rather than answered NO_MASTER; it is refused when another node wins
 // instead, or when the master-elect does not serve within earlyLimit; a
-// node that is not the master-elect refuses at once, as before.
+// node that is not the master-elect, or a master that served and lost its
+// lease, refuses at once, as before.
 func TestMasterElectHoldsRequests(t *testing.T) {
 	clk := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: clk})
@@ -59,7 +60,20 @@ func TestMasterElectHoldsRequests(t *testing.T) {
 		t.Fatalf("held request after another node won: %+v, %v (want NO_MASTER)", r, ok)
 	}
 
+	// A master that served and lost its lease (it still names itself
+	// master, under the ballot it served) refuses at once.
+	fg.setMaster(next)
+	r := fg.replica(next)
+	fg.mu.Lock()
+	r.soft.Serving = false
+	fg.mu.Unlock()
+	r.sm.MasterChanged(r.Status())
+	if r, ok := answered(submit(next, owner(1, 4))); !ok || r.Status != wire.StatusNoMaster {
+		t.Fatalf("a master that lost its lease: %+v, %v (want NO_MASTER at once)", r, ok)
+	}
+
 	// The master-elect does not serve within earlyLimit: refused.
+	fg.elect(next)
 	id = submit(next, owner(1, 3))
 	clk.Advance(earlyLimit - time.Millisecond)
 	if r, ok := answered(id); ok {

@@ -142,16 +142,12 @@ func (g *fakeGroup) setMaster(node paxos.NodeID) {
 // was chosen before its ballot); setMaster(node) then lets it serve.
 func (g *fakeGroup) elect(node paxos.NodeID) {
 	g.mu.Lock()
-	var changed []*fakeReplica
 	for _, r := range g.replicas {
-		next := paxos.SoftState{Master: node, Ballot: paxos.Ballot{Round: r.soft.Ballot.Round + 1, Node: node}}
-		if next.Master != r.soft.Master || r.soft.Serving {
-			r.soft = next
-			changed = append(changed, r)
-		}
+		// A new election: a new ballot, even for the node that was master.
+		r.soft = paxos.SoftState{Master: node, Ballot: paxos.Ballot{Round: r.soft.Ballot.Round + 1, Node: node}}
 	}
 	g.mu.Unlock()
-	for _, r := range changed {
+	for _, r := range g.replicas {
 		r.sm.MasterChanged(r.Status())
 	}
 }

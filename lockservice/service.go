@@ -250,9 +250,11 @@ type Group struct {
 	// (0: none), kept to tell a hand-off from an election in the logs.
 	self      paxos.NodeID
 	preferred atomic.Uint32
-	// soft is the last mastership state seen, under softMu.
+	// soft is the last mastership state seen, under softMu; served is
+	// the last ballot this node served under (see Elected).
 	softMu sync.Mutex
 	soft   paxos.SoftState
+	served paxos.Ballot
 	// stepping: this node stopped serving the group and the next master
 	// is not known yet (countMaster; the host's loop only).
 	stepping bool
@@ -382,11 +384,24 @@ func (g *Group) StateMachine() *StateMachine { return g.sm }
 // Serving reports whether this node is the group's serving master.
 func (g *Group) Serving() bool { return g.px.Status().Serving }
 
-// Elected reports whether this node won the group's election: it serves,
-// or will once it has applied the instances chosen before its ballot. A
-// request submitted to a master-elect waits for it to serve (up to a
-// second) rather than being answered NO_MASTER.
-func (g *Group) Elected() bool { return g.self != 0 && g.px.Status().Master == g.self }
+// Elected reports whether this node won the group's election under a
+// ballot it has not served yet: it will serve once it has applied the
+// instances chosen before that ballot. A request submitted to a
+// master-elect waits for it to serve (up to a second) rather than being
+// answered NO_MASTER. A master that served and lost its lease is not a
+// master-elect: it answers NO_MASTER at once, as before.
+func (g *Group) Elected() bool {
+	if g.self == 0 {
+		return false
+	}
+	s := g.px.Status()
+	if s.Master != g.self || s.Serving {
+		return false
+	}
+	g.softMu.Lock()
+	defer g.softMu.Unlock()
+	return s.Ballot != g.served
+}
 
 // SetPreferred names the node that should master the group (0: none); a
 // master hands the group to it once it has caught up.
@@ -405,6 +420,9 @@ func (g *Group) masterChanged(s paxos.SoftState) {
 	g.softMu.Lock()
 	prev := g.soft
 	g.soft = s
+	if s.Serving {
+		g.served = s.Ballot
+	}
 	g.softMu.Unlock()
 	g.logMaster(prev, s)
 	g.countMaster(prev, s)

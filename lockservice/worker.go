@@ -1443,7 +1443,7 @@ const maxEarly = 4096
 // group's master-elect: it won the election and does not serve yet. It
 // reports whether it kept r.
 func (w *worker) holdEarly(r *Request) bool {
-	if len(w.early) >= maxEarly || w.g.px.Status().Master != w.g.self || w.g.self == 0 {
+	if len(w.early) >= maxEarly || !w.g.Elected() {
 		return false
 	}
 	if len(w.early) == 0 {
@@ -1465,8 +1465,8 @@ func (w *worker) releaseEarly() {
 		for _, r := range early {
 			w.onRequest(r)
 		}
-	case w.g.px.Status().Master != w.g.self:
-		w.refuseEarly()
+	case !w.g.Elected() && !w.g.Serving():
+		w.refuseEarly() // another node won, or this one stepped down
 	}
 }
 
