@@ -143,6 +143,8 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 			var err error
 			if async, err = newAsyncSyncer(64); err != nil {
 				log.Info("fdatasync through io_uring unavailable; it blocks a thread", "err", err)
+			} else {
+				async.log = log
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestAsyncSyncer: fdatasyncs submitted through io_uring from several
@@ -55,5 +56,45 @@ func TestAsyncSyncer(t *testing.T) {
 	case <-a.done:
 	default:
 		t.Fatal("reaper still running after close")
+	}
+}
+
+// TestAsyncSyncerLostCompletion: an fdatasync whose io_uring completion
+// never comes (the entry is queued and not submitted, as if the kernel
+// lost it) returns after the stall limit by syncing with the blocking
+// call, and every later fdatasync uses the blocking call.
+func TestAsyncSyncerLostCompletion(t *testing.T) {
+	a, err := newAsyncSyncer(8)
+	if err != nil {
+		t.Skipf("io_uring not available here: %v", err)
+	}
+	defer a.close()
+	a.stall, a.skipEnter = 50*time.Millisecond, true
+	f, err := os.CreateTemp(t.TempDir(), "wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(make([]byte, 512)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.fdatasync(f.Fd()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("fdatasync after a lost completion: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("fdatasync still waits for a completion that never comes")
+	}
+	a.mu.Lock()
+	broken, waiting := a.broken, len(a.waiters)
+	a.mu.Unlock()
+	if !broken || waiting != 0 {
+		t.Fatalf("after the stall: broken %v, %d waiters (want true, 0)", broken, waiting)
+	}
+	if err := a.fdatasync(f.Fd()); err != nil { // the blocking call now
+		t.Fatal(err)
 	}
 }

@@ -2,10 +2,13 @@
 
 package paxos
 
-import "errors"
+import (
+	"errors"
+	"log/slog"
+)
 
 // asyncSyncer is io_uring's fdatasync, which exists only on Linux.
-type asyncSyncer struct{}
+type asyncSyncer struct{ log *slog.Logger }
 
 func newAsyncSyncer(uint32) (*asyncSyncer, error) {
 	return nil, errors.New("io_uring: Linux only")
