@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -16,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paxlock/paxlock/client"
 )
 
 // This file runs paxlockd processes for the fault suites: TestFaults and
@@ -124,6 +129,23 @@ func startCluster(t testing.TB, n int) *cluster {
 		c.add(i, nodes, freePort(t), "", map[string]any{"fault_injection": true})
 	}
 	return c
+}
+
+// newClient connects a client to the cluster (namespace "e2e", its log
+// discarded), retrying while the nodes start; the caller closes it.
+func (c *cluster) newClient(ctx context.Context) *client.Client {
+	c.t.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var err error
+	for range 100 {
+		var cl *client.Client
+		if cl, err = client.New(ctx, client.Config{Registry: c.addrs(), Namespace: "e2e", Secret: "s", Logger: quiet}); err == nil {
+			return cl
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c.t.Fatal(err)
+	return nil
 }
 
 // stopAll kills every running node (resuming paused ones first).

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"slices"
@@ -76,18 +74,7 @@ func BenchmarkFailover(b *testing.B) {
 	c := startCluster(b, 3)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var cl *client.Client
-	var err error
-	for range 100 {
-		if cl, err = client.New(ctx, client.Config{Registry: c.addrs(), Namespace: "e2e", Secret: "s", Logger: quiet}); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
+	cl := c.newClient(ctx)
 	defer cl.Close()
 
 	// answered[g] holds (sent, answered) times of group g's definitive

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/paxlock/paxlock/client"
 )
 
 // memberReport is the part of GET /members the test reads.
@@ -136,19 +133,7 @@ func TestMembership(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var cl *client.Client
-	var err error
-	for range 100 {
-		cl, err = client.New(ctx, client.Config{Registry: c.addrs(), Namespace: "e2e", Secret: "s", Logger: quiet})
-		if err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := c.newClient(ctx)
 	defer cl.Close()
 	n1, n2, n3 := c.procs[0], c.procs[1], c.procs[2]
 	c.waitUntil("the member list installed", 30*time.Second, func() bool { return c.settled(n1, 3, "member") })

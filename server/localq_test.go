@@ -281,16 +281,11 @@ func TestLocalQueueMasterChange(t *testing.T) {
 					return
 				default:
 				}
-				if err := m.Lock(ctx); err != nil {
+				if !guard.cycle(ctx, t, m, key, w) {
 					if ctx.Err() != nil {
 						return
 					}
 					continue
-				}
-				guard.acquired(key, w, m.Token())
-				guard.released(key, w)
-				if err := m.Unlock(ctx); err != nil && !errors.Is(err, client.ErrNotHeld) {
-					t.Logf("unlock: %v", err)
 				}
 				ops.Add(1)
 			}
