@@ -143,6 +143,19 @@ func (c *command) hasSem() bool {
 
 var errBadCommand = errors.New("lockservice: malformed command")
 
+// sizeHint is about the length appendCommand gives c (a little more as a
+// rule), so that the encoding is one allocation.
+func (c *command) sizeHint() int {
+	n := 2 + len(c.key) + 5*binary.MaxVarintLen64 + len(c.data) + len(c.value)
+	for _, g := range c.grants {
+		n += 6*binary.MaxVarintLen64 + 1 + len(g.value)
+	}
+	if c.hasValues() {
+		n += 5 * binary.MaxVarintLen64
+	}
+	return n
+}
+
 func appendCommand(dst []byte, c *command) []byte {
 	tail := c.hasValues()
 	opb := byte(c.op)
@@ -697,6 +710,9 @@ type StateMachine struct {
 	obs     func(paxos.SoftState)
 	key     []byte // scratch
 	val     []byte // scratch
+	// outcomes is the rest of the chunk newOutcome carves from, guarded
+	// by mu.
+	outcomes []outcome
 
 	nsMu       sync.RWMutex     // guards the namespace table
 	namespaces map[string]nsRec // name -> the SCRAM verifier record (group 0)
@@ -773,6 +789,24 @@ func (sm *StateMachine) get(key string) *lockRec {
 	return s.locks[key].clone()
 }
 
+// outcomeChunk is how many outcomes newOutcome allocates at once.
+const outcomeChunk = 64
+
+// newOutcome returns a zeroed outcome with status success, carved from a
+// chunk: a lock command's apply on every node would otherwise allocate one
+// of its own, and most are dropped at once (a follower's) or after the
+// master's answer. A chunk lives until all of its outcomes are dropped.
+// It is called with sm.mu held.
+func (sm *StateMachine) newOutcome() *outcome {
+	if len(sm.outcomes) == 0 {
+		sm.outcomes = make([]outcome, outcomeChunk)
+	}
+	o := &sm.outcomes[0]
+	sm.outcomes = sm.outcomes[1:]
+	o.status = wire.StatusSuccess
+	return o
+}
+
 // Apply implements paxos.StateMachine. Lock records reach w only at the
 // next Checkpoint; namespace and version changes are written at once.
 func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, results []any) {
@@ -814,7 +848,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	defer s.mu.Unlock()
 	l := s.locks[c.key]
 	held := l.n() > 0
-	out := &outcome{status: wire.StatusSuccess}
+	out := sm.newOutcome()
 	switch c.op {
 	case opAcquire:
 		out.status, out.token = sm.grant(&l, instance, grant{owner: c.owner, kind: c.kind, ttlMs: c.ttlMs, value: c.value, permits: c.permits, limit: c.limit})

@@ -984,7 +984,7 @@ func (w *worker) dropWatchers(ws []*watcher) []*watcher {
 func (w *worker) propose(ks *keyState, p *pending) {
 	ks.busy = true
 	p.term = w.term
-	cmd := appendCommand(nil, &p.cmd)
+	cmd := appendCommand(make([]byte, 0, p.cmd.sizeHint()), &p.cmd)
 	w.g.px.Submit(cmd, func(res paxos.Result) {
 		w.post(event{kind: evResult, pend: p, res: res})
 	})

@@ -120,6 +120,9 @@ func (c *Core) proposeAt(inst uint64, v Value) {
 	}
 }
 
+// queueStart is the capacity Propose gives an empty queue.
+const queueStart = 8
+
 // Propose queues cmd for the next instance; tag comes back in Applied.Tags
 // or Failed.Tags. It returns ErrNotMaster, ErrOverloaded or ErrTooLarge at
 // once when the command cannot be queued.
@@ -132,6 +135,12 @@ func (c *Core) Propose(cmd []byte, tag uint64) error {
 	}
 	if len(c.queue) >= c.cfg.MaxQueue {
 		return ErrOverloaded
+	}
+	if c.queue == nil {
+		// The queue's array becomes the next instance's commands; start
+		// it at a size that carries a shallow round without regrowing.
+		c.queue = make([][]byte, 0, queueStart)
+		c.queueTags = make([]uint64, 0, queueStart)
 	}
 	c.queue = append(c.queue, cmd)
 	c.queueTags = append(c.queueTags, tag)
