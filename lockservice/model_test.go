@@ -518,6 +518,9 @@ func TestCommandCodecRoundTrip(t *testing.T) {
 	for range 2000 {
 		c := g.next(g.keys[g.r.IntN(len(g.keys))])
 		b := appendCommand(nil, &c)
+		if h := c.sizeHint(); len(b) > h {
+			t.Fatalf("%+v encodes to %d bytes, over its size hint %d", c, len(b), h)
+		}
 		d, err := decodeCommand(b)
 		if err != nil {
 			t.Fatalf("decode %+v: %v", c, err)
@@ -535,6 +538,23 @@ func TestCommandCodecRoundTrip(t *testing.T) {
 			if _, err := decodeCommand(b[:cut]); err == nil {
 				t.Fatalf("a command cut at %d/%d decoded", cut, len(b))
 			}
+		}
+	}
+}
+
+// TestCommandSizeHintBounds: sizeHint is an upper bound even when every
+// varint is at its longest (the random commands above use small numbers).
+func TestCommandSizeHintBounds(t *testing.T) {
+	const u64, u32 = ^uint64(0), ^uint32(0)
+	big := wire.Owner{Client: u64, ID: u64}
+	g := grant{owner: big, kind: wire.KindSemaphore, ttlMs: u32, value: "waiter", permits: u32, limit: u32}
+	for _, c := range []command{
+		{op: opRelease, key: "ns/k", owner: big, ttlMs: u32, token: u64, data: []byte("data")},
+		{op: opAcquire, key: "ns/k", owner: big, kind: wire.KindSemaphore, ttlMs: u32, token: u64, setValue: true, value: "holder", permits: u32, limit: u32},
+		{op: opRelease, key: "ns/k", owner: big, ttlMs: u32, token: u64, grants: []grant{g, g, g}, setValue: true, value: "holder", permits: u32, limit: u32},
+	} {
+		if b := appendCommand(nil, &c); len(b) > c.sizeHint() {
+			t.Errorf("%+v encodes to %d bytes, over its size hint %d", c, len(b), c.sizeHint())
 		}
 	}
 }

@@ -143,15 +143,19 @@ func (c *command) hasSem() bool {
 
 var errBadCommand = errors.New("lockservice: malformed command")
 
-// sizeHint is about the length appendCommand gives c (a little more as a
-// rule), so that the encoding is one allocation.
+// sizeHint bounds the length appendCommand gives c from above (every
+// varint counted at its longest), so that the encoding is one allocation:
+// the head's seven varints, two bytes, key and data; per grant its owner,
+// TTL, kind, value and semaphore fields; the tail's flags, value, count
+// and semaphore fields.
 func (c *command) sizeHint() int {
-	n := 2 + len(c.key) + 5*binary.MaxVarintLen64 + len(c.data) + len(c.value)
+	const v = binary.MaxVarintLen64
+	n := 2 + 7*v + len(c.key) + len(c.data)
 	for _, g := range c.grants {
-		n += 6*binary.MaxVarintLen64 + 1 + len(g.value)
+		n += 6*v + 1 + len(g.value)
 	}
 	if c.hasValues() {
-		n += 5 * binary.MaxVarintLen64
+		n += 6*v + len(c.value)
 	}
 	return n
 }
