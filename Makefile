@@ -4,7 +4,7 @@ BIN     := bin
 RUNDIR  ?= .run
 RACE_PKGS := ./paxos/... ./lockservice/... ./server/... ./client/... ./registry/... ./session/...
 
-.PHONY: all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-failover failover-check e2e backup-check chaos fuzz console-test
+.PHONY: all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
 
 all: build
 
@@ -96,6 +96,16 @@ bench: build
 		-workers 64 -keys 16 -duration 8s -warmup 2s -repeats 3 \
 		-sweep 1,4,8,16,64,256 -sweep-duration 3s -sweep-warmup 1s \
 		-out results $(BENCH_FLAGS)
+
+# bench-ab judges a performance change: a same-run A/B of two builds
+# (bench/scripts/ab.sh), ROUNDS rounds of paxlock against Redis with the
+# two builds in alternating order, each on a fresh cluster, and a table of
+# every round with the medians. A is a git revision; B defaults to the
+# working tree. make bench-ab A=main [B=HEAD] [ROUNDS=4]. About 1.5 minutes
+# a round.
+bench-ab:
+	@test -n "$(A)" || { echo "usage: make bench-ab A=<git revision> [B=<revision>, default: the working tree] [ROUNDS=4]" >&2; exit 2; }
+	ROUNDS=$(or $(ROUNDS),4) bench/scripts/ab.sh $(A) $(or $(B),.)
 
 # bench-failover kills (-9) a node of a 3-process cluster 5 times under
 # client load and reports how long its groups stay unavailable to clients

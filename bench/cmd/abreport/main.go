@@ -1,0 +1,275 @@
+// Command abreport summarizes a same-run A/B comparison of two paxlock
+// builds made by bench/scripts/ab.sh: rounds of lockbench, each round
+// running build A and build B (in alternating order) against a fresh
+// cluster, each followed by Redis on the same machine.
+//
+// On a shared 2-core machine one run of either build varies by 15% or more
+// from the next, so a single before/after pair says little. abreport
+// therefore shows every round, each build's figures next to the Redis run
+// that followed it (the same-round ratio cancels most of the machine's
+// drift), and the medians over rounds:
+//
+//	abreport -a A-label -b B-label DIR
+//
+// DIR holds one lockbench output directory per round and side, named
+// <round>-a and <round>-b (results.json inside).
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/paxlock/paxlock/bench/load"
+	"github.com/paxlock/paxlock/bench/report"
+)
+
+func main() {
+	a := flag.String("a", "A", "label of build A")
+	b := flag.String("b", "B", "label of build B")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: abreport [-a label] [-b label] DIR")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	rounds, err := readRounds(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "abreport:", err)
+		os.Exit(1)
+	}
+	write(os.Stdout, *a, *b, rounds)
+}
+
+// errNoRounds: the directory holds no round with both sides' results.
+var errNoRounds = errors.New("no complete round")
+
+// round is one round's two lockbench reports.
+type round struct {
+	n    int
+	a, b *report.Report
+}
+
+// readRounds reads dir/<n>-a/results.json and dir/<n>-b/results.json for
+// every round n found, in order of n.
+func readRounds(dir string) ([]round, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	byN := map[int]*round{}
+	for _, e := range ents {
+		num, side, ok := strings.Cut(e.Name(), "-")
+		n, err := strconv.Atoi(num)
+		if !e.IsDir() || !ok || err != nil || (side != "a" && side != "b") {
+			continue
+		}
+		r, err := readReport(filepath.Join(dir, e.Name(), "results.json"))
+		if err != nil {
+			return nil, err
+		}
+		if byN[n] == nil {
+			byN[n] = &round{n: n}
+		}
+		if side == "a" {
+			byN[n].a = r
+		} else {
+			byN[n].b = r
+		}
+	}
+	var out []round
+	for _, r := range byN {
+		if r.a != nil && r.b != nil {
+			out = append(out, *r)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w (<n>-a and <n>-b with results.json) in %s", errNoRounds, dir)
+	}
+	slices.SortFunc(out, func(x, y round) int { return x.n - y.n })
+	return out, nil
+}
+
+func readReport(path string) (*report.Report, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r report.Report
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// side is one build's figures in one scenario of one round.
+type side struct {
+	ops, redis, cpu, p99 float64
+	errors               int64
+	ok                   bool
+}
+
+// ratio is ops over Redis's ops in the same round (0 without Redis).
+func (s side) ratio() float64 {
+	if s.redis == 0 {
+		return 0
+	}
+	return s.ops / s.redis
+}
+
+// figures reads paxlock's and Redis's results of scenario sc from r.
+func figures(r *report.Report, sc string) side {
+	var s side
+	for _, res := range r.Results {
+		if res.Scenario.Name != sc || !res.Supported {
+			continue
+		}
+		switch res.System {
+		case "paxlock":
+			s.ok = true
+			s.ops = res.OpsPerSec.Median
+			s.errors = res.ErrorCount()
+			if res.CPU != nil {
+				s.cpu = res.CPU.TotalUsPerOp
+			}
+			if res.Acquire != nil {
+				s.p99 = res.Acquire.P99Ms
+			}
+		case "redis":
+			s.redis = res.OpsPerSec.Median
+		}
+	}
+	return s
+}
+
+// scenarios lists the scenarios of the first round's A report, in order.
+func scenarios(rs []round) []string {
+	var out []string
+	for _, res := range rs[0].a.Results {
+		if !slices.Contains(out, res.Scenario.Name) {
+			out = append(out, res.Scenario.Name)
+		}
+	}
+	return out
+}
+
+func write(w io.Writer, la, lb string, rs []round) {
+	fmt.Fprintf(w, "# A/B: %s (A) against %s (B), %d rounds\n\n", la, lb, len(rs))
+	for _, sc := range scenarios(rs) {
+		fmt.Fprintf(w, "## %s\n\n", sc)
+		fmt.Fprintln(w, "| round | A ops/s | A / Redis | A CPU µs/op | A acquire p99 ms | B ops/s | B / Redis | B CPU µs/op | B acquire p99 ms |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+		var as, bs []side
+		for _, r := range rs {
+			a, b := figures(r.a, sc), figures(r.b, sc)
+			if !a.ok || !b.ok {
+				continue
+			}
+			as, bs = append(as, a), append(bs, b)
+			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.n,
+				num(a.ops), times(a.ratio()), num(a.cpu), dec(a.p99),
+				num(b.ops), times(b.ratio()), num(b.cpu), dec(b.p99))
+		}
+		if len(as) == 0 {
+			fmt.Fprintf(w, "\nno round measured paxlock in %s\n\n", sc)
+			continue
+		}
+		ma, mb := medians(as), medians(bs)
+		fmt.Fprintf(w, "| **median** | %s | %s | %s | %s | %s | %s | %s | %s |\n\n",
+			num(ma.ops), times(ma.ratio()), num(ma.cpu), dec(ma.p99),
+			num(mb.ops), times(mb.ratio()), num(mb.cpu), dec(mb.p99))
+		wins := 0
+		for i := range as {
+			if bs[i].ratio() > as[i].ratio() {
+				wins++
+			}
+		}
+		fmt.Fprintf(w, "B / A: ops/s %s, ratio to Redis %s, CPU per op %s; B's ratio to Redis above A's in %d of %d rounds.\n",
+			change(ma.ops, mb.ops), change(ma.ratio(), mb.ratio()), change(ma.cpu, mb.cpu), wins, len(as))
+		if ea, eb := errs(as), errs(bs); ea+eb > 0 {
+			fmt.Fprintf(w, "Errors: A %d, B %d (see each round's results.md).\n", ea, eb)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+// medians is the per-field median of ss; its redis field is chosen so
+// that ratio() returns the median of the rounds' ratios.
+func medians(ss []side) side {
+	pick := func(f func(side) float64) float64 {
+		vs := make([]float64, len(ss))
+		for i, s := range ss {
+			vs[i] = f(s)
+		}
+		return load.SpreadOf(vs).Median
+	}
+	m := side{ok: true, ops: pick(func(s side) float64 { return s.ops }), cpu: pick(func(s side) float64 { return s.cpu }),
+		p99: pick(func(s side) float64 { return s.p99 })}
+	if r := pick(side.ratio); r > 0 {
+		m.redis = m.ops / r
+	}
+	return m
+}
+
+func errs(ss []side) int64 {
+	var n int64
+	for _, s := range ss {
+		n += s.errors
+	}
+	return n
+}
+
+func num(v float64) string {
+	if v == 0 {
+		return "n/a"
+	}
+	s := strconv.FormatFloat(v, 'f', 0, 64)
+	if v < 100 {
+		s = strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	// Thousands separators, as lockbench's report writes them.
+	intPart, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range intPart {
+		if i > 0 && (len(intPart)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if frac != "" {
+		b.WriteString("." + frac)
+	}
+	return b.String()
+}
+
+func dec(v float64) string {
+	if v == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64)
+}
+
+func times(v float64) string {
+	if v == 0 {
+		return "n/a"
+	}
+	return strconv.FormatFloat(v, 'f', 2, 64) + "×"
+}
+
+// change is b relative to a as a signed percentage.
+func change(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f%%", (b/a-1)*100)
+}
