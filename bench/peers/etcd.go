@@ -55,7 +55,7 @@ func (e *etcdLocker) Caps() load.Caps {
 		Fencing: true,
 		Wait:    "server watch on the predecessor's key",
 		Notes: []string{
-			fmt.Sprintf("3 members; concurrency.Mutex, one session (lease, TTL %ds) per worker", e.ttl),
+			fmt.Sprintf("3 members, each with GOMAXPROCS cores/3 (at least 1); concurrency.Mutex, one session (lease, TTL %ds) per worker", e.ttl),
 			"renew = KeepAliveOnce of the worker's session lease",
 			"token = revision of the acquire's response header",
 		},

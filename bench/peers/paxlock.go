@@ -139,6 +139,7 @@ func (p *paxlockLocker) Caps() load.Caps {
 		CommandsPerRenew: 1,
 		Notes: []string{
 			fmt.Sprintf("%d nodes, %d Paxos groups, fsync on every accept (Pebble)", nodes, groups),
+			"each node's GOMAXPROCS is its share of the cores (cores/3, at least 1), as scripts/cluster.sh starts them",
 			"one client.Client shared by all workers (one multiplexed connection per node" + map[bool]string{true: ", TLS 1.3 to the nodes' client_tls_addr", false: ", plain TCP"}[p.tls] + ")",
 			"a new Mutex/RWMutex handle per acquire; acquire = Lock with the deadline; release = Unlock with the token",
 		},

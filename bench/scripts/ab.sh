@@ -21,6 +21,8 @@
 #                    settings added to every node's config on that side (as
 #                    scripts/cluster.sh's CLUSTER_EXTRA), to compare settings
 #                    of one build: ab.sh . . with CLUSTER_EXTRA_B='"instance_window": 1'
+#   ENV_A, ENV_B     NAME=value words set in that side's nodes' environment,
+#                    for runtime settings: ENV_B='GOGC=400 GOMAXPROCS=1'
 #   AB_DIR           where builds, results and report go (default
 #                    ${TMPDIR:-/tmp}/paxlock-ab; emptied first)
 #
@@ -43,6 +45,9 @@ die() { log "error: $*"; exit 1; }
 rev_a=$1
 rev_b=${2:-.}
 [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive number, not '$ROUNDS'"
+for w in ${ENV_A:-} ${ENV_B:-}; do
+	[[ "$w" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "ENV_A and ENV_B take NAME=value words, not '$w'"
+done
 
 # label names a revision in the report: its short hash, or the working tree.
 label() {
@@ -89,9 +94,10 @@ trap cleanup EXIT INT TERM
 
 # one SIDE ROUND runs lockbench against a fresh cluster of that side's build.
 one() {
-	local s=$1 n=$2 extra
-	if [ "$s" = a ]; then extra="${CLUSTER_EXTRA_A:-}"; else extra="${CLUSTER_EXTRA_B:-}"; fi
-	CLUSTER_EXTRA="$extra" BIN="$AB_DIR/bin-$s" "$here/paxlock.sh" start
+	local s=$1 n=$2 extra envs
+	if [ "$s" = a ]; then extra="${CLUSTER_EXTRA_A:-}" envs="${ENV_A:-}"; else extra="${CLUSTER_EXTRA_B:-}" envs="${ENV_B:-}"; fi
+	# shellcheck disable=SC2086 # envs is a list of NAME=value words
+	env $envs CLUSTER_EXTRA="$extra" BIN="$AB_DIR/bin-$s" "$here/paxlock.sh" start
 	# shellcheck disable=SC2086 # AB_FLAGS is a list of flags
 	"$AB_DIR/lockbench" -systems paxlock,redis -idle 0 $AB_FLAGS -out "$AB_DIR/$n-$s" >"$AB_DIR/$n-$s.log" 2>&1 ||
 		{ BIN="$AB_DIR/bin-$s" "$here/paxlock.sh" stop; die "lockbench failed in round $n ($s); see $AB_DIR/$n-$s.log"; }

@@ -177,6 +177,13 @@ status_redis() {
 
 # ------------------------------------------------------------------- etcd --
 
+# member_procs is a member's GOMAXPROCS: a third of the cores, at least one.
+member_procs() {
+	local n
+	n=$(($(nproc 2>/dev/null || echo 3) / 3))
+	echo $((n > 0 ? n : 1))
+}
+
 etcd_dir="$PEERS_DIR/etcd"
 
 etcd_endpoints() {
@@ -202,7 +209,9 @@ start_etcd() {
 	done
 	for i in 0 1 2; do
 		n=m$((i + 1))
-		etcd --name "$n" --data-dir "$etcd_dir/$n.data" \
+		# Each member gets its share of the cores, as paxlock's nodes do
+		# (scripts/cluster.sh): three members share this machine.
+		GOMAXPROCS="${GOMAXPROCS:-$(member_procs)}" etcd --name "$n" --data-dir "$etcd_dir/$n.data" \
 			--listen-client-urls "http://127.0.0.1:${ETCD_CLIENT_PORTS[$i]}" \
 			--advertise-client-urls "http://127.0.0.1:${ETCD_CLIENT_PORTS[$i]}" \
 			--listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORTS[$i]}" \
