@@ -75,8 +75,8 @@ running() { [ -f "$RUNDIR/n$1.pid" ] && kill -0 "$(cat "$RUNDIR/n$1.pid")" 2>/de
 # node_procs is each node's GOMAXPROCS: the nodes share this machine, so
 # each gets its share of the cores (at least one), as it would on a machine
 # or in a container of that size; with the default (every node sized for
-# the whole machine) three nodes on 2 cores spent 14% more CPU per op and
-# were 16% slower when CPU-bound (README, Performance). GOMAXPROCS in the
+# the whole machine) three nodes on 2 cores spent 16% more CPU per op and
+# were 14% slower when CPU-bound (README, Performance). GOMAXPROCS in the
 # environment wins.
 node_procs() {
   if [ -n "${GOMAXPROCS:-}" ]; then echo "$GOMAXPROCS"; return; fi
