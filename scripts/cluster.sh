@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts, stops or inspects a local 3-node paxlock cluster on loopback.
-#   scripts/cluster.sh start|stop|status
+#   scripts/cluster.sh start|stop|status|procs
+# (procs prints the GOMAXPROCS each co-located node gets; bench/scripts/
+# peers.sh gives etcd's members the same.)
 # Data, configs, logs and pids live under $RUNDIR (default .run).
 #
 # Secure by default: on first start, paxlockctl certs writes a development
@@ -154,5 +156,6 @@ case "${1:-}" in
   start) start ;;
   stop) stop ;;
   status) ctl status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  procs) node_procs ;;
+  *) echo "usage: $0 start|stop|status|procs" >&2; exit 2 ;;
 esac

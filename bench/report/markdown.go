@@ -481,3 +481,17 @@ func capitalize(s string) string {
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
 }
+
+// FormatOps, FormatMs, FormatUs and FormatRatio print rates, milliseconds,
+// microseconds of CPU and a ratio as results.md does, for other tools that
+// print the harness's figures (cmd/abreport).
+func FormatOps(v float64) string { return fmtOps(v) }
+
+// FormatMs prints milliseconds with three significant digits.
+func FormatMs(v float64) string { return fmtMs(v) }
+
+// FormatUs prints microseconds with about three significant digits.
+func FormatUs(v float64) string { return fmtUs(v) }
+
+// FormatRatio prints a/b as "0.45×" ("—" when b is 0).
+func FormatRatio(a, b float64) string { return fmtRatio(a, b) }

@@ -177,12 +177,9 @@ status_redis() {
 
 # ------------------------------------------------------------------- etcd --
 
-# member_procs is a member's GOMAXPROCS: a third of the cores, at least one.
-member_procs() {
-	local n
-	n=$(($(nproc 2>/dev/null || echo 3) / 3))
-	echo $((n > 0 ? n : 1))
-}
+# member_procs is a member's GOMAXPROCS: what paxlock's cluster script gives
+# each of its three nodes (their share of the cores).
+member_procs() { "$(cd "$(dirname "$0")/../.." && pwd)/scripts/cluster.sh" procs; }
 
 etcd_dir="$PEERS_DIR/etcd"
 
@@ -211,7 +208,7 @@ start_etcd() {
 		n=m$((i + 1))
 		# Each member gets its share of the cores, as paxlock's nodes do
 		# (scripts/cluster.sh): three members share this machine.
-		GOMAXPROCS="${GOMAXPROCS:-$(member_procs)}" etcd --name "$n" --data-dir "$etcd_dir/$n.data" \
+		GOMAXPROCS="$(member_procs)" etcd --name "$n" --data-dir "$etcd_dir/$n.data" \
 			--listen-client-urls "http://127.0.0.1:${ETCD_CLIENT_PORTS[$i]}" \
 			--advertise-client-urls "http://127.0.0.1:${ETCD_CLIENT_PORTS[$i]}" \
 			--listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORTS[$i]}" \

@@ -112,24 +112,19 @@ func readReport(path string) (*report.Report, error) {
 	return &r, nil
 }
 
-// side is one build's figures in one scenario of one round.
+// side is one build's figures in one scenario of one round: paxlock's
+// ops/s, its ratio to Redis's ops/s in the same round (0 without Redis),
+// CPU µs per op and acquire p99.
 type side struct {
-	ops, redis, cpu, p99 float64
+	ops, ratio, cpu, p99 float64
 	errors               int64
 	ok                   bool
-}
-
-// ratio is ops over Redis's ops in the same round (0 without Redis).
-func (s side) ratio() float64 {
-	if s.redis == 0 {
-		return 0
-	}
-	return s.ops / s.redis
 }
 
 // figures reads paxlock's and Redis's results of scenario sc from r.
 func figures(r *report.Report, sc string) side {
 	var s side
+	var redis float64
 	for _, res := range r.Results {
 		if res.Scenario.Name != sc || !res.Supported {
 			continue
@@ -146,8 +141,11 @@ func figures(r *report.Report, sc string) side {
 				s.p99 = res.Acquire.P99Ms
 			}
 		case "redis":
-			s.redis = res.OpsPerSec.Median
+			redis = res.OpsPerSec.Median
 		}
+	}
+	if redis > 0 {
+		s.ratio = s.ops / redis
 	}
 	return s
 }
@@ -176,26 +174,23 @@ func write(w io.Writer, la, lb string, rs []round) {
 				continue
 			}
 			as, bs = append(as, a), append(bs, b)
-			fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.n,
-				num(a.ops), times(a.ratio()), num(a.cpu), dec(a.p99),
-				num(b.ops), times(b.ratio()), num(b.cpu), dec(b.p99))
+			fmt.Fprintf(w, "| %d | %s | %s |\n", r.n,
+				row(a), row(b))
 		}
 		if len(as) == 0 {
 			fmt.Fprintf(w, "\nno round measured paxlock in %s\n\n", sc)
 			continue
 		}
 		ma, mb := medians(as), medians(bs)
-		fmt.Fprintf(w, "| **median** | %s | %s | %s | %s | %s | %s | %s | %s |\n\n",
-			num(ma.ops), times(ma.ratio()), num(ma.cpu), dec(ma.p99),
-			num(mb.ops), times(mb.ratio()), num(mb.cpu), dec(mb.p99))
+		fmt.Fprintf(w, "| **median** | %s | %s |\n\n", row(ma), row(mb))
 		wins := 0
 		for i := range as {
-			if bs[i].ratio() > as[i].ratio() {
+			if bs[i].ratio > as[i].ratio {
 				wins++
 			}
 		}
 		fmt.Fprintf(w, "B / A: ops/s %s, ratio to Redis %s, CPU per op %s; B's ratio to Redis above A's in %d of %d rounds.\n",
-			change(ma.ops, mb.ops), change(ma.ratio(), mb.ratio()), change(ma.cpu, mb.cpu), wins, len(as))
+			change(ma.ops, mb.ops), change(ma.ratio, mb.ratio), change(ma.cpu, mb.cpu), wins, len(as))
 		if ea, eb := errs(as), errs(bs); ea+eb > 0 {
 			fmt.Fprintf(w, "Errors: A %d, B %d (see each round's results.md).\n", ea, eb)
 		}
@@ -203,8 +198,8 @@ func write(w io.Writer, la, lb string, rs []round) {
 	}
 }
 
-// medians is the per-field median of ss; its redis field is chosen so
-// that ratio() returns the median of the rounds' ratios.
+// medians is the per-field median of ss (the ratio's is the median of the
+// rounds' ratios, not the ratio of the medians).
 func medians(ss []side) side {
 	pick := func(f func(side) float64) float64 {
 		vs := make([]float64, len(ss))
@@ -213,12 +208,8 @@ func medians(ss []side) side {
 		}
 		return load.SpreadOf(vs).Median
 	}
-	m := side{ok: true, ops: pick(func(s side) float64 { return s.ops }), cpu: pick(func(s side) float64 { return s.cpu }),
-		p99: pick(func(s side) float64 { return s.p99 })}
-	if r := pick(side.ratio); r > 0 {
-		m.redis = m.ops / r
-	}
-	return m
+	return side{ok: true, ops: pick(func(s side) float64 { return s.ops }), ratio: pick(func(s side) float64 { return s.ratio }),
+		cpu: pick(func(s side) float64 { return s.cpu }), p99: pick(func(s side) float64 { return s.p99 })}
 }
 
 func errs(ss []side) int64 {
@@ -229,41 +220,23 @@ func errs(ss []side) int64 {
 	return n
 }
 
-func num(v float64) string {
-	if v == 0 {
-		return "n/a"
+// row is one side's cells in the report's formats: ops/s, ratio to
+// Redis, CPU µs per op, acquire p99 ms ("n/a" where not measured).
+func row(s side) string {
+	cells := []string{"n/a", "n/a", "n/a", "n/a"}
+	if s.ops > 0 {
+		cells[0] = report.FormatOps(s.ops)
 	}
-	s := strconv.FormatFloat(v, 'f', 0, 64)
-	if v < 100 {
-		s = strconv.FormatFloat(v, 'f', 1, 64)
+	if s.ratio > 0 {
+		cells[1] = report.FormatRatio(s.ratio, 1)
 	}
-	// Thousands separators, as lockbench's report writes them.
-	intPart, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	for i, c := range intPart {
-		if i > 0 && (len(intPart)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
+	if s.cpu > 0 {
+		cells[2] = report.FormatUs(s.cpu)
 	}
-	if frac != "" {
-		b.WriteString("." + frac)
+	if s.p99 > 0 {
+		cells[3] = report.FormatMs(s.p99)
 	}
-	return b.String()
-}
-
-func dec(v float64) string {
-	if v == 0 {
-		return "n/a"
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
-}
-
-func times(v float64) string {
-	if v == 0 {
-		return "n/a"
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64) + "×"
+	return strings.Join(cells, " | ")
 }
 
 // change is b relative to a as a signed percentage.
