@@ -75,6 +75,13 @@ type StoreOptions struct {
 	// allows that (see asyncSyncer) and falls back to the plain call where
 	// it does not.
 	BlockingSync bool
+	// NoWALSpares turns off the zero-filled files the store otherwise
+	// keeps ready for Pebble's next WAL on the operating system's
+	// filesystem (see walSpares): on a copy-on-write filesystem, where
+	// writing over a file allocates anew, they only cost writes.
+	NoWALSpares bool
+	// walSparesOnFS gives a store on FS (a test's) WAL spares too.
+	walSparesOnFS bool
 }
 
 // Store is a node's durable state for every group it hosts: acceptor hard
@@ -123,6 +130,8 @@ type Store struct {
 	log   *slog.Logger
 	h     *storeHealth
 	async *asyncSyncer // nil: fdatasync blocks a thread
+	// spares hands Pebble zero-filled WAL files; nil without them.
+	spares *walSpares
 	// wmu serializes writes handed to Pebble with the check of h.
 	wmu sync.Mutex
 }
@@ -148,21 +157,32 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 			}
 		}
 	}
+	memTable := uint64(storeMemTableSize)
+	if opts.MemTableSize > 0 {
+		memTable = opts.MemTableSize
+	}
+	var spares *walSpares
+	if (opts.FS == nil || opts.walSparesOnFS) && !opts.NoWALSpares {
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			if async != nil {
+				async.close()
+			}
+			return nil, fmt.Errorf("paxos: open store %q: %w", dir, err)
+		}
+		spares = openWALSpares(fs, dir, memTable, log)
+	}
 	po := &pebble.Options{
 		FormatMajorVersion:          storeFormat,
 		Logger:                      pebbleLogger{log: base.With("component", "pebble"), h: h},
-		MemTableSize:                storeMemTableSize,
+		MemTableSize:                memTable,
 		MemTableStopWritesThreshold: 4,
 		L0CompactionThreshold:       4,
 		L0StopWritesThreshold:       24,
 		CacheSize:                   storeCacheSize,
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 2 },
-		FS:                          &fenceFS{FS: fs, h: h, async: async},
+		FS:                          &fenceFS{FS: fs, h: h, async: async, spares: spares},
 	}
 	po.Experimental.CompactionScheduler = newLazyCompactionScheduler()
-	if opts.MemTableSize > 0 {
-		po.MemTableSize = opts.MemTableSize
-	}
 	if opts.CacheSize > 0 {
 		po.CacheSize = opts.CacheSize
 	}
@@ -179,10 +199,13 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 		if async != nil {
 			async.close()
 		}
+		if spares != nil {
+			spares.close()
+		}
 		return nil, fmt.Errorf("paxos: open store %q: %w", dir, err)
 	}
-	log.Info("store open", "dir", dir, "format", db.FormatMajorVersion(), "io_uring_fsync", async != nil)
-	return &Store{db: db, log: log, h: h, async: async}, nil
+	log.Info("store open", "dir", dir, "format", db.FormatMajorVersion(), "io_uring_fsync", async != nil, "wal_spares", spares != nil)
+	return &Store{db: db, log: log, h: h, async: async, spares: spares}, nil
 }
 
 // Err returns nil while the store is healthy, and after a storage failure
@@ -253,6 +276,9 @@ func (s *Store) Close() error {
 	defer func() {
 		if s.async != nil {
 			s.async.close()
+		}
+		if s.spares != nil {
+			s.spares.close()
 		}
 	}()
 	if ferr := s.h.failed(); ferr != nil {

@@ -82,6 +82,11 @@ type fenceFS struct {
 	h *storeHealth
 	// async, if set, runs fdatasync through io_uring (see asyncSyncer).
 	async *asyncSyncer
+	// spares, if set, hands Pebble's new WALs zero-filled files (see
+	// walSpares).
+	spares *walSpares
+	// lastWAL is the WAL file Pebble created last (with spares only).
+	lastWAL atomic.Pointer[fenceFile]
 }
 
 // isMeta reports whether name is a MANIFEST or a marker file.
@@ -132,8 +137,52 @@ func (fs *fenceFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 	if err := fs.guardCreate(name); err != nil {
 		return nil, err
 	}
+	if fs.spares != nil && isWAL(name) {
+		if f, ok := fs.fromSpare(name, category, 0); ok {
+			return f, nil
+		}
+		f, err := fs.FS.Create(name, category)
+		if err != nil {
+			return nil, fs.observe(err)
+		}
+		return fs.wrapWAL(name, f), nil
+	}
 	f, err := fs.FS.Create(name, category)
 	return fs.wrap(name, f, err)
+}
+
+// fromSpare renames a WAL spare larger than minSize to name and opens it
+// for writing from its start. It reports false, and leaves name alone,
+// when there is none or the rename failed (the spare is given back).
+func (fs *fenceFS) fromSpare(name string, category vfs.DiskWriteCategory, minSize int64) (vfs.File, bool) {
+	path, size, ok := fs.spares.take(minSize, fs.lastWALBytes())
+	if !ok {
+		return nil, false
+	}
+	f, err := fs.FS.ReuseForWrite(path, name, category)
+	if err != nil {
+		fs.spares.log.Warn("could not use a WAL spare", "wal", name, "err", err)
+		fs.spares.put(path, size)
+		return nil, false
+	}
+	return fs.wrapWAL(name, f), true
+}
+
+// lastWALBytes returns how much Pebble wrote to the WAL it created last,
+// or 0.
+func (fs *fenceFS) lastWALBytes() int64 {
+	if f := fs.lastWAL.Load(); f != nil {
+		return f.written.Load()
+	}
+	return 0
+}
+
+// wrapWAL wraps a WAL file that opened without an error and remembers it
+// as the last WAL, counting what Pebble writes to it.
+func (fs *fenceFS) wrapWAL(name string, f vfs.File) vfs.File {
+	wf := &fenceFile{File: f, fs: fs, name: name, wal: true}
+	fs.lastWAL.Store(wf)
+	return wf
 }
 
 func (fs *fenceFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
@@ -144,12 +193,53 @@ func (fs *fenceFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, op
 	return fs.wrap(name, f, err)
 }
 
+// ReuseForWrite recycles an obsolete WAL, or, when oldname is smaller
+// than what Pebble wrote to its last WAL (the new one would be appended to
+// past its end) and a larger WAL spare is ready, removes oldname and
+// renames the spare to newname instead (ReuseForWrite's contract allows
+// either; see walSpares). Once Pebble's WALs have stopped growing, its
+// recycled ones are large enough and spares are left alone.
 func (fs *fenceFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if err := fs.guardCreate(newname); err != nil {
 		return nil, err
 	}
+	if fs.spares != nil && isWAL(newname) {
+		if fi, err := fs.FS.Stat(oldname); err == nil && fi.Size() < fs.lastWALBytes() {
+			if f, ok := fs.replaceBySpare(oldname, newname, category, fi.Size()); ok {
+				return f, nil
+			}
+		}
+	}
 	f, err := fs.FS.ReuseForWrite(oldname, newname, category)
+	if err == nil && fs.spares != nil && isWAL(newname) {
+		return fs.wrapWAL(newname, f), nil
+	}
 	return fs.wrap(newname, f, err)
+}
+
+// replaceBySpare is ReuseForWrite with a spare larger than oldSize in
+// oldname's place. It reports false, with oldname untouched, when there is
+// no such spare or oldname could not be removed.
+func (fs *fenceFS) replaceBySpare(oldname, newname string, category vfs.DiskWriteCategory, oldSize int64) (vfs.File, bool) {
+	path, size, ok := fs.spares.take(oldSize, fs.lastWALBytes())
+	if !ok {
+		return nil, false
+	}
+	if err := fs.FS.Remove(oldname); err != nil {
+		fs.spares.put(path, size)
+		return nil, false
+	}
+	f, err := fs.FS.ReuseForWrite(path, newname, category)
+	if err != nil {
+		// oldname is gone: newname is made as Create would.
+		fs.spares.log.Warn("could not use a WAL spare", "wal", newname, "err", err)
+		fs.spares.put(path, size)
+		if f, err = fs.FS.Create(newname, category); err != nil {
+			_ = fs.observe(err)
+			return nil, false
+		}
+	}
+	return fs.wrapWAL(newname, f), true
 }
 
 // OpenDir's directories are synced after a create or rename in them.
@@ -202,6 +292,10 @@ type fenceFile struct {
 	vfs.File
 	fs   *fenceFS
 	name string
+	// wal: a WAL file of a store with spares; written counts the bytes
+	// Pebble wrote to it (see walSpares.take).
+	wal     bool
+	written atomic.Int64
 }
 
 func (f *fenceFile) Write(p []byte) (int, error) {
@@ -209,6 +303,9 @@ func (f *fenceFile) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	n, err := f.File.Write(p)
+	if f.wal {
+		f.written.Add(int64(n))
+	}
 	return n, f.fs.observe(err)
 }
 

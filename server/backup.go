@@ -346,7 +346,7 @@ func Restore(cfg Config, file string, log *slog.Logger) (lockservice.BackupInfo,
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return info, fmt.Errorf("server: restore: data dir: %w", err)
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing})
+	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
 	if err != nil {
 		undo()
 		return info, fmt.Errorf("server: restore: %w", err)

@@ -92,6 +92,11 @@ type Config struct {
 	// it (see paxos.StoreOptions.BlockingSync), falling back by itself
 	// where it does not.
 	DisableIOURing bool `json:"disable_io_uring"`
+	// DisableWALSpares turns off the zero-filled files the store keeps
+	// ready for Pebble's next WAL (see paxos.StoreOptions.NoWALSpares):
+	// worth it on a copy-on-write filesystem (btrfs, ZFS), where writing
+	// over a file allocates anew anyway.
+	DisableWALSpares bool `json:"disable_wal_spares"`
 	// AdminAddr serves /status and /metrics over HTTP ("" disables it).
 	AdminAddr string `json:"admin_addr"`
 	// ClusterName keeps clusters apart in gossip (default "paxlock").

@@ -213,7 +213,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		// its snapshot came) must wait for one, not start alone.
 		cfg.Join, s.cfg.Join = true, true
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing})
+	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
 	if err != nil {
 		s.endLife()
 		return nil, err
