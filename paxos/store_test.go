@@ -614,16 +614,7 @@ func TestStoreCrashDurability(t *testing.T) {
 		storeMustCommit(t, b, false)
 		b.Close()
 
-		cfg := vfs.CrashCloneCfg{}
-		if seed > 0 {
-			cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: int(seed * 12), RNG: rand.New(rand.NewPCG(seed, 1))}
-		}
-		crashed := fs.CrashClone(cfg)
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		opts.FS = crashed
-		s = openStoreForTest(t, "node", opts)
+		s, _ = storeCrashReopen(t, fs, s, opts, seed, 12)
 		st, err := s.LoadGroup(g)
 		if err != nil {
 			t.Fatal(err)
@@ -643,6 +634,24 @@ func TestStoreCrashDurability(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// storeCrashReopen takes a crash image of fs, the filesystem of store s
+// in "node": all that was synced, and with seed > 0 a random seed×pct
+// percent of what was not. It closes s and returns the store opened on
+// the image, and the image.
+func storeCrashReopen(t testing.TB, fs *vfs.MemFS, s *Store, opts StoreOptions, seed uint64, pct int) (*Store, *vfs.MemFS) {
+	t.Helper()
+	cfg := vfs.CrashCloneCfg{}
+	if seed > 0 {
+		cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: int(seed) * pct, RNG: rand.New(rand.NewPCG(seed, 1))}
+	}
+	crashed := fs.CrashClone(cfg)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	opts.FS = crashed
+	return openStoreForTest(t, "node", opts), crashed
 }
 
 func TestStoreConcurrentGroups(t *testing.T) {

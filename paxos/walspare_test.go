@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -41,16 +40,7 @@ func TestWALSparesSurviveCrash(t *testing.T) {
 		if taken := s.spares.taken.Load(); taken < 3 {
 			t.Fatalf("seed %d: %d WALs came from spares, want at least 3", seed, taken)
 		}
-		cfg := vfs.CrashCloneCfg{}
-		if seed > 0 {
-			cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: int(seed * 30), RNG: rand.New(rand.NewPCG(seed, 7))}
-		}
-		crashed := fs.CrashClone(cfg)
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-		opts.FS = crashed
-		s = openStoreForTest(t, "node", opts)
+		s, crashed := storeCrashReopen(t, fs, s, opts, seed, 30)
 		st, err := s.LoadGroup(g)
 		if err != nil {
 			t.Fatal(err)
