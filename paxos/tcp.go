@@ -866,7 +866,7 @@ func readHello(br *bufio.Reader) (peerHello, error) {
 		return peerHello{}, fmt.Errorf("%w: handshake version %d", ErrCorrupt, b[0])
 	}
 	b = b[1:]
-	id, k := binary.Uvarint(b)
+	id, k := minimalUvarint(b)
 	if k <= 0 || id == 0 || id > 1<<32-1 {
 		return peerHello{}, fmt.Errorf("%w: handshake node id", ErrCorrupt)
 	}
@@ -875,17 +875,28 @@ func readHello(br *bufio.Reader) (peerHello, error) {
 	if len(b) == 0 {
 		return h, nil
 	}
-	inc, k := binary.Uvarint(b)
+	inc, k := minimalUvarint(b)
 	if k <= 0 {
 		return peerHello{}, fmt.Errorf("%w: handshake incarnation", ErrCorrupt)
 	}
 	b = b[k:]
-	cl, k := binary.Uvarint(b)
+	cl, k := minimalUvarint(b)
 	if k <= 0 || cl > maxHelloCluster || uint64(len(b)-k) != cl || (inc == 0 && cl == 0) {
 		return peerHello{}, fmt.Errorf("%w: handshake cluster", ErrCorrupt)
 	}
 	h.incarnation, h.cluster = inc, string(b[k:])
 	return h, nil
+}
+
+// minimalUvarint is binary.Uvarint that also refuses a value encoded in
+// more bytes than it needs (a last byte of 0 after others), so that a
+// handshake has exactly one encoding: k <= 0 on any error.
+func minimalUvarint(b []byte) (v uint64, k int) {
+	v, k = binary.Uvarint(b)
+	if k > 1 && b[k-1] == 0 {
+		return 0, -k
+	}
+	return v, k
 }
 
 // frameReader reads length-prefixed message frames.
