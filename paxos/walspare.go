@@ -65,7 +65,8 @@ type walSpares struct {
 	closed  bool
 	wg      sync.WaitGroup
 
-	taken, missed atomic.Int64
+	// taken counts the spares handed to Pebble (read by tests).
+	taken atomic.Int64
 	// stopping cuts a preparation short when the store closes.
 	stopping atomic.Bool
 }
@@ -131,7 +132,6 @@ func (s *walSpares) take(minSize, lastWAL int64) (string, int64, bool) {
 		s.next = min(max(5*lastWAL, walSpareMin), s.max)
 	}
 	if s.closed || s.ready == "" || s.size <= minSize {
-		s.missed.Add(1)
 		if !s.closed && s.ready != "" && s.next > s.size {
 			_ = s.fs.Remove(s.ready)
 			s.ready, s.size = "", 0
