@@ -248,6 +248,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
 	}
 	g.ckpt, _ = sm.(Checkpointer)
 	g.publish()
+	g.touched = true // the loop's first pass computes its wake time
 	h.mu.Lock()
 	old := *h.groups.Load()
 	if _, dup := old[id]; dup {
@@ -310,12 +311,18 @@ func (h *Host) run() {
 		h.readyRound(groups, now)
 		var next time.Time
 		for _, g := range groups {
-			g.publish()
+			// A core changes only in drain and readyRound, which mark
+			// the group: the others' status and next tick stand.
+			if g.touched {
+				g.touched = false
+				g.publish()
+				g.wake = g.wakeAt()
+			}
 			if g.isClosed() {
 				continue
 			}
-			if at := g.wakeAt(); next.IsZero() || at.Before(next) {
-				next = at
+			if next.IsZero() || g.wake.Before(next) {
+				next = g.wake
 			}
 		}
 		if err := h.storageFailure(); err != nil && !h.stoppedOnError {
@@ -352,6 +359,7 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 			if g.isClosed() || !g.core.HasReady() {
 				continue
 			}
+			g.touched = true
 			items = append(items, readyItem{g: g, rd: g.core.Ready()})
 		}
 		h.items = items
@@ -605,7 +613,7 @@ func (h *Host) finish() {
 	}
 	for _, g := range *h.list.Load() {
 		g.mu.Lock()
-		g.closed = true
+		g.closed.Store(true)
 		g.mu.Unlock()
 		g.core.Flush(ErrStopped)
 		g.handleReadyFinal()

@@ -111,8 +111,21 @@ type Replica struct {
 	// guarded by mu
 	inbox   []Message
 	props   []proposal
-	closed  bool
 	pending int // queued proposals not yet handed to the core
+	// closed is written under mu and read without it where a stale false
+	// only costs a wasted step (the loop's checks).
+	closed atomic.Bool
+	// queued is whether inbox, props or ctrl hold anything: written
+	// under mu, read by the loop without it, so that a pass skips the lock
+	// of every group nothing arrived for.
+	queued atomic.Bool
+
+	// Owned by the host's loop: touched is whether the core may have
+	// changed in this pass (something drained, ticks or a Ready), so that
+	// only such groups republish their status; wake is the core's next
+	// tick as of the last such pass (wakeAt).
+	touched bool
+	wake    time.Time
 
 	// mem is the member set after the applied instance (zero: Peers, as
 	// long as no change was applied), memDirty whether it changed since it
@@ -233,7 +246,7 @@ func (g *Replica) Submit(cmd []byte, cb Callback) {
 		return
 	}
 	g.mu.Lock()
-	if g.closed {
+	if g.closed.Load() {
 		g.mu.Unlock()
 		err := ErrStopped
 		if serr := g.host.Err(); serr != nil {
@@ -253,6 +266,7 @@ func (g *Replica) Submit(cmd []byte, cb Callback) {
 	}
 	g.props = append(g.props, proposal{cmd: cmd, cb: cb, at: at})
 	g.pending++
+	g.queued.Store(true)
 	first := len(g.props) == 1
 	g.mu.Unlock()
 	if first {
@@ -287,17 +301,19 @@ func (g *Replica) Campaign() { g.control(func(c *Core) { c.Campaign() }) }
 func (g *Replica) control(f func(*Core)) {
 	g.mu.Lock()
 	g.ctrl = append(g.ctrl, f)
+	g.queued.Store(true)
 	g.mu.Unlock()
 	g.signal()
 }
 
 func (g *Replica) deliver(msgs []Message) {
 	g.mu.Lock()
-	if len(g.inbox) > 1<<16 || g.closed {
+	if len(g.inbox) > 1<<16 || g.closed.Load() {
 		g.mu.Unlock()
 		return // overloaded: Paxos tolerates loss
 	}
 	g.inbox = append(g.inbox, msgs...)
+	g.queued.Store(true)
 	first := len(g.inbox) == len(msgs)
 	g.mu.Unlock()
 	if first {
@@ -334,20 +350,35 @@ func (g *Replica) wakeAt() time.Time {
 // its clock is current when it judges a message or proposal by its
 // leases. Only the host's loop calls it.
 func (g *Replica) drain(now time.Time) {
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
+	if g.closed.Load() {
 		return
 	}
-	inbox, props, ctrl := g.inbox, g.props, g.ctrl
-	g.inbox, g.props, g.ctrl = g.inboxSpare[:0], g.propsSpare[:0], g.ctrlSpare[:0]
-	g.pending -= len(props)
-	g.mu.Unlock()
+	var inbox []Message
+	var props []proposal
+	var ctrl []func(*Core)
+	swapped := g.queued.Load()
+	if swapped {
+		g.mu.Lock()
+		if g.closed.Load() {
+			g.mu.Unlock()
+			return
+		}
+		inbox, props, ctrl = g.inbox, g.props, g.ctrl
+		g.inbox, g.props, g.ctrl = g.inboxSpare[:0], g.propsSpare[:0], g.ctrlSpare[:0]
+		g.pending -= len(props)
+		g.queued.Store(false)
+		g.mu.Unlock()
+	}
+	ticks := g.dueTicks(now)
+	if len(ctrl)+ticks+len(inbox)+len(props) == 0 {
+		return
+	}
+	g.touched = true
 
 	for _, f := range ctrl {
 		f(g.core)
 	}
-	for range g.dueTicks(now) {
+	for range ticks {
 		g.core.Tick()
 	}
 	for i := range inbox {
@@ -369,6 +400,9 @@ func (g *Replica) drain(now time.Time) {
 	}
 	if invariants.Enabled {
 		g.core.assertInvariants("drain")
+	}
+	if !swapped {
+		return // only ticks
 	}
 	clear(inbox)
 	clear(props)
@@ -451,11 +485,7 @@ func (g *Replica) answer(apply []Applied, res []any) {
 	}
 }
 
-func (g *Replica) isClosed() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closed
-}
+func (g *Replica) isClosed() bool { return g.closed.Load() }
 
 func (g *Replica) handleReadyFinal() {
 	g.resolveFailed(g.core.Ready().Failed)
@@ -538,7 +568,7 @@ func (g *Replica) maybeTruncate() {
 // stopOnStorage closes the group after a storage failure (see failStorage).
 func (g *Replica) stopOnStorage(err error) {
 	g.mu.Lock()
-	g.closed = true
+	g.closed.Store(true)
 	g.mu.Unlock()
 	g.failAll(err)
 	g.halted = true

@@ -20,7 +20,7 @@ func (l groupLog) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
 // time, each acknowledged before the next (the transport may drop).
 func (g *Replica) startStream(p NodeID) {
 	g.mu.Lock()
-	if g.streams[p] != nil || g.closed {
+	if g.streams[p] != nil || g.closed.Load() {
 		g.mu.Unlock()
 		return
 	}
