@@ -208,6 +208,25 @@ func OpenStore(dir string, opts StoreOptions) (*Store, error) {
 	return &Store{db: db, log: log, h: h, async: async, spares: spares}, nil
 }
 
+// WALSpareStats counts the store's WAL spares (see StoreOptions.NoWALSpares).
+type WALSpareStats struct {
+	// Enabled is whether the store keeps spares.
+	Enabled bool
+	// Taken counts the WAL files that were a zero-filled spare; Missed
+	// counts those that needed one (a new WAL, or a recycled one smaller
+	// than the last WAL's content) and found none ready, and were
+	// appended to. Both count from the store's open.
+	Taken, Missed uint64
+}
+
+// WALSpares returns the counts of the store's WAL spares.
+func (s *Store) WALSpares() WALSpareStats {
+	if s.spares == nil {
+		return WALSpareStats{}
+	}
+	return WALSpareStats{Enabled: true, Taken: uint64(s.spares.taken.Load()), Missed: uint64(s.spares.missed.Load())}
+}
+
 // Err returns nil while the store is healthy, and after a storage failure
 // the error that failed it, which wraps ErrStorageFailed and the cause.
 func (s *Store) Err() error { return s.h.failed() }

@@ -65,8 +65,9 @@ type walSpares struct {
 	closed  bool
 	wg      sync.WaitGroup
 
-	// taken counts the spares handed to Pebble (read by tests).
-	taken atomic.Int64
+	// taken counts the WALs that got a spare, missed those that needed
+	// one and found none ready (they are appended to); see WALSpareStats.
+	taken, missed atomic.Int64
 	// stopping cuts a preparation short when the store closes.
 	stopping atomic.Bool
 }
@@ -132,6 +133,9 @@ func (s *walSpares) take(minSize, lastWAL int64) (string, int64, bool) {
 		s.next = min(max(5*lastWAL, walSpareMin), s.max)
 	}
 	if s.closed || s.ready == "" || s.size <= minSize {
+		if !s.closed {
+			s.missed.Add(1)
+		}
 		if !s.closed && s.ready != "" && s.next > s.size {
 			_ = s.fs.Remove(s.ready)
 			s.ready, s.size = "", 0
@@ -230,8 +234,10 @@ func (s *walSpares) write(size int64) (path string, err error) {
 }
 
 // put gives back a spare whose rename into place failed, if it still
-// exists, as the ready one.
+// exists, as the ready one; the WAL it was taken for counts as a miss.
 func (s *walSpares) put(path string, size int64) {
+	s.taken.Add(-1) // the WAL is made another way after all
+	s.missed.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.fs.Stat(path); err != nil || s.closed || s.ready != "" {

@@ -194,4 +194,26 @@ func TestWALSparesOnlyForGrowingWALs(t *testing.T) {
 	if fi, err := r.Stat(); err != nil || fi.Size() < 500<<10 {
 		t.Fatalf("WAL from a spare: %v, %v; want a spare larger than the last WAL", fi, err)
 	}
+	if got := fs.spares.missed.Load(); got != 0 {
+		t.Fatalf("misses counted while every WAL that needed a spare got one: %d", got)
+	}
+
+	// The next spare is sized for five times the last WAL's 500 KiB. A
+	// WAL that outgrew it, recycled from a file that is larger than the
+	// spare but smaller than the WAL: no spare fits, a miss, and the old
+	// file is recycled.
+	fs.spares.wg.Wait()
+	if _, err := r.Write(make([]byte, 4<<20)); err != nil {
+		t.Fatal(err)
+	}
+	writeFile("d/000006.log", 3<<20)
+	if _, err := fs.ReuseForWrite("d/000006.log", "d/000007.log", vfs.WriteCategoryUnspecified); err != nil {
+		t.Fatal(err)
+	}
+	if taken, missed := fs.spares.taken.Load(), fs.spares.missed.Load(); taken != 2 || missed != 1 {
+		t.Fatalf("after a recycled WAL no spare fitted: taken %d, missed %d; want 2 and 1", taken, missed)
+	}
+	if _, err := mem.Stat("d/000007.log"); err != nil {
+		t.Fatalf("the recycled WAL: %v", err)
+	}
 }

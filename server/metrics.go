@@ -208,7 +208,7 @@ type nodeCollector struct {
 	s *Server
 
 	conns, requests, redirects, forwarded, relays, overloaded, badFrames, slow *prometheus.Desc
-	storageFailed                                                              *prometheus.Desc
+	storageFailed, sparesTaken, sparesMissed                                   *prometheus.Desc
 	peerSent, peerWrites, peerDropped, peerReceived, peerRefused               *prometheus.Desc
 	peerUp, peerUps, peerDowns, peerRTT                                        *prometheus.Desc
 	gServing, gHasMaster, gMaster, gEpoch, gCommitted, gApplied, gApplyLag     *prometheus.Desc
@@ -232,6 +232,8 @@ func newNodeCollector(s *Server) *nodeCollector {
 		badFrames:     d("paxlock_bad_frames_total", "Client connections closed for a frame that could not be decoded."),
 		slow:          d("paxlock_slow_consumers_total", "Client connections closed as slow consumers (more than max_output unread)."),
 		storageFailed: d("paxlock_storage_failed", "1 when a write or fsync of the node's store failed and the node stopped its groups (fail-stop)."),
+		sparesTaken:   d("paxlock_storage_wal_spares_taken_total", "WAL files that were a zero-filled spare, so that their fsyncs wrote over allocated blocks (absent with disable_wal_spares)."),
+		sparesMissed:  d("paxlock_storage_wal_spares_missed_total", "WAL files that needed a spare and found none ready, and were appended to (absent with disable_wal_spares)."),
 		peerSent:      d("paxlock_peer_messages_sent_total", "Paxos messages written to peers' sockets."),
 		peerWrites:    d("paxlock_peer_writes_total", "Write calls on peers' sockets (each carries every message queued for the peer at the time)."),
 		peerDropped:   d("paxlock_peer_messages_dropped_total", "Paxos messages never written (queue full, peer unreachable, write failed, too large)."),
@@ -263,7 +265,7 @@ func newNodeCollector(s *Server) *nodeCollector {
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.conns, c.requests, c.redirects, c.forwarded, c.relays, c.overloaded, c.badFrames, c.slow,
-		c.storageFailed, c.peerSent, c.peerWrites, c.peerDropped, c.peerReceived, c.peerRefused,
+		c.storageFailed, c.sparesTaken, c.sparesMissed, c.peerSent, c.peerWrites, c.peerDropped, c.peerReceived, c.peerRefused,
 		c.peerUp, c.peerUps, c.peerDowns, c.peerRTT,
 		c.gServing, c.gHasMaster, c.gMaster, c.gEpoch, c.gCommitted, c.gApplied, c.gApplyLag,
 		c.gLocks, c.gWaiters, c.gWatches, c.nsLocks, c.snapSent, c.snapSentBytes, c.snapInstalled, c.snapRecvBytes,
@@ -296,6 +298,10 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.badFrames, s.stats.badFrames.Load())
 	counter(c.slow, s.stats.slowConsumers.Load())
 	gauge(c.storageFailed, b(s.store.Err() != nil))
+	if sp := s.store.WALSpares(); sp.Enabled {
+		counter(c.sparesTaken, sp.Taken)
+		counter(c.sparesMissed, sp.Missed)
+	}
 	if s.tr != nil {
 		ts := s.tr.Stats()
 		counter(c.peerSent, ts.Sent)

@@ -82,6 +82,7 @@ func TestMetricsScrape(t *testing.T) {
 		"paxlock_group_serving", "paxlock_group_has_master", "paxlock_group_locks_held", "paxlock_locks_held", "paxlock_group_waiters", "paxlock_group_watches",
 		"paxlock_group_applied_instance", "paxlock_group_apply_lag_instances", "paxlock_snapshots_sent_total",
 		"paxlock_client_connections", "paxlock_storage_failed",
+		"paxlock_storage_wal_spares_taken_total", "paxlock_storage_wal_spares_missed_total",
 		"go_goroutines", "process_cpu_seconds_total",
 	} {
 		f := fams[name]
@@ -101,6 +102,10 @@ func TestMetricsScrape(t *testing.T) {
 	}
 	if got := sumOf(fams, "paxlock_master_elections_won_total", nil); got < 1 {
 		t.Errorf("paxlock_master_elections_won_total = %v on the only node, want ≥ 1", got)
+	}
+	// The WAL Pebble creates at open takes the spare prepared before it.
+	if got := sumOf(fams, "paxlock_storage_wal_spares_taken_total", nil); got < 1 {
+		t.Errorf("paxlock_storage_wal_spares_taken_total = %v, want ≥ 1 (the first WAL's)", got)
 	}
 	grants0 := sumOf(fams, "paxlock_lock_grants_total", nil)
 
