@@ -28,6 +28,18 @@ import (
 // same run against Redis: contended 0.22× → 0.34× Redis, 16% less CPU
 // per op; uncontended unchanged.
 //
+// The ring is set up with IORING_SETUP_COOP_TASKRUN where the kernel has
+// it (5.19; older kernels refuse the flag and get a plain ring): the
+// kernel then frees a finished request at the submitting thread's next
+// entry into the kernel instead of interrupting that thread for it. The
+// completion itself is posted, and the eventfd signalled, by the kernel's
+// worker either way, so no fsync waits longer for it. In the kernel
+// profile of BenchmarkClusterPropose that interruption (task_work_add
+// from the worker) was 13% of the workers' time; with the flag, 3
+// alternating runs of 15 groups at 64 outstanding went from 63.6k to 66.3k
+// commands/s and 20.1 to 18.7 µs of CPU per command, at 1 outstanding
+// from 375 to 350 µs per command.
+//
 // It is written by hand on the raw system calls (io_uring_setup, _enter,
 // _register, two mmaps): the Go io_uring libraries are large, aimed at
 // general I/O, and one operation needs about a hundred lines.
@@ -90,12 +102,13 @@ const (
 	sysIOUringEnter    = 426
 	sysIOUringRegister = 427
 
-	uringOffSQEs         = 0x10000000
-	uringOpFsync         = 3
-	uringFsyncDatasync   = 1
-	uringSQEAsync        = 1 << 4 // IOSQE_ASYNC: never try the fsync inline in io_uring_enter
-	uringRegisterEventfd = 4
-	uringFeatSingleMmap  = 1
+	uringOffSQEs          = 0x10000000
+	uringOpFsync          = 3
+	uringFsyncDatasync    = 1
+	uringSQEAsync         = 1 << 4 // IOSQE_ASYNC: never try the fsync inline in io_uring_enter
+	uringRegisterEventfd  = 4
+	uringFeatSingleMmap   = 1
+	uringSetupCoopTaskrun = 1 << 8
 
 	sqeSize = 64
 	cqeSize = 16
@@ -106,7 +119,12 @@ const (
 // kernel.io_uring_disabled); the store then syncs with the plain syscall.
 func newAsyncSyncer(entries uint32) (*asyncSyncer, error) {
 	var p uringParams
+	p.flags = uringSetupCoopTaskrun
 	fd, _, e := syscall.Syscall(sysIOUringSetup, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	if e == syscall.EINVAL {
+		p = uringParams{}
+		fd, _, e = syscall.Syscall(sysIOUringSetup, uintptr(entries), uintptr(unsafe.Pointer(&p)), 0)
+	}
 	if e != 0 {
 		return nil, fmt.Errorf("io_uring_setup: %w", e)
 	}
