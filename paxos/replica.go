@@ -370,7 +370,7 @@ func (g *Replica) drain(now time.Time) {
 		g.mu.Unlock()
 	}
 	ticks := g.dueTicks(now)
-	if len(ctrl)+ticks+len(inbox)+len(props) == 0 {
+	if !swapped && ticks == 0 {
 		return
 	}
 	g.touched = true
