@@ -15,10 +15,7 @@ import (
 // delivery never shares its array with the one the loop keeps as spare
 // (were it to, a delivery would write into the slice the loop reads).
 func TestDrainSkipsIdleGroups(t *testing.T) {
-	st, err := OpenStore(t.TempDir(), StoreOptions{Logger: testutil.Logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer func() {
 		if err := st.Close(); err != nil {
 			t.Error(err)
