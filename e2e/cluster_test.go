@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -58,16 +59,32 @@ type nodeAddrs struct {
 }
 
 func freePort(t testing.TB) string {
+	handedOut.Lock()
+	defer handedOut.Unlock()
 	for {
 		// Below the ephemeral range: see server's tests.
 		addr := fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000))
+		if handedOut.ports[addr] {
+			// Free again once its listener closed, but a node of this
+			// test may be about to bind it: two nodes given one port
+			// leave one of them unable to start (a test then waits out
+			// its readiness limit).
+			continue
+		}
 		ln, err := net.Listen("tcp", addr)
 		if err == nil {
 			ln.Close()
+			handedOut.ports[addr] = true
 			return addr
 		}
 	}
 }
+
+// handedOut remembers every port freePort returned in this process.
+var handedOut = struct {
+	sync.Mutex
+	ports map[string]bool
+}{ports: map[string]bool{}}
 
 // buildPaxlockd builds paxlockd into dir and returns its path.
 func buildPaxlockd(t testing.TB, dir string) string {
