@@ -165,6 +165,7 @@ func (fs *fenceFS) fromSpare(name string, category vfs.DiskWriteCategory, minSiz
 		fs.spares.put(path, size)
 		return nil, false
 	}
+	fs.spares.taken.Add(1)
 	return fs.wrapWAL(name, f), true
 }
 
@@ -238,6 +239,8 @@ func (fs *fenceFS) replaceBySpare(oldname, newname string, category vfs.DiskWrit
 			_ = fs.observe(err)
 			return nil, false
 		}
+	} else {
+		fs.spares.taken.Add(1)
 	}
 	return fs.wrapWAL(newname, f), true
 }

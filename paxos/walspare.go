@@ -65,8 +65,10 @@ type walSpares struct {
 	closed  bool
 	wg      sync.WaitGroup
 
-	// taken counts the WALs that got a spare, missed those that needed
-	// one and found none ready (they are appended to); see WALSpareStats.
+	// taken counts the WALs that got a spare (counted by the caller once
+	// the spare is in place, so that the count never goes back), missed
+	// those that needed one and found none ready or could not use it
+	// (they are appended to); see WALSpareStats.
 	taken, missed atomic.Int64
 	// stopping cuts a preparation short when the store closes.
 	stopping atomic.Bool
@@ -145,7 +147,6 @@ func (s *walSpares) take(minSize, lastWAL int64) (string, int64, bool) {
 	}
 	path, size := s.ready, s.size
 	s.ready, s.size = "", 0
-	s.taken.Add(1)
 	s.startLocked()
 	return path, size, true
 }
@@ -236,7 +237,6 @@ func (s *walSpares) write(size int64) (path string, err error) {
 // put gives back a spare whose rename into place failed, if it still
 // exists, as the ready one; the WAL it was taken for counts as a miss.
 func (s *walSpares) put(path string, size int64) {
-	s.taken.Add(-1) // the WAL is made another way after all
 	s.missed.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
