@@ -25,7 +25,8 @@ type Consensus interface {
 	// of the StateMachine's Apply once cmd is chosen and applied on this
 	// replica (Result.Value), or an error when it did not take effect
 	// (paxos.ErrNotMaster, ErrOverloaded, ErrNotChosen, ErrStopped,
-	// ErrTooLarge, matched with errors.Is). cb must not block; it may run
+	// ErrTooLarge, matched with errors.Is) or its outcome is unknown
+	// (paxos.ErrOutcomeUnknown: the replica stopped with it in flight). cb must not block; it may run
 	// before Submit returns (an error found at once), else on the
 	// replication's goroutine. The caller may not modify cmd afterwards.
 	Submit(cmd []byte, cb paxos.Callback)

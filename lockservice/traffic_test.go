@@ -130,7 +130,10 @@ func (tc *trafficClient) call(r Request) (resp wire.Response, resent bool, err e
 		}) {
 			return resp, resent, fmt.Errorf("client %d: %v %q: %w", tc.id, r.Op, r.Key, errNoAnswer)
 		}
-		if resp.Status != wire.StatusNoMaster && resp.Status != wire.StatusOverloaded {
+		// Re-send as the client does: NO_MASTER and OVERLOADED changed
+		// nothing; TIMEOUT (a replica stopped with the proposal in flight)
+		// may have, and a re-send is safe either way.
+		if resp.Status != wire.StatusNoMaster && resp.Status != wire.StatusOverloaded && resp.Status != wire.StatusTimeout {
 			return resp, resent, nil
 		}
 		resent = true

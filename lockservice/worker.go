@@ -992,6 +992,10 @@ func (w *worker) propose(ks *keyState, p *pending) {
 
 func statusOf(err error) wire.Status {
 	switch {
+	case errors.Is(err, paxos.ErrOutcomeUnknown):
+		// The replica stopped with the command in flight: another master
+		// may still choose it, so the client must not take it as undone.
+		return wire.StatusTimeout
 	case errors.Is(err, paxos.ErrOverloaded):
 		return wire.StatusOverloaded
 	case errors.Is(err, paxos.ErrNotMaster), errors.Is(err, paxos.ErrNotChosen), errors.Is(err, paxos.ErrStopped):

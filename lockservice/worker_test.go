@@ -195,3 +195,33 @@ func TestExpiryHeapDropsStaleEntries(t *testing.T) {
 		t.Fatalf("%d live entries, want %d", live, n-released)
 	}
 }
+
+// TestInDoubtProposalAnsweredTimeout: a release whose replica stopped
+// with it in flight (paxos.ErrOutcomeUnknown: another master may still
+// choose it) is answered TIMEOUT, which tells the client the outcome is
+// unknown; one that was never proposed (ErrStopped alone) is answered
+// NO_MASTER, which tells it nothing changed.
+func TestInDoubtProposalAnsweredTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want wire.Status
+	}{
+		{fmt.Errorf("%w: %w", paxos.ErrOutcomeUnknown, paxos.ErrStopped), wire.StatusTimeout},
+		{paxos.ErrStopped, wire.StatusNoMaster},
+		{paxos.ErrNotChosen, wire.StatusNoMaster},
+	} {
+		r := newWorkerRig(t)
+		key := fullKey("ns", "k")
+		a := owner(1, 1)
+		o := r.apply(3, command{op: opAcquire, key: key, owner: a, ttlMs: 10000})
+		r.master(true)
+		s := newSink()
+		r.request(Request{Op: OpRelease, Key: "k", Owner: a, Token: o.token, ReqID: 1, Sink: s})
+		if !r.fg.failNext(tc.err) {
+			t.Fatalf("%v: the release was not proposed", tc.err)
+		}
+		if resp, ok := s.resps[1]; !ok || resp.Status != tc.want {
+			t.Errorf("release failed with %v answered %+v (%v), want %v", tc.err, resp, ok, tc.want)
+		}
+	}
+}

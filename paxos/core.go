@@ -965,12 +965,14 @@ func (c *Core) Compacted(start uint64) {
 	}
 }
 
-// Flush fails every queued command with err; the driver calls it when it
-// stops.
+// Flush fails every queued command with err, and every command already
+// proposed in an instance with ErrOutcomeUnknown wrapping err (another
+// master may still choose it); the driver calls it when it stops.
 func (c *Core) Flush(err error) {
 	c.flushQueue(err)
+	inDoubt := fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	for i, p := range c.mine {
-		c.failed = append(c.failed, Failed{Tags: p.tags, Err: err})
+		c.failed = append(c.failed, Failed{Tags: p.tags, Err: inDoubt})
 		delete(c.mine, i)
 	}
 }

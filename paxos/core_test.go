@@ -39,6 +39,8 @@ import (
 //	drop [from=] [to=] [type=]  loses the queued messages that match
 //	stabilize [quiet]         delivers until nothing is queued
 //	queue                     prints the queued messages
+//	stop <node>               the driver stops the replica (Core.Flush with
+//	    ErrStopped, its last Ready handled), then crashes it
 //	crash <node>              stops a replica; its disk stays (every write
 //	    it issued is durable)
 //	restart <node>            starts it again from its disk
@@ -132,6 +134,12 @@ func TestCoreScripts(t *testing.T) {
 				for _, m := range tn.queue {
 					tn.logf("%s", fmtMsg(m))
 				}
+			case "stop":
+				// The driver stopping: Flush, then the Ready it leaves.
+				nd := tn.node(posNode(t, d, 0))
+				nd.core.Flush(ErrStopped)
+				tn.handleReady(nd)
+				tn.crash(nd.id)
 			case "crash":
 				tn.crash(posNode(t, d, 0))
 			case "restart":

@@ -62,7 +62,9 @@ type Result struct {
 	// Value is what the state machine returned for the command.
 	Value any
 	// Err is non-nil when the command did not take effect (ErrNotMaster,
-	// ErrOverloaded, ErrNotChosen, ErrStopped, ErrTooLarge).
+	// ErrOverloaded, ErrNotChosen, ErrStopped, ErrTooLarge), or when its
+	// outcome is unknown because the replica stopped while the command
+	// was in flight (ErrOutcomeUnknown, which also matches ErrStopped).
 	Err error
 }
 
@@ -513,10 +515,17 @@ func (g *Replica) observeProposal(at int64, ok bool) {
 	}
 }
 
+// failAll fails every command of the group with err: those its core
+// holds (which may be in an accepted instance, and so may still be chosen
+// through another master) with ErrOutcomeUnknown wrapping err, those not
+// yet handed to the core with err alone.
 func (g *Replica) failAll(err error) {
-	for tag, t := range g.tags {
-		delete(g.tags, tag)
-		t.cb(Result{Err: err})
+	if len(g.tags) > 0 {
+		inDoubt := fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		for tag, t := range g.tags {
+			delete(g.tags, tag)
+			t.cb(Result{Err: inDoubt})
+		}
 	}
 	g.mu.Lock()
 	props := g.props

@@ -209,6 +209,13 @@ var (
 	ErrNotChosen = errors.New("paxos: proposal lost to another master")
 	// ErrStopped means the group is shutting down.
 	ErrStopped = errors.New("paxos: group stopped")
+	// ErrOutcomeUnknown means the replica stopped (shut down, or failed
+	// its storage) after the command had reached its consensus core: the
+	// command may already be in an accepted instance and may yet be chosen
+	// through another master, so the caller cannot assume either outcome.
+	// The error also matches the reason the replica stopped (ErrStopped,
+	// and ErrStorageFailed when that was the cause).
+	ErrOutcomeUnknown = errors.New("paxos: replica stopped with the command in flight; outcome unknown")
 	// ErrTooLarge means a command exceeds the batch byte limit.
 	ErrTooLarge = errors.New("paxos: command too large")
 	// ErrCorrupt means stored or received bytes could not be decoded.

@@ -139,9 +139,10 @@ const (
 	StatusSuccess Status = 0
 	// StatusTimeout: the operation did not finish in time. Clients
 	// synthesize it when a reply does not arrive; a server sends it in
-	// Granted when a waiter's MaxWaitMs ran out, and in Response when a
-	// proposal could not be committed in time (its outcome is then unknown:
-	// query State before assuming either). Retryable.
+	// Granted when a waiter's MaxWaitMs ran out, and in Response when it
+	// cannot know a proposal's outcome (not committed in time, or the node
+	// stopped or failed its storage with it in flight, when another master
+	// may still choose it): query State before assuming either. Retryable.
 	StatusTimeout Status = 1
 	// StatusError: the server failed in a way not covered by another code
 	// (storage failure, a bug). Response.Msg may say more. Not retryable
