@@ -26,9 +26,10 @@ type Consensus interface {
 	// replica (Result.Value), or an error when it did not take effect
 	// (paxos.ErrNotMaster, ErrOverloaded, ErrNotChosen, ErrStopped,
 	// ErrTooLarge, matched with errors.Is) or its outcome is unknown
-	// (paxos.ErrOutcomeUnknown: the replica stopped with it in flight). cb must not block; it may run
-	// before Submit returns (an error found at once), else on the
-	// replication's goroutine. The caller may not modify cmd afterwards.
+	// (paxos.ErrOutcomeUnknown: the replica stopped with it in flight).
+	// cb must not block; it may run before Submit returns (an error found
+	// at once), else on the replication's goroutine. The caller may not
+	// modify cmd afterwards.
 	Submit(cmd []byte, cb paxos.Callback)
 	// Status returns this replica's latest view of mastership, without
 	// waiting. Serving is true only while this node is master and its
