@@ -1,6 +1,7 @@
 package lockservice
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -53,6 +54,45 @@ func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
 	}
 	if ks := r.w.keys[fullKey("ns", "k")]; ks != nil && len(ks.waiters) != 0 {
 		t.Fatalf("%d waiters left", len(ks.waiters))
+	}
+}
+
+// TestWaitDeadlineDuringInDoubtGrant: when the command granting a waiter
+// the key fails with its outcome unknown (the replica stopped with it in
+// flight; the next master may still choose it) after the waiter's
+// deadline passed, the waiter is not told it timed out, which would
+// leave its client unaware that it may hold the key: it is told
+// NO_MASTER when this node gives up mastership, and asks the next master.
+func TestWaitDeadlineDuringInDoubtGrant(t *testing.T) {
+	r := newWorkerRig(t)
+	s := newSink()
+	a, b := owner(1, 1), owner(2, 1)
+	r.master(true)
+	r.request(Request{Op: OpAcquire, Key: "k", Owner: a, TTL: time.Minute, ReqID: 1, Sink: s})
+	r.fg.chooseAll()
+	tok := s.resps[1].Token
+	r.request(Request{Op: OpAcquire, Key: "k", Owner: b, MaxWait: time.Second, WaitID: 7, ReqID: 2, Sink: s})
+	if s.resps[2].Status != wire.StatusLockWait {
+		t.Fatalf("wait: %+v", s.resps[2])
+	}
+	r.request(Request{Op: OpRelease, Key: "k", Owner: a, Token: tok, ReqID: 3, Sink: s})
+	r.fc.Advance(2 * time.Second)
+	r.fg.failNext(fmt.Errorf("%w: %w", paxos.ErrOutcomeUnknown, paxos.ErrStopped))
+	if timedOut(s, 7) {
+		t.Fatal("the waiter of an in-doubt grant was told it timed out")
+	}
+	if st := s.resps[3].Status; st != wire.StatusTimeout {
+		t.Fatalf("in-doubt release answered %v, want TIMEOUT", st)
+	}
+	r.master(false)
+	if s.count(func(m wire.Message) bool {
+		g, ok := m.(*wire.Granted)
+		return ok && g.WaitID == 7 && g.Status == wire.StatusNoMaster
+	}) == 0 {
+		t.Fatal("the waiter of an in-doubt grant was not told NO_MASTER when the node gave up mastership")
+	}
+	if timedOut(s, 7) {
+		t.Fatal("the waiter of an in-doubt grant was told it timed out")
 	}
 }
 

@@ -1044,7 +1044,19 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 	if res.Err != nil || out == nil {
 		st := statusOf(res.Err)
 		w.respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
+		inDoubt := errors.Is(res.Err, paxos.ErrOutcomeUnknown)
 		for _, q := range p.grants {
+			if inDoubt {
+				// The grant may still be chosen through the next
+				// master, so a waiter whose deadline passed meanwhile
+				// is not told it timed out (its client would not know
+				// it held the key until the TTL ran out): it stays
+				// queued, the replica's stop makes this node give up
+				// mastership, and loseMastership tells it NO_MASTER, so
+				// that it asks the next master, which knows.
+				q.granting = false
+				continue
+			}
 			w.ungrant(q)
 		}
 		ks.waiters = w.dropWaiters(ks.waiters)
