@@ -18,11 +18,12 @@ func timedOut(s *testSink, waitID uint64) bool {
 	}) > 0
 }
 
-// TestWaitDeadlineDuringFailedGrant: a waiter's MaxWait deadline that
-// passes while a command granting it the key is in flight is not lost:
-// when that command fails, the waiter is told it timed out (it used to
-// be left waiting for ever).
-func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
+// overdueHandOff sets up a worker rig where owner 1/1 held "k" (request
+// 1), owner 2/1 queued for it with a 1 s MaxWait and WaitID 7 (request
+// 2), and the holder's release (request 3), which grants the key to the
+// waiter, is still in flight when the waiter's deadline passes.
+func overdueHandOff(t *testing.T) (*workerRig, *testSink) {
+	t.Helper()
 	r := newWorkerRig(t)
 	s := newSink()
 	a, b := owner(1, 1), owner(2, 1)
@@ -47,6 +48,15 @@ func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
 	if timedOut(s, 7) {
 		t.Fatal("the waiter timed out while a grant to it was in flight")
 	}
+	return r, s
+}
+
+// TestWaitDeadlineDuringFailedGrant: a waiter's MaxWait deadline that
+// passes while a command granting it the key is in flight is not lost:
+// when that command fails, the waiter is told it timed out (it used to
+// be left waiting for ever).
+func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
+	r, s := overdueHandOff(t)
 	// The command fails (say the queue was full).
 	r.fg.failNext(paxos.ErrOverloaded)
 	if !timedOut(s, 7) {
@@ -64,19 +74,7 @@ func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
 // leave its client unaware that it may hold the key: it is told
 // NO_MASTER when this node gives up mastership, and asks the next master.
 func TestWaitDeadlineDuringInDoubtGrant(t *testing.T) {
-	r := newWorkerRig(t)
-	s := newSink()
-	a, b := owner(1, 1), owner(2, 1)
-	r.master(true)
-	r.request(Request{Op: OpAcquire, Key: "k", Owner: a, TTL: time.Minute, ReqID: 1, Sink: s})
-	r.fg.chooseAll()
-	tok := s.resps[1].Token
-	r.request(Request{Op: OpAcquire, Key: "k", Owner: b, MaxWait: time.Second, WaitID: 7, ReqID: 2, Sink: s})
-	if s.resps[2].Status != wire.StatusLockWait {
-		t.Fatalf("wait: %+v", s.resps[2])
-	}
-	r.request(Request{Op: OpRelease, Key: "k", Owner: a, Token: tok, ReqID: 3, Sink: s})
-	r.fc.Advance(2 * time.Second)
+	r, s := overdueHandOff(t)
 	r.fg.failNext(fmt.Errorf("%w: %w", paxos.ErrOutcomeUnknown, paxos.ErrStopped))
 	if timedOut(s, 7) {
 		t.Fatal("the waiter of an in-doubt grant was told it timed out")

@@ -970,6 +970,9 @@ func (c *Core) Compacted(start uint64) {
 // master may still choose it); the driver calls it when it stops.
 func (c *Core) Flush(err error) {
 	c.flushQueue(err)
+	if len(c.mine) == 0 {
+		return
+	}
 	inDoubt := fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 	for i, p := range c.mine {
 		c.failed = append(c.failed, Failed{Tags: p.tags, Err: inDoubt})
