@@ -1266,9 +1266,15 @@ func (c *Client) onLost(p *wire.Lost) {
 	c.mu.Lock()
 	h := c.holds[holdKey{key: p.Key, token: p.Token, owner: p.Owner.ID}]
 	c.mu.Unlock()
-	if h != nil {
-		h.markLost(fmt.Errorf("%w: %q (token %d): server says %s", ErrLockLost, p.Key, p.Token, p.Event), false)
+	if h == nil {
+		return
 	}
+	err := fmt.Errorf("%w: %q (token %d): server says %s", ErrLockLost, p.Key, p.Token, p.Event)
+	if p.Event == wire.EventRevoked {
+		h.revoked(err)
+		return
+	}
+	h.markLost(err, false)
 }
 
 func (c *Client) onGranted(g *wire.Granted) {

@@ -71,9 +71,45 @@
 // waits for a push, so it costs no extra round trip either.
 // Lost is closed when the validity runs out without a successful renewal,
 // when the server pushes Lost, or when a renewal is answered LOCK_DELETED,
-// LOCK_CHANGED_OWNER or TOKEN_ERROR. Since a paused process cannot know it
-// paused, protect the resource with the fencing token (Mutex.Token), which
-// strictly increases per key.
+// LOCK_CHANGED_OWNER, TOKEN_ERROR or REVOKED.
+//
+// # The holder's contract
+//
+// At any instant at which the client says a handle holds its lock —
+// Held is true, ValidUntil is in the future, Lost is not closed, Context
+// is not cancelled — no other owner is granted a conflicting hold on the
+// key. This holds for every primitive (Mutex, both sides of RWMutex,
+// Semaphore permits, MultiLock, Election leadership), under any message
+// order, renewals with any TTL, master changes, node pauses, kills and
+// partitions, and pauses of the client's own process. It rests on four
+// rules (docs/design.md, invariant I9, has the argument):
+//
+//   - The validity never ends later than the master's deadline: it counts
+//     from the send time of the last confirmed renewal, minus the drift
+//     margin, and a new master restarts every deadline in full.
+//   - A handle's renewals go one at a time. A renewal with a shorter TTL
+//     shortens the validity the moment it is sent, before any answer: if
+//     the answer is lost, the master may have applied it.
+//   - A force-unlock revokes rather than frees: the holder is told
+//     (Lost closes), its renewals are refused, and the master hands the key
+//     on only once this client acknowledged — it does so by itself — or
+//     the hold's deadline, which this client reaches first, passed.
+//   - Held, ValidUntil, Lost and Context().Err() read the monotonic clock
+//     when called, so a process that was paused past the validity sees the
+//     loss at its first check after it wakes, even before the expiry timer
+//     has run.
+//
+// The rule for the caller: check Held (or Context().Err()) right before
+// each action on the protected resource, and pass ValidUntil or Context
+// into the work so that it stops when the lock does. Between the check and
+// the action a process can still pause, which no client can see: where the
+// resource can check it, pass the fencing token (Mutex.Token, strictly
+// increasing per key), or ask Client.CheckToken where it cannot keep the
+// highest token itself.
+//
+// OnRenewTrouble reports an automatic renewal that failed while the lock
+// is still valid, the early warning before Lost; such failures are also
+// logged at Warn.
 //
 // # Connections and retries
 //

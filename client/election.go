@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/paxlock/paxlock/wire"
 )
@@ -184,6 +185,29 @@ func (e *Election) Lost() <-chan struct{} {
 		return closedChan
 	}
 	return e.m.Lost()
+}
+
+// ValidUntil returns until when the client guarantees this candidate's
+// leadership (see Mutex.ValidUntil); the zero time if it does not lead.
+func (e *Election) ValidUntil() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		return time.Time{}
+	}
+	return e.m.ValidUntil()
+}
+
+// Context returns a context cancelled the moment this candidate's
+// leadership ends, by a loss or by Resign (see Mutex.Context); already
+// cancelled if it does not lead.
+func (e *Election) Context() context.Context {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.m == nil {
+		return notHeldContext
+	}
+	return e.m.Context()
 }
 
 // Leader returns the current leader, or an error wrapping ErrNoLeader if

@@ -143,8 +143,8 @@ func (e *StatusError) Error() string {
 	return s
 }
 
-// Unwrap maps the status to a sentinel: LOCK_DELETED, LOCK_CHANGED_OWNER
-// and TOKEN_ERROR to ErrLockLost; LOCK_OCCUPIED to ErrLocked; TIMEOUT to
+// Unwrap maps the status to a sentinel: LOCK_DELETED, LOCK_CHANGED_OWNER,
+// TOKEN_ERROR and REVOKED to ErrLockLost; LOCK_OCCUPIED to ErrLocked; TIMEOUT to
 // ErrTimeout; NO_MASTER and MASTER_REDIRECT to ErrNoMaster; OVERLOADED to
 // ErrOverloaded; AUTH_FAILED to ErrAuth; BAD_REQUEST to ErrBadRequest;
 // anything else to ErrServer.
@@ -152,7 +152,7 @@ func (e *StatusError) Unwrap() error { return statusSentinel(e.Status) }
 
 func statusSentinel(s wire.Status) error {
 	switch s {
-	case wire.StatusLockDeleted, wire.StatusLockChangedOwner, wire.StatusTokenError:
+	case wire.StatusLockDeleted, wire.StatusLockChangedOwner, wire.StatusTokenError, wire.StatusRevoked:
 		return ErrLockLost
 	case wire.StatusLockOccupied:
 		return ErrLocked
@@ -177,7 +177,7 @@ func statusErr(op, key string, r *wire.Response) error {
 // lostStatus reports whether a renew or release status means the caller
 // no longer holds the lock.
 func lostStatus(s wire.Status) bool {
-	return s == wire.StatusLockDeleted || s == wire.StatusLockChangedOwner || s == wire.StatusTokenError
+	return s == wire.StatusLockDeleted || s == wire.StatusLockChangedOwner || s == wire.StatusTokenError || s == wire.StatusRevoked
 }
 
 func invalid(format string, args ...any) error {

@@ -678,6 +678,21 @@ func (n *fakeNode) revoke(key string) {
 	}
 }
 
+// revokeKeep pushes Lost EventRevoked to key's holders and keeps their
+// holds, as a real master does until the holder acknowledges with a
+// Release.
+func (n *fakeNode) revokeKeep(key string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l := n.locks[key]; l != nil {
+		for o, h := range l.holders {
+			if h.conn != nil {
+				h.conn.write(wire.TypeLost, 0, &wire.Lost{Key: key, Token: h.token, Owner: o, Event: wire.EventRevoked})
+			}
+		}
+	}
+}
+
 // forgetLocked drops a closed connection's waiters and watches, as the
 // real server does.
 func (n *fakeNode) forgetLocked(c *fconn) {

@@ -204,7 +204,7 @@ func (c *Client) passLocal(lc *lockCore) {
 
 // giveHold hands w a hold granted to it by a hand-off.
 func (c *Client) giveHold(w *localWaiter, g granted) {
-	h := c.newHold(w.lc, g, w.m.opts.ttl, w.m.opts.autoRenew)
+	h := c.newHold(w.lc, g, w.m.opts)
 	w.ch <- localTurn{h: h}
 }
 

@@ -238,7 +238,7 @@ func (ml *MultiLock) tryGroup(ctx context.Context, i, j int) error {
 	case r.Status == wire.StatusSuccess && len(r.Tokens) == len(ms):
 		for k, m := range ms {
 			g := granted{token: r.Tokens[k], ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}
-			h := ml.c.newHold(cores[k], g, m.opts.ttl, m.opts.autoRenew)
+			h := ml.c.newHold(cores[k], g, m.opts)
 			cores[k].mu.Lock()
 			cores[k].h, cores[k].count = h, 1
 			cores[k].mu.Unlock()

@@ -257,22 +257,73 @@ func (m *Mutex) Token() uint64 {
 	return 0
 }
 
-// Held reports whether the handle holds the lock and has not seen it lost.
-func (m *Mutex) Held() bool {
+// held returns the hold the handle has now, or nil.
+func (m *Mutex) held() *hold {
 	lc := m.peek()
 	if lc == nil {
-		return false
+		return nil
 	}
 	lc.mu.Lock()
-	h := lc.h
-	lc.mu.Unlock()
-	return h != nil && h.lostErr() == nil
+	defer lc.mu.Unlock()
+	return lc.h
 }
+
+// Held reports whether the handle holds the lock now: it was granted, not
+// released, not seen lost, and its validity has not run out on the
+// client's monotonic clock. The clock is read at the call, so a process
+// that was paused past the validity gets false (and Lost closes) even if
+// no timer has run since it woke. While Held is true, no other owner
+// holds a conflicting lock on the key (see the package documentation,
+// "The holder's contract").
+func (m *Mutex) Held() bool {
+	h := m.held()
+	return h != nil && h.valid()
+}
+
+// ValidUntil returns the instant, on the client's monotonic clock, until
+// which the client guarantees the hold: no other owner is granted a
+// conflicting lock before it unless this one is released first. Each
+// successful renewal moves it (a renewal with a shorter TTL moves it
+// earlier, from the moment the renewal is sent). It returns the zero time
+// when the handle holds nothing valid. Compare it with time.Now() (whose
+// monotonic reading is what counts) or pass it to context.WithDeadline.
+func (m *Mutex) ValidUntil() time.Time {
+	h := m.held()
+	if h == nil {
+		return time.Time{}
+	}
+	return h.validity()
+}
+
+// Context returns a context that is cancelled the moment the hold ends:
+// lost (its cause then wraps ErrLockLost), released by Unlock (its cause
+// wraps ErrNotHeld) or released by Client.Close (ErrClosed). Pass it to
+// the work done under the lock, so that the work stops when the lock
+// does; context.Cause says why. Its Err reads the validity clock when
+// called, like Held. If the handle holds nothing, the context returned is
+// already cancelled. Call it after Lock: the context belongs to the hold
+// current at the call.
+func (m *Mutex) Context() context.Context {
+	h := m.held()
+	if h == nil {
+		return notHeldContext
+	}
+	return h.context()
+}
+
+var notHeldContext = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrNotHeld)
+	return ctx
+}()
 
 // Lost returns a channel closed when the lock the handle holds is lost: its
 // validity ran out without a successful renewal, the server pushed Lost
 // (expired or revoked), or a renewal was answered LOCK_DELETED,
-// LOCK_CHANGED_OWNER or TOKEN_ERROR. The channel belongs to the hold
+// LOCK_CHANGED_OWNER, TOKEN_ERROR or REVOKED. A receive on the channel
+// learns of a validity that ran out only once the client's timer has run;
+// check Held (or Context().Err()) right before acting, which reads the
+// clock. The channel belongs to the hold
 // current when Lost is called: call it after Lock. It is not closed by
 // Unlock. If the handle holds nothing, the returned channel is closed.
 func (m *Mutex) Lost() <-chan struct{} {
@@ -473,7 +524,7 @@ func (m *Mutex) lock(ctx context.Context, block bool) error {
 	if err != nil {
 		return err
 	}
-	h = m.c.newHold(lc, g, m.opts.ttl, m.opts.autoRenew)
+	h = m.c.newHold(lc, g, m.opts)
 	lc.mu.Lock()
 	lc.h, lc.count = h, 1
 	lc.mu.Unlock()
@@ -1026,248 +1077,6 @@ func (lc *lockCore) releaseStray(ctx context.Context, token uint64) {
 	lc.c.log.Debug("paxlock: released an abandoned grant", "key", lc.key, "token", token, "status", res.resp.Status)
 }
 
-// ---- holds ----
-
-type holdKey struct {
-	key   string
-	token uint64
-	owner uint64
-}
-
-// hold is one granted lock: its token, its validity on the client's clock,
-// its renewal and expiry timers, and the Lost channel.
-type hold struct {
-	c     *Client
-	core  *lockCore
-	key   string
-	hash  uint64
-	owner wire.Owner
-	token uint64
-
-	mu         sync.Mutex
-	lost       chan struct{} // see lostCh; nil until asked for
-	reqTTL     time.Duration // what renewals ask for
-	ttl        time.Duration // the effective TTL of the last grant or renewal
-	validUntil time.Time
-	ended      bool  // released or lost
-	err        error // why it was lost
-	local      bool  // lost because its validity ran out on our clock
-	renewT     *time.Timer
-	expT       *time.Timer
-}
-
-func (c *Client) newHold(lc *lockCore, g granted, reqTTL time.Duration, autoRenew bool) *hold {
-	h := &hold{
-		c: c, core: lc, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
-		reqTTL: reqTTL, ttl: g.ttl,
-		validUntil: c.validUntil(g.from, g.ttl),
-	}
-	h.mu.Lock()
-	h.expT = time.AfterFunc(time.Until(h.validUntil), h.expire)
-	if autoRenew {
-		h.renewT = time.AfterFunc(time.Until(g.from.Add(g.ttl/3)), h.autoRenew)
-	}
-	h.mu.Unlock()
-	c.mu.Lock()
-	c.holds[holdKey{key: h.key, token: h.token, owner: h.owner.ID}] = h
-	c.mu.Unlock()
-	return h
-}
-
-// lostCh returns the hold's Lost channel, made on first use (most holds
-// are never asked for it): closed if the hold was already lost.
-func (h *hold) lostCh() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.lost == nil {
-		if h.err != nil {
-			h.lost = closedChan
-		} else {
-			h.lost = make(chan struct{})
-		}
-	}
-	return h.lost
-}
-
-func (h *hold) lostErr() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.err
-}
-
-func (h *hold) stopTimersLocked() {
-	h.expT.Stop()
-	if h.renewT != nil {
-		h.renewT.Stop()
-	}
-}
-
-func (h *hold) forget() {
-	h.c.mu.Lock()
-	k := holdKey{key: h.key, token: h.token, owner: h.owner.ID}
-	if h.c.holds[k] == h {
-		delete(h.c.holds, k)
-	}
-	h.c.mu.Unlock()
-}
-
-// markLost ends the hold as lost and closes its Lost channel, once.
-func (h *hold) markLost(err error, local bool) {
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		return
-	}
-	h.ended, h.err, h.local = true, err, local
-	h.stopTimersLocked()
-	if h.lost != nil {
-		close(h.lost)
-	}
-	h.mu.Unlock()
-	h.forget()
-	// Local waiters must not wait for an Unlock of a lock that is gone.
-	h.c.passLocal(h.core)
-	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
-}
-
-// endForClose ends the hold because Client.Close is releasing it: its
-// Lost channel closes and Unlock returns an error wrapping ErrClosed. It
-// reports false if the hold had already ended (released or lost).
-func (h *hold) endForClose() bool {
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		return false
-	}
-	h.ended = true
-	h.err = fmt.Errorf("%w: %q (token %d): released by Close", ErrClosed, h.key, h.token)
-	h.stopTimersLocked()
-	if h.lost != nil {
-		close(h.lost)
-	}
-	h.mu.Unlock()
-	h.forget()
-	return true
-}
-
-// finish ends the hold for Unlock. It returns whether the loss (if any)
-// was our own clock's doing, whether the hold was still valid on our
-// clock, and why the hold was lost (nil if it was not).
-func (h *hold) finish() (local, valid bool, lost error) {
-	h.mu.Lock()
-	wasEnded := h.ended
-	lost, local = h.err, h.local
-	valid = time.Now().Before(h.validUntil)
-	h.ended = true
-	h.stopTimersLocked()
-	h.mu.Unlock()
-	if !wasEnded {
-		h.forget()
-	}
-	return local, valid, lost
-}
-
-func (h *hold) expire() {
-	h.mu.Lock()
-	if h.ended {
-		h.mu.Unlock()
-		return
-	}
-	if d := time.Until(h.validUntil); d > 0 {
-		h.expT.Reset(d)
-		h.mu.Unlock()
-		return
-	}
-	h.mu.Unlock()
-	h.markLost(fmt.Errorf("%w: %q (token %d): not renewed within its TTL", ErrLockLost, h.key, h.token), true)
-}
-
-// extend records a successful renewal sent at from.
-func (h *hold) extend(from time.Time, ttl time.Duration) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.ended {
-		return
-	}
-	h.ttl = ttl
-	if nv := h.c.validUntil(from, ttl); nv.After(h.validUntil) {
-		h.validUntil = nv
-		h.expT.Reset(time.Until(nv))
-	}
-	if h.renewT != nil {
-		h.renewT.Reset(max(time.Until(from.Add(ttl/3)), 0))
-	}
-}
-
-// renew sends one Renew (with its retries) and applies the answer.
-func (h *hold) renew(ctx context.Context, ttl time.Duration) error {
-	return h.renewValue(ctx, ttl, false, "")
-}
-
-// renewValue is renew that also sets the holder value when setValue.
-func (h *hold) renewValue(ctx context.Context, ttl time.Duration, setValue bool, value string) error {
-	h.mu.Lock()
-	if h.ended {
-		err := h.err
-		h.mu.Unlock()
-		if err == nil {
-			err = fmt.Errorf("client: renew %q: %w", h.key, ErrNotHeld)
-		}
-		return err
-	}
-	if ttl > 0 {
-		h.reqTTL = ttl
-	} else {
-		ttl = h.reqTTL
-	}
-	h.mu.Unlock()
-	from := time.Now()
-	res, err := h.c.do(ctx, "renew", h.key, h.hash, wire.TypeRenew,
-		&wire.Renew{Key: h.key, Owner: h.owner, Token: h.token, TTLMs: ttlMs(ttl), SetValue: setValue, Value: value})
-	if err != nil {
-		return err
-	}
-	r := res.resp
-	switch {
-	case r.Status == wire.StatusSuccess:
-		h.mu.Lock()
-		known := h.ttl
-		h.mu.Unlock()
-		h.extend(from, effTTL(ttl, r.TTLLeftMs, known))
-		return nil
-	case lostStatus(r.Status):
-		err := statusErr("renew", h.key, r)
-		h.markLost(err, false)
-		return err
-	}
-	return statusErr("renew", h.key, r)
-}
-
-// autoRenew runs on the renewal timer: it renews, and on a transient
-// failure tries again soon; the expiry timer declares the lock lost if no
-// renewal succeeds in time.
-func (h *hold) autoRenew() {
-	h.mu.Lock()
-	if h.ended || h.c.isClosed() {
-		h.mu.Unlock()
-		return
-	}
-	until := h.validUntil
-	h.mu.Unlock()
-	ctx, cancel := context.WithDeadline(h.c.ctx, until)
-	err := h.renew(ctx, 0)
-	cancel()
-	if err == nil || errors.Is(err, ErrLockLost) || errors.Is(err, ErrNotHeld) {
-		return
-	}
-	h.c.log.Debug("paxlock: renewal failed; retrying", "key", h.key, "token", h.token, "err", err)
-	h.mu.Lock()
-	if !h.ended && !h.c.isClosed() {
-		h.renewT.Reset(max(h.ttl/10, time.Millisecond))
-	}
-	h.mu.Unlock()
-}
-
 // ---- read-write locks ----
 
 // RWMutex is a handle on a read-write lock: many readers or one writer,
@@ -1372,29 +1181,21 @@ func (rw *RWMutex) Downgrade(ctx context.Context) error {
 	if err := h.lostErr(); err != nil {
 		return err
 	}
+	h.renewMu.Lock()
+	defer h.renewMu.Unlock()
 	h.mu.Lock()
-	ttl := h.reqTTL
-	h.mu.Unlock()
+	ttl, known := h.reqTTL, h.ttl
 	from := time.Now()
+	h.beginRenewLocked(from, ttl)
+	h.mu.Unlock()
 	res, err := w.c.do(ctx, "downgrade", w.key, wlc.hash, wire.TypeAcquire,
 		&wire.Acquire{Key: w.key, Owner: wlc.owner, Kind: wire.KindRead, Flags: wire.FlagDowngrade, Weight: wire.DefaultWeight, TTLMs: ttlMs(ttl)})
 	if err != nil {
 		return err
 	}
-	resp := res.resp
-	switch {
-	case resp.Status == wire.StatusSuccess:
-	case lostStatus(resp.Status):
-		err := statusErr("downgrade", w.key, resp)
-		h.markLost(err, false)
+	if err := h.applyRenewal("downgrade", from, ttl, known, res.resp); err != nil {
 		return err
-	default:
-		return statusErr("downgrade", w.key, resp)
 	}
-	h.mu.Lock()
-	known := h.ttl
-	h.mu.Unlock()
-	h.extend(from, effTTL(ttl, resp.TTLLeftMs, known))
 	wlc.mu.Lock()
 	wlc.count, wlc.h = 0, nil
 	wlc.mu.Unlock()

@@ -29,6 +29,7 @@ type options struct {
 	processOwner bool
 	continuous   bool
 	value        string
+	onTrouble    func(RenewTrouble)
 	err          error
 }
 
@@ -70,6 +71,16 @@ func TTL(d time.Duration) Option {
 // that keeps failing until the lock's validity runs out closes Lost.
 func AutoRenew() Option {
 	return func(o *options) { o.autoRenew = true }
+}
+
+// OnRenewTrouble calls f each time an automatic renewal (AutoRenew) fails
+// while the lock is still valid: the client retries until the validity
+// runs out, and only then closes Lost, so f is the early warning (a slow
+// or unreachable master) that lets the caller wind its work down before
+// the lock is lost. f runs on the renewal's goroutine and must not block
+// for long. Each such failure is also logged at Warn.
+func OnRenewTrouble(f func(RenewTrouble)) Option {
+	return func(o *options) { o.onTrouble = f }
 }
 
 // Weight sets the waiter's priority in the server's queue, wire.MinWeight

@@ -127,6 +127,14 @@ func (s *Semaphore) Token() uint64 { return s.m.Token() }
 // Mutex.Lost); closed if the handle holds nothing.
 func (s *Semaphore) Lost() <-chan struct{} { return s.m.Lost() }
 
+// ValidUntil returns until when the client guarantees the handle's
+// permits (see Mutex.ValidUntil); the zero time if it holds none.
+func (s *Semaphore) ValidUntil() time.Time { return s.m.ValidUntil() }
+
+// Context returns a context cancelled the moment the handle's grant ends
+// (see Mutex.Context); already cancelled if it holds none.
+func (s *Semaphore) Context() context.Context { return s.m.Context() }
+
 func (s *Semaphore) check(n int) error {
 	switch {
 	case s == nil:

@@ -222,9 +222,10 @@ func (c *Config) setDefaults() {
 // Service is the lock service of one node: one lock group per replication
 // group, each with its workers.
 type Service struct {
-	cfg    Config
-	obs    Observer // cfg.Observer
-	groups []*Group
+	cfg     Config
+	obs     Observer // cfg.Observer
+	groups  []*Group
+	clients clientSinks // see AttachClient
 }
 
 // Group is the lock service of one replication group on this node.
@@ -338,6 +339,7 @@ func (s *Service) Submit(r *Request) {
 // ForgetClient removes every waiter and watch of client id (its connection
 // closed). Held locks are untouched: they expire unless renewed.
 func (s *Service) ForgetClient(id uint64, sink Sink) {
+	s.clients.remove(id, sink)
 	for _, g := range s.groups {
 		for _, w := range g.workers {
 			w.post(event{kind: evForget, client: id, sink: sink})
@@ -534,13 +536,18 @@ type Released struct {
 
 // ForceRelease frees key of namespace ns, whoever holds it: an operator's
 // force-unlock. This node must serve the key's group (else ErrNotMaster).
-// Each hold is removed through Paxos like an expiry, one at a time (a
-// read-held key has several); its holder's connection gets a Lost with
-// EventRevoked, watchers an EventRevoked event, and waiters are granted as
-// after a release. Only holds granted before the call are removed (those
-// with a token up to the group's last applied instance when it starts),
-// not a waiter's that a removal granted. It returns the holds removed,
-// none if the key was free.
+// Each hold is revoked, one at a time (a read-held key has several): its
+// holder is told (a Lost with EventRevoked), its renewals are refused,
+// and it is removed through Paxos like an expiry once its holder has
+// acknowledged (released the token) or its deadline has passed, so that
+// no one else is granted the key while the holder may still believe it
+// holds it (see revocation.go). Watchers then get EventRevoked, and
+// waiters are granted as after a release. Only holds granted before the
+// call are removed (those with a token up to the group's last applied
+// instance when it starts), not a waiter's that a removal granted. It
+// returns the holds removed, none if the key was free; ctx bounds the
+// wait (a holder that does not acknowledge holds the key until its TTL
+// runs out, and the revocation stands after ctx ends).
 func (s *Service) ForceRelease(ctx context.Context, ns, key string) ([]Released, error) {
 	if err := wire.ValidateKey(key); err != nil {
 		return nil, err

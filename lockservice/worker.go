@@ -86,7 +86,8 @@ type pending struct {
 	// gives the hold a value other than the one it had; its watchers
 	// are told once it is applied.
 	valueChanged bool
-	// forced: an expire proposed by OpForceRelease; its holder and
+	// forced: the expire of a revoked hold (acknowledged by its holder's
+	// release, or at its deadline; see revocation.go); its holder and
 	// watchers hear EventRevoked, not EventExpired.
 	forced bool
 	// handOff: a release whose cmd.grants[0] is req.HandOff, not a
@@ -287,6 +288,9 @@ type worker struct {
 	// client's backoff. earlyUntil bounds the wait (see earlyLimit).
 	early      []*Request
 	earlyUntil time.Time
+	// revoked: the holds an operator force-unlocked that have not ended
+	// (see revocation.go).
+	revoked revocations
 	// nwait and nwatch count the waiters and watchers indexed above, for
 	// Group.Waiting (read off the worker's goroutine).
 	nwait, nwatch atomic.Int64
@@ -719,6 +723,10 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		return
 	}
 	ok, again := canGrantReq(rec, r)
+	if again && w.revokedHolder(key, rec, r.Owner) {
+		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
+		return
+	}
 	// The clock is read only when a queue is involved: a free key's
 	// acquire (the common case) needs no rank.
 	var now time.Time
@@ -843,6 +851,10 @@ func (w *worker) renew(r *Request, key string, ks *keyState) {
 		w.respond(r, wire.Response{Status: st})
 		return
 	}
+	if w.isRevoked(key, r.Owner, r.Token) {
+		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
+		return
+	}
 	var ttl uint32
 	if r.TTL > 0 {
 		ttl = w.ttl(r)
@@ -899,6 +911,9 @@ func (w *worker) downgrade(r *Request, key string, ks *keyState) {
 	case rec.at(i).kind == wire.KindExclusive:
 		w.respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "an exclusive lock cannot be downgraded; use a read-write lock"})
 		return
+	case w.isRevoked(key, r.Owner, rec.at(i).token):
+		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
+		return
 	}
 	w.propose(ks, &pending{req: r, cmd: command{op: opDowngrade, key: key, owner: r.Owner, kind: wire.KindRead, token: rec.at(i).token, ttlMs: w.ttl(r)}})
 }
@@ -919,6 +934,13 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		return
 	}
 	ws := w.pick(ks, rec, r.Owner, r.Token)
+	if w.isRevoked(key, r.Owner, r.Token) {
+		// The holder acknowledges a revocation: the key goes as after a
+		// force-unlock (an involuntary end, EventRevoked to watchers).
+		e := w.expiryOf(key, r.Owner, r.Token)
+		w.propose(ks, &pending{req: r, lost: e, forced: true, grants: ws, cmd: command{op: opExpire, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}})
+		return
+	}
 	rest := without(rec, r.Owner, r.Token)
 	p := &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}}
 	if !r.HandOff.IsZero() && rest == 0 && len(ks.waiters) == 0 && exclusive(rec.kind()) {
@@ -1060,10 +1082,11 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			w.ungrant(q)
 		}
 		ks.waiters = w.dropWaiters(ks.waiters)
-		if p.cmd.op == opExpire && !p.forced {
+		if p.cmd.op == opExpire && p.req == nil {
 			// Not chosen (overload, a lost lease): the lock must still
-			// go, so propose the Expire again shortly. (A forced release
-			// that failed is the operator's to retry: they got the error.)
+			// go at its deadline, so propose the Expire again shortly.
+			// (A revoked holder's release that failed is its client's to
+			// retry: it got the error; the deadline still stands.)
 			w.retryExpire(p.lost, now)
 		}
 	} else {
@@ -1121,7 +1144,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			// found the hold gone already).
 			if out.status == wire.StatusSuccess {
 				ev := wire.EventReleased
-				if p.cmd.op == opRelease || p.forced {
+				if p.cmd.op == opRelease || p.forced && p.req != nil {
 					w.staled() // the released hold's entry
 					if obs != nil {
 						obs.Count(StatRelease)
@@ -1138,8 +1161,8 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 					if p.forced {
 						ev = wire.EventRevoked
 					}
-					if ref := p.lost.sink; ref != nil && ref.sink != nil {
-						ref.sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})
+					if sink := w.holderSink(p.lost, p.lost.owner.Client); sink != nil {
+						sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})
 					}
 				}
 				w.notify(ks, name, ev, p.cmd.token, wire.Owner{}, "")
@@ -1152,6 +1175,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 				w.settleHandOff(ks, key, name, p, out, now, &resp)
 			}
 			w.respond(p.req, resp)
+			w.endRevocation(key, p.cmd.owner, p.cmd.token, wire.Response{Status: out.status, Token: p.cmd.token})
 		}
 		if !p.handOff {
 			w.settleGrants(ks, key, name, p, out, now)
@@ -1502,6 +1526,7 @@ func (w *worker) refuseEarly() {
 func (w *worker) loseMastership() {
 	w.serving = false
 	w.term++
+	w.dropRevocations()
 	var multis []*multiAcq
 	for _, ks := range w.keys {
 		for _, r := range ks.deferred {
@@ -1650,41 +1675,8 @@ func (w *worker) expire(e expiry, now time.Time) {
 		rec := w.g.sm.get(e.key)
 		ws = w.pick(ks, rec, e.owner, e.token)
 	}
-	w.propose(ks, &pending{lost: e, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
-}
-
-// forceRelease proposes the removal of key's first hold with a token up
-// to r.Token, whoever holds it, as an Expire (the state machine's removal by owner and token) that
-// grants to waiters like any release; its holder is told EventRevoked
-// through the connection the hold's deadline names (found by a scan of
-// the expiry heap, which is fine for an operator's command).
-func (w *worker) forceRelease(r *Request, key string, ks *keyState) {
-	rec := w.g.sm.get(key)
-	var h *holder
-	for i := range rec.n() {
-		if rec.at(i).token <= r.Token {
-			h = rec.at(i)
-			break
-		}
-	}
-	if h == nil {
-		w.respond(r, wire.Response{Status: wire.StatusLockDeleted})
-		return
-	}
-	e := expiry{key: key, token: h.token, owner: h.owner}
-	if at, ok := w.g.sm.deadline(key, h.owner, h.token); ok {
-		for _, x := range w.expiry {
-			if x.key == key && x.owner == h.owner && x.token == h.token && x.at == at {
-				e = x
-				break
-			}
-		}
-	}
-	var ws []*waiter
-	if len(ks.waiters) > 0 {
-		ws = w.pick(ks, rec, h.owner, h.token)
-	}
-	w.propose(ks, &pending{req: r, lost: e, forced: true, grants: ws, cmd: command{op: opExpire, key: key, owner: h.owner, token: h.token, grants: w.grantsFor(ks, ws)}})
+	forced := w.isRevoked(e.key, e.owner, e.token)
+	w.propose(ks, &pending{lost: e, forced: forced, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
 }
 
 // retryExpire moves the deadline of e's hold a little past now, so that

@@ -192,6 +192,11 @@ type ForceUnlocked struct {
 	Namespace string         `json:"namespace"`
 	Key       string         `json:"key"`
 	Released  []ReleasedHold `json:"released"`
+	// Pending: a hold is revoked but not removed yet, because its holder
+	// has not acknowledged within the request's wait; the master removes
+	// it when the holder does, or at the latest when its TTL runs out
+	// (HTTP 202).
+	Pending bool `json:"pending,omitempty"`
 }
 
 // ReleasedHold is one hold a force-unlock removed.
@@ -201,13 +206,21 @@ type ReleasedHold struct {
 	Token  uint64 `json:"token"`
 }
 
+// forceUnlockWait bounds how long POST /locks/unlock waits for revoked
+// holders to acknowledge before it answers 202 (pending).
+const forceUnlockWait = 10 * time.Second
+
 // forceUnlockHandler frees a lock whoever holds it (POST {"namespace",
 // "key"}): an operator's way out of a lock whose holder is stuck but
-// renewing. Each hold is removed through Paxos; its holder gets a Lost
-// with EventRevoked and its watchers an EventRevoked event; waiters are
-// granted as after a release. A node that does not serve the key's group
-// redirects to the one that does. The answer lists the holds removed
-// (none: the key was free).
+// renewing. Each hold is revoked (see lockservice.Service.ForceRelease):
+// its holder gets a Lost with EventRevoked, its renewals are refused, and
+// it is removed through Paxos once the holder acknowledges or its TTL
+// runs out, never before, so that two holders never overlap; its
+// watchers then get an EventRevoked event and waiters are granted as
+// after a release. A node that does not serve the key's group redirects
+// to the one that does. The answer lists the holds removed (none: the
+// key was free); HTTP 202 with pending set when a holder had not
+// acknowledged within forceUnlockWait (the revocation stands).
 func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "use POST {\"namespace\": ..., \"key\": ...}", http.StatusMethodNotAllowed)
@@ -222,10 +235,13 @@ func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unknown namespace", http.StatusNotFound)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), forceUnlockWait)
 	defer cancel()
 	rel, err := s.svc.ForceRelease(ctx, body.Namespace, body.Key)
+	pending := errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil
 	switch {
+	case pending:
+		// Revoked, waiting for its holder: answered below.
 	case errors.Is(err, lockservice.ErrNotMaster):
 		g := wire.GroupOf(wire.KeyHash(body.Namespace, body.Key), len(s.svc.Groups()))
 		var m uint32
@@ -243,13 +259,15 @@ func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	out := ForceUnlocked{Namespace: body.Namespace, Key: body.Key, Released: []ReleasedHold{}}
+	out := ForceUnlocked{Namespace: body.Namespace, Key: body.Key, Released: []ReleasedHold{}, Pending: pending}
 	for _, h := range rel {
 		out.Released = append(out.Released, ReleasedHold{Client: h.Owner.Client, Owner: h.Owner.ID, Token: h.Token})
 	}
 	s.log.Warn("lock force-released by an operator", "namespace", body.Namespace, "key", body.Key, "holds", len(rel), "err", err)
 	w.Header().Set("Content-Type", "application/json")
-	if err != nil {
+	if pending {
+		w.WriteHeader(http.StatusAccepted)
+	} else if err != nil {
 		// Some holds went before the error: say what was done.
 		w.WriteHeader(http.StatusInternalServerError)
 	}

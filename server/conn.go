@@ -322,6 +322,10 @@ func (c *conn) Accepted(prev, cur session.Identity) {
 		c.s.svc.ForgetClient(prev.ClientID, c)
 	}
 	c.auth.Store(&authState{ns: cur.Namespace, v: cur.Verifier, relay: cur.Via != 0, client: cur.ClientID, gen: c.helloGen})
+	c.s.svc.AttachClient(cur.ClientID, c)
+	if c.closed.Load() {
+		c.s.svc.ForgetClient(cur.ClientID, c) // closed meanwhile
+	}
 }
 
 // authState is what a connection's accepted handshake proved, and the

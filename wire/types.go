@@ -187,6 +187,13 @@ const (
 	// is under way). Nothing changed. Retry after Response.RetryAfterMs,
 	// refreshing the view.
 	StatusNoMaster Status = 13
+	// StatusRevoked: Renew (or a reentrant Acquire) named a hold an
+	// operator has force-unlocked. The caller has lost the lock and should
+	// acknowledge with a Release of the token: the master frees a revoked
+	// key once its holder released it or its deadline passed, whichever
+	// comes first, so that the holder stops believing before anyone else
+	// is granted the key.
+	StatusRevoked Status = 14
 )
 
 var statusNames = [256]string{
@@ -203,6 +210,7 @@ var statusNames = [256]string{
 	StatusBadRequest:       "BAD_REQUEST",
 	StatusOverloaded:       "OVERLOADED",
 	StatusNoMaster:         "NO_MASTER",
+	StatusRevoked:          "REVOKED",
 }
 
 // String returns the status's protocol name, such as LOCK_OCCUPIED, or
