@@ -42,7 +42,7 @@ const (
 	opSetVersion op = 5 // raise the group version (migration)
 	opGrant      op = 6 // grant to grants (a free or read-held key's waiters)
 	// Namespace table (group 0 only; see namespace.go).
-	opNamespacePut    op = 7 // key = name, data = salt and secret hash
+	opNamespacePut    op = 7 // key = name, data = the namespace record (a SCRAM verifier; version 1: salt and SHA-256)
 	opNamespaceDelete op = 8 // key = name
 	opNamespaceInit   op = 9 // data = the configured namespaces, once
 	// opDowngrade turns owner's write hold with token into a read hold
