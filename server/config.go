@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -141,6 +142,18 @@ type Config struct {
 	// paxlock_slow_consumers_total): its waits and watches are dropped,
 	// its held locks expire unless renewed over another connection.
 	MaxOutput int `json:"max_output"`
+	// MaxWaitsPerConn and MaxWatchesPerConn bound the blocked acquires
+	// and the watches one client connection may keep on this node's
+	// masters, across keys and groups (defaults 10000 each);
+	// MaxWaitsPerNamespace and MaxWatchesPerNamespace bound those of
+	// one namespace on this node, all connections together (defaults
+	// 100000 each). Beyond a bound a blocked acquire or a watch is
+	// answered OVERLOADED with RetryAfterMs (the Go client retries it).
+	// See lockservice.Config.MaxConnWaits.
+	MaxWaitsPerConn        int `json:"max_waits_per_conn"`
+	MaxWatchesPerConn      int `json:"max_watches_per_conn"`
+	MaxWaitsPerNamespace   int `json:"max_waits_per_namespace"`
+	MaxWatchesPerNamespace int `json:"max_watches_per_namespace"`
 	// IdleTimeout closes a client connection that sent nothing, not even a
 	// heartbeat, for this long (default 2m).
 	IdleTimeout Duration `json:"idle_timeout"`
@@ -328,6 +341,18 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxOutput <= 0 {
 		c.MaxOutput = 16 << 20
+	}
+	if c.MaxWaitsPerConn <= 0 {
+		c.MaxWaitsPerConn = lockservice.DefaultMaxConnWaits
+	}
+	if c.MaxWatchesPerConn <= 0 {
+		c.MaxWatchesPerConn = lockservice.DefaultMaxConnWatches
+	}
+	if c.MaxWaitsPerNamespace <= 0 {
+		c.MaxWaitsPerNamespace = lockservice.DefaultMaxNamespaceWaits
+	}
+	if c.MaxWatchesPerNamespace <= 0 {
+		c.MaxWatchesPerNamespace = lockservice.DefaultMaxNamespaceWatches
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)

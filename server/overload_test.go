@@ -94,3 +94,49 @@ func TestMaxInflight(t *testing.T) {
 		t.Fatalf("a request once nothing is in flight: %+v", r)
 	}
 }
+
+// TestConnBoundsConfigured: max_waits_per_conn and max_watches_per_conn
+// reach the lock service: on a connection allowed one of each, a second
+// blocked acquire and a second watch are answered OVERLOADED with
+// RetryAfterMs, while another connection still gets its own.
+func TestConnBoundsConfigured(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) {
+		c.MaxWaitsPerConn = 1
+		c.MaxWatchesPerConn = 1
+	})
+	const key = "bounded"
+	mi := tc.masterIndex("ns", key)
+	addr := tc.cfgs[mi].self().Client
+	holder, a, b := dialRaw(t, addr), dialRaw(t, addr), dialRaw(t, addr)
+	holder.hello("ns", "s3cret", 1)
+	a.hello("ns", "s3cret", 2)
+	b.hello("ns", "s3cret", 3)
+	if r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 60000}); r.Status != wire.StatusSuccess {
+		t.Fatalf("holder: %+v", r)
+	}
+	wait := func(rc *rawConn, n, id uint64) *wire.Response {
+		return rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(n), ID: id}, Weight: 1, TTLMs: 60000,
+			MaxWaitMs: wire.WaitForever, WaitID: id})
+	}
+	watch := func(rc *rawConn, id uint64) *wire.Response {
+		return rc.call(wire.TypeWatch, &wire.Watch{Key: key, WatchID: id, Flags: wire.FlagContinuous})
+	}
+	if r := wait(a, 2, 1); r.Status != wire.StatusLockWait {
+		t.Fatalf("first wait: %+v", r)
+	}
+	if r := wait(a, 2, 2); r.Status != wire.StatusOverloaded || r.RetryAfterMs == 0 {
+		t.Fatalf("second wait on the connection: %+v, want OVERLOADED with RetryAfterMs", r)
+	}
+	if r := watch(a, 1); r.Status != wire.StatusSuccess {
+		t.Fatalf("first watch: %+v", r)
+	}
+	if r := watch(a, 2); r.Status != wire.StatusOverloaded || r.RetryAfterMs == 0 {
+		t.Fatalf("second watch on the connection: %+v, want OVERLOADED with RetryAfterMs", r)
+	}
+	if r := wait(b, 3, 1); r.Status != wire.StatusLockWait {
+		t.Fatalf("another connection's wait: %+v", r)
+	}
+	if r := watch(b, 1); r.Status != wire.StatusSuccess {
+		t.Fatalf("another connection's watch: %+v", r)
+	}
+}
