@@ -198,6 +198,18 @@ type Config struct {
 	// endpoint is open to anyone who reaches it and the node logs a
 	// warning at start.
 	AdminTokenFile string `json:"admin_token_file,omitempty"`
+	// RelaySecretFile names a file holding the cluster's relay secret
+	// (surrounding white space ignored, at least MinRelaySecretLen
+	// bytes, the same on every node); the environment variable
+	// PAXLOCK_RELAY_SECRET, if set, is used instead. A node forwarding a
+	// client's request to its group's master (a relay) must prove that
+	// it is a node of the cluster: with peer TLS its node certificate
+	// does, on the master's TLS client listener; without peer TLS it
+	// proves this secret with SCRAM. Without peer TLS and without the
+	// secret, nodes neither accept nor open relays: they redirect
+	// clients instead, and a client that cannot reach a group's master
+	// cannot use it.
+	RelaySecretFile string `json:"relay_secret_file,omitempty"`
 	// AdminPublicRead lets /status, /metrics and GET /namespaces be read
 	// without the token (default false). /healthz and /readyz never need
 	// it.
@@ -449,6 +461,9 @@ func (c *Config) Validate() error {
 	if _, err := c.adminToken(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.relaySecret(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -510,6 +525,35 @@ func (c *Config) adminToken() (string, error) {
 // AdminTokenEnv is the environment variable that holds the admin bearer
 // token, for paxlockd (over admin_token_file) and paxlockctl.
 const AdminTokenEnv = "PAXLOCK_ADMIN_TOKEN"
+
+// RelaySecretEnv is the environment variable that holds the cluster's
+// relay secret, for paxlockd (over relay_secret_file).
+const RelaySecretEnv = "PAXLOCK_RELAY_SECRET"
+
+// MinRelaySecretLen is the shortest relay secret a node accepts (e.g.
+// openssl rand -base64 32 writes 44 bytes).
+const MinRelaySecretLen = 16
+
+// relaySecret returns the cluster's relay secret: PAXLOCK_RELAY_SECRET
+// if set, else RelaySecretFile's content; "" if neither.
+func (c *Config) relaySecret() (string, error) {
+	sec := strings.TrimSpace(os.Getenv(RelaySecretEnv))
+	what := RelaySecretEnv
+	if sec == "" {
+		if c.RelaySecretFile == "" {
+			return "", nil
+		}
+		b, err := os.ReadFile(c.RelaySecretFile)
+		if err != nil {
+			return "", fmt.Errorf("relay_secret_file: %w", err)
+		}
+		sec, what = strings.TrimSpace(string(b)), "relay_secret_file "+c.RelaySecretFile
+	}
+	if len(sec) < MinRelaySecretLen {
+		return "", fmt.Errorf("%s: the relay secret has %d bytes, want at least %d (e.g. openssl rand -base64 32)", what, len(sec), MinRelaySecretLen)
+	}
+	return sec, nil
+}
 
 // self returns this node's addresses.
 func (c *Config) self() NodeAddr {

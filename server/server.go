@@ -627,13 +627,18 @@ func (s *Server) withTLSAddrs(v *wire.View) *wire.View {
 // relayAddr is where this node relays requests for node id, the master
 // of their group: its TLS client listener when the peers use TLS (the
 // relay proves there with this node's certificate that it is this node),
-// its plain one otherwise; "" if it has none.
+// its plain one when the peers run without TLS and the cluster has a
+// relay secret (the relay proves it with SCRAM); "" if it has none, or
+// without either proof (no relays at all).
 func (s *Server) relayAddr(id uint32) string {
 	a := s.addr(paxos.NodeID(id))
-	if s.sec.peer != nil {
+	switch {
+	case s.sec.peer != nil:
 		return a.ClientTLS
+	case s.sec.relaySecret != "":
+		return a.Client
 	}
-	return a.Client
+	return "" // nothing to prove a relay with: no relays
 }
 
 func (s *Server) subscribe(c *conn, on bool) {
