@@ -204,11 +204,11 @@ type Config struct {
 	// PAXLOCK_RELAY_SECRET, if set, is used instead. A node forwarding a
 	// client's request to its group's master (a relay) must prove that
 	// it is a node of the cluster: with peer TLS its node certificate
-	// does, on the master's TLS client listener; without peer TLS it
-	// proves this secret with SCRAM. Without peer TLS and without the
-	// secret, nodes neither accept nor open relays: they redirect
-	// clients instead, and a client that cannot reach a group's master
-	// cannot use it.
+	// does, on the master's TLS client listener, and the secret is not
+	// used; without peer TLS it proves this secret with SCRAM. Without
+	// peer TLS and without the secret, nodes neither accept nor open
+	// relays: they redirect clients instead, and a client that cannot
+	// reach a group's master cannot use it.
 	RelaySecretFile string `json:"relay_secret_file,omitempty"`
 	// AdminPublicRead lets /status, /metrics and GET /namespaces be read
 	// without the token (default false). /healthz and /readyz never need

@@ -283,13 +283,15 @@ func (c *conn) TrustRelay(h *wire.Hello) error {
 // not prove it comes from the node named.
 var errRelayUntrusted = errors.New("a relay's Hello needs the TLS client listener and the relaying node's certificate (without peer TLS, relays prove the relay secret with SCRAM)")
 
-// RelayCredentials implements session.Host: a relay's SCRAM exchange
-// (a ScramClientFirst with Via set) proves the cluster's relay secret,
-// for a namespace that exists, from a node that is a member. Without a
-// relay secret there is nothing to prove: refused.
+// RelayCredentials implements session.Host: without peer TLS, a relay's
+// SCRAM exchange (a ScramClientFirst with Via set) proves the cluster's
+// relay secret, for a namespace that exists, from a node that is a
+// member. Without a relay secret there is nothing to prove, and with
+// peer TLS relays prove themselves with their node certificates
+// (TrustRelay) only: refused.
 func (c *conn) RelayCredentials(via uint32, ns string) (scramauth.Verifier, bool) {
 	c.helloGen = c.s.svc.NamespaceGeneration() // before the lookup: see checkRevoked
-	if c.s.sec.relaySecret == "" || c.s.addr(paxos.NodeID(via)).ID != via {
+	if c.s.sec.peer != nil || c.s.sec.relaySecret == "" || c.s.addr(paxos.NodeID(via)).ID != via {
 		return scramauth.Verifier{}, false
 	}
 	if _, ok := c.s.credentials(ns); !ok {
