@@ -414,6 +414,85 @@ func TestNoMasterRetried(t *testing.T) {
 	}
 }
 
+// TestOverloadedRetried: a request answered OVERLOADED is sent again
+// after at least the answer's RetryAfterMs (try-lock, blocking lock,
+// unlock and watch alike), and fails with ErrOverloaded once the
+// retries are used up.
+func TestOverloadedRetried(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	const refusals, retryAfter = 2, 30 * time.Millisecond
+	overload := func() {
+		n.set(func(n *fakeNode) { n.overloaded, n.retryAfterMs = refusals, uint32(retryAfter/time.Millisecond) })
+	}
+	cfg := testConfig(n.addr)
+	c := newTestClient(t, cfg)
+	ctx := tctx(t)
+
+	// Each call below is answered OVERLOADED twice, then served. The
+	// client waits at least RetryAfterMs after each: a lower bound on
+	// the time, which a loaded machine only lengthens.
+	timed := func(what string, typ wire.Type, f func() error) {
+		t.Helper()
+		before := n.count(typ)
+		overload()
+		start := time.Now()
+		if err := f(); err != nil {
+			t.Fatalf("%s after OVERLOADED: %v", what, err)
+		}
+		if d := time.Since(start); d < refusals*retryAfter {
+			t.Errorf("%s: served after %v, before the %v the OVERLOADED answers asked to wait", what, d, refusals*retryAfter)
+		}
+		if got := n.count(typ) - before; got != refusals+1 {
+			t.Errorf("%s: the node saw %d requests, want %d", what, got, refusals+1)
+		}
+	}
+	m := c.Mutex("k")
+	timed("TryLock", wire.TypeAcquire, func() error { return m.TryLock(ctx) })
+	timed("Unlock", wire.TypeRelease, func() error { return m.Unlock(ctx) })
+
+	// A blocking lock on a held key: OVERLOADED twice, then queued, then
+	// granted when the holder lets go.
+	holder := c.Mutex("k")
+	if err := holder.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := n.count(wire.TypeAcquire)
+	overload()
+	done := goErr(func() error { return m.Lock(ctx) })
+	n.waitFor(t, "the blocked lock queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	if got := n.count(wire.TypeAcquire) - before; got != refusals+1 {
+		t.Errorf("blocking Lock: the node saw %d acquires, want %d", got, refusals+1)
+	}
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := recvErr(t, done, "Lock"); err != nil {
+		t.Fatalf("blocking Lock after OVERLOADED: %v", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A watch registers once the node takes it.
+	var w *Watcher
+	timed("Watch", wire.TypeWatch, func() (err error) { w, err = c.Watch(ctx, "k", 0); return err })
+	defer w.Close()
+
+	// Always OVERLOADED: the call fails once its retries are spent, with
+	// ErrOverloaded.
+	n.set(func(n *fakeNode) { n.overloaded, n.retryAfterMs = -1, 1 })
+	cfg.MaxRetries = 2
+	c2 := newTestClient(t, cfg)
+	before = n.count(wire.TypeAcquire)
+	if err := c2.Mutex("k2").TryLock(ctx); !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("TryLock against a node always OVERLOADED: %v, want ErrOverloaded", err)
+	}
+	if got := n.count(wire.TypeAcquire) - before; got != 3 {
+		t.Errorf("the node saw %d acquires, want 3 (MaxRetries 2)", got)
+	}
+}
+
 func TestBlockedAcquireFollowsMaster(t *testing.T) {
 	fc := newFakeCluster(t, 2)
 	a, b := fc.nodes[0], fc.nodes[1]

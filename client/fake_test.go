@@ -121,6 +121,8 @@ type fakeNode struct {
 	// Behaviour knobs, guarded by mu.
 	redirect        string      // answer keyed requests MASTER_REDIRECT to this
 	noMaster        bool        // answer keyed requests NO_MASTER
+	overloaded      int         // answer this many more keyed requests OVERLOADED (negative: all)
+	retryAfterMs    uint32      // the RetryAfterMs of those OVERLOADED answers
 	renewStatus     wire.Status // if nonzero, answer renews with it
 	dropRenews      bool        // never answer renews
 	suppressGranted bool        // grant waiters without pushing Granted
@@ -383,6 +385,10 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 		return
 	case n.noMaster:
 		c.respond(id, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 5})
+		return
+	case n.overloaded != 0:
+		n.overloaded--
+		c.respond(id, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: n.retryAfterMs, Msg: "fake: overloaded"})
 		return
 	}
 	switch r := m.(type) {

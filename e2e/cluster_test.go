@@ -105,16 +105,25 @@ func newCluster(t testing.TB, bin, dir string) *cluster {
 	return c
 }
 
+// e2eRelaySecret is the relay secret the nodes share: their peers run
+// without TLS, so relays between them prove it.
+const e2eRelaySecret = "e2e-cluster-relay-secret"
+
 // add writes node id's config (the common settings, the members, and
 // extra) and starts it.
 func (c *cluster) add(id int, nodes []nodeAddrs, admin, netns string, extra map[string]any) *proc {
+	relaySecret := filepath.Join(c.dir, "relay.secret")
+	if err := os.WriteFile(relaySecret, []byte(e2eRelaySecret), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
 	cfg := map[string]any{
-		"node_id":    id,
-		"data_dir":   filepath.Join(c.dir, fmt.Sprintf("data%d", id)),
-		"nodes":      nodes,
-		"namespaces": []map[string]string{{"name": "e2e", "secret": "s"}},
-		"min_ttl":    "500ms",
-		"admin_addr": admin,
+		"node_id":           id,
+		"data_dir":          filepath.Join(c.dir, fmt.Sprintf("data%d", id)),
+		"nodes":             nodes,
+		"namespaces":        []map[string]string{{"name": "e2e", "secret": "s"}},
+		"min_ttl":           "500ms",
+		"admin_addr":        admin,
+		"relay_secret_file": relaySecret,
 	}
 	for k, v := range extra {
 		cfg[k] = v

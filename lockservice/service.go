@@ -156,6 +156,17 @@ type Config struct {
 	DefaultTTL, MinTTL, MaxTTL time.Duration
 	// MaxWaiters bounds the waiters of one key (default 10000).
 	MaxWaiters int
+	// MaxConnWaits and MaxConnWatches bound the blocked acquires and the
+	// watches that one client connection (one Sink) may keep on this
+	// node's masters, across keys and groups (defaults 10000 each);
+	// MaxNamespaceWaits and MaxNamespaceWatches bound those of one
+	// namespace, all connections together (defaults 100000 each). A
+	// blocked acquire or a watch beyond a bound is answered OVERLOADED
+	// with RetryAfterMs, and nothing is kept for it. A wait re-sent over
+	// a new connection (the same owner and wait id) moves there whatever
+	// that connection holds: it is the same wait, not a new one.
+	MaxConnWaits, MaxConnWatches           int
+	MaxNamespaceWaits, MaxNamespaceWatches int
 	// WeightAging is how much waiting time one unit of a waiter's weight
 	// is worth (default 1s): a key's waiters are served in order of
 	// arrival time minus weight × WeightAging, earliest first. A heavier
@@ -208,6 +219,18 @@ func (c *Config) setDefaults() {
 	if c.MaxWaiters <= 0 {
 		c.MaxWaiters = 10000
 	}
+	if c.MaxConnWaits <= 0 {
+		c.MaxConnWaits = DefaultMaxConnWaits
+	}
+	if c.MaxConnWatches <= 0 {
+		c.MaxConnWatches = DefaultMaxConnWatches
+	}
+	if c.MaxNamespaceWaits <= 0 {
+		c.MaxNamespaceWaits = DefaultMaxNamespaceWaits
+	}
+	if c.MaxNamespaceWatches <= 0 {
+		c.MaxNamespaceWatches = DefaultMaxNamespaceWatches
+	}
 	if c.WeightAging <= 0 {
 		c.WeightAging = time.Second
 	}
@@ -226,6 +249,7 @@ type Service struct {
 	obs     Observer // cfg.Observer
 	groups  []*Group
 	clients clientSinks // see AttachClient
+	use     usage       // waits and watches per connection and namespace
 }
 
 // Group is the lock service of one replication group on this node.

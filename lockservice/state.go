@@ -39,10 +39,10 @@ const (
 	opRenew      op = 2 // refresh the TTL of owner's hold with token
 	opRelease    op = 3 // remove owner's hold with token, then grant to grants
 	opExpire     op = 4 // remove owner's hold with token (master-decided), then grant
-	opSetVersion op = 5 // raise the group version (migration)
+	opSetVersion op = 5 // raise the group version to token (Group.RaiseVersion; migration)
 	opGrant      op = 6 // grant to grants (a free or read-held key's waiters)
 	// Namespace table (group 0 only; see namespace.go).
-	opNamespacePut    op = 7 // key = name, data = salt and secret hash
+	opNamespacePut    op = 7 // key = name, data = the namespace record (a SCRAM verifier; version 1: salt and SHA-256)
 	opNamespaceDelete op = 8 // key = name
 	opNamespaceInit   op = 9 // data = the configured namespaces, once
 	// opDowngrade turns owner's write hold with token into a read hold
@@ -841,6 +841,11 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		return sm.applyMulti(instance, c)
 	}
 	if c.op == opSetVersion {
+		if c.token > MaxGroupVersion {
+			// A token has 16 bits for the version (RaiseVersion refuses
+			// more before proposing): never shift one out.
+			return &outcome{status: wire.StatusBadRequest, token: sm.version}
+		}
 		if c.token > sm.version {
 			sm.version = c.token
 			w.Set(versionKey, binary.AppendUvarint(nil, sm.version))

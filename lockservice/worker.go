@@ -385,6 +385,7 @@ func (w *worker) unindex(q *waiter) {
 	if m := w.waits[q.req.Sink]; m != nil {
 		if _, ok := m[q]; ok {
 			w.nwait.Add(-1)
+			w.g.svc.use.give(useWait, q.req.Sink, q.req.Namespace)
 		}
 		delete(m, q)
 		if len(m) == 0 {
@@ -410,6 +411,8 @@ func (w *worker) unindexWatch(wt *watcher) {
 	if m := w.watching[wt.sink]; m != nil {
 		if _, ok := m[wt]; ok {
 			w.nwatch.Add(-1)
+			ns, _ := splitFull(wt.key)
+			w.g.svc.use.give(useWatch, wt.sink, ns)
 		}
 		delete(m, wt)
 		if len(m) == 0 {
@@ -750,6 +753,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 			if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
 				w.unindex(q)
 				q.req = r
+				w.g.svc.use.take(&w.g.svc.cfg, useWait, r.Sink, r.Namespace, false)
 				w.index(q)
 				w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 				return
@@ -764,6 +768,9 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	}
 	if len(ks.waiters) >= w.g.svc.cfg.MaxWaiters {
 		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 100, Msg: "too many waiters on key"})
+		return
+	}
+	if !w.admit(useWait, r) {
 		return
 	}
 	w.seq++
@@ -1294,6 +1301,9 @@ func (w *worker) staled() {
 }
 
 func (w *worker) watch(r *Request, key string) {
+	if !w.admit(useWatch, r) {
+		return
+	}
 	ks := w.state(key)
 	wt := &watcher{id: r.WatchID, key: key, sink: r.Sink, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous)}
 	w.respond(r, wire.Response{Status: wire.StatusSuccess})
@@ -1311,6 +1321,7 @@ func (w *worker) watch(r *Request, key string) {
 	case cur > r.Token:
 		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder, Value: value})
 		if !wt.continuous {
+			w.g.svc.use.give(useWatch, r.Sink, r.Namespace) // ended at once: not set
 			return
 		}
 		wt.token = cur
@@ -1318,6 +1329,7 @@ func (w *worker) watch(r *Request, key string) {
 		// The lock the watcher knew of is gone.
 		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventReleased, Token: r.Token})
 		if !wt.continuous {
+			w.g.svc.use.give(useWatch, r.Sink, r.Namespace)
 			return
 		}
 	}
@@ -1539,6 +1551,7 @@ func (w *worker) loseMastership() {
 			}
 		}
 	}
+	w.giveUsage()
 	clear(w.keys)
 	clear(w.refs)
 	clear(w.waits)

@@ -576,6 +576,11 @@ func (c *rconn) TrustRelay(*wire.Hello) error {
 	return errors.New("this is a paxlock registry: it takes no relays")
 }
 
+// RelayCredentials implements session.Host: a registry takes no relays.
+func (c *rconn) RelayCredentials(uint32, string) (scramauth.Verifier, bool) {
+	return scramauth.Verifier{}, false
+}
+
 // Send implements session.Host.
 func (c *rconn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
 

@@ -13,7 +13,10 @@
 # (relays between nodes use it, with the node certificates).
 # To bring your own, put ca.crt, node<i>.crt, node<i>.key (each naming
 # paxlock://paxlock/node/<i>), admin.token and gossip.key in $CERTS before
-# the first start. CLUSTER_SECURE=0 runs everything in plaintext instead.
+# the first start. CLUSTER_SECURE=0 runs everything in plaintext instead,
+# except that the nodes share a random relay secret ($RUNDIR/relay.secret,
+# written on first start) with which a node relaying a client's request to
+# a master proves that it is a node of the cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNDIR=${RUNDIR:-.run}
@@ -32,9 +35,13 @@ ctl() {
   fi
 }
 
-# security prints node $1's security settings (nothing when plaintext).
+# security prints node $1's security settings (when plaintext, only the
+# relay secret).
 security() {
-  [ "$CLUSTER_SECURE" = 1 ] || return 0
+  if [ "$CLUSTER_SECURE" != 1 ]; then
+    printf '  "relay_secret_file": "%s",\n' "$RUNDIR/relay.secret"
+    return 0
+  fi
   local i=$1
   cat <<JSON
   "tls": {"ca": "$CERTS/ca.crt", "cert": "$CERTS/node$i.crt", "key": "$CERTS/node$i.key"},
@@ -93,6 +100,9 @@ start() {
   if [ "$CLUSTER_SECURE" = 1 ] && [ ! -f "$CERTS/ca.crt" ]; then
     "$BIN/paxlockctl" -out "$CERTS" -nodes $N -hosts 127.0.0.1,localhost certs >/dev/null
     echo "generated a development CA, node certificates, admin token and gossip key in $CERTS/"
+  fi
+  if [ "$CLUSTER_SECURE" != 1 ] && [ ! -f "$RUNDIR/relay.secret" ]; then
+    (umask 077 && head -c 32 /dev/urandom | base64 > "$RUNDIR/relay.secret")
   fi
   for i in $(seq 1 $N); do
     if running "$i"; then echo "node $i already running (pid $(cat "$RUNDIR/n$i.pid"))"; continue; fi

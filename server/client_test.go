@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -285,16 +286,32 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 
 // holdGuard checks mutual exclusion and token order as the clients see
 // them: at most one holder per key, tokens strictly increasing per key.
+// A hold is recorded from the moment Lock returns until just before
+// Unlock is called, with the holder working in between (see cycle), so
+// that a second holder granted during it is counted as an overlap.
 type holdGuard struct {
 	mu      sync.Mutex
 	holder  map[string]int
 	last    map[string]uint64
 	overlap atomic.Int64
 	regress atomic.Int64
+	// work is what a holder does while it holds the lock (holdWork
+	// unless a test sets it).
+	work func()
 }
 
 func newGuard() *holdGuard {
-	return &holdGuard{holder: map[string]int{}, last: map[string]uint64{}}
+	return &holdGuard{holder: map[string]int{}, last: map[string]uint64{}, work: holdWork}
+}
+
+// holdWork is a holder's work: it gives up the processor and sleeps a
+// little, so that the hold lasts long enough for another worker's
+// overlapping grant to land inside it, yet stays far inside the TTL.
+func holdWork() {
+	for range 3 {
+		runtime.Gosched()
+	}
+	time.Sleep(200 * time.Microsecond)
 }
 
 func (g *holdGuard) acquired(key string, who int, tok uint64) {
@@ -318,19 +335,63 @@ func (g *holdGuard) released(key string, who int) {
 	}
 }
 
+// guardedLock is what cycle drives: a *client.Mutex, or a test's
+// stand-in.
+type guardedLock interface {
+	Lock(ctx context.Context) error
+	Unlock(ctx context.Context) error
+	Token() uint64
+}
+
 // cycle takes m's lock as worker who, records the hold and its end, and
 // gives it back. It reports false when Lock failed; an Unlock that fails
 // is only logged (the lock expires after its TTL).
-func (g *holdGuard) cycle(ctx context.Context, t *testing.T, m *client.Mutex, key string, who int) bool {
+func (g *holdGuard) cycle(ctx context.Context, t *testing.T, m guardedLock, key string, who int) bool {
 	if err := m.Lock(ctx); err != nil {
 		return false
 	}
 	g.acquired(key, who, m.Token())
+	g.work()
 	g.released(key, who)
 	if err := m.Unlock(ctx); err != nil && !errors.Is(err, client.ErrNotHeld) {
 		t.Logf("unlock: %v", err)
 	}
 	return true
+}
+
+// sharedLock is a lock that excludes nobody: every Lock succeeds at
+// once, with a new token.
+type sharedLock struct{ tok atomic.Uint64 }
+
+func (l *sharedLock) Lock(context.Context) error   { l.tok.Add(1); return nil }
+func (l *sharedLock) Unlock(context.Context) error { return nil }
+func (l *sharedLock) Token() uint64                { return l.tok.Load() }
+
+// TestHoldGuardCatchesOverlap: the guard that TestClientFailover and
+// TestLocalQueueMasterChange rely on must see two holds at once. Two
+// workers take a lock that excludes nobody, and each one's work waits
+// until both are inside their holds: the guard counts the overlap.
+func TestHoldGuardCatchesOverlap(t *testing.T) {
+	g := newGuard()
+	var inside sync.WaitGroup
+	inside.Add(2)
+	g.work = func() {
+		inside.Done()
+		inside.Wait()
+	}
+	lk := &sharedLock{}
+	var wg sync.WaitGroup
+	for who := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.cycle(context.Background(), t, lk, "k", who)
+		}()
+	}
+	wg.Wait()
+	if g.overlap.Load() == 0 {
+		t.Fatal("two workers held the key at once and the guard saw no overlap")
+	}
 }
 
 func TestClientFailover(t *testing.T) {

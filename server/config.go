@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -141,6 +142,18 @@ type Config struct {
 	// paxlock_slow_consumers_total): its waits and watches are dropped,
 	// its held locks expire unless renewed over another connection.
 	MaxOutput int `json:"max_output"`
+	// MaxWaitsPerConn and MaxWatchesPerConn bound the blocked acquires
+	// and the watches one client connection may keep on this node's
+	// masters, across keys and groups (defaults 10000 each);
+	// MaxWaitsPerNamespace and MaxWatchesPerNamespace bound those of
+	// one namespace on this node, all connections together (defaults
+	// 100000 each). Beyond a bound a blocked acquire or a watch is
+	// answered OVERLOADED with RetryAfterMs (the Go client retries it).
+	// See lockservice.Config.MaxConnWaits.
+	MaxWaitsPerConn        int `json:"max_waits_per_conn"`
+	MaxWatchesPerConn      int `json:"max_watches_per_conn"`
+	MaxWaitsPerNamespace   int `json:"max_waits_per_namespace"`
+	MaxWatchesPerNamespace int `json:"max_watches_per_namespace"`
 	// IdleTimeout closes a client connection that sent nothing, not even a
 	// heartbeat, for this long (default 2m).
 	IdleTimeout Duration `json:"idle_timeout"`
@@ -185,6 +198,18 @@ type Config struct {
 	// endpoint is open to anyone who reaches it and the node logs a
 	// warning at start.
 	AdminTokenFile string `json:"admin_token_file,omitempty"`
+	// RelaySecretFile names a file holding the cluster's relay secret
+	// (surrounding white space ignored, at least MinRelaySecretLen
+	// bytes, the same on every node); the environment variable
+	// PAXLOCK_RELAY_SECRET, if set, is used instead. A node forwarding a
+	// client's request to its group's master (a relay) must prove that
+	// it is a node of the cluster: with peer TLS its node certificate
+	// does, on the master's TLS client listener, and the secret is not
+	// used; without peer TLS it proves this secret with SCRAM. Without
+	// peer TLS and without the secret, nodes neither accept nor open
+	// relays: they redirect clients instead, and a client that cannot
+	// reach a group's master cannot use it.
+	RelaySecretFile string `json:"relay_secret_file,omitempty"`
 	// AdminPublicRead lets /status, /metrics and GET /namespaces be read
 	// without the token (default false). /healthz and /readyz never need
 	// it.
@@ -329,6 +354,18 @@ func (c *Config) SetDefaults() {
 	if c.MaxOutput <= 0 {
 		c.MaxOutput = 16 << 20
 	}
+	if c.MaxWaitsPerConn <= 0 {
+		c.MaxWaitsPerConn = lockservice.DefaultMaxConnWaits
+	}
+	if c.MaxWatchesPerConn <= 0 {
+		c.MaxWatchesPerConn = lockservice.DefaultMaxConnWatches
+	}
+	if c.MaxWaitsPerNamespace <= 0 {
+		c.MaxWaitsPerNamespace = lockservice.DefaultMaxNamespaceWaits
+	}
+	if c.MaxWatchesPerNamespace <= 0 {
+		c.MaxWatchesPerNamespace = lockservice.DefaultMaxNamespaceWatches
+	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)
 	}
@@ -424,6 +461,9 @@ func (c *Config) Validate() error {
 	if _, err := c.adminToken(); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := c.relaySecret(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
@@ -485,6 +525,35 @@ func (c *Config) adminToken() (string, error) {
 // AdminTokenEnv is the environment variable that holds the admin bearer
 // token, for paxlockd (over admin_token_file) and paxlockctl.
 const AdminTokenEnv = "PAXLOCK_ADMIN_TOKEN"
+
+// RelaySecretEnv is the environment variable that holds the cluster's
+// relay secret, for paxlockd (over relay_secret_file).
+const RelaySecretEnv = "PAXLOCK_RELAY_SECRET"
+
+// MinRelaySecretLen is the shortest relay secret a node accepts (e.g.
+// openssl rand -base64 32 writes 44 bytes).
+const MinRelaySecretLen = 16
+
+// relaySecret returns the cluster's relay secret: PAXLOCK_RELAY_SECRET
+// if set, else RelaySecretFile's content; "" if neither.
+func (c *Config) relaySecret() (string, error) {
+	sec := strings.TrimSpace(os.Getenv(RelaySecretEnv))
+	what := RelaySecretEnv
+	if sec == "" {
+		if c.RelaySecretFile == "" {
+			return "", nil
+		}
+		b, err := os.ReadFile(c.RelaySecretFile)
+		if err != nil {
+			return "", fmt.Errorf("relay_secret_file: %w", err)
+		}
+		sec, what = strings.TrimSpace(string(b)), "relay_secret_file "+c.RelaySecretFile
+	}
+	if len(sec) < MinRelaySecretLen {
+		return "", fmt.Errorf("%s: the relay secret has %d bytes, want at least %d (e.g. openssl rand -base64 32)", what, len(sec), MinRelaySecretLen)
+	}
+	return sec, nil
+}
 
 // self returns this node's addresses.
 func (c *Config) self() NodeAddr {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -261,13 +262,11 @@ func (c *conn) Credentials(ns string) (scramauth.Verifier, bool) {
 // without its secret, so it is accepted only from the node it says it
 // comes from: on the TLS listener, from a connection whose client
 // certificate (verified against the cluster CA) names node Via of this
-// cluster. A node whose peers run without TLS has no way to tell a node
-// from anyone else, and accepts it on either listener: its peer port,
-// open to the same network, already lets anyone speak as a node (see the
-// security section of docs/design.md).
+// cluster. Anywhere else nothing tells a node from anyone who reaches the
+// client port, and it is refused: a node whose peers run without TLS
+// relays with SCRAM and the relay secret instead (RelayCredentials).
 func (c *conn) TrustRelay(h *wire.Hello) error {
 	switch {
-	case c.s.sec.peer == nil:
 	case c.peerNode == 0:
 		return errRelayUntrusted
 	case c.peerNode != h.Via:
@@ -282,7 +281,24 @@ func (c *conn) TrustRelay(h *wire.Hello) error {
 
 // errRelayUntrusted refuses a relay's Hello from a connection that does
 // not prove it comes from the node named.
-var errRelayUntrusted = errors.New("a relay's Hello needs the TLS client listener and the relaying node's certificate")
+var errRelayUntrusted = errors.New("a relay's Hello needs the TLS client listener and the relaying node's certificate (without peer TLS, relays prove the relay secret with SCRAM)")
+
+// RelayCredentials implements session.Host: without peer TLS, a relay's
+// SCRAM exchange (a ScramClientFirst with Via set) proves the cluster's
+// relay secret, for a namespace that exists, from a node that is a
+// member. Without a relay secret there is nothing to prove, and with
+// peer TLS relays prove themselves with their node certificates
+// (TrustRelay) only: refused.
+func (c *conn) RelayCredentials(via uint32, ns string) (scramauth.Verifier, bool) {
+	c.helloGen = c.s.svc.NamespaceGeneration() // before the lookup: see checkRevoked
+	if c.s.sec.peer != nil || c.s.sec.relaySecret == "" || c.s.addr(paxos.NodeID(via)).ID != via {
+		return scramauth.Verifier{}, false
+	}
+	if _, ok := c.s.credentials(ns); !ok {
+		return scramauth.Verifier{}, false
+	}
+	return c.s.sec.relayVerifier, true
+}
 
 // Refused implements session.Host: a refused handshake is counted
 // (paxlock_auth_failures_total) and logged, at most once a second.
@@ -752,7 +768,8 @@ func (c *conn) decode(f wire.Frame) (wire.Message, error) {
 // should forward rt to the master rather than redirect the client: the
 // client has used up the redirect budget (or cannot reach the master at
 // all), the request did not come through another node's relay, and the
-// master is known and is another node. See wire.Routed.
+// master is known, is another node, and can be relayed to (see
+// relayAddr). See wire.Routed.
 func (c *conn) forwardable(g int, rt wire.Routed) bool {
 	after := c.s.cfg.ForwardAfter
 	if after < 0 || c.sess.Identity().Via != 0 || int(rt.RedirectCount()) < after {

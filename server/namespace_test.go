@@ -30,7 +30,7 @@ func adminDo(t *testing.T, method, url string, body any) int {
 	return resp.StatusCode
 }
 
-// Namespaces live in Paxos group 0: a change made through any node is
+// Namespaces live in lock group 0 (Paxos group 1): a change made through any node is
 // seen by every node; a wrong secret, an unknown or removed namespace is
 // refused.
 func TestNamespacesReplicated(t *testing.T) {

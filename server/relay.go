@@ -30,17 +30,19 @@ var errShuttingDown = errors.New("node shutting down")
 // node to deliver them to the master of their group (wire.Routed: the
 // client was redirected too often, or cannot reach the master itself). It
 // is a connection of its own to that master's client port, opened with a
-// Hello that names the client's namespace, id and client key and sets
+// handshake that names the client's namespace, id and client key and sets
 // Via, so the master serves the requests as the client's own and never
-// forwards them again. The Hello carries no secret (this node has only
+// forwards them again. It carries no namespace secret (this node has only
 // the namespace's verifier, and the client proved the secret to this
 // node with SCRAM): the master accepts it because the relay proves that
-// it comes from this node. When the peers use TLS, the relay dials the
-// master's TLS client listener (client_tls_addr) with this node's
-// certificate, which the master checks against the cluster CA and the
-// node id in Via (conn.TrustRelay); without peer TLS it dials the plain
-// client port, and the master trusts a relay as much as it trusts its
-// equally open peer port (see docs/design.md, security).
+// it comes from a node of this cluster. When the peers use TLS, the relay
+// dials the master's TLS client listener (client_tls_addr) with this
+// node's certificate and says Hello; the master checks the certificate
+// against the cluster CA and the node id in Via (conn.TrustRelay).
+// Without peer TLS it dials the plain client port and runs SCRAM with
+// Via set, proving the cluster's relay secret (conn.RelayCredentials);
+// without peer TLS and without a relay secret a node opens no relays
+// (relayAddr) and accepts none (see docs/design.md, security).
 // Frames go through unchanged in both directions: requests keep the
 // client's request ids, and replies and pushes (Granted, Lost, WatchEvent)
 // come back to the client connection byte for byte. One relay per client
@@ -161,14 +163,20 @@ func (r *relay) failed() bool {
 func (r *relay) run() {
 	c := r.c
 	var dial func(ctx context.Context, addr string) (net.Conn, error)
+	var hs session.Handshake
 	if p := c.s.sec.peer; p != nil {
 		d := &tls.Dialer{Config: p.ClientConfig(r.node)}
 		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+		hs = session.RelayHello(r.hello)
+	} else {
+		h := r.hello
+		hs = session.SCRAM(wire.ScramClientFirst{Namespace: h.Namespace, ClientID: h.ClientID, ClientKey: h.ClientKey, Agent: h.Agent, Via: h.Via},
+			c.s.sec.relaySecret)
 	}
 	sc, _, err := session.Dial(r.ctx, r.addr, session.Config{
 		Dial:              dial,
 		DialTimeout:       relayDialTimeout,
-		Handshake:         session.RelayHello(r.hello),
+		Handshake:         hs,
 		HandshakeTimeout:  relayDialTimeout,
 		MaxFrame:          c.s.cfg.MaxFrame,
 		HeartbeatInterval: time.Duration(c.s.cfg.IdleTimeout) / 3,

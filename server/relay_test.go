@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -111,8 +112,9 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 	// A request that came through another node's relay is redirected, not
 	// forwarded again.
 	relayed := dialRaw(t, via.cfg.self().Client)
-	if r := relayed.call(wire.TypeHello, &wire.Hello{Namespace: "ns", ClientID: cid(10), ClientKey: testKey(10), Via: 3}); r.Status != wire.StatusSuccess {
-		t.Fatalf("hello with Via: %+v", r)
+	other := tc.cfgs[(mi+2)%3].NodeID // a node of the cluster, neither via nor the master
+	if r, err := testutil.ScramHelloVia(relayed.callAny, "ns", testRelaySecret, testKey(10), other); err != nil || r.Status != wire.StatusSuccess {
+		t.Fatalf("a relay's handshake as node %d: %+v, %v", other, r, err)
 	}
 	if r := relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow}); r.Status != wire.StatusMasterRedirect {
 		t.Fatalf("a relayed request was forwarded again: %+v", r)
@@ -236,5 +238,115 @@ func TestClientRelaysWhenMasterUnreachable(t *testing.T) {
 	}
 	if relays != 1 {
 		t.Fatalf("%d relays opened, want 1: an idle relay was closed", relays)
+	}
+}
+
+// TestRelayHelloRefusedWithoutPeerTLS: on a cluster whose peers run
+// without TLS, a relay's Hello (Via set, no secret) proves nothing about
+// who sends it, so every node refuses it AUTH_FAILED, whichever node and
+// namespace it names, and the connection stays unauthenticated.
+func TestRelayHelloRefusedWithoutPeerTLS(t *testing.T) {
+	tc := startCluster(t, 3)
+	for i, cfg := range tc.cfgs {
+		for _, ns := range []string{"ns", "other"} {
+			rc := dialRaw(t, cfg.self().Client)
+			via := tc.cfgs[(i+1)%len(tc.cfgs)].NodeID
+			r := rc.call(wire.TypeHello, &wire.Hello{Namespace: ns, ClientID: cid(10), ClientKey: testKey(10), Agent: "intruder", Via: via})
+			if r.Status != wire.StatusAuthFailed {
+				t.Fatalf("node %d: a relay Hello for %q claiming node %d from a plain client: %+v, want AUTH_FAILED", cfg.NodeID, ns, via, r)
+			}
+			st := rc.call(wire.TypeState, &wire.State{Key: "k"})
+			if st.Status != wire.StatusAuthFailed {
+				t.Fatalf("node %d: a request after the refused relay Hello: %+v, want AUTH_FAILED", cfg.NodeID, st)
+			}
+		}
+	}
+}
+
+// TestRelaySecretProved: without peer TLS a relay proves the cluster's
+// relay secret with SCRAM (ScramClientFirst with Via). A wrong secret,
+// the namespace's own secret, a node id that is no member, an unknown
+// namespace and a client's exchange with the relay secret are all
+// refused AUTH_FAILED; the right secret opens a relay's session, whose
+// requests are served as its client's and never forwarded again.
+func TestRelaySecretProved(t *testing.T) {
+	tc := startCluster(t, 3)
+	const key = "relay-secret"
+	mi := tc.masterIndex("ns", key)
+	addr := tc.cfgs[mi].self().Client
+	via := tc.cfgs[(mi+1)%3].NodeID
+	for _, c := range []struct {
+		what, ns, secret string
+		via              uint32
+	}{
+		{"a wrong secret", "ns", "not-the-relay-secret", via},
+		{"the namespace's secret", "ns", "s3cret", via},
+		{"a node that is no member", "ns", testRelaySecret, 99},
+		{"an unknown namespace", "nope", testRelaySecret, via},
+		{"the relay secret without Via", "ns", testRelaySecret, 0},
+	} {
+		rc := dialRaw(t, addr)
+		r, err := testutil.ScramHelloVia(rc.callAny, c.ns, c.secret, testKey(11), c.via)
+		if err != nil || r.Status != wire.StatusAuthFailed {
+			t.Fatalf("%s: %+v, %v; want AUTH_FAILED", c.what, r, err)
+		}
+		if st := rc.call(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusAuthFailed {
+			t.Fatalf("%s: a request after the refusal: %+v, want AUTH_FAILED", c.what, st)
+		}
+	}
+	rc := dialRaw(t, addr)
+	if r, err := testutil.ScramHelloVia(rc.callAny, "ns", testRelaySecret, testKey(11), via); err != nil || r.Status != wire.StatusSuccess {
+		t.Fatalf("the relay secret: %+v, %v", r, err)
+	}
+	o := wire.Owner{Client: cid(11), ID: 1}
+	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: o, Weight: 1, TTLMs: 10000}); r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire as the relayed client: %+v", r)
+	}
+	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(12), ID: 1}, Weight: 1, TTLMs: 10000}); r.Status != wire.StatusAuthFailed {
+		t.Fatalf("acquire for another client on the relay's session: %+v, want AUTH_FAILED", r)
+	}
+	other := dialRaw(t, tc.cfgs[via-1].self().Client)
+	if r, err := testutil.ScramHelloVia(other.callAny, "ns", testRelaySecret, testKey(11), tc.cfgs[mi].NodeID); err != nil || r.Status != wire.StatusSuccess {
+		t.Fatalf("the relay secret at another node: %+v, %v", r, err)
+	}
+	if r := other.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow}); r.Status != wire.StatusMasterRedirect {
+		t.Fatalf("a relay's request at a node that does not master the key: %+v, want MASTER_REDIRECT (never forwarded again)", r)
+	}
+}
+
+// TestNoRelaysWithoutPeerTLSOrSecret: nodes whose peers run without TLS
+// and that have no relay secret have nothing a relay could prove: they
+// refuse a relay's exchange whatever its secret, and a node that does not
+// master a key redirects a request for it even when the client asks it to
+// forward (ForwardNow), instead of relaying it. A client that reaches the
+// masters works as before.
+func TestNoRelaysWithoutPeerTLSOrSecret(t *testing.T) {
+	tc := startClusterWith(t, 3, func(c *Config) { c.RelaySecretFile = "" })
+	const key = "no-relays"
+	mi := tc.masterIndex("ns", key)
+	other := tc.cfgs[(mi+1)%3]
+	rc := dialRaw(t, other.self().Client)
+	for _, secret := range []string{testRelaySecret, ""} {
+		r, err := testutil.ScramHelloVia(rc.callAny, "ns", secret, testKey(12), tc.cfgs[mi].NodeID)
+		if err != nil || r.Status != wire.StatusAuthFailed {
+			t.Fatalf("a relay's exchange with %q and no relay secret configured: %+v, %v; want AUTH_FAILED", secret, r, err)
+		}
+	}
+	rc.hello("ns", "s3cret", 12)
+	r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(12), ID: 1}, Weight: 1, TTLMs: 10000, Redirects: wire.ForwardNow})
+	if r.Status != wire.StatusMasterRedirect || r.Redirect != tc.cfgs[mi].self().Client {
+		t.Fatalf("ForwardNow at a node that cannot relay: %+v, want a redirect to %s", r, tc.cfgs[mi].self().Client)
+	}
+	if n := tc.nodes[(mi+1)%3].stats.forwarded.Load(); n != 0 {
+		t.Fatalf("%d requests forwarded by a node without relays", n)
+	}
+	c := newClient(t, tc)
+	ctx := ctxT(t)
+	m := c.Mutex(key)
+	if err := m.Lock(ctx); err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if err := m.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
 	}
 }

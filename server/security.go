@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/internal/scramauth"
 )
 
 // security is a node's loaded security material (read once, at New).
@@ -17,7 +18,17 @@ type security struct {
 	adminTLS   *tls.Config // admin HTTPS; nil: plain HTTP
 	adminToken string      // "": the admin endpoint is open
 	gossipKeys [][]byte    // primary first; nil: gossip in clear
+	// relaySecret is the cluster's relay secret ("": none), which a relay
+	// proves with SCRAM when the peers run without TLS; relayVerifier is
+	// its verifier, which this node checks those proofs against. Never
+	// logged.
+	relaySecret   string
+	relayVerifier scramauth.Verifier
 }
+
+// relays reports whether this node opens and accepts relays: with peer
+// TLS (node certificates) or a relay secret.
+func (sec *security) relays() bool { return sec.peer != nil || sec.relaySecret != "" }
 
 // loadSecurity reads the certificates, keys and token cfg names, and
 // warns about every channel left open.
@@ -56,6 +67,16 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 	}
 	if sec.gossipKeys, err = cfg.gossipKeys(); err != nil {
 		return sec, fmt.Errorf("server: %w", err)
+	}
+	if sec.relaySecret, err = cfg.relaySecret(); err != nil {
+		return sec, fmt.Errorf("server: %w", err)
+	}
+	if sec.relaySecret != "" {
+		if sec.relayVerifier, err = scramauth.NewVerifier(sec.relaySecret); err != nil {
+			return sec, fmt.Errorf("server: relay secret: %w", err)
+		}
+	} else if sec.peer == nil {
+		log.Warn("no peer TLS and no relay secret (relay_secret_file or " + RelaySecretEnv + "): this node neither relays clients' requests to masters nor accepts relays; it redirects instead, and a client that cannot reach a group's master cannot use it")
 	}
 	if cfg.self().Gossip != "" && sec.gossipKeys == nil {
 		log.Warn("gossip is not encrypted (no gossip_key): anyone who reaches the gossip port can join and read it")

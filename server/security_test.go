@@ -173,6 +173,8 @@ func TestConfigSecurityErrors(t *testing.T) {
 		"old keys without a key":      func(c *Config) { c.GossipOldKeys = []string{strings.Repeat("A", 44)} },
 		"missing token file":          func(c *Config) { c.AdminTokenFile = "/nonexistent/token" },
 		"client_tls_addr without tls": func(c *Config) { c.Nodes[0].ClientTLS = "a:3" },
+		"missing relay secret file":   func(c *Config) { c.RelaySecretFile = "/nonexistent/relay.secret" },
+		"short relay secret":          func(c *Config) { c.RelaySecretFile = writeRelaySecret(t, "too-short") },
 	} {
 		c := base()
 		tune(&c)
@@ -192,6 +194,22 @@ func TestConfigSecurityErrors(t *testing.T) {
 	}
 	if s := fmt.Sprint(c.LogValue()); strings.Contains(s, c.GossipKey) || strings.Contains(s, c.GossipOldKeys[0]) {
 		t.Fatalf("LogValue shows a gossip key: %s", s)
+	}
+
+	// The relay secret: from its file, or from the environment first.
+	c = base()
+	c.RelaySecretFile = writeRelaySecret(t, testRelaySecret)
+	t.Setenv(RelaySecretEnv, "")
+	if sec, err := c.relaySecret(); err != nil || sec != testRelaySecret {
+		t.Fatalf("relay secret from its file: %q, %v", sec, err)
+	}
+	t.Setenv(RelaySecretEnv, "relay-secret-from-the-environment")
+	if sec, err := c.relaySecret(); err != nil || sec != "relay-secret-from-the-environment" {
+		t.Fatalf("relay secret from %s: %q, %v", RelaySecretEnv, sec, err)
+	}
+	t.Setenv(RelaySecretEnv, "short")
+	if err := c.Check(); err == nil {
+		t.Fatalf("Check accepted a %s of 5 bytes", RelaySecretEnv)
 	}
 }
 

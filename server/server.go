@@ -233,18 +233,22 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxInflight:        cfg.InstanceWindow,
 	}
 	svc, err := lockservice.NewService(lockservice.Config{
-		Groups:      cfg.Groups,
-		Workers:     cfg.Workers,
-		DefaultTTL:  time.Duration(cfg.DefaultTTL),
-		MinTTL:      time.Duration(cfg.MinTTL),
-		MaxTTL:      time.Duration(cfg.MaxTTL),
-		WeightAging: time.Duration(cfg.WeightAging),
-		Logger:      log,
-		Self:        paxos.NodeID(cfg.NodeID),
-		OnMaster:    s.onMaster,
-		Observer:    s.metrics,
-		OnMembers:   s.membersChanged,
-		Join:        cfg.Join,
+		Groups:              cfg.Groups,
+		Workers:             cfg.Workers,
+		DefaultTTL:          time.Duration(cfg.DefaultTTL),
+		MinTTL:              time.Duration(cfg.MinTTL),
+		MaxTTL:              time.Duration(cfg.MaxTTL),
+		WeightAging:         time.Duration(cfg.WeightAging),
+		MaxConnWaits:        cfg.MaxWaitsPerConn,
+		MaxConnWatches:      cfg.MaxWatchesPerConn,
+		MaxNamespaceWaits:   cfg.MaxWaitsPerNamespace,
+		MaxNamespaceWatches: cfg.MaxWatchesPerNamespace,
+		Logger:              log,
+		Self:                paxos.NodeID(cfg.NodeID),
+		OnMaster:            s.onMaster,
+		Observer:            s.metrics,
+		OnMembers:           s.membersChanged,
+		Join:                cfg.Join,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
 		s.endLife()
@@ -623,13 +627,18 @@ func (s *Server) withTLSAddrs(v *wire.View) *wire.View {
 // relayAddr is where this node relays requests for node id, the master
 // of their group: its TLS client listener when the peers use TLS (the
 // relay proves there with this node's certificate that it is this node),
-// its plain one otherwise; "" if it has none.
+// its plain one when the peers run without TLS and the cluster has a
+// relay secret (the relay proves it with SCRAM); "" if it has none, or
+// without either proof (no relays at all).
 func (s *Server) relayAddr(id uint32) string {
 	a := s.addr(paxos.NodeID(id))
-	if s.sec.peer != nil {
+	switch {
+	case s.sec.peer != nil:
 		return a.ClientTLS
+	case s.sec.relaySecret != "":
+		return a.Client
 	}
-	return a.Client
+	return "" // nothing to prove a relay with: no relays
 }
 
 func (s *Server) subscribe(c *conn, on bool) {

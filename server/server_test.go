@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -51,10 +52,24 @@ func startCluster(t testing.TB, n int) *testCluster {
 	return startClusterWith(t, n, nil)
 }
 
+// testRelaySecret is the relay secret of the test clusters: their peers
+// run without TLS, and their nodes relay with it.
+const testRelaySecret = "test-cluster-relay-secret"
+
+// writeRelaySecret writes secret into a file of t's and returns its path.
+func writeRelaySecret(t testing.TB, secret string) string {
+	path := filepath.Join(t.TempDir(), "relay.secret")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // startClusterWith starts n nodes, letting tune change each node's
-// configuration first.
+// configuration first. The nodes share a relay secret (testRelaySecret).
 func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 	ports := freePorts(t, 4*n)
+	relaySecret := writeRelaySecret(t, testRelaySecret)
 	var nodes []NodeAddr
 	for i := range n {
 		nodes = append(nodes, NodeAddr{ID: uint32(i + 1), Peer: ports[4*i], Client: ports[4*i+1], Gossip: ports[4*i+2], Admin: ports[4*i+3]})
@@ -70,9 +85,10 @@ func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 			EventLoops: 1,
 			// PAXLOCK_TEST_CLIENT_LISTENER runs the suite on another
 			// client listener (gnet); default netpoll.
-			ClientListener: os.Getenv("PAXLOCK_TEST_CLIENT_LISTENER"),
-			Lease:          Duration(500 * time.Millisecond),
-			Heartbeat:      Duration(50 * time.Millisecond),
+			ClientListener:  os.Getenv("PAXLOCK_TEST_CLIENT_LISTENER"),
+			Lease:           Duration(500 * time.Millisecond),
+			Heartbeat:       Duration(50 * time.Millisecond),
+			RelaySecretFile: relaySecret,
 		}
 		if tune != nil {
 			tune(&cfg)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -176,6 +177,11 @@ func TestRelayUnderMTLS(t *testing.T) {
 	// And as itself it is accepted.
 	if r := dialRawTLS(t, master.ClientTLS, withCert).call(wire.TypeHello, relayHello(viaID)); r.Status != wire.StatusSuccess {
 		t.Fatalf("relay Hello with its own certificate: %+v", r)
+	}
+	// The relay secret proves nothing where node certificates do (the
+	// test clusters have one): a relay's SCRAM exchange is refused.
+	if r, err := testutil.ScramHelloVia(dialRaw(t, master.Client).callAny, "ns", testRelaySecret, testKey(10), viaID); err != nil || r.Status != wire.StatusAuthFailed {
+		t.Fatalf("a relay's SCRAM exchange with peer TLS on: %+v, %v; want AUTH_FAILED", r, err)
 	}
 }
 

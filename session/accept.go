@@ -40,8 +40,9 @@ type Identity struct {
 	// Via is the relaying node's id for a relay's session, 0 otherwise.
 	Via uint32
 	// Verifier is the namespace's verifier that the SCRAM exchange was
-	// checked against (the zero Verifier for a relay's session): the
-	// session stays valid while the namespace's verifier is this one.
+	// checked against (the zero Verifier for a relay's session, whose
+	// exchange, if any, proved the relay secret): the session stays
+	// valid while the namespace's verifier is this one.
 	Verifier scramauth.Verifier
 }
 
@@ -55,10 +56,17 @@ type Host interface {
 	Credentials(ns string) (scramauth.Verifier, bool)
 	// TrustRelay decides a relay's Hello (Via set, no secret): nil
 	// accepts it, an error refuses it with AUTH_FAILED and the error's
-	// text. A node that cannot tell a relaying node from anyone else
-	// (no TLS identity on the connection) must refuse it unless its
-	// peer port is just as open (see the design doc's security section).
+	// text. Nothing in the Hello proves who sent it, so a Host must
+	// refuse it unless the connection itself proves that it comes from
+	// node Via (a verified TLS client certificate naming that node).
 	TrustRelay(h *wire.Hello) error
+	// RelayCredentials returns the verifier a relaying node's SCRAM
+	// exchange (a ScramClientFirst with Via set) must prove, for a relay
+	// of node via speaking for a client of namespace ns: the cluster's
+	// relay secret's. False refuses it: no relay secret, an unknown
+	// namespace, or a via that is no node of the cluster (the exchange
+	// then fails at the proof, as a client's for an unknown namespace).
+	RelayCredentials(via uint32, ns string) (scramauth.Verifier, bool)
 	// Accepted is told that a handshake was accepted: cur is the
 	// session's identity now, prev the one it replaced (the zero Identity
 	// on the first).
@@ -127,7 +135,9 @@ func refuse(h Host, reqID uint64, ns string, err error) {
 //     handshake doc): an invalid one (among others, one whose ClientKey
 //     does not derive its ClientID: see wire.ClientIDOf) is answered
 //     AUTH_FAILED, a valid one ScramServerFirst, whether or not the
-//     namespace exists.
+//     namespace exists. With Via set it is a relaying node's: the
+//     exchange checks the verifier h.RelayCredentials returns, and the
+//     session it opens is a relay's (Identity.Via set, no Verifier).
 //   - ScramClientFinal ends it: a wrong proof, an unknown namespace, or
 //     no exchange under way is answered AUTH_FAILED and leaves the session
 //     as it was; a right proof makes the identity the first message
@@ -148,7 +158,11 @@ func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
 			refuse(h, reqID, m.Namespace, err)
 			return true
 		}
-		srv, err := scramauth.NewServer(m.Namespace, h.Credentials)
+		lookup := h.Credentials
+		if via := m.Via; via != 0 {
+			lookup = func(ns string) (scramauth.Verifier, bool) { return h.RelayCredentials(via, ns) }
+		}
+		srv, err := scramauth.NewServer(m.Namespace, lookup)
 		if err != nil {
 			refuse(h, reqID, m.Namespace, err)
 			return true
@@ -159,7 +173,7 @@ func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
 			return true
 		}
 		a.scram = srv
-		a.pending = Identity{Namespace: m.Namespace, ClientID: m.ClientID, ClientKey: m.ClientKey, Agent: m.Agent}
+		a.pending = Identity{Namespace: m.Namespace, ClientID: m.ClientID, ClientKey: m.ClientKey, Agent: m.Agent, Via: m.Via}
 		h.Send(wire.TypeScramServerFirst, reqID, &wire.ScramServerFirst{Message: first})
 	case *wire.ScramClientFinal:
 		srv := a.scram
@@ -178,7 +192,9 @@ func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
 			return true
 		}
 		cur := a.pending
-		cur.Verifier = v
+		if cur.Via == 0 {
+			cur.Verifier = v // a relay's proved the relay secret, not the namespace's
+		}
 		a.accept(cur, h)
 		h.Send(wire.TypeScramServerFinal, reqID, &wire.ScramServerFinal{Message: final, ViewVersion: h.ViewVersion()})
 	case *wire.Hello:

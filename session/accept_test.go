@@ -19,16 +19,24 @@ type host struct {
 	replies  map[uint64]wire.Response
 	sent     map[uint64]wire.Message
 	refused  []string // namespaces of Refused calls
+	// relayAsked: the via of each RelayCredentials call; node 2 is the
+	// cluster's only other node, and its relay secret "relay-s3cret".
+	relayAsked []uint32
 }
 
 func (h *host) Credentials(ns string) (scramauth.Verifier, bool) { v, ok := h.creds[ns]; return v, ok }
 func (h *host) TrustRelay(*wire.Hello) error                     { return h.refuse }
-func (h *host) Accepted(prev, cur Identity)                      { h.accepted = append(h.accepted, [2]Identity{prev, cur}) }
-func (h *host) ViewVersion() uint64                              { return h.version }
-func (h *host) ServeView(_ uint64, sub bool)                     { h.views = append(h.views, sub) }
-func (h *host) Reply(id uint64, r wire.Response)                 { h.replies[id] = r }
-func (h *host) Send(_ wire.Type, id uint64, m wire.Message)      { h.sent[id] = m }
-func (h *host) Refused(ns string, _ error)                       { h.refused = append(h.refused, ns) }
+func (h *host) RelayCredentials(via uint32, ns string) (scramauth.Verifier, bool) {
+	h.relayAsked = append(h.relayAsked, via)
+	_, known := h.creds[ns]
+	return relayVerifier, known && via == 2
+}
+func (h *host) Accepted(prev, cur Identity)                 { h.accepted = append(h.accepted, [2]Identity{prev, cur}) }
+func (h *host) ViewVersion() uint64                         { return h.version }
+func (h *host) ServeView(_ uint64, sub bool)                { h.views = append(h.views, sub) }
+func (h *host) Reply(id uint64, r wire.Response)            { h.replies[id] = r }
+func (h *host) Send(_ wire.Type, id uint64, m wire.Message) { h.sent[id] = m }
+func (h *host) Refused(ns string, _ error)                  { h.refused = append(h.refused, ns) }
 
 // Client keys for the tests' Hellos.
 const (
@@ -44,6 +52,15 @@ func keyed(h *wire.Hello, key string) *wire.Hello {
 
 var nsVerifier = func() scramauth.Verifier {
 	v, err := scramauth.NewVerifier("s3cret")
+	if err != nil {
+		panic(err)
+	}
+	return v
+}()
+
+// relayVerifier is the verifier of the test cluster's relay secret.
+var relayVerifier = func() scramauth.Verifier {
+	v, err := scramauth.NewVerifier("relay-s3cret")
 	if err != nil {
 		panic(err)
 	}
@@ -149,6 +166,55 @@ func TestAcceptedSCRAMRefused(t *testing.T) {
 			}
 			if len(h.refused) != 1 || h.refused[0] != tc.first.Namespace {
 				t.Fatalf("Refused told %q, want once with %q", h.refused, tc.first.Namespace)
+			}
+		})
+	}
+}
+
+// TestAcceptedRelaySCRAM: a ScramClientFirst with Via set is a relaying
+// node's: the exchange checks the relay secret (Host.RelayCredentials,
+// asked with the node it claims), not the namespace's, and opens a
+// relay's session (Via set, no verifier). The namespace's secret, the
+// relay secret for an unknown namespace or for a node the host does not
+// know, and the relay secret without Via are all refused.
+func TestAcceptedRelaySCRAM(t *testing.T) {
+	h := newHost()
+	var a Accepted
+	first := firstOf("ns", key5)
+	first.Via = 2
+	m := scram(t, &a, h, 1, first, "relay-s3cret")
+	if _, ok := m.(*wire.ScramServerFinal); !ok {
+		t.Fatalf("a relay's exchange with the relay secret: %#v", m)
+	}
+	want := Identity{Namespace: "ns", ClientID: wire.ClientIDOf(key5), ClientKey: key5, Agent: "x", Via: 2}
+	if !a.Authenticated() || !sameIdentity(a.Identity(), want) || len(h.accepted) != 1 || !sameIdentity(h.accepted[0][1], want) {
+		t.Fatalf("identity %+v, Accepted calls %+v; want %+v", a.Identity(), h.accepted, want)
+	}
+	if len(h.relayAsked) != 1 || h.relayAsked[0] != 2 {
+		t.Fatalf("RelayCredentials asked for nodes %v, want [2]", h.relayAsked)
+	}
+	for name, tc := range map[string]struct {
+		ns     string
+		via    uint32
+		secret string
+	}{
+		"the namespace's secret":         {"ns", 2, "s3cret"},
+		"a wrong secret":                 {"ns", 2, "guess"},
+		"an unknown namespace":           {"nope", 2, "relay-s3cret"},
+		"a node the host does not know":  {"ns", 9, "relay-s3cret"},
+		"the relay secret, not as relay": {"ns", 0, "relay-s3cret"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHost()
+			var a Accepted
+			first := firstOf(tc.ns, key5)
+			first.Via = tc.via
+			m := scram(t, &a, h, 1, first, tc.secret)
+			if r, ok := m.(*wire.Response); !ok || r.Status != wire.StatusAuthFailed {
+				t.Fatalf("reply %#v, want AUTH_FAILED", m)
+			}
+			if a.Authenticated() || len(h.accepted) != 0 {
+				t.Fatal("a refused exchange opened the session")
 			}
 		})
 	}

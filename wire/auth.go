@@ -36,6 +36,13 @@ const MaxScramMessageLen = 1024
 // ScramClientFirst starts the SCRAM handshake (request TypeScramClientFirst,
 // reply ScramServerFirst or Response AUTH_FAILED). Besides the SCRAM
 // client-first-message it carries what Hello carried, the secret excepted.
+//
+// A node relaying a client's requests to a master whose peers run
+// without TLS opens its connection with it too, Via set to its node id:
+// the exchange then proves the cluster's relay secret (the node's
+// relay_secret_file), not the namespace's, and names the client (its id
+// and key) the relay speaks for. With peer TLS a relay says Hello
+// instead, on the TLS listener with its node certificate.
 type ScramClientFirst struct {
 	// Namespace is the tenant; it is also the SCRAM user name.
 	Namespace string
@@ -50,6 +57,9 @@ type ScramClientFirst struct {
 	Mechanism string
 	// Message is the SCRAM client-first-message (RFC 5802 section 7).
 	Message string
+	// Via is the relaying node's id for a relay's exchange, 0 for a
+	// client's. A trailing field omitted when 0.
+	Via uint32
 }
 
 func (*ScramClientFirst) wireMessage() {}
@@ -57,13 +67,16 @@ func (*ScramClientFirst) wireMessage() {}
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *ScramClientFirst) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(6)
+	w.array(6 + optional(m.Via))
 	w.str(m.Namespace)
 	w.uint(m.ClientID)
 	w.str(m.Agent)
 	w.str(m.ClientKey)
 	w.str(m.Mechanism)
 	w.str(m.Message)
+	if m.Via != 0 {
+		w.uint(uint64(m.Via))
+	}
 	return w.err
 }
 
@@ -77,6 +90,7 @@ func (m *ScramClientFirst) DecodeMsgpack(d *msgpack.Decoder) error {
 		ClientKey: f.str(),
 		Mechanism: f.str(),
 		Message:   f.str(),
+		Via:       f.u32(),
 	}
 	return f.done("ScramClientFirst")
 }

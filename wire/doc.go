@@ -29,9 +29,10 @@
 // version 2; see ScramClientFirst): ScramClientFirst (namespace, client id,
 // client key, client-first-message), ScramServerFirst, ScramClientFinal
 // (the proof), ScramServerFinal. The secret itself never travels. A node
-// relaying a client's requests opens its connection with Hello instead
-// (Via set, no secret), which the master accepts only from that node (see
-// Hello). The server answers AUTH_FAILED to lock requests until a
+// relaying a client's requests proves that it is a node of the cluster:
+// with Hello (Via set, no secret) on the TLS listener with its node
+// certificate when the peers use TLS, else with the same SCRAM exchange,
+// Via set, proving the cluster's relay secret (see ScramClientFirst). The server answers AUTH_FAILED to lock requests until a
 // handshake succeeds; Heartbeat, GetView and SubscribeView are answered
 // without one. The namespace applies to every later request on the
 // connection; see Hello for why it is per connection while the lock owner
@@ -61,7 +62,7 @@
 //	0x09  Heartbeat      c→s   (none)
 //	0x0A  GetView        c→s   (none)
 //	0x0B  SubscribeView  c→s   (none)
-//	0x0D  ScramClientFirst c→s Namespace, ClientID, Agent, ClientKey, Mechanism, Message
+//	0x0D  ScramClientFirst c→s Namespace, ClientID, Agent, ClientKey, Mechanism, Message, [Via]
 //	0x0E  ScramClientFinal c→s Message
 //	0x0F  MultiAcquire   c→s   Owner.Client, Keys [Key...], IDs [Owner.ID...], TTLMs,
 //	                           Redirects, [Value]

@@ -62,8 +62,10 @@ func validateOwner(o Owner) error {
 // to the master of their group names the client (namespace, id, key) and
 // itself (Via), with no secret. The server answers Response{Status:
 // SUCCESS, ViewVersion} or AUTH_FAILED; it accepts it only from the node
-// Via names (its TLS client certificate), or from anyone when its peers
-// run without TLS. A client's Hello, carrying its secret in the clear,
+// Via names (its TLS client certificate, on the TLS client listener). A
+// node whose peers run without TLS refuses it from anyone: relays there
+// authenticate with a ScramClientFirst that sets Via and proves the
+// cluster's relay secret. A client's Hello, carrying its secret in the clear,
 // was protocol version 1's handshake and is refused: clients authenticate
 // with SCRAM (ScramClientFirst). Until a handshake succeeds the server
 // answers lock requests AUTH_FAILED.

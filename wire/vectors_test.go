@@ -65,6 +65,8 @@ func frameVectors() []frameVector {
 		{"scram-client-final", TypeScramClientFinal, 2, &ScramClientFinal{Message: sc.clientFinal}},
 		{"scram-server-final", TypeScramServerFinal, 2, &ScramServerFinal{Message: sc.serverFinal, ViewVersion: 42}},
 		{"hello-relay", TypeHello, 1, &Hello{Namespace: "default", ClientID: id, Agent: "paxlockd-relay", Via: 2, ClientKey: vectorClientKey}},
+		{"scram-client-first-relay", TypeScramClientFirst, 1, &ScramClientFirst{Namespace: "default", ClientID: id, Agent: "paxlockd-relay", ClientKey: vectorClientKey,
+			Mechanism: MechanismSCRAMSHA256, Message: sc.clientFirst, Via: 2}},
 		{"acquire-try", TypeAcquire, 2, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000}},
 		{"acquire-blocking", TypeAcquire, 3, &Acquire{Key: "order:42", Owner: owner, Kind: KindWrite, Flags: FlagReentrant, Weight: 10, TTLMs: 10000, MaxWaitMs: WaitForever, WaitID: 9}},
 		{"acquire-redirected-value", TypeAcquire, 4, &Acquire{Key: "order:42", Owner: owner, Kind: KindRead, Weight: 1, TTLMs: 1000, MaxWaitMs: 5000, WaitID: 10, Redirects: 1, Value: "worker-7"}},
@@ -170,7 +172,7 @@ func scramVector() scramExchange {
 // readers (an Owner is two fields).
 var fieldNames = map[Type]string{
 	TypeHello:            "Namespace, Secret (always empty), ClientID, Agent, [Via, ClientKey]",
-	TypeScramClientFirst: "Namespace, ClientID, Agent, ClientKey, Mechanism, Message",
+	TypeScramClientFirst: "Namespace, ClientID, Agent, ClientKey, Mechanism, Message, [Via]",
 	TypeScramServerFirst: "Message",
 	TypeScramClientFinal: "Message",
 	TypeScramServerFinal: "Message, ViewVersion",

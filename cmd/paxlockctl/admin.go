@@ -113,6 +113,10 @@ func certsCmd(p printer, dir, cluster string, nodes int, hosts []string) error {
 	return p.emit(filesOutput{Wrote: files})
 }
 
+// errNoNode is change's error when no node could carry the request out:
+// each was unreachable or answered 503.
+var errNoNode = errors.New("no node could do it")
+
 // change sends a request that one node must carry out to the nodes in
 // turn: an unreachable node, or one that answers 503 (it cannot do it and
 // knows no node that can), is passed over for the next. It returns the
@@ -147,5 +151,5 @@ func (a *adminClient) changeWithin(ctx context.Context, method, path string, bod
 		}
 		return resp.StatusCode, b, nil
 	}
-	return 0, nil, fmt.Errorf("no node could do it: %w", lastErr)
+	return 0, nil, fmt.Errorf("%w: %w", errNoNode, lastErr)
 }

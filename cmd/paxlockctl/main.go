@@ -48,7 +48,8 @@
 // and a gossip key into -out (default .run/certs); it never overwrites a
 // file. unlock --force frees KEY (in -namespace) whoever holds it: the
 // holder is told its lock was revoked and the next waiter gets it; it
-// prints the holds removed. backup FILE writes a consistent backup of
+// prints the holds removed. While the key's group has no master it tries
+// again, for up to -timeout. backup FILE writes a consistent backup of
 // every group (GET /backup, from the first node that is ready) to FILE,
 // which it never overwrites, after checking it whole; paxlockd -restore
 // FILE seeds a new cluster from it. version prints the module version, VCS revision and time, and Go
@@ -133,7 +134,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.adminCA, "admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
 	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token ("+server.AdminTokenEnv+" takes precedence)")
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
-	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, wait: give up after this long (watch runs until interrupted)")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, wait, unlock: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
 	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many)")
@@ -297,7 +298,7 @@ func dispatch(ctx context.Context, o *options) error {
 		if err != nil {
 			return err
 		}
-		return forceUnlock(ctx, p, ac, o.ns, args[0])
+		return forceUnlock(ctx, p, ac, o.ns, args[0], o.timeout)
 	case "backup":
 		if err := wantArgs(args, 1, 1, "backup FILE"); err != nil {
 			return err
@@ -668,20 +669,35 @@ func namespaceCmd(ctx context.Context, p printer, ac *adminClient, args []string
 
 // forceUnlock frees key of namespace ns through any node's admin endpoint
 // (one that does not serve the key's group redirects to the one that does).
-func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string) error {
+// While the key's group has no master (an election) every node answers
+// 503: it tries again, with backoff, until a node can do it or timeout
+// has passed, as lock and wait wait for masters.
+func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	body, _ := json.Marshal(map[string]string{"namespace": ns, "key": key})
-	code, b, err := ac.change(ctx, http.MethodPost, "/locks/unlock", body)
-	switch {
-	case err != nil:
-		return fmt.Errorf("unlock: %w", err)
-	case code == http.StatusOK:
-		var out server.ForceUnlocked
-		if err := json.Unmarshal(b, &out); err != nil {
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
+		code, b, err := ac.change(ctx, http.MethodPost, "/locks/unlock", body)
+		switch {
+		case errors.Is(err, errNoNode) && ctx.Err() == nil:
+			select {
+			case <-ctx.Done():
+			case <-time.After(delay):
+			}
+			continue
+		case errors.Is(err, errNoNode):
+			return fmt.Errorf("unlock: no master for the key's group within %v: %w", timeout, err)
+		case err != nil:
 			return fmt.Errorf("unlock: %w", err)
+		case code == http.StatusOK:
+			var out server.ForceUnlocked
+			if err := json.Unmarshal(b, &out); err != nil {
+				return fmt.Errorf("unlock: %w", err)
+			}
+			return p.emit(unlockOutput(out))
 		}
-		return p.emit(unlockOutput(out))
+		return fmt.Errorf("unlock: HTTP %d: %s", code, strings.TrimSpace(string(b)))
 	}
-	return fmt.Errorf("unlock: HTTP %d: %s", code, strings.TrimSpace(string(b)))
 }
 
 // locksCmd lists the namespace's held locks with keys starting with prefix,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/paxlock/paxlock/server"
 )
@@ -55,5 +56,47 @@ func TestForceUnlock(t *testing.T) {
 	want := `POST /locks/unlock Bearer tok3n {"key":"jobs/1","namespace":"orders"}`
 	if len(posted) != 2 || posted[0] != want {
 		t.Fatalf("posted %q, want %q first", posted, want)
+	}
+}
+
+// TestForceUnlockWaitsForMaster: during an election every node answers
+// 503 (no node serves the key's group): unlock --force tries again until
+// a node can do it, within -timeout, and fails once -timeout has passed.
+func TestForceUnlockWaitsForMaster(t *testing.T) {
+	var mu sync.Mutex
+	refusals := 3 // requests answered 503 before the election ends
+	posts := 0
+	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		electing := refusals > 0
+		refusals--
+		mu.Unlock()
+		if electing {
+			http.Error(w, "this node does not serve the key's group 3 (master: node 0); retry there", http.StatusServiceUnavailable)
+			return
+		}
+		out := server.ForceUnlocked{Namespace: "default", Key: "jobs/2", Released: []server.ReleasedHold{{Client: 7, Owner: 1, Token: 43}}}
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	defer node.Close()
+	flags := []string{"-admin", strings.TrimPrefix(node.URL, "http://"), "-admin-ca", "", "-admin-token-file", ""}
+	code, out, errOut := runCtl(t, "", append(flags, "unlock", "--force", "jobs/2", "-timeout", "1m")...)
+	if code != 0 || !strings.Contains(out, "token 43") {
+		t.Fatalf("unlock --force during an election: exit %d, %q, %s", code, out, errOut)
+	}
+	mu.Lock()
+	if posts != 4 {
+		t.Errorf("%d requests, want 4 (3 refused, then done)", posts)
+	}
+	refusals = 1 << 30 // an election that does not end
+	mu.Unlock()
+	start := time.Now()
+	code, _, errOut = runCtl(t, "", append(flags, "unlock", "--force", "jobs/2", "-timeout", "300ms")...)
+	if code == 0 || !strings.Contains(errOut, "no master") {
+		t.Fatalf("unlock --force with no master for longer than -timeout: exit %d, %q", code, errOut)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Fatalf("unlock --force gave up after %v, -timeout 300ms", d)
 	}
 }

@@ -17,6 +17,13 @@ type Call func(typ wire.Type, m wire.Message) wire.Message
 // returns the outcome as Hello's used to be: SUCCESS with the view
 // version, or the server's refusal.
 func ScramHello(call Call, ns, secret, key string) (*wire.Response, error) {
+	return ScramHelloVia(call, ns, secret, key, 0)
+}
+
+// ScramHelloVia is ScramHello with the ScramClientFirst's Via set: with a
+// node id and the cluster's relay secret, it opens a relay's session as
+// that node would.
+func ScramHelloVia(call Call, ns, secret, key string, via uint32) (*wire.Response, error) {
 	cl, err := scramauth.NewClient(ns, secret)
 	if err != nil {
 		return nil, err
@@ -26,7 +33,7 @@ func ScramHello(call Call, ns, secret, key string) (*wire.Response, error) {
 		return nil, err
 	}
 	first := &wire.ScramClientFirst{Namespace: ns, ClientID: wire.ClientIDOf(key), ClientKey: key, Agent: "test",
-		Mechanism: wire.MechanismSCRAMSHA256, Message: msg}
+		Mechanism: wire.MechanismSCRAMSHA256, Message: msg, Via: via}
 	var sf *wire.ScramServerFirst
 	switch m := call(wire.TypeScramClientFirst, first).(type) {
 	case *wire.Response:
