@@ -695,7 +695,7 @@ type outcome struct {
 	// removed hold's), 0 for none (see lockdelay.go). Next to status, in
 	// what would be padding.
 	delayMs uint32
-	token  uint64
+	token   uint64
 	// grants[i] is the token granted to command.grants[i], 0 if it could
 	// not be granted.
 	grants []uint64
