@@ -47,8 +47,9 @@ type Sink interface {
 // Request is one client request for a key.
 type Request struct {
 	Op Op
-	// LockDelayMs is an acquire's lock-delay in milliseconds (at most
-	// wire.MaxLockDelayMs; see lockdelay.go). A uint16 in what would be
+	// LockDelayMs is an acquire's lock-delay in milliseconds, or a
+	// hand-off's (at most wire.MaxLockDelayMs; see lockdelay.go). A
+	// uint16 in what would be
 	// padding, which keeps Request in its allocation size class.
 	LockDelayMs uint16
 	// Limit is a semaphore acquire's total, Permits (below) the permits
@@ -79,8 +80,9 @@ type Request struct {
 	// SetValue is true (at most wire.MaxValueLen bytes).
 	Value string
 	// HandOff, when not zero, is the owner a release hands the lock on to
-	// (wire.Release.HandOffID): granted in the same command, with TTL and
-	// Value, if the key is then free and nobody is queued for it.
+	// (wire.Release.HandOffID): granted in the same command, with TTL,
+	// Value and LockDelayMs, if the key is then free and nobody is queued
+	// for it.
 	HandOff wire.Owner
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64

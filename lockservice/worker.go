@@ -962,7 +962,7 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		// goes on to the same client's next waiter in this command,
 		// with a new token (grants are applied after the release).
 		p.handOff = true
-		p.cmd.grants = []grant{{owner: r.HandOff, kind: rec.kind(), ttlMs: w.ttl(r), value: r.Value, delayMs: rec.delayAt(rec.find(r.Owner))}}
+		p.cmd.grants = []grant{{owner: r.HandOff, kind: rec.kind(), ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
 	}
 	if w.g.svc.obs != nil {
 		p.grantedAt, _ = w.g.sm.grantedAt(key, r.Owner, r.Token)

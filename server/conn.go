@@ -589,6 +589,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 			r.HandOff = wire.Owner{Client: m.Owner.Client, ID: m.HandOffID}
 			r.TTL = time.Duration(m.HandOffTTLMs) * time.Millisecond
 			r.Value = m.HandOffValue
+			r.LockDelayMs = uint16(min(m.HandOffLockDelayMs, wire.MaxLockDelayMs)) // validated: at most the limit
 		}
 	case *wire.State:
 		r.Op, r.Key, r.Token = lockservice.OpState, m.Key, m.Token

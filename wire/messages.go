@@ -452,6 +452,11 @@ type Release struct {
 	HandOffID    uint64
 	HandOffTTLMs uint32
 	HandOffValue string
+	// HandOffLockDelayMs is the hand-off grant's lock-delay (see
+	// Acquire.LockDelayMs), at most MaxLockDelayMs. A trailing field after
+	// the hand-off's, omitted when 0; a server that predates it ignores
+	// it.
+	HandOffLockDelayMs uint32
 }
 
 func (*Release) wireMessage() {}
@@ -469,10 +474,13 @@ func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
 	// The hand-off tail is written whole when any of its fields is set.
-	tail := m.HandOffID != 0 || m.HandOffTTLMs != 0 || m.HandOffValue != ""
-	if tail {
+	tail := m.HandOffID != 0 || m.HandOffTTLMs != 0 || m.HandOffValue != "" || m.HandOffLockDelayMs != 0
+	switch {
+	case m.HandOffLockDelayMs != 0:
+		w.array(9)
+	case tail:
 		w.array(8)
-	} else {
+	default:
 		w.array(4 + optional(m.Redirects))
 	}
 	w.str(m.Key)
@@ -484,6 +492,7 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(m.HandOffID)
 		w.uint(uint64(m.HandOffTTLMs))
 		w.bin(m.HandOffValue)
+		w.optionalUint(uint64(m.HandOffLockDelayMs))
 		return w.err
 	}
 	w.optionalUint(uint64(m.Redirects))
@@ -502,6 +511,7 @@ func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	m.HandOffTTLMs = f.u32()
 	m.HandOffValue, _ = f.bin()
+	m.HandOffLockDelayMs = f.u32()
 	return f.done("Release")
 }
 
@@ -515,6 +525,9 @@ func (m *Release) Validate() error {
 	}
 	if m.HandOffID != 0 && m.HandOffID == m.Owner.ID {
 		return fmt.Errorf("%w: hand-off to the releasing owner", ErrInvalidField)
+	}
+	if m.HandOffLockDelayMs > MaxLockDelayMs {
+		return fmt.Errorf("%w: hand-off lock-delay %d ms, limit %d ms", ErrInvalidField, m.HandOffLockDelayMs, MaxLockDelayMs)
 	}
 	return ValidateValue(m.HandOffValue)
 }

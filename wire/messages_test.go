@@ -447,6 +447,7 @@ func TestValidate(t *testing.T) {
 		{"set permits ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Flags: FlagSetPermits, Limit: 7}, nil},
 		{"lock-delay over the limit", &Acquire{Key: "k", Owner: own, Weight: 1, LockDelayMs: MaxLockDelayMs + 1}, ErrInvalidField},
 		{"lock-delay ok", &Acquire{Key: "k", Owner: own, Weight: 1, LockDelayMs: MaxLockDelayMs}, nil},
+		{"hand-off lock-delay over the limit", &Release{Key: "k", Owner: own, HandOffID: own.ID + 1, HandOffLockDelayMs: MaxLockDelayMs + 1}, ErrInvalidField},
 		{"acquire downgrade to write", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindWrite, Flags: FlagDowngrade}, ErrInvalidField},
 		{"acquire downgrade blocking", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindRead, Flags: FlagDowngrade, MaxWaitMs: 1, WaitID: 1}, ErrInvalidField},
 		{"hello ok", &Hello{Namespace: "orders-v1.eu_west", ClientID: ClientIDOf(testKey), ClientKey: testKey}, nil},

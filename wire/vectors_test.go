@@ -117,6 +117,7 @@ func frameVectors() []frameVector {
 		{"acquire-lock-delay", TypeAcquire, 22, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, LockDelayMs: 5000}},
 		{"response-occupied-lock-delay", TypeResponse, 22, &Response{Status: StatusLockOccupied, RetryAfterMs: 4200, Msg: "lock-delay"}},
 		{"state-check-token", TypeState, 23, &State{Key: "order:42", Token: tok}},
+		{"release-hand-off-lock-delay", TypeRelease, 24, &Release{Key: "order:42", Owner: owner, Token: tok, HandOffID: 8, HandOffTTLMs: 30000, HandOffLockDelayMs: 5000}},
 	}
 }
 
