@@ -29,6 +29,7 @@ type options struct {
 	processOwner bool
 	continuous   bool
 	value        string
+	lockDelay    time.Duration // see LockDelay (lockdelay.go)
 	err          error
 }
 
