@@ -64,12 +64,10 @@ type checkOutput struct {
 	// State is the hold with Token when current, else the key's state
 	// (as state prints it: held false when free).
 	State stateOutput `json:"state"`
-	// DelayLeftMs is what is left of the key's lock-delay (0: none).
-	DelayLeftMs int64 `json:"delay_left_ms,omitempty"`
 }
 
 func checkRecord(key string, token uint64, tc client.TokenCheck) checkOutput {
-	return checkOutput{Key: key, Token: token, Current: tc.Current, State: stateRecord(tc.State), DelayLeftMs: tc.State.DelayLeft.Milliseconds()}
+	return checkOutput{Key: key, Token: token, Current: tc.Current, State: stateRecord(tc.State)}
 }
 
 func (o checkOutput) table(w io.Writer) error {
@@ -80,9 +78,9 @@ func (o checkOutput) table(w io.Writer) error {
 			time.Duration(o.State.TTLLeftMs)*time.Millisecond)
 	case o.State.Held:
 		_, err = fmt.Fprintf(w, "%s: token %d is not current (held by %s with token %d)\n", o.Key, o.Token, o.State.Holder, o.State.Token)
-	case o.DelayLeftMs > 0:
+	case o.State.DelayLeftMs > 0:
 		_, err = fmt.Fprintf(w, "%s: token %d is not current (free, in a lock-delay for %s)\n", o.Key, o.Token,
-			time.Duration(o.DelayLeftMs)*time.Millisecond)
+			time.Duration(o.State.DelayLeftMs)*time.Millisecond)
 	default:
 		_, err = fmt.Fprintf(w, "%s: token %d is not current (free)\n", o.Key, o.Token)
 	}
