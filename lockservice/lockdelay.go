@@ -424,14 +424,17 @@ func (w *worker) setDelayEnd(key string, end int64) {
 }
 
 // delayDue handles a delay timer of key: if its delay is over, it is ended
-// now, or by resume once the change of the key in flight is done.
+// now; while a change of the key is in flight, resume ends it when that is
+// done, and this timer comes again shortly in case it does not get to.
 func (w *worker) delayDue(key string, now time.Time) {
 	end, ok := w.delays[key]
 	if !ok || end > w.mono(now) {
 		return // ended already, or moved later (its own timer is set)
 	}
 	ks := w.state(key)
-	if !ks.busy {
+	if ks.busy {
+		w.schedule(timerEntry{at: now.Add(delayRetry), kind: tDelay, key: key})
+	} else {
 		w.endDelay(key, ks)
 	}
 	w.tidy(key, ks)

@@ -464,3 +464,54 @@ func TestStateTokenCheck(t *testing.T) {
 		t.Fatalf("check on a free key: %+v", st)
 	}
 }
+
+// TestLockDelayEndsAfterChangeInFlight: when the delay ends while a change
+// of the key is in flight (another reader's renew), it is ended once that
+// change is applied, and the waiting writer gets the key when the last
+// reader releases.
+func TestLockDelayEndsAfterChangeInFlight(t *testing.T) {
+	fc := newFakeClock()
+	c := newFakeCluster(t, 3, Config{Clock: fc})
+	const key = "busy"
+	r1 := c.do(newSink(), Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), Kind: wire.KindRead, TTL: time.Second, LockDelayMs: 1000})
+	rs := newSink()
+	r2 := c.do(rs, Request{Op: OpAcquire, Key: key, Owner: owner(2, 1), Kind: wire.KindRead, TTL: time.Hour})
+	if r1.Status != wire.StatusSuccess || r2.Status != wire.StatusSuccess {
+		t.Fatalf("readers: %+v %+v", r1, r2)
+	}
+	w := &waiterSpec{owner: owner(3, 1), kind: wire.KindWrite, waitID: 3}
+	enqueue(t, c, key, w)
+	fc.Advance(time.Second) // r1 expires: the delay starts
+	if ds := delayRecords(c, key); ds[0].ms != 1000 {
+		t.Fatalf("delay record %+v", ds[0])
+	}
+	fg := c.fgs[wire.GroupOf(wire.KeyHash("ns", key), c.groups)]
+	fg.mu.Lock()
+	fg.auto = false
+	fg.mu.Unlock()
+	renew := Request{Op: OpRenew, Namespace: "ns", Key: key, Hash: wire.KeyHash("ns", key), Owner: owner(2, 1), Token: r2.Token, ReqID: 1 << 40, Sink: rs}
+	c.master("ns", key).Submit(&renew) // held: the key is busy
+	fc.Advance(time.Second)            // the delay's end, with the renew in flight
+	if n := fg.pending(); n != 1 {
+		t.Fatalf("%d proposals held at the delay's end, want the renew alone", n)
+	}
+	fg.mu.Lock()
+	fg.auto = true
+	fg.mu.Unlock()
+	fg.chooseAll() // the renew, then the delay's end it lets go
+	if st := rs.response(t, renew.ReqID); st.Status != wire.StatusSuccess {
+		t.Fatalf("renew: %+v", st)
+	}
+	for i, d := range delayRecords(c, key) {
+		if d != (delayRec{}) {
+			t.Fatalf("replica %d still has delay record %+v", i+1, d)
+		}
+	}
+	fc.Advance(delayRetry) // the timer's second look finds nothing to do
+	if rr := c.do(rs, Request{Op: OpRelease, Key: key, Owner: owner(2, 1), Token: r2.Token}); rr.Status != wire.StatusSuccess {
+		t.Fatalf("release: %+v", rr)
+	}
+	if g := w.sink.granted(t, w.waitID); g.Status != wire.StatusSuccess {
+		t.Fatalf("writer: %+v", g)
+	}
+}
