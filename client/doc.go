@@ -111,6 +111,19 @@
 // is still valid, the early warning before Lost; such failures are also
 // logged at Warn.
 //
+// # Token checks and lock-delay
+//
+// A resource that remembers the highest token it saw refuses older ones by
+// itself. A service in front of one that cannot may ask the cluster:
+// Client.CheckToken reports whether a token is still a current hold's
+// (Chubby's CheckSequencer), answered by the master of the key's group
+// without a Paxos round. For a resource that cannot see tokens at all, the
+// LockDelay option keeps a lock freed involuntarily (its TTL ran out, or
+// an operator force-unlocked it) from being granted to anyone else for a
+// while, at most MaxLockDelay; Unlock frees the key at once. During the
+// delay TryLock's *LockedError has no holder and says what is left
+// (RetryAfter), and Lock waits to be granted when it ends.
+//
 // # Connections and retries
 //
 // The client fetches the cluster view (which node masters each of the

@@ -83,11 +83,13 @@ var (
 )
 
 // LockedError is the error TryLock returns when another owner holds the
-// key. It wraps ErrLocked.
+// key, or when the key is in a lock-delay (see LockDelay: Holder is then
+// zero and RetryAfter says for how long). It wraps ErrLocked.
 type LockedError struct {
 	// Key is the lock's key.
 	Key string
-	// Holder is the current holder (for a read lock, one of the readers).
+	// Holder is the current holder (for a read lock, one of the readers);
+	// zero when the key is free but in a lock-delay.
 	Holder wire.Owner
 	// Token is the holder's fencing token.
 	Token uint64
@@ -102,10 +104,16 @@ type LockedError struct {
 	// Permits and InUse are, for a semaphore, its permit total and the
 	// permits held (Holder is then one of the holders).
 	Permits, InUse int
+	// RetryAfter, when not 0, is what is left of the key's lock-delay
+	// as the master saw it: nobody new is granted the key before then.
+	RetryAfter time.Duration
 }
 
 // Error describes the holder.
 func (e *LockedError) Error() string {
+	if e.Holder.IsZero() && e.RetryAfter > 0 {
+		return fmt.Sprintf("client: lock %q in its lock-delay for another %v (%d queued)", e.Key, e.RetryAfter, e.QueueLen)
+	}
 	s := fmt.Sprintf("client: lock %q held by %v (token %d, %s, ttl left %v, %d queued",
 		e.Key, e.Holder, e.Token, e.Kind, e.TTLLeft, e.QueueLen)
 	if e.Kind == wire.KindSemaphore {

@@ -257,6 +257,7 @@ func (m *Mutex) handOff(ctx context.Context, lc *lockCore, h *hold, next *localW
 	res, err := c.do(ictx, "unlock", lc.key, lc.hash, wire.TypeRelease, &wire.Release{
 		Key: lc.key, Owner: lc.owner, Token: h.token,
 		HandOffID: nm.owner.ID, HandOffTTLMs: ttlMs(ttl), HandOffValue: nm.Value(),
+		HandOffLockDelayMs: lockDelayMs(nm.opts.lockDelay),
 	})
 	if err != nil {
 		if res.unknown {

@@ -543,6 +543,9 @@ func (m *Mutex) acquireMsg(waitMs uint32, waitID uint64) *wire.Acquire {
 		Value:     m.Value(),
 		Permits:   m.sem.permits(),
 		Limit:     m.sem.limit(),
+		// LockDelayMs is set only when the option is: 0 leaves the
+		// field out of the frame.
+		LockDelayMs: lockDelayMs(m.opts.lockDelay),
 	}
 }
 
@@ -551,6 +554,7 @@ func (m *Mutex) lockedErr(r *wire.Response) error {
 		Key: m.key, Holder: r.Holder, Token: r.Token, Kind: r.Kind,
 		TTLLeft: time.Duration(r.TTLLeftMs) * time.Millisecond, QueueLen: int(r.QueueLen),
 		Value: r.Value, Permits: int(r.Permits), InUse: int(r.InUse),
+		RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond,
 	}
 }
 

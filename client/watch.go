@@ -34,6 +34,10 @@ type State struct {
 	// Permits and InUse are, for a semaphore (Kind semaphore; Readers
 	// counts its holders), its permit total and the permits held.
 	Permits, InUse int
+	// DelayLeft, when not 0, is what is left of the key's lock-delay (see
+	// LockDelay): until then the key is granted to nobody new, even when
+	// Held is false.
+	DelayLeft time.Duration
 }
 
 // State asks the master of key's group for the key's state; no Paxos round
@@ -49,8 +53,17 @@ func (c *Client) State(ctx context.Context, key string) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	r := res.resp
-	st := State{Key: key, QueueLen: int(r.QueueLen)}
+	st, ok := stateOf(key, res.resp)
+	if !ok {
+		return State{}, statusErr("state", key, res.resp)
+	}
+	return st, nil
+}
+
+// stateOf reads a State answer (r: SUCCESS or LOCK_DELETED, ok false for
+// any other status).
+func stateOf(key string, r *wire.Response) (State, bool) {
+	st := State{Key: key, QueueLen: int(r.QueueLen), DelayLeft: time.Duration(r.RetryAfterMs) * time.Millisecond}
 	switch r.Status {
 	case wire.StatusSuccess:
 		st.Held = true
@@ -58,11 +71,11 @@ func (c *Client) State(ctx context.Context, key string) (State, error) {
 		st.Readers, st.Value = int(r.Readers), r.Value
 		st.TTLLeft = time.Duration(r.TTLLeftMs) * time.Millisecond
 		st.Permits, st.InUse = int(r.Permits), int(r.InUse)
-		return st, nil
+		return st, true
 	case wire.StatusLockDeleted:
-		return st, nil
+		return st, true
 	}
-	return State{}, statusErr("state", key, r)
+	return State{}, false
 }
 
 // EventType says what happened to a watched key: EventAcquired,

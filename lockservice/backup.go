@@ -34,7 +34,8 @@ import (
 //	'Z' SHA-256 of every byte of the file before this record
 //
 // and nothing after the 'Z' record. The pairs are the state machine's
-// keyspace (lock records, namespace records, the group version); the
+// keyspace (lock records, lock-delay records, namespace records, the
+// group version); the
 // replication runtime's own keys (the member set) are left out.
 
 // BackupFormat is the version of the backup file format written.
@@ -244,6 +245,10 @@ func checkPair(g *BackupGroup, k, v []byte) error {
 			return fmt.Errorf("lock %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
 		g.Locks++
+	case len(k) > 0 && k[0] == delayPrefix:
+		if _, err := decodeDelayRecord(v); err != nil {
+			return fmt.Errorf("lock-delay %q: %w: %w", k[1:], ErrBadBackup, err)
+		}
 	case len(k) > 0 && k[0] == nsPrefix:
 		if _, err := parseNSRec(v); err != nil {
 			return fmt.Errorf("namespace %q: %w: %w", k[1:], ErrBadBackup, err)
@@ -433,7 +438,9 @@ const MaxGroupVersion = 1<<16 - 1
 // RestoredApplied, the log starting after it. The holds in the backup are
 // kept with their TTLs; a master's deadline for a hold starts when it
 // takes the group, so they expire one TTL after the restored cluster
-// elects its masters unless renewed or released.
+// elects its masters unless renewed or released. A key's lock-delay is
+// restored too, and likewise lasts its full length from the moment the
+// restored cluster's master takes the group.
 //
 // Read the file with ReadBackup first: RestoreBackup learns that the
 // checksum is bad only at the end, when groups are written.

@@ -822,7 +822,7 @@ func TestReadersSharingTokenExpireSeparately(t *testing.T) {
 	if o := do(1, command{op: opAcquire, key: key, owner: w, kind: wire.KindWrite, ttlMs: 1000}); o.status != wire.StatusSuccess {
 		t.Fatal(o.status)
 	}
-	o := do(2, command{op: opRelease, key: key, owner: w, token: 1, grants: []grant{{r1, wire.KindRead, 1000, "", 0, 0}, {r2, wire.KindRead, 1000, "r2", 0, 0}}})
+	o := do(2, command{op: opRelease, key: key, owner: w, token: 1, grants: []grant{{owner: r1, kind: wire.KindRead, ttlMs: 1000}, {owner: r2, kind: wire.KindRead, ttlMs: 1000, value: "r2"}}})
 	if o.status != wire.StatusSuccess || len(o.grants) != 2 || o.grants[0] != 2 || o.grants[1] != 2 {
 		t.Fatalf("hand-off to two readers: %+v", o)
 	}

@@ -160,12 +160,26 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 		}
 		rec := w.g.sm.get(e.key)
 		grantable, again := rec.canGrant(e.owner, wire.KindExclusive)
+		var delayed time.Duration
+		if grantable && !again {
+			switch st, left := w.delayCheck(e.key, ks); st {
+			case delayRunning:
+				grantable, delayed = false, left
+			case delayEnding:
+				ks.multis = append(ks.multis, m) // resume goes on with it
+				return resp, false, true
+			}
+		}
 		if !grantable || (!again && len(ks.waiters) > 0) {
-			// Held, or queued for: a multi-acquire never overtakes a
-			// waiter.
+			// Held, in a lock-delay, or queued for: a multi-acquire
+			// never overtakes a waiter.
 			resp = wire.Response{Status: wire.StatusLockOccupied, KeyIndex: uint32(e.orig)}
 			w.occupiedInfo(&resp, ks, rec)
 			resp.QueueLen = uint32(len(ks.waiters))
+			if delayed > 0 {
+				resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)
+				resp.Msg = "lock-delay"
+			}
 			w.tidy(e.key, ks)
 			return resp, false, false
 		}
@@ -321,7 +335,8 @@ func (sm *StateMachine) applyMulti(instance uint64, c *command) *outcome {
 	mo := &multiOutcome{}
 	out := &outcome{status: wire.StatusSuccess, multi: mo}
 	for i, k := range keys {
-		if ok, _ := sm.shards[idx[i]].locks[k.Key].canGrant(k.Owner, wire.KindExclusive); !ok {
+		s := &sm.shards[idx[i]]
+		if ok, _ := s.locks[k.Key].canGrant(k.Owner, wire.KindExclusive); !ok || s.delayBlocks(k.Key, s.locks[k.Key], k.Owner) {
 			out.status, mo.index = wire.StatusLockOccupied, i
 			return out
 		}

@@ -115,6 +115,7 @@ func (sm *StateMachine) semGrant(lp **lockRec, instance uint64, g grant) (wire.S
 		h.ttlMs = g.ttlMs
 		l.x.perm[i] = g.permits
 		l.setValue(i, g.value)
+		l.setDelay(i, g.delayMs)
 		return wire.StatusSuccess, h.token
 	}
 	limit := g.limit
@@ -133,6 +134,7 @@ func (sm *StateMachine) semGrant(lp **lockRec, instance uint64, g grant) (wire.S
 	}
 	tok := sm.token(instance)
 	l.addSem(holder{owner: g.owner, token: tok, ttlMs: g.ttlMs, kind: wire.KindSemaphore}, g.value, g.permits, limit)
+	l.setDelay(l.n()-1, g.delayMs)
 	return wire.StatusSuccess, tok
 }
 

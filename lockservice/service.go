@@ -47,6 +47,11 @@ type Sink interface {
 // Request is one client request for a key.
 type Request struct {
 	Op Op
+	// LockDelayMs is an acquire's lock-delay in milliseconds, or a
+	// hand-off's (at most wire.MaxLockDelayMs; see lockdelay.go). A
+	// uint16 in what would be
+	// padding, which keeps Request in its allocation size class.
+	LockDelayMs uint16
 	// Limit is a semaphore acquire's total, Permits (below) the permits
 	// it takes (wire.Acquire). Both sit in what would be padding, which
 	// keeps Request in its allocation size class.
@@ -67,15 +72,17 @@ type Request struct {
 	// MaxWait is how long an acquire may wait (0: try-lock; negative: no
 	// limit) or how long a watch lives (0 or negative: no limit).
 	MaxWait time.Duration
-	// Token is the holder's token (renew, release) or the watcher's last
-	// seen token (watch).
+	// Token is the holder's token (renew, release), the watcher's last
+	// seen token (watch), or the token a state query asks about (state:
+	// a token check, wire.State.Token).
 	Token uint64
 	// Value is the holder value an acquire attaches, or a renew sets when
 	// SetValue is true (at most wire.MaxValueLen bytes).
 	Value string
 	// HandOff, when not zero, is the owner a release hands the lock on to
-	// (wire.Release.HandOffID): granted in the same command, with TTL and
-	// Value, if the key is then free and nobody is queued for it.
+	// (wire.Release.HandOffID): granted in the same command, with TTL,
+	// Value and LockDelayMs, if the key is then free and nobody is queued
+	// for it.
 	HandOff wire.Owner
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64

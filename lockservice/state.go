@@ -55,6 +55,9 @@ const (
 	// opSetPermits sets a held semaphore's permit total to limit, then
 	// grants to grants (see semaphore.go).
 	opSetPermits op = 12
+	// opUndelay ends key's lock-delay (token names it), then grants to
+	// grants (see lockdelay.go).
+	opUndelay op = 13
 	// Cluster member list (group 0 only; see members.go). 16 and up, to
 	// leave the numbers right after 10 to other lock operations.
 	opMemberPut  op = 16 // data = one member record
@@ -71,6 +74,8 @@ type grant struct {
 	// assumes (used when the semaphore has no holders); 0 for locks.
 	permits uint32
 	limit   uint32
+	// delayMs is the hold's lock-delay (see lockdelay.go); 0 for none.
+	delayMs uint32
 }
 
 // command is the decoded form of a replicated command.
@@ -91,6 +96,8 @@ type command struct {
 	// limit is opSetPermits's new total.
 	permits uint32
 	limit   uint32
+	// delayMs is an acquire's lock-delay (see grant).
+	delayMs uint32
 }
 
 // Command encoding. The fields up to data are those of the first
@@ -108,16 +115,22 @@ type command struct {
 //	sem = permits uvarint, limit uvarint, grantSems uvarint,
 //	      grantSems × (permits uvarint, limit uvarint)
 //
-// with grantSems 0 or len(grants).
+// with grantSems 0 or len(grants). Flags bit 3 says lock-delays follow
+// (see lockdelay.go):
+//
+//	delay = delayMs uvarint, grantDelays uvarint, grantDelays × delayMs uvarint
+//
+// with grantDelays 0 or len(grants).
 const (
 	cmdSetValue = 1 << 0
 	cmdHasValue = 1 << 1
 	cmdHasSem   = 1 << 2
+	cmdHasDelay = 1 << 3
 	opHasTail   = 0x80 // in the op byte: the value tail follows
 )
 
 func (c *command) hasValues() bool {
-	if c.setValue || c.value != "" || c.hasSem() {
+	if c.setValue || c.value != "" || c.hasSem() || c.hasDelay() {
 		return true
 	}
 	for _, g := range c.grants {
@@ -152,10 +165,10 @@ func (c *command) sizeHint() int {
 	const v = binary.MaxVarintLen64
 	n := 2 + 7*v + len(c.key) + len(c.data)
 	for _, g := range c.grants {
-		n += 6*v + 1 + len(g.value)
+		n += 7*v + 1 + len(g.value)
 	}
 	if c.hasValues() {
-		n += 6*v + len(c.value)
+		n += 8*v + len(c.value)
 	}
 	return n
 }
@@ -196,6 +209,10 @@ func appendCommand(dst []byte, c *command) []byte {
 	if sem {
 		flags |= cmdHasSem
 	}
+	delay := c.hasDelay()
+	if delay {
+		flags |= cmdHasDelay
+	}
 	dst = binary.AppendUvarint(dst, flags)
 	if c.value != "" {
 		dst = appendValue(dst, c.value)
@@ -214,6 +231,9 @@ func appendCommand(dst []byte, c *command) []byte {
 	}
 	if sem {
 		dst = appendSem(dst, c)
+	}
+	if delay {
+		dst = appendDelay(dst, c)
 	}
 	return dst
 }
@@ -319,7 +339,10 @@ func decodeCommand(b []byte) (command, error) {
 		if flags&cmdHasSem != 0 {
 			decodeSem(&r, &c)
 		}
-		if flags&^(cmdSetValue|cmdHasValue|cmdHasSem) != 0 {
+		if flags&cmdHasDelay != 0 {
+			decodeDelay(&r, &c)
+		}
+		if flags&^(cmdSetValue|cmdHasValue|cmdHasSem|cmdHasDelay) != 0 {
 			r.err = true
 		}
 	}
@@ -407,6 +430,9 @@ type recExt struct {
 	// semaphore.go.
 	limit uint32
 	perm  []uint32
+	// delays[i] is hold i's lock-delay in milliseconds, like vals: holds
+	// at or past len(delays) have none (see lockdelay.go).
+	delays []uint32
 }
 
 // n returns the number of holds; l may be nil.
@@ -464,7 +490,8 @@ func (l *lockRec) trim() {
 		v = nil
 	}
 	l.x.vals = v
-	if len(l.x.more) == 0 && len(l.x.vals) == 0 && l.x.limit == 0 && len(l.x.perm) == 0 {
+	l.x.delays = trimDelays(l.x.delays)
+	if len(l.x.more) == 0 && len(l.x.vals) == 0 && l.x.limit == 0 && len(l.x.perm) == 0 && len(l.x.delays) == 0 {
 		l.x = nil
 	}
 }
@@ -498,6 +525,9 @@ func (l *lockRec) remove(i int) {
 	}
 	if i < len(l.x.perm) {
 		l.x.perm = append(l.x.perm[:i], l.x.perm[i+1:]...)
+	}
+	if i < len(l.x.delays) {
+		l.x.delays = append(l.x.delays[:i], l.x.delays[i+1:]...)
 	}
 	m := l.x.more
 	if len(m) == 0 {
@@ -533,7 +563,7 @@ func (l *lockRec) clone() *lockRec {
 	cp := &lockRec{first: l.first}
 	if l.x != nil {
 		cp.x = &recExt{more: append([]holder(nil), l.x.more...), vals: append([]string(nil), l.x.vals...),
-			limit: l.x.limit, perm: append([]uint32(nil), l.x.perm...)}
+			limit: l.x.limit, perm: append([]uint32(nil), l.x.perm...), delays: append([]uint32(nil), l.x.delays...)}
 	}
 	return cp
 }
@@ -585,6 +615,9 @@ func (l *lockRec) canGrant(o wire.Owner, k wire.Kind) (ok, again bool) {
 // values; version 2, written only when a hold has a value, follows each
 // hold with its value. Both load.
 func encodeRec(dst []byte, l *lockRec) []byte {
+	if l.hasDelays() {
+		return encodeDelayRec(dst, l)
+	}
 	if l.kind() == wire.KindSemaphore {
 		return encodeSemRec(dst, l)
 	}
@@ -612,6 +645,9 @@ func decodeRec(b []byte) (*lockRec, error) {
 	ver := r.byte()
 	if ver == semRecVersion {
 		return decodeSemRec(&r)
+	}
+	if ver == delayRecVersion || ver == semDelayRecVersion {
+		return decodeDelayRec(&r, ver)
 	}
 	if ver != 1 && ver != 2 {
 		return nil, fmt.Errorf("lockservice: lock record version: %w", errBadCommand)
@@ -645,8 +681,9 @@ func decodeRec(b []byte) (*lockRec, error) {
 
 // Keys of a group's state-machine keyspace.
 const (
-	lockPrefix = 'l' // 'l' + full key -> lock record
-	metaPrefix = 'm' // 'm' + name -> value
+	lockPrefix  = 'l' // 'l' + full key -> lock record
+	metaPrefix  = 'm' // 'm' + name -> value
+	delayPrefix = 'd' // 'd' + full key -> lock-delay record (lockdelay.go)
 )
 
 var versionKey = []byte("mversion")
@@ -654,7 +691,11 @@ var versionKey = []byte("mversion")
 // outcome is what applying one command returns to its proposer.
 type outcome struct {
 	status wire.Status
-	token  uint64
+	// delayMs is the lock-delay an opExpire started on the key (the
+	// removed hold's), 0 for none (see lockdelay.go). Next to status, in
+	// what would be padding.
+	delayMs uint32
+	token   uint64
 	// grants[i] is the token granted to command.grants[i], 0 if it could
 	// not be granted.
 	grants []uint64
@@ -684,6 +725,12 @@ type shard struct {
 	// the key was held at the checkpoint: the keyspace equals the table
 	// at every checkpoint).
 	dirty map[string]bool
+	// delays holds the keys in a lock-delay, and delayDirty those whose
+	// delay changed since the last checkpoint, each with whether the
+	// keyspace holds a delay record for it, as dirty does for locks (see
+	// lockdelay.go). Both are nil until the shard has had a delay.
+	delays     map[string]delayRec
+	delayDirty map[string]bool
 }
 
 // StateMachine is one group's replicated lock table. It implements
@@ -860,7 +907,11 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	out := sm.newOutcome()
 	switch c.op {
 	case opAcquire:
-		out.status, out.token = sm.grant(&l, instance, grant{owner: c.owner, kind: c.kind, ttlMs: c.ttlMs, value: c.value, permits: c.permits, limit: c.limit})
+		if s.delayBlocks(c.key, l, c.owner) {
+			out.status = wire.StatusLockOccupied
+			break
+		}
+		out.status, out.token = sm.grant(&l, instance, grant{owner: c.owner, kind: c.kind, ttlMs: c.ttlMs, value: c.value, permits: c.permits, limit: c.limit, delayMs: c.delayMs})
 	case opRenew, opRelease, opExpire, opDowngrade:
 		if !held {
 			out.status = wire.StatusLockDeleted
@@ -905,15 +956,24 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 			}
 			break
 		}
+		delay := l.delayAt(i)
 		l.remove(i)
-		sm.applyGrants(&l, instance, c, out)
+		if c.op == opExpire && delay > 0 {
+			// Freed involuntarily: no new grant for the hold's delay.
+			sm.startDelay(s, c.key, delay, instance)
+			out.delayMs = delay
+		}
+		sm.applyGrants(s, &l, instance, c, out)
 	case opGrant:
-		sm.applyGrants(&l, instance, c, out)
+		sm.applyGrants(s, &l, instance, c, out)
+	case opUndelay:
+		out.status = sm.endDelay(s, c.key, c.token)
+		sm.applyGrants(s, &l, instance, c, out)
 	case opSetPermits:
 		if held && l.kind() == wire.KindSemaphore && c.limit > 0 {
 			l.x.limit = c.limit
 		}
-		sm.applyGrants(&l, instance, c, out)
+		sm.applyGrants(s, &l, instance, c, out)
 	default:
 		out.status = wire.StatusError
 	}
@@ -943,12 +1003,15 @@ func (sm *StateMachine) downgrade(l *lockRec, i int, c *command, out *outcome) {
 	}
 }
 
-func (sm *StateMachine) applyGrants(lp **lockRec, instance uint64, c *command, out *outcome) {
+func (sm *StateMachine) applyGrants(s *shard, lp **lockRec, instance uint64, c *command, out *outcome) {
 	if len(c.grants) == 0 {
 		return
 	}
 	out.grants = make([]uint64, len(c.grants))
 	for j, g := range c.grants {
+		if s.delayBlocks(c.key, *lp, g.owner) {
+			continue // the key is in a lock-delay: not granted
+		}
 		if st, tok := sm.grant(lp, instance, g); st == wire.StatusSuccess {
 			out.grants[j] = tok
 		}
@@ -972,6 +1035,7 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, g grant) (wire.Stat
 		h := l.at(i)
 		h.ttlMs = ttlMs
 		l.setValue(i, v)
+		l.setDelay(i, g.delayMs)
 		return wire.StatusSuccess, h.token
 	}
 	if l == nil {
@@ -983,6 +1047,7 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, g grant) (wire.Stat
 	}
 	tok := sm.token(instance)
 	l.add(holder{owner: o, token: tok, ttlMs: ttlMs, kind: k}, v)
+	l.setDelay(l.n()-1, g.delayMs)
 	return wire.StatusSuccess, tok
 }
 
@@ -1042,6 +1107,7 @@ func (sm *StateMachine) Checkpoint(w paxos.Writer) {
 		} else {
 			clear(s.dirty)
 		}
+		sm.checkpointDelays(s, w)
 		s.mu.Unlock()
 	}
 	sm.dirtyN = 0
@@ -1055,6 +1121,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].mu.Lock()
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
+		sm.shards[i].delays, sm.shards[i].delayDirty = nil, nil
 	}
 	sm.dirtyN = 0
 	defer func() {
@@ -1098,6 +1165,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			return sm.loadMember(k, v)
 		case string(k) == string(memberInitKey):
 			sm.memInit = true
+		case len(k) > 0 && k[0] == delayPrefix:
+			return sm.loadDelay(k, v)
 		case len(k) > 0 && k[0] == lockPrefix:
 			l, err := decodeRec(v)
 			if err != nil {

@@ -95,6 +95,10 @@ func FuzzDecodeCommand(f *testing.F) {
 		{owner: owner(2, 1), kind: wire.KindSemaphore, ttlMs: 900, permits: 1, limit: 5, value: "v"},
 		{owner: owner(3, 1), kind: wire.KindSemaphore, ttlMs: 900, permits: 3, limit: 5}}}))
 	f.Add(appendCommand(nil, &command{op: opSetPermits, key: sk, kind: wire.KindSemaphore, limit: 7}))
+	// Lock-delays: an acquire with one, an opUndelay granting a waiter
+	// that asked for one.
+	f.Add(appendCommand(nil, &command{op: opAcquire, key: sk, owner: owner(1, 1), ttlMs: 900, delayMs: 5000}))
+	f.Add(appendCommand(nil, &command{op: opUndelay, key: sk, token: 7, grants: []grant{{owner: owner(2, 1), ttlMs: 900, delayMs: 100}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeCommand(b)
 		if err != nil {
@@ -125,6 +129,10 @@ func FuzzDecodeRec(f *testing.F) {
 	sem.addSem(holder{owner: owner(1, 2), token: 7, ttlMs: 900, kind: wire.KindSemaphore}, "", 2, 5)
 	sem.addSem(holder{owner: owner(3, 4), token: 8, ttlMs: 900, kind: wire.KindSemaphore}, "v", 1, 5)
 	f.Add(encodeRec(nil, sem))
+	sem.setDelay(1, 1500)
+	f.Add(encodeRec(nil, sem)) // version 5
+	l.setDelay(0, 2000)
+	f.Add(encodeRec(nil, l)) // version 4
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := decodeRec(b)
 		if err != nil {
@@ -140,7 +148,7 @@ func FuzzDecodeRec(f *testing.F) {
 		for i := range l.n() {
 			a, b := *l.at(i), *l2.at(i)
 			if a.owner != b.owner || a.token != b.token || a.ttlMs != b.ttlMs || l.value(i) != l2.value(i) ||
-				l.permitsAt(i) != l2.permitsAt(i) || l.limit() != l2.limit() || l.kind() != l2.kind() {
+				l.permitsAt(i) != l2.permitsAt(i) || l.limit() != l2.limit() || l.kind() != l2.kind() || l.delayAt(i) != l2.delayAt(i) {
 				t.Fatalf("hold %d: %+v %q became %+v %q", i, a, l.value(i), b, l2.value(i))
 			}
 		}

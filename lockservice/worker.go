@@ -225,6 +225,7 @@ type timerKind uint8
 const (
 	tWait timerKind = iota
 	tWatch
+	tDelay // the end of a key's lock-delay (lockdelay.go)
 )
 
 // timerEntry is a waiter's or a watch's deadline.
@@ -294,6 +295,9 @@ type worker struct {
 	// nwait and nwatch count the waiters and watchers indexed above, for
 	// Group.Waiting (read off the worker's goroutine).
 	nwait, nwatch atomic.Int64
+	// delays holds, per key in a lock-delay, when the delay ends on this
+	// master's clock (worker.mono); see lockdelay.go.
+	delays map[string]int64
 }
 
 func newWorker(g *Group, idx int) *worker {
@@ -520,8 +524,10 @@ func (w *worker) handle(e *event) {
 	case evMaster:
 		if e.serving && !w.serving {
 			w.becomeMaster()
+			w.resumeDelays()
 		} else if !e.serving && w.serving {
 			w.loseMastership()
+			w.delays = nil
 		}
 		w.releaseEarly()
 	case evForget:
@@ -670,17 +676,33 @@ func (w *worker) answerState(r *Request, key string) {
 		if ks := w.keys[key]; ks != nil {
 			resp.QueueLen = uint32(len(ks.waiters))
 		}
+		w.delayInfo(&resp, key)
 		w.respond(r, resp)
 		return
 	}
 	resp := wire.Response{Status: wire.StatusSuccess}
 	w.occupiedInfo(&resp, w.keys[key], rec)
-	// Report the asker's own hold if it has one.
-	if i := rec.find(r.Owner); i >= 0 && i != 0 {
+	// Report the hold with the token asked about (a token check), else
+	// the asker's own hold if it has one.
+	if i := rec.findToken(r.Token); r.Token != 0 && i >= 0 {
+		w.holdInfo(&resp, rec, i)
+	} else if i := rec.find(r.Owner); i >= 0 && i != 0 {
 		resp.Holder, resp.Token, resp.Value = rec.at(i).owner, rec.at(i).token, rec.value(i)
 	}
 	w.semInfo(&resp, rec, r.Key, true)
+	w.delayInfo(&resp, key)
 	w.respond(r, resp)
+}
+
+// holdInfo makes hold i of rec the one resp names: holder, token, value
+// and TTL left.
+func (w *worker) holdInfo(resp *wire.Response, rec *lockRec, i int) {
+	h := rec.at(i)
+	resp.Holder, resp.Token, resp.Value, resp.TTLLeftMs = h.owner, h.token, rec.value(i), h.ttlMs
+	if h.deadline != 0 {
+		left := w.timeOf(h.deadline).Sub(w.clock.Now())
+		resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
+	}
 }
 
 // rankOf is the queue rank of a request of weight wt arriving at now
@@ -730,6 +752,16 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
 		return
 	}
+	var delayed time.Duration // what is left of the key's lock-delay
+	if ok && !again {
+		switch st, left := w.delayCheck(key, ks); st {
+		case delayRunning:
+			ok, delayed = false, left
+		case delayEnding:
+			w.deferReq(ks, key, r) // decided once the delay's end is applied
+			return
+		}
+	}
 	// The clock is read only when a queue is involved: a free key's
 	// acquire (the common case) needs no rank.
 	var now time.Time
@@ -740,7 +772,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		}
 	}
 	if ok {
-		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit}}
+		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}
 		if i := rec.find(r.Owner); again && i >= 0 {
 			p.valueChanged = rec.value(i) != r.Value
 		}
@@ -763,6 +795,10 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	if r.MaxWait == 0 {
 		resp := wire.Response{Status: wire.StatusLockOccupied}
 		w.occupiedInfo(&resp, ks, rec)
+		if delayed > 0 {
+			resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)
+			resp.Msg = "lock-delay"
+		}
 		w.respond(r, resp)
 		return
 	}
@@ -833,7 +869,7 @@ func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
 	gs := make([]grant, len(ws))
 	for i, q := range ws {
 		q.granting = true
-		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value, permits: q.req.Permits, limit: q.req.Limit}
+		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value, permits: q.req.Permits, limit: q.req.Limit, delayMs: lockDelayOf(q.req)}
 	}
 	return gs
 }
@@ -841,7 +877,7 @@ func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
 // grantWaiters hands a key that is free (or read-held) to its head
 // waiters with one command.
 func (w *worker) grantWaiters(key string, ks *keyState, rec *lockRec) {
-	if ks.busy || len(ks.waiters) == 0 {
+	if ks.busy || w.delayHolds(key, ks) || len(ks.waiters) == 0 {
 		return
 	}
 	ws := w.pick(ks, rec, wire.Owner{}, 0)
@@ -955,7 +991,7 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		// goes on to the same client's next waiter in this command,
 		// with a new token (grants are applied after the release).
 		p.handOff = true
-		p.cmd.grants = []grant{{owner: r.HandOff, kind: rec.kind(), ttlMs: w.ttl(r), value: r.Value}}
+		p.cmd.grants = []grant{{owner: r.HandOff, kind: rec.kind(), ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
 	}
 	if w.g.svc.obs != nil {
 		p.grantedAt, _ = w.g.sm.grantedAt(key, r.Owner, r.Token)
@@ -1188,6 +1224,7 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 			w.settleGrants(ks, key, name, p, out, now)
 		}
 	}
+	w.delayResult(key, p, out, res.Err, now)
 	w.resume(key, ks)
 }
 
@@ -1621,6 +1658,10 @@ func (w *worker) fireTimers() {
 			return
 		}
 		e := heap.Pop(&w.timers).(timerEntry)
+		if e.kind == tDelay {
+			w.delayDue(e.key, now)
+			continue
+		}
 		ks := w.keys[e.key]
 		if ks == nil {
 			continue

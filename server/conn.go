@@ -598,6 +598,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		r.MaxWait = waitDuration(m.MaxWaitMs)
 		r.WaitID, r.Value = m.WaitID, m.Value
 		r.Permits, r.Limit = m.Permits, m.Limit
+		r.LockDelayMs = uint16(min(m.LockDelayMs, wire.MaxLockDelayMs)) // validated: at most the limit
 	case *wire.Renew:
 		r.Op, r.Key, r.Owner, r.Token = lockservice.OpRenew, m.Key, m.Owner, m.Token
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
@@ -608,9 +609,10 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 			r.HandOff = wire.Owner{Client: m.Owner.Client, ID: m.HandOffID}
 			r.TTL = time.Duration(m.HandOffTTLMs) * time.Millisecond
 			r.Value = m.HandOffValue
+			r.LockDelayMs = uint16(min(m.HandOffLockDelayMs, wire.MaxLockDelayMs)) // validated: at most the limit
 		}
 	case *wire.State:
-		r.Op, r.Key = lockservice.OpState, m.Key
+		r.Op, r.Key, r.Token = lockservice.OpState, m.Key, m.Token
 	case *wire.Watch:
 		r.Op, r.Key, r.WatchID, r.Token, r.Flags = lockservice.OpWatch, m.Key, m.WatchID, m.Token, m.Flags
 		r.MaxWait = waitDuration(m.MaxWaitMs)

@@ -52,10 +52,11 @@
 //	type  name           dir   body fields
 //	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent, [Via, ClientKey]
 //	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID,
-//	                           [Redirects, Value]
+//	                           [Redirects, Value, Permits, Limit, LockDelayMs]
 //	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects, SetValue, Value]
-//	0x04  Release        c→s   Key, Owner, Token, [Redirects, HandOffID, HandOffTTLMs, HandOffValue]
-//	0x05  State          c→s   Key, [Redirects]
+//	0x04  Release        c→s   Key, Owner, Token, [Redirects, HandOffID, HandOffTTLMs, HandOffValue,
+//	                           HandOffLockDelayMs]
+//	0x05  State          c→s   Key, [Redirects, Token]
 //	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]
 //	0x07  Unwatch        c→s   Key, WatchID, [Redirects]
 //	0x08  CancelWait     c→s   Key, Owner, WaitID, [Redirects]

@@ -29,6 +29,9 @@ const (
 	// MaxValueLen is the longest holder value (Acquire.Value,
 	// Renew.Value), in bytes.
 	MaxValueLen = 1024
+	// MaxLockDelayMs is the longest lock-delay an Acquire may ask for
+	// (Acquire.LockDelayMs), in milliseconds: one minute.
+	MaxLockDelayMs = 60_000
 )
 
 // ErrInvalid is the root of every validation error: errors.Is(err,

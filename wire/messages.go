@@ -161,7 +161,8 @@ func (m *Hello) Validate() error {
 // Acquire asks for a lock on Key for Owner.
 //
 // Replies: SUCCESS with the new fencing Token; LOCK_OCCUPIED (try-lock,
-// key held: holder, token, TTL left and queue length filled in); LOCK_WAIT
+// key held: holder, token, TTL left and queue length filled in; or key
+// in a lock-delay: no holder, RetryAfterMs the delay left); LOCK_WAIT
 // (blocking, queued: the outcome comes as a Granted push carrying WaitID);
 // MASTER_REDIRECT, NO_MASTER, OVERLOADED, TIMEOUT, BAD_REQUEST,
 // AUTH_FAILED, ERROR.
@@ -205,6 +206,13 @@ type Acquire struct {
 	// the total otherwise (BAD_REQUEST with Response.Permits the total
 	// if not); with FlagSetPermits, the new total. A trailing field.
 	Limit uint32
+	// LockDelayMs is the grant's lock-delay, at most MaxLockDelayMs: when
+	// the hold ends involuntarily (its TTL runs out, or an operator
+	// force-unlocks it) the key is granted to nobody else for this long,
+	// for resources that cannot check a fencing token. A normal release
+	// frees the key at once. 0 (the default) is none. A trailing field
+	// omitted when 0; a server that predates it ignores it.
+	LockDelayMs uint32
 }
 
 func (*Acquire) wireMessage() {}
@@ -228,6 +236,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if m.Permits != 0 || m.Limit != 0 {
 		n = 13
 	}
+	if m.LockDelayMs != 0 {
+		n = 14
+	}
 	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
@@ -247,6 +258,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if n > 11 {
 		w.uint(uint64(m.Permits))
 		w.uint(uint64(m.Limit))
+	}
+	if n > 13 {
+		w.uint(uint64(m.LockDelayMs))
 	}
 	return w.err
 }
@@ -268,6 +282,7 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.Value, _ = f.bin()
 	m.Permits = f.u32()
 	m.Limit = f.u32()
+	m.LockDelayMs = f.u32()
 	return f.done("Acquire")
 }
 
@@ -297,6 +312,9 @@ func (m *Acquire) Validate() error {
 	}
 	if err := m.validatePermits(); err != nil {
 		return err
+	}
+	if m.LockDelayMs > MaxLockDelayMs {
+		return fmt.Errorf("%w: lock-delay %d ms, limit %d ms", ErrInvalidField, m.LockDelayMs, MaxLockDelayMs)
 	}
 	return ValidateValue(m.Value)
 }
@@ -436,6 +454,11 @@ type Release struct {
 	HandOffID    uint64
 	HandOffTTLMs uint32
 	HandOffValue string
+	// HandOffLockDelayMs is the hand-off grant's lock-delay (see
+	// Acquire.LockDelayMs), at most MaxLockDelayMs. A trailing field after
+	// the hand-off's, omitted when 0; a server that predates it ignores
+	// it.
+	HandOffLockDelayMs uint32
 }
 
 func (*Release) wireMessage() {}
@@ -453,10 +476,13 @@ func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
 	// The hand-off tail is written whole when any of its fields is set.
-	tail := m.HandOffID != 0 || m.HandOffTTLMs != 0 || m.HandOffValue != ""
-	if tail {
+	tail := m.HandOffID != 0 || m.HandOffTTLMs != 0 || m.HandOffValue != "" || m.HandOffLockDelayMs != 0
+	switch {
+	case m.HandOffLockDelayMs != 0:
+		w.array(9)
+	case tail:
 		w.array(8)
-	} else {
+	default:
 		w.array(4 + optional(m.Redirects))
 	}
 	w.str(m.Key)
@@ -468,6 +494,7 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(m.HandOffID)
 		w.uint(uint64(m.HandOffTTLMs))
 		w.bin(m.HandOffValue)
+		w.optionalUint(uint64(m.HandOffLockDelayMs))
 		return w.err
 	}
 	w.optionalUint(uint64(m.Redirects))
@@ -486,6 +513,7 @@ func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 	}
 	m.HandOffTTLMs = f.u32()
 	m.HandOffValue, _ = f.bin()
+	m.HandOffLockDelayMs = f.u32()
 	return f.done("Release")
 }
 
@@ -500,6 +528,9 @@ func (m *Release) Validate() error {
 	if m.HandOffID != 0 && m.HandOffID == m.Owner.ID {
 		return fmt.Errorf("%w: hand-off to the releasing owner", ErrInvalidField)
 	}
+	if m.HandOffLockDelayMs > MaxLockDelayMs {
+		return fmt.Errorf("%w: hand-off lock-delay %d ms, limit %d ms", ErrInvalidField, m.HandOffLockDelayMs, MaxLockDelayMs)
+	}
 	return ValidateValue(m.HandOffValue)
 }
 
@@ -508,13 +539,24 @@ func (m *Release) Validate() error {
 //
 // Replies: SUCCESS with Token, Holder, Kind, Readers, TTLLeftMs and
 // QueueLen; LOCK_DELETED when the key is free (QueueLen may still be
-// nonzero while a hand-off is in flight); and the routing statuses.
+// nonzero while a hand-off is in flight; RetryAfterMs, when not 0, is
+// what is left of a lock-delay that keeps the key from being granted);
+// and the routing statuses.
+//
+// With Token set it is a token check (CheckSequencer in Chubby's terms):
+// when a hold of the key has that fencing token, the answer's Holder,
+// Token, Value and TTLLeftMs are that hold's, so Response.Token == Token
+// says the token is current; otherwise the answer is the plain State.
 type State struct {
 	// Key is the lock's name.
 	Key string
 	// Redirects counts the MASTER_REDIRECTs this request followed, or is
 	// ForwardNow; see Routed.
 	Redirects uint8
+	// Token, when not 0, asks about the hold with this fencing token (see
+	// above). A trailing field omitted when 0; a server that predates it
+	// ignores it and answers with the first holder.
+	Token uint64
 }
 
 func (*State) wireMessage() {}
@@ -531,16 +573,25 @@ func (m *State) SetRedirectCount(n uint8) { m.Redirects = n }
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *State) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(1 + optional(m.Redirects))
+	n := 1 + optional(m.Redirects)
+	if m.Token != 0 {
+		n = 3
+	}
+	w.array(n)
 	w.str(m.Key)
-	w.optionalUint(uint64(m.Redirects))
+	if n > 1 {
+		w.uint(uint64(m.Redirects))
+	}
+	if n > 2 {
+		w.uint(m.Token)
+	}
 	return w.err
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (m *State) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
-	*m = State{Key: f.str(), Redirects: f.u8()}
+	*m = State{Key: f.str(), Redirects: f.u8(), Token: f.u64()}
 	return f.done("State")
 }
 
@@ -911,7 +962,8 @@ type Response struct {
 	// Readers is how many owners hold a read lock on the key (State).
 	Readers uint32
 	// RetryAfterMs is how long to wait before retrying (OVERLOADED,
-	// NO_MASTER).
+	// NO_MASTER), or what is left of a key's lock-delay (LOCK_OCCUPIED
+	// without a holder, State).
 	RetryAfterMs uint32
 	// Redirect is the master's client address, host:port
 	// (MASTER_REDIRECT).

@@ -209,7 +209,7 @@ func TestDecodeToleratesExtraFields(t *testing.T) {
 		msgpack.RawMessage{0xc7, 0x03, 0x05, 0x01, 0x02, 0x03}, // ext8
 		uint64(math.MaxUint64), int64(math.MinInt64),
 	}
-	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, "", 0, 0}, extras...)
+	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, "", 0, 0, 0}, extras...)
 	body := rawArray(t, vals...)
 	var got Acquire
 	if err := DecodeInto(body, &got); err != nil {
@@ -351,8 +351,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"bad bool", TypeView, rawArray(t, 1, nil, []any{[]any{1, "a", 7}})},
 		{"too many groups", TypeView, append([]byte{0x93, 0x01, 0xdd, 0, 0, 0x04, 0x01}, make([]byte, 1025)...)},
 		{"truncated extra", TypeState, []byte{0x92, 0xa1, 'k', 0xdb, 0, 0, 1, 0}},
-		{"huge extra array", TypeState, []byte{0x93, 0xa1, 'k', 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff}},
-		{"invalid code in extra", TypeState, []byte{0x93, 0xa1, 'k', 0x00, 0xc1}},
+		{"huge extra array", TypeState, []byte{0x94, 0xa1, 'k', 0x00, 0x00, 0xdd, 0xff, 0xff, 0xff, 0xff}},
+		{"invalid code in extra", TypeState, []byte{0x94, 0xa1, 'k', 0x00, 0x00, 0xc1}},
 		{"group not array", TypeView, rawArray(t, 1, []any{5})},
 	}
 	for _, tc := range cases {
@@ -372,7 +372,7 @@ func TestDecodeErrors(t *testing.T) {
 // neither recurses nor takes long.
 func TestDeepNestingIsCheap(t *testing.T) {
 	const depth = 1 << 19
-	body := []byte{0x93, 0xa1, 'k', 0x00} // Key, Redirects, then the nest
+	body := []byte{0x94, 0xa1, 'k', 0x00, 0x00} // Key, Redirects, Token, then the nest
 	body = append(body, bytes.Repeat([]byte{0x91}, depth)...)
 	body = append(body, 0x01)
 	var s State
@@ -445,6 +445,9 @@ func TestValidate(t *testing.T) {
 		{"acquire downgrade ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindRead, Flags: FlagDowngrade}, nil},
 		{"semaphore ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Permits: 2, Limit: 2}, nil},
 		{"set permits ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Flags: FlagSetPermits, Limit: 7}, nil},
+		{"lock-delay over the limit", &Acquire{Key: "k", Owner: own, Weight: 1, LockDelayMs: MaxLockDelayMs + 1}, ErrInvalidField},
+		{"lock-delay ok", &Acquire{Key: "k", Owner: own, Weight: 1, LockDelayMs: MaxLockDelayMs}, nil},
+		{"hand-off lock-delay over the limit", &Release{Key: "k", Owner: own, HandOffID: own.ID + 1, HandOffLockDelayMs: MaxLockDelayMs + 1}, ErrInvalidField},
 		{"acquire downgrade to write", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindWrite, Flags: FlagDowngrade}, ErrInvalidField},
 		{"acquire downgrade blocking", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindRead, Flags: FlagDowngrade, MaxWaitMs: 1, WaitID: 1}, ErrInvalidField},
 		{"hello ok", &Hello{Namespace: "orders-v1.eu_west", ClientID: ClientIDOf(testKey), ClientKey: testKey}, nil},

@@ -116,6 +116,10 @@ func frameVectors() []frameVector {
 		{"response-multi-acquire", TypeResponse, 21, &Response{Status: StatusSuccess, Token: MakeToken(1, 12), TTLLeftMs: 30000, Tokens: []uint64{MakeToken(1, 12), MakeToken(1, 12)}}},
 		{"response-multi-occupied", TypeResponse, 21, &Response{Status: StatusLockOccupied, Token: tok, Holder: Owner{Client: 0x1122334455667788, ID: 2}, TTLLeftMs: 29000, KeyIndex: 1}},
 		{"response-semaphore-mismatch", TypeResponse, 18, &Response{Status: StatusBadRequest, Msg: "semaphore \"pool\" has 5 permits, the handle says 4", Permits: 5}},
+		{"acquire-lock-delay", TypeAcquire, 22, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, LockDelayMs: 5000}},
+		{"response-occupied-lock-delay", TypeResponse, 22, &Response{Status: StatusLockOccupied, RetryAfterMs: 4200, Msg: "lock-delay"}},
+		{"state-check-token", TypeState, 23, &State{Key: "order:42", Token: tok}},
+		{"release-hand-off-lock-delay", TypeRelease, 24, &Release{Key: "order:42", Owner: owner, Token: tok, HandOffID: 8, HandOffTTLMs: 30000, HandOffLockDelayMs: 5000}},
 	}
 }
 

@@ -8,6 +8,7 @@
 //	paxlockctl backup FILE                               (admin endpoints)
 //	paxlockctl certs                                     (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
+//	paxlockctl check KEY TOKEN                           (client protocol)
 //	paxlockctl locks [PREFIX]                            (client protocol)
 //
 // Flags may come before or after the command and its arguments
@@ -22,11 +23,11 @@
 //
 //   - the admin bearer token from PAXLOCK_ADMIN_TOKEN, or else
 //     -admin-token-file FILE;
-//   - the namespace secret (lock, state, watch, and the new namespace's
-//     secret for namespace add) from PAXLOCK_SECRET, or else -secret-file
-//     FILE ("-": standard input). lock, state and watch fall back to
-//     "paxlock", the secret of make run's default namespace; namespace add
-//     needs one.
+//   - the namespace secret (lock, state, check, watch, and the new
+//     namespace's secret for namespace add) from PAXLOCK_SECRET, or else
+//     -secret-file FILE ("-": standard input). lock, state, check and
+//     watch fall back to "paxlock", the secret of make run's default
+//     namespace; namespace add needs one.
 //
 // The admin commands speak HTTPS, verifying the nodes against the CA in
 // -admin-ca, when that is set, and plain HTTP otherwise. When neither
@@ -40,7 +41,10 @@
 // once every group has a serving master (or fails after -timeout). lock
 // takes KEY (waiting in the server's queue if it is held), prints the
 // fencing token, holds it for HOLD (default 5s) and releases it. state
-// prints who holds KEY. locks lists the held locks whose keys start with
+// prints who holds KEY. check asks whether TOKEN (decimal, or hex with
+// 0x) is the fencing token of a current hold of KEY: exit status 0 when
+// it is, 3 when it is not (released, expired, revoked, or KEY granted
+// again since), 1 when the cluster could not be asked. locks lists the held locks whose keys start with
 // PREFIX (all without one), in key order, up to -limit. watch prints KEY's changes until interrupted
 // (SIGINT or SIGTERM end it cleanly, exit status 0). certs writes a
 // development CA, a certificate and key per node (named
@@ -55,13 +59,13 @@
 // FILE seeds a new cluster from it. version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from.
 //
-// lock, state, watch and locks authenticate with SCRAM-SHA-256: the namespace
+// lock, state, check, watch and locks authenticate with SCRAM-SHA-256: the namespace
 // secret never crosses the network. With -ca FILE they connect with TLS,
 // verifying the nodes against that CA; -registry must then list the
 // nodes' TLS client addresses (client_tls_addr).
 //
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
-// error.
+// error, 3 when check found the token not current.
 package main
 
 import (
@@ -89,8 +93,8 @@ import (
 // SecretEnv names the environment variable holding the namespace secret.
 const SecretEnv = "PAXLOCK_SECRET"
 
-// devSecret is make run's default namespace's secret, used by lock, state
-// and watch when no secret is given.
+// devSecret is make run's default namespace's secret, used by lock, state,
+// check and watch when no secret is given.
 const devSecret = "paxlock"
 
 func main() {
@@ -130,11 +134,11 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.registry, "registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "comma-separated client addresses of the nodes")
 	fs.StringVar(&o.ns, "namespace", "default", "namespace")
 	fs.StringVar(&o.secretFile, "secret-file", "", "file holding the namespace secret, - for standard input ("+SecretEnv+" takes precedence)")
-	fs.StringVar(&o.clientCA, "ca", "", "lock, state, watch, locks: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, 127.0.0.1:7111-7113)")
+	fs.StringVar(&o.clientCA, "ca", "", "lock, state, check, watch, locks: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, 127.0.0.1:7111-7113)")
 	fs.StringVar(&o.adminCA, "admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
 	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token ("+server.AdminTokenEnv+" takes precedence)")
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
-	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, wait, unlock: give up after this long (watch runs until interrupted)")
+	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, check, wait, unlock: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
 	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many)")
@@ -166,7 +170,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|watch KEY|certs [flags]"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [flags]"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
@@ -208,6 +212,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, "paxlockctl:", err)
 		fmt.Fprintln(stderr, usageLine)
 		return 2
+	}
+	if errors.Is(err, errNotCurrent) {
+		return exitNotCurrent // the answer, already printed
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "paxlockctl:", err)
@@ -324,6 +331,19 @@ func dispatch(ctx context.Context, o *options) error {
 			return err
 		}
 		return locksCmd(ctx, p, cfg, prefix, o.limit, o.timeout)
+	case "check":
+		if err := wantArgs(args, 2, 2, "check KEY TOKEN"); err != nil {
+			return err
+		}
+		tok, err := parseToken(args[1])
+		if err != nil {
+			return err
+		}
+		cfg, err := o.clientConfig()
+		if err != nil {
+			return err
+		}
+		return checkCmd(ctx, p, cfg, args[0], tok, o.timeout)
 	case "lock", "state", "watch":
 		form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
 		hi := 1
@@ -350,8 +370,8 @@ func dispatch(ctx context.Context, o *options) error {
 	return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
 }
 
-// clientConfig is the client configuration of lock, state, watch and
-// locks: over TLS, verifying the nodes against -ca, when that is set.
+// clientConfig is the client configuration of lock, state, check, watch
+// and locks: over TLS, verifying the nodes against -ca, when that is set.
 func (o *options) clientConfig() (client.Config, error) {
 	secret, err := o.secret(true)
 	if err != nil {

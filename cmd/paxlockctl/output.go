@@ -232,10 +232,13 @@ type stateOutput struct {
 	// for locks).
 	Permits int `json:"permits,omitempty"`
 	InUse   int `json:"in_use,omitempty"`
+	// DelayLeftMs is what is left of the key's lock-delay, during which
+	// nobody new is granted it (omitted when none).
+	DelayLeftMs int64 `json:"delay_left_ms,omitempty"`
 }
 
 func stateRecord(st client.State) stateOutput {
-	o := stateOutput{Key: st.Key, Held: st.Held, QueueLen: st.QueueLen}
+	o := stateOutput{Key: st.Key, Held: st.Held, QueueLen: st.QueueLen, DelayLeftMs: st.DelayLeft.Milliseconds()}
 	if st.Held {
 		o.Holder, o.Token, o.Kind = st.Holder.String(), st.Token, st.Kind.String()
 		o.Readers, o.TTLLeftMs, o.Value = st.Readers, st.TTLLeft.Milliseconds(), st.Value
@@ -246,6 +249,11 @@ func stateRecord(st client.State) stateOutput {
 
 func (o stateOutput) table(w io.Writer) error {
 	var err error
+	if !o.Held && o.DelayLeftMs > 0 {
+		_, err = fmt.Fprintf(w, "%s: free, in a lock-delay for %s (%d waiting)\n", o.Key,
+			time.Duration(o.DelayLeftMs)*time.Millisecond, o.QueueLen)
+		return err
+	}
 	if !o.Held {
 		_, err = fmt.Fprintf(w, "%s: free (%d waiting)\n", o.Key, o.QueueLen)
 		return err
