@@ -582,6 +582,13 @@ const maxReported = 5
 func (hv *holderView) verdict(logf func(string, ...any)) ([]string, hvStats) {
 	found := hv.check()
 	st := hv.stats()
+	hv.mu.Lock()
+	for _, r := range hv.revokes {
+		if !r.exact {
+			logf("holder view: not an exact answer, so holds it may have removed are excused: %s", r)
+		}
+	}
+	hv.mu.Unlock()
 	st.findings = len(found)
 	var fail []string
 	shown := 0
@@ -827,56 +834,93 @@ type forceUnlocked struct {
 }
 
 // forceUnlock frees key as paxlockctl unlock --force does, through the
-// first of the admin addresses that acts on it (a node that does not
-// serve the key's group redirects to the one that does), and records
-// what may have been done.
+// admin endpoint of the node that serves the key's group (asked first,
+// so that an answer that is not exact, a refusal from a node that lost
+// mastership half way, is rare; none serves it: nothing is sent), and
+// records what may have been done.
 func (w *hvWorkload) forceUnlock(ctx context.Context, key string, addrs []string) {
+	addr := ""
+	for _, a := range addrs {
+		if w.serves(ctx, a, key) {
+			addr = a
+			break
+		}
+	}
+	if addr == "" {
+		return
+	}
 	body, err := json.Marshal(map[string]string{"namespace": w.ns, "key": key})
 	if err != nil {
 		panic(err) // two strings always marshal
 	}
-	for _, a := range addrs {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+a+"/locks/unlock", bytes.NewReader(body))
-		if err != nil {
-			return
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/locks/unlock", bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	r := revocation{key: key, call: w.hv.now()}
+	resp, err := w.http.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return // never sent
 		}
-		req.Header.Set("Content-Type", "application/json")
-		r := revocation{key: key, call: w.hv.now()}
-		resp, err := w.http.Do(req)
-		if err != nil {
-			var op *net.OpError
-			if errors.As(err, &op) && op.Op == "dial" {
-				continue // never sent
-			}
-			// Sent, no answer: it may act at any time later.
-			r.ret, r.answer = forever, err.Error()
-			w.hv.revoked(r)
-			return
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16)) // a short body is as good: inexact
-		resp.Body.Close()
-		r.ret = w.hv.now()
-		r.answer = fmt.Sprintf("HTTP %d", resp.StatusCode)
-		var out forceUnlocked
-		if json.Unmarshal(b, &out) == nil {
-			for _, x := range out.Released {
-				r.released = append(r.released, revokedHold{owner: wire.Owner{Client: x.Client, ID: x.Owner}, token: x.Token})
-			}
-		}
-		switch resp.StatusCode {
-		case http.StatusOK:
-			r.exact = true
-			w.hv.revoked(r)
-			return
-		case http.StatusServiceUnavailable:
-			// Not the master (mostly: nothing done); it may have lost
-			// mastership half way. Try another node.
-			w.hv.revoked(r)
-		case http.StatusInternalServerError:
-			w.hv.revoked(r) // some removed, one may still be chosen
-			return
-		default:
-			return // refused: nothing done
+		// Sent, no answer: it may act at any time later.
+		r.ret, r.answer = forever, err.Error()
+		w.hv.revoked(r)
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16)) // a short body is as good: not exact
+	resp.Body.Close()
+	r.ret = w.hv.now()
+	r.answer = fmt.Sprintf("HTTP %d", resp.StatusCode)
+	var out forceUnlocked
+	if json.Unmarshal(b, &out) == nil {
+		for _, x := range out.Released {
+			r.released = append(r.released, revokedHold{owner: wire.Owner{Client: x.Client, ID: x.Owner}, token: x.Token})
 		}
 	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		r.exact = true
+	case http.StatusServiceUnavailable, http.StatusInternalServerError:
+		// 503: not the master, mostly with nothing done, but the
+		// answer does not say what went before mastership was lost;
+		// 500: some removed (listed), one may still be chosen.
+	default:
+		return // refused: nothing done
+	}
+	w.hv.revoked(r)
+}
+
+// serves reports whether the node of admin address addr says it serves
+// key's group.
+func (w *hvWorkload) serves(ctx context.Context, addr, key string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
+	if err != nil {
+		return false
+	}
+	resp, err := w.http.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Groups []struct {
+			Group   int  `json:"group"`
+			Serving bool `json:"serving"`
+		} `json:"groups"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Groups) == 0 {
+		return false
+	}
+	g := wire.GroupOf(wire.KeyHash(w.ns, key), len(st.Groups))
+	for _, x := range st.Groups {
+		if x.Group == g {
+			return x.Serving
+		}
+	}
+	return false
 }
