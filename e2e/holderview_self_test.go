@@ -18,9 +18,6 @@ import (
 // runs holders against a real cluster, some with a belief broken on
 // purpose, and wants the overlaps they cause reported.
 
-// ms is n milliseconds on the history's clock.
-func ms(n int) int64 { return int64(n) * int64(time.Millisecond) }
-
 // synthHold adds a hold to hv: owner o (of client 1) of key in kind,
 // taken by hand with a 1 s TTL, its acquire called 1 ms before start,
 // believed at start and at each of held.
@@ -215,15 +212,19 @@ func TestHolderViewLive(t *testing.T) {
 	// Broken: counts the full TTL from when the holder read the last
 	// renewal's answer, which a pause (a GC pause, say) delayed until
 	// the key had been given away.
-	var read int64 // when the renewal's answer was read
+	var paused bool // the pause is over: B holds the key
+	var read int64  // when the renewal's answer was read
 	lt.handOff(ctx, "hv-from-arrival", time.Second, func(m *client.Mutex, b *believedHold) {
 		lt.renew(m, b, time.Second)
 	}, func() {
-		read = lt.hv.now() // after the pause, once B holds the key
+		paused = true
 	}, func(m *client.Mutex, b *believedHold) belief {
 		return func() bool {
-			if read == 0 {
+			if !paused {
 				return true // counting from the acquire: within its TTL
+			}
+			if read == 0 {
+				read = lt.hv.now() // after the sample's instant, however late
 			}
 			return lt.hv.now() < read+int64(time.Second)
 		}
@@ -241,25 +242,25 @@ func TestHolderViewLive(t *testing.T) {
 	// The client's belief after a shorter Renew, with the key's master
 	// paused: the new master lets the hold expire after the short TTL
 	// and grants B, and no Lost push reaches A's client.
-	var paused *proc
+	var stopped *proc
 	defer func() {
-		if paused != nil {
-			_ = paused.cmd.Process.Signal(syscall.SIGCONT)
+		if stopped != nil {
+			_ = stopped.cmd.Process.Signal(syscall.SIGCONT)
 		}
 	}()
 	lt.handOff(ctx, "hv-short-renew-pause", 20*time.Second, func(m *client.Mutex, b *believedHold) {
 		lt.renew(m, b, time.Second)
-		paused = lt.master("hv-short-renew-pause")
-		lt.hv.note("SIGSTOP node %d, the key's master", paused.id)
-		if err := paused.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-			t.Fatalf("pause node %d: %v", paused.id, err)
+		stopped = lt.master("hv-short-renew-pause")
+		lt.hv.note("SIGSTOP node %d, the key's master", stopped.id)
+		if err := stopped.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatalf("pause node %d: %v", stopped.id, err)
 		}
 	}, nil, nil)
-	if err := paused.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatalf("resume node %d: %v", paused.id, err)
+	if err := stopped.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatalf("resume node %d: %v", stopped.id, err)
 	}
-	lt.hv.note("SIGCONT node %d", paused.id)
-	paused = nil
+	lt.hv.note("SIGCONT node %d", stopped.id)
+	stopped = nil
 	lt.want("hv-short-renew-pause", false)
 	t.Logf("holder view: %v", lt.hv.stats())
 }

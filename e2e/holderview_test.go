@@ -166,6 +166,9 @@ func (b *believedHold) maxTTL() time.Duration {
 	return d
 }
 
+// ms is n milliseconds on the history's clock.
+func ms(n int) int64 { return int64(n) * int64(time.Millisecond) }
+
 // at formats an instant of the history's clock.
 func at(t int64) string {
 	if t >= forever {
@@ -492,9 +495,23 @@ func (hv *holderView) permitsFinding(key string, total int, b *believedHold, wit
 	return hvFinding{kind: "permits", key: key, at: last, known: legit <= total, text: s.String() + hv.context(key, last)}, true
 }
 
-// context quotes the force-unlocks of key and the fault log up to t.
+// context quotes the other holds of key believed in the 3 s up to t, the
+// force-unlocks of key and the fault log up to t.
 func (hv *holderView) context(key string, t int64) string {
 	var s strings.Builder
+	var near []string
+	for _, b := range hv.holds {
+		if b.key == key && b.call <= t && (len(b.held) > 0 && b.last() >= t-ms(3000) || b.start >= t-ms(3000)) {
+			near = append(near, fmt.Sprintf("\n      %s", b.describe()))
+		}
+	}
+	if len(near) > 0 {
+		fmt.Fprintf(&s, "\n    holds of the key near then (%d):", len(near))
+		if len(near) > 20 {
+			near = append(near[:10], near[len(near)-10:]...)
+		}
+		s.WriteString(strings.Join(near, ""))
+	}
 	for _, r := range hv.revokes {
 		if r.key == key && r.call <= t {
 			fmt.Fprintf(&s, "\n    %s", r)
