@@ -686,7 +686,7 @@ func (w *hvWorkload) run(ctx context.Context, workers, firstID int, seed uint64,
 					return
 				default:
 				}
-				w.step(ctx, id, cl, rng)
+				w.step(ctx, id, cl, rng, quit)
 			}
 		}()
 	}
@@ -745,8 +745,9 @@ func randTTL(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(rng.Int64N(int64((hi-lo)/time.Millisecond)))*time.Millisecond
 }
 
-// step is one hold of worker id.
-func (w *hvWorkload) step(ctx context.Context, id int, cl *client.Client, rng *rand.Rand) {
+// step is one hold of worker id; once quit closes it stops working and
+// releases at once.
+func (w *hvWorkload) step(ctx context.Context, id int, cl *client.Client, rng *rand.Rand, quit <-chan struct{}) {
 	hv := w.hv
 	ttl := randTTL(rng, time.Second, 3*time.Second)
 	auto := rng.IntN(3) == 0
@@ -798,7 +799,15 @@ func (w *hvWorkload) step(ctx context.Context, id int, cl *client.Client, rng *r
 	lastRenew := time.Now()
 	renewAfter := time.Duration(float64(cur) * (0.2 + 0.5*rng.Float64()))
 	end := time.Now().Add(time.Duration(rng.Int64N(int64(ttl) * 3 / 2)))
-	for believed && time.Now().Before(end) {
+	stopping := func() bool {
+		select {
+		case <-quit:
+			return true
+		default:
+			return false
+		}
+	}
+	for believed && time.Now().Before(end) && !stopping() {
 		time.Sleep(time.Duration(5+rng.IntN(21)) * time.Millisecond)
 		if believed = hv.sample(hold, believe); !believed {
 			break
@@ -821,7 +830,7 @@ func (w *hvWorkload) step(ctx context.Context, id int, cl *client.Client, rng *r
 	}
 	// A GC pause: no renewal and no look until past any validity the
 	// client could count, then back to work: the belief must be gone.
-	if believed && !auto && rng.IntN(4) == 0 {
+	if believed && !auto && rng.IntN(4) == 0 && !stopping() {
 		bound, _ := hold.validBound()
 		from := hv.now()
 		if d := time.Duration(bound-from) + time.Duration(200+rng.IntN(600))*time.Millisecond; d > 0 {
