@@ -262,7 +262,7 @@ func TestHolderViewLive(t *testing.T) {
 	lt.hv.note("SIGCONT node %d", stopped.id)
 	stopped = nil
 	lt.want("hv-short-renew-pause", false)
-	t.Logf("holder view: %v", lt.hv.stats())
+	t.Logf("holder view: %v", lt.hv.summary())
 }
 
 // liveTest is TestHolderViewLive's cluster, clients and holder view.

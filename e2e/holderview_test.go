@@ -35,9 +35,9 @@ import (
 // checker finds a real one:
 //
 //   - exclusive and read-write keys: holds A and B of distinct owners and
-//     conflicting kinds (anything and a writer or an exclusive holder) with
-//     A's start not after B's overlap when A has a "held" sample strictly
-//     after B's start: both believed at B's start;
+//     conflicting kinds (anything beside a writer or an exclusive holder),
+//     A starting no later than B, overlap when A has a "held" sample
+//     strictly after B's start: both believed at B's start;
 //   - semaphores: at some hold's start, the holds believed then (started
 //     before, a "held" sample after) hold more permits than the total.
 //
@@ -99,7 +99,7 @@ type believedHold struct {
 	ttl     time.Duration // asked by the acquire
 	auto    bool          // AutoRenew: renewals unseen, no validity bound
 	call    int64         // the acquire was called
-	start   int64         // the acquire had returned success
+	start   int64         // read just after the acquire returned success
 	// held are the instants before each look at the belief that answered
 	// held, in order.
 	held    []int64
@@ -556,6 +556,18 @@ func (s *hvStats) add(o hvStats) {
 func (s hvStats) String() string {
 	return fmt.Sprintf("%d holds (%d believed past their start, %d held samples), %d renewals by hand (%d shorter than the TTL before), %d pauses past the validity, %d force-unlocks (%d not exact), %d findings (%d of them the known client bug)",
 		s.holds, s.believed, s.samples, s.renewals, s.shorter, s.pauses, s.revocations, s.inexact, s.findings, s.known)
+}
+
+// summary counts what hv recorded and what its checks find.
+func (hv *holderView) summary() hvStats {
+	st := hv.stats()
+	for _, f := range hv.check() {
+		st.findings++
+		if f.known {
+			st.known++
+		}
+	}
+	return st
 }
 
 // stats counts what hv recorded; findings are filled in by verdict.
