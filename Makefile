@@ -125,7 +125,10 @@ fuzz:
 
 # e2e runs paxlockd as three processes and injects kill -9 and SIGSTOP
 # pauses under client load, and adds, removes and replaces nodes
-# (TestMembership); the histories are checked with porcupine.
+# (TestMembership); the histories are checked with porcupine, and what
+# the holders believed they held with the holder view
+# (e2e/holderview_test.go, whose live test TestHolderViewLive breaks a
+# holder's belief on purpose and wants the overlap reported).
 e2e:
 	PAXLOCK_E2E=1 $(GO) test -count=1 -v -timeout 10m ./e2e/
 
@@ -147,7 +150,8 @@ console-test:
 # namespace, a mixed workload through the Go client, and random kill -9,
 # SIGTERM restarts, SIGSTOP pauses and symmetric and one-way partitions;
 # every history is checked (porcupine's exclusive, read-write and semaphore models,
-# tokens, overlaps, permits in use, watches). SEED=s replays the one schedule of seed s,
+# tokens, overlaps, permits in use, watches), and what the holders believed
+# they held (e2e/holderview_test.go). SEED=s replays the one schedule of seed s,
 # as printed by a failing run. Needs root (network namespaces, iptables).
 # The release check is make chaos N=100.
 N ?= 10

@@ -133,8 +133,8 @@ func TestChaos(t *testing.T) {
 			failed = append(failed, seed)
 		}
 	}
-	t.Logf("chaos summary: %d schedules (%d failed), %d operations (%d grants), %d faults (%s), %d violations",
-		len(seeds), len(failed), total.ops, total.grants, total.faults, total.kindsString(), total.violations)
+	t.Logf("chaos summary: %d schedules (%d failed), %d operations (%d grants), %d faults (%s), %d violations; holder view: %v",
+		len(seeds), len(failed), total.ops, total.grants, total.faults, total.kindsString(), total.violations, total.hv)
 	for _, s := range failed {
 		t.Logf("chaos: failed schedule seed %d: replay with make chaos SEED=%d", s, s)
 	}
@@ -143,6 +143,7 @@ func TestChaos(t *testing.T) {
 type chaosStats struct {
 	schedules, ops, grants, faults, violations int
 	kinds                                      map[string]int // faults by kind
+	hv                                         hvStats        // the holder view's
 }
 
 func (s *chaosStats) add(o chaosStats) {
@@ -151,6 +152,7 @@ func (s *chaosStats) add(o chaosStats) {
 	s.grants += o.grants
 	s.faults += o.faults
 	s.violations += o.violations
+	s.hv.add(o.hv)
 	if s.kinds == nil {
 		s.kinds = map[string]int{}
 	}
@@ -196,6 +198,8 @@ type schedule struct {
 	hx   *history     // exclusive keys
 	hrw  *history     // read-write keys
 	sem  *semWorkload // the semaphore's workers, history and holds
+	hv   *holderView  // what the holders believed, and the fault log
+	hvSt hvStats      // what the holder view found (set by check)
 
 	mu     sync.Mutex
 	events []string // what happened, for the failure report
@@ -204,6 +208,7 @@ type schedule struct {
 }
 
 func (s *schedule) logf(format string, args ...any) {
+	s.hv.note(format, args...)
 	msg := fmt.Sprintf("%7.3fs ", time.Since(s.hx.base).Seconds()) + fmt.Sprintf(format, args...)
 	s.mu.Lock()
 	s.events = append(s.events, msg)
@@ -225,6 +230,7 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 	base := time.Now()
 	s.hx, s.hrw = &history{base: base}, &history{base: base}
 	s.sem = &semWorkload{h: &history{base: base}, total: chaosSemPermits, key: "sem"}
+	s.hv = newHolderView(base)
 	t.Logf("schedule seed %d: %d nodes (replay: make chaos SEED=%d)", seed, s.n, seed)
 	failed := true
 	defer func() {
@@ -287,8 +293,9 @@ func runSchedule(t *testing.T, bin, dir string, seed uint64) chaosStats {
 	}
 	violations = append(violations, s.check(wl)...)
 	st.violations = len(violations)
-	t.Logf("schedule seed %d: %d nodes, %d operations (%d grants, %d of them semaphore grants, %d watch events), %d faults (%s), %d violations",
-		seed, s.n, st.ops, st.grants, s.sem.grants(), wl.watchEvents(), st.faults, st.kindsString(), st.violations)
+	st.hv = s.hvSt
+	t.Logf("schedule seed %d: %d nodes, %d operations (%d grants, %d of them semaphore grants, %d watch events), %d faults (%s), %d violations; holder view: %v",
+		seed, s.n, st.ops, st.grants, s.sem.grants(), wl.watchEvents(), st.faults, st.kindsString(), st.violations, st.hv)
 	if len(violations) > 0 {
 		keep := filepath.Join(os.TempDir(), fmt.Sprintf("paxlock-chaos-%d", seed))
 		if err := s.keepFiles(dir, keep); err != nil {
@@ -512,6 +519,9 @@ func (s *schedule) check(wl *workload) []string {
 	bad = append(bad, wl.checkWatches()...)
 	bad = append(bad, checkTokens(s.sem.h)...)
 	bad = append(bad, checkPermits(s.sem.uses, s.sem.total)...)
+	fail, st := s.hv.verdict(s.t.Logf)
+	s.hvSt = st
+	bad = append(bad, fail...)
 	dir := filepath.Join(os.TempDir(), fmt.Sprintf("paxlock-chaos-%d", s.seed))
 	if why := checkLinearizable(lockModel.ToModel(), s.hx.ops, "exclusive", dir, s.t.Logf); why != "" {
 		bad = append(bad, why)
@@ -529,7 +539,10 @@ func (s *schedule) check(wl *workload) []string {
 // blocking, some with AutoRenew, some renewed by hand), hold them and
 // release them, or read an exclusive key's state, through three clients;
 // watchers follow some keys; more workers take 1 or 2 of a semaphore's
-// chaosSemPermits permits (semWorkload, as in TestFaults).
+// chaosSemPermits permits (semWorkload, as in TestFaults); and holders
+// record what they believe they hold on keys of their own, renewing by
+// hand with shorter and longer TTLs, pausing past their validity, with
+// force-unlocks among them (hvWorkload, holderview_test.go).
 var (
 	chaosXKeys    = []string{"x0", "x1", "x2", "x3"}
 	chaosRWKeys   = []string{"rw0", "rw1"}
@@ -545,6 +558,8 @@ const (
 
 	chaosSemWorkers = 3
 	chaosSemPermits = 3
+
+	chaosHVWorkers = 4
 )
 
 type workload struct {
@@ -607,6 +622,14 @@ func (wl *workload) start(ctx context.Context) error {
 	// The semaphore's workers take ids after the lock workers' (their
 	// history is separate; the ids only name them in a report).
 	wl.s.sem.run(ctx, wl.clients[len(wl.clients)-1], chaosSemWorkers, chaosWorkers+chaosFast+1, wl.quit, &wl.wg)
+	admins := func() []string {
+		var out []string
+		for i := 1; i <= wl.s.n; i++ {
+			out = append(out, nodeIP(i)+":"+chaosAdminPort)
+		}
+		return out
+	}
+	newHVWorkload(wl.s.hv, "hv", wl.clients, admins).run(ctx, chaosHVWorkers, chaosWorkers+chaosFast+chaosSemWorkers+1, wl.s.seed, wl.quit, &wl.wg)
 	for i := range chaosWatchers {
 		keys := append(append([]string(nil), chaosXKeys...), chaosRWKeys...)
 		key := keys[(int(wl.s.seed)+i*3)%len(keys)]

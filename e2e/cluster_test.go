@@ -143,16 +143,18 @@ func (c *cluster) add(id int, nodes []nodeAddrs, admin, netns string, extra map[
 }
 
 // startCluster builds paxlockd and starts n nodes on loopback with the
-// fault-injection endpoint enabled.
+// fault-injection endpoint enabled. Each node knows the others' admin
+// addresses, so an admin request to one that does not serve a key's
+// group is redirected to the one that does.
 func startCluster(t testing.TB, n int) *cluster {
 	dir := t.TempDir()
 	c := newCluster(t, buildPaxlockd(t, dir), dir)
 	var nodes []nodeAddrs
 	for i := 1; i <= n; i++ {
-		nodes = append(nodes, nodeAddrs{ID: i, Peer: freePort(t), Client: freePort(t)})
+		nodes = append(nodes, nodeAddrs{ID: i, Peer: freePort(t), Client: freePort(t), Admin: freePort(t)})
 	}
 	for i := 1; i <= n; i++ {
-		c.add(i, nodes, freePort(t), "", map[string]any{"fault_injection": true})
+		c.add(i, nodes, nodes[i-1].Admin, "", map[string]any{"fault_injection": true})
 	}
 	return c
 }
@@ -266,6 +268,15 @@ func (c *cluster) waitUntil(what string, limit time.Duration, cond func() bool) 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// admins returns the nodes' admin addresses.
+func (c *cluster) admins() []string {
+	var out []string
+	for _, p := range c.procs {
+		out = append(out, p.admin)
+	}
+	return out
 }
 
 func (c *cluster) addrs() []string {

@@ -3,7 +3,9 @@
 // Paxos traffic from one or both peers (through the nodes' fault-injection
 // endpoint), while clients take and release locks. The history is checked by porcupine for linearizability,
 // tokens for strict increase per key, and the holds the clients observed
-// for overlap on one monotonic clock.
+// for overlap on one monotonic clock; what the holders believed they held
+// (Held, Lost) is checked for overlaps and beliefs past their validity
+// (holderview_test.go).
 //
 // It runs with `make e2e` (PAXLOCK_E2E=1); `go test ./...` skips it.
 // TestChaos (chaos_test.go; make chaos, PAXLOCK_CHAOS=1, root) runs
@@ -77,6 +79,16 @@ func TestFaults(t *testing.T) {
 	sem := &semWorkload{h: &history{base: h.base}, total: 3, key: "sem"}
 	sem.run(ctx, cl, 4, workers, run, &wg)
 	runLockWorkers(ctx, cl, h, keys, workers, 1, run, &wg)
+	// And holders that record what they believe (holderview_test.go),
+	// through cl and a second client, with force-unlocks of their keys.
+	clHV := c.newClient(ctx)
+	defer clHV.Close()
+	hv := newHolderView(h.base)
+	newHVWorkload(hv, "hv", []*client.Client{cl, clHV}, c.admins).run(ctx, 4, 100, 42, run, &wg)
+	logf := func(format string, args ...any) {
+		t.Logf(format, args...)
+		hv.note(format, args...)
+	}
 
 	// Faults: kill -9 and restart, pauses longer than a lease, a node cut
 	// off from both peers (its clients still reach it) and a node cut off
@@ -93,12 +105,13 @@ func TestFaults(t *testing.T) {
 		}
 		switch round % 4 {
 		case 0:
-			t.Logf("kill -9 node %d", p.id)
+			logf("kill -9 node %d", p.id)
 			c.kill(p)
 			time.Sleep(2 * time.Second)
 			c.start(p)
+			logf("restarted node %d", p.id)
 		case 1:
-			t.Logf("pause node %d", p.id)
+			logf("pause node %d", p.id)
 			if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatalf("pause node %d: %v", p.id, err)
 			}
@@ -106,8 +119,9 @@ func TestFaults(t *testing.T) {
 			if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 				t.Fatalf("resume node %d: %v", p.id, err)
 			}
+			logf("resumed node %d", p.id)
 		case 2:
-			t.Logf("cut node %d off from nodes %v", p.id, others)
+			logf("cut node %d off from nodes %v", p.id, others)
 			c.partition(p, others...)
 			// The cut-off node gives up every group and the other two
 			// serve all of them (a lease and an election later).
@@ -123,11 +137,13 @@ func TestFaults(t *testing.T) {
 			c.lockEveryGroup(ctx, p)
 			time.Sleep(time.Second)
 			c.partition(p)
+			logf("healed node %d", p.id)
 		case 3:
-			t.Logf("cut node %d off from node %d only", p.id, others[0])
+			logf("cut node %d off from node %d only", p.id, others[0])
 			c.partition(p, others[0])
 			time.Sleep(3 * time.Second)
 			c.partition(p)
+			logf("healed node %d", p.id)
 		}
 	}
 	time.Sleep(3 * time.Second)
@@ -147,6 +163,14 @@ func TestFaults(t *testing.T) {
 	}
 	for _, v := range append(checkTokens(h), checkHolds(h)...) {
 		t.Error(v)
+	}
+	fail, st := hv.verdict(t.Logf)
+	t.Logf("holder view: %v", st)
+	for _, v := range fail {
+		t.Error(v)
+	}
+	if st.believed < 20 {
+		t.Errorf("holder view: only %d holds believed during the run", st.believed)
 	}
 	if why := checkLinearizable(lockModel.ToModel(), h.ops, "exclusive", os.TempDir(), t.Logf); why != "" {
 		t.Fatal(why)
