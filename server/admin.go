@@ -242,6 +242,9 @@ func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case pending:
 		// Revoked, waiting for its holder: answered below.
+	case errors.Is(err, lockservice.ErrNotMaster) && len(rel) > 0:
+		// Mastership moved after some holds were removed: say what was
+		// done (below, with an error status); the caller asks again.
 	case errors.Is(err, lockservice.ErrNotMaster):
 		g := wire.GroupOf(wire.KeyHash(body.Namespace, body.Key), len(s.svc.Groups()))
 		var m uint32

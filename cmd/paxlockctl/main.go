@@ -51,9 +51,11 @@
 // paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
 // and a gossip key into -out (default .run/certs); it never overwrites a
 // file. unlock --force frees KEY (in -namespace) whoever holds it: the
-// holder is told its lock was revoked and the next waiter gets it; it
-// prints the holds removed. While the key's group has no master it tries
-// again, for up to -timeout. backup FILE writes a consistent backup of
+// holder is told its lock was revoked, and the next waiter gets it once
+// the holder's client has acknowledged (at once, if it is alive) or its
+// TTL has run out, so that two holders never overlap; it prints the holds
+// removed. While the key's group has no master, or a holder has not
+// acknowledged yet, it asks again, for up to -timeout. backup FILE writes a consistent backup of
 // every group (GET /backup, from the first node that is ready) to FILE,
 // which it never overwrites, after checking it whole; paxlockd -restore
 // FILE seeds a new cluster from it. version prints the module version, VCS revision and time, and Go
@@ -691,11 +693,13 @@ func namespaceCmd(ctx context.Context, p printer, ac *adminClient, args []string
 // (one that does not serve the key's group redirects to the one that does).
 // While the key's group has no master (an election) every node answers
 // 503: it tries again, with backoff, until a node can do it or timeout
-// has passed, as lock and wait wait for masters.
+// has passed, as lock and wait wait for masters. A 202 (a holder revoked
+// but not acknowledged yet) is asked again the same way.
 func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]string{"namespace": ns, "key": key})
+	var done []server.ReleasedHold // removed by earlier answers (202)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		code, b, err := ac.change(ctx, http.MethodPost, "/locks/unlock", body)
 		switch {
@@ -709,12 +713,22 @@ func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string
 			return fmt.Errorf("unlock: no master for the key's group within %v: %w", timeout, err)
 		case err != nil:
 			return fmt.Errorf("unlock: %w", err)
-		case code == http.StatusOK:
+		case code == http.StatusOK || code == http.StatusAccepted:
 			var out server.ForceUnlocked
 			if err := json.Unmarshal(b, &out); err != nil {
 				return fmt.Errorf("unlock: %w", err)
 			}
-			return p.emit(unlockOutput(out))
+			done = append(done, out.Released...)
+			if !out.Pending {
+				out.Released = done
+				return p.emit(unlockOutput(out))
+			}
+			// Revoked, its holder has not acknowledged yet: ask again,
+			// which waits on the same revocation, until -timeout.
+			if ctx.Err() != nil {
+				return fmt.Errorf("unlock: %s/%s: revoked, but its holder has not acknowledged within %v; the cluster frees it when the holder does or its TTL runs out (released so far: %d holds)", ns, key, timeout, len(done))
+			}
+			continue
 		}
 		return fmt.Errorf("unlock: HTTP %d: %s", code, strings.TrimSpace(string(b)))
 	}
