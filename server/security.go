@@ -26,10 +26,6 @@ type security struct {
 	relayVerifier scramauth.Verifier
 }
 
-// relays reports whether this node opens and accepts relays: with peer
-// TLS (node certificates) or a relay secret.
-func (sec *security) relays() bool { return sec.peer != nil || sec.relaySecret != "" }
-
 // loadSecurity reads the certificates, keys and token cfg names, and
 // warns about every channel left open.
 func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
