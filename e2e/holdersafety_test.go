@@ -79,21 +79,31 @@ func grantedAfter(ctx context.Context, a *client.Mutex, b *client.Client, key st
 	return nil
 }
 
+// holderSetup starts a 3-node cluster and two clients of it, all stopped
+// when the test ends, and a context bounding the test (skipped without
+// PAXLOCK_E2E).
+func holderSetup(t *testing.T) (*cluster, context.Context, *client.Client, *client.Client) {
+	if os.Getenv("PAXLOCK_E2E") == "" {
+		t.Skip("set PAXLOCK_E2E=1 (make e2e) to run the cross-process fault suite")
+	}
+	c := startCluster(t, 3)
+	t.Cleanup(c.stopAll)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	ca, cb := c.newClient(ctx), c.newClient(ctx)
+	t.Cleanup(func() {
+		_ = ca.Close()
+		_ = cb.Close()
+	})
+	return c, ctx, ca, cb
+}
+
 // TestHolderShortRenewAcrossPause: A holds with a 60 s TTL, renews with
 // 2 s, and the master is paused; the next master expires A's hold 2 s
 // after it takes over and grants B. A's client counted the 2 s from the
 // renewal's send, so it stopped believing first.
 func TestHolderShortRenewAcrossPause(t *testing.T) {
-	if os.Getenv("PAXLOCK_E2E") == "" {
-		t.Skip("set PAXLOCK_E2E=1 (make e2e) to run the cross-process fault suite")
-	}
-	c := startCluster(t, 3)
-	defer c.stopAll()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ca, cb := c.newClient(ctx), c.newClient(ctx)
-	defer ca.Close()
-	defer cb.Close()
+	c, ctx, ca, cb := holderSetup(t)
 	const key = "short-renew"
 	a := ca.Mutex(key, client.TTL(60*time.Second))
 	if err := a.Lock(ctx); err != nil {
@@ -119,16 +129,7 @@ func TestHolderShortRenewAcrossPause(t *testing.T) {
 // A's validity ran out (no renewal: the new master cannot reach it and
 // waits for the hold's deadline).
 func TestHolderForceUnlockAcrossPause(t *testing.T) {
-	if os.Getenv("PAXLOCK_E2E") == "" {
-		t.Skip("set PAXLOCK_E2E=1 (make e2e) to run the cross-process fault suite")
-	}
-	c := startCluster(t, 3)
-	defer c.stopAll()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	ca, cb := c.newClient(ctx), c.newClient(ctx)
-	defer ca.Close()
-	defer cb.Close()
+	c, ctx, ca, cb := holderSetup(t)
 	for _, tc := range []struct {
 		key  string
 		opts []client.Option
