@@ -42,31 +42,30 @@ import (
 //     before, a "held" sample after) hold more permits than the total.
 //
 // A force-unlock (the admin endpoint's POST /locks/unlock, as paxlockctl
-// unlock --force) takes a key away from its holders: a revoked holder's
-// belief after the force-unlock was called, overlapping a hold that
-// started after that call, is excused. The revoked holder must still stop
-// believing by the end of any validity it could count (the force-unlock's
-// return plus the longest TTL it asked for).
+// unlock --force) excuses nothing: it revokes the holds of the key (their
+// holders are told Lost, their renewals are refused), and the master
+// removes a hold, and only then grants the key to anyone else, once its
+// holder's client acknowledged (it marks the hold lost first) or the
+// hold's deadline passed (design invariant I9). So a revoked holder, like
+// any other, must have stopped believing before another owner's acquire
+// returns, and the overlap checks above count its beliefs as they count
+// any. Besides, a force-unlock answered 200 has removed every hold its
+// answer lists: a listed hold must not be believed at any sample taken
+// after the answer returned ("revoked"). Any other answer (202: revoked,
+// still waiting for the holder; 503: mastership moved, the revocation was
+// dropped; 500; none at all) makes no claim about when a hold ended: it
+// is recorded and quoted in reports, and changes no check.
 //
 // Besides overlaps the checker reports beliefs past the holder's own
 // validity ("stale"): a holder that renews by hand (no AutoRenew) knows
 // every acquire and renewal it sent, so its client can count the hold
 // valid until at most the return of the last one that succeeded plus the
 // TTL it asked for (a shorter TTL shortens it: the server counts the
-// renewal's TTL from its arrival), or later only if a renewal whose
-// outcome is unknown asked for more. A "held" sample after that is a
-// client bug whether or not anyone took the key meanwhile; so is a Held
-// that says held after Lost was seen closed.
-
-// holderViewKnownClientBug gates the findings of a known client bug
-// (issue 28): a shorter Renew did not shorten the client's validity, and
-// Held was only updated by a timer, so a client could believe a hold past
-// any validity it could count. While it is true, findings that are
-// explained by such a belief (a stale belief, an overlap at an instant
-// past the believing holder's validity) are logged as "KNOWN CLIENT BUG"
-// instead of failing the test; every other finding fails it. Set it to
-// false once the client fix is merged.
-const holderViewKnownClientBug = true
+// renewal's TTL from its arrival, and the client from its send), or
+// later only if a renewal whose outcome is unknown asked for more. A
+// "held" sample after that is a client bug whether or not anyone took the
+// key meanwhile; so is a Held that says held after Lost was seen closed
+// ("inconsistent"). Every finding fails the run.
 
 // holdKind is what a believed hold is of.
 type holdKind uint8
@@ -157,15 +156,6 @@ func (b *believedHold) validBound() (int64, bool) {
 	return bound, true
 }
 
-// maxTTL is the longest TTL the hold's holder asked for.
-func (b *believedHold) maxTTL() time.Duration {
-	d := b.ttl
-	for _, r := range b.renews {
-		d = max(d, r.ttl)
-	}
-	return d
-}
-
 // ms is n milliseconds on the history's clock.
 func ms(n int) int64 { return int64(n) * int64(time.Millisecond) }
 
@@ -223,34 +213,34 @@ func (b *believedHold) describe() string {
 type revocation struct {
 	key       string
 	call, ret int64 // ret is forever when no answer came back
-	// exact: the answer listed every hold it removed (HTTP 200).
-	// Otherwise it may also have removed any hold whose acquire was
-	// called before ret.
-	exact    bool
+	// status is the answer's HTTP status, 0 if none came back. Only 200
+	// makes a claim the checks use: every hold its answer lists had been
+	// removed, so its holder had stopped believing, before ret.
+	status   int
 	released []revokedHold
 	answer   string
 }
 
-// revokedHold is a hold a force-unlock said it removed.
+// exact reports whether r's answer claims that the holds it lists ended
+// before it returned (HTTP 200).
+func (r revocation) exact() bool { return r.status == http.StatusOK }
+
+// pending reports whether r was answered 202: revoked, its holder had not
+// acknowledged yet; the key is freed later.
+func (r revocation) pending() bool { return r.status == http.StatusAccepted }
+
+// revokedHold is a hold a force-unlock's answer lists.
 type revokedHold struct {
 	owner wire.Owner
 	token uint64
 }
 
-// covers reports whether r may have taken b's key away from b.
-func (r revocation) covers(b *believedHold) bool {
-	if r.key != b.key {
-		return false
-	}
-	for _, x := range r.released {
-		// A Semaphore does not say its owner (see hvWorkload.step): any
-		// of its client's holds with the token may be the one removed.
-		same := x.owner == b.owner || b.kind == holdSemaphore && x.owner.Client == b.owner.Client
-		if same && x.token == b.token {
-			return true
-		}
-	}
-	return !r.exact && b.call < r.ret
+// means reports whether the listed hold x may be b: a Semaphore does not
+// say its owner (see hvWorkload.step), so any of its client's holds with
+// the token may be the one listed.
+func (x revokedHold) means(b *believedHold) bool {
+	same := x.owner == b.owner || b.kind == holdSemaphore && x.owner.Client == b.owner.Client
+	return same && x.token == b.token
 }
 
 func (r revocation) String() string {
@@ -258,11 +248,11 @@ func (r revocation) String() string {
 	for _, x := range r.released {
 		rel = append(rel, fmt.Sprintf("client %d owner %d token %d", x.owner.Client, x.owner.ID, x.token))
 	}
-	exact := "exactly"
-	if !r.exact {
-		exact = "at least"
+	claim := "no claim about when its holds ended"
+	if r.exact() {
+		claim = "each listed hold ended before the answer"
 	}
-	return fmt.Sprintf("force-unlock of %q called %s, answered %s (%s), removed %s [%s]", r.key, at(r.call), at(r.ret), r.answer, exact, strings.Join(rel, ", "))
+	return fmt.Sprintf("force-unlock of %q called %s, answered %s (%s), listing [%s]: %s", r.key, at(r.call), at(r.ret), r.answer, strings.Join(rel, ", "), claim)
 }
 
 // holderView collects the believed holds of one run and its fault log.
@@ -358,11 +348,10 @@ func (hv *holderView) clientBelief(b *believedHold, held func() bool, lost <-cha
 
 // hvFinding is one thing the checker found.
 type hvFinding struct {
-	kind  string // overlap, permits, stale, revoked, inconsistent
-	key   string
-	at    int64 // the instant it is about (the fault log is quoted to here)
-	known bool  // explained by a belief past the holder's own validity
-	text  string
+	kind string // overlap, permits, stale, revoked, inconsistent
+	key  string
+	at   int64 // the instant it is about (the fault log is quoted to here)
+	text string
 }
 
 // check runs every holder-view check. Call it once the workers are done.
@@ -382,21 +371,15 @@ func (hv *holderView) check() []hvFinding {
 		byKey[b.key] = append(byKey[b.key], b)
 		if bound, ok := b.validBound(); ok {
 			if w, ok := b.witness(bound); ok {
-				out = append(out, hvFinding{kind: "stale", key: b.key, at: w, known: true, text: fmt.Sprintf(
+				out = append(out, hvFinding{kind: "stale", key: b.key, at: w, text: fmt.Sprintf(
 					"key %q: stale belief: held at %s, %v past the latest validity its client could count (%s): %s",
 					b.key, at(w), time.Duration(w-bound), at(bound), b.describe())})
 			}
 		}
-		for _, r := range hv.revokes {
-			if !r.exact || !r.covers(b) {
-				continue
-			}
-			limit := r.ret + int64(b.maxTTL())
-			if w, ok := b.witness(limit); ok {
-				out = append(out, hvFinding{kind: "revoked", key: b.key, at: w, known: true, text: fmt.Sprintf(
-					"key %q: revoked hold still believed at %s, past its force-unlock's answer plus the longest TTL asked (%s): %s; %s",
-					b.key, at(w), at(limit), b.describe(), r)})
-			}
+	}
+	for _, r := range hv.revokes {
+		if r.exact() {
+			out = append(out, hv.revokedFindings(r)...)
 		}
 	}
 	keys := make([]string, 0, len(byKey))
@@ -411,9 +394,9 @@ func (hv *holderView) check() []hvFinding {
 		var active []*believedHold // started before, believed after the current start
 		for _, b := range hs {
 			active = slices.DeleteFunc(active, func(a *believedHold) bool { return a.last() <= b.start })
-			var with []*believedHold // believed at b.start, not excused
+			var with []*believedHold // other owners' holds believed at b.start
 			for _, a := range active {
-				if a.owner != b.owner && !hv.excused(a, b.start) {
+				if a.owner != b.owner {
 					with = append(with, a)
 				}
 			}
@@ -435,15 +418,47 @@ func (hv *holderView) check() []hvFinding {
 	return out
 }
 
-// excused reports whether a's belief at t (a later hold's start) may be
-// a force-unlock's doing: one that may have removed a was called before t.
-func (hv *holderView) excused(a *believedHold, t int64) bool {
-	for _, r := range hv.revokes {
-		if r.call < t && r.covers(a) {
-			return true
+// revokedFindings reports the holds that r, answered 200, lists and that
+// were believed at a sample taken after its answer returned. A listed
+// hold is one whose acquire was called before the answer; when the
+// listing may mean several holds (a semaphore's, see revokedHold.means),
+// it is a finding only if each of them was believed after the answer.
+func (hv *holderView) revokedFindings(r revocation) []hvFinding {
+	var out []hvFinding
+	for _, x := range r.released {
+		var cands []*believedHold
+		for _, b := range hv.holds {
+			if b.key == r.key && b.call < r.ret && x.means(b) {
+				cands = append(cands, b)
+			}
 		}
+		var first int64 // the first of the candidates' samples after the answer
+		for _, b := range cands {
+			w, ok := b.witness(r.ret)
+			if !ok {
+				first = 0
+				break
+			}
+			if first == 0 || w < first {
+				first = w
+			}
+		}
+		if first == 0 {
+			continue
+		}
+		var s strings.Builder
+		fmt.Fprintf(&s, "key %q: revoked hold still believed at %s, after the force-unlock's 200 answer listing it returned at %s", r.key, at(first), at(r.ret))
+		if len(cands) > 1 {
+			fmt.Fprintf(&s, " (each of the %d holds it may mean was believed after it)", len(cands))
+		}
+		for _, b := range cands {
+			w, _ := b.witness(r.ret)
+			fmt.Fprintf(&s, "\n    believed at %s: %s", at(w), b.describe())
+		}
+		// The context quotes r with the key's other force-unlocks.
+		out = append(out, hvFinding{kind: "revoked", key: r.key, at: first, text: s.String() + hv.context(r.key, first)})
 	}
-	return false
+	return out
 }
 
 // pastValidity reports whether a believed at t past any validity its
@@ -458,14 +473,13 @@ func pastValidity(a *believedHold, t int64) bool {
 func (hv *holderView) overlapFinding(key string, a, b *believedHold) hvFinding {
 	w, _ := a.witness(b.start)
 	why := ""
-	known := pastValidity(a, b.start)
-	if known {
+	if pastValidity(a, b.start) {
 		bound, _ := a.validBound()
 		why = fmt.Sprintf(" (the first was %v past its validity bound then)", time.Duration(b.start-bound))
 	}
 	text := fmt.Sprintf("key %q: overlap: two holders believed they held it at %s%s: token %d was still believed at %s, after token %d's acquire returned at %s\n    first:  %s\n    second: %s",
 		key, at(b.start), why, a.token, at(w), b.token, at(b.start), a.describe(), b.describe())
-	return hvFinding{kind: "overlap", key: key, at: w, known: known, text: text + hv.context(key, w)}
+	return hvFinding{kind: "overlap", key: key, at: w, text: text + hv.context(key, w)}
 }
 
 // permitsFinding reports the holds believed at b's start if they add up
@@ -492,7 +506,7 @@ func (hv *holderView) permitsFinding(key string, total int, b *believedHold, wit
 	for _, a := range append(with, b) {
 		fmt.Fprintf(&s, "\n    %s", a.describe())
 	}
-	return hvFinding{kind: "permits", key: key, at: last, known: legit <= total, text: s.String() + hv.context(key, last)}, true
+	return hvFinding{kind: "permits", key: key, at: last, text: s.String() + hv.context(key, last)}, true
 }
 
 // context quotes the other holds of key believed in the 3 s up to t, the
@@ -536,8 +550,10 @@ type hvStats struct {
 	holds, believed, samples int
 	renewals, shorter        int
 	pauses                   int
-	revocations, inexact     int
-	findings, known          int
+	// revocations counts the force-unlocks sent: exact were answered
+	// 200 (their answers listing listed holds), pending 202.
+	revocations, exact, listed, pending int
+	findings                            int
 }
 
 func (s *hvStats) add(o hvStats) {
@@ -548,25 +564,21 @@ func (s *hvStats) add(o hvStats) {
 	s.shorter += o.shorter
 	s.pauses += o.pauses
 	s.revocations += o.revocations
-	s.inexact += o.inexact
+	s.exact += o.exact
+	s.listed += o.listed
+	s.pending += o.pending
 	s.findings += o.findings
-	s.known += o.known
 }
 
 func (s hvStats) String() string {
-	return fmt.Sprintf("%d holds (%d believed past their start, %d held samples), %d renewals by hand (%d shorter than the TTL before), %d pauses past the validity, %d force-unlocks (%d not exact), %d findings (%d of them the known client bug)",
-		s.holds, s.believed, s.samples, s.renewals, s.shorter, s.pauses, s.revocations, s.inexact, s.findings, s.known)
+	return fmt.Sprintf("%d holds (%d believed past their start, %d held samples), %d renewals by hand (%d shorter than the TTL before), %d pauses past the validity, %d force-unlocks (%d answered 200 listing %d holds, %d answered 202 pending, %d otherwise or not at all), %d findings",
+		s.holds, s.believed, s.samples, s.renewals, s.shorter, s.pauses, s.revocations, s.exact, s.listed, s.pending, s.revocations-s.exact-s.pending, s.findings)
 }
 
 // summary counts what hv recorded and what its checks find.
 func (hv *holderView) summary() hvStats {
 	st := hv.stats()
-	for _, f := range hv.check() {
-		st.findings++
-		if f.known {
-			st.known++
-		}
-	}
+	st.findings = len(hv.check())
 	return st
 }
 
@@ -595,8 +607,12 @@ func (hv *holderView) stats() hvStats {
 	}
 	for _, r := range hv.revokes {
 		st.revocations++
-		if !r.exact {
-			st.inexact++
+		switch {
+		case r.exact():
+			st.exact++
+			st.listed += len(r.released)
+		case r.pending():
+			st.pending++
 		}
 	}
 	return st
@@ -605,31 +621,23 @@ func (hv *holderView) stats() hvStats {
 // maxReported is how many findings a verdict spells out in full.
 const maxReported = 5
 
-// verdict checks hv and returns the findings that fail the run, in full
-// for the first few; while holderViewKnownClientBug is set, findings of
-// the known client bug go to logf instead.
+// verdict checks hv and returns its findings, each of which fails the
+// run, in full for the first few. Force-unlocks answered other than 200
+// go to logf: they make no claim, and their holds were checked like any.
 func (hv *holderView) verdict(logf func(string, ...any)) ([]string, hvStats) {
 	found := hv.check()
 	st := hv.stats()
 	hv.mu.Lock()
 	for _, r := range hv.revokes {
-		if !r.exact {
-			logf("holder view: not an exact answer, so holds it may have removed are excused: %s", r)
+		if !r.exact() {
+			logf("holder view: %s", r)
 		}
 	}
 	hv.mu.Unlock()
 	st.findings = len(found)
 	var fail []string
-	shown := 0
-	for _, f := range found {
-		if f.known {
-			st.known++
-		}
-		if f.known && holderViewKnownClientBug {
-			logf("holder view: KNOWN CLIENT BUG (issue 28; gated by holderViewKnownClientBug): %s", f.text)
-			continue
-		}
-		if shown++; shown > maxReported {
+	for i, f := range found {
+		if i >= maxReported {
 			fail = append(fail, fmt.Sprintf("holder view: %s (details only for the first %d)", firstLine(f.text), maxReported))
 			continue
 		}
@@ -650,7 +658,8 @@ func firstLine(s string) string {
 // last); works while looking at its belief every 5-25 ms; sometimes
 // stops renewing for longer than its validity (a stand-in for a GC pause)
 // and looks again; then releases. Another goroutine force-unlocks random
-// keys through the nodes' admin endpoints.
+// keys through the nodes' admin endpoints, which revokes the holders'
+// holds: their clients must see them lost before anyone else is granted.
 type hvWorkload struct {
 	hv       *holderView
 	ns       string
@@ -672,14 +681,19 @@ func newHVWorkload(hv *holderView, prefix string, clients []*client.Client, admi
 		hv: hv, ns: "e2e", clients: clients,
 		xKeys: []string{prefix + "-x0", prefix + "-x1"}, rwKeys: []string{prefix + "-rw"},
 		semKey: prefix + "-sem", semTotal: 2, admins: admins,
-		// A fresh connection per request (a kept one may lead to a node
-		// that went away), and an answer awaited longer than the
-		// handler's own limit (10 s) and any pause a fault makes: a
-		// request whose answer never came may act at any time later.
-		http: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}},
+		http: hvHTTPClient(),
 	}
 	hv.setTotal(w.semKey, w.semTotal)
 	return w
+}
+
+// hvHTTPClient is the HTTP client of force-unlocks: a fresh connection
+// per request (a kept one may lead to a node that went away), and an
+// answer awaited longer than the handler's own limit (10 s) and any pause
+// a fault makes: a request whose answer never came may act at any time
+// later.
+func hvHTTPClient() *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 }
 
 // run starts workers holders (ids firstID...) and, with admins, the
@@ -869,14 +883,49 @@ type forceUnlocked struct {
 		Owner  uint64 `json:"owner"`
 		Token  uint64 `json:"token"`
 	} `json:"released"`
+	Pending bool `json:"pending"`
 }
 
+// forceUnlockTries bounds how many times forceUnlock sends its request.
+const forceUnlockTries = 4
+
 // forceUnlock frees key as paxlockctl unlock --force does, through the
-// admin endpoint of the node that serves the key's group (asked first,
-// so that an answer that is not exact, a refusal from a node that lost
-// mastership half way, is rare; none serves it: nothing is sent), and
-// records what may have been done.
-func (w *hvWorkload) forceUnlock(ctx context.Context, key string, addrs []string) {
+// admin endpoint of the node that says it serves the key's group (a node
+// that does not serve it redirects, 307, to the master it knows, and the
+// HTTP client follows), and sends it again, up to forceUnlockTries times
+// in all, while the answer is 503 (mastership moved: a revocation that
+// node made was dropped) or no node could be reached that serves the
+// group. It records every request that was sent and returns the last
+// one's record; false if none was sent.
+func (w *hvWorkload) forceUnlock(ctx context.Context, key string, addrs []string) (revocation, bool) {
+	var last revocation
+	sent := false
+	for try := range forceUnlockTries {
+		if try > 0 {
+			t := time.NewTimer(250 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return last, sent
+			case <-t.C:
+			}
+		}
+		r, ok := w.forceUnlockOnce(ctx, key, addrs)
+		if ok {
+			w.hv.revoked(r)
+			last, sent = r, true
+			if r.status != http.StatusServiceUnavailable {
+				return last, sent
+			}
+		}
+	}
+	return last, sent
+}
+
+// forceUnlockOnce sends one force-unlock of key to the first of addrs
+// that says it serves the key's group; false if none does or the request
+// could not be sent.
+func (w *hvWorkload) forceUnlockOnce(ctx context.Context, key string, addrs []string) (revocation, bool) {
 	addr := ""
 	for _, a := range addrs {
 		if w.serves(ctx, a, key) {
@@ -885,7 +934,7 @@ func (w *hvWorkload) forceUnlock(ctx context.Context, key string, addrs []string
 		}
 	}
 	if addr == "" {
-		return
+		return revocation{}, false
 	}
 	body, err := json.Marshal(map[string]string{"namespace": w.ns, "key": key})
 	if err != nil {
@@ -893,7 +942,7 @@ func (w *hvWorkload) forceUnlock(ctx context.Context, key string, addrs []string
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/locks/unlock", bytes.NewReader(body))
 	if err != nil {
-		return
+		return revocation{}, false
 	}
 	req.Header.Set("Content-Type", "application/json")
 	r := revocation{key: key, call: w.hv.now()}
@@ -901,34 +950,33 @@ func (w *hvWorkload) forceUnlock(ctx context.Context, key string, addrs []string
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return // never sent
+			return revocation{}, false // never sent
 		}
 		// Sent, no answer: it may act at any time later.
 		r.ret, r.answer = forever, err.Error()
-		w.hv.revoked(r)
-		return
+		return r, true
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16)) // a short body is as good: not exact
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	resp.Body.Close()
-	r.ret = w.hv.now()
+	r.ret, r.status = w.hv.now(), resp.StatusCode
 	r.answer = fmt.Sprintf("HTTP %d", resp.StatusCode)
 	var out forceUnlocked
-	if json.Unmarshal(b, &out) == nil {
+	switch err := json.Unmarshal(b, &out); {
+	case err == nil:
 		for _, x := range out.Released {
 			r.released = append(r.released, revokedHold{owner: wire.Owner{Client: x.Client, ID: x.Owner}, token: x.Token})
 		}
-	}
-	switch resp.StatusCode {
-	case http.StatusOK:
-		r.exact = true
-	case http.StatusServiceUnavailable, http.StatusInternalServerError:
-		// 503: not the master, mostly with nothing done, but the
-		// answer does not say what went before mastership was lost;
-		// 500: some removed (listed), one may still be chosen.
+		if out.Pending {
+			r.answer += ", pending"
+		}
+	case r.exact():
+		// A 200 whose listing cannot be read claims nothing here.
+		r.status = 0
+		r.answer += fmt.Sprintf(", unreadable body: %v", err)
 	default:
-		return // refused: nothing done
+		r.answer += ": " + strings.TrimSpace(string(b))
 	}
-	w.hv.revoked(r)
+	return r, true
 }
 
 // serves reports whether the node of admin address addr says it serves
