@@ -125,6 +125,8 @@ type fakeNode struct {
 	retryAfterMs    uint32      // the RetryAfterMs of those OVERLOADED answers
 	renewStatus     wire.Status // if nonzero, answer renews with it
 	dropRenews      bool        // never answer renews
+	slowRenews      int         // answer this many more renews only after renewDelay
+	renewDelay      time.Duration
 	suppressGranted bool        // grant waiters without pushing Granted
 	frozen          bool        // read but answer nothing
 	maxTTLMs        uint32      // if nonzero, clamp TTLs to it, as a server's max_ttl
@@ -397,6 +399,13 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 	case *wire.Renew:
 		if n.dropRenews {
 			return
+		}
+		if n.slowRenews > 0 {
+			n.slowRenews--
+			d := n.renewDelay
+			n.mu.Unlock()
+			time.Sleep(d) // a slow master: this connection answers nothing meanwhile
+			n.mu.Lock()
 		}
 		if n.renewStatus != 0 {
 			c.respond(id, wire.Response{Status: n.renewStatus})

@@ -224,3 +224,38 @@ func TestOnRenewTrouble(t *testing.T) {
 	n.set(func(n *fakeNode) { n.renewStatus = 0 })
 	n.waitFor(t, "a successful renewal", func(n *fakeNode) bool { return len(n.renewedAt) > 0 })
 }
+
+// TestSlowConfirmationConfirmedAgain: a queued grant whose confirming
+// Renew took more than a third of the TTL (its answer came late, as
+// across a master change) is confirmed again, so that Lock does not
+// return a lock whose validity is nearly or already over.
+func TestSlowConfirmationConfirmedAgain(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	const ttl = 6 * time.Second
+	n.set(func(n *fakeNode) { n.holdGranted = true })
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+	holder, waiter := c.Mutex("slow", TTL(ttl)), c.Mutex("slow", TTL(ttl))
+	before, done := queueBehind(t, n, holder, waiter)
+	if err := holder.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n.waitFor(t, "the grant", func(n *fakeNode) bool { return len(n.heldGranted) == 1 })
+	// A late push (the wait took a third of the TTL), then a confirmation
+	// answered 4.5 s late: a validity counted from it would have about
+	// 1 s left when Lock returns.
+	<-time.After(time.Until(before.Add(ttl/3 + 50*time.Millisecond)))
+	n.set(func(n *fakeNode) { n.slowRenews, n.renewDelay = 1, 4500*time.Millisecond })
+	n.releaseGranted()
+	if err := recvErr(t, done, "waiter.Lock"); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(waiter.ValidUntil()); left < 3*time.Second {
+		t.Fatalf("Lock returned a lock valid for %v more, want it confirmed again (about %v)", left, ttl)
+	}
+	if n.count(wire.TypeRenew) < 2 {
+		t.Fatalf("%d renewals, want the slow confirmation and another", n.count(wire.TypeRenew))
+	}
+	_ = waiter.Unlock(ctx)
+}

@@ -724,27 +724,41 @@ func (m *Mutex) confirmQueued(ctx context.Context, lc *lockCore, g granted, hand
 			lc.cleanup(g.token)
 		})
 	}
-	from := time.Now()
-	res, err := c.do(ctx, "lock", m.key, m.hash, wire.TypeRenew,
-		&wire.Renew{Key: m.key, Owner: m.owner, Token: g.token, TTLMs: ttlMs(m.opts.ttl)})
-	if err != nil {
-		if !errors.Is(err, ErrClosed) {
-			giveBack()
+	// A confirmation that itself took a third of the TTL or more (its
+	// retries spanned a master change) is confirmed again, a few times at
+	// most: the grant counts from the send of the Renew that succeeded,
+	// and Lock should not return a lock that is already (nearly) lost.
+	for attempt := 1; ; attempt++ {
+		from := time.Now()
+		res, err := c.do(ctx, "lock", m.key, m.hash, wire.TypeRenew,
+			&wire.Renew{Key: m.key, Owner: m.owner, Token: g.token, TTLMs: ttlMs(m.opts.ttl)})
+		if err != nil {
+			if !errors.Is(err, ErrClosed) {
+				giveBack()
+			}
+			return granted{}, false, err
 		}
-		return granted{}, false, err
+		r := res.resp
+		switch {
+		case r.Status == wire.StatusSuccess:
+			ng := granted{token: g.token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, g.ttl), from: from}
+			if attempt < maxConfirms && time.Since(from) >= ng.ttl/3 {
+				g = ng
+				continue
+			}
+			return ng, false, nil
+		case lostStatus(r.Status):
+			c.log.Warn("paxlock: a queued grant ended before it could be confirmed; waiting again",
+				"key", m.key, "token", g.token, "status", r.Status)
+			return granted{}, true, nil
+		}
+		giveBack()
+		return granted{}, false, statusErr("lock", m.key, r)
 	}
-	r := res.resp
-	switch {
-	case r.Status == wire.StatusSuccess:
-		return granted{token: g.token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, g.ttl), from: from}, false, nil
-	case lostStatus(r.Status):
-		c.log.Warn("paxlock: a queued grant ended before it could be confirmed; waiting again",
-			"key", m.key, "token", g.token, "status", r.Status)
-		return granted{}, true, nil
-	}
-	giveBack()
-	return granted{}, false, statusErr("lock", m.key, r)
 }
+
+// maxConfirms bounds the Renews confirmQueued sends for one grant.
+const maxConfirms = 3
 
 func (m *Mutex) timeoutErr(byCtx bool) error {
 	if byCtx {
