@@ -11,7 +11,7 @@
 // readers) with each holder's owner, fencing token and TTL, in memory and
 // in the group's Pebble keyspace. It stores TTLs, never deadlines: time
 // enters the log only as an Expire the master decided (invariant I6; the
-// invariants I1–I8 are in docs/design.md).
+// invariants I1–I9 are in docs/design.md).
 // A grant's token is groupVersion<<48 | instanceID; the master puts at most
 // one owner-changing command per key into one instance (it serialises a
 // key's changes), so a key's tokens strictly increase (I2), and a reader
