@@ -9,7 +9,7 @@ import (
 	"net/http/pprof"
 	"time"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -51,8 +51,8 @@ type Status struct {
 	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
 	// StatusDetail): the keys with the most waiters on the groups this
 	// node serves, and the last master changes it saw, newest first.
-	HotKeys       []lockservice.HotKey `json:"hot_keys,omitempty"`
-	MasterChanges []MasterChange       `json:"master_changes,omitempty"`
+	HotKeys       []group.HotKey `json:"hot_keys,omitempty"`
+	MasterChanges []MasterChange `json:"master_changes,omitempty"`
 }
 
 // Status returns the node's report.
@@ -156,12 +156,12 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		s.log.Info("namespace changed", "name", name, "method", r.Method)
 		w.WriteHeader(http.StatusNoContent)
-	case errors.Is(err, lockservice.ErrNotSystemMaster):
+	case errors.Is(err, group.ErrNotSystemMaster):
 		m := s.svc.SystemMaster()
 		if !s.redirectTo(w, r, uint32(m)) {
 			http.Error(w, fmt.Sprintf("this node does not master the namespace table (master: node %d); retry there", m), http.StatusServiceUnavailable)
 		}
-	case errors.Is(err, lockservice.ErrUnknownNamespace):
+	case errors.Is(err, group.ErrUnknownNamespace):
 		http.Error(w, "unknown namespace", http.StatusNotFound)
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -212,7 +212,7 @@ const forceUnlockWait = 10 * time.Second
 
 // forceUnlockHandler frees a lock whoever holds it (POST {"namespace",
 // "key"}): an operator's way out of a lock whose holder is stuck but
-// renewing. Each hold is revoked (see lockservice.Service.ForceRelease):
+// renewing. Each hold is revoked (see group.Service.ForceRelease):
 // its holder gets a Lost with EventRevoked, its renewals are refused, and
 // it is removed through Paxos once the holder acknowledges or its TTL
 // runs out, never before, so that two holders never overlap; its
@@ -242,10 +242,10 @@ func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case pending:
 		// Revoked, waiting for its holder: answered below.
-	case errors.Is(err, lockservice.ErrNotMaster) && len(rel) > 0:
+	case errors.Is(err, group.ErrNotMaster) && len(rel) > 0:
 		// Mastership moved after some holds were removed: say what was
 		// done (below, with an error status); the caller asks again.
-	case errors.Is(err, lockservice.ErrNotMaster):
+	case errors.Is(err, group.ErrNotMaster):
 		g := wire.GroupOf(wire.KeyHash(body.Namespace, body.Key), len(s.svc.Groups()))
 		var m uint32
 		if v := s.view.Load(); g < len(v.Groups) {

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/buildinfo"
-	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -34,7 +34,7 @@ const backupGroupTimeout = 30 * time.Second
 // backupHandler streams a backup of every group (GET /backup; the admin
 // token is required even with admin_public_read): per group, the image of
 // its master at the instance it applied (see backupGroup), written by
-// lockservice.BackupWriter.
+// group.BackupWriter.
 // A node that is not ready (see Ready: a follower more than ReadyMaxLag
 // instances behind, no quorum) answers 503, so the backup is never taken
 // from a stale replica; paxlockctl then asks the next node. A failure
@@ -54,17 +54,17 @@ func (s *Server) backupHandler(w http.ResponseWriter, r *http.Request) {
 	if in, ok := buildinfo.Read(); ok {
 		commit = in.String()
 	}
-	hdr := lockservice.BackupHeader{Cluster: s.cfg.ClusterName, Time: time.Now().UTC(), Node: s.cfg.NodeID, Commit: commit, Groups: len(groups)}
+	hdr := group.BackupHeader{Cluster: s.cfg.ClusterName, Time: time.Now().UTC(), Node: s.cfg.NodeID, Commit: commit, Groups: len(groups)}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", fmt.Sprintf("paxlock-%s-%s.backup", hdr.Cluster, hdr.Time.Format("20060102T150405Z"))))
 	start := time.Now()
 	cw := &countWriter{w: w}
-	bw, err := lockservice.NewBackupWriter(cw, hdr)
+	bw, err := group.NewBackupWriter(cw, hdr)
 	var locks int64
 	peers := s.peerAdminClient()
 	defer peers.CloseIdleConnections()
 	for g := 0; err == nil && g < len(groups); g++ {
-		var gi lockservice.BackupGroup
+		var gi group.BackupGroup
 		gi, err = s.backupGroup(r.Context(), bw, g, groups[g], peers)
 		locks += gi.Locks
 	}
@@ -86,7 +86,7 @@ func (s *Server) backupHandler(w http.ResponseWriter, r *http.Request) {
 // fails) is retried, following the master, for up to backupGroupTimeout;
 // then the backup fails naming the group. It never falls back to a
 // follower's replica, which may miss the last acknowledged changes.
-func (s *Server) backupGroup(ctx context.Context, bw *lockservice.BackupWriter, g int, lg *lockservice.Group, peers *http.Client) (lockservice.BackupGroup, error) {
+func (s *Server) backupGroup(ctx context.Context, bw *group.BackupWriter, g int, lg *group.Group, peers *http.Client) (group.BackupGroup, error) {
 	deadline := time.Now().Add(backupGroupTimeout)
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		src, err := s.openMasterImage(ctx, g, lg, peers)
@@ -95,14 +95,14 @@ func (s *Server) backupGroup(ctx context.Context, bw *lockservice.BackupWriter, 
 			return bw.Group(src, true)
 		}
 		if time.Until(deadline) < pause {
-			return lockservice.BackupGroup{}, fmt.Errorf("server: backup: group %d: no image from its master within %v: %w", g, backupGroupTimeout, err)
+			return group.BackupGroup{}, fmt.Errorf("server: backup: group %d: no image from its master within %v: %w", g, backupGroupTimeout, err)
 		}
 		s.log.Debug("backup: asking the group's master again", "group", g, "err", err)
 		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return lockservice.BackupGroup{}, ctx.Err()
+			return group.BackupGroup{}, ctx.Err()
 		case <-t.C:
 		}
 	}
@@ -113,7 +113,7 @@ func (s *Server) backupGroup(ctx context.Context, bw *lockservice.BackupWriter, 
 // admin endpoint. Opening waits up to backupGroupTimeout (the peers
 // client's response header timeout); reading the image is bounded by ctx
 // only, however long it takes.
-func (s *Server) openMasterImage(ctx context.Context, g int, lg *lockservice.Group, peers *http.Client) (paxos.SnapshotSource, error) {
+func (s *Server) openMasterImage(ctx context.Context, g int, lg *group.Group, peers *http.Client) (paxos.SnapshotSource, error) {
 	if lg.Serving() {
 		op, ok := lg.Paxos().(imageOpener)
 		if !ok {
@@ -289,14 +289,14 @@ var ErrDataDirNotEmpty = errors.New("data directory is not empty")
 // Restore seeds the empty data directory of cfg's node with the backup in
 // file, before the node starts (paxlockd -restore): every group's image
 // with its group version raised by one and its instances starting afresh
-// (lockservice.RestoreBackup). It refuses, writing nothing, a data
+// (group.RestoreBackup). It refuses, writing nothing, a data
 // directory that holds anything, a file that is not a backup of this
 // format, one of another cluster (cluster_name) or group count, and one
 // whose checksum fails: the whole file is read and checked before
 // anything is written. Every node of the new cluster is started from the
 // same file; a node started empty without it fetches a snapshot.
-func Restore(cfg Config, file string, log *slog.Logger) (lockservice.BackupInfo, error) {
-	var info lockservice.BackupInfo
+func Restore(cfg Config, file string, log *slog.Logger) (group.BackupInfo, error) {
+	var info group.BackupInfo
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		return info, err
@@ -318,16 +318,16 @@ func Restore(cfg Config, file string, log *slog.Logger) (lockservice.BackupInfo,
 		return info, fmt.Errorf("server: restore: %w", err)
 	}
 	defer func() { _ = f.Close() }() // read only
-	check := func(h lockservice.BackupHeader) error {
+	check := func(h group.BackupHeader) error {
 		switch {
 		case h.Cluster != cfg.ClusterName:
-			return fmt.Errorf("%w: the backup is of cluster %q, this node's cluster_name is %q", lockservice.ErrBadBackup, h.Cluster, cfg.ClusterName)
+			return fmt.Errorf("%w: the backup is of cluster %q, this node's cluster_name is %q", group.ErrBadBackup, h.Cluster, cfg.ClusterName)
 		case h.Groups != cfg.Groups:
-			return fmt.Errorf("%w: the backup has %d groups, this node's configuration %d (keys map to groups by their count)", lockservice.ErrBadBackup, h.Groups, cfg.Groups)
+			return fmt.Errorf("%w: the backup has %d groups, this node's configuration %d (keys map to groups by their count)", group.ErrBadBackup, h.Groups, cfg.Groups)
 		}
 		return nil
 	}
-	if info, err = lockservice.ReadBackup(f, lockservice.BackupVisitor{Header: check}); err != nil {
+	if info, err = group.ReadBackup(f, group.BackupVisitor{Header: check}); err != nil {
 		return info, fmt.Errorf("server: restore %s: %w", file, err)
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
@@ -351,7 +351,7 @@ func Restore(cfg Config, file string, log *slog.Logger) (lockservice.BackupInfo,
 		undo()
 		return info, fmt.Errorf("server: restore: %w", err)
 	}
-	_, rerr := lockservice.RestoreBackup(f, st)
+	_, rerr := group.RestoreBackup(f, st)
 	if err := errors.Join(rerr, st.Close()); err != nil {
 		undo()
 		return info, fmt.Errorf("server: restore %s: %w", file, err)
@@ -365,6 +365,6 @@ func Restore(cfg Config, file string, log *slog.Logger) (lockservice.BackupInfo,
 		locks += g.Locks
 	}
 	log.Info("restored from backup", "file", file, "cluster", info.Header.Cluster, "taken", info.Header.Time, "by_node", info.Header.Node,
-		"groups", len(info.Groups), "locks", locks, "applied", lockservice.RestoredApplied)
+		"groups", len(info.Groups), "locks", locks, "applied", group.RestoredApplied)
 	return info, nil
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -154,7 +154,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := lockservice.ReadBackup(f, lockservice.BackupVisitor{})
+	info, err := group.ReadBackup(f, group.BackupVisitor{})
 	f.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -270,11 +270,11 @@ func TestRestoreRefuses(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, ErrDataDirNotEmpty},
-		{"other cluster", file, func(c *Config) { c.ClusterName = "elsewhere" }, lockservice.ErrBadBackup},
-		{"other group count", file, func(c *Config) { c.Groups = 7 }, lockservice.ErrBadBackup},
-		{"corrupt", write("corrupt", corrupt), nil, lockservice.ErrBadBackup},
-		{"truncated", write("truncated", good[:len(good)-10]), nil, lockservice.ErrBadBackup},
-		{"not a backup", write("config", []byte(`{"node_id": 1}`)), nil, lockservice.ErrBadBackup},
+		{"other cluster", file, func(c *Config) { c.ClusterName = "elsewhere" }, group.ErrBadBackup},
+		{"other group count", file, func(c *Config) { c.Groups = 7 }, group.ErrBadBackup},
+		{"corrupt", write("corrupt", corrupt), nil, group.ErrBadBackup},
+		{"truncated", write("truncated", good[:len(good)-10]), nil, group.ErrBadBackup},
+		{"not a backup", write("config", []byte(`{"node_id": 1}`)), nil, group.ErrBadBackup},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cfg

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -127,7 +127,7 @@ type Config struct {
 	MaxTTL     Duration `json:"max_ttl"`
 	// WeightAging is the waiting time one unit of weight is worth in a
 	// key's queue (default 1s, at most 1h): waiters are served in order of
-	// arrival minus weight × weight_aging (see lockservice.Config.WeightAging).
+	// arrival minus weight × weight_aging (see group.Config.WeightAging).
 	WeightAging Duration `json:"weight_aging"`
 
 	// MaxFrame bounds a client frame (default 1 MiB); MaxConns the client
@@ -149,7 +149,7 @@ type Config struct {
 	// one namespace on this node, all connections together (defaults
 	// 100000 each). Beyond a bound a blocked acquire or a watch is
 	// answered OVERLOADED with RetryAfterMs (the Go client retries it).
-	// See lockservice.Config.MaxConnWaits.
+	// See group.Config.MaxConnWaits.
 	MaxWaitsPerConn        int `json:"max_waits_per_conn"`
 	MaxWatchesPerConn      int `json:"max_watches_per_conn"`
 	MaxWaitsPerNamespace   int `json:"max_waits_per_namespace"`
@@ -355,16 +355,16 @@ func (c *Config) SetDefaults() {
 		c.MaxOutput = 16 << 20
 	}
 	if c.MaxWaitsPerConn <= 0 {
-		c.MaxWaitsPerConn = lockservice.DefaultMaxConnWaits
+		c.MaxWaitsPerConn = group.DefaultMaxConnWaits
 	}
 	if c.MaxWatchesPerConn <= 0 {
-		c.MaxWatchesPerConn = lockservice.DefaultMaxConnWatches
+		c.MaxWatchesPerConn = group.DefaultMaxConnWatches
 	}
 	if c.MaxWaitsPerNamespace <= 0 {
-		c.MaxWaitsPerNamespace = lockservice.DefaultMaxNamespaceWaits
+		c.MaxWaitsPerNamespace = group.DefaultMaxNamespaceWaits
 	}
 	if c.MaxWatchesPerNamespace <= 0 {
-		c.MaxWatchesPerNamespace = lockservice.DefaultMaxNamespaceWatches
+		c.MaxWatchesPerNamespace = group.DefaultMaxNamespaceWatches
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)

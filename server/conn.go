@@ -10,8 +10,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
@@ -23,7 +23,7 @@ type handler struct {
 	s *Server
 }
 
-// conn is one client connection. It is the lockservice.Sink for its requests:
+// conn is one client connection. It is the group.Sink for its requests:
 // replies and pushes are encoded into a buffer and written with one
 // AsyncWrite per burst, double-buffered so that a burst accumulates while
 // the previous one is on its way.
@@ -216,7 +216,7 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	}
 }
 
-// Respond implements lockservice.Sink.
+// Respond implements group.Sink.
 func (c *conn) Respond(reqID uint64, r wire.Response) {
 	c.inflight.Add(-1)
 	c.sendResponse(reqID, r)
@@ -226,7 +226,7 @@ func (c *conn) Respond(reqID uint64, r wire.Response) {
 // then makes no new reference to it (a hold's Lost has nobody to go to).
 func (c *conn) Closed() bool { return c.closed.Load() }
 
-// Push implements lockservice.Sink.
+// Push implements group.Sink.
 func (c *conn) Push(m wire.Message) {
 	var typ wire.Type
 	switch m.(type) {
@@ -590,21 +590,21 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.multiAcquire(f.ReqID, raw, ma)
 		return
 	}
-	r := &lockservice.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: lockservice.Nanotime()}
+	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: group.Nanotime()}
 	switch m := m.(type) {
 	case *wire.Acquire:
-		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = lockservice.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
+		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
 		r.MaxWait = waitDuration(m.MaxWaitMs)
 		r.WaitID, r.Value = m.WaitID, m.Value
 		r.Permits, r.Limit = m.Permits, m.Limit
 		r.LockDelayMs = uint16(min(m.LockDelayMs, wire.MaxLockDelayMs)) // validated: at most the limit
 	case *wire.Renew:
-		r.Op, r.Key, r.Owner, r.Token = lockservice.OpRenew, m.Key, m.Owner, m.Token
+		r.Op, r.Key, r.Owner, r.Token = group.OpRenew, m.Key, m.Owner, m.Token
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
 		r.SetValue, r.Value = m.SetValue, m.Value
 	case *wire.Release:
-		r.Op, r.Key, r.Owner, r.Token = lockservice.OpRelease, m.Key, m.Owner, m.Token
+		r.Op, r.Key, r.Owner, r.Token = group.OpRelease, m.Key, m.Owner, m.Token
 		if m.HandOffID != 0 {
 			r.HandOff = wire.Owner{Client: m.Owner.Client, ID: m.HandOffID}
 			r.TTL = time.Duration(m.HandOffTTLMs) * time.Millisecond
@@ -612,14 +612,14 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 			r.LockDelayMs = uint16(min(m.HandOffLockDelayMs, wire.MaxLockDelayMs)) // validated: at most the limit
 		}
 	case *wire.State:
-		r.Op, r.Key, r.Token = lockservice.OpState, m.Key, m.Token
+		r.Op, r.Key, r.Token = group.OpState, m.Key, m.Token
 	case *wire.Watch:
-		r.Op, r.Key, r.WatchID, r.Token, r.Flags = lockservice.OpWatch, m.Key, m.WatchID, m.Token, m.Flags
+		r.Op, r.Key, r.WatchID, r.Token, r.Flags = group.OpWatch, m.Key, m.WatchID, m.Token, m.Flags
 		r.MaxWait = waitDuration(m.MaxWaitMs)
 	case *wire.Unwatch:
-		r.Op, r.Key, r.WatchID = lockservice.OpUnwatch, m.Key, m.WatchID
+		r.Op, r.Key, r.WatchID = group.OpUnwatch, m.Key, m.WatchID
 	case *wire.CancelWait:
-		r.Op, r.Key, r.Owner, r.WaitID = lockservice.OpCancelWait, m.Key, m.Owner, m.WaitID
+		r.Op, r.Key, r.Owner, r.WaitID = group.OpCancelWait, m.Key, m.Owner, m.WaitID
 	default:
 		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported request " + f.Type.String()})
 		return
@@ -666,7 +666,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 }
 
 // multiAcquire serves a MultiAcquire: its keys must share a lock group,
-// whose master decides them in one command (lockservice.SubmitMulti); a
+// whose master decides them in one command (group.SubmitMulti); a
 // node that is not that master redirects or forwards it like any routed
 // request.
 func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
@@ -677,7 +677,7 @@ func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
 		return
 	}
 	g := -1
-	keys := make([]lockservice.MultiKey, len(m.Keys))
+	keys := make([]group.MultiKey, len(m.Keys))
 	for i, k := range m.Keys {
 		kg := wire.GroupOf(wire.KeyHash(id.Namespace, k), s.cfg.Groups)
 		if g >= 0 && kg != g {
@@ -685,7 +685,7 @@ func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
 			return
 		}
 		g = kg
-		keys[i] = lockservice.MultiKey{Key: k, Owner: m.Owner(i)}
+		keys[i] = group.MultiKey{Key: k, Owner: m.Owner(i)}
 	}
 	if !s.svc.Group(g).Serving() {
 		if !c.forwardable(g, m) {
@@ -706,13 +706,13 @@ func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
 		c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
 		return
 	}
-	r := &lockservice.Request{Namespace: id.Namespace, ReqID: reqID, Sink: c, Start: lockservice.Nanotime(),
+	r := &group.Request{Namespace: id.Namespace, ReqID: reqID, Sink: c, Start: group.Nanotime(),
 		Owner: keys[0].Owner, Kind: wire.KindExclusive, TTL: time.Duration(m.TTLMs) * time.Millisecond, Value: m.Value}
 	s.svc.SubmitMulti(r, keys)
 }
 
 // list answers a List: the master of its group lists the namespace's
-// locks (see lockservice.Service.List); another node redirects, and nothing
+// locks (see group.Service.List); another node redirects, and nothing
 // forwards it (a client asks every group's master, so a redirect is cheap).
 func (c *conn) list(reqID uint64, ns string, m *wire.List) {
 	s := c.s

@@ -18,7 +18,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -125,8 +125,8 @@ type ClusterStatus struct {
 	Groups      []ConsoleGroup `json:"groups"`
 	// HotKeys are the keys with the most waiters over the cluster, most
 	// first; MasterChanges the last changes of master, newest first.
-	HotKeys       []lockservice.HotKey `json:"hot_keys"`
-	MasterChanges []MasterChange       `json:"master_changes"`
+	HotKeys       []group.HotKey `json:"hot_keys"`
+	MasterChanges []MasterChange `json:"master_changes"`
 }
 
 // ConsoleNode is one member in a ClusterStatus.
@@ -305,11 +305,11 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 		}
 		cs.Groups = append(cs.Groups, cg)
 	}
-	lockservice.SortHotKeys(cs.HotKeys)
+	group.SortHotKeys(cs.HotKeys)
 	cs.HotKeys = cs.HotKeys[:min(len(cs.HotKeys), ConsoleHotKeys)]
 	cs.MasterChanges = mergeMasterChanges(cs.MasterChanges, ConsoleMasterChanges)
 	if cs.HotKeys == nil {
-		cs.HotKeys = []lockservice.HotKey{}
+		cs.HotKeys = []group.HotKey{}
 	}
 	return cs
 }

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/lockservice"
 )
 
 // Joining a running cluster (paxlockd -join ADDR): PrepareJoin reads the
@@ -148,15 +148,15 @@ func prepareJoin(ctx context.Context, cfg *Config, addr string, rejoin bool) err
 	for _, m := range rep.Members {
 		if m.ID == cfg.NodeID && rejoin {
 			if !m.Live() {
-				return fmt.Errorf("server: node %d: %w: %w", m.ID, ErrJoinRefused, lockservice.ErrMemberRemoved)
+				return fmt.Errorf("server: node %d: %w: %w", m.ID, ErrJoinRefused, group.ErrMemberRemoved)
 			}
 			continue
 		}
 		if m.ID == cfg.NodeID {
 			if !m.Live() {
-				return fmt.Errorf("server: join: node %d: %w: %w", m.ID, ErrJoinRefused, lockservice.ErrMemberRemoved)
+				return fmt.Errorf("server: join: node %d: %w: %w", m.ID, ErrJoinRefused, group.ErrMemberRemoved)
 			}
-			return fmt.Errorf("server: join: node %d: %w: the cluster knows this id and this data directory is new; a node that lost its data must join under a new id (remove the old one with paxlockctl member remove): %w", m.ID, ErrJoinRefused, lockservice.ErrIncarnation)
+			return fmt.Errorf("server: join: node %d: %w: the cluster knows this id and this data directory is new; a node that lost its data must join under a new id (remove the old one with paxlockctl member remove): %w", m.ID, ErrJoinRefused, group.ErrIncarnation)
 		}
 		if m.Live() {
 			nodes = append(nodes, nodeAddrOf(m))
@@ -184,7 +184,7 @@ func (s *Server) JoinCluster(ctx context.Context, addr string) error {
 	if err != nil {
 		return err
 	}
-	m := s.selfMember(lockservice.MemberJoining)
+	m := s.selfMember(group.MemberJoining)
 	body, _ := json.Marshal(m)
 	url := adminURL(addr, s.sec.adminTLS != nil) + "/members"
 	wait := 200 * time.Millisecond

@@ -7,13 +7,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/registry"
 )
 
 // The node follows the cluster's member list, which group 0 replicates
-// (lockservice.Service.Members): when it changes, the peer transport
+// (group.Service.Members): when it changes, the peer transport
 // adds, moves and removes links, the address book (client, TLS, admin
 // addresses used by views, relays and redirects) is rebuilt, the view is
 // published with the live members, and placement (g mod N) runs over the
@@ -60,13 +60,13 @@ func (s *Server) placementIDs() []uint32 {
 	return ids
 }
 
-func nodeAddrOf(m lockservice.Member) NodeAddr {
+func nodeAddrOf(m group.Member) NodeAddr {
 	return NodeAddr{ID: m.ID, Peer: m.Peer, Client: m.Client, ClientTLS: m.ClientTLS, Gossip: m.Gossip, Admin: m.Admin}
 }
 
 // selfMember is this node's record: its configured addresses, the admin
 // address from admin_addr when its nodes entry has none.
-func (s *Server) selfMember(st lockservice.MemberState) lockservice.Member {
+func (s *Server) selfMember(st group.MemberState) group.Member {
 	m := memberOf(s.cfg.self(), st)
 	if m.Admin == "" {
 		m.Admin = s.cfg.AdminAddr
@@ -75,11 +75,11 @@ func (s *Server) selfMember(st lockservice.MemberState) lockservice.Member {
 	return m
 }
 
-func memberOf(n NodeAddr, st lockservice.MemberState) lockservice.Member {
-	return lockservice.Member{ID: n.ID, State: st, Peer: n.Peer, Client: n.Client, ClientTLS: n.ClientTLS, Gossip: n.Gossip, Admin: n.Admin}
+func memberOf(n NodeAddr, st group.MemberState) group.Member {
+	return group.Member{ID: n.ID, State: st, Peer: n.Peer, Client: n.Client, ClientTLS: n.ClientTLS, Gossip: n.Gossip, Admin: n.Admin}
 }
 
-// membersChanged is lockservice.Config.OnMembers: it runs on the host's
+// membersChanged is group.Config.OnMembers: it runs on the host's
 // loop, so it only signals followMembers.
 func (s *Server) membersChanged() {
 	select {
@@ -119,13 +119,13 @@ func (s *Server) applyMembers() {
 			continue
 		}
 		book[paxos.NodeID(m.ID)] = nodeAddrOf(m)
-		if m.State == lockservice.MemberActive {
+		if m.State == group.MemberActive {
 			active = append(active, m.ID)
 		}
 	}
 	self := paxos.NodeID(s.cfg.NodeID)
 	if _, ok := book[self]; !ok && !removed[s.cfg.NodeID] {
-		book[self] = nodeAddrOf(s.selfMember(lockservice.MemberJoining)) // a joining node before its record applies
+		book[self] = nodeAddrOf(s.selfMember(group.MemberJoining)) // a joining node before its record applies
 	}
 	if removed[s.cfg.NodeID] {
 		s.log.Error("this node was removed from the cluster; it serves nothing more and should be stopped", "node", s.cfg.NodeID)
@@ -191,11 +191,11 @@ func (s *Server) initMembers() {
 		return
 	}
 	defer s.initingMem.Store(false)
-	var seed []lockservice.Member
+	var seed []group.Member
 	for _, n := range s.cfg.Nodes {
-		m := memberOf(n, lockservice.MemberActive)
+		m := memberOf(n, group.MemberActive)
 		if n.ID == s.cfg.NodeID {
-			m = s.selfMember(lockservice.MemberActive)
+			m = s.selfMember(group.MemberActive)
 		}
 		seed = append(seed, m)
 	}
@@ -215,9 +215,9 @@ func (s *Server) admitPeer(id paxos.NodeID, inc uint64) error {
 	m, ok := s.svc.Member(uint32(id))
 	switch {
 	case ok && !m.Live():
-		return fmt.Errorf("node %d was removed from the cluster: %w", id, lockservice.ErrMemberRemoved)
+		return fmt.Errorf("node %d was removed from the cluster: %w", id, group.ErrMemberRemoved)
 	case ok && inc != 0 && m.Incarnation != 0 && m.Incarnation != inc:
-		return fmt.Errorf("node %d presents data directory %016x, the cluster knows %016x: %w", id, inc, m.Incarnation, lockservice.ErrIncarnation)
+		return fmt.Errorf("node %d presents data directory %016x, the cluster knows %016x: %w", id, inc, m.Incarnation, group.ErrIncarnation)
 	case inc == 0:
 		return nil
 	}
@@ -235,7 +235,7 @@ func (s *Server) admitPeer(id paxos.NodeID, inc uint64) error {
 // this node, IDENTITY) told it, now or in an earlier run (PEERS): the nodes
 // of the configuration that seeded the list. Idempotent; the work runs in the background.
 func (s *Server) recordIncarnations() {
-	if holdIncarnations.Load() || !s.svc.Group(lockservice.NamespaceGroup).Serving() {
+	if holdIncarnations.Load() || !s.svc.Group(group.NamespaceGroup).Serving() {
 		return
 	}
 	list, _ := s.svc.Members()

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -58,9 +58,9 @@ type GroupMembers struct {
 // when it is done.
 type MembersReport struct {
 	// Cluster is the cluster's name (a joining node checks it).
-	Cluster string               `json:"cluster"`
-	Members []lockservice.Member `json:"members"`
-	Groups  []GroupMembers       `json:"groups"`
+	Cluster string         `json:"cluster"`
+	Members []group.Member `json:"members"`
+	Groups  []GroupMembers `json:"groups"`
 }
 
 // MemberChangeError is what a change that could not complete answers:
@@ -106,7 +106,7 @@ func (s *Server) MembersReport() MembersReport {
 	list, _ := s.svc.Members()
 	if list == nil {
 		for _, n := range s.nodes() {
-			list = append(list, memberOf(n, lockservice.MemberActive))
+			list = append(list, memberOf(n, group.MemberActive))
 		}
 	}
 	return MembersReport{Cluster: s.cfg.ClusterName, Members: list, Groups: s.groupMembers()}
@@ -122,12 +122,12 @@ func (s *Server) membersHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use GET, or POST {\"id\": ..., \"peer\": ..., \"client\": ...}", http.StatusMethodNotAllowed)
 		return
 	}
-	var m lockservice.Member
+	var m group.Member
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 8192)).Decode(&m); err != nil {
 		http.Error(w, "body: want {\"id\": ..., \"peer\": ..., \"client\": ..., \"client_tls_addr\", \"gossip\", \"admin\", \"incarnation\"}", http.StatusBadRequest)
 		return
 	}
-	m.State = lockservice.MemberJoining
+	m.State = group.MemberJoining
 	s.runMemberChange(w, r, m.ID, "add", func(ctx context.Context) (*MemberChangeError, error) {
 		return s.AddMember(ctx, m, r.Header.Get("Authorization"))
 	})
@@ -146,7 +146,7 @@ func (s *Server) memberDeleteHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) runMemberChange(w http.ResponseWriter, r *http.Request, id uint32, op string, run func(context.Context) (*MemberChangeError, error)) {
-	if !s.svc.Group(lockservice.NamespaceGroup).Serving() {
+	if !s.svc.Group(group.NamespaceGroup).Serving() {
 		m, ok := s.awaitSystemMaster(r.Context())
 		if !ok {
 			http.Error(w, fmt.Sprintf("no live master of the member list (group 0) within %v (last known: node %d); retry", MemberChangeTimeout, m), http.StatusServiceUnavailable)
@@ -186,9 +186,9 @@ func (s *Server) runMemberChange(w http.ResponseWriter, r *http.Request, id uint
 		rep.Next = resumeNote
 		s.log.Warn("member change incomplete; the master of group 0 resumes it", "op", op, "node", id, "done", rep.Done, "pending", rep.Pending, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, rep)
-	case errors.Is(err, lockservice.ErrNotSystemMaster):
+	case errors.Is(err, group.ErrNotSystemMaster):
 		http.Error(w, "this node stopped mastering the member list; retry", http.StatusServiceUnavailable)
-	case errors.Is(err, lockservice.ErrMemberRemoved), errors.Is(err, lockservice.ErrIncarnation):
+	case errors.Is(err, group.ErrMemberRemoved), errors.Is(err, group.ErrIncarnation):
 		http.Error(w, err.Error(), http.StatusConflict)
 	case errors.Is(err, wire.ErrInvalid), errors.Is(err, paxos.ErrBadChange):
 		http.Error(w, err.Error(), http.StatusBadRequest)
@@ -206,7 +206,7 @@ func (s *Server) runMemberChange(w http.ResponseWriter, r *http.Request, id uint
 func (s *Server) awaitSystemMaster(ctx context.Context) (paxos.NodeID, bool) {
 	var m paxos.NodeID
 	ok := waitUntil(ctx, MemberChangeTimeout, func() bool {
-		if s.svc.Group(lockservice.NamespaceGroup).Serving() {
+		if s.svc.Group(group.NamespaceGroup).Serving() {
 			m = paxos.NodeID(s.cfg.NodeID)
 			return true
 		}
@@ -262,18 +262,18 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // header, passed on to the masters of other groups. When some group could
 // not be changed the error comes with a MemberChangeError naming the
 // groups done and pending.
-func (s *Server) AddMember(ctx context.Context, m lockservice.Member, auth string) (*MemberChangeError, error) {
+func (s *Server) AddMember(ctx context.Context, m group.Member, auth string) (*MemberChangeError, error) {
 	cur, known := s.svc.Member(m.ID)
 	switch {
 	case known && !cur.Live():
-		return nil, lockservice.ErrMemberRemoved
+		return nil, group.ErrMemberRemoved
 	case known && cur.Incarnation != 0 && m.Incarnation != 0 && cur.Incarnation != m.Incarnation:
-		return nil, lockservice.ErrIncarnation
-	case known && cur.State == lockservice.MemberLeaving:
+		return nil, group.ErrIncarnation
+	case known && cur.State == group.MemberLeaving:
 		return nil, fmt.Errorf("%w: node %d is being removed; finish the removal", wire.ErrInvalid, m.ID)
 	}
-	if known && cur.State == lockservice.MemberActive {
-		m.State = lockservice.MemberActive // keep it a member while groups are re-checked
+	if known && cur.State == group.MemberActive {
+		m.State = group.MemberActive // keep it a member while groups are re-checked
 	}
 	if m.Peer == "" && known {
 		m.Peer, m.Client, m.ClientTLS, m.Gossip, m.Admin = cur.Peer, cur.Client, cur.ClientTLS, cur.Gossip, cur.Admin
@@ -285,7 +285,7 @@ func (s *Server) AddMember(ctx context.Context, m lockservice.Member, auth strin
 		rep.Op = "add"
 		return rep, err
 	}
-	m.State = lockservice.MemberActive
+	m.State = group.MemberActive
 	m.Incarnation = 0 // keep the recorded one
 	return nil, s.svc.PutMember(ctx, m)
 }
@@ -299,7 +299,7 @@ func (s *Server) RemoveMember(ctx context.Context, id uint32, auth string) (*Mem
 		return nil, fmt.Errorf("%w: node %d is not in the member list", wire.ErrInvalid, id)
 	}
 	if cur.Live() {
-		cur.State = lockservice.MemberLeaving
+		cur.State = group.MemberLeaving
 		if err := s.svc.PutMember(ctx, cur); err != nil {
 			return nil, err
 		}
@@ -313,7 +313,7 @@ func (s *Server) RemoveMember(ctx context.Context, id uint32, auth string) (*Mem
 		rep.Op = "remove"
 		return rep, err
 	}
-	cur.State = lockservice.MemberRemoved
+	cur.State = group.MemberRemoved
 	return nil, s.svc.PutMember(ctx, cur)
 }
 
@@ -337,18 +337,18 @@ func (s *Server) resumeMemberChanges() {
 	}()
 	wait := 200 * time.Millisecond
 	unreachable := map[uint32]bool{} // joining nodes logged as down
-	for s.svc.Group(lockservice.NamespaceGroup).Serving() {
+	for s.svc.Group(group.NamespaceGroup).Serving() {
 		list, _ := s.svc.Members()
 		left := false
 		for _, m := range list {
-			if m.State != lockservice.MemberJoining && m.State != lockservice.MemberLeaving {
+			if m.State != group.MemberJoining && m.State != group.MemberLeaving {
 				continue
 			}
-			if m.State == lockservice.MemberLeaving && m.ID == s.cfg.NodeID {
+			if m.State == group.MemberLeaving && m.ID == s.cfg.NodeID {
 				continue // group 0 moves away; its next master finishes
 			}
 			left = true
-			if m.State == lockservice.MemberJoining && !s.peerUp(paxos.NodeID(m.ID)) {
+			if m.State == group.MemberJoining && !s.peerUp(paxos.NodeID(m.ID)) {
 				if !unreachable[m.ID] {
 					unreachable[m.ID] = true
 					s.log.Warn("a half-done add waits for its node to be reachable; start it, or remove it (paxlockctl member remove)", "node", m.ID)
@@ -395,11 +395,11 @@ func (s *Server) resumeMemberChange(id uint32) error {
 	var op string
 	var err error
 	switch {
-	case ok && cur.State == lockservice.MemberJoining:
+	case ok && cur.State == group.MemberJoining:
 		op = "add"
 		s.log.Info("resuming a half-done member change", "op", op, "node", id)
 		_, err = s.AddMember(ctx, cur, auth)
-	case ok && cur.State == lockservice.MemberLeaving && id != s.cfg.NodeID:
+	case ok && cur.State == group.MemberLeaving && id != s.cfg.NodeID:
 		op = "remove"
 		s.log.Info("resuming a half-done member change", "op", op, "node", id)
 		_, err = s.RemoveMember(ctx, id, auth)
@@ -416,12 +416,12 @@ func (s *Server) resumeMemberChange(id uint32) error {
 // resumeIfHalfDone starts resumeMemberChanges when this node masters group
 // 0 and the list has a node joining or leaving.
 func (s *Server) resumeIfHalfDone() {
-	if s.resuming.Load() || !s.svc.Group(lockservice.NamespaceGroup).Serving() {
+	if s.resuming.Load() || !s.svc.Group(group.NamespaceGroup).Serving() {
 		return
 	}
 	list, _ := s.svc.Members()
 	for _, m := range list {
-		if m.State == lockservice.MemberJoining || m.State == lockservice.MemberLeaving {
+		if m.State == group.MemberJoining || m.State == group.MemberLeaving {
 			s.goBackground(s.resumeMemberChanges)
 			return
 		}
@@ -469,7 +469,7 @@ func (s *Server) changeGroups(ctx context.Context, ch paxos.MemberChange, auth s
 
 // errLostSystemMaster ends a member change whose node stopped mastering
 // group 0 for a lease: the groups lost their quorum, or group 0 moved.
-var errLostSystemMaster = fmt.Errorf("this node stopped mastering the member list (group 0 lost its quorum, or moved): %w", lockservice.ErrNotSystemMaster)
+var errLostSystemMaster = fmt.Errorf("this node stopped mastering the member list (group 0 lost its quorum, or moved): %w", group.ErrNotSystemMaster)
 
 // whileSystemMaster returns a context that ends, with cause
 // errLostSystemMaster, once this node has not served group 0 for a lease
@@ -488,7 +488,7 @@ func (s *Server) whileSystemMaster(parent context.Context) (context.Context, con
 				return
 			case now := <-t.C:
 				switch {
-				case s.svc.Group(lockservice.NamespaceGroup).Serving():
+				case s.svc.Group(group.NamespaceGroup).Serving():
 					since = time.Time{}
 				case since.IsZero():
 					since = now

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -73,7 +73,7 @@ func (p *peerIncarnations) get(id paxos.NodeID) (uint64, bool) {
 
 // admit records inc as peer id's incarnation when none is recorded (on
 // disk before it returns), and fails with an error matching
-// lockservice.ErrIncarnation when another one is. A failed write is
+// group.ErrIncarnation when another one is. A failed write is
 // logged and the incarnation kept in memory: refusing would stop a
 // healthy peer for this node's disk.
 func (p *peerIncarnations) admit(id paxos.NodeID, inc uint64) error {
@@ -81,7 +81,7 @@ func (p *peerIncarnations) admit(id paxos.NodeID, inc uint64) error {
 	defer p.mu.Unlock()
 	if old, ok := p.inc[id]; ok {
 		if old != inc {
-			return fmt.Errorf("node %d presents data directory %016x, this node has talked to it with %016x: %w", id, inc, old, lockservice.ErrIncarnation)
+			return fmt.Errorf("node %d presents data directory %016x, this node has talked to it with %016x: %w", id, inc, old, group.ErrIncarnation)
 		}
 		return nil
 	}

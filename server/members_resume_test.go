@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -74,7 +74,7 @@ func groupsAre(s *Server, want []uint32) bool {
 
 // converged waits until every running node but skip has id in state
 // and every group with the acceptors want.
-func (tc *testCluster) converged(id uint32, state lockservice.MemberState, want []uint32, skip uint32) {
+func (tc *testCluster) converged(id uint32, state group.MemberState, want []uint32, skip uint32) {
 	tc.t.Helper()
 	for _, s := range tc.nodes {
 		if s == nil || s.cfg.NodeID == skip {
@@ -155,13 +155,13 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 	d := tc.systemMaster()
 	driver := d.cfg.NodeID
 	reached := dieAfter(t, driver, k)
-	answer := adminAsync(http.MethodPost, "http://"+d.cfg.AdminAddr+"/members", s4.selfMember(lockservice.MemberJoining))
+	answer := adminAsync(http.MethodPost, "http://"+d.cfg.AdminAddr+"/members", s4.selfMember(group.MemberJoining))
 	awaitClosed(t, "the add's driver to reach group 6", reached)
 	if a := <-answer; a.code != http.StatusServiceUnavailable {
 		t.Errorf("the add, its driver failing from group %d on: %d %s %v", k, a.code, a.body, a.err)
 	}
 	tc.stop(tc.indexOf(driver))
-	tc.converged(4, lockservice.MemberActive, []uint32{1, 2, 3, 4}, 0)
+	tc.converged(4, group.MemberActive, []uint32{1, 2, 3, 4}, 0)
 
 	// The driver comes back (a member, its data intact); a remove's driver
 	// dies half-way.
@@ -178,7 +178,7 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 	if a := <-answer; a.code != http.StatusServiceUnavailable {
 		t.Errorf("the remove, its driver failing from group %d on: %d %s %v", k, a.code, a.body, a.err)
 	}
-	if m, _ := d.svc.Member(target); m.State != lockservice.MemberLeaving {
+	if m, _ := d.svc.Member(target); m.State != group.MemberLeaving {
 		t.Errorf("node %d after a half-done remove: %+v, want leaving", target, m)
 	}
 	tc.stop(tc.indexOf(driver))
@@ -188,7 +188,7 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 			rest = append(rest, id)
 		}
 	}
-	tc.converged(target, lockservice.MemberRemoved, rest, target)
+	tc.converged(target, group.MemberRemoved, rest, target)
 }
 
 // TestMemberAddQuorumLost: two of the three nodes stop while an add is at
@@ -229,7 +229,7 @@ func TestMemberAddQuorumLost(t *testing.T) {
 	failGroupChange.Store(&hook)
 	defer failGroupChange.Store(nil)
 	start := time.Now()
-	answer := adminAsync(http.MethodPost, "http://"+d.cfg.AdminAddr+"/members", s4.selfMember(lockservice.MemberJoining))
+	answer := adminAsync(http.MethodPost, "http://"+d.cfg.AdminAddr+"/members", s4.selfMember(group.MemberJoining))
 	awaitClosed(t, "the add to reach group 6", reached)
 	var stopped []int
 	for i, s := range tc.nodes[:3] {
@@ -254,13 +254,13 @@ func TestMemberAddQuorumLost(t *testing.T) {
 		t.Fatalf("report: %+v", rep)
 	}
 	t.Logf("the add failed after %v: %s", took.Round(time.Millisecond), rep.Error)
-	if m, _ := d.svc.Member(4); m.State != lockservice.MemberJoining {
+	if m, _ := d.svc.Member(4); m.State != group.MemberJoining {
 		t.Errorf("node 4 after the failed add: %+v, want joining", m)
 	}
 	for _, i := range stopped {
 		tc.start(i)
 	}
-	tc.converged(4, lockservice.MemberActive, []uint32{1, 2, 3, 4}, 0)
+	tc.converged(4, group.MemberActive, []uint32{1, 2, 3, 4}, 0)
 	for _, l := range locks {
 		var st client.State
 		// Placement hands groups to node 4 meanwhile: a group may be
@@ -305,7 +305,7 @@ func TestMemberRemoveDeadSystemMaster(t *testing.T) {
 			rest = append(rest, id)
 		}
 	}
-	tc.converged(dead, lockservice.MemberRemoved, rest, dead)
+	tc.converged(dead, group.MemberRemoved, rest, dead)
 }
 
 // TestMemberIncarnationBootstrapWindow: a seed node's data directory is

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 )
 
 // memberCall sends an admin request with the token and returns the status
@@ -78,7 +78,7 @@ func TestMembersAddRemove(t *testing.T) {
 	for _, s := range tc.nodes {
 		waitFor(t, "node 4 a member everywhere", func() bool {
 			m, ok := s.svc.Member(4)
-			return ok && m.State == lockservice.MemberActive && m.Incarnation == s4.incarnation && groupsHave(s, 4, true)
+			return ok && m.State == group.MemberActive && m.Incarnation == s4.incarnation && groupsHave(s, 4, true)
 		})
 	}
 	// Placement over 4 nodes gives node 4 groups 3, 7 and 11.
@@ -89,7 +89,7 @@ func TestMembersAddRemove(t *testing.T) {
 		}
 	}
 	// Again: nothing to do, done.
-	self4 := memberOf(n4, lockservice.MemberJoining)
+	self4 := memberOf(n4, group.MemberJoining)
 	self4.Incarnation = s4.incarnation
 	if code, body := memberCall(t, http.MethodPost, "http://"+tc.cfgs[0].Nodes[0].Admin+"/members", token, self4); code != http.StatusOK {
 		t.Fatalf("add again: %d %s", code, body)
@@ -104,7 +104,7 @@ func TestMembersAddRemove(t *testing.T) {
 	for _, s := range tc.nodes[1:] {
 		waitFor(t, "node 1 removed everywhere", func() bool {
 			m, ok := s.svc.Member(1)
-			return ok && m.State == lockservice.MemberRemoved && groupsHave(s, 1, false)
+			return ok && m.State == group.MemberRemoved && groupsHave(s, 1, false)
 		})
 		waitFor(t, "views without node 1", func() bool { return len(s.View().Nodes) == 3 })
 	}
@@ -160,7 +160,7 @@ func TestMembersAddRemove(t *testing.T) {
 	tc.stop(2)
 	// The cluster itself refuses a removed id and another incarnation.
 	s2 := tc.nodes[1]
-	bad := []lockservice.Member{{ID: 1, Peer: "x:1"}, {ID: 4, Peer: n4.Peer, Incarnation: s4.incarnation + 2}}
+	bad := []group.Member{{ID: 1, Peer: "x:1"}, {ID: 4, Peer: n4.Peer, Incarnation: s4.incarnation + 2}}
 	for _, m := range bad {
 		code, body := memberCall(t, http.MethodPost, "http://"+s2.cfg.self().Admin+"/members", token, m)
 		if code != http.StatusConflict {
@@ -180,7 +180,7 @@ func TestMemberChangeResumes(t *testing.T) {
 	}
 	master := func() *Server {
 		for _, s := range tc.nodes {
-			if s.svc.Group(lockservice.NamespaceGroup).Serving() {
+			if s.svc.Group(group.NamespaceGroup).Serving() {
 				return s
 			}
 		}
@@ -189,7 +189,7 @@ func TestMemberChangeResumes(t *testing.T) {
 	var m *Server
 	waitFor(t, "a master of group 0", func() bool { m = master(); return m != nil })
 	// Node 4 never runs: three of four acceptors still make a quorum.
-	n4 := lockservice.Member{ID: 4, State: lockservice.MemberJoining, Peer: "127.0.0.1:1", Client: "127.0.0.1:2", Incarnation: 44}
+	n4 := group.Member{ID: 4, State: group.MemberJoining, Peer: "127.0.0.1:1", Client: "127.0.0.1:2", Incarnation: 44}
 	broken := errors.New("injected: group unavailable")
 	hook := func(_ uint32, g int) error {
 		if g >= 5 && g < 10 {
@@ -208,7 +208,7 @@ func TestMemberChangeResumes(t *testing.T) {
 	if !slices.Equal(rep.Pending, []int{5, 6, 7, 8, 9}) || !slices.Equal(rep.Done, []int{0, 1, 2, 3, 4, 10, 11, 12, 13, 14}) || rep.Op != "add" {
 		t.Fatalf("report %+v", rep)
 	}
-	if got, _ := m.svc.Member(4); got.State != lockservice.MemberJoining {
+	if got, _ := m.svc.Member(4); got.State != group.MemberJoining {
 		t.Fatalf("node 4 after a partial add: %+v", got)
 	}
 	if ids := m.placementIDs(); slices.Contains(ids, 4) {
@@ -222,7 +222,7 @@ func TestMemberChangeResumes(t *testing.T) {
 	for _, s := range tc.nodes {
 		waitFor(t, "node 4 a member in every group", func() bool {
 			got, _ := s.svc.Member(4)
-			return got.State == lockservice.MemberActive && got.Incarnation == 44 && groupsHave(s, 4, true)
+			return got.State == group.MemberActive && got.Incarnation == 44 && groupsHave(s, 4, true)
 		})
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -26,36 +26,36 @@ import (
 // counts, waiters, the transport, snapshots) is read at scrape time by
 // nodeCollector instead.
 
-// opNames are the request histogram's operation labels, by lockservice.Op.
+// opNames are the request histogram's operation labels, by group.Op.
 var opNames = [...]string{
-	lockservice.OpAcquire:      "acquire",
-	lockservice.OpRenew:        "renew",
-	lockservice.OpRelease:      "release",
-	lockservice.OpState:        "state",
-	lockservice.OpWatch:        "watch",
-	lockservice.OpUnwatch:      "unwatch",
-	lockservice.OpCancelWait:   "cancel_wait",
-	lockservice.OpForceRelease: "force_release",
-	lockservice.OpMultiAcquire: "multi_acquire",
+	group.OpAcquire:      "acquire",
+	group.OpRenew:        "renew",
+	group.OpRelease:      "release",
+	group.OpState:        "state",
+	group.OpWatch:        "watch",
+	group.OpUnwatch:      "unwatch",
+	group.OpCancelWait:   "cancel_wait",
+	group.OpForceRelease: "force_release",
+	group.OpMultiAcquire: "multi_acquire",
 }
 
-// statNames are the counters lockservice.Observer.Count feeds, by lockservice.Stat.
-var statNames = [lockservice.NumStats]struct{ name, help string }{
-	lockservice.StatGrant:        {"paxlock_lock_grants_total", "Locks granted by this node as master (acquires and waiters handed the key)."},
-	lockservice.StatRelease:      {"paxlock_lock_releases_total", "Holds released by their holders on this node as master."},
-	lockservice.StatExpiry:       {"paxlock_lock_expiries_total", "Holds that expired (TTL passed unrenewed) on this node as master."},
-	lockservice.StatRenewal:      {"paxlock_lock_renewals_total", "Holds renewed on this node as master."},
-	lockservice.StatElectionWon:  {"paxlock_master_elections_won_total", "Times this node became a group's master by election."},
-	lockservice.StatHandOff:      {"paxlock_master_handoffs_total", "Times this node took a group over as its preferred master (a hand-off)."},
-	lockservice.StatMasterChange: {"paxlock_master_changes_total", "Changes of a group's master as this node sees them (to another node or to none)."},
-	lockservice.StatLeaseLoss:    {"paxlock_master_lease_losses_total", "Times this node stopped serving a group it mastered other than by handing it off (lease not renewed, or superseded)."},
+// statNames are the counters group.Observer.Count feeds, by group.Stat.
+var statNames = [group.NumStats]struct{ name, help string }{
+	group.StatGrant:        {"paxlock_lock_grants_total", "Locks granted by this node as master (acquires and waiters handed the key)."},
+	group.StatRelease:      {"paxlock_lock_releases_total", "Holds released by their holders on this node as master."},
+	group.StatExpiry:       {"paxlock_lock_expiries_total", "Holds that expired (TTL passed unrenewed) on this node as master."},
+	group.StatRenewal:      {"paxlock_lock_renewals_total", "Holds renewed on this node as master."},
+	group.StatElectionWon:  {"paxlock_master_elections_won_total", "Times this node became a group's master by election."},
+	group.StatHandOff:      {"paxlock_master_handoffs_total", "Times this node took a group over as its preferred master (a hand-off)."},
+	group.StatMasterChange: {"paxlock_master_changes_total", "Changes of a group's master as this node sees them (to another node or to none)."},
+	group.StatLeaseLoss:    {"paxlock_master_lease_losses_total", "Times this node stopped serving a group it mastered other than by handing it off (lease not renewed, or superseded)."},
 }
 
 // observerSlot caches one resolved child of the request histogram.
 type observerSlot struct{ prometheus.Observer }
 
 // metrics is a node's registry and the instruments the hot paths update.
-// It implements lockservice.Observer and paxos.Observer.
+// It implements group.Observer and paxos.Observer.
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -65,7 +65,7 @@ type metrics struct {
 	proposeFailed prometheus.Counter
 	queueWait     prometheus.Histogram
 	holdTime      prometheus.Histogram
-	events        [lockservice.NumStats]prometheus.Counter
+	events        [group.NumStats]prometheus.Counter
 	commitApply   prometheus.Histogram
 	fsync         prometheus.Histogram
 	roundInst     prometheus.Histogram
@@ -145,7 +145,7 @@ func (m *metrics) handler() http.Handler {
 
 // requestObserver returns the request histogram's child for op and st,
 // resolving it on first use.
-func (m *metrics) requestObserver(op lockservice.Op, st wire.Status) prometheus.Observer {
+func (m *metrics) requestObserver(op group.Op, st wire.Status) prometheus.Observer {
 	if int(op) >= len(m.reqChildren) || int(st) >= len(m.reqChildren[0]) {
 		return m.requests.WithLabelValues(opName(op), st.String()) // not a known pair: no cache
 	}
@@ -158,15 +158,15 @@ func (m *metrics) requestObserver(op lockservice.Op, st wire.Status) prometheus.
 	return o.Observer
 }
 
-func opName(op lockservice.Op) string {
+func opName(op group.Op) string {
 	if int(op) < len(opNames) && opNames[op] != "" {
 		return opNames[op]
 	}
 	return "op" + strconv.Itoa(int(op))
 }
 
-// Responded implements lockservice.Observer.
-func (m *metrics) Responded(op lockservice.Op, st wire.Status, d time.Duration) {
+// Responded implements group.Observer.
+func (m *metrics) Responded(op group.Op, st wire.Status, d time.Duration) {
 	m.requestObserver(op, st).Observe(d.Seconds())
 }
 
@@ -178,15 +178,15 @@ func (m *metrics) Proposed(d time.Duration, ok bool) {
 	}
 }
 
-// Waited implements lockservice.Observer.
+// Waited implements group.Observer.
 func (m *metrics) Waited(d time.Duration) { m.queueWait.Observe(d.Seconds()) }
 
-// Released implements lockservice.Observer.
+// Released implements group.Observer.
 func (m *metrics) Released(d time.Duration) { m.holdTime.Observe(d.Seconds()) }
 
-// Count implements lockservice.Observer.
-func (m *metrics) Count(ev lockservice.Stat) {
-	if ev < lockservice.NumStats {
+// Count implements group.Observer.
+func (m *metrics) Count(ev group.Stat) {
+	if ev < group.NumStats {
 		m.events[ev].Inc()
 	}
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -191,7 +191,7 @@ func TestMetricsScrape(t *testing.T) {
 // TestOpNames: every operation has a label of its own.
 func TestOpNames(t *testing.T) {
 	seen := map[string]bool{}
-	for op := lockservice.OpAcquire; op <= lockservice.OpForceRelease; op++ {
+	for op := group.OpAcquire; op <= group.OpForceRelease; op++ {
 		n := opName(op)
 		if n == "" || seen[n] || strings.HasPrefix(n, "op") {
 			t.Errorf("op %d: label %q (empty, repeated or a fallback)", op, n)
@@ -268,14 +268,14 @@ func TestDashboardAndAlertsUseRegisteredMetrics(t *testing.T) {
 // two answered requests, two proposals with their instances and round,
 // a grant, a release with its hold time, and an fsync.
 func observeRequest(m *metrics) {
-	m.Responded(lockservice.OpAcquire, wire.StatusSuccess, 300*time.Microsecond)
-	m.Responded(lockservice.OpRelease, wire.StatusSuccess, 250*time.Microsecond)
+	m.Responded(group.OpAcquire, wire.StatusSuccess, 300*time.Microsecond)
+	m.Responded(group.OpRelease, wire.StatusSuccess, 250*time.Microsecond)
 	m.Proposed(200*time.Microsecond, true)
 	m.Proposed(180*time.Microsecond, true)
 	m.InstanceApplied(2)
 	m.RoundApplied(1, 50*time.Microsecond)
-	m.Count(lockservice.StatGrant)
-	m.Count(lockservice.StatRelease)
+	m.Count(group.StatGrant)
+	m.Count(group.StatRelease)
 	m.Released(time.Millisecond)
 	m.Synced(2 * time.Millisecond)
 }

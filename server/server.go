@@ -16,8 +16,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -29,7 +29,7 @@ type Server struct {
 	store *paxos.Store
 	host  *paxos.Host
 	tr    *paxos.TCPTransport
-	svc   *lockservice.Service
+	svc   *group.Service
 
 	// The cluster's nodes (members.go): book is the address book of the
 	// live nodes, placeIDs the active members placement uses (nil: the
@@ -56,7 +56,7 @@ type Server struct {
 
 	// The configured namespaces: their secrets (which give a namespace
 	// record written before SCRAM its verifier) and their verifiers (the
-	// table's seed, see lockservice.Service.Credentials). Never logged.
+	// table's seed, see group.Service.Credentials). Never logged.
 	seedSecrets   map[string]string
 	seedVerifiers map[string]scramauth.Verifier
 
@@ -109,7 +109,7 @@ type Server struct {
 
 // installNamespaces installs namespaces into the replicated table (see
 // initNamespaces). It is a variable so that tests can make it fail.
-var installNamespaces = (*lockservice.Service).InitNamespaces
+var installNamespaces = (*group.Service).InitNamespaces
 
 // goBackground runs f in a goroutine that Shutdown waits for, and reports
 // false, running nothing, once Shutdown has begun.
@@ -177,7 +177,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	s.metrics = newMetrics(s)
 	s.seedSecrets, s.seedVerifiers = map[string]string{}, map[string]scramauth.Verifier{}
 	for _, n := range cfg.Namespaces { // names checked by Validate
-		v, err := lockservice.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
+		v, err := group.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
 		if err != nil {
 			s.endLife()
 			return nil, fmt.Errorf("server: namespace %q: %w", n.Name, err)
@@ -232,7 +232,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		MaxDrift:           cfg.MaxDrift,
 		MaxInflight:        cfg.InstanceWindow,
 	}
-	svc, err := lockservice.NewService(lockservice.Config{
+	svc, err := group.NewService(group.Config{
 		Groups:              cfg.Groups,
 		Workers:             cfg.Workers,
 		DefaultTTL:          time.Duration(cfg.DefaultTTL),
@@ -434,7 +434,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 func (s *Server) ClientTLSAddr() string { return s.tlsAddr }
 
 // Service returns the node's lock service.
-func (s *Server) Service() *lockservice.Service { return s.svc }
+func (s *Server) Service() *group.Service { return s.svc }
 
 // Config returns the configuration in force.
 func (s *Server) Config() Config { return s.cfg }
@@ -467,7 +467,7 @@ func (s *Server) initNamespaces() {
 // with backoff until it succeeds or the server shuts down.
 func (s *Server) seedSystem(what string, done func() bool, install func(ctx context.Context) error) {
 	wait := 50 * time.Millisecond
-	for !done() && s.svc.Group(lockservice.NamespaceGroup).Serving() {
+	for !done() && s.svc.Group(group.NamespaceGroup).Serving() {
 		ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 		err := install(ctx)
 		cancel()
@@ -502,7 +502,7 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	if changed {
 		s.masterLog.record(g, st)
 	}
-	if g == lockservice.NamespaceGroup && st.Serving {
+	if g == group.NamespaceGroup && st.Serving {
 		s.goBackground(s.initNamespaces) // nothing to do once shutting down
 		if !s.svc.MembersInitialised() {
 			s.goBackground(s.initMembers)

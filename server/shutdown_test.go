@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/lockservice"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -48,7 +48,7 @@ func TestShutdownEndsNamespaceInstall(t *testing.T) {
 	hanging := make(chan struct{})
 	var ended atomic.Bool
 	saved := installNamespaces
-	installNamespaces = func(_ *lockservice.Service, ctx context.Context, _ map[string]scramauth.Verifier) error {
+	installNamespaces = func(_ *group.Service, ctx context.Context, _ map[string]scramauth.Verifier) error {
 		if calls.Add(1) == 1 {
 			return errors.New("test: no quorum") // the loop backs off, then tries again
 		}

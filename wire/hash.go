@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// DefaultGroups is the number of replication groups a cluster runs unless it
-// is configured otherwise. A key's group is GroupOf(KeyHash(ns, key), groups).
+// DefaultGroups is the number of lock groups a cluster runs unless it is
+// configured otherwise. A key's group is GroupOf(KeyHash(ns, key), groups).
 const DefaultGroups = 15
 
 // Limits on names and weights. TTL and wait bounds are server configuration,
@@ -80,7 +80,7 @@ func KeyHash(namespace, key string) uint64 {
 	return h
 }
 
-// GroupOf returns the replication group, in [0, groups), of a key whose
+// GroupOf returns the lock group, in [0, groups), of a key whose
 // KeyHash is h. It returns 0 when groups is not positive.
 func GroupOf(h uint64, groups int) int {
 	if groups <= 0 {

@@ -12,20 +12,20 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 )
 
 // backupOutput is backup's output: the file written and what it holds.
 type backupOutput struct {
-	File    string                    `json:"file"`
-	Bytes   int64                     `json:"bytes"`
-	Cluster string                    `json:"cluster"`
-	Node    uint32                    `json:"node"` // the node that gave it
-	Time    time.Time                 `json:"time"`
-	Commit  string                    `json:"commit"`
-	SHA256  string                    `json:"sha256"`
-	Locks   int64                     `json:"locks"`
-	Groups  []lockservice.BackupGroup `json:"groups"`
+	File    string              `json:"file"`
+	Bytes   int64               `json:"bytes"`
+	Cluster string              `json:"cluster"`
+	Node    uint32              `json:"node"` // the node that gave it
+	Time    time.Time           `json:"time"`
+	Commit  string              `json:"commit"`
+	SHA256  string              `json:"sha256"`
+	Locks   int64               `json:"locks"`
+	Groups  []group.BackupGroup `json:"groups"`
 }
 
 func (o backupOutput) table(w io.Writer) error {
@@ -78,7 +78,7 @@ func backupCmd(ctx context.Context, p printer, a *adminClient, file string) erro
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	info, err := lockservice.ReadBackup(tmp, lockservice.BackupVisitor{})
+	info, err := group.ReadBackup(tmp, group.BackupVisitor{})
 	if err != nil {
 		return fmt.Errorf("the backup received is not valid: %w", err)
 	}

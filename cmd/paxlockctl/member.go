@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/server"
 )
 
@@ -43,7 +43,7 @@ func parseMemberArgs(args []string) (method, path string, body []byte, err error
 		if err != nil || id == 0 {
 			return "", "", nil, fmt.Errorf("%w: node id %q", errUsage, args[1])
 		}
-		m := lockservice.Member{ID: uint32(id)}
+		m := group.Member{ID: uint32(id)}
 		for _, kv := range args[2:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || v == "" {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paxlock/paxlock/lockservice"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/server"
 )
 
@@ -18,7 +18,7 @@ import (
 func TestMemberCommand(t *testing.T) {
 	t.Setenv(server.AdminTokenEnv, "tok")
 	rep := server.MembersReport{
-		Members: []lockservice.Member{{ID: 1, State: lockservice.MemberActive, Peer: "h:1", Client: "h:2"}, {ID: 4, State: lockservice.MemberJoining, Peer: "h:7", Client: "h:8"}},
+		Members: []group.Member{{ID: 1, State: group.MemberActive, Peer: "h:1", Client: "h:2"}, {ID: 4, State: group.MemberJoining, Peer: "h:7", Client: "h:8"}},
 		Groups:  []server.GroupMembers{{Group: 0, Master: 1, Members: []uint32{1, 4}, Pending: "+4"}},
 	}
 	var got []string
@@ -35,7 +35,7 @@ func TestMemberCommand(t *testing.T) {
 	}
 	code, out, errOut = runCtl(t, "", admin, "-o", "json", "member", "add", "4", "peer=h:7", "client=h:8", "admin=h:9")
 	var back server.MembersReport
-	if code != 0 || json.Unmarshal([]byte(out), &back) != nil || len(back.Members) != 2 || back.Members[1].State != lockservice.MemberJoining {
+	if code != 0 || json.Unmarshal([]byte(out), &back) != nil || len(back.Members) != 2 || back.Members[1].State != group.MemberJoining {
 		t.Fatalf("add: %d %q %q", code, out, errOut)
 	}
 	if code, _, errOut = runCtl(t, "", admin, "member", "remove", "1"); code != 0 {

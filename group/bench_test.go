@@ -1,0 +1,130 @@
+package group
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+type nopWriter struct{}
+
+func (nopWriter) Set(key, value []byte) {}
+func (nopWriter) Delete(key []byte)     {}
+
+// BenchmarkApply measures StateMachine.Apply on batches of encoded
+// commands: a batch of acquires of distinct keys, then a batch releasing
+// them, alternately (decoding included, writes discarded). One op is one
+// batch; cmds/s counts commands.
+func BenchmarkApply(b *testing.B) {
+	for _, n := range []int{1, 64, 512} {
+		b.Run(fmt.Sprint("batch=", n), func(b *testing.B) {
+			sm := NewStateMachine(8)
+			acq := make([][]byte, n)
+			rel := make([][]byte, n)
+			const acqInst, relInst = 1, 2 // the release names the acquire's token
+			for i := range n {
+				key := fullKey("bench", fmt.Sprint("key-", i))
+				o := wire.Owner{Client: 42, ID: uint64(i)}
+				acq[i] = appendCommand(nil, &command{op: opAcquire, key: key, owner: o, ttlMs: 30000})
+				rel[i] = appendCommand(nil, &command{op: opRelease, key: key, owner: o, token: acqInst})
+			}
+			res := make([]any, n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%2 == 0 {
+					sm.Apply(acqInst, acq, nopWriter{}, res)
+				} else {
+					sm.Apply(relInst, rel, nopWriter{}, res)
+				}
+			}
+			b.StopTimer()
+			if st := res[0].(*outcome).status; st != wire.StatusSuccess {
+				b.Fatalf("last command: %v", st)
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "cmds/s")
+		})
+	}
+}
+
+// benchSink delivers one outstanding response at a time to its client.
+type benchSink struct{ ch chan wire.Response }
+
+func (s *benchSink) Respond(_ uint64, r wire.Response) { s.ch <- r }
+func (s *benchSink) Push(wire.Message)                 {}
+
+// BenchmarkAcquireRelease15Groups: 64 goroutines doing acquire+release
+// pairs on fresh keys through 15 groups × 3 replicas in one process (real
+// Pebble, MemNetwork). One op is one pair; reports pairs/s and the
+// latency of a pair at p50 and p99.
+func BenchmarkAcquireRelease15Groups(b *testing.B) {
+	const workers = 64
+	c := newCluster(b, 3, Config{})
+	var next atomic.Int64
+	var mu sync.Mutex
+	var lat []time.Duration
+	var failed atomic.Value
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sink := &benchSink{ch: make(chan wire.Response, 1)}
+			var masters [wire.DefaultGroups]*Service
+			var mine []time.Duration
+			do := func(r *Request) wire.Response {
+				g := wire.GroupOf(r.Hash, c.groups)
+				for {
+					if masters[g] == nil {
+						_, masters[g] = c.groupMaster(g)
+					}
+					r.Sink = sink
+					masters[g].Submit(r)
+					resp := <-sink.ch
+					if resp.Status != wire.StatusNoMaster {
+						return resp
+					}
+					masters[g] = nil
+				}
+			}
+			for i := 0; next.Add(1) <= int64(b.N); i++ {
+				key := fmt.Sprint("w", w, "-", i)
+				h := wire.KeyHash("ns", key)
+				o := wire.Owner{Client: uint64(w + 1), ID: 1}
+				start := time.Now()
+				a := do(&Request{Op: OpAcquire, Namespace: "ns", Key: key, Hash: h, Owner: o, TTL: 30 * time.Second})
+				if a.Status != wire.StatusSuccess {
+					failed.Store(fmt.Sprintf("acquire: %+v", a))
+					return
+				}
+				r := do(&Request{Op: OpRelease, Namespace: "ns", Key: key, Hash: h, Owner: o, Token: a.Token})
+				if r.Status != wire.StatusSuccess {
+					failed.Store(fmt.Sprintf("release: %+v", r))
+					return
+				}
+				mine = append(mine, time.Since(start))
+			}
+			mu.Lock()
+			lat = append(lat, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if f := failed.Load(); f != nil {
+		b.Fatal(f)
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}

@@ -1,0 +1,129 @@
+package group
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// The defaults of Config's per-connection and per-namespace bounds.
+const (
+	DefaultMaxConnWaits        = 10000
+	DefaultMaxConnWatches      = 10000
+	DefaultMaxNamespaceWaits   = 100000
+	DefaultMaxNamespaceWatches = 100000
+)
+
+// overloadRetryMs is the RetryAfterMs of a wait or watch refused by a
+// bound: room comes back as waits end and watches fire.
+const overloadRetryMs = 100
+
+// useKind is what a usage counts.
+type useKind uint8
+
+const (
+	useWait  useKind = iota // a blocked acquire in a key's queue
+	useWatch                // a watch in a key's watchers
+)
+
+// useCount is one connection's or one namespace's waits and watches.
+type useCount [2]int
+
+// usage counts, per connection (Sink) and per namespace, the blocked
+// acquires and watches this node's masters keep, across groups and
+// workers, so that no client can grow a master's memory without limit
+// (Config.MaxConnWaits and the like). A worker takes a place before it
+// queues a wait or sets a watch (take, which refuses beyond a bound),
+// and gives it back when the wait or watch leaves its by-connection
+// index (worker.unindex, worker.unindexWatch, worker.giveUsage). Entries
+// at zero are deleted, so a closed connection leaves nothing behind.
+type usage struct {
+	mu    sync.Mutex
+	conns map[Sink]*useCount
+	nss   map[string]*useCount
+}
+
+// take counts one k for sink in namespace ns. With bounded, it refuses
+// (counting nothing) when sink or ns already has its bound of k, and
+// says which bound in the returned message; without, it always counts
+// (a wait moving to a new connection).
+func (u *usage) take(cfg *Config, k useKind, sink Sink, ns string, bounded bool) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	c, n := u.conns[sink], u.nss[ns]
+	if bounded {
+		maxConn, maxNS, what := cfg.MaxConnWaits, cfg.MaxNamespaceWaits, "blocked acquires"
+		if k == useWatch {
+			maxConn, maxNS, what = cfg.MaxConnWatches, cfg.MaxNamespaceWatches, "watches"
+		}
+		switch {
+		case c != nil && c[k] >= maxConn:
+			return fmt.Sprintf("too many %s on this connection (%d)", what, maxConn)
+		case n != nil && n[k] >= maxNS:
+			return fmt.Sprintf("too many %s in this namespace on this node (%d)", what, maxNS)
+		}
+	}
+	if c == nil {
+		if u.conns == nil {
+			u.conns = make(map[Sink]*useCount)
+		}
+		c = new(useCount)
+		u.conns[sink] = c
+	}
+	if n == nil {
+		if u.nss == nil {
+			u.nss = make(map[string]*useCount)
+		}
+		n = new(useCount)
+		u.nss[ns] = n
+	}
+	c[k]++
+	n[k]++
+	return ""
+}
+
+// give uncounts one k of sink in namespace ns.
+func (u *usage) give(k useKind, sink Sink, ns string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if c := u.conns[sink]; c != nil {
+		if c[k]--; *c == (useCount{}) {
+			delete(u.conns, sink)
+		}
+	}
+	if n := u.nss[ns]; n != nil {
+		if n[k]--; *n == (useCount{}) {
+			delete(u.nss, ns)
+		}
+	}
+}
+
+// admit takes a place of kind k for r, a blocked acquire about to be
+// queued or a watch about to be set; beyond a bound it answers r
+// OVERLOADED with RetryAfterMs and reports false.
+func (w *worker) admit(k useKind, r *Request) bool {
+	msg := w.g.svc.use.take(&w.g.svc.cfg, k, r.Sink, r.Namespace, true)
+	if msg == "" {
+		return true
+	}
+	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs, Msg: msg})
+	return false
+}
+
+// giveUsage gives back the places of every wait and watch indexed by the
+// worker, which is about to drop them all (loseMastership).
+func (w *worker) giveUsage() {
+	u := &w.g.svc.use
+	for _, m := range w.waits {
+		for q := range m {
+			u.give(useWait, q.req.Sink, q.req.Namespace)
+		}
+	}
+	for _, m := range w.watching {
+		for wt := range m {
+			ns, _ := splitFull(wt.key)
+			u.give(useWatch, wt.sink, ns)
+		}
+	}
+}

@@ -1,0 +1,104 @@
+package group
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// TestMemberListOps applies the member-list commands (the configured
+// nodes installed once, a join, a removal, a refused reuse of a removed
+// id, a refused other incarnation, a malformed record), reloads the list
+// from what they wrote (as a restart or a snapshot does) and checks that
+// both replicas agree and that the observer heard of each change.
+func TestMemberListOps(t *testing.T) {
+	kv := newMemKV()
+	sm := NewStateMachine(1)
+	changes := 0
+	sm.memObs = func() { changes++ }
+	seed := []Member{
+		{ID: 1, State: MemberActive, Peer: "p1", Client: "c1"},
+		{ID: 2, State: MemberActive, Peer: "p2", Client: "c2", Admin: "a2"},
+	}
+	var initData []byte
+	for _, m := range seed {
+		initData = appendMember(initData, m)
+	}
+	put := func(m Member) []byte {
+		return appendCommand(nil, &command{op: opMemberPut, data: appendMember(nil, m)})
+	}
+	cmds := [][]byte{
+		appendCommand(nil, &command{op: opMemberInit, data: initData}),
+		appendCommand(nil, &command{op: opMemberInit, data: appendMember(nil, Member{ID: 9, State: MemberActive, Peer: "p9"})}), // once only
+		put(Member{ID: 3, State: MemberJoining, Incarnation: 77, Peer: "p3", Client: "c3", ClientTLS: "t3", Gossip: "g3"}),
+		put(Member{ID: 3, State: MemberActive, Peer: "p3", Client: "c3", ClientTLS: "t3", Gossip: "g3"}), // incarnation kept
+		put(Member{ID: 1, State: MemberRemoved}),
+		put(Member{ID: 1, State: MemberJoining, Peer: "p1"}),                 // removed: refused
+		put(Member{ID: 3, State: MemberActive, Incarnation: 78, Peer: "p3"}), // other data dir: refused
+		appendCommand(nil, &command{op: opMemberPut, data: []byte{1, 2, 3}}),
+	}
+	results := make([]any, len(cmds))
+	sm.Apply(1, cmds, kv, results)
+	want := []wire.Status{wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess,
+		wire.StatusLockDeleted, wire.StatusLockChangedOwner, wire.StatusBadRequest}
+	for i, r := range results {
+		if o, _ := r.(*outcome); o == nil || o.status != want[i] {
+			t.Errorf("command %d: %+v, want status %s", i, r, want[i])
+		}
+	}
+	if changes != 4 {
+		t.Errorf("observer told of %d changes, want 4", changes)
+	}
+	wantList := []Member{
+		{ID: 1, State: MemberRemoved},
+		{ID: 2, State: MemberActive, Peer: "p2", Client: "c2", Admin: "a2"},
+		{ID: 3, State: MemberActive, Incarnation: 77, Peer: "p3", Client: "c3", ClientTLS: "t3", Gossip: "g3"},
+	}
+	svc := &Service{}
+	svc.groups = []*Group{{svc: svc, sm: sm}}
+	got, init := svc.Members()
+	if !init || !reflect.DeepEqual(got, wantList) {
+		t.Fatalf("list %+v (initialised %v), want %+v", got, init, wantList)
+	}
+
+	loaded := NewStateMachine(1)
+	loadedChanges := 0
+	loaded.memObs = func() { loadedChanges++ }
+	if err := loaded.Load(kv, 1); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	svc2 := &Service{}
+	svc2.groups = []*Group{{svc: svc2, sm: loaded}}
+	got, init = svc2.Members()
+	if !init || !reflect.DeepEqual(got, wantList) || loadedChanges != 1 {
+		t.Fatalf("loaded list %+v (initialised %v, %d changes told), want %+v", got, init, loadedChanges, wantList)
+	}
+	if m, ok := svc2.Member(1); !ok || m.Live() {
+		t.Errorf("node 1: %+v %v, want a removed record", m, ok)
+	}
+}
+
+func TestMemberRecordRoundTrip(t *testing.T) {
+	m := Member{ID: 1<<32 - 1, State: MemberLeaving, Incarnation: 1 << 63, Peer: "h:1", Client: "h:2", ClientTLS: "h:3", Gossip: "h:4", Admin: "h:5"}
+	got, err := parseMember(appendMember(nil, m))
+	if err != nil || got != m {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	b := appendMember(nil, m)
+	for i := range b {
+		if _, err := parseMember(b[:i]); err == nil {
+			t.Fatalf("a record cut at %d parsed", i)
+		}
+	}
+	for _, bad := range []Member{{ID: 0, State: MemberActive, Peer: "p"}, {ID: 1, State: 9, Peer: "p"}, {ID: 1, State: MemberJoining}} {
+		if _, err := parseMember(appendMember(nil, bad)); err == nil {
+			t.Errorf("%+v parsed", bad)
+		}
+	}
+	for st := MemberJoining; st <= MemberRemoved; st++ {
+		if p, err := ParseMemberState(st.String()); err != nil || p != st {
+			t.Errorf("state %d: %v %v", st, p, err)
+		}
+	}
+}

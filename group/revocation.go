@@ -1,0 +1,196 @@
+package group
+
+import (
+	"sync"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// An operator's force-unlock revokes a hold; it does not free the key at
+// once. The key stays held until the holder has stopped believing it
+// holds it: it acknowledges the revocation by releasing the token (the
+// client does so when it hears Lost EventRevoked, or REVOKED in answer to
+// a renewal), or the hold's deadline passes, which the holder's own clock
+// reaches first (its validity never outlasts the master's deadline).
+// Meanwhile the master refuses the hold's renewals (REVOKED) and grants
+// the key to nobody, so no other owner is granted it while the revoked
+// holder could still think it holds it. The revocation is the master's
+// alone: a new master does not know it, and the operator's request, told
+// NO_MASTER, is sent again to the new master (paxlockctl does).
+
+// holdID names a hold in a worker's key space: readers admitted in one
+// hand-off share a token, so the owner is part of it.
+type holdID struct {
+	key   string
+	owner wire.Owner
+	token uint64
+}
+
+// revocations are a worker's revoked holds that have not ended, each with
+// the operators' requests to answer when it does.
+type revocations map[holdID][]*Request
+
+// forceRelease revokes key's first hold with a token up to r.Token,
+// whoever holds it, and answers r once the hold has ended (see above);
+// LOCK_DELETED if no such hold remains. Its holder is told EventRevoked
+// through the connection its deadline names, or any connection of its
+// client to this node.
+func (w *worker) forceRelease(r *Request, key string, ks *keyState) {
+	rec := w.g.sm.get(key)
+	var h *holder
+	for i := range rec.n() {
+		if rec.at(i).token <= r.Token {
+			h = rec.at(i)
+			break
+		}
+	}
+	if h == nil {
+		w.respond(r, wire.Response{Status: wire.StatusLockDeleted})
+		return
+	}
+	id := holdID{key: key, owner: h.owner, token: h.token}
+	if reqs, ok := w.revoked[id]; ok {
+		w.revoked[id] = append(reqs, r)
+		return
+	}
+	if w.revoked == nil {
+		w.revoked = make(revocations)
+	}
+	w.revoked[id] = []*Request{r}
+	_, name := splitFull(key)
+	if sink := w.holderSink(w.expiryOf(key, h.owner, h.token), h.owner.Client); sink != nil {
+		sink.Push(&wire.Lost{Key: name, Token: h.token, Owner: h.owner, Event: wire.EventRevoked})
+	}
+}
+
+// expiryOf returns the expiry entry of the current deadline of the hold
+// (key, o, token), found by a scan of the heap (an operator's command
+// pays for it); the entry with no sink if there is none.
+func (w *worker) expiryOf(key string, o wire.Owner, token uint64) expiry {
+	e := expiry{key: key, token: token, owner: o}
+	if at, ok := w.g.sm.deadline(key, o, token); ok {
+		for _, x := range w.expiry {
+			if x.key == key && x.owner == o && x.token == token && x.at == at {
+				return x
+			}
+		}
+	}
+	return e
+}
+
+// holderSink is the connection to tell about a hold whose expiry entry is
+// e: the one its grant or last renewal came over, or else (the hold was
+// granted under another master, or that connection closed) a connection
+// of its client to this node; nil if it has none.
+func (w *worker) holderSink(e expiry, client uint64) Sink {
+	if e.sink != nil && e.sink.sink != nil {
+		return e.sink.sink
+	}
+	return w.g.svc.clients.sink(client)
+}
+
+// isRevoked reports whether the hold (key, o, token) is revoked.
+func (w *worker) isRevoked(key string, o wire.Owner, token uint64) bool {
+	if len(w.revoked) == 0 {
+		return false
+	}
+	_, ok := w.revoked[holdID{key: key, owner: o, token: token}]
+	return ok
+}
+
+// revokedHolder reports whether owner o holds key under a revoked hold.
+func (w *worker) revokedHolder(key string, rec *lockRec, o wire.Owner) bool {
+	if len(w.revoked) == 0 {
+		return false
+	}
+	i := rec.find(o)
+	return i >= 0 && w.isRevoked(key, o, rec.at(i).token)
+}
+
+// endRevocation answers the operators waiting on the revoked hold
+// (key, o, token), which has just ended, with resp.
+func (w *worker) endRevocation(key string, o wire.Owner, token uint64, resp wire.Response) {
+	id := holdID{key: key, owner: o, token: token}
+	reqs, ok := w.revoked[id]
+	if !ok {
+		return
+	}
+	delete(w.revoked, id)
+	resp.Holder = o
+	for _, r := range reqs {
+		w.respond(r, resp)
+	}
+}
+
+// dropRevocations answers every waiting operator NO_MASTER (this node
+// stopped serving; the request goes to the next master) and forgets the
+// revocations.
+func (w *worker) dropRevocations() {
+	for _, reqs := range w.revoked {
+		for _, r := range reqs {
+			w.respond(r, noMaster)
+		}
+	}
+	clear(w.revoked)
+}
+
+// clientSinks is this node's authenticated connections by client id: how
+// a master reaches the holder of a lock granted under another master,
+// whose deadline entry names no connection, to tell it the lock was
+// revoked or expired.
+type clientSinks struct {
+	mu sync.Mutex
+	m  map[uint64][]Sink
+}
+
+// add records sink as a connection of client id.
+func (c *clientSinks) add(id uint64, sink Sink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[uint64][]Sink)
+	}
+	for _, s := range c.m[id] {
+		if s == sink {
+			return
+		}
+	}
+	c.m[id] = append(c.m[id], sink)
+}
+
+// remove forgets sink as a connection of client id.
+func (c *clientSinks) remove(id uint64, sink Sink) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ss := c.m[id]
+	for i, s := range ss {
+		if s == sink {
+			ss = append(ss[:i], ss[i+1:]...)
+			break
+		}
+	}
+	if len(ss) == 0 {
+		delete(c.m, id)
+	} else {
+		c.m[id] = ss
+	}
+}
+
+// sink returns the most recent open connection of client id, or nil.
+func (c *clientSinks) sink(id uint64) Sink {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ss := c.m[id]
+	for i := len(ss) - 1; i >= 0; i-- {
+		if !closedSink(ss[i]) {
+			return ss[i]
+		}
+	}
+	return nil
+}
+
+// AttachClient records sink, a connection whose handshake proved client
+// id, so that the masters on this node can tell the client about holds
+// whose own connection they do not know (granted under another master).
+// ForgetClient undoes it.
+func (s *Service) AttachClient(id uint64, sink Sink) { s.clients.add(id, sink) }
