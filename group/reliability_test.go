@@ -53,8 +53,8 @@ func overdueHandOff(t *testing.T) (*workerRig, *testSink) {
 
 // TestWaitDeadlineDuringFailedGrant: a waiter's MaxWait deadline that
 // passes while a command granting it the key is in flight is not lost:
-// when that command fails, the waiter is told it timed out (it used to
-// be left waiting for ever).
+// when that command fails, the waiter is told it timed out instead of
+// being left waiting for ever.
 func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
 	r, s := overdueHandOff(t)
 	// The command fails (say the queue was full).
@@ -104,8 +104,8 @@ func (s *deadSink) Closed() bool { return s.closed.Load() }
 
 // TestForgetDropsDeferred: a request parked behind a change in flight
 // (ks.deferred) of a client that is then forgotten is dropped, not run
-// after the change: it used to become a ghost waiter that was granted
-// the lock, which then sat held by a dead client for its TTL.
+// after the change: run, it would become a ghost waiter granted the lock,
+// which would then sit held by a dead client for its TTL.
 func TestForgetDropsDeferred(t *testing.T) {
 	r := newWorkerRig(t)
 	s := newSink()
@@ -136,7 +136,7 @@ func TestForgetDropsDeferred(t *testing.T) {
 
 // TestNoRefForClosedConnection: an acquire in flight when its connection
 // closes and is forgotten does not leave a sinkRef for that connection in
-// w.refs (it used to be recreated by the outcome, and never forgotten).
+// w.refs (the outcome must not recreate it, since nothing would forget it).
 func TestNoRefForClosedConnection(t *testing.T) {
 	r := newWorkerRig(t)
 	dead := &deadSink{testSink: newSink()}

@@ -85,8 +85,8 @@ running() { [ -f "$RUNDIR/n$1.pid" ] && kill -0 "$(cat "$RUNDIR/n$1.pid")" 2>/de
 # each gets its share of the cores (at least one), as it would on a machine
 # or in a container of that size; with the default (every node sized for
 # the whole machine) three nodes on 2 cores spent 16% more CPU per op and
-# were 14% slower when CPU-bound (README, Performance). GOMAXPROCS in the
-# environment wins.
+# were 14% slower when CPU-bound (docs/performance.md, "Each co-located
+# node gets its share of the cores"). GOMAXPROCS in the environment wins.
 node_procs() {
   if [ -n "${GOMAXPROCS:-}" ]; then echo "$GOMAXPROCS"; return; fi
   local n
@@ -143,7 +143,7 @@ TXT
   console token:       $CERTS/admin.token (the page asks for it once; the
                        browser warns about the development CA: accept it or
                        import $CERTS/ca.crt)
-  own certificates:    README.md, "Security"
+  own certificates:    docs/security.md, "Certificates"
 TXT
   fi
 }

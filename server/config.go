@@ -217,7 +217,7 @@ type Config struct {
 	// GossipKey encrypts and authenticates gossip (memberlist's AES-GCM):
 	// 32 bytes, base64. GossipKeyFile names a file holding it instead.
 	// GossipOldKeys are further keys (base64) accepted on receipt, for
-	// rotation: see README, "Rotating the gossip key". Without a key,
+	// rotation: see docs/security.md, "Rotating the gossip key". Without a key,
 	// gossip is plaintext and anyone who reaches the gossip port can join.
 	GossipKey     string   `json:"gossip_key,omitempty"`
 	GossipKeyFile string   `json:"gossip_key_file,omitempty"`

@@ -70,7 +70,9 @@ func testClientListener(t *testing.T, listener string) {
 }
 
 // TestClientListenerChecked: client_listener names gnet or netpoll; the
-// defaults are netpoll and an instance window of 4 (session 7's A/Bs).
+// defaults are netpoll and an instance window of 4, the settings that
+// measured best (docs/performance.md, 2026-11-24, 9e782a0, a 2-core AMD
+// EPYC VM).
 func TestClientListenerChecked(t *testing.T) {
 	c := Config{NodeID: 1, DataDir: "d", Nodes: []NodeAddr{{ID: 1, Peer: "127.0.0.1:1", Client: "127.0.0.1:2"}}, ClientListener: "epoll"}
 	c.SetDefaults()

@@ -40,9 +40,8 @@ func goroutinesIn(fn string) int {
 
 // TestShutdownEndsNamespaceInstall: the namespace installation of a new
 // cluster, still retrying (here every attempt fails, then one hangs, as
-// when a round finds no quorum), is ended by Shutdown and waited for; it
-// used to run on context.Background and time.Sleep after the node was
-// gone.
+// when a round finds no quorum), is ended by Shutdown and waited for: no
+// retry or sleep of it outlives the node.
 func TestShutdownEndsNamespaceInstall(t *testing.T) {
 	var calls atomic.Int32
 	hanging := make(chan struct{})
@@ -80,8 +79,8 @@ func TestShutdownEndsNamespaceInstall(t *testing.T) {
 
 // TestShutdownEndsRelays: Shutdown ends and waits for the relays of the
 // node's client connections, one open and carrying a wait, one still in
-// its Hello to a master that does not answer (which used to sit out its
-// 3 s deadline after Shutdown had returned).
+// its Hello to a master that does not answer (which must not sit out its
+// 3 s deadline after Shutdown has returned).
 func TestShutdownEndsRelays(t *testing.T) {
 	tc := startCluster(t, 3)
 	via := tc.nodes[0]
@@ -170,8 +169,8 @@ func TestShutdownEndsRelays(t *testing.T) {
 }
 
 // TestShutdownTwiceAndConcurrently: Shutdown may be called again, and by
-// several goroutines at once; every call returns (the second used to hang
-// stopping the lock service again).
+// several goroutines at once; every call returns (none hangs stopping the
+// lock service a second time).
 func TestShutdownTwiceAndConcurrently(t *testing.T) {
 	tc := startCluster(t, 1)
 	s := tc.nodes[0]

@@ -14,8 +14,8 @@ type Call func(typ wire.Type, m wire.Message) wire.Message
 // ScramHello authenticates a raw connection as the client with key key in
 // namespace ns, with secret: the SCRAM-SHA-256 handshake of package
 // session, written out for tests that speak the protocol by hand. It
-// returns the outcome as Hello's used to be: SUCCESS with the view
-// version, or the server's refusal.
+// returns the outcome in the shape of a Hello's answer: SUCCESS with the
+// view version, or the server's refusal.
 func ScramHello(call Call, ns, secret, key string) (*wire.Response, error) {
 	return ScramHelloVia(call, ns, secret, key, 0)
 }
