@@ -126,6 +126,7 @@ type fakeNode struct {
 	renewStatus     wire.Status // if nonzero, answer renews with it
 	dropRenews      bool        // never answer renews
 	slowRenews      int         // answer this many more renews only after renewDelay
+	slowAcquires    int         // answer this many more acquires only after renewDelay
 	renewDelay      time.Duration
 	suppressGranted bool        // grant waiters without pushing Granted
 	frozen          bool        // read but answer nothing
@@ -395,6 +396,13 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 	}
 	switch r := m.(type) {
 	case *wire.Acquire:
+		if n.slowAcquires > 0 {
+			n.slowAcquires--
+			d := n.renewDelay
+			n.mu.Unlock()
+			time.Sleep(d) // a slow master: this connection answers nothing meanwhile
+			n.mu.Lock()
+		}
 		c.respond(id, n.acquireLocked(c, r))
 	case *wire.Renew:
 		if n.dropRenews {

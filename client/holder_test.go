@@ -259,3 +259,27 @@ func TestSlowConfirmationConfirmedAgain(t *testing.T) {
 	}
 	_ = waiter.Unlock(ctx)
 }
+
+// TestSlowDirectGrantConfirmed: a blocking Lock answered directly, but
+// a third of the TTL or more after it was sent (its attempts spanned a
+// master change), is confirmed with a Renew before Lock returns, instead
+// of returning a lock whose validity is nearly over.
+func TestSlowDirectGrantConfirmed(t *testing.T) {
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	const ttl = 6 * time.Second
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+	m := c.Mutex("slow-direct", TTL(ttl))
+	n.set(func(n *fakeNode) { n.slowAcquires, n.renewDelay = 1, 4500*time.Millisecond })
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(m.ValidUntil()); left < 3*time.Second {
+		t.Fatalf("Lock returned a lock valid for %v more, want it confirmed (about %v)", left, ttl)
+	}
+	if n.count(wire.TypeRenew) != 1 {
+		t.Fatalf("%d renewals, want the confirmation", n.count(wire.TypeRenew))
+	}
+	_ = m.Unlock(ctx)
+}

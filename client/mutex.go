@@ -416,6 +416,11 @@ func (m *Mutex) checkOther() error {
 	return nil
 }
 
+// stale reports whether a third of the grant's TTL or more has passed
+// since the time it counts from: confirmQueued renews such a grant before
+// Lock reports it held.
+func (g granted) stale() bool { return g.ttl > 0 && time.Since(g.from) >= g.ttl/3 }
+
 // granted is an acquire's success: the token, the effective TTL and the
 // local time the TTL counts from. A queued grant (pushed, not answered)
 // must go through confirmQueued before it counts as held.
@@ -510,7 +515,10 @@ func (m *Mutex) lock(ctx context.Context, block bool) error {
 		}
 		for {
 			g, err = m.acquireBlocking(ctx, lc, limit, &handedOff)
-			if err != nil || !g.queued {
+			// A direct answer is confirmed like a queued grant when it
+			// took a third of the TTL or more (its attempts spanned a
+			// master change): it counts from the first send.
+			if err != nil || !g.queued && !g.stale() {
 				break
 			}
 			var again bool
@@ -713,7 +721,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 // caller queues anew. When the Renew cannot be made, the lock is given
 // back in the background and the error returned.
 func (m *Mutex) confirmQueued(ctx context.Context, lc *lockCore, g granted, handedOff *bool) (_ granted, again bool, _ error) {
-	if g.ttl > 0 && time.Since(g.from) < g.ttl/3 {
+	if g.ttl > 0 && !g.stale() {
 		g.queued = false
 		return g, false, nil
 	}

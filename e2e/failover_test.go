@@ -19,10 +19,23 @@ import (
 // servedGroups returns the groups node p serves as master, from its
 // /status (nil if it does not answer).
 func (c *cluster) servedGroups(p *proc) []int {
-	cl := http.Client{Timeout: 2 * time.Second}
-	resp, err := cl.Get("http://" + p.admin + "/status")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	served, _ := adminServed(ctx, http.DefaultClient, p.admin)
+	return served
+}
+
+// adminServed asks the node of admin address addr which groups it serves
+// as master (its /status) and how many groups it has; 0 groups if it does
+// not answer.
+func adminServed(ctx context.Context, hc *http.Client, addr string) (served []int, groups int) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
 	if err != nil {
-		return nil
+		return nil, 0
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, 0
 	}
 	defer resp.Body.Close()
 	var st struct {
@@ -32,15 +45,14 @@ func (c *cluster) servedGroups(p *proc) []int {
 		} `json:"groups"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return nil
+		return nil, 0
 	}
-	var out []int
 	for _, g := range st.Groups {
 		if g.Serving {
-			out = append(out, g.Group)
+			served = append(served, g.Group)
 		}
 	}
-	return out
+	return served, len(st.Groups)
 }
 
 // keysPerGroup returns n keys of namespace ns for each of the 15 groups.

@@ -984,29 +984,6 @@ func (w *hvWorkload) forceUnlockOnce(ctx context.Context, key string, addrs []st
 func (w *hvWorkload) serves(ctx context.Context, addr, key string) bool {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/status", nil)
-	if err != nil {
-		return false
-	}
-	resp, err := w.http.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	var st struct {
-		Groups []struct {
-			Group   int  `json:"group"`
-			Serving bool `json:"serving"`
-		} `json:"groups"`
-	}
-	if json.NewDecoder(resp.Body).Decode(&st) != nil || len(st.Groups) == 0 {
-		return false
-	}
-	g := wire.GroupOf(wire.KeyHash(w.ns, key), len(st.Groups))
-	for _, x := range st.Groups {
-		if x.Group == g {
-			return x.Serving
-		}
-	}
-	return false
+	served, groups := adminServed(ctx, w.http, addr)
+	return groups > 0 && slices.Contains(served, wire.GroupOf(wire.KeyHash(w.ns, key), groups))
 }
