@@ -68,7 +68,12 @@
 //
 // The first case is the common one under contention (a short hand-off)
 // and costs nothing; an uncontended Lock is answered directly and never
-// waits for a push, so it costs no extra round trip either.
+// waits for a push, so it costs no extra round trip either. A direct
+// answer counts from the Acquire's first send; if that was a third of the
+// TTL ago or more (its attempts spanned a master change), Lock confirms
+// it with a Renew too. A confirmation that itself took that long is made
+// again, up to three Renews, so that Lock does not report a lock whose
+// validity is nearly over.
 // Lost is closed when the validity runs out without a successful renewal,
 // when the server pushes Lost, or when a renewal is answered LOCK_DELETED,
 // LOCK_CHANGED_OWNER, TOKEN_ERROR or REVOKED.
