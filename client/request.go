@@ -1,0 +1,256 @@
+// This file sends requests: one attempt, the retries with backoff,
+// redirects and the answers' routing.
+
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// result is the outcome of a routed request.
+type result struct {
+	resp *wire.Response
+	cn   *conn
+	// master is the node the request was meant for: cn's address, or the
+	// master's when cn is another node that relayed it (see attempt).
+	// Blocked acquires and watches are bound to it.
+	master string
+	// unknown: an earlier attempt may have reached the server and been
+	// applied (its connection broke, or it timed out, before the reply).
+	unknown bool
+}
+
+// do sends a keyed request to the master of the key's group and returns
+// the first non-retryable answer. It follows MASTER_REDIRECT, waits out
+// NO_MASTER and OVERLOADED (RetryAfterMs or backoff), re-sends after
+// TIMEOUT and broken connections, refreshing the view as it goes, up to
+// MaxRetries re-sends and within ctx. Every request the client sends is
+// safe to repeat: a re-sent Acquire by the holder keeps its token.
+func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.Type, m wire.Message) (result, error) {
+	var (
+		res       result
+		lastErr   error
+		target    string
+		redirects int
+	)
+	stop := c.stopFor(ctx)
+	for attempt := 0; ; attempt++ {
+		if isDone(stop) {
+			return res, ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			return res, ctxErr(op, key, err, lastErr)
+		}
+		delay := time.Duration(-1) // -1: the usual backoff
+		// Routing failures wait for the backoff or a newer view, whichever
+		// comes first: a failover shows up as a view push.
+		var viewCh <-chan struct{}
+		routing := c.viewChanged()
+		routedTo, _ := c.masterAddr(hash) // the master as that view has it
+		r, cn, master, err := c.attempt(ctx, stop, hash, target, typ, m, redirects)
+		target = ""
+		switch {
+		case err == nil:
+			res.resp, res.cn, res.master = r, cn, master
+			switch r.Status {
+			case wire.StatusMasterRedirect:
+				c.refresh()
+				redirects++
+				if r.Redirect != "" && r.Redirect != cn.addr {
+					target = r.Redirect
+					if redirects <= 2 {
+						delay = 0 // follow a redirect at once, twice
+					}
+				}
+			case wire.StatusNoMaster:
+				c.refreshWide()
+				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
+				viewCh = routing
+			case wire.StatusOverloaded:
+				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
+			case wire.StatusTimeout:
+				res.unknown = true
+			default:
+				return res, nil // an answer for the caller, AUTH_FAILED included
+			}
+			lastErr = statusErr(op, key, r)
+			res.resp = nil
+		case errors.Is(err, ErrAuth), errors.Is(err, ErrClosed):
+			return res, err
+		case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout):
+			res.unknown = true
+			viewCh = routing
+			if errors.Is(err, errAttemptTimeout) {
+				lastErr = fmt.Errorf("%w: %s %q at %s: %w", ErrTimeout, op, key, cn.addr, err)
+			} else {
+				lastErr = fmt.Errorf("%w: %s %q: %w", ErrUnavailable, op, key, err)
+			}
+		case ctx.Err() != nil:
+			if cn != nil {
+				res.unknown = true // the request may have been sent
+			}
+			return res, ctxErr(op, key, ctx.Err(), lastErr)
+		case errors.Is(err, ErrNoMaster), errors.Is(err, ErrUnavailable), errors.Is(err, ErrOverloaded):
+			lastErr = fmt.Errorf("client: %s %q: %w", op, key, err)
+			if !errors.Is(err, ErrOverloaded) {
+				viewCh = routing
+			}
+		default:
+			return res, err // encoding errors, unexpected replies
+		}
+		if attempt >= c.cfg.MaxRetries {
+			return res, lastErr
+		}
+		if delay < 0 {
+			delay = c.backoff(attempt + 1)
+		}
+		if err := c.sleepOrMove(ctx, delay, viewCh, hash, routedTo); err != nil {
+			if errors.Is(err, ErrClosed) {
+				return res, ErrClosed
+			}
+			return res, ctxErr(op, key, err, lastErr)
+		}
+	}
+}
+
+// sleepOrMove is sleepOrView for a routing failure of hash's request
+// sent to master: it ends early only once a newer view names another
+// master for hash's group. Views that leave that master where it was (a
+// failover moves the groups one by one, each a view push) do not end it,
+// so that they do not use up the request's retries.
+func (c *Client) sleepOrMove(ctx context.Context, d time.Duration, viewCh <-chan struct{}, hash uint64, master string) error {
+	if viewCh == nil {
+		return c.sleepOrView(ctx, d, nil)
+	}
+	end := time.Now().Add(d)
+	for {
+		if err := c.sleepOrView(ctx, time.Until(end), viewCh); err != nil {
+			return err
+		}
+		if !isDone(viewCh) || !time.Now().Before(end) {
+			return nil // slept d
+		}
+		if a, _ := c.masterAddr(hash); a != master {
+			return nil
+		}
+		viewCh = c.viewChanged()
+	}
+}
+
+// attempt sends m once: to target if set, else to the master of hash's
+// group in the current view, with m's Redirects set to redirects. When that
+// node cannot be reached (a dial failed just now or recently), it sends m
+// through another node instead, with Redirects = wire.ForwardNow, and that
+// node forwards it to the master (see wire.Routed). A nil error means a
+// Response arrived; cn is set whenever the request was handed to a
+// connection; master is the address m was meant for.
+func (c *Client) attempt(ctx context.Context, stop <-chan struct{}, hash uint64, target string, typ wire.Type, m wire.Message, redirects int) (*wire.Response, *conn, string, error) {
+	addr := target
+	if addr == "" {
+		a, ok := c.masterAddr(hash)
+		if !ok {
+			c.refreshWide()
+			return nil, nil, "", ErrNoMaster
+		}
+		addr = a
+	}
+	rt, routed := m.(wire.Routed)
+	if routed {
+		rt.SetRedirectCount(uint8(min(redirects, wire.ForwardNow-1)))
+	}
+	var cn *conn
+	err := ErrUnavailable
+	if !routed || !c.unreachable(addr) {
+		cn, err = c.getConn(ctx, addr)
+	}
+	if err != nil && routed && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+		if rc := c.relayConn(ctx, addr); rc != nil {
+			c.log.Debug("paxlock: master unreachable, sending through another node", "master", addr, "via", rc.addr)
+			rt.SetRedirectCount(wire.ForwardNow)
+			cn, err = rc, nil
+		}
+	}
+	if err != nil {
+		if !errors.Is(err, ErrAuth) && !errors.Is(err, ErrClosed) {
+			c.refresh()
+		}
+		return nil, nil, addr, err
+	}
+	rtyp, msg, err := cn.roundTrip(ctx, typ, m, c.cfg.RequestTimeout)
+	switch {
+	case err == nil:
+	case errors.Is(err, errConnLost) && isDone(stop):
+		return nil, cn, addr, ErrClosed
+	case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout), errors.Is(err, ErrOverloaded), ctx.Err() != nil:
+		return nil, cn, addr, err
+	default:
+		return nil, cn, addr, fmt.Errorf("%w: %s: %w", ErrServer, cn.addr, err)
+	}
+	r, ok := msg.(*wire.Response)
+	if !ok {
+		return nil, cn, addr, fmt.Errorf("%w: unexpected %s reply from %s", ErrServer, rtyp, cn.addr)
+	}
+	return r, cn, addr, nil
+}
+
+// unreachable reports whether addr has no working connection and its last
+// dial failed within the reconnect backoff, so that dialing it again now
+// would only wait.
+func (c *Client) unreachable(addr string) bool {
+	// The request path's common case, a live connection, without c.mu.
+	if m := c.connView.Load(); m != nil {
+		if cn := (*m)[addr]; cn != nil && !cn.dead() {
+			return false
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cn := c.conns[addr]; cn != nil && !cn.dead() {
+		return false
+	}
+	f := c.dialFails[addr]
+	return f.n > 0 && time.Since(f.last) < c.backoffCeil(f.n)
+}
+
+// relayConn returns a working connection to a node other than master, to
+// relay a request through: the view subscription's, else any open one,
+// else the first candidate that can be dialed. nil if there is none.
+func (c *Client) relayConn(ctx context.Context, master string) *conn {
+	c.mu.Lock()
+	if cn := c.subConn; cn != nil && !cn.dead() && cn.addr != master {
+		c.mu.Unlock()
+		return cn
+	}
+	for a, cn := range c.conns {
+		if a != master && !cn.dead() {
+			c.mu.Unlock()
+			return cn
+		}
+	}
+	c.mu.Unlock()
+	for _, a := range c.candidates() {
+		if a == master || c.unreachable(a) {
+			continue
+		}
+		if cn, err := c.getConn(ctx, a); err == nil {
+			return cn
+		}
+	}
+	return nil
+}
+
+// ctxErr wraps the context's error, mentioning the last retryable failure.
+func ctxErr(op, key string, err, last error) error {
+	if err == nil {
+		err = context.Canceled
+	}
+	if last != nil {
+		return fmt.Errorf("client: %s %q: %w (last: %v)", op, key, err, last)
+	}
+	return fmt.Errorf("client: %s %q: %w", op, key, err)
+}
