@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -11,8 +10,6 @@ import (
 	"github.com/panjf2000/gnet/v2"
 
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -247,166 +244,6 @@ func (c *conn) Push(m wire.Message) {
 // Reply answers a request without going through a group; it implements
 // session.Host.
 func (c *conn) Reply(reqID uint64, r wire.Response) { c.sendResponse(reqID, r) }
-
-// id is the identity of the connection's Hello.
-func (c *conn) id() session.Identity { return c.sess.Identity() }
-
-// Credentials implements session.Host: the namespace's verifier from the
-// replicated namespace table.
-func (c *conn) Credentials(ns string) (scramauth.Verifier, bool) {
-	c.helloGen = c.s.svc.NamespaceGeneration() // before the lookup: see checkRevoked
-	return c.s.credentials(ns)
-}
-
-// TrustRelay implements session.Host. A relay's Hello names a client
-// without its secret, so it is accepted only from the node it says it
-// comes from: on the TLS listener, from a connection whose client
-// certificate (verified against the cluster CA) names node Via of this
-// cluster. Anywhere else nothing tells a node from anyone who reaches the
-// client port, and it is refused: a node whose peers run without TLS
-// relays with SCRAM and the relay secret instead (RelayCredentials).
-func (c *conn) TrustRelay(h *wire.Hello) error {
-	switch {
-	case c.peerNode == 0:
-		return errRelayUntrusted
-	case c.peerNode != h.Via:
-		return fmt.Errorf("%w: certificate of node %d, Hello from node %d", errRelayUntrusted, c.peerNode, h.Via)
-	}
-	c.helloGen = c.s.svc.NamespaceGeneration()
-	if _, ok := c.s.credentials(h.Namespace); !ok {
-		return errAuth
-	}
-	return nil
-}
-
-// errRelayUntrusted refuses a relay's Hello from a connection that does
-// not prove it comes from the node named.
-var errRelayUntrusted = errors.New("a relay's Hello needs the TLS client listener and the relaying node's certificate (without peer TLS, relays prove the relay secret with SCRAM)")
-
-// RelayCredentials implements session.Host: without peer TLS, a relay's
-// SCRAM exchange (a ScramClientFirst with Via set) proves the cluster's
-// relay secret, for a namespace that exists, from a node that is a
-// member. Without a relay secret there is nothing to prove, and with
-// peer TLS relays prove themselves with their node certificates
-// (TrustRelay) only: refused.
-func (c *conn) RelayCredentials(via uint32, ns string) (scramauth.Verifier, bool) {
-	c.helloGen = c.s.svc.NamespaceGeneration() // before the lookup: see checkRevoked
-	if c.s.sec.peer != nil || c.s.sec.relaySecret == "" || c.s.addr(paxos.NodeID(via)).ID != via {
-		return scramauth.Verifier{}, false
-	}
-	if _, ok := c.s.credentials(ns); !ok {
-		return scramauth.Verifier{}, false
-	}
-	return c.s.sec.relayVerifier, true
-}
-
-// Refused implements session.Host: a refused handshake is counted
-// (paxlock_auth_failures_total) and logged, at most once a second.
-func (c *conn) Refused(ns string, err error) {
-	c.s.metrics.authFailures.Inc()
-	c.s.logAuthFailure(ns, c.remote(), err)
-}
-
-// authLogEvery is the least time between two logged auth failures: a
-// client retrying a wrong secret in a loop must not flood the log (the
-// counter, paxlock_auth_failures_total, counts every one).
-const authLogEvery = time.Second
-
-// logAuthFailure logs a refused handshake (the namespace, the remote
-// address and why; never the secret, which SCRAM never sends), at most
-// once per authLogEvery, with how many were not logged since the last one.
-func (s *Server) logAuthFailure(ns, remote string, why error) {
-	now := time.Now().UnixNano()
-	last := s.stats.authLogged.Load()
-	if now-last < int64(authLogEvery) || !s.stats.authLogged.CompareAndSwap(last, now) {
-		s.stats.authQuiet.Add(1)
-		return
-	}
-	s.log.Warn("client authentication failed", "namespace", ns, "remote", remote, "why", why, "suppressed", s.stats.authQuiet.Swap(0))
-}
-
-// errAuth refuses a relay's Hello for a namespace that does not exist.
-var errAuth = errors.New("unknown namespace")
-
-// Send implements session.Host.
-func (c *conn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
-
-// Accepted implements session.Host: a handshake that changes the client
-// id lets go of what the previous client left on this connection.
-func (c *conn) Accepted(prev, cur session.Identity) {
-	if prev.ClientID != 0 && prev.ClientID != cur.ClientID {
-		c.s.svc.ForgetClient(prev.ClientID, c)
-	}
-	c.auth.Store(&authState{ns: cur.Namespace, v: cur.Verifier, relay: cur.Via != 0, client: cur.ClientID, gen: c.helloGen})
-	c.s.svc.AttachClient(cur.ClientID, c)
-	if c.closed.Load() {
-		c.s.svc.ForgetClient(cur.ClientID, c) // closed meanwhile
-	}
-}
-
-// authState is what a connection's accepted handshake proved, and the
-// generation of the namespace table it was checked against.
-type authState struct {
-	ns     string
-	v      scramauth.Verifier // the namespace's verifier the SCRAM exchange passed
-	relay  bool               // a relay's session: no verifier, its client's node checked it
-	client uint64
-	gen    uint64
-}
-
-// stillValid reports whether the namespace table still grants a: the
-// namespace exists and, for a client's session, its verifier is still
-// the one the session proved the secret against (a changed secret has a
-// new verifier).
-func (s *Server) stillValid(a *authState) bool {
-	v, ok := s.credentials(a.ns)
-	return ok && (a.relay || v.Equal(a.v))
-}
-
-// checkRevoked closes the sessions whose authentication the namespace
-// table no longer grants (the namespace was removed or its secret
-// changed). It runs on every tick, so within a second of this node
-// applying the change: a session checked against an older generation of
-// the table is checked again, and one that fails is revoked. The
-// generation is read before a handshake is checked, so a change applied
-// while a handshake was being accepted is seen at the next tick. A
-// relay's session on the master lives while the namespace exists; the
-// relaying node revokes its client's own session, which ends the relay.
-func (s *Server) checkRevoked() {
-	gen := s.svc.NamespaceGeneration()
-	if gen == s.nsGen {
-		return
-	}
-	s.nsGen = gen
-	s.conns.Range(func(k, _ any) bool {
-		c := k.(*conn)
-		a := c.auth.Load()
-		if a == nil || a.gen == gen || c.revoked.Load() {
-			return true
-		}
-		if s.stillValid(a) {
-			n := *a
-			n.gen = gen
-			c.auth.CompareAndSwap(a, &n)
-			return true
-		}
-		c.revoke(a)
-		return true
-	})
-}
-
-// revoke ends a session whose authentication was withdrawn: its waiters
-// get Granted AUTH_FAILED, its holds Lost with EventRevoked (package
-// group's RevokeClient), and the connection closes once those pushes are
-// queued. Requests that arrive meanwhile are answered AUTH_FAILED.
-func (c *conn) revoke(a *authState) {
-	if !c.revoked.CompareAndSwap(false, true) {
-		return
-	}
-	c.s.log.Info("closing client connection: namespace removed or its secret changed",
-		"remote", c.remote(), "namespace", a.ns)
-	c.s.svc.RevokeClient(a.client, c, c.closeAfterFlush)
-}
 
 // ViewVersion implements session.Host.
 func (c *conn) ViewVersion() uint64 { return c.s.view.Load().Version }
