@@ -79,7 +79,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -658,79 +657,6 @@ func watchCmd(ctx context.Context, p printer, c *client.Client, key string, afte
 				return err
 			}
 		}
-	}
-}
-
-// namespaceCmd lists, adds or removes namespaces through any node's admin
-// endpoint (a node that cannot make the change redirects to one that can).
-// args is already checked; secret is the new namespace's (add).
-func namespaceCmd(ctx context.Context, p printer, ac *adminClient, args []string, secret string) error {
-	method, path, body := http.MethodGet, "/namespaces", []byte(nil)
-	switch args[0] {
-	case "add":
-		method = http.MethodPost
-		body, _ = json.Marshal(map[string]string{"name": args[1], "secret": secret})
-	case "remove":
-		method, path = http.MethodDelete, "/namespaces?name="+url.QueryEscape(args[1])
-	}
-	code, b, err := ac.change(ctx, method, path, body)
-	switch {
-	case err != nil:
-		return fmt.Errorf("namespace %s: %w", args[0], err)
-	case code == http.StatusOK && args[0] == "list":
-		names := []string{}
-		if err := json.Unmarshal(b, &names); err != nil {
-			return err
-		}
-		return p.emit(namespacesOutput{Namespaces: names})
-	case code == http.StatusNoContent:
-		return p.emit(namespaceChange{Namespace: args[1], Action: args[0], Done: true})
-	}
-	return fmt.Errorf("namespace %s: HTTP %d: %s", args[0], code, strings.TrimSpace(string(b)))
-}
-
-// forceUnlock frees key of namespace ns through any node's admin endpoint
-// (one that does not serve the key's group redirects to the one that does).
-// While the key's group has no master (an election) every node answers
-// 503: it tries again, with backoff, until a node can do it or timeout
-// has passed, as lock and wait wait for masters. A 202 (a holder revoked
-// but not acknowledged yet) is asked again the same way.
-func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	body, _ := json.Marshal(map[string]string{"namespace": ns, "key": key})
-	var done []server.ReleasedHold // removed by earlier answers (202)
-	for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
-		code, b, err := ac.change(ctx, http.MethodPost, "/locks/unlock", body)
-		switch {
-		case errors.Is(err, errNoNode) && ctx.Err() == nil:
-			select {
-			case <-ctx.Done():
-			case <-time.After(delay):
-			}
-			continue
-		case errors.Is(err, errNoNode):
-			return fmt.Errorf("unlock: no master for the key's group within %v: %w", timeout, err)
-		case err != nil:
-			return fmt.Errorf("unlock: %w", err)
-		case code == http.StatusOK || code == http.StatusAccepted:
-			var out server.ForceUnlocked
-			if err := json.Unmarshal(b, &out); err != nil {
-				return fmt.Errorf("unlock: %w", err)
-			}
-			done = append(done, out.Released...)
-			if !out.Pending {
-				out.Released = done
-				return p.emit(unlockOutput(out))
-			}
-			// Revoked, its holder has not acknowledged yet: ask again,
-			// which waits on the same revocation, until -timeout.
-			if ctx.Err() != nil {
-				return fmt.Errorf("unlock: %s/%s: revoked, but its holder has not acknowledged within %v; the cluster frees it when the holder does or its TTL runs out (released so far: %d holds)", ns, key, timeout, len(done))
-			}
-			continue
-		}
-		return fmt.Errorf("unlock: HTTP %d: %s", code, strings.TrimSpace(string(b)))
 	}
 }
 
