@@ -1,0 +1,111 @@
+package group
+
+import (
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// becomeMaster gives every held lock a full TTL from now: the old master
+// may have extended it just before it lost its lease.
+func (w *worker) becomeMaster() {
+	w.serving = true
+	w.term++
+	now := w.mono(w.clock.Now())
+	w.expiry, w.stale = w.expiry[:0], 0
+	w.g.sm.forEachMut(w.idx, func(key string, l *lockRec) {
+		for i := range l.n() {
+			h := l.at(i)
+			h.deadline = now + int64(time.Duration(h.ttlMs)*time.Millisecond)
+			h.age = encodeHeld(time.Duration(h.ttlMs) * time.Millisecond) // held since now, as far as this master knows
+			w.expiry = append(w.expiry, expiry{at: h.deadline, key: key, token: h.token, owner: h.owner})
+		}
+	})
+	w.expiry.init()
+}
+
+// earlyLimit bounds how long a request waits for its group's
+// master-elect to serve (see worker.early): far above the usual catch-up
+// of a millisecond or two, well below the client's 3 s attempt timeout. A
+// master-elect that takes longer (a quorum lost just after the election)
+// answers NO_MASTER, and the clients back off as before.
+const earlyLimit = time.Second
+
+// maxEarly bounds worker.early; requests beyond it are answered NO_MASTER.
+const maxEarly = 4096
+
+// holdEarly keeps r for the end of the election when this node is the
+// group's master-elect: it won the election and does not serve yet. It
+// reports whether it kept r.
+func (w *worker) holdEarly(r *Request) bool {
+	if len(w.early) >= maxEarly || !w.g.Elected() {
+		return false
+	}
+	if len(w.early) == 0 {
+		w.earlyUntil = w.clock.Now().Add(earlyLimit)
+	}
+	w.early = append(w.early, r)
+	return true
+}
+
+// releaseEarly decides the held requests once this node serves, and
+// refuses them once it is no longer the master-elect (another node won,
+// or it stepped down); otherwise they keep waiting.
+func (w *worker) releaseEarly() {
+	switch {
+	case len(w.early) == 0:
+	case w.serving:
+		early := w.early
+		w.early = nil
+		for _, r := range early {
+			w.onRequest(r)
+		}
+	case !w.g.Elected() && !w.g.Serving():
+		w.refuseEarly() // another node won, or this one stepped down
+	}
+}
+
+// refuseEarly answers every held request NO_MASTER.
+func (w *worker) refuseEarly() {
+	early := w.early
+	w.early = nil
+	for _, r := range early {
+		w.respond(r, noMaster)
+	}
+}
+
+// loseMastership drops what only a master keeps. Waiters are told
+// NO_MASTER so that their clients re-send to the new master; in-flight
+// requests are answered when their proposal's outcome arrives (see
+// staleResult).
+func (w *worker) loseMastership() {
+	w.serving = false
+	w.term++
+	w.dropRevocations()
+	var multis []*multiAcq
+	for _, ks := range w.keys {
+		for _, r := range ks.deferred {
+			w.respond(r, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
+		}
+		multis = append(multis, ks.multis...)
+		for _, q := range ks.waiters {
+			if q.req.Sink != nil {
+				q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusNoMaster, Owner: q.req.Owner})
+			}
+		}
+	}
+	w.giveUsage()
+	clear(w.keys)
+	clear(w.refs)
+	clear(w.waits)
+	clear(w.watching)
+	w.nwait.Store(0)
+	w.nwatch.Store(0)
+	clear(w.defers)
+	w.timers = nil
+	w.expiry = nil // the records' deadlines are reset when mastership returns
+	w.stale = 0
+	for _, m := range multis {
+		w.multiFail(m, noMaster)
+	}
+}
