@@ -1,0 +1,183 @@
+package group
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// mono converts a time on the worker's clock to nanoseconds since a second
+// before the worker started (so > 0; 0 means unknown), the form stored in
+// holder.deadline and expiry.at.
+func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
+
+// timeOf is the inverse of mono.
+func (w *worker) timeOf(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
+
+// hold records a hold's deadline on the master's clock: in its record,
+// and as an entry of the expiry heap that says whom to tell.
+func (w *worker) hold(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
+	ns := w.mono(at)
+	if prev, ok := w.g.sm.setDeadline(key, o, token, ns); ok {
+		if prev != 0 {
+			w.staled() // the entry of the deadline it had
+		}
+		w.expiry.push(expiry{at: ns, key: key, token: token, owner: o, sink: w.ref(sink)})
+	}
+}
+
+// staled counts an expiry entry that no longer names a current deadline
+// (its hold was renewed or released before it came up). When they are
+// more than half the heap, the heap is rebuilt without them: a released
+// lock's entry would otherwise stay until its TTL passes, and long TTLs
+// with churn would fill the heap with dead entries.
+func (w *worker) staled() {
+	w.stale++
+	if n := len(w.expiry); n >= 1024 && w.stale > n/2 {
+		w.stale = 0
+		w.expiry = w.g.sm.liveDeadlines(w.idx, w.expiry)
+		w.expiry.init()
+		if n := len(w.expiry); cap(w.expiry) > 4*n {
+			w.expiry = append(expiryHeap(nil), w.expiry...)
+		}
+	}
+}
+
+func (w *worker) schedule(e timerEntry) {
+	heap.Push(&w.timers, e)
+}
+
+// armTimer makes sure a wake-up is scheduled for the earliest deadline.
+func (w *worker) armTimer() {
+	var at time.Time
+	earliest := func(t time.Time) {
+		if at.IsZero() || t.Before(at) {
+			at = t
+		}
+	}
+	if len(w.timers) > 0 {
+		earliest(w.timers[0].at)
+	}
+	if len(w.expiry) > 0 {
+		earliest(w.timeOf(w.expiry[0].at))
+	}
+	if len(w.early) > 0 {
+		earliest(w.earlyUntil)
+	}
+	if at.IsZero() {
+		return
+	}
+	if w.timer != nil && !w.timerAt.After(at) {
+		return
+	}
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	d := at.Sub(w.clock.Now())
+	w.timerAt = at
+	w.timer = w.clock.AfterFunc(max(d, 0), func() { w.post(event{kind: evTimer}) })
+}
+
+// fireTimers handles every deadline that passed, in time order.
+func (w *worker) fireTimers() {
+	w.timer = nil
+	now := w.clock.Now()
+	nowNs := w.mono(now)
+	if len(w.early) > 0 && !now.Before(w.earlyUntil) {
+		w.refuseEarly() // elected but still not serving: let the clients back off
+	}
+	for {
+		waitDue := len(w.timers) > 0 && !w.timers[0].at.After(now)
+		expDue := len(w.expiry) > 0 && w.expiry[0].at <= nowNs
+		if expDue && (!waitDue || w.expiry[0].at <= w.mono(w.timers[0].at)) {
+			w.expire(w.expiry.pop(), now)
+			continue
+		}
+		if !waitDue {
+			return
+		}
+		e := heap.Pop(&w.timers).(timerEntry)
+		if e.kind == tDelay {
+			w.delayDue(e.key, now)
+			continue
+		}
+		ks := w.keys[e.key]
+		if ks == nil {
+			continue
+		}
+		switch e.kind {
+		case tWait:
+			if e.w.gone {
+				continue
+			}
+			if e.w.granting {
+				// Decided when the grant's outcome arrives (ungrant).
+				e.w.overdue = true
+				continue
+			}
+			w.timeOut(e.w)
+			ks.waiters = w.dropWaiters(ks.waiters)
+		case tWatch:
+			if e.wt.gone {
+				continue
+			}
+			e.wt.gone = true
+			ks.watchers = w.dropWatchers(ks.watchers)
+			_, name := splitFull(e.key)
+			e.wt.sink.Push(&wire.WatchEvent{WatchID: e.wt.id, Key: name, Event: wire.EventTimeout})
+		}
+		w.tidy(e.key, ks)
+	}
+}
+
+// timeOut tells waiter q its MaxWait passed and marks it gone (the caller
+// drops it from its key's queue).
+func (w *worker) timeOut(q *waiter) {
+	q.gone = true
+	if q.req.Sink != nil {
+		q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusTimeout, Owner: q.req.Owner})
+	}
+}
+
+// ungrant ends q's part in a command that did not grant it the key: it
+// waits on, unless its deadline passed meanwhile (fireTimers left it
+// then), in which case it times out now. The caller drops gone waiters.
+func (w *worker) ungrant(q *waiter) {
+	q.granting = false
+	if q.overdue && !q.gone {
+		w.timeOut(q)
+	}
+}
+
+// expire proposes the Expire of the hold whose deadline e passed, unless
+// the hold was renewed or ended meanwhile.
+func (w *worker) expire(e expiry, now time.Time) {
+	dl, ok := w.g.sm.deadline(e.key, e.owner, e.token)
+	if !ok || dl != e.at {
+		return // renewed or gone
+	}
+	ks := w.state(e.key)
+	defer w.tidy(e.key, ks)
+	if ks.busy {
+		// A change is in flight; look again shortly.
+		w.retryExpire(e, now)
+		return
+	}
+	var ws []*waiter
+	if len(ks.waiters) > 0 {
+		rec := w.g.sm.get(e.key)
+		ws = w.pick(ks, rec, e.owner, e.token)
+	}
+	forced := w.isRevoked(e.key, e.owner, e.token)
+	w.propose(ks, &pending{lost: e, forced: forced, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
+}
+
+// retryExpire moves the deadline of e's hold a little past now, so that
+// its Expire is proposed again.
+func (w *worker) retryExpire(e expiry, now time.Time) {
+	e.at = w.mono(now.Add(10 * time.Millisecond))
+	if _, ok := w.g.sm.setDeadline(e.key, e.owner, e.token, e.at); ok {
+		w.expiry.push(e)
+	}
+}
