@@ -1,0 +1,294 @@
+package group
+
+import (
+	"errors"
+	"time"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// pending is a proposal in flight and what to do with its outcome.
+type pending struct {
+	term uint64 // the worker's mastership term it was proposed in
+	// grantedAt: a release's hold was granted then (worker.mono; 0:
+	// unknown or no Observer).
+	grantedAt int64
+	cmd       command
+	req       *Request  // the requester to answer, nil for expire and grants
+	grants    []*waiter // waiters the command grants to, in cmd.grants order
+	lost      expiry    // expire: the deadline that passed
+	// valueChanged: an acquire by the holder (a reacquire) or a renew
+	// gives the hold a value other than the one it had; its watchers
+	// are told once it is applied.
+	valueChanged bool
+	// forced: the expire of a revoked hold (acknowledged by its holder's
+	// release, or at its deadline; see revocation.go); its holder and
+	// watchers hear EventRevoked, not EventExpired.
+	forced bool
+	// handOff: a release whose cmd.grants[0] is req.HandOff, not a
+	// queued waiter (see Request.HandOff).
+	handOff bool
+}
+
+func (w *worker) propose(ks *keyState, p *pending) {
+	ks.busy = true
+	p.term = w.term
+	cmd := appendCommand(make([]byte, 0, p.cmd.sizeHint()), &p.cmd)
+	w.g.px.Submit(cmd, func(res paxos.Result) {
+		w.post(event{kind: evResult, pend: p, res: res})
+	})
+}
+
+func statusOf(err error) wire.Status {
+	switch {
+	case errors.Is(err, paxos.ErrOutcomeUnknown):
+		// The replica stopped with the command in flight: another master
+		// may still choose it, so the client must not take it as undone.
+		return wire.StatusTimeout
+	case errors.Is(err, paxos.ErrOverloaded):
+		return wire.StatusOverloaded
+	case errors.Is(err, paxos.ErrNotMaster), errors.Is(err, paxos.ErrNotChosen), errors.Is(err, paxos.ErrStopped):
+		return wire.StatusNoMaster
+	case errors.Is(err, paxos.ErrTooLarge):
+		return wire.StatusBadRequest
+	}
+	return wire.StatusError
+}
+
+// staleResult answers the requester of a proposal whose outcome arrives
+// after the worker lost the mastership it was proposed under: the command
+// may well have been chosen (the next master recovers it), so the answer
+// is what it did. Its waiters were told NO_MASTER when mastership was
+// lost; they re-send, and a reacquire keeps the token.
+func (w *worker) staleResult(p *pending, res paxos.Result) {
+	out, _ := res.Value.(*outcome)
+	if res.Err != nil || out == nil {
+		w.respond(p.req, wire.Response{Status: statusOf(res.Err), RetryAfterMs: 50})
+		return
+	}
+	resp := wire.Response{Status: out.status, Token: out.token}
+	if p.cmd.op == opAcquire && out.status == wire.StatusSuccess {
+		resp.TTLLeftMs = p.cmd.ttlMs
+	}
+	if p.handOff && out.status == wire.StatusSuccess && len(out.grants) > 0 && out.grants[0] != 0 {
+		resp.Holder, resp.Token, resp.TTLLeftMs = p.cmd.grants[0].owner, out.grants[0], p.cmd.grants[0].ttlMs
+	}
+	w.respond(p.req, resp)
+}
+
+func (w *worker) onResult(p *pending, res paxos.Result) {
+	key := p.cmd.key
+	ks := w.keys[key]
+	if ks == nil || p.term != w.term {
+		// Proposed under a mastership since lost: its key's state is
+		// gone, or belongs to a new term (with a change of its own in
+		// flight, which this result must not unblock).
+		w.staleResult(p, res)
+		return
+	}
+	ks.busy = false
+	now := w.clock.Now()
+	out, _ := res.Value.(*outcome)
+	obs := w.g.svc.obs
+	if res.Err != nil || out == nil {
+		st := statusOf(res.Err)
+		w.respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
+		inDoubt := errors.Is(res.Err, paxos.ErrOutcomeUnknown)
+		for _, q := range p.grants {
+			if inDoubt {
+				// The grant may still be chosen through the next
+				// master, so a waiter whose deadline passed meanwhile
+				// is not told it timed out (its client would not know
+				// it held the key until the TTL ran out): it stays
+				// queued, the replica's stop makes this node give up
+				// mastership, and loseMastership tells it NO_MASTER, so
+				// that it asks the next master, which knows.
+				q.granting = false
+				continue
+			}
+			w.ungrant(q)
+		}
+		ks.waiters = w.dropWaiters(ks.waiters)
+		if p.cmd.op == opExpire && p.req == nil {
+			// Not chosen (overload, a lost lease): the lock must still
+			// go at its deadline, so propose the Expire again shortly.
+			// (A revoked holder's release that failed is its client's to
+			// retry: it got the error; the deadline still stands.)
+			w.retryExpire(p.lost, now)
+		}
+	} else {
+		name := p.cmd.key[len(splitNS(key))+1:]
+		switch p.cmd.op {
+		case opAcquire:
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if out.status == wire.StatusSuccess {
+				if obs != nil {
+					obs.Count(StatGrant)
+				}
+				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
+				w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+				resp.TTLLeftMs = p.cmd.ttlMs
+				// A reacquire keeps its token and replaces its value:
+				// watchers that saw the token hear of a new value.
+				if p.valueChanged {
+					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+				}
+				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
+			}
+			w.respond(p.req, resp)
+		case opSetPermits:
+			w.respond(p.req, wire.Response{Status: out.status, Permits: p.cmd.limit})
+		case opDowngrade:
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if out.status == wire.StatusSuccess {
+				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
+				resp.TTLLeftMs = p.cmd.ttlMs
+			}
+			w.respond(p.req, resp)
+		case opRenew:
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if out.status == wire.StatusSuccess {
+				if obs != nil {
+					obs.Count(StatRenewal)
+				}
+				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
+				if p.cmd.ttlMs == 0 {
+					if rec := w.g.sm.get(key); rec != nil {
+						if i := rec.find(p.req.Owner); i >= 0 {
+							ttl = time.Duration(rec.at(i).ttlMs) * time.Millisecond
+						}
+					}
+				}
+				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+				resp.TTLLeftMs = uint32(ttl / time.Millisecond)
+				if p.valueChanged {
+					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+				}
+			}
+			w.respond(p.req, resp)
+		case opRelease, opExpire:
+			// The hold's deadline went with its record (a failed Expire
+			// found the hold gone already).
+			if out.status == wire.StatusSuccess {
+				ev := wire.EventReleased
+				if p.cmd.op == opRelease || p.forced && p.req != nil {
+					w.staled() // the released hold's entry
+					if obs != nil {
+						obs.Count(StatRelease)
+						if p.grantedAt != 0 {
+							obs.Released(time.Duration(w.mono(now) - p.grantedAt))
+						}
+					}
+				}
+				if p.cmd.op == opExpire {
+					if obs != nil {
+						obs.Count(StatExpiry)
+					}
+					ev = wire.EventExpired
+					if p.forced {
+						ev = wire.EventRevoked
+					}
+					if sink := w.holderSink(p.lost, p.lost.owner.Client); sink != nil {
+						sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})
+					}
+				}
+				w.notify(ks, name, ev, p.cmd.token, wire.Owner{}, "")
+			}
+			resp := wire.Response{Status: out.status, Token: out.token}
+			if p.forced {
+				resp.Holder = p.cmd.owner
+			}
+			if p.handOff {
+				w.settleHandOff(ks, key, name, p, out, now, &resp)
+			}
+			w.respond(p.req, resp)
+			w.endRevocation(key, p.cmd.owner, p.cmd.token, wire.Response{Status: out.status, Token: p.cmd.token})
+		}
+		if !p.handOff {
+			w.settleGrants(ks, key, name, p, out, now)
+		}
+	}
+	w.delayResult(key, p, out, res.Err, now)
+	w.resume(key, ks)
+}
+
+// resume goes on after a change of key ended: the requests that waited for
+// it, in order, then the multi-acquires that wait to reserve it, then the
+// key's waiters if it is free.
+func (w *worker) resume(key string, ks *keyState) {
+	for len(ks.deferred) > 0 && !ks.busy {
+		r := ks.deferred[0]
+		ks.deferred[0] = nil
+		ks.deferred = ks.deferred[1:]
+		w.undefer(key, r)
+		w.onRequest(r)
+		if w.keys[key] != ks {
+			return
+		}
+	}
+	for len(ks.multis) > 0 && !ks.busy {
+		m := ks.multis[0]
+		ks.multis[0] = nil
+		ks.multis = ks.multis[1:]
+		w.multiReserve(m)
+		if w.keys[key] != ks {
+			return
+		}
+	}
+	if !ks.busy {
+		w.grantWaiters(key, ks, w.g.sm.get(key))
+	}
+	w.tidy(key, ks)
+}
+
+func splitNS(full string) string {
+	ns, _ := splitFull(full)
+	return ns
+}
+
+// settleGrants pushes Granted to the waiters a command handed the key to.
+func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
+	if len(p.grants) == 0 {
+		return
+	}
+	for j, q := range p.grants {
+		if j >= len(out.grants) || out.grants[j] == 0 {
+			w.ungrant(q) // the state did not allow it; the waiter stays
+			continue
+		}
+		q.granting = false
+		tok := out.grants[j]
+		q.gone = true
+		if obs := w.g.svc.obs; obs != nil {
+			obs.Count(StatGrant)
+			if q.since != 0 {
+				obs.Waited(time.Duration(w.mono(now) - q.since))
+			}
+		}
+		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
+		w.hold(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
+		if q.req.Sink != nil {
+			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
+		}
+		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner, p.cmd.grants[j].value)
+	}
+	ks.waiters = w.dropWaiters(ks.waiters)
+}
+
+// settleHandOff completes a release that handed the key on (see
+// Request.HandOff): the new hold's deadline, the watchers' event and the
+// answer's Holder, Token and TTLLeftMs.
+func (w *worker) settleHandOff(ks *keyState, key, name string, p *pending, out *outcome, now time.Time, resp *wire.Response) {
+	if out.status != wire.StatusSuccess || len(out.grants) == 0 || out.grants[0] == 0 {
+		return
+	}
+	g := p.cmd.grants[0]
+	tok := out.grants[0]
+	if obs := w.g.svc.obs; obs != nil {
+		obs.Count(StatGrant)
+	}
+	w.hold(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
+	w.notify(ks, name, wire.EventAcquired, tok, g.owner, g.value)
+	resp.Holder, resp.Token, resp.TTLLeftMs = g.owner, tok, g.ttlMs
+}
