@@ -1,0 +1,241 @@
+package group
+
+import (
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+type waiter struct {
+	req *Request
+	key string
+	seq uint64
+	// rank orders the key's queue, lowest first (then seq): the arrival
+	// time (w.mono) minus weight × Config.WeightAging. A waiter of weight
+	// w queues as if it had arrived w × WeightAging earlier, so a heavier
+	// waiter overtakes a lighter one by at most their weights' difference
+	// × WeightAging and no waiter starves (see queueAhead).
+	rank     int64
+	since    int64 // when it joined the queue (w.mono; 0: no Observer)
+	deadline time.Time
+	granting bool
+	gone     bool
+	// overdue: the deadline passed while a grant was in flight; if the
+	// grant does not happen, the waiter times out then.
+	overdue bool
+}
+
+// rankOf is the queue rank of a request of weight wt arriving at now
+// (worker.mono): see waiter.rank.
+func (w *worker) rankOf(now int64, wt uint8) int64 {
+	if wt == 0 {
+		wt = wire.DefaultWeight
+	}
+	return now - int64(wt)*int64(w.g.svc.cfg.WeightAging)
+}
+
+// queueAhead reports whether q is served before a request of rank r that
+// comes after it: ties go to the earlier arrival.
+func queueAhead(q *waiter, rank int64) bool { return q.rank <= rank }
+
+// blockedByQueue reports whether a new arrival of rank rank must wait
+// behind queued waiters even though the lock could be granted: a waiter
+// ranked ahead of it goes first (see waiter.rank), and new readers queue
+// behind a waiting writer.
+func blockedByQueue(ks *keyState, r *Request, rank int64) bool {
+	for _, q := range ks.waiters {
+		if queueAhead(q, rank) {
+			return true
+		}
+		if r.Kind == wire.KindRead && exclusive(q.req.Kind) {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *worker) acquire(r *Request, key string, ks *keyState) {
+	if r.Flags.Has(wire.FlagDowngrade) {
+		w.downgrade(r, key, ks)
+		return
+	}
+	if r.Flags.Has(wire.FlagSetPermits) && r.Kind == wire.KindSemaphore {
+		w.setPermits(r, key, ks)
+		return
+	}
+	rec := w.g.sm.get(key)
+	if r.Kind == wire.KindSemaphore && w.semMismatch(r, rec) {
+		return
+	}
+	ok, again := canGrantReq(rec, r)
+	if again && w.revokedHolder(key, rec, r.Owner) {
+		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
+		return
+	}
+	var delayed time.Duration // what is left of the key's lock-delay
+	if ok && !again {
+		switch st, left := w.delayCheck(key, ks); st {
+		case delayRunning:
+			ok, delayed = false, left
+		case delayEnding:
+			w.deferReq(ks, key, r) // decided once the delay's end is applied
+			return
+		}
+	}
+	// The clock is read only when a queue is involved: a free key's
+	// acquire (the common case) needs no rank.
+	var now time.Time
+	if ok && !again && len(ks.waiters) > 0 {
+		now = w.clock.Now()
+		if blockedByQueue(ks, r, w.rankOf(w.mono(now), r.Weight)) {
+			ok = false
+		}
+	}
+	if ok {
+		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}
+		if i := rec.find(r.Owner); again && i >= 0 {
+			p.valueChanged = rec.value(i) != r.Value
+		}
+		w.propose(ks, p)
+		return
+	}
+	// Re-sent by a client after a reconnect: the same wait, a new sink.
+	if r.WaitID != 0 {
+		for _, q := range ks.waiters {
+			if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
+				w.unindex(q)
+				q.req = r
+				w.g.svc.use.take(&w.g.svc.cfg, useWait, r.Sink, r.Namespace, false)
+				w.index(q)
+				w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
+				return
+			}
+		}
+	}
+	if r.MaxWait == 0 {
+		resp := wire.Response{Status: wire.StatusLockOccupied}
+		w.occupiedInfo(&resp, ks, rec)
+		if delayed > 0 {
+			resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)
+			resp.Msg = "lock-delay"
+		}
+		w.respond(r, resp)
+		return
+	}
+	if len(ks.waiters) >= w.g.svc.cfg.MaxWaiters {
+		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 100, Msg: "too many waiters on key"})
+		return
+	}
+	if !w.admit(useWait, r) {
+		return
+	}
+	w.seq++
+	if now.IsZero() {
+		now = w.clock.Now()
+	}
+	q := &waiter{req: r, key: key, seq: w.seq, rank: w.rankOf(w.mono(now), r.Weight)}
+	if w.g.svc.obs != nil {
+		q.since = w.mono(now)
+	}
+	w.index(q)
+	if r.MaxWait > 0 {
+		q.deadline = now.Add(r.MaxWait)
+		w.schedule(timerEntry{at: q.deadline, kind: tWait, key: key, w: q})
+	}
+	// Keep the queue ordered by rank, then arrival.
+	i := len(ks.waiters)
+	for i > 0 && !queueAhead(ks.waiters[i-1], q.rank) {
+		i--
+	}
+	ks.waiters = append(ks.waiters, nil)
+	copy(ks.waiters[i+1:], ks.waiters[i:])
+	ks.waiters[i] = q
+	w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
+	// A free key with waiters (say, the head timed out at the wrong
+	// moment) is handed on at once.
+	if rec.n() == 0 {
+		w.grantWaiters(key, ks, nil)
+	}
+}
+
+// pickGrants chooses the waiters that get the key once rest holds remain
+// (of kind restKind): the head writer alone when none remain, or the
+// leading readers when the rest are only readers (or none).
+func pickGrants(ks *keyState, rest int, restKind wire.Kind) []*waiter {
+	const maxGrants = 64
+	var out []*waiter
+	for _, q := range ks.waiters {
+		if q.granting {
+			return nil
+		}
+		if exclusive(q.req.Kind) {
+			if len(out) == 0 && rest == 0 {
+				out = append(out, q)
+			}
+			break
+		}
+		if rest > 0 && exclusive(restKind) {
+			break
+		}
+		out = append(out, q)
+		if len(out) == maxGrants {
+			break
+		}
+	}
+	return out
+}
+
+func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
+	gs := make([]grant, len(ws))
+	for i, q := range ws {
+		q.granting = true
+		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value, permits: q.req.Permits, limit: q.req.Limit, delayMs: lockDelayOf(q.req)}
+	}
+	return gs
+}
+
+// grantWaiters hands a key that is free (or read-held) to its head
+// waiters with one command.
+func (w *worker) grantWaiters(key string, ks *keyState, rec *lockRec) {
+	if ks.busy || w.delayHolds(key, ks) || len(ks.waiters) == 0 {
+		return
+	}
+	ws := w.pick(ks, rec, wire.Owner{}, 0)
+	if len(ws) == 0 {
+		return
+	}
+	// A grant-only command: release nothing, then grant.
+	w.propose(ks, &pending{grants: ws, cmd: command{op: opGrant, key: key, grants: w.grantsFor(ks, ws)}})
+}
+
+func (w *worker) cancelWait(r *Request, key string, ks *keyState) {
+	for _, q := range ks.waiters {
+		if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
+			q.gone = true
+		}
+	}
+	ks.waiters = w.dropWaiters(ks.waiters)
+	resp := wire.Response{Status: wire.StatusSuccess}
+	// If the grant won the race, say so: the owner holds the lock.
+	if rec := w.g.sm.get(key); rec != nil {
+		if i := rec.find(r.Owner); i >= 0 {
+			resp.Token = rec.at(i).token
+		}
+	}
+	w.respond(r, resp)
+}
+
+// dropWaiters removes the waiters marked gone from ws and from the
+// by-connection index.
+func (w *worker) dropWaiters(ws []*waiter) []*waiter {
+	out := ws[:0]
+	for _, q := range ws {
+		if !q.gone {
+			out = append(out, q)
+		} else {
+			w.unindex(q)
+		}
+	}
+	clear(ws[len(out):])
+	return out
+}
