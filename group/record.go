@@ -1,0 +1,336 @@
+package group
+
+import (
+	"encoding/binary"
+	"fmt"
+	"time"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// holder is one owner's hold on a key.
+type holder struct {
+	owner wire.Owner
+	token uint64
+	ttlMs uint32
+	kind  wire.Kind // the hold's kind; all holds of a key have the same
+	used  bool      // set on every hold in a record (see lockRec.first)
+	// age is how long before deadline the hold was granted (or this node
+	// became master, whichever was later), as a heldCode: the master
+	// reads the hold's age at release from it, for metrics. It sits in
+	// what would be padding, so it costs no memory; master-only soft
+	// state, like deadline.
+	age heldCode
+	// deadline is the master's deadline for the hold, in nanoseconds on
+	// its worker's monotonic clock (see worker.mono), 0 when unknown. It
+	// is master-only soft state kept here because the record exists
+	// anyway: never encoded, replicated or compared.
+	deadline int64
+}
+
+// heldCode is a duration in 16 bits: whole milliseconds up to 32.767 s
+// exactly, longer ones (up to 69 years) as 10 significant bits of
+// milliseconds and a 5-bit exponent, within 0.1 %. A hold's grant time
+// needs a field of its own otherwise, and one more field would take
+// lockRec from 48 to 64 bytes per held key.
+type heldCode uint16
+
+func encodeHeld(d time.Duration) heldCode {
+	ms := (d + time.Millisecond/2) / time.Millisecond
+	switch {
+	case ms <= 0:
+		return 0
+	case ms < 1<<15:
+		return heldCode(ms)
+	}
+	e := 0
+	for ms>>e >= 1<<10 {
+		e++
+	}
+	m := (ms + 1<<(e-1)) >> e // rounded to nearest
+	if m == 1<<10 {
+		m, e = 1<<9, e+1
+	}
+	if e > 31 {
+		e, m = 31, 1<<10-1
+	}
+	return heldCode(1<<15 | e<<10 | int(m))
+}
+
+func (c heldCode) duration() time.Duration {
+	if c&(1<<15) == 0 {
+		return time.Duration(c) * time.Millisecond
+	}
+	return time.Duration(int64(c&(1<<10-1))<<((c>>10)&31)) * time.Millisecond
+}
+
+// lockRec is a key's lock: a writer (kind exclusive or write) or readers.
+// The first hold is inline; the rest (more readers) and the holds' values
+// are out of line in x, so the common held key without a value costs one
+// 48-byte object besides its map entry. A record with no hold (first.used
+// false) exists only inside apply.
+type lockRec struct {
+	first holder
+	x     *recExt
+}
+
+// recExt is the out-of-line part of a lockRec, nil when the key has one
+// hold without a value.
+type recExt struct {
+	more []holder // holds after the first
+	// vals[i] is hold i's value (0 is first); holds at or past len(vals)
+	// have none. Trailing empty values are trimmed.
+	vals []string
+	// A semaphore's record (kind semaphore) has its permit total in limit
+	// and hold i's permits in perm[i] (len(perm) == n()); see
+	// semaphore.go.
+	limit uint32
+	perm  []uint32
+	// delays[i] is hold i's lock-delay in milliseconds, like vals: holds
+	// at or past len(delays) have none (see lockdelay.go).
+	delays []uint32
+}
+
+// n returns the number of holds; l may be nil.
+func (l *lockRec) n() int {
+	switch {
+	case l == nil || !l.first.used:
+		return 0
+	case l.x == nil:
+		return 1
+	}
+	return 1 + len(l.x.more)
+}
+
+// at returns the i-th hold.
+func (l *lockRec) at(i int) *holder {
+	if i == 0 {
+		return &l.first
+	}
+	return &l.x.more[i-1]
+}
+
+// value returns the i-th hold's value ("" for none).
+func (l *lockRec) value(i int) string {
+	if l == nil || l.x == nil || i >= len(l.x.vals) {
+		return ""
+	}
+	return l.x.vals[i]
+}
+
+// setValue sets the i-th hold's value.
+func (l *lockRec) setValue(i int, v string) {
+	if v == "" && (l.x == nil || i >= len(l.x.vals)) {
+		return
+	}
+	if l.x == nil {
+		l.x = &recExt{}
+	}
+	for len(l.x.vals) <= i {
+		l.x.vals = append(l.x.vals, "")
+	}
+	l.x.vals[i] = v
+	l.trim()
+}
+
+// trim drops trailing empty values and an empty recExt.
+func (l *lockRec) trim() {
+	if l.x == nil {
+		return
+	}
+	v := l.x.vals
+	for len(v) > 0 && v[len(v)-1] == "" {
+		v = v[:len(v)-1]
+	}
+	if len(v) == 0 {
+		v = nil
+	}
+	l.x.vals = v
+	l.x.delays = trimDelays(l.x.delays)
+	if len(l.x.more) == 0 && len(l.x.vals) == 0 && l.x.limit == 0 && len(l.x.perm) == 0 && len(l.x.delays) == 0 {
+		l.x = nil
+	}
+}
+
+// kind returns the lock's kind (that of its holds).
+func (l *lockRec) kind() wire.Kind { return l.first.kind }
+
+// add appends a hold with value v.
+func (l *lockRec) add(h holder, v string) {
+	h.used = true
+	i := l.n()
+	if !l.first.used {
+		l.first = h
+	} else {
+		if l.x == nil {
+			l.x = &recExt{}
+		}
+		l.x.more = append(l.x.more, h)
+	}
+	l.setValue(i, v)
+}
+
+// remove deletes the i-th hold, keeping the others in order.
+func (l *lockRec) remove(i int) {
+	if l.x == nil {
+		l.first = holder{}
+		return
+	}
+	if i < len(l.x.vals) {
+		l.x.vals = append(l.x.vals[:i], l.x.vals[i+1:]...)
+	}
+	if i < len(l.x.perm) {
+		l.x.perm = append(l.x.perm[:i], l.x.perm[i+1:]...)
+	}
+	if i < len(l.x.delays) {
+		l.x.delays = append(l.x.delays[:i], l.x.delays[i+1:]...)
+	}
+	m := l.x.more
+	if len(m) == 0 {
+		l.first = holder{}
+	} else {
+		if i == 0 {
+			l.first = m[0]
+			i = 1
+		}
+		m = append(m[:i-1], m[i:]...)
+		if len(m) == 0 {
+			m = nil
+		}
+		l.x.more = m
+	}
+	l.trim()
+}
+
+// holds returns a copy of the holds in order.
+func (l *lockRec) holds() []holder {
+	out := make([]holder, 0, l.n())
+	for i := range l.n() {
+		out = append(out, *l.at(i))
+	}
+	return out
+}
+
+// clone returns a deep copy of l (nil for nil).
+func (l *lockRec) clone() *lockRec {
+	if l == nil {
+		return nil
+	}
+	cp := &lockRec{first: l.first}
+	if l.x != nil {
+		cp.x = &recExt{more: append([]holder(nil), l.x.more...), vals: append([]string(nil), l.x.vals...),
+			limit: l.x.limit, perm: append([]uint32(nil), l.x.perm...), delays: append([]uint32(nil), l.x.delays...)}
+	}
+	return cp
+}
+
+func (l *lockRec) find(o wire.Owner) int {
+	for i := range l.n() {
+		if l.at(i).owner == o {
+			return i
+		}
+	}
+	return -1
+}
+
+func (l *lockRec) findToken(t uint64) int {
+	for i := range l.n() {
+		if l.at(i).token == t {
+			return i
+		}
+	}
+	return -1
+}
+
+func exclusive(k wire.Kind) bool { return k != wire.KindRead }
+
+// canGrant reports whether owner o may take the key in kind k now, and
+// whether that is a reacquire of a hold it has.
+func (l *lockRec) canGrant(o wire.Owner, k wire.Kind) (ok, again bool) {
+	n := l.n()
+	if n == 0 {
+		return true, false
+	}
+	i := l.find(o)
+	if k == wire.KindSemaphore || l.kind() == wire.KindSemaphore {
+		return false, false // semaphores: see semCanGrant
+	}
+	if exclusive(k) {
+		if i >= 0 && n == 1 && exclusive(l.kind()) {
+			return true, true
+		}
+		return false, false
+	}
+	if exclusive(l.kind()) {
+		return false, false
+	}
+	return true, i >= 0
+}
+
+// encodeRec encodes a lock record for a checkpoint. Version 1 has no
+// values; version 2, written only when a hold has a value, follows each
+// hold with its value. Both load.
+func encodeRec(dst []byte, l *lockRec) []byte {
+	if l.hasDelays() {
+		return encodeDelayRec(dst, l)
+	}
+	if l.kind() == wire.KindSemaphore {
+		return encodeSemRec(dst, l)
+	}
+	ver := byte(1)
+	if l.x != nil && len(l.x.vals) > 0 {
+		ver = 2
+	}
+	dst = append(dst, ver, byte(l.kind()))
+	dst = binary.AppendUvarint(dst, uint64(l.n()))
+	for i := range l.n() {
+		h := l.at(i)
+		dst = binary.AppendUvarint(dst, h.owner.Client)
+		dst = binary.AppendUvarint(dst, h.owner.ID)
+		dst = binary.AppendUvarint(dst, h.token)
+		dst = binary.AppendUvarint(dst, uint64(h.ttlMs))
+		if ver == 2 {
+			dst = appendValue(dst, l.value(i))
+		}
+	}
+	return dst
+}
+
+func decodeRec(b []byte) (*lockRec, error) {
+	r := reader{b: b}
+	ver := r.byte()
+	if ver == semRecVersion {
+		return decodeSemRec(&r)
+	}
+	if ver == delayRecVersion || ver == semDelayRecVersion {
+		return decodeDelayRec(&r, ver)
+	}
+	if ver != 1 && ver != 2 {
+		return nil, fmt.Errorf("group: lock record version: %w", errBadCommand)
+	}
+	kind := wire.Kind(r.byte())
+	if kind == wire.KindSemaphore {
+		return nil, fmt.Errorf("group: a semaphore in a lock record: %w", errBadCommand)
+	}
+	l := &lockRec{}
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		return nil, errBadCommand
+	}
+	for i := uint64(0); i < n && !r.err; i++ {
+		h := holder{kind: kind}
+		h.owner.Client = r.uvarint()
+		h.owner.ID = r.uvarint()
+		h.token = r.uvarint()
+		h.ttlMs = uint32(r.uvarint())
+		var v string
+		if ver == 2 {
+			v = r.value()
+		}
+		l.add(h, v)
+	}
+	if r.err {
+		return nil, errBadCommand
+	}
+	return l, nil
+}
