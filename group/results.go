@@ -90,127 +90,162 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 	ks.busy = false
 	now := w.clock.Now()
 	out, _ := res.Value.(*outcome)
-	obs := w.g.svc.obs
 	if res.Err != nil || out == nil {
-		st := statusOf(res.Err)
-		w.respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
-		inDoubt := errors.Is(res.Err, paxos.ErrOutcomeUnknown)
-		for _, q := range p.grants {
-			if inDoubt {
-				// The grant may still be chosen through the next
-				// master, so a waiter whose deadline passed meanwhile
-				// is not told it timed out (its client would not know
-				// it held the key until the TTL ran out): it stays
-				// queued, the replica's stop makes this node give up
-				// mastership, and loseMastership tells it NO_MASTER, so
-				// that it asks the next master, which knows.
-				q.granting = false
-				continue
-			}
-			w.ungrant(q)
-		}
-		ks.waiters = w.dropWaiters(ks.waiters)
-		if p.cmd.op == opExpire && p.req == nil {
-			// Not chosen (overload, a lost lease): the lock must still
-			// go at its deadline, so propose the Expire again shortly.
-			// (A revoked holder's release that failed is its client's to
-			// retry: it got the error; the deadline still stands.)
-			w.retryExpire(p.lost, now)
-		}
+		w.notApplied(ks, p, res.Err, now)
 	} else {
-		name := p.cmd.key[len(splitNS(key))+1:]
-		switch p.cmd.op {
-		case opAcquire:
-			resp := wire.Response{Status: out.status, Token: out.token}
-			if out.status == wire.StatusSuccess {
-				if obs != nil {
-					obs.Count(StatGrant)
-				}
-				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
-				w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
-				resp.TTLLeftMs = p.cmd.ttlMs
-				// A reacquire keeps its token and replaces its value:
-				// watchers that saw the token hear of a new value.
-				if p.valueChanged {
-					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
-				}
-				w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
-			}
-			w.respond(p.req, resp)
-		case opSetPermits:
-			w.respond(p.req, wire.Response{Status: out.status, Permits: p.cmd.limit})
-		case opDowngrade:
-			resp := wire.Response{Status: out.status, Token: out.token}
-			if out.status == wire.StatusSuccess {
-				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
-				resp.TTLLeftMs = p.cmd.ttlMs
-			}
-			w.respond(p.req, resp)
-		case opRenew:
-			resp := wire.Response{Status: out.status, Token: out.token}
-			if out.status == wire.StatusSuccess {
-				if obs != nil {
-					obs.Count(StatRenewal)
-				}
-				ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
-				if p.cmd.ttlMs == 0 {
-					if rec := w.g.sm.get(key); rec != nil {
-						if i := rec.find(p.req.Owner); i >= 0 {
-							ttl = time.Duration(rec.at(i).ttlMs) * time.Millisecond
-						}
-					}
-				}
-				w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
-				resp.TTLLeftMs = uint32(ttl / time.Millisecond)
-				if p.valueChanged {
-					w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
-				}
-			}
-			w.respond(p.req, resp)
-		case opRelease, opExpire:
-			// The hold's deadline went with its record (a failed Expire
-			// found the hold gone already).
-			if out.status == wire.StatusSuccess {
-				ev := wire.EventReleased
-				if p.cmd.op == opRelease || p.forced && p.req != nil {
-					w.staled() // the released hold's entry
-					if obs != nil {
-						obs.Count(StatRelease)
-						if p.grantedAt != 0 {
-							obs.Released(time.Duration(w.mono(now) - p.grantedAt))
-						}
-					}
-				}
-				if p.cmd.op == opExpire {
-					if obs != nil {
-						obs.Count(StatExpiry)
-					}
-					ev = wire.EventExpired
-					if p.forced {
-						ev = wire.EventRevoked
-					}
-					if sink := w.holderSink(p.lost, p.lost.owner.Client); sink != nil {
-						sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})
-					}
-				}
-				w.notify(ks, name, ev, p.cmd.token, wire.Owner{}, "")
-			}
-			resp := wire.Response{Status: out.status, Token: out.token}
-			if p.forced {
-				resp.Holder = p.cmd.owner
-			}
-			if p.handOff {
-				w.settleHandOff(ks, key, name, p, out, now, &resp)
-			}
-			w.respond(p.req, resp)
-			w.endRevocation(key, p.cmd.owner, p.cmd.token, wire.Response{Status: out.status, Token: p.cmd.token})
-		}
-		if !p.handOff {
-			w.settleGrants(ks, key, name, p, out, now)
-		}
+		w.applied(ks, key, p, out, now)
 	}
 	w.delayResult(key, p, out, res.Err, now)
 	w.resume(key, ks)
+}
+
+// notApplied settles a proposal that failed or whose outcome is unknown
+// (err): the requester's error answer, its waiters back in the queue, and
+// a master-decided Expire proposed again.
+func (w *worker) notApplied(ks *keyState, p *pending, err error, now time.Time) {
+	st := statusOf(err)
+	w.respond(p.req, wire.Response{Status: st, RetryAfterMs: 50})
+	inDoubt := errors.Is(err, paxos.ErrOutcomeUnknown)
+	for _, q := range p.grants {
+		if inDoubt {
+			// The grant may still be chosen through the next
+			// master, so a waiter whose deadline passed meanwhile
+			// is not told it timed out (its client would not know
+			// it held the key until the TTL ran out): it stays
+			// queued, the replica's stop makes this node give up
+			// mastership, and loseMastership tells it NO_MASTER, so
+			// that it asks the next master, which knows.
+			q.granting = false
+			continue
+		}
+		w.ungrant(q)
+	}
+	ks.waiters = w.dropWaiters(ks.waiters)
+	if p.cmd.op == opExpire && p.req == nil {
+		// Not chosen (overload, a lost lease): the lock must still
+		// go at its deadline, so propose the Expire again shortly.
+		// (A revoked holder's release that failed is its client's to
+		// retry: it got the error; the deadline still stands.)
+		w.retryExpire(p.lost, now)
+	}
+}
+
+// applied settles a proposal that was chosen and applied with outcome
+// out: the requester's answer, the hold's deadline, the watchers' events
+// and the grants to waiters.
+func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now time.Time) {
+	name := p.cmd.key[len(splitNS(key))+1:]
+	switch p.cmd.op {
+	case opAcquire:
+		w.acquired(ks, key, name, p, out, now)
+	case opSetPermits:
+		w.respond(p.req, wire.Response{Status: out.status, Permits: p.cmd.limit})
+	case opDowngrade:
+		resp := wire.Response{Status: out.status, Token: out.token}
+		if out.status == wire.StatusSuccess {
+			w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
+			resp.TTLLeftMs = p.cmd.ttlMs
+		}
+		w.respond(p.req, resp)
+	case opRenew:
+		w.renewed(ks, key, name, p, out, now)
+	case opRelease, opExpire:
+		w.released(ks, key, name, p, out, now)
+	}
+	if !p.handOff {
+		w.settleGrants(ks, key, name, p, out, now)
+	}
+}
+
+// acquired answers an applied acquire and, when it was granted, records
+// the hold's deadline and tells the key's watchers.
+func (w *worker) acquired(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
+	obs := w.g.svc.obs
+	resp := wire.Response{Status: out.status, Token: out.token}
+	if out.status == wire.StatusSuccess {
+		if obs != nil {
+			obs.Count(StatGrant)
+		}
+		ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
+		w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+		resp.TTLLeftMs = p.cmd.ttlMs
+		// A reacquire keeps its token and replaces its value:
+		// watchers that saw the token hear of a new value.
+		if p.valueChanged {
+			w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+		}
+		w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
+	}
+	w.respond(p.req, resp)
+}
+
+// renewed answers an applied renew and, when it succeeded, moves the
+// hold's deadline and tells the watchers of a changed value.
+func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
+	obs := w.g.svc.obs
+	resp := wire.Response{Status: out.status, Token: out.token}
+	if out.status == wire.StatusSuccess {
+		if obs != nil {
+			obs.Count(StatRenewal)
+		}
+		ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
+		if p.cmd.ttlMs == 0 {
+			if rec := w.g.sm.get(key); rec != nil {
+				if i := rec.find(p.req.Owner); i >= 0 {
+					ttl = time.Duration(rec.at(i).ttlMs) * time.Millisecond
+				}
+			}
+		}
+		w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+		resp.TTLLeftMs = uint32(ttl / time.Millisecond)
+		if p.valueChanged {
+			w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+		}
+	}
+	w.respond(p.req, resp)
+}
+
+// released settles an applied release or expire: the metrics, the lost
+// holder's Lost push, the watchers' event, a hand-off's new hold, the
+// answer and the end of a revocation.
+func (w *worker) released(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
+	obs := w.g.svc.obs
+	// The hold's deadline went with its record (a failed Expire
+	// found the hold gone already).
+	if out.status == wire.StatusSuccess {
+		ev := wire.EventReleased
+		if p.cmd.op == opRelease || p.forced && p.req != nil {
+			w.staled() // the released hold's entry
+			if obs != nil {
+				obs.Count(StatRelease)
+				if p.grantedAt != 0 {
+					obs.Released(time.Duration(w.mono(now) - p.grantedAt))
+				}
+			}
+		}
+		if p.cmd.op == opExpire {
+			if obs != nil {
+				obs.Count(StatExpiry)
+			}
+			ev = wire.EventExpired
+			if p.forced {
+				ev = wire.EventRevoked
+			}
+			if sink := w.holderSink(p.lost, p.lost.owner.Client); sink != nil {
+				sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})
+			}
+		}
+		w.notify(ks, name, ev, p.cmd.token, wire.Owner{}, "")
+	}
+	resp := wire.Response{Status: out.status, Token: out.token}
+	if p.forced {
+		resp.Holder = p.cmd.owner
+	}
+	if p.handOff {
+		w.settleHandOff(ks, key, name, p, out, now, &resp)
+	}
+	w.respond(p.req, resp)
+	w.endRevocation(key, p.cmd.owner, p.cmd.token, wire.Response{Status: out.status, Token: p.cmd.token})
 }
 
 // resume goes on after a change of key ended: the requests that waited for
