@@ -54,6 +54,9 @@ func blockedByQueue(ks *keyState, r *Request, rank int64) bool {
 	return false
 }
 
+// acquire decides an acquire (a downgrade and a permit change come as
+// acquires too): it proposes the grant when the key's state, lock-delay
+// and queue allow it, and otherwise hands the request to wait.
 func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	if r.Flags.Has(wire.FlagDowngrade) {
 		w.downgrade(r, key, ks)
@@ -99,6 +102,14 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		w.propose(ks, p)
 		return
 	}
+	w.wait(r, key, ks, rec, now, delayed)
+}
+
+// wait answers an acquire that cannot be granted now: a re-sent wait
+// takes over its waiter, a try-lock (MaxWait 0) is LOCK_OCCUPIED (with
+// what is left of a lock-delay, delayed), and a blocking acquire joins
+// the key's queue in rank order. now is the time acquire read, or zero.
+func (w *worker) wait(r *Request, key string, ks *keyState, rec *lockRec, now time.Time, delayed time.Duration) {
 	// Re-sent by a client after a reconnect: the same wait, a new sink.
 	if r.WaitID != 0 {
 		for _, q := range ks.waiters {
