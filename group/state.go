@@ -207,6 +207,8 @@ func (sm *StateMachine) token(instance uint64) uint64 {
 	return sm.version<<48 | instance&(1<<48-1)
 }
 
+// apply applies one decoded command chosen at instance and returns its
+// outcome.
 func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outcome {
 	switch c.op {
 	case opNamespacePut, opNamespaceDelete, opNamespaceInit:
@@ -246,53 +248,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 			out.status = wire.StatusLockDeleted
 			break
 		}
-		var i int
-		if c.op == opExpire {
-			// Readers granted in one hand-off share a token, so the
-			// master names the hold by owner and token; an Expire
-			// without an owner names it by token alone.
-			if c.owner.IsZero() {
-				i = l.findToken(c.token)
-			} else if i = l.find(c.owner); i >= 0 && l.at(i).token != c.token {
-				i = -1
-			}
-			if i < 0 {
-				out.status = wire.StatusTokenError
-				break
-			}
-		} else {
-			i = l.find(c.owner)
-			if i < 0 {
-				out.status = wire.StatusLockChangedOwner
-				break
-			}
-			if l.at(i).token != c.token {
-				out.status = wire.StatusTokenError
-				break
-			}
-		}
-		out.token = l.at(i).token
-		if c.op == opDowngrade {
-			sm.downgrade(l, i, c, out)
-			break
-		}
-		if c.op == opRenew {
-			if c.ttlMs > 0 {
-				l.at(i).ttlMs = c.ttlMs
-			}
-			if c.setValue {
-				l.setValue(i, c.value)
-			}
-			break
-		}
-		delay := l.delayAt(i)
-		l.remove(i)
-		if c.op == opExpire && delay > 0 {
-			// Freed involuntarily: no new grant for the hold's delay.
-			sm.startDelay(s, c.key, delay, instance)
-			out.delayMs = delay
-		}
-		sm.applyGrants(s, &l, instance, c, out)
+		sm.applyToHold(s, &l, instance, c, out)
 	case opGrant:
 		sm.applyGrants(s, &l, instance, c, out)
 	case opUndelay:
@@ -311,6 +267,60 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		out.key = c.key
 	}
 	return out
+}
+
+// applyToHold applies a renew, release, expire or downgrade to the hold
+// of held key c.key that c names, then (release, expire) grants to
+// c.grants.
+func (sm *StateMachine) applyToHold(s *shard, lp **lockRec, instance uint64, c *command, out *outcome) {
+	l := *lp
+	var i int
+	if c.op == opExpire {
+		// Readers granted in one hand-off share a token, so the
+		// master names the hold by owner and token; an Expire
+		// without an owner names it by token alone.
+		if c.owner.IsZero() {
+			i = l.findToken(c.token)
+		} else if i = l.find(c.owner); i >= 0 && l.at(i).token != c.token {
+			i = -1
+		}
+		if i < 0 {
+			out.status = wire.StatusTokenError
+			return
+		}
+	} else {
+		i = l.find(c.owner)
+		if i < 0 {
+			out.status = wire.StatusLockChangedOwner
+			return
+		}
+		if l.at(i).token != c.token {
+			out.status = wire.StatusTokenError
+			return
+		}
+	}
+	out.token = l.at(i).token
+	if c.op == opDowngrade {
+		sm.downgrade(l, i, c, out)
+		return
+	}
+	if c.op == opRenew {
+		if c.ttlMs > 0 {
+			l.at(i).ttlMs = c.ttlMs
+		}
+		if c.setValue {
+			l.setValue(i, c.value)
+		}
+		return
+	}
+	delay := l.delayAt(i)
+	l.remove(i)
+	if c.op == opExpire && delay > 0 {
+		// Freed involuntarily: no new grant for the hold's delay.
+		sm.startDelay(s, c.key, delay, instance)
+		out.delayMs = delay
+	}
+	sm.applyGrants(s, lp, instance, c, out)
 }
 
 // downgrade applies opDowngrade to hold i of l (owner and token checked).
