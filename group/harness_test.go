@@ -107,7 +107,7 @@ const (
 
 // cluster runs the lock service of n nodes on real paxos Hosts with
 // on-disk stores, joined by a MemNetwork: for the integration tests of the
-// service with its consensus (hand-offs, restarts, catch-up, traffic with
+// service with its consensus (mastership transfers, restarts, catch-up, traffic with
 // master changes). Tests of the workers' own behaviour use fakeCluster.
 type cluster struct {
 	t      testing.TB
@@ -145,7 +145,7 @@ func newCluster(t testing.TB, n int, cfg Config) *cluster {
 }
 
 // settle waits until every group is served by its preferred node, so that
-// no placement hand-off moves a master in the middle of a test.
+// no placement transfer moves a master in the middle of a test.
 func (c *cluster) settle() {
 	for g := 0; g < c.groups; g++ {
 		want := c.peers[g%len(c.peers)]

@@ -10,8 +10,8 @@ import (
 )
 
 // TestMasterChangesLogged walks one replica (node 1) through an election,
-// serving, a lease lapse, a hand-off to the preferred node, a hand-off
-// back and a step-down to a rival, and checks each is logged at info level
+// serving, a lease lapse, a mastership transfer to the preferred node, a
+// transfer back and a step-down to a rival, and checks each is logged at info level
 // with the group, the ballot and the reason.
 func TestMasterChangesLogged(t *testing.T) {
 	var buf testutil.Buffer

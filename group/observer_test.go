@@ -46,7 +46,7 @@ func (o *countingObserver) Count(ev Stat) {
 }
 
 // TestMasterEventsCounted walks node 1 through an election, a lease
-// lapse, a hand-off to its preferred node and back, and losing the group
+// lapse, a mastership transfer to its preferred node and back, and losing the group
 // to a rival, and checks the mastership events the Observer counts.
 func TestMasterEventsCounted(t *testing.T) {
 	obs := &countingObserver{}
@@ -62,14 +62,14 @@ func TestMasterEventsCounted(t *testing.T) {
 		// The lease lapses, and comes back.
 		{paxos.SoftState{Master: 1, Ballot: b(1, 1)}, 1, [NumStats]int{StatElectionWon: 1, StatMasterChange: 1, StatLeaseLoss: 1}},
 		{paxos.SoftState{Master: 1, Ballot: b(1, 1), Serving: true}, 2, [NumStats]int{StatElectionWon: 1, StatMasterChange: 1, StatLeaseLoss: 1}},
-		// Hand-off to node 2, the preferred master: not a lease loss.
+		// Transfer to node 2, the preferred master: not a lease loss.
 		{paxos.SoftState{Ballot: b(2, 1)}, 2, [NumStats]int{StatElectionWon: 1, StatMasterChange: 2, StatLeaseLoss: 1}},
 		{paxos.SoftState{Master: 2, Ballot: b(2, 2)}, 2, [NumStats]int{StatElectionWon: 1, StatMasterChange: 3, StatLeaseLoss: 1}},
-		// Node 1 preferred again: it takes the group back, a hand-off.
-		{paxos.SoftState{Master: 1, Ballot: b(3, 1)}, 1, [NumStats]int{StatElectionWon: 1, StatHandOff: 1, StatMasterChange: 4, StatLeaseLoss: 1}},
-		{paxos.SoftState{Master: 1, Ballot: b(3, 1), Serving: true}, 1, [NumStats]int{StatElectionWon: 1, StatHandOff: 1, StatMasterChange: 4, StatLeaseLoss: 1}},
+		// Node 1 preferred again: it takes the group back, a transfer.
+		{paxos.SoftState{Master: 1, Ballot: b(3, 1)}, 1, [NumStats]int{StatElectionWon: 1, StatMasterTransfer: 1, StatMasterChange: 4, StatLeaseLoss: 1}},
+		{paxos.SoftState{Master: 1, Ballot: b(3, 1), Serving: true}, 1, [NumStats]int{StatElectionWon: 1, StatMasterTransfer: 1, StatMasterChange: 4, StatLeaseLoss: 1}},
 		// Superseded by node 3, which is not preferred: a loss.
-		{paxos.SoftState{Master: 3, Ballot: b(4, 3)}, 1, [NumStats]int{StatElectionWon: 1, StatHandOff: 1, StatMasterChange: 5, StatLeaseLoss: 2}},
+		{paxos.SoftState{Master: 3, Ballot: b(4, 3)}, 1, [NumStats]int{StatElectionWon: 1, StatMasterTransfer: 1, StatMasterChange: 5, StatLeaseLoss: 2}},
 	}
 	for i, st := range steps {
 		g.preferred.Store(uint32(st.pref))

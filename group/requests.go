@@ -19,8 +19,8 @@ func (w *worker) ttl(r *Request) uint32 {
 func (w *worker) onRequest(r *Request) {
 	// The lease is checked on the monotonic clock for every request: a
 	// master whose process was paused must not answer from its state.
-	// The check and the answer are one step against a hand-off (see
-	// Group.serve).
+	// The check and the answer are one step against a mastership
+	// transfer (see Group.serve).
 	w.g.serve.RLock()
 	defer w.g.serve.RUnlock()
 	if !w.serving || !w.g.leaseValid() {

@@ -119,14 +119,15 @@ const (
 	StatRenewal
 	// StatElectionWon: this node became a group's master by election.
 	StatElectionWon
-	// StatHandOff: this node took a group over as its preferred master
-	// (counted by the node that takes it, so once per hand-off).
-	StatHandOff
+	// StatMasterTransfer: this node took a group over as its preferred
+	// master (a mastership transfer; counted by the node that takes it,
+	// so once per transfer).
+	StatMasterTransfer
 	// StatMasterChange: a group's master, as this node sees it, changed
 	// (to another node or to none).
 	StatMasterChange
 	// StatLeaseLoss: this node stopped serving a group it mastered
-	// without handing it off (its lease was not renewed, or it lost the
+	// without transferring it (its lease was not renewed, or it lost the
 	// mastership to another ballot).
 	StatLeaseLoss
 	// NumStats is the number of Stat values.
@@ -269,7 +270,7 @@ type Group struct {
 	workers []*worker
 
 	// serve orders this node's answers from its lock table against a
-	// hand-off. A worker holds it for reading from its lease check until
+	// mastership transfer. A worker holds it for reading from its lease check until
 	// its answer is queued; masterChanged, which the host's loop calls
 	// after publishing that this node stopped serving and before the
 	// round's TimeoutNow leaves, takes it for writing. So every answer
@@ -280,7 +281,7 @@ type Group struct {
 	// answer could answer from a table the new master has moved past.
 	serve sync.RWMutex
 	// self is this node; preferred the node that should master the group
-	// (0: none), kept to tell a hand-off from an election in the logs.
+	// (0: none), kept to tell a transfer from an election in the logs.
 	self      paxos.NodeID
 	preferred atomic.Uint32
 	// soft is the last mastership state seen, under softMu; served is
@@ -469,7 +470,7 @@ func (g *Group) masterChanged(s paxos.SoftState) {
 }
 
 // countMaster tells the Observer of mastership events: see StatElectionWon,
-// StatHandOff, StatMasterChange and StatLeaseLoss.
+// StatMasterTransfer, StatMasterChange and StatLeaseLoss.
 func (g *Group) countMaster(prev, s paxos.SoftState) {
 	obs := g.svc.obs
 	if obs == nil || g.self == 0 {
@@ -481,13 +482,13 @@ func (g *Group) countMaster(prev, s paxos.SoftState) {
 	pref := paxos.NodeID(g.preferred.Load())
 	if s.Master == g.self && prev.Master != g.self {
 		if prev.Master != 0 && pref == g.self {
-			obs.Count(StatHandOff)
+			obs.Count(StatMasterTransfer)
 		} else {
 			obs.Count(StatElectionWon)
 		}
 	}
 	// Stopping serving is a lease loss unless the group went to its
-	// preferred master (a hand-off also passes through "no master"): it
+	// preferred master (a transfer also passes through "no master"): it
 	// is decided once the next master is known.
 	if prev.Master == g.self && prev.Serving && !s.Serving {
 		g.stepping = true

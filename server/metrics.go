@@ -41,14 +41,14 @@ var opNames = [...]string{
 
 // statNames are the counters group.Observer.Count feeds, by group.Stat.
 var statNames = [group.NumStats]struct{ name, help string }{
-	group.StatGrant:        {"paxlock_lock_grants_total", "Locks granted by this node as master (acquires and waiters handed the key)."},
-	group.StatRelease:      {"paxlock_lock_releases_total", "Holds released by their holders on this node as master."},
-	group.StatExpiry:       {"paxlock_lock_expiries_total", "Holds that expired (TTL passed unrenewed) on this node as master."},
-	group.StatRenewal:      {"paxlock_lock_renewals_total", "Holds renewed on this node as master."},
-	group.StatElectionWon:  {"paxlock_master_elections_won_total", "Times this node became a group's master by election."},
-	group.StatHandOff:      {"paxlock_master_handoffs_total", "Times this node took a group over as its preferred master (a hand-off)."},
-	group.StatMasterChange: {"paxlock_master_changes_total", "Changes of a group's master as this node sees them (to another node or to none)."},
-	group.StatLeaseLoss:    {"paxlock_master_lease_losses_total", "Times this node stopped serving a group it mastered other than by handing it off (lease not renewed, or superseded)."},
+	group.StatGrant:          {"paxlock_lock_grants_total", "Locks granted by this node as master (acquires and waiters handed the key)."},
+	group.StatRelease:        {"paxlock_lock_releases_total", "Holds released by their holders on this node as master."},
+	group.StatExpiry:         {"paxlock_lock_expiries_total", "Holds that expired (TTL passed unrenewed) on this node as master."},
+	group.StatRenewal:        {"paxlock_lock_renewals_total", "Holds renewed on this node as master."},
+	group.StatElectionWon:    {"paxlock_master_elections_won_total", "Times this node became a group's master by election."},
+	group.StatMasterTransfer: {"paxlock_master_handoffs_total", "Times this node took a group over as its preferred master (a hand-off)."},
+	group.StatMasterChange:   {"paxlock_master_changes_total", "Changes of a group's master as this node sees them (to another node or to none)."},
+	group.StatLeaseLoss:      {"paxlock_master_lease_losses_total", "Times this node stopped serving a group it mastered other than by handing it off (lease not renewed, or superseded)."},
 }
 
 // observerSlot caches one resolved child of the request histogram.
