@@ -1,7 +1,7 @@
 // Package group is the lock service on top of paxos: it routes a key to
 // its group and worker, decides on the master what can succeed, proposes
 // it, applies acquire, renew, release and expire in a deterministic state
-// machine, expires locks on the master's monotonic clock and hands freed
+// machine, expires locks on the master's monotonic clock and grants freed
 // locks to the waiter first in line: earliest arrival minus weight ×
 // Config.WeightAging, so weights order the queue without starving anyone.
 //
@@ -15,7 +15,7 @@
 // A grant's token is groupVersion<<48 | instanceID; the master puts at most
 // one owner-changing command per key into one instance (it serialises a
 // key's changes), so a key's tokens strictly increase (I2), and a reader
-// admitted together with others in one hand-off shares their token.
+// granted together with others in one command shares their token.
 // A reacquire by the current owner keeps its token and refreshes its TTL,
 // which also makes a retried acquire harmless.
 package group

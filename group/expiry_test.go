@@ -96,7 +96,7 @@ func TestVanishedHolderFreed(t *testing.T) {
 	c.master("ns", key).ForgetClient(1, hs)
 	fc.Advance(5*time.Second - time.Millisecond)
 	probeHeld(t, c, key, "before the TTL")
-	advanceUntil(t, fc, 5*time.Millisecond, "hand-off to the waiter", func() bool { return ws.count(isGranted(7)) > 0 })
+	advanceUntil(t, fc, 5*time.Millisecond, "grant to the waiter", func() bool { return ws.count(isGranted(7)) > 0 })
 	g := ws.granted(t, 7)
 	if g.Status != wire.StatusSuccess || g.Token <= r.Token {
 		t.Fatalf("granted: %+v", g)
@@ -109,7 +109,7 @@ func TestVanishedHolderFreed(t *testing.T) {
 	}
 }
 
-// TestReadersExpireSeparately: readers that got the lock in one hand-off
+// TestReadersExpireSeparately: readers that got the lock in one grant
 // share a token but not a deadline: a renewing reader keeps its hold while
 // the one that vanished loses it; and a reader's release leaves the other
 // readers' deadlines alone.

@@ -273,11 +273,11 @@ func (c *cluster) do(s *testSink, r Request) wire.Response {
 
 func owner(c, id uint64) wire.Owner { return wire.Owner{Client: c, ID: id} }
 
-// TestAcquireReleaseHandOff: acquire, try-lock, reacquire, a blocking
+// TestAcquireReleaseGrant: acquire, try-lock, reacquire, a blocking
 // acquire granted by the release, refused releases and a state query, on
 // three real replicas. An integration test on purpose: the same story
 // end to end through paxos Hosts and stores.
-func TestAcquireReleaseHandOff(t *testing.T) {
+func TestAcquireReleaseGrant(t *testing.T) {
 	c := newCluster(t, 3, Config{})
 	a, b := newSink(), newSink()
 	r := c.do(a, Request{Op: OpAcquire, Key: "k", Owner: owner(1, 1), TTL: 10 * time.Second})

@@ -7,7 +7,7 @@ import (
 )
 
 // expiry is a hold's deadline on the master. A hold is named by token and
-// owner (readers admitted in one hand-off share a token). The expiry heap
+// owner (readers granted in one command share a token). The expiry heap
 // holds one entry per deadline set; the hold's record in the state machine carries the
 // current one (holder.deadline), so an entry whose hold was renewed,
 // released or expired meanwhile is recognised and skipped when it comes

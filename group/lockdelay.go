@@ -16,7 +16,7 @@ package group
 // milliseconds and an id, the token of the instance that set it;
 // checkpointed under delayPrefix like a lock record). While a key has a
 // delay record the state machine grants it to nobody who does not hold
-// it already (an acquire is LOCK_OCCUPIED, a hand-off's grants are not
+// it already (an acquire is LOCK_OCCUPIED, a command's grants are not
 // made), whatever a master proposes; the holds the key still has (other
 // readers, a semaphore's other holders) keep renewing and releasing.
 //

@@ -807,7 +807,7 @@ func TestStateMachineReloadContinuesTokens(t *testing.T) {
 	}
 }
 
-// TestReadersSharingTokenExpireSeparately: readers granted in one hand-off
+// TestReadersSharingTokenExpireSeparately: readers granted in one command
 // share a token; an Expire that names the owner removes only that reader.
 func TestReadersSharingTokenExpireSeparately(t *testing.T) {
 	sm := NewStateMachine(2)
@@ -824,7 +824,7 @@ func TestReadersSharingTokenExpireSeparately(t *testing.T) {
 	}
 	o := do(2, command{op: opRelease, key: key, owner: w, token: 1, grants: []grant{{owner: r1, kind: wire.KindRead, ttlMs: 1000}, {owner: r2, kind: wire.KindRead, ttlMs: 1000, value: "r2"}}})
 	if o.status != wire.StatusSuccess || len(o.grants) != 2 || o.grants[0] != 2 || o.grants[1] != 2 {
-		t.Fatalf("hand-off to two readers: %+v", o)
+		t.Fatalf("grant to two readers: %+v", o)
 	}
 	// Expire r2's hold (token 2, shared with r1).
 	if o := do(3, command{op: opExpire, key: key, owner: r2, token: 2}); o.status != wire.StatusSuccess {

@@ -161,7 +161,7 @@ func TestMultiAcquireWaitsForChangeInFlight(t *testing.T) {
 	fg.auto = true
 	resp := b.response(t, m.ReqID)
 	if resp.Status != wire.StatusLockOccupied || resp.KeyIndex != 1 || resp.Holder != owner(2, 1) {
-		t.Fatalf("multi-acquire after the hand-off: %+v", resp)
+		t.Fatalf("multi-acquire after the grant: %+v", resp)
 	}
 	if st := c.state(keys[0]); st.Status != wire.StatusLockDeleted {
 		t.Fatalf("%s taken: %+v", keys[0], st)

@@ -18,8 +18,8 @@ import (
 // alone: a new master does not know it, and the operator's request, told
 // NO_MASTER, is sent again to the new master (paxlockctl does).
 
-// holdID names a hold in a worker's key space: readers admitted in one
-// hand-off share a token, so the owner is part of it.
+// holdID names a hold in a worker's key space: readers granted in one
+// command share a token, so the owner is part of it.
 type holdID struct {
 	key   string
 	owner wire.Owner

@@ -28,7 +28,7 @@ package group
 // total again.
 //
 // Tokens are groupVersion<<48 | instance as for locks: grants in one
-// command share a token, as readers admitted in one hand-off do.
+// command share a token, as readers granted in one command do.
 
 import (
 	"encoding/binary"

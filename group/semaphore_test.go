@@ -19,7 +19,7 @@ func semWait(o wire.Owner, permits, limit uint32, waitID uint64) Request {
 
 // TestSemaphorePermitsAndQueue: grants by permits out of the total, the
 // total's mismatch refused, waiters granted in queue order without
-// barging, State's per-holder entries, and a release handing permits to
+// barging, State's per-holder entries, and a release granting permits to
 // several waiters in one command.
 func TestSemaphorePermitsAndQueue(t *testing.T) {
 	fc := newFakeClock()
@@ -67,7 +67,7 @@ func TestSemaphorePermitsAndQueue(t *testing.T) {
 	}
 	st = c.state("sem")
 	if st.InUse != 3 || st.Readers != 2 || len(st.Locks) != 2 {
-		t.Fatalf("state after hand-off: %+v", st)
+		t.Fatalf("state after the grants: %+v", st)
 	}
 }
 

@@ -8,14 +8,14 @@ import (
 	"github.com/paxlock/paxlock/paxos"
 )
 
-// TestHandOffWaitsForAnswers: an explicit hand-off does not let the new
+// TestTransferWaitsForAnswers: an explicit mastership transfer does not let the new
 // master be elected while an answer given under the old mastership is
 // still being made. An integration test on purpose: the order it checks
 // is between the lock group and the real paxos runtime (Host). The test holds the group's serve lock for reading, as
 // a worker does between its lease check and its answer, and hands the
 // group over: the old master stops serving at once, but no other node may
 // serve the group until the answer is done.
-func TestHandOffWaitsForAnswers(t *testing.T) {
+func TestTransferWaitsForAnswers(t *testing.T) {
 	c := newCluster(t, 3, Config{Clock: newFakeClock()})
 	const g = 0
 	old, svc := c.groupMaster(g)
@@ -46,7 +46,7 @@ func TestHandOffWaitsForAnswers(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	lg.serve.RUnlock()
-	// Once the answer is done the hand-off goes on.
+	// Once the answer is done the transfer goes on.
 	testutil.Eventually(t, 30*time.Second, func() bool { id, _ := c.findMaster(g); return id != 0 },
 		"a master for group %d after the answer", g)
 }

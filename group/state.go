@@ -276,7 +276,7 @@ func (sm *StateMachine) applyToHold(s *shard, lp **lockRec, instance uint64, c *
 	l := *lp
 	var i int
 	if c.op == opExpire {
-		// Readers granted in one hand-off share a token, so the
+		// Readers granted in one command share a token, so the
 		// master names the hold by owner and token; an Expire
 		// without an owner names it by token alone.
 		if c.owner.IsZero() {

@@ -211,6 +211,6 @@ func TestHolderValueServed(t *testing.T) {
 	}
 	gb := b.granted(t, 9)
 	if r := c.state(key); r.Value != "b" || r.Token != gb.Token {
-		t.Fatalf("state after hand-off: %+v", r)
+		t.Fatalf("state after the grant: %+v", r)
 	}
 }

@@ -46,7 +46,7 @@ func TestWatchEvents(t *testing.T) {
 	if r := c.do(a, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), TTL: 5 * time.Second}); r.Status != wire.StatusSuccess || r.Token != ra.Token {
 		t.Fatalf("reacquire: %+v", r)
 	}
-	// B waits; A releases: released, then acquired by B in one hand-off.
+	// B waits; A releases: released, then acquired by B in one command.
 	if r := c.do(b, Request{Op: OpAcquire, Key: key, Owner: owner(2, 1), MaxWait: -1, WaitID: 5, TTL: 5 * time.Second}); r.Status != wire.StatusLockWait {
 		t.Fatalf("waiter: %+v", r)
 	}

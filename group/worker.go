@@ -154,7 +154,7 @@ func (w *worker) undefer(key string, r *Request) {
 // request, the paxos loop for a result, a timer for a deadline — until its
 // queue is empty; events posted meanwhile (also by the worker itself, as
 // when a proposal fails at once) are queued for that runner. This saves
-// two goroutine hand-offs per request without letting two goroutines into
+// two goroutine switches per request without letting two goroutines into
 // the worker's state at once. Nothing the worker does blocks.
 func (w *worker) post(e event) {
 	w.mu.Lock()

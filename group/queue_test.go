@@ -34,9 +34,9 @@ func grantedCount(ws []*waiterSpec) int {
 	return n
 }
 
-// TestHandOffByWeightThenArrival: a freed lock goes to the heaviest
+// TestGrantByWeightThenArrival: a freed lock goes to the heaviest
 // waiter, equal weights in arrival order, one waiter per release.
-func TestHandOffByWeightThenArrival(t *testing.T) {
+func TestGrantByWeightThenArrival(t *testing.T) {
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "hot"
 	hs := newSink()
@@ -68,15 +68,15 @@ func TestHandOffByWeightThenArrival(t *testing.T) {
 		w := ws[i]
 		g := w.sink.granted(t, w.waitID)
 		if g.Status != wire.StatusSuccess || g.Token <= cur.token || g.Owner != w.owner {
-			t.Fatalf("hand-off %d: %+v, previous token %d", n, g, cur.token)
+			t.Fatalf("grant %d: %+v, previous token %d", n, g, cur.token)
 		}
 		// No herd: after the barrier exactly n+1 waiters were woken.
 		st := c.state(key)
 		if got := grantedCount(ws); got != n+1 {
-			t.Fatalf("after hand-off %d, %d waiters were granted", n, got)
+			t.Fatalf("after grant %d, %d waiters were granted", n, got)
 		}
 		if st.Holder != w.owner || st.Token != g.Token || st.QueueLen != uint32(len(ws)-n-1) {
-			t.Fatalf("state after hand-off to %v: %+v", w.owner, st)
+			t.Fatalf("state after the grant to %v: %+v", w.owner, st)
 		}
 		cur.owner, cur.token, cur.sink = w.owner, g.Token, w.sink
 	}
