@@ -431,7 +431,7 @@ func (rr *recordReader) next() (byte, []byte, error) {
 const MaxGroupVersion = 1<<16 - 1
 
 // RestoreBackup writes the backup read from r into st, a new node's empty
-// store, as the initial state of every group: each group's keyspace is the
+// store, as the initial state of every lock group: each one's keyspace is the
 // backup's image with the group version raised by one (so that every token
 // granted after the restore is greater than every token in the backup:
 // tokens are version<<48 | instance), and its applied instance

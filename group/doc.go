@@ -9,7 +9,7 @@
 //
 // Every replica keeps, per key, the holders of the lock (one writer, or
 // readers) with each holder's owner, fencing token and TTL, in memory and
-// in the group's Pebble keyspace. It stores TTLs, never deadlines: time
+// in its Paxos group's Pebble keyspace. It stores TTLs, never deadlines: time
 // enters the log only as an Expire the master decided (invariant I6; the
 // invariants I1–I9 are in docs/design.md).
 // A grant's token is groupVersion<<48 | instanceID; the master puts at most

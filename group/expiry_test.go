@@ -198,7 +198,8 @@ func TestTakeOverGivesFullTTL(t *testing.T) {
 				}
 				toks[k] = r.Token
 			}
-			// The old master renews one key late in the TTL, then hands over.
+			// The old master renews one key late in the TTL, then
+			// transfers mastership.
 			fc.Advance(6 * time.Second)
 			if r := c.do(hs, Request{Op: OpRenew, Key: keys[0], Owner: owner(1, 1), Token: toks[keys[0]]}); r.Status != wire.StatusSuccess {
 				t.Fatalf("renew: %+v", r)

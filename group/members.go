@@ -18,7 +18,7 @@ import (
 // record (state MemberRemoved), so the set of removed ids is the set of
 // such records and an id is never reused. The list says where nodes are
 // and which ones placement may use; each Paxos group's own acceptor set is
-// changed through that group's log (paxos.Replica.ChangeMembership).
+// changed through that Paxos group's log (paxos.Replica.ChangeMembership).
 
 const (
 	memberPrefix = 'c'
@@ -33,8 +33,9 @@ var memberInitKey = []byte("mmeminit")
 type MemberState uint8
 
 // Member states. A node is added as MemberJoining, becomes MemberActive
-// once every group has it as an acceptor; a removal passes through
-// MemberLeaving (groups being changed) to MemberRemoved, which is final.
+// once every Paxos group has it as an acceptor; a removal passes through
+// MemberLeaving (Paxos groups being changed) to MemberRemoved, which is
+// final.
 const (
 	MemberJoining MemberState = 1
 	MemberActive  MemberState = 2

@@ -18,11 +18,11 @@ func timedOut(s *testSink, waitID uint64) bool {
 	}) > 0
 }
 
-// overdueHandOff sets up a worker rig where owner 1/1 held "k" (request
+// overdueGrant sets up a worker rig where owner 1/1 held "k" (request
 // 1), owner 2/1 queued for it with a 1 s MaxWait and WaitID 7 (request
 // 2), and the holder's release (request 3), which grants the key to the
 // waiter, is still in flight when the waiter's deadline passes.
-func overdueHandOff(t *testing.T) (*workerRig, *testSink) {
+func overdueGrant(t *testing.T) (*workerRig, *testSink) {
 	t.Helper()
 	r := newWorkerRig(t)
 	s := newSink()
@@ -56,7 +56,7 @@ func overdueHandOff(t *testing.T) (*workerRig, *testSink) {
 // when that command fails, the waiter is told it timed out instead of
 // being left waiting for ever.
 func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
-	r, s := overdueHandOff(t)
+	r, s := overdueGrant(t)
 	// The command fails (say the queue was full).
 	r.fg.failNext(paxos.ErrOverloaded)
 	if !timedOut(s, 7) {
@@ -74,7 +74,7 @@ func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
 // leave its client unaware that it may hold the key: it is told
 // NO_MASTER when this node gives up mastership, and asks the next master.
 func TestWaitDeadlineDuringInDoubtGrant(t *testing.T) {
-	r, s := overdueHandOff(t)
+	r, s := overdueGrant(t)
 	r.fg.failNext(fmt.Errorf("%w: %w", paxos.ErrOutcomeUnknown, paxos.ErrStopped))
 	if timedOut(s, 7) {
 		t.Fatal("the waiter of an in-doubt grant was told it timed out")

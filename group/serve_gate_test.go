@@ -12,8 +12,8 @@ import (
 // master be elected while an answer given under the old mastership is
 // still being made. An integration test on purpose: the order it checks
 // is between the lock group and the real paxos runtime (Host). The test holds the group's serve lock for reading, as
-// a worker does between its lease check and its answer, and hands the
-// group over: the old master stops serving at once, but no other node may
+// a worker does between its lease check and its answer, and transfers
+// the group: the old master stops serving at once, but no other node may
 // serve the group until the answer is done.
 func TestTransferWaitsForAnswers(t *testing.T) {
 	c := newCluster(t, 3, Config{Clock: newFakeClock()})

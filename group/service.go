@@ -47,8 +47,9 @@ type Sink interface {
 // Request is one client request for a key.
 type Request struct {
 	Op Op
-	// LockDelayMs is an acquire's lock-delay in milliseconds, or a
-	// hand-off's (at most wire.MaxLockDelayMs; see lockdelay.go). A
+	// LockDelayMs is an acquire's lock-delay in milliseconds, or that of
+	// a release's hand-off grant (see HandOff; at most
+	// wire.MaxLockDelayMs; see lockdelay.go). A
 	// uint16 in what would be
 	// padding, which keeps Request in its allocation size class.
 	LockDelayMs uint16
@@ -80,9 +81,12 @@ type Request struct {
 	// SetValue is true (at most wire.MaxValueLen bytes).
 	Value string
 	// HandOff, when not zero, is the owner a release hands the lock on to
-	// (wire.Release.HandOffID): granted in the same command, with TTL,
-	// Value and LockDelayMs, if the key is then free and nobody is queued
-	// for it.
+	// (wire.Release.HandOffID: the releasing client's next local waiter):
+	// granted in the same command, with TTL, Value and LockDelayMs, if
+	// the key is then free and nobody is queued for it. This is what a
+	// hand-off is in this package; a freed key's grant to queued waiters
+	// is a grant, and the move of a group's mastership to its preferred
+	// node a mastership transfer.
 	HandOff wire.Owner
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64
@@ -194,7 +198,8 @@ type Config struct {
 	Self paxos.NodeID
 	// OnMaster, if set, is told of every change in this replica's view of
 	// a group's mastership (group index, new state). It runs on the
-	// paxos host's loop, which drives every group, and must not block.
+	// paxos host's loop, which drives every Paxos group, and must not
+	// block.
 	OnMaster func(group int, s paxos.SoftState)
 	// Observer, if set, is told of requests, proposals, waits and lock
 	// events, for metrics.
@@ -203,7 +208,7 @@ type Config struct {
 	// (Service.Members; applied or loaded from a snapshot on group 0).
 	// It runs on the paxos host's loop and must not block.
 	OnMembers func()
-	// Join: this node is being added to running groups (see
+	// Join: this node is being added to running Paxos groups (see
 	// paxos.ReplicaConfig.Join); NewService only.
 	Join bool
 }
@@ -250,7 +255,7 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Service is the lock service of one node: one lock group per replication
+// Service is the lock service of one node: one lock group per Paxos
 // group, each with its workers.
 type Service struct {
 	cfg     Config
@@ -439,7 +444,7 @@ func (g *Group) Elected() bool {
 }
 
 // SetPreferred names the node that should master the group (0: none); a
-// master hands the group to it once it has caught up.
+// master transfers the group to it once it has caught up.
 func (g *Group) SetPreferred(id paxos.NodeID) {
 	g.preferred.Store(uint32(id))
 	g.px.SetPreferred(id)

@@ -8,7 +8,7 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// Keys of a group's state-machine keyspace.
+// Keys of the state machine's keyspace (its Paxos group's, in Pebble).
 const (
 	lockPrefix  = 'l' // 'l' + full key -> lock record
 	metaPrefix  = 'm' // 'm' + name -> value
@@ -70,14 +70,14 @@ type shard struct {
 // asks for a checkpoint now and then (paxos.Checkpointer), which writes the
 // records of the dirty keys that are held and deletes those that were
 // stored and are free. A key taken and given back between two checkpoints
-// — the common short-lived lock — costs no storage write at all; before,
-// every acquire and release put a record (or tombstone) into Pebble's
-// memtable, about half of its inserts. A restart loads the last checkpoint
-// and the runtime replays the log above it.
+// — the common short-lived lock — costs no storage write at all, where
+// writing through would put a record (or tombstone) into Pebble's memtable
+// for every acquire and release, about half of its inserts. A restart
+// loads the last checkpoint and the runtime replays the log above it.
 //
-// Namespace and group-version changes (rare) are still written through
-// at once; replaying them over a keyspace that already holds them ends in
-// the same state, since each is a plain overwrite.
+// Namespace and group-version changes (rare) are written through at
+// once; replaying them over a keyspace that already holds them ends in the
+// same state, since each is a plain overwrite.
 type StateMachine struct {
 	workers int
 	shards  []shard

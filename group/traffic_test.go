@@ -281,8 +281,8 @@ func TestFifteenGroupsMasterChanges(t *testing.T) {
 		}
 	}
 	// Master changes in the middle of the traffic: every group's master
-	// hands over to the next node, several times; later a node stops and
-	// comes back (and the preferred masters take their groups back).
+	// transfers mastership to the next node, several times; later a node
+	// stops and comes back (and the preferred masters take their groups back).
 	transferAll := func() {
 		for g := range c.groups {
 			if id, svc := c.findMaster(g); svc != nil {

@@ -92,11 +92,11 @@ type worker struct {
 	// defers counts, by connection and key, the requests parked in
 	// keyState.deferred, so that forget finds them.
 	defers map[Sink]map[string]int
-	// early holds the requests that reached this node after it won the
-	// group's election and before it serves (it is applying the instances
-	// chosen before its ballot, usually a millisecond or two): they are
-	// decided the moment it serves, instead of answered NO_MASTER into a
-	// client's backoff. earlyUntil bounds the wait (see earlyLimit).
+	// early holds the requests that reached this node after it won its
+	// Paxos group's election and before it serves (it is applying the
+	// instances chosen before its ballot, usually a millisecond or two):
+	// they are decided the moment it serves, instead of answered NO_MASTER
+	// into a client's backoff. earlyUntil bounds the wait (see earlyLimit).
 	early      []*Request
 	earlyUntil time.Time
 	// revoked: the holds an operator force-unlocked that have not ended
