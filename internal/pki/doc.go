@@ -1,0 +1,14 @@
+// Package pki holds paxlock's certificate conventions: how a node's
+// certificate names its cluster and node id, how the peer transport's
+// mutual TLS is configured from a cluster CA, and the generation of a
+// development CA and node certificates (paxlockctl certs).
+//
+// A node certificate carries a URI subject alternative name
+//
+//	paxlock://<cluster>/node/<id>
+//
+// where <cluster> is the node's cluster_name and <id> its node_id in
+// decimal. A peer connection is accepted only when the certificate chains
+// to the cluster CA, names the local cluster, and names the node id the
+// peer claims in the transport's handshake.
+package pki
