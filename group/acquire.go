@@ -6,6 +6,7 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
+// waiter is a blocking acquire queued on its key (keyState.waiters).
 type waiter struct {
 	req *Request
 	key string

@@ -6,6 +6,7 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
+// watcher is a watch set on its key (keyState.watchers).
 type watcher struct {
 	id         uint64
 	key        string
