@@ -27,6 +27,12 @@ type gossip struct {
 	wg     sync.WaitGroup // every goroutine startGossip starts
 	mu     sync.Mutex
 	placed []paxos.NodeID
+	// metaWait bounds how long publishing metadata waits for memberlist
+	// to send it. The broadcast stays queued after the wait ends, so a
+	// short wait loses nothing; it keeps a broadcast addressed to a peer
+	// that has just left from holding the membership's operation slot,
+	// which leaving at shutdown needs.
+	metaWait time.Duration
 	// up is who was alive at the last change (watch's goroutine only),
 	// to log peers coming up and going down.
 	up map[uint32]bool
@@ -52,6 +58,11 @@ func (s *Server) startGossip(ctx context.Context) error {
 		Label:  s.cfg.ClusterName,
 		Meta:   g.meta,
 		Logger: s.log,
+	}
+	g.metaWait = 2 * time.Second // ten LAN gossip rounds
+	if s.cfg.GossipTiming == GossipLocal {
+		mcfg.Timing = registry.FastTiming()
+		g.metaWait = 10 * mcfg.Timing.GossipInterval
 	}
 	if k := s.sec.gossipKeys; len(k) > 0 {
 		mcfg.SecretKey, mcfg.OldSecretKeys = k[0], k[1:]
@@ -111,7 +122,7 @@ func (g *gossip) publishMeta() {
 			return
 		case <-g.dirty:
 		}
-		ctx, cancel := context.WithTimeout(g.ctx, 5*time.Second)
+		ctx, cancel := context.WithTimeout(g.ctx, g.metaWait)
 		_ = g.m.UpdateMeta(ctx, g.meta())
 		cancel()
 		// At most ten updates a second.

@@ -88,6 +88,7 @@ func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 			ClientListener:  os.Getenv("PAXLOCK_TEST_CLIENT_LISTENER"),
 			Lease:           Duration(500 * time.Millisecond),
 			Heartbeat:       Duration(50 * time.Millisecond),
+			GossipTiming:    GossipLocal,
 			RelaySecretFile: relaySecret,
 		}
 		if tune != nil {
