@@ -13,6 +13,7 @@ import (
 // sent for a bad one) and travels in the Acquire, rounded up to whole
 // milliseconds; without it the field stays 0 (left out of the frame).
 func TestLockDelayOption(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	c := newTestClient(t, testConfig(fc.nodes[0].addr))
 	ctx := tctx(t)
@@ -48,6 +49,7 @@ func TestLockDelayOption(t *testing.T) {
 // State with the first holder, like a server before them), a holder's
 // token is still reported current and any other not.
 func TestCheckTokenArgs(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))

@@ -87,6 +87,7 @@ func recvErr(t *testing.T, ch <-chan error, what string) error {
 }
 
 func TestTryLockAndUnlock(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -135,6 +136,7 @@ func TestTryLockAndUnlock(t *testing.T) {
 }
 
 func TestLockWokenByPush(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -165,6 +167,7 @@ func TestLockWokenByPush(t *testing.T) {
 }
 
 func TestReentrant(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -207,6 +210,7 @@ func TestReentrant(t *testing.T) {
 }
 
 func TestProcessOwner(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -250,6 +254,7 @@ func TestProcessOwner(t *testing.T) {
 }
 
 func TestAutoRenew(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -273,6 +278,7 @@ func TestAutoRenew(t *testing.T) {
 }
 
 func TestLostWhenRenewRefused(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -302,6 +308,7 @@ func TestLostWhenRenewRefused(t *testing.T) {
 }
 
 func TestLostWhenRenewalsFail(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -322,6 +329,7 @@ func TestLostWhenRenewalsFail(t *testing.T) {
 }
 
 func TestLostPush(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -349,6 +357,7 @@ func TestLostPush(t *testing.T) {
 }
 
 func TestRedirectAndViewChange(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 2)
 	a, b := fc.nodes[0], fc.nodes[1]
 	a.set(func(n *fakeNode) { n.redirect = b.addr }) // the view says a; a knows better
@@ -391,6 +400,7 @@ func TestRedirectAndViewChange(t *testing.T) {
 }
 
 func TestNoMasterRetried(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	n.set(func(n *fakeNode) { n.noMaster = true })
@@ -419,6 +429,7 @@ func TestNoMasterRetried(t *testing.T) {
 // unlock and watch alike), and fails with ErrOverloaded once the
 // retries are used up.
 func TestOverloadedRetried(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	const refusals, retryAfter = 2, 30 * time.Millisecond
@@ -494,6 +505,7 @@ func TestOverloadedRetried(t *testing.T) {
 }
 
 func TestBlockedAcquireFollowsMaster(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 2)
 	a, b := fc.nodes[0], fc.nodes[1]
 	c := newTestClient(t, testConfig(a.addr))
@@ -522,6 +534,7 @@ func TestBlockedAcquireFollowsMaster(t *testing.T) {
 }
 
 func TestReconnectAfterServerCloses(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -562,6 +575,7 @@ func TestReconnectAfterServerCloses(t *testing.T) {
 }
 
 func TestCancelWaitOnContextEnd(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -595,6 +609,7 @@ func TestCancelWaitOnContextEnd(t *testing.T) {
 }
 
 func TestCancelWaitReleasesRacedGrant(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -631,6 +646,7 @@ func TestCancelWaitReleasesRacedGrant(t *testing.T) {
 }
 
 func TestLockTimeouts(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -653,6 +669,7 @@ func TestLockTimeouts(t *testing.T) {
 }
 
 func TestRWMutex(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -698,6 +715,7 @@ func TestRWMutex(t *testing.T) {
 }
 
 func TestWatch(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -771,6 +789,7 @@ func TestWatch(t *testing.T) {
 }
 
 func TestState(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -791,6 +810,7 @@ func TestState(t *testing.T) {
 }
 
 func TestElect(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c1 := newTestClient(t, testConfig(n.addr))
@@ -823,6 +843,7 @@ func TestElect(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -891,6 +912,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestAuthFailed(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	cfg := testConfig(fc.nodes[0].addr)
 	cfg.Secret = "wrong"
@@ -900,6 +922,7 @@ func TestAuthFailed(t *testing.T) {
 }
 
 func TestBootstrapFallback(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -920,6 +943,7 @@ func TestBootstrapFallback(t *testing.T) {
 }
 
 func TestSubscriptionMovesToAnotherNode(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 2)
 	a, b := fc.nodes[0], fc.nodes[1]
 	fc.setMaster(b)
@@ -939,6 +963,7 @@ func TestSubscriptionMovesToAnotherNode(t *testing.T) {
 }
 
 func TestHeartbeatDetectsFrozenNode(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	cfg := testConfig(n.addr)
@@ -956,6 +981,7 @@ func TestHeartbeatDetectsFrozenNode(t *testing.T) {
 }
 
 func TestConcurrentPipelined(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -1017,6 +1043,7 @@ func TestConcurrentPipelined(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c, err := New(tctx(t), testConfig(n.addr))
@@ -1075,6 +1102,7 @@ func TestClose(t *testing.T) {
 // the view shows the same master with a new epoch, and the client sends
 // them again.
 func TestNewTermReregisters(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))

@@ -17,6 +17,7 @@ import (
 // the validity earlier, to its send time plus the new TTL less the
 // margin; a longer one moves it later again.
 func TestRenewShorterTTLShortensValidity(t *testing.T) {
+	t.Parallel()
 	ctx := tctx(t)
 	fc := newFakeCluster(t, 1)
 	c := newTestClient(t, testConfig(fc.nodes[0].addr))
@@ -48,6 +49,7 @@ func TestRenewShorterTTLShortensValidity(t *testing.T) {
 // comes (the master may have applied it) leaves the validity at the
 // shorter bound, not at the longer one the last answer gave.
 func TestShortRenewUnansweredShortens(t *testing.T) {
+	t.Parallel()
 	ctx := tctx(t)
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
@@ -75,6 +77,7 @@ func TestShortRenewUnansweredShortens(t *testing.T) {
 // lost by Held, ValidUntil, Lost and Context().Err() at once, though its
 // expiry timer has not run (a process paused past its validity).
 func TestHeldReadsTheClock(t *testing.T) {
+	t.Parallel()
 	ctx := tctx(t)
 	fc := newFakeCluster(t, 1)
 	c := newTestClient(t, testConfig(fc.nodes[0].addr))
@@ -113,6 +116,7 @@ func TestHeldReadsTheClock(t *testing.T) {
 // (cause ErrNotHeld), and a handle that holds nothing gives a cancelled
 // one.
 func TestContextEndsWithHold(t *testing.T) {
+	t.Parallel()
 	ctx := tctx(t)
 	fc := newFakeCluster(t, 1)
 	c := newTestClient(t, testConfig(fc.nodes[0].addr))
@@ -144,6 +148,7 @@ func TestContextEndsWithHold(t *testing.T) {
 // and the client acknowledges with a Release of the token, which is what
 // lets the master hand the key on.
 func TestRevokedAcknowledged(t *testing.T) {
+	t.Parallel()
 	ctx := tctx(t)
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
@@ -170,6 +175,7 @@ func TestRevokedAcknowledged(t *testing.T) {
 // TestRenewRevokedStatus: a renewal answered REVOKED loses the lock (an
 // error wrapping ErrLockLost) and is acknowledged with a Release.
 func TestRenewRevokedStatus(t *testing.T) {
+	t.Parallel()
 	ctx := tctx(t)
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
@@ -195,6 +201,7 @@ func TestRenewRevokedStatus(t *testing.T) {
 // valid is reported to OnRenewTrouble with the validity that remains; the
 // lock is not lost, and a later renewal succeeds.
 func TestOnRenewTrouble(t *testing.T) {
+	t.Parallel()
 	ctx := tctx(t)
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
@@ -230,6 +237,7 @@ func TestOnRenewTrouble(t *testing.T) {
 // across a master change) is confirmed again, so that Lock does not
 // return a lock whose validity is nearly or already over.
 func TestSlowConfirmationConfirmedAgain(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	const ttl = 6 * time.Second
@@ -265,6 +273,7 @@ func TestSlowConfirmationConfirmedAgain(t *testing.T) {
 // master change), is confirmed with a Renew before Lock returns, instead
 // of returning a lock whose validity is nearly over.
 func TestSlowDirectGrantConfirmed(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	const ttl = 6 * time.Second

@@ -6,6 +6,7 @@ import (
 )
 
 func TestLocker(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -34,6 +35,7 @@ func TestLocker(t *testing.T) {
 }
 
 func TestLockerPanics(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	c := newTestClient(t, testConfig(fc.nodes[0].addr))
 	l := c.Mutex("k").Locker()

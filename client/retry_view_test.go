@@ -13,6 +13,7 @@ import (
 // that leave the key's master where it was (a failover's pushes for other
 // groups), only by one that moves it.
 func TestSleepOrMove(t *testing.T) {
+	t.Parallel()
 	c := &Client{done: make(chan struct{}), stopped: make(chan struct{}), log: slog.New(slog.DiscardHandler),
 		waits: map[uint64]*waiter{}, watches: map[uint64]*Watcher{}}
 	ch := make(chan struct{})

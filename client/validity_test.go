@@ -64,6 +64,7 @@ func queueBehind(t *testing.T, n *fakeNode, holder, waiter *Mutex) (time.Time, <
 // TTL counts from the wait's first Acquire, not from the push's arrival,
 // and needs no renewal; an uncontended Lock needs none either.
 func TestQueuedGrantCountsFromFirstSend(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	c := newTestClient(t, testConfig(n.addr))
@@ -111,6 +112,7 @@ func TestQueuedGrantCountsFromFirstSend(t *testing.T) {
 // the queued grant says so, and the client counts 10s from no later than
 // the release that caused the grant (before the fix, 30s from the push).
 func TestQueuedGrantUsesServerTTL(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	n.set(func(n *fakeNode) { n.maxTTLMs = 10000 })
@@ -138,6 +140,7 @@ func TestQueuedGrantUsesServerTTL(t *testing.T) {
 // of the (clamped, 600ms) TTL; Lock confirms the grant with a Renew and
 // counts from the Renew's send, which the server handled after it.
 func TestLateGrantConfirmedByRenew(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	const eff = 600 * time.Millisecond
@@ -178,6 +181,7 @@ func TestLateGrantConfirmedByRenew(t *testing.T) {
 // applied (Granted without TTLMs) gets every queued grant confirmed; a
 // grant that is gone by then is not reported, and Lock waits again.
 func TestGrantWithoutTTLConfirmed(t *testing.T) {
+	t.Parallel()
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	n.set(func(n *fakeNode) { n.oldGranted = true; n.maxTTLMs = 10000 })
@@ -237,6 +241,7 @@ func TestGrantWithoutTTLConfirmed(t *testing.T) {
 // grant; before Granted carried the TTL, the client counted 30s from the
 // push's arrival.
 func TestQueuedGrantAgainstServer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
@@ -352,6 +357,7 @@ func portsFree(addrs ...string) bool {
 // holds — a mutex, a read lock and an election's leadership — so another
 // client takes them at once instead of after their 60 s TTL.
 func TestCloseReleasesAgainstServer(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}
@@ -398,6 +404,7 @@ func TestCloseReleasesAgainstServer(t *testing.T) {
 // without letting a waiting writer in: the token stays, queued readers
 // join, the waiting writer gets the key only after every reader left.
 func TestRWMutexDowngrade(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a server")
 	}

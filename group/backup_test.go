@@ -74,6 +74,7 @@ func writeBackup(t *testing.T, st *paxos.Store, groups int) []byte {
 // the same lock and namespace tables at RestoredApplied with each group's
 // version raised by one.
 func TestBackupRestoreStateMachines(t *testing.T) {
+	t.Parallel()
 	st, sms := backupFixture(t)
 	b := writeBackup(t, st, 2)
 	info, err := ReadBackup(bytes.NewReader(b), BackupVisitor{})
@@ -150,6 +151,7 @@ func TestBackupRestoreStateMachines(t *testing.T) {
 // TestReadBackupRefusesDamage: every single-byte change, and every
 // truncation, of a backup is refused with ErrBadBackup.
 func TestReadBackupRefusesDamage(t *testing.T) {
+	t.Parallel()
 	st, _ := backupFixture(t)
 	b := writeBackup(t, st, 2)
 	step := max(1, len(b)/300)
@@ -180,6 +182,7 @@ func TestReadBackupRefusesDamage(t *testing.T) {
 // TestHeldByNamespace: the per-namespace counts follow grants, releases
 // and expiries, and drop a namespace with nothing held.
 func TestHeldByNamespace(t *testing.T) {
+	t.Parallel()
 	sm := NewStateMachine(2)
 	apply := func(inst uint64, c command) *outcome {
 		res := make([]any, 1)

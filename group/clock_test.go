@@ -85,6 +85,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 }
 
 func TestFakeClock(t *testing.T) {
+	t.Parallel()
 	c := newFakeClock()
 	t0 := c.Now()
 	var mu sync.Mutex

@@ -15,6 +15,7 @@ import (
 // node that is not the master-elect, or a master that served and lost its
 // lease, refuses at once, as before.
 func TestMasterElectHoldsRequests(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: clk})
 	const key = "elect/k"

@@ -26,6 +26,7 @@ func freed(c lockCluster, key string) func() bool {
 // from the last acknowledged acquire or renew; once it has, it is freed
 // and its holder told.
 func TestNoExpiryBeforeTTL(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "ttl"
@@ -79,6 +80,7 @@ func TestNoExpiryBeforeTTL(t *testing.T) {
 // connection gone) loses the lock after its TTL, and the next waiter gets
 // it.
 func TestVanishedHolderFreed(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "gone"
@@ -114,6 +116,7 @@ func TestVanishedHolderFreed(t *testing.T) {
 // the one that vanished loses it; and a reader's release leaves the other
 // readers' deadlines alone.
 func TestReadersExpireSeparately(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "readers"
@@ -173,6 +176,7 @@ func TestReadersExpireSeparately(t *testing.T) {
 // from the take-over (it cannot know of renewals the old master saw last),
 // and frees a lock nobody renews after that.
 func TestTakeOverGivesFullTTL(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []struct {
 		name string
 		stop bool

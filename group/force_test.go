@@ -54,6 +54,7 @@ func waitForce(t *testing.T, ch <-chan forceResult) forceResult {
 // does. Its release ends the hold as revoked (watchers hear EventRevoked)
 // and hands the key on to the waiter, whose new hold it leaves alone.
 func TestForceRelease(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "stuck"
@@ -130,6 +131,7 @@ func TestForceRelease(t *testing.T) {
 // key goes, as revoked, to the waiter. Several readers: each is revoked
 // and all go.
 func TestForceReleaseAtDeadline(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
@@ -191,6 +193,7 @@ func TestForceReleaseAtDeadline(t *testing.T) {
 // holder is told anyway, through its client's connection to the new
 // master's node (AttachClient), and expiries are told the same way.
 func TestRevokeAfterMasterChange(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
@@ -243,6 +246,7 @@ func TestRevokeAfterMasterChange(t *testing.T) {
 // (the request goes to the next master), and the next master, which
 // knows nothing of the revocation, accepts the holder's renewals.
 func TestRevocationDroppedWithMastership(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "handed"

@@ -13,6 +13,7 @@ import (
 // taken over it but not of holds taken over it afterwards, and leaves the
 // workers' by-connection indexes empty.
 func TestForgetClientByConnection(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key, other = "fk", "fk-other"

@@ -13,6 +13,7 @@ import (
 // lock's validity with it; the requested TTL may be longer than the
 // server's deadline.)
 func TestGrantedCarriesEffectiveTTL(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{MinTTL: time.Second, DefaultTTL: 4 * time.Second, MaxTTL: 10 * time.Second})
 	a, b := newSink(), newSink()
 	tok := c.do(a, Request{Op: OpAcquire, Key: "k", Owner: owner(1, 1), TTL: 30 * time.Second})

@@ -278,6 +278,7 @@ func owner(c, id uint64) wire.Owner { return wire.Owner{Client: c, ID: id} }
 // three real replicas. An integration test on purpose: the same story
 // end to end through paxos Hosts and stores.
 func TestAcquireReleaseGrant(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Config{})
 	a, b := newSink(), newSink()
 	r := c.do(a, Request{Op: OpAcquire, Key: "k", Owner: owner(1, 1), TTL: 10 * time.Second})

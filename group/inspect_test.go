@@ -14,6 +14,7 @@ import (
 // or served by another node, is not listed; n bounds the list; a closed
 // service answers at once with nothing.
 func TestHotKeys(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	s := newSink()

@@ -12,6 +12,7 @@ import (
 // is queued; a retry of an applied hand-off gets the same answer; with a
 // waiter queued the release only releases and the waiter is granted.
 func TestReleaseHandOff(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "local"
 	s := newSink()

@@ -46,6 +46,7 @@ func delayRecords(c *fakeCluster, key string) []delayRec {
 // same delay record, and none is left. The waiter's own hold has no delay:
 // when it expires the key is free at once.
 func TestLockDelayAfterExpiry(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "printer"
@@ -99,6 +100,7 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 // TestLockDelayNotAfterRelease: a release by the holder is voluntary: the
 // key goes to its waiter, or to the next try-lock, at once.
 func TestLockDelayNotAfterRelease(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "released"
@@ -142,6 +144,7 @@ func TestLockDelayNotAfterRelease(t *testing.T) {
 // involuntary too: the holder hears EventRevoked, acknowledges with a
 // release, and the key still waits out the hold's delay.
 func TestLockDelayAfterForceRelease(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "stuck"
@@ -176,6 +179,7 @@ func TestLockDelayAfterForceRelease(t *testing.T) {
 // in full from the moment it takes the group (the old master, which dies,
 // had a second of it left).
 func TestLockDelayMasterChange(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "failover"
@@ -206,6 +210,7 @@ func TestLockDelayMasterChange(t *testing.T) {
 // TestLockDelayUndelayRetried: an opUndelay that is not chosen is proposed
 // again shortly (not in a loop), and the waiter is granted once it is.
 func TestLockDelayUndelayRetried(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "retry"
@@ -243,6 +248,7 @@ func TestLockDelayUndelayRetried(t *testing.T) {
 // delay record survives a checkpoint and a Load, and is deleted from the
 // keyspace when it ends.
 func TestLockDelayStateMachine(t *testing.T) {
+	t.Parallel()
 	sm := NewStateMachine(4)
 	kv := newMemKV()
 	key := fullKey("ns", "k")
@@ -327,6 +333,7 @@ func TestLockDelayStateMachine(t *testing.T) {
 // reacquire, nobody new is granted until the delay ends, and a second
 // expire keeps the longer delay.
 func TestLockDelayReaders(t *testing.T) {
+	t.Parallel()
 	sm := NewStateMachine(1)
 	kv := newMemKV()
 	key := fullKey("ns", "rw")
@@ -362,6 +369,7 @@ func TestLockDelayReaders(t *testing.T) {
 // (locks version 4, semaphores version 5); without delays they are
 // encoded exactly as before (no delay flag, versions 1 to 3).
 func TestLockDelayRecords(t *testing.T) {
+	t.Parallel()
 	sem := &lockRec{}
 	sem.addSem(holder{owner: owner(1, 2), token: 7, ttlMs: 900, kind: wire.KindSemaphore}, "", 2, 5)
 	sem.addSem(holder{owner: owner(3, 4), token: 8, ttlMs: 900, kind: wire.KindSemaphore}, "v", 1, 5)
@@ -407,6 +415,7 @@ func TestLockDelayRecords(t *testing.T) {
 // TestLockDelayBackupRestore: a key's delay record and a hold's delay go
 // through a backup and its restore.
 func TestLockDelayBackupRestore(t *testing.T) {
+	t.Parallel()
 	st := openStore(t, t.TempDir())
 	defer st.Close()
 	sm := NewStateMachine(4)
@@ -442,6 +451,7 @@ func TestLockDelayBackupRestore(t *testing.T) {
 // that token (a reader that is not the first included); a token no hold
 // has gets the plain answer, whose token is not the one asked about.
 func TestStateTokenCheck(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "shared"
@@ -476,6 +486,7 @@ func TestStateTokenCheck(t *testing.T) {
 // change is applied, and the waiting writer gets the key when the last
 // reader releases.
 func TestLockDelayEndsAfterChangeInFlight(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "busy"

@@ -14,6 +14,7 @@ import (
 // transfer back and a step-down to a rival, and checks each is logged at info level
 // with the group, the ballot and the reason.
 func TestMasterChangesLogged(t *testing.T) {
+	t.Parallel()
 	var buf testutil.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	g := &Group{svc: &Service{cfg: Config{Logger: log}}, id: 3, self: 1}

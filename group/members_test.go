@@ -13,6 +13,7 @@ import (
 // from what they wrote (as a restart or a snapshot does) and checks that
 // both replicas agree and that the observer heard of each change.
 func TestMemberListOps(t *testing.T) {
+	t.Parallel()
 	kv := newMemKV()
 	sm := NewStateMachine(1)
 	changes := 0
@@ -80,6 +81,7 @@ func TestMemberListOps(t *testing.T) {
 }
 
 func TestMemberRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	m := Member{ID: 1<<32 - 1, State: MemberLeaving, Incarnation: 1 << 63, Peer: "h:1", Client: "h:2", ClientTLS: "h:3", Gossip: "h:4", Admin: "h:5"}
 	got, err := parseMember(appendMember(nil, m))
 	if err != nil || got != m {

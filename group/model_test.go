@@ -513,6 +513,7 @@ func (g *cmdGen) next(key string) command {
 // ---- the tests ----
 
 func TestCommandCodecRoundTrip(t *testing.T) {
+	t.Parallel()
 	m := newModel()
 	g := newCmdGen(1, m)
 	for range 2000 {
@@ -545,6 +546,7 @@ func TestCommandCodecRoundTrip(t *testing.T) {
 // TestCommandSizeHintBounds: sizeHint is an upper bound even when every
 // varint is at its longest (the random commands above use small numbers).
 func TestCommandSizeHintBounds(t *testing.T) {
+	t.Parallel()
 	const u64, u32 = ^uint64(0), ^uint32(0)
 	big := wire.Owner{Client: u64, ID: u64}
 	g := grant{owner: big, kind: wire.KindSemaphore, ttlMs: u32, value: "waiter", permits: u32, limit: u32}
@@ -565,6 +567,7 @@ func TestCommandSizeHintBounds(t *testing.T) {
 // and compares every outcome and the whole state with the model, checking
 // I1, I2 and I8 on the way.
 func TestStateMachineMatchesModel(t *testing.T) {
+	t.Parallel()
 	seeds, steps := 40, 1500
 	if testing.Short() {
 		seeds, steps = 8, 800
@@ -765,6 +768,7 @@ func checkReload(t *testing.T, where string, sm *StateMachine, kv *memKV, inst u
 // keyspace gives the same outcomes as the live one for the same later
 // commands, so tokens continue to increase across a restore (I2).
 func TestStateMachineReloadContinuesTokens(t *testing.T) {
+	t.Parallel()
 	m := newModel()
 	g := newCmdGen(99, m)
 	sm := NewStateMachine(4)
@@ -810,6 +814,7 @@ func TestStateMachineReloadContinuesTokens(t *testing.T) {
 // TestReadersSharingTokenExpireSeparately: readers granted in one command
 // share a token; an Expire that names the owner removes only that reader.
 func TestReadersSharingTokenExpireSeparately(t *testing.T) {
+	t.Parallel()
 	sm := NewStateMachine(2)
 	kv := newMemKV()
 	key := fullKey("ns", "rw")

@@ -58,6 +58,7 @@ func (c *fakeCluster) doMulti(s *testSink, cl uint64, ttl time.Duration, value s
 // that key. Followers apply the same command to the same table, and a
 // checkpoint reloads it.
 func TestMultiAcquireAllOrNone(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{})
 	keys := groupKeys(t, 0, 15, 8, 5)
 	a, b := newSink(), newSink()
@@ -139,6 +140,7 @@ func TestMultiAcquireAllOrNone(t *testing.T) {
 // half-way): here the change grants the key to a waiter, so the
 // multi-acquire is refused and has taken nothing.
 func TestMultiAcquireWaitsForChangeInFlight(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{})
 	keys := groupKeys(t, 0, 15, 8, 2)
 	a, b := newSink(), newSink()
@@ -176,6 +178,7 @@ func TestMultiAcquireWaitsForChangeInFlight(t *testing.T) {
 // with its token, and each key expires on its own TTL with its holder
 // told, as a single lock.
 func TestMultiAcquireWatchAndExpiry(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	keys := groupKeys(t, 0, 15, 8, 3)
@@ -213,6 +216,7 @@ func TestMultiAcquireWatchAndExpiry(t *testing.T) {
 // at all on the new master; a retry there by the same owners gets the
 // same state, and no key is granted twice.
 func TestMultiAcquireMasterChange(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{})
 	keys := groupKeys(t, 0, 15, 8, 3)
 	a := newSink()
@@ -250,6 +254,7 @@ func TestMultiAcquireMasterChange(t *testing.T) {
 // NO_MASTER when the mastership moves, and leaves nothing reserved or
 // held: the new master grants the keys to whoever asks.
 func TestMultiAcquireParkedAcrossMasterChange(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{})
 	keys := groupKeys(t, 0, 15, 8, 2)
 	// keys[1] comes second in the reservation order (its worker's index

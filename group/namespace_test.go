@@ -26,6 +26,7 @@ func v1Record(salt byte, secret string) []byte {
 // the verifier derived from the configured secret (the same on every
 // node), and not at all without it or with another secret.
 func TestNamespaceRecordsOfBothVersions(t *testing.T) {
+	t.Parallel()
 	kv := newMemKV()
 	sm := NewStateMachine(1)
 	var initData []byte

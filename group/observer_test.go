@@ -49,6 +49,7 @@ func (o *countingObserver) Count(ev Stat) {
 // lapse, a mastership transfer to its preferred node and back, and losing the group
 // to a rival, and checks the mastership events the Observer counts.
 func TestMasterEventsCounted(t *testing.T) {
+	t.Parallel()
 	obs := &countingObserver{}
 	g := &Group{svc: &Service{obs: obs}, id: 3, self: 1}
 	b := func(r uint64, n paxos.NodeID) paxos.Ballot { return paxos.Ballot{Round: r, Node: n} }
@@ -88,6 +89,7 @@ func TestMasterEventsCounted(t *testing.T) {
 // TestHeldCode: hold ages round-trip through their 16-bit code exactly
 // (to the millisecond) up to 32.767 s and within 0.1 % beyond.
 func TestHeldCode(t *testing.T) {
+	t.Parallel()
 	for _, d := range []time.Duration{0, time.Millisecond, 1500 * time.Microsecond, 30 * time.Second, 32767 * time.Millisecond,
 		32768 * time.Millisecond, time.Minute, 24 * time.Hour, 400 * 24 * time.Hour} {
 		got := encodeHeld(d).duration()
@@ -111,6 +113,7 @@ func TestHeldCode(t *testing.T) {
 // deadline and age, stays where it was through renewals that move the
 // deadline later or earlier.
 func TestHoldAgeAcrossRenewals(t *testing.T) {
+	t.Parallel()
 	sm := NewStateMachine(1)
 	o := wire.Owner{Client: 1, ID: 1}
 	key := fullKey("ns", "k")

@@ -22,6 +22,7 @@ func wantOverloaded(t *testing.T, what string, r wire.Response) {
 // it), a try-lock is still answered LOCK_OCCUPIED, and once a waiter
 // leaves the queue a new one is admitted again.
 func TestMaxWaitersPerKey(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{MaxWaiters: 2})
 	const key = "crowded"
 	s := newSink()
@@ -85,6 +86,7 @@ func (c *fakeCluster) groupOf(key string) int { return wire.GroupOf(wire.KeyHash
 // not affected; a wait that ends (granted, cancelled, timed out, its
 // connection forgotten, its master's mastership lost) frees its place.
 func TestConnWaitBound(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc, MaxConnWaits: 3})
 	keys := keysOn(t, c, 1, 5)
@@ -168,6 +170,7 @@ func TestConnWaitBound(t *testing.T) {
 // again); a watch that ends (a one-shot watch's event, Unwatch, its
 // MaxWait, its master's mastership lost) frees its place.
 func TestConnWatchBound(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc, MaxConnWatches: 2})
 	k := keysOn(t, c, 1, 5)
@@ -237,6 +240,7 @@ func TestConnWatchBound(t *testing.T) {
 // blocked acquires and MaxNamespaceWatches watches on a node, whatever
 // connections they come over; another namespace is not affected.
 func TestNamespaceBounds(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 1, Config{MaxNamespaceWaits: 2, MaxNamespaceWatches: 2})
 	keys := keysOn(t, c, 1, 3)
 	holder := newSink()

@@ -37,6 +37,7 @@ func grantedCount(ws []*waiterSpec) int {
 // TestGrantByWeightThenArrival: a freed lock goes to the heaviest
 // waiter, equal weights in arrival order, one waiter per release.
 func TestGrantByWeightThenArrival(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "hot"
 	hs := newSink()
@@ -86,6 +87,7 @@ func TestGrantByWeightThenArrival(t *testing.T) {
 // all the queued readers in one command (one shared token); a waiting
 // writer holds back new readers; the writer is granted alone.
 func TestReadersTogetherWriterBlocksReaders(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "rw"
 	ws := newSink()
@@ -171,6 +173,7 @@ func TestReadersTogetherWriterBlocksReaders(t *testing.T) {
 // TestOneWriterPerRelease: with several writers queued, each release
 // wakes exactly one of them.
 func TestOneWriterPerRelease(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "mutex"
 	hs := newSink()
@@ -204,6 +207,7 @@ func TestOneWriterPerRelease(t *testing.T) {
 // TestWaitTimeoutAndCancel: a waiter whose MaxWait runs out is told
 // TIMEOUT and leaves the queue; a cancelled waiter is not granted.
 func TestWaitTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "k"
@@ -250,6 +254,7 @@ func TestWaitTimeoutAndCancel(t *testing.T) {
 // order before aging) the stream of weight-10 waiters below would starve
 // the weight-1 waiter forever.
 func TestWeightAgingBoundsStarvation(t *testing.T) {
+	t.Parallel()
 	clk := newFakeClock()
 	const aging = time.Second
 	c := newFakeCluster(t, 3, Config{Clock: clk, WeightAging: aging})
@@ -299,6 +304,7 @@ func TestWeightAgingBoundsStarvation(t *testing.T) {
 // queued readers join, a waiting writer stays queued; other owners and
 // exclusive holds are refused.
 func TestDowngrade(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
 	const key = "rw"
 	s := newSink()

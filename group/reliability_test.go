@@ -56,6 +56,7 @@ func overdueGrant(t *testing.T) (*workerRig, *testSink) {
 // when that command fails, the waiter is told it timed out instead of
 // being left waiting for ever.
 func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
+	t.Parallel()
 	r, s := overdueGrant(t)
 	// The command fails (say the queue was full).
 	r.fg.failNext(paxos.ErrOverloaded)
@@ -74,6 +75,7 @@ func TestWaitDeadlineDuringFailedGrant(t *testing.T) {
 // leave its client unaware that it may hold the key: it is told
 // NO_MASTER when this node gives up mastership, and asks the next master.
 func TestWaitDeadlineDuringInDoubtGrant(t *testing.T) {
+	t.Parallel()
 	r, s := overdueGrant(t)
 	r.fg.failNext(fmt.Errorf("%w: %w", paxos.ErrOutcomeUnknown, paxos.ErrStopped))
 	if timedOut(s, 7) {
@@ -107,6 +109,7 @@ func (s *deadSink) Closed() bool { return s.closed.Load() }
 // after the change: run, it would become a ghost waiter granted the lock,
 // which would then sit held by a dead client for its TTL.
 func TestForgetDropsDeferred(t *testing.T) {
+	t.Parallel()
 	r := newWorkerRig(t)
 	s := newSink()
 	dead := &deadSink{testSink: newSink()}
@@ -138,6 +141,7 @@ func TestForgetDropsDeferred(t *testing.T) {
 // closes and is forgotten does not leave a sinkRef for that connection in
 // w.refs (the outcome must not recreate it, since nothing would forget it).
 func TestNoRefForClosedConnection(t *testing.T) {
+	t.Parallel()
 	r := newWorkerRig(t)
 	dead := &deadSink{testSink: newSink()}
 	r.master(true)

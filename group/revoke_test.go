@@ -14,6 +14,7 @@ import (
 // does; done runs once every worker has done so. The holds stay in the
 // table.
 func TestRevokeClient(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key, other = "rk", "rk-other"

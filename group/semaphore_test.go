@@ -22,6 +22,7 @@ func semWait(o wire.Owner, permits, limit uint32, waitID uint64) Request {
 // barging, State's per-holder entries, and a release granting permits to
 // several waiters in one command.
 func TestSemaphorePermitsAndQueue(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	a, b, cs, d := newSink(), newSink(), newSink(), newSink()
@@ -75,6 +76,7 @@ func TestSemaphorePermitsAndQueue(t *testing.T) {
 // its TTL (Lost pushed) and go to the next waiter; lowering the total
 // keeps the holders and blocks new grants; raising it grants waiters.
 func TestSemaphoreExpiryAndSetPermits(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	a, b, w := newSink(), newSink(), newSink()
@@ -138,6 +140,7 @@ func TestSemaphoreExpiryAndSetPermits(t *testing.T) {
 // TestSemaphoreRecordRoundTrip: a semaphore's checkpoint record decodes to
 // the same holds, permits, values and total; a cut record does not.
 func TestSemaphoreRecordRoundTrip(t *testing.T) {
+	t.Parallel()
 	l := &lockRec{}
 	l.addSem(holder{owner: owner(1, 2), token: 5, ttlMs: 100, kind: wire.KindSemaphore}, "", 2, 5)
 	l.addSem(holder{owner: owner(3, 4), token: 6, ttlMs: 200, kind: wire.KindSemaphore}, "v", 3, 5)
@@ -165,6 +168,7 @@ func TestSemaphoreRecordRoundTrip(t *testing.T) {
 // leave room (fewer permits let a waiter in), and is refused, unchanged,
 // when they do not.
 func TestSemaphoreReacquireSetsPermits(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	a, b, w := newSink(), newSink(), newSink()

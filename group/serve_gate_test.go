@@ -16,6 +16,7 @@ import (
 // the group: the old master stops serving at once, but no other node may
 // serve the group until the answer is done.
 func TestTransferWaitsForAnswers(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, 3, Config{Clock: newFakeClock()})
 	const g = 0
 	old, svc := c.groupMaster(g)
@@ -54,6 +55,7 @@ func TestTransferWaitsForAnswers(t *testing.T) {
 // TestServiceCloseTwice: Close may be called again (it hung: the second
 // stop waited for a worker that had already stopped).
 func TestServiceCloseTwice(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 1, Config{Clock: newFakeClock()})
 	svc := c.svc(1)
 	done := make(chan struct{})

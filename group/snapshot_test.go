@@ -50,6 +50,7 @@ func applyCommitted(t *testing.T, st *paxos.Store, gid paxos.GroupID, sm *StateM
 // chunks into another store and loaded there is identical too; both then
 // give the same outcomes (tokens included) for the same later commands.
 func TestSnapshotRestorePebble(t *testing.T) {
+	t.Parallel()
 	const gid = paxos.GroupID(3)
 	src := openStore(t, t.TempDir())
 	defer src.Close()
@@ -222,6 +223,7 @@ func (c *smCluster) propose(cmd command) paxos.Result {
 // table, and as master later grants tokens above every earlier one. An
 // integration test on purpose (real Hosts, stores and snapshot streams).
 func TestCatchUpAfterTruncation(t *testing.T) {
+	t.Parallel()
 	c := newSMCluster(t, 8)
 	m := newModel()
 	g := newCmdGen(11, m)
@@ -312,6 +314,7 @@ func TestCatchUpAfterTruncation(t *testing.T) {
 // take-over, and later grants have higher tokens. An integration test on
 // purpose: the lock table goes through real stores and Hosts.
 func TestRestartAllKeepsLocks(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newCluster(t, 3, Config{Clock: fc})
 	keys := []string{"a", "b", "c", "d", "e"}

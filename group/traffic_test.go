@@ -224,6 +224,7 @@ func (tc *trafficClient) finish(op Op, key string, token uint64) error {
 // replicas end with identical lock tables with nothing held. An
 // integration test on purpose (real Hosts and stores).
 func TestFifteenGroupsMasterChanges(t *testing.T) {
+	t.Parallel()
 	clients, ops, nkeys := 8, 150, 30
 	if testing.Short() {
 		clients, ops = 6, 60

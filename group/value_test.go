@@ -14,6 +14,7 @@ import (
 // 48-byte object when its hold has no value (1M held locks per node
 // depend on it); a value lives out of line and goes with the hold.
 func TestHeldKeyWithoutValueDoesNotGrow(t *testing.T) {
+	t.Parallel()
 	if n := unsafe.Sizeof(lockRec{}); n != 48 {
 		t.Fatalf("lockRec is %d bytes, want 48", n)
 	}
@@ -47,6 +48,7 @@ func TestHeldKeyWithoutValueDoesNotGrow(t *testing.T) {
 // (version 1, so checkpoints written by older nodes and by this one
 // agree), one with values as version 2; both load.
 func TestLockRecordVersions(t *testing.T) {
+	t.Parallel()
 	l := &lockRec{}
 	l.add(holder{owner: owner(1, 2), token: 7, ttlMs: 900, kind: wire.KindRead}, "")
 	l.add(holder{owner: owner(3, 4), token: 8, ttlMs: 800, kind: wire.KindRead}, "")
@@ -160,6 +162,7 @@ func FuzzDecodeRec(f *testing.F) {
 // sets it tells watchers (same token), changed or not; a waiter's value travels with its
 // grant; a master change keeps it.
 func TestHolderValueServed(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "v"

@@ -16,6 +16,7 @@ import (
 // version beyond MaxGroupVersion is refused before anything is proposed;
 // a node that does not serve the group answers ErrNotMaster.
 func TestRaiseVersion(t *testing.T) {
+	t.Parallel()
 	c := newFakeCluster(t, 3, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -84,6 +85,7 @@ func TestRaiseVersion(t *testing.T) {
 // error on every replica alike and leaves the version as it was, so no
 // token's version bits overflow.
 func TestSetVersionBeyondRangeApplied(t *testing.T) {
+	t.Parallel()
 	r := newWorkerRig(t)
 	if out := r.apply(1, command{op: opSetVersion, token: 5}); out.status != wire.StatusSuccess || r.sm.Version() != 5 {
 		t.Fatalf("raise to 5: %+v, version %d", out, r.sm.Version())

@@ -24,6 +24,7 @@ func wantEvent(t *testing.T, got wire.WatchEvent, ev wire.Event, token uint64, h
 // continuous one goes on until Unwatch; a watch whose token is already
 // out of date hears at once; a watch with MaxWait times out.
 func TestWatchEvents(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "w"
@@ -103,6 +104,7 @@ func TestWatchEvents(t *testing.T) {
 // expires they are told, one takes over with a higher token, and the
 // other watches the new leader.
 func TestWatchThenAcquireLeaderElection(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	const key = "leader"
@@ -182,6 +184,7 @@ func TestWatchThenAcquireLeaderElection(t *testing.T) {
 // TestStateQuery: holder, token, kind, readers, TTL left and queue
 // length; an empty key is LOCK_DELETED; a non-master says NO_MASTER.
 func TestStateQuery(t *testing.T) {
+	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
 	if st := c.state("k"); st.Status != wire.StatusLockDeleted || st.QueueLen != 0 {

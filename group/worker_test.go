@@ -71,6 +71,7 @@ func (r *workerRig) master(serving bool) {
 // which would let two changes of one key be in flight (and share an
 // instance, breaking I2).
 func TestStaleResultAnsweredAndIgnored(t *testing.T) {
+	t.Parallel()
 	r := newWorkerRig(t)
 	key := fullKey("ns", "k")
 	s := newSink()
@@ -119,6 +120,7 @@ func TestStaleResultAnsweredAndIgnored(t *testing.T) {
 // queue or a lost lease) is proposed again, rather than leaving the lock
 // held for good.
 func TestFailedExpireIsRetried(t *testing.T) {
+	t.Parallel()
 	r := newWorkerRig(t)
 	key := fullKey("ns", "k")
 	a := owner(1, 1)
@@ -156,6 +158,7 @@ func TestFailedExpireIsRetried(t *testing.T) {
 // dropped once they are more than half the heap, and the heap still
 // yields the live deadlines in order.
 func TestExpiryHeapDropsStaleEntries(t *testing.T) {
+	t.Parallel()
 	r := newWorkerRig(t)
 	r.master(true)
 	const n, released = 2048, 1536
@@ -202,6 +205,7 @@ func TestExpiryHeapDropsStaleEntries(t *testing.T) {
 // unknown; one that was never proposed (ErrStopped alone) is answered
 // NO_MASTER, which tells it nothing changed.
 func TestInDoubtProposalAnsweredTimeout(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		err  error
 		want wire.Status

@@ -102,6 +102,7 @@ func fetchBackup(t testing.TB, admin, dir string) string {
 // authenticates; and every token granted afterwards exceeds every token
 // in the backup, in every group.
 func TestBackupRestoreRoundTrip(t *testing.T) {
+	t.Parallel()
 	n := 10000
 	if testing.Short() {
 		n = 1000
@@ -234,6 +235,7 @@ func TestBackupRestoreRoundTrip(t *testing.T) {
 // cluster or group count, a corrupt or truncated file, and a file that is
 // no backup are refused with a clear error, and nothing is written.
 func TestRestoreRefuses(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c := newClient(t, tc)
 	ctx := ctxT(t)

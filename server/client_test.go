@@ -33,6 +33,7 @@ func ctxT(t testing.TB) context.Context {
 }
 
 func TestClientAgainstCluster(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c1, c2 := newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)
@@ -372,6 +373,7 @@ func (l *sharedLock) Token() uint64                { return l.tok.Load() }
 // workers take a lock that excludes nobody, and each one's work waits
 // until both are inside their holds: the guard counts the overlap.
 func TestHoldGuardCatchesOverlap(t *testing.T) {
+	t.Parallel()
 	g := newGuard()
 	var inside sync.WaitGroup
 	inside.Add(2)
@@ -395,6 +397,7 @@ func TestHoldGuardCatchesOverlap(t *testing.T) {
 }
 
 func TestClientFailover(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c := newClient(t, tc)
 	ctx := ctxT(t)

@@ -96,6 +96,7 @@ func newGatedClient(t *testing.T, tc *testCluster, g *readGate) *client.Client {
 // when its context ends, or when the client closes, leaves the key free —
 // at Close at the latest, not after the lock's TTL (30 s here).
 func TestCloseGivesBackRacedGrants(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	other := newClient(t, tc)
 	ctx := ctxT(t)

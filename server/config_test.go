@@ -18,6 +18,7 @@ import (
 // namespace names and defaults filled in, and that no secret appears
 // anywhere in the log.
 func TestStartLogRedactsSecrets(t *testing.T) {
+	t.Parallel()
 	const secret = "hunter2-do-not-log"
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
@@ -96,6 +97,7 @@ func TestStartLogRedactsSecrets(t *testing.T) {
 }
 
 func TestLoadRejectsUnknownKeys(t *testing.T) {
+	t.Parallel()
 	p := filepath.Join(t.TempDir(), "node.json")
 	if err := os.WriteFile(p, []byte(`{"node_id": 1, "data_dir": "d", "heartbeet": "50ms"}`), 0o600); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 // three replicas each, the initial master changes, and a key with a
 // waiter with its holder; with a node stopped, it is listed unreachable.
 func TestConsole(t *testing.T) {
+	// Not parallel: it sets the environment (startSecureAdminCluster).
 	dir := t.TempDir()
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
@@ -185,6 +186,7 @@ func TestConsole(t *testing.T) {
 // TestMasterLog: the log keeps the last ConsoleMasterChanges changes,
 // newest first, each with the master before it; no master is no change.
 func TestMasterLog(t *testing.T) {
+	t.Parallel()
 	var l masterLog
 	l.record(1, paxos.SoftState{})
 	if n := len(l.list()); n != 0 {
@@ -208,6 +210,7 @@ func TestMasterLog(t *testing.T) {
 // TestMergeMasterChanges: changes several nodes saw are listed once, at
 // the earliest time seen, with a known previous master, newest first.
 func TestMergeMasterChanges(t *testing.T) {
+	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	got := mergeMasterChanges([]MasterChange{

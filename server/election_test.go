@@ -21,6 +21,7 @@ import (
 // re-registers across the master change without missing the latest
 // leader.
 func TestElectionMasterChange(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	clients := []*client.Client{newClient(t, tc), newClient(t, tc), newClient(t, tc)}
 	watcher := newClient(t, tc)

@@ -18,6 +18,7 @@ import (
 // client takes the lock at once. On a semaphore it removes every hold,
 // and a waiter for all the permits is granted.
 func TestForceUnlock(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -34,6 +34,7 @@ func adminGet(t *testing.T, addr, path string) (int, string, error) {
 // and becomes ready; with two nodes stopped the third stays alive but is
 // not ready and says why; with one of them back it is ready again.
 func TestHealthAndReadiness(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	wait := 60 * time.Second
 	for i := range 3 {

@@ -13,6 +13,7 @@ import (
 // name, node id, group count or member list is refused with an error that
 // names the field and both values.
 func TestIdentityMismatch(t *testing.T) {
+	t.Parallel()
 	base := func() Config {
 		c := Config{NodeID: 2, Nodes: []NodeAddr{{ID: 1}, {ID: 2}, {ID: 3}}}
 		c.SetDefaults()
@@ -58,6 +59,7 @@ func TestIdentityMismatch(t *testing.T) {
 // TestNewRefusesOtherNodesData: New stamps the data directory and refuses
 // it to a node with another id.
 func TestNewRefusesOtherNodesData(t *testing.T) {
+	t.Parallel()
 	ports := freePorts(t, 2)
 	cfg := Config{NodeID: 1, Nodes: []NodeAddr{{ID: 1, Peer: ports[0], Client: ports[1]}}, DataDir: t.TempDir()}
 	s, err := New(cfg, testLogger())
@@ -78,6 +80,7 @@ func TestNewRefusesOtherNodesData(t *testing.T) {
 // is stamped, keeps it across starts, and a directory stamped before
 // incarnations existed gets one at its next start.
 func TestIdentityIncarnation(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := Config{ClusterName: "c", NodeID: 1, Groups: 15, Nodes: []NodeAddr{{ID: 1}}}
 	first, err := checkIdentity(dir, cfg)

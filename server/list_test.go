@@ -15,6 +15,7 @@ import (
 // holder, token, value, readers and waiters; another namespace's locks
 // are not shown.
 func TestList(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()

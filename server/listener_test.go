@@ -17,6 +17,7 @@ import (
 // addresses, and idle connections are closed (without gnet, the sweep
 // runs without gnet's tick).
 func TestClientListeners(t *testing.T) {
+	t.Parallel()
 	for _, l := range []string{ListenerNetpoll, ListenerGnet} {
 		t.Run(l, func(t *testing.T) { testClientListener(t, l) })
 	}
@@ -74,6 +75,7 @@ func testClientListener(t *testing.T, listener string) {
 // measured best (docs/performance.md, 2026-11-24, 9e782a0, a 2-core AMD
 // EPYC VM).
 func TestClientListenerChecked(t *testing.T) {
+	t.Parallel()
 	c := Config{NodeID: 1, DataDir: "d", Nodes: []NodeAddr{{ID: 1, Peer: "127.0.0.1:1", Client: "127.0.0.1:2"}}, ClientListener: "epoll"}
 	c.SetDefaults()
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "client_listener") {

@@ -45,6 +45,7 @@ func serverQueue(t *testing.T, c *client.Client, key string) int {
 // key in weight then arrival order, and every hand-off has a higher
 // token than the hold before it.
 func TestLocalQueueOrderAndTokens(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c := newLQClient(t, tc)
 	ctx := ctxT(t)
@@ -108,6 +109,7 @@ func TestLocalQueueOrderAndTokens(t *testing.T) {
 // TestLocalQueueCancel: a local waiter whose context ends leaves the
 // local queue; the next one is still served.
 func TestLocalQueueCancel(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c := newLQClient(t, tc)
 	ctx := ctxT(t)
@@ -165,6 +167,7 @@ func TestLocalQueueCancel(t *testing.T) {
 // waits on the server, so a waiter of another client queued there gets
 // the key at the very next release, ahead of the local waiters.
 func TestLocalQueueYieldsToRemoteWaiter(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c, other := newLQClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)
@@ -220,6 +223,7 @@ func TestLocalQueueYieldsToRemoteWaiter(t *testing.T) {
 // (its TTL ran out without a renewal), the local waiters go on without
 // waiting for its Unlock.
 func TestLocalQueueLostHoldPassesOn(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c := newLQClient(t, tc)
 	ctx := ctxT(t)
@@ -261,6 +265,7 @@ func isClosedCh(ch <-chan struct{}) bool {
 // (local queueing and hand-offs) while the key's master is stopped: no
 // two hold it at once and tokens strictly increase.
 func TestLocalQueueMasterChange(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	const key = "lq-failover"
 	victim := tc.masterIndex("ns", key)
@@ -308,6 +313,7 @@ func TestLocalQueueMasterChange(t *testing.T) {
 // TestLocalQueueClose: Close ends the local waiters with ErrClosed and
 // gives the key back.
 func TestLocalQueueClose(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c, observer := newLQClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)

@@ -20,6 +20,7 @@ import (
 // grant make a token stale; a short delay ends and a blocked Lock gets
 // the key no earlier than the delay after the force-unlock began.
 func TestLockDelayAndTokenCheck(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	a, b := newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)

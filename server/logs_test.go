@@ -16,6 +16,7 @@ import (
 // TestAuthFailureLogged: a Hello with a wrong secret is logged with the
 // namespace and the remote address, never the secret, and counted.
 func TestAuthFailureLogged(t *testing.T) {
+	t.Parallel()
 	const wrong = "not-the-secret-do-not-log"
 	var buf testutil.Buffer
 	addrs := freePorts(t, 3)
@@ -63,6 +64,7 @@ func TestAuthFailureLogged(t *testing.T) {
 // TestAuthFailureLogRateLimited: failures within authLogEvery of a logged
 // one are counted, not logged, and the next logged one says how many.
 func TestAuthFailureLogRateLimited(t *testing.T) {
+	t.Parallel()
 	var buf testutil.Buffer
 	s := &Server{log: slog.New(slog.NewTextHandler(&buf, nil))}
 	remote := "127.0.0.1:4242"
@@ -84,6 +86,7 @@ func TestAuthFailureLogRateLimited(t *testing.T) {
 // TestPeersUpDownLogged: membership changes log the peers that came up and
 // went down, and nothing for this node or for peers never seen up.
 func TestPeersUpDownLogged(t *testing.T) {
+	t.Parallel()
 	var buf testutil.Buffer
 	g := &gossip{s: &Server{cfg: Config{NodeID: 1}, log: slog.New(slog.NewTextHandler(&buf, nil))}, ids: []uint32{1, 2, 3}}
 	g.logPeers(nil, map[uint32]bool{1: true, 2: true})

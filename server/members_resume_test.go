@@ -148,6 +148,7 @@ type adminAnswer struct {
 // after 6 groups, and the next master removes the node from the other
 // groups and records it removed. Nobody runs either change again.
 func TestMemberChangeResumedByNextMaster(t *testing.T) {
+	t.Parallel()
 	const k = 6
 	tc := startCluster(t, 3)
 	tc.waitMemberList(3)
@@ -283,6 +284,7 @@ func TestMemberAddQuorumLost(t *testing.T) {
 // of group 0 (the dead one's lease must end first) instead of failing or
 // redirecting to the dead node, and succeeds.
 func TestMemberRemoveDeadSystemMaster(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.waitMemberList(3)
 	d := tc.systemMaster()

@@ -70,6 +70,7 @@ next:
 // a lock move the grant, release and queue-wait instruments and the
 // request latency histogram.
 func TestMetricsScrape(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 1)
 	admin := tc.cfgs[0].AdminAddr
 	fams := scrape(t, admin)
@@ -190,6 +191,7 @@ func TestMetricsScrape(t *testing.T) {
 
 // TestOpNames: every operation has a label of its own.
 func TestOpNames(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for op := group.OpAcquire; op <= group.OpForceRelease; op++ {
 		n := opName(op)
@@ -229,6 +231,7 @@ func registeredNames(t *testing.T) map[string]bool {
 // metric the operations guide and the README name, is one the registry
 // has, so that none of them drifts from the code.
 func TestDashboardAndAlertsUseRegisteredMetrics(t *testing.T) {
+	t.Parallel()
 	names := registeredNames(t)
 	all := regexp.MustCompile(`\b(paxlock|go|process)_[a-z0-9_]+`)
 	ours := regexp.MustCompile(`\bpaxlock_[a-z0-9_]+`)
@@ -283,6 +286,7 @@ func observeRequest(m *metrics) {
 // TestMetricsHotPathAllocs: once the request histogram's children are
 // resolved, the observations a request causes allocate nothing.
 func TestMetricsHotPathAllocs(t *testing.T) {
+	// Not parallel: AllocsPerRun measures the whole process.
 	m := newMetrics(&Server{})
 	observeRequest(m) // resolves the children
 	if n := testing.AllocsPerRun(1000, func() { observeRequest(m) }); n != 0 {

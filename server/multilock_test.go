@@ -16,6 +16,7 @@ import (
 // what a TryLock took when a later key is held, and two multi-locks over
 // the same keys given in opposite orders never deadlocking.
 func TestMultiLockAgainstCluster(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c1, c2 := newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)
@@ -125,6 +126,7 @@ func sameGroupKeys(t *testing.T, n int) []string {
 // stay held (no double grant), and after they are released a new
 // multi-lock gets tokens above the old ones.
 func TestMultiLockOneCommandPerGroup(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c1, c2 := newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)

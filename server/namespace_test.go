@@ -34,6 +34,7 @@ func adminDo(t *testing.T, method, url string, body any) int {
 // seen by every node; a wrong secret, an unknown or removed namespace is
 // refused.
 func TestNamespacesReplicated(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	admin := "http://" + tc.cfgs[2].Nodes[2].Admin
 	waitFor(t, "configured namespaces installed", func() bool { return tc.nodes[0].svc.NamespacesInitialised() })

@@ -31,6 +31,7 @@ func (tc *testCluster) cutOff(i int, cut bool) {
 // RetryAfterMs at once. Once the held ones are answered, the connection
 // takes requests again.
 func TestMaxInflight(t *testing.T) {
+	t.Parallel()
 	const limit = 3
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.MaxInflight = limit
@@ -100,6 +101,7 @@ func TestMaxInflight(t *testing.T) {
 // blocked acquire and a second watch are answered OVERLOADED with
 // RetryAfterMs, while another connection still gets its own.
 func TestConnBoundsConfigured(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.MaxWaitsPerConn = 1
 		c.MaxWatchesPerConn = 1

@@ -14,6 +14,7 @@ import (
 // AUTH_FAILED and changes nothing; the real owners' requests, directly and
 // through a relay, still work.
 func TestOwnersBoundToSessions(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	const key = "owned"
 	mi := tc.masterIndex("ns", key)

@@ -64,6 +64,7 @@ func watchTwoMasters(tc *testCluster, stop chan struct{}, mu *sync.Mutex) *atomi
 }
 
 func TestPlacementSettlesAndSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	var mu sync.Mutex
 	stop := make(chan struct{})
@@ -101,6 +102,7 @@ func TestPlacementSettlesAndSurvivesRestart(t *testing.T) {
 // A client that knew one address keeps working while that node is down:
 // it learned the others from the view, and follows masters by push.
 func TestClientOutlivesItsRegistryNode(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	ctx := ctxT(t)
 	c, err := client.New(ctx, client.Config{Registry: []string{tc.cfgs[0].Nodes[0].Client}, Namespace: "ns", Secret: "s3cret", Logger: testLogger()})

@@ -17,6 +17,7 @@ import (
 // the read hold grants the writer with a higher token, and the Locker's
 // Unlock frees its key.
 func TestPrimitivesAcrossMasterChange(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c1, c2 := newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)

@@ -42,6 +42,7 @@ func (tc *testCluster) masterIndex(ns, key string) int {
 // came through a relay is never forwarded again; a broken relay closes its
 // client connection.
 func TestServerForwardsAfterRedirectBudget(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	const key = "relayed"
 	mi := tc.masterIndex("ns", key)
@@ -144,6 +145,7 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 // longer than that: the relay's own heartbeats keep it open (one relay
 // is opened in all).
 func TestClientRelaysWhenMasterUnreachable(t *testing.T) {
+	t.Parallel()
 	const idle = 2 * time.Second
 	tc := startClusterWith(t, 3, func(c *Config) { c.IdleTimeout = Duration(idle) })
 	const key = "behind-a-wall"
@@ -246,6 +248,7 @@ func TestClientRelaysWhenMasterUnreachable(t *testing.T) {
 // who sends it, so every node refuses it AUTH_FAILED, whichever node and
 // namespace it names, and the connection stays unauthenticated.
 func TestRelayHelloRefusedWithoutPeerTLS(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	for i, cfg := range tc.cfgs {
 		for _, ns := range []string{"ns", "other"} {
@@ -270,6 +273,7 @@ func TestRelayHelloRefusedWithoutPeerTLS(t *testing.T) {
 // refused AUTH_FAILED; the right secret opens a relay's session, whose
 // requests are served as its client's and never forwarded again.
 func TestRelaySecretProved(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	const key = "relay-secret"
 	mi := tc.masterIndex("ns", key)
@@ -321,6 +325,7 @@ func TestRelaySecretProved(t *testing.T) {
 // forward (ForwardNow), instead of relaying it. A client that reaches the
 // masters works as before.
 func TestNoRelaysWithoutPeerTLSOrSecret(t *testing.T) {
+	t.Parallel()
 	tc := startClusterWith(t, 3, func(c *Config) { c.RelaySecretFile = "" })
 	const key = "no-relays"
 	mi := tc.masterIndex("ns", key)

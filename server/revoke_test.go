@@ -78,6 +78,7 @@ func (r *rawConn) ended(what string) []wire.Message {
 // sessions of other namespaces are untouched, and the old secret is
 // refused.
 func TestNamespaceRevocation(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	tc.changeNamespace("tenant", "pw")
 	const key = "revoked"

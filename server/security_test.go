@@ -23,6 +23,7 @@ import (
 // without the token (or with a wrong one) and works with it, while
 // /healthz and /readyz need none.
 func TestSecureCluster(t *testing.T) {
+	// Not parallel: it sets the environment (startSecureAdminCluster).
 	dir := t.TempDir()
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
@@ -106,6 +107,7 @@ func TestSecureCluster(t *testing.T) {
 // nothing else is; the console's page and files are served to anyone
 // (they hold no data); without a token configured, everything is open.
 func TestAdminAuthPublicRead(t *testing.T) {
+	t.Parallel()
 	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
 	cases := []struct {
 		method, path string

@@ -16,6 +16,7 @@ import (
 // nodes: State, a mismatched total, TryAcquire's error, SetPermits, and
 // Close giving permits back at once.
 func TestSemaphoreAgainstCluster(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c1, c2 := newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)
@@ -83,6 +84,7 @@ func TestSemaphoreAgainstCluster(t *testing.T) {
 // up to more than 3, and a grant asked for after a release has a higher
 // token than the released one.
 func TestSemaphoreMasterChange(t *testing.T) {
+	t.Parallel()
 	const total = 3
 	tc := startCluster(t, 3)
 	clients := []*client.Client{newClient(t, tc), newClient(t, tc), newClient(t, tc)}

@@ -264,6 +264,7 @@ func (tc *testCluster) masterConn(ns, key string, client uint64) *rawConn {
 }
 
 func TestServerLockAndRedirect(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	key := "order:42"
 	rc := tc.masterConn("ns", key, 7)
@@ -306,6 +307,7 @@ func TestServerLockAndRedirect(t *testing.T) {
 }
 
 func TestServerAuth(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 1)
 	rc := dialRaw(t, tc.nodes[0].cfg.self().Client)
 	// Before Hello every request is refused.
@@ -327,6 +329,7 @@ func TestServerAuth(t *testing.T) {
 }
 
 func TestServerBadInput(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 1)
 	addr := tc.nodes[0].cfg.self().Client
 	// Oversized frame: the connection is closed.
@@ -379,6 +382,7 @@ func TestServerBadInput(t *testing.T) {
 }
 
 func TestServerBlockingAcquirePush(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	key := "hot"
 	a := tc.masterConn("ns", key, 1)
@@ -408,6 +412,7 @@ func TestServerBlockingAcquirePush(t *testing.T) {
 }
 
 func TestServerViewPush(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	rc := dialRaw(t, tc.nodes[0].cfg.self().Client)
 	id := rc.send(wire.TypeSubscribeView, &wire.SubscribeView{})

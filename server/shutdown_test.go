@@ -43,6 +43,7 @@ func goroutinesIn(fn string) int {
 // when a round finds no quorum), is ended by Shutdown and waited for: no
 // retry or sleep of it outlives the node.
 func TestShutdownEndsNamespaceInstall(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
 	var calls atomic.Int32
 	hanging := make(chan struct{})
 	var ended atomic.Bool
@@ -82,6 +83,7 @@ func TestShutdownEndsNamespaceInstall(t *testing.T) {
 // its Hello to a master that does not answer (which must not sit out its
 // 3 s deadline after Shutdown has returned).
 func TestShutdownEndsRelays(t *testing.T) {
+	// Not parallel: it counts the process's goroutines.
 	tc := startCluster(t, 3)
 	via := tc.nodes[0]
 	viaIdx := 0
@@ -172,6 +174,7 @@ func TestShutdownEndsRelays(t *testing.T) {
 // several goroutines at once; every call returns (none hangs stopping the
 // lock service a second time).
 func TestShutdownTwiceAndConcurrently(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 1)
 	s := tc.nodes[0]
 	tc.nodes[0] = nil // this test shuts it down

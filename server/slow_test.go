@@ -21,6 +21,7 @@ import (
 // connection closed once the replies and pushes it did not read pass
 // MaxOutput; the node counts it and keeps serving everyone else.
 func TestSlowConsumerClosed(t *testing.T) {
+	t.Parallel()
 	const limit = 64 << 10
 	tc := startClusterWith(t, 3, func(c *Config) { c.MaxOutput = limit })
 	churn := newClient(t, tc)

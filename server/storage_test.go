@@ -40,6 +40,7 @@ func adminStatus(t *testing.T, addr string) Status {
 // its groups and says so in /status and /metrics, and nodes 2 and 3 serve
 // every group to clients.
 func TestStorageFailureReported(t *testing.T) {
+	t.Parallel()
 	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
 		if strings.HasSuffix(op.Path, ".log") && (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileSync ||
 			op.Kind == errorfs.OpFileSyncData || op.Kind == errorfs.OpFileSyncTo || op.Kind == errorfs.OpFileWriteAt) {

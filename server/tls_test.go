@@ -71,6 +71,7 @@ func dialRawTLS(t *testing.T, addr string, conf *tls.Config) *rawConn {
 // the gnet listener; a client that does not trust the nodes' CA does not
 // connect.
 func TestClientTLSListener(t *testing.T) {
+	t.Parallel()
 	tc, dir := startSecureCluster(t, 3)
 	var tlsAddrs []string
 	for _, n := range tc.cfgs[0].Nodes {
@@ -127,6 +128,7 @@ func TestClientTLSListener(t *testing.T) {
 // the plain listener, on the TLS listener without a certificate, and
 // from a certificate of another node than the one it names.
 func TestRelayUnderMTLS(t *testing.T) {
+	t.Parallel()
 	tc, dir := startSecureCluster(t, 3)
 	const key = "relayed-tls"
 	mi := tc.masterIndex("ns", key)
@@ -191,6 +193,7 @@ func TestRelayUnderMTLS(t *testing.T) {
 // and the recording holds neither the secret nor anything derived from
 // it alone.
 func TestHandshakeReplayRefused(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 1)
 	addr := tc.cfgs[0].self().Client
 	const secret = "s3cret"
@@ -295,6 +298,7 @@ func (c *recordingConn) Write(b []byte) (int, error) {
 // holder gets Lost with EventRevoked, then the connection closes), and the
 // old secret is refused there from then on.
 func TestTLSSessionRevoked(t *testing.T) {
+	t.Parallel()
 	tc, dir := startSecureCluster(t, 3)
 	tc.changeNamespace("tenant", "old")
 	const key = "revoked-tls"

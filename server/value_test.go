@@ -37,6 +37,7 @@ func keyMaster(t *testing.T, tc *testCluster, key string) int {
 // and survives the key's group master being stopped; a value over the
 // limit is refused and changes nothing.
 func TestHolderValueAgainstCluster(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c1, c2 := newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)
@@ -126,6 +127,7 @@ func TestHolderValueAgainstCluster(t *testing.T) {
 // the middle; never two leaders, terms increase, and the observer ends
 // with the latest leader.
 func TestElectionAgainstCluster(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	c1, c2, c3 := newClient(t, tc), newClient(t, tc), newClient(t, tc)
 	ctx := ctxT(t)

@@ -11,6 +11,7 @@ import (
 // ballot included (the sum of ballot rounds alone stayed put, and clients
 // ignored such a view), and stays when nothing changed.
 func TestViewVersionRisesWithEveryChange(t *testing.T) {
+	t.Parallel()
 	s := &Server{cfg: Config{NodeID: 1, Nodes: []NodeAddr{{ID: 1, Client: "a"}, {ID: 2, Client: "b"}, {ID: 3, Client: "c"}}},
 		subs: map[*conn]struct{}{}, masters: make([]paxos.SoftState, 3)}
 	book := addrBook{}
