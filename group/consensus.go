@@ -2,6 +2,7 @@ package group
 
 import (
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 )
 
 // Consensus is what a lock group needs from the replication of its state
@@ -45,7 +46,7 @@ type Consensus interface {
 	SetPreferred(id paxos.NodeID)
 }
 
-var _ Consensus = (*paxos.Replica)(nil)
+var _ Consensus = (*host.Replica)(nil)
 
 // Replicate starts the replication of lock group g (0-based) whose state
 // machine is sm and returns its Consensus. NewServiceWith calls it once

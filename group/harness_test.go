@@ -8,6 +8,8 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -94,7 +96,7 @@ type node struct {
 	id    paxos.NodeID
 	dir   string
 	store *paxos.Store
-	host  *paxos.Host
+	host  *host.Host
 	svc   *Service
 }
 
@@ -111,7 +113,7 @@ const (
 // master changes). Tests of the workers' own behaviour use fakeCluster.
 type cluster struct {
 	t      testing.TB
-	net    *paxos.MemNetwork
+	net    *paxostest.MemNetwork
 	nodes  map[paxos.NodeID]*node // the map is fixed; node fields change under nmu
 	peers  []paxos.NodeID
 	cfg    Config
@@ -125,7 +127,7 @@ func newCluster(t testing.TB, n int, cfg Config) *cluster {
 	if cfg.Groups == 0 {
 		cfg.Groups = 15
 	}
-	c := &cluster{t: t, net: paxos.NewMemNetwork(), nodes: map[paxos.NodeID]*node{}, cfg: cfg, groups: cfg.Groups}
+	c := &cluster{t: t, net: paxostest.NewMemNetwork(), nodes: map[paxos.NodeID]*node{}, cfg: cfg, groups: cfg.Groups}
 	for i := 1; i <= n; i++ {
 		c.peers = append(c.peers, paxos.NodeID(i))
 	}
@@ -180,15 +182,15 @@ func (c *cluster) start(id paxos.NodeID) {
 		c.t.Fatal(err)
 	}
 	nd.store = st
-	host := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: clusterTick, Logger: testutil.Logger()})
-	host.SetTransport(c.net.Join(id, host.Deliver))
+	h := host.New(host.Config{Self: id, Store: st, Tick: clusterTick, Logger: testutil.Logger()})
+	h.SetTransport(c.net.Join(id, h.Deliver))
 	c.nmu.Lock()
-	nd.host = host
+	nd.host = h
 	c.nmu.Unlock()
 	cfg := c.cfg
 	cfg.Logger = testutil.Logger()
 	cfg.Self = id
-	svc, err := NewService(cfg, host, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: clusterLeaseTicks},
+	svc, err := NewService(cfg, h, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: clusterLeaseTicks},
 		func(g int) paxos.NodeID { return c.peers[g%len(c.peers)] })
 	if err != nil {
 		c.t.Fatal(err)
@@ -202,10 +204,10 @@ func (c *cluster) start(id paxos.NodeID) {
 func (c *cluster) stop(id paxos.NodeID) {
 	nd := c.nodes[id]
 	c.nmu.Lock()
-	host := nd.host
+	h := nd.host
 	nd.host = nil
 	c.nmu.Unlock()
-	host.Stop()
+	h.Stop()
 	nd.svc.Close()
 	if err := nd.store.Close(); err != nil {
 		c.t.Errorf("close store: %v", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -298,10 +299,10 @@ type Group struct {
 // because 0 is no group on the peer wire.
 func ReplicationID(g int) paxos.GroupID { return paxos.GroupID(g + 1) }
 
-// NewService creates the lock groups on host, lock group g replicated by
+// NewService creates the lock groups on h, lock group g replicated by
 // the Paxos group ReplicationID(g), each with peers as replicas.
 // preferred(g) names the node that should master group g, 0 for none.
-func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
+func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
 	if cfg.Self == 0 {
 		cfg.Self = pcfg.ID
 	}
@@ -309,7 +310,7 @@ func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.C
 		c := pcfg
 		c.Group = ReplicationID(g)
 		c.Peers = peers
-		return host.AddGroup(paxos.ReplicaConfig{Core: c, Join: cfg.Join}, sm)
+		return h.AddGroup(host.ReplicaConfig{Core: c, Join: cfg.Join}, sm)
 	}, preferred)
 }
 

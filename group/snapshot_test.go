@@ -8,6 +8,8 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -146,7 +148,7 @@ func TestSnapshotRestorePebble(t *testing.T) {
 // machine directly, with a short log so that truncation happens.
 type smCluster struct {
 	t     *testing.T
-	net   *paxos.MemNetwork
+	net   *paxostest.MemNetwork
 	peers []paxos.NodeID
 	dirs  map[paxos.NodeID]string
 	up    map[paxos.NodeID]*smNode
@@ -155,13 +157,13 @@ type smCluster struct {
 
 type smNode struct {
 	store *paxos.Store
-	host  *paxos.Host
-	grp   *paxos.Replica
+	host  *host.Host
+	grp   *host.Replica
 	sm    *StateMachine
 }
 
 func newSMCluster(t *testing.T, keep uint64) *smCluster {
-	c := &smCluster{t: t, net: paxos.NewMemNetwork(), peers: []paxos.NodeID{1, 2, 3}, dirs: map[paxos.NodeID]string{}, up: map[paxos.NodeID]*smNode{}, keep: keep}
+	c := &smCluster{t: t, net: paxostest.NewMemNetwork(), peers: []paxos.NodeID{1, 2, 3}, dirs: map[paxos.NodeID]string{}, up: map[paxos.NodeID]*smNode{}, keep: keep}
 	for _, id := range c.peers {
 		c.dirs[id] = t.TempDir()
 		c.start(id)
@@ -176,10 +178,10 @@ func newSMCluster(t *testing.T, keep uint64) *smCluster {
 
 func (c *smCluster) start(id paxos.NodeID) {
 	st := openStore(c.t, c.dirs[id])
-	h := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
+	h := host.New(host.Config{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	h.SetTransport(c.net.Join(id, h.Deliver))
 	sm := NewStateMachine(4)
-	g, err := h.AddGroup(paxos.ReplicaConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
+	g, err := h.AddGroup(host.ReplicaConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
 	if err != nil {
 		c.t.Fatal(err)
 	}

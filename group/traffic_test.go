@@ -12,6 +12,7 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -286,7 +287,7 @@ func TestFifteenGroupsMasterChanges(t *testing.T) {
 	transferAll := func() {
 		for g := range c.groups {
 			if id, svc := c.findMaster(g); svc != nil {
-				svc.Group(g).Paxos().(*paxos.Replica).TransferTo(c.peers[(int(id))%len(c.peers)])
+				svc.Group(g).Paxos().(*host.Replica).TransferTo(c.peers[(int(id))%len(c.peers)])
 			}
 		}
 	}

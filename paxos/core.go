@@ -64,7 +64,9 @@ type Config struct {
 	Seed uint64
 }
 
-func (c *Config) setDefaults() {
+// SetDefaults fills in every unset tuning field with its default.
+// NewCore calls it; a runtime that reads the defaults calls it first.
+func (c *Config) SetDefaults() {
 	if c.HeartbeatTicks <= 0 {
 		c.HeartbeatTicks = 10
 	}
@@ -383,7 +385,7 @@ type Core struct {
 
 // NewCore returns a Core that resumes from st.
 func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
-	cfg.setDefaults()
+	cfg.SetDefaults()
 	if err := cfg.validate(st.Membership.IsZero()); err != nil {
 		return nil, err
 	}
@@ -486,6 +488,11 @@ func (c *Core) AppliedIndex() uint64 { return c.applied }
 
 // LogStart returns the first instance still held in the log.
 func (c *Core) LogStart() uint64 { return c.logStart }
+
+// NeedsSnapshot reports whether the replica waits for a snapshot before it
+// applies anything (it joined with an empty store, or an install was cut
+// short): its state machine holds nothing to give.
+func (c *Core) NeedsSnapshot() bool { return c.needSnap }
 
 // Now returns the number of ticks since the Core started.
 func (c *Core) Now() uint64 { return c.now }

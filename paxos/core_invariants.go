@@ -191,11 +191,11 @@ func (r role) String() string {
 	return fmt.Sprintf("role(%d)", uint8(r))
 }
 
-// assertInvariants panics with checkInvariants' report. The runtime calls
+// AssertInvariants panics with checkInvariants' report. The runtime calls
 // it only when built with -tags invariants (internal/invariants), after it
 // stepped, ticked or advanced a Core: a violation there is a bug in this
 // package, not bad input, and the test that hit it must stop at once.
-func (c *Core) assertInvariants(where string) {
+func (c *Core) AssertInvariants(where string) {
 	if err := c.checkInvariants(); err != nil {
 		panic(fmt.Sprintf("paxos: core invariant broken after %s: %v", where, err))
 	}

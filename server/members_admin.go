@@ -14,6 +14,7 @@ import (
 
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -84,7 +85,7 @@ func (s *Server) groupMembers() []GroupMembers {
 	var out []GroupMembers
 	for g, lg := range s.svc.Groups() {
 		gm := GroupMembers{Group: g, Master: uint32(lg.Paxos().Status().Master)}
-		if rep, ok := lg.Paxos().(*paxos.Replica); ok {
+		if rep, ok := lg.Paxos().(*host.Replica); ok {
 			ms := rep.Membership()
 			for _, id := range ms.Current.Members {
 				gm.Members = append(gm.Members, uint32(id))
@@ -504,7 +505,7 @@ func (s *Server) whileSystemMaster(parent context.Context) (context.Context, con
 
 // groupHas reports whether ch is in force in group g as this node's
 // replica last saw it.
-func groupHas(rep *paxos.Replica, ch paxos.MemberChange) bool {
+func groupHas(rep *host.Replica, ch paxos.MemberChange) bool {
 	cur := rep.Membership().Current
 	if cur.IsZero() {
 		return false
@@ -563,7 +564,7 @@ func (s *Server) changeGroup(ctx context.Context, g int, ch paxos.MemberChange, 
 // changeLocalGroup applies ch to group g, which this node masters, and
 // returns once it is in force (or was already).
 func (s *Server) changeLocalGroup(ctx context.Context, g int, ch paxos.MemberChange) error {
-	rep, ok := s.svc.Group(g).Paxos().(*paxos.Replica)
+	rep, ok := s.svc.Group(g).Paxos().(*host.Replica)
 	if !ok {
 		return errors.New("group has no paxos replica")
 	}

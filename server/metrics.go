@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -343,7 +343,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		waiters, watches := lg.Waiting()
 		gauge(c.gWaiters, float64(waiters), id)
 		gauge(c.gWatches, float64(watches), id)
-		if pg, ok := lg.Paxos().(interface{ Snapshots() paxos.SnapshotStats }); ok {
+		if pg, ok := lg.Paxos().(interface{ Snapshots() host.SnapshotStats }); ok {
 			st := pg.Snapshots()
 			counter(c.snapSent, st.Sent, id)
 			counter(c.snapSentBytes, st.SentBytes, id)

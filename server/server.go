@@ -19,6 +19,7 @@ import (
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -27,7 +28,7 @@ type Server struct {
 	cfg   Config
 	log   *slog.Logger
 	store *paxos.Store
-	host  *paxos.Host
+	host  *host.Host
 	tr    *paxos.TCPTransport
 	svc   *group.Service
 
@@ -220,7 +221,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	}
 	s.store = st
 	tick := time.Duration(cfg.Tick)
-	s.host = paxos.NewHost(paxos.HostConfig{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
+	s.host = host.New(host.Config{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
 	// Retransmissions and the follower's wait past the lease stay those of
 	// a 100ms heartbeat when the heartbeat is longer (Config.Heartbeat).
 	quick := int(min(time.Duration(cfg.Heartbeat), 100*time.Millisecond) / tick)

@@ -1,4 +1,4 @@
-package paxos
+package host
 
 import (
 	"context"
@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
 )
 
 // change runs ch through group g's master, retrying while masters change,
 // and returns the instance that chose it.
-func (tc *testCluster) change(g GroupID, ch MemberChange) uint64 {
+func (tc *testCluster) change(g paxos.GroupID, ch paxos.MemberChange) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var err error
@@ -24,7 +25,7 @@ func (tc *testCluster) change(g GroupID, ch MemberChange) uint64 {
 		if err == nil {
 			return inst
 		}
-		if errors.Is(err, ErrBadChange) {
+		if errors.Is(err, paxos.ErrBadChange) {
 			// Chosen already by an attempt that looked lost.
 			if st := m.Membership(); ch.Add != 0 && st.Current.Contains(ch.Add) || ch.Remove != 0 && !st.Current.Contains(ch.Remove) {
 				return 0
@@ -39,7 +40,7 @@ func (tc *testCluster) change(g GroupID, ch MemberChange) uint64 {
 
 // members waits until node id's replica of group g has the member set
 // want in force.
-func (tc *testCluster) members(id NodeID, g GroupID, want ...NodeID) {
+func (tc *testCluster) members(id paxos.NodeID, g paxos.GroupID, want ...paxos.NodeID) {
 	testutil.Eventually(tc.t, 60*time.Second, func() bool {
 		nd := tc.nodes[id]
 		if nd.host == nil {
@@ -63,23 +64,23 @@ func TestClusterMembershipAddRemove(t *testing.T) {
 func testClusterMembership(t *testing.T, ckptEvery uint64) {
 	const groups = 2
 	tc := newTestCluster(t, 3, groups, 0, func(tc *testCluster) { tc.ckptEvery = ckptEvery })
-	for g := GroupID(1); g <= groups; g++ {
+	for g := paxos.GroupID(1); g <= groups; g++ {
 		tc.put(g, "before", fmt.Sprint(g))
 	}
 
 	// Node 4 starts empty, told it joins the set {1,2,3,4}.
-	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: "127.0.0.1:0", peers: []NodeID{1, 2, 3, 4}, join: true}
+	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: "127.0.0.1:0", peers: []paxos.NodeID{1, 2, 3, 4}, join: true}
 	tc.start(4)
-	for g := GroupID(1); g <= groups; g++ {
+	for g := paxos.GroupID(1); g <= groups; g++ {
 		m := tc.master(g, 60*time.Second)
-		if _, err := m.ChangeMembership(context.Background(), MemberChange{Add: 2}); !errors.Is(err, ErrBadChange) {
+		if _, err := m.ChangeMembership(context.Background(), paxos.MemberChange{Add: 2}); !errors.Is(err, paxos.ErrBadChange) {
 			t.Fatalf("adding a member again: %v", err)
 		}
-		tc.change(g, MemberChange{Add: 4})
+		tc.change(g, paxos.MemberChange{Add: 4})
 	}
-	for g := GroupID(1); g <= groups; g++ {
+	for g := paxos.GroupID(1); g <= groups; g++ {
 		tc.put(g, "after", fmt.Sprint(g))
-		for _, id := range []NodeID{1, 2, 3, 4} {
+		for _, id := range []paxos.NodeID{1, 2, 3, 4} {
 			tc.waitValue(id, g, "before", fmt.Sprint(g))
 			tc.waitValue(id, g, "after", fmt.Sprint(g))
 			tc.members(id, g, 1, 2, 3, 4)
@@ -89,32 +90,32 @@ func testClusterMembership(t *testing.T, ckptEvery uint64) {
 	// A restart loads the set it recorded with its applied state.
 	tc.stop(2)
 	tc.start(2)
-	for g := GroupID(1); g <= groups; g++ {
+	for g := paxos.GroupID(1); g <= groups; g++ {
 		tc.members(2, g, 1, 2, 3, 4)
 		if ckptEvery > 0 {
 			continue // recorded at the next checkpoint; replayed until then
 		}
 		m, err := loadMembership(tc.nodes[2].store.SMReader(g))
-		if err != nil || !slices.Equal(m.Members, []NodeID{1, 2, 3, 4}) {
+		if err != nil || !slices.Equal(m.Members, []paxos.NodeID{1, 2, 3, 4}) {
 			t.Fatalf("node 2 group %d recorded %v, %v", g, m, err)
 		}
 	}
 
 	// Remove node 1, then stop it: three of {2,3,4} go on.
-	for g := GroupID(1); g <= groups; g++ {
-		tc.change(g, MemberChange{Remove: 1})
-		for _, id := range []NodeID{2, 3, 4} {
+	for g := paxos.GroupID(1); g <= groups; g++ {
+		tc.change(g, paxos.MemberChange{Remove: 1})
+		for _, id := range []paxos.NodeID{2, 3, 4} {
 			tc.members(id, g, 2, 3, 4)
 		}
 	}
 	tc.stop(1)
-	for g := GroupID(1); g <= groups; g++ {
+	for g := paxos.GroupID(1); g <= groups; g++ {
 		tc.put(g, "without1", fmt.Sprint(g))
-		for _, id := range []NodeID{2, 3, 4} {
+		for _, id := range []paxos.NodeID{2, 3, 4} {
 			tc.waitValue(id, g, "without1", fmt.Sprint(g))
 		}
 		m := tc.master(g, 60*time.Second)
-		if _, err := m.ChangeMembership(context.Background(), MemberChange{Add: 1}); !errors.Is(err, ErrBadChange) {
+		if _, err := m.ChangeMembership(context.Background(), paxos.MemberChange{Add: 1}); !errors.Is(err, paxos.ErrBadChange) {
 			t.Fatalf("adding removed node 1 again: %v", err)
 		}
 	}
@@ -128,11 +129,11 @@ func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
 	tc.put(1, "a", "1")
 	tc.waitValue(2, 1, "a", "1")
 	tc.stop(2)
-	st, err := OpenStore(tc.nodes[2].dir, StoreOptions{Logger: quietLogger()})
+	st, err := paxos.OpenStore(tc.nodes[2].dir, paxos.StoreOptions{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, err := loadMembership(st.SMReader(1)); err != nil || !slices.Equal(m.Members, []NodeID{1, 2, 3}) {
+	if m, err := loadMembership(st.SMReader(1)); err != nil || !slices.Equal(m.Members, []paxos.NodeID{1, 2, 3}) {
 		t.Fatalf("recorded set before the restart: %v, %v", m, err)
 	}
 	b := st.NewBatch()
@@ -149,7 +150,7 @@ func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
 	tc.waitValue(2, 1, "b", "2")
 	testutil.Eventually(t, 60*time.Second, func() bool {
 		m, err := loadMembership(tc.nodes[2].store.SMReader(1))
-		return err == nil && slices.Equal(m.Members, []NodeID{1, 2, 3})
+		return err == nil && slices.Equal(m.Members, []paxos.NodeID{1, 2, 3})
 	}, "node 2 records its set again")
 }
 
@@ -160,21 +161,21 @@ func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
 // could win an election in a group whose log never added it).
 func TestClusterJoinIdleGroup(t *testing.T) {
 	tc := newTestCluster(t, 3, 1, 0)
-	for _, id := range []NodeID{1, 2, 3} {
+	for _, id := range []paxos.NodeID{1, 2, 3} {
 		m, err := loadMembership(tc.nodes[id].store.SMReader(1))
-		if err != nil || !slices.Equal(m.Members, []NodeID{1, 2, 3}) {
+		if err != nil || !slices.Equal(m.Members, []paxos.NodeID{1, 2, 3}) {
 			t.Fatalf("node %d recorded %v, %v before applying anything", id, m, err)
 		}
 	}
 	tc.master(1, 60*time.Second)
-	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: "127.0.0.1:0", peers: []NodeID{1, 2, 3, 4}, join: true}
+	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: "127.0.0.1:0", peers: []paxos.NodeID{1, 2, 3, 4}, join: true}
 	tc.start(4)
 	testutil.Eventually(t, 60*time.Second, func() bool {
 		return tc.nodes[4].host.Replica(1).snapInstalled.Load() > 0
 	}, "node 4 installs a snapshot")
 	tc.members(4, 1, 1, 2, 3)
-	tc.change(1, MemberChange{Add: 4})
-	for _, id := range []NodeID{1, 2, 3, 4} {
+	tc.change(1, paxos.MemberChange{Add: 4})
+	for _, id := range []paxos.NodeID{1, 2, 3, 4} {
 		tc.members(id, 1, 1, 2, 3, 4)
 	}
 }

@@ -1,4 +1,4 @@
-package paxos
+package host
 
 import (
 	"context"
@@ -8,19 +8,21 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 )
 
 // contractStorage wraps a Storage and records where the Host breaks the
 // Batch contract: a batch written to, committed or applied again between
 // its Apply and its SyncWait.
 type contractStorage struct {
-	Storage
+	paxos.Storage
 	mu                      sync.Mutex
 	applies, syncs, commits int
 	broken                  []string
 }
 
-func (s *contractStorage) NewBatch() Batch {
+func (s *contractStorage) NewBatch() paxos.Batch {
 	return &contractBatch{Batch: s.Storage.NewBatch(), s: s}
 }
 
@@ -34,7 +36,7 @@ func (s *contractStorage) note(f func()) {
 // the contract says a batch is used by one goroutine at a time, and the
 // race detector checks the Host hands it over with a happens-before edge.
 type contractBatch struct {
-	Batch
+	paxos.Batch
 	s       *contractStorage
 	applied bool // between Apply and SyncWait
 }
@@ -45,22 +47,22 @@ func (b *contractBatch) check(op string) {
 	}
 }
 
-func (b *contractBatch) SetHardState(g GroupID, hs HardState) {
+func (b *contractBatch) SetHardState(g paxos.GroupID, hs paxos.HardState) {
 	b.check("SetHardState")
 	b.Batch.SetHardState(g, hs)
 }
 
-func (b *contractBatch) PutEntry(g GroupID, e *Entry) {
+func (b *contractBatch) PutEntry(g paxos.GroupID, e *paxos.Entry) {
 	b.check("PutEntry")
 	b.Batch.PutEntry(g, e)
 }
 
-func (b *contractBatch) SetApplied(g GroupID, inst uint64) {
+func (b *contractBatch) SetApplied(g paxos.GroupID, inst uint64) {
 	b.check("SetApplied")
 	b.Batch.SetApplied(g, inst)
 }
 
-func (b *contractBatch) SM(g GroupID) Writer {
+func (b *contractBatch) SM(g paxos.GroupID) paxos.Writer {
 	b.check("SM")
 	return b.Batch.SM(g)
 }
@@ -94,7 +96,7 @@ func (b *contractBatch) SyncWait() error {
 // proposal is applied; no batch is touched between its Apply and its
 // SyncWait; every Apply is synced by the time the Host stops.
 func TestHostOverStorageInterface(t *testing.T) {
-	st, err := OpenStore(t.TempDir(), StoreOptions{Logger: testutil.Logger()})
+	st, err := paxos.OpenStore(t.TempDir(), paxos.StoreOptions{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +106,10 @@ func TestHostOverStorageInterface(t *testing.T) {
 		}
 	}()
 	cs := &contractStorage{Storage: st}
-	host := NewHost(HostConfig{Self: 1, Store: cs, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
-	host.SetTransport(NewMemNetwork().Join(1, host.Deliver))
+	host := New(Config{Self: 1, Store: cs, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
+	host.SetTransport(paxostest.NewMemNetwork().Join(1, host.Deliver))
 	sm := newKV()
-	g, err := host.AddGroup(ReplicaConfig{Core: Config{Group: 1, Peers: []NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
+	g, err := host.AddGroup(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +128,7 @@ func TestHostOverStorageInterface(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		wg.Add(1)
-		g.Submit([]byte(fmt.Sprintf("k%d=v%d", i, i)), func(r Result) {
+		g.Submit([]byte(fmt.Sprintf("k%d=v%d", i, i)), func(r paxos.Result) {
 			if r.Err != nil {
 				errs <- r.Err
 			}

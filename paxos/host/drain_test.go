@@ -1,4 +1,4 @@
-package paxos
+package host
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
 )
 
 // TestDrainSkipsIdleGroups checks the host loop's shortcut (Replica.drain
@@ -15,15 +16,18 @@ import (
 // delivery never shares its array with the one the loop keeps as spare
 // (were it to, a delivery would write into the slice the loop reads).
 func TestDrainSkipsIdleGroups(t *testing.T) {
-	st := openStoreForTest(t, t.TempDir(), storeTestOptions())
+	st, err := paxos.OpenStore(t.TempDir(), paxos.StoreOptions{Logger: testutil.Logger(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer func() {
 		if err := st.Close(); err != nil {
 			t.Error(err)
 		}
 	}()
 	// The host is never started: the test is its loop.
-	host := NewHost(HostConfig{Self: 1, Store: st, Tick: time.Hour, Logger: testutil.Logger()})
-	g, err := host.AddGroup(ReplicaConfig{Core: Config{Group: 1, Peers: []NodeID{1, 2, 3}, HeartbeatTicks: 5, LeaseTicks: 50}}, newKV())
+	host := New(Config{Self: 1, Store: st, Tick: time.Hour, Logger: testutil.Logger()})
+	g, err := host.AddGroup(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1, 2, 3}, HeartbeatTicks: 5, LeaseTicks: 50}}, newKV())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,8 +39,8 @@ func TestDrainSkipsIdleGroups(t *testing.T) {
 		t.Fatalf("an idle group was drained: touched %v, queued %v", g.touched, g.queued.Load())
 	}
 
-	msg := Message{Type: MsgHeartbeat, Group: 1, From: 2, To: 1}
-	for round, msgs := range [][]Message{{msg}, nil, {msg, msg}, nil} {
+	msg := paxos.Message{Type: paxos.MsgHeartbeat, Group: 1, From: 2, To: 1}
+	for round, msgs := range [][]paxos.Message{{msg}, nil, {msg, msg}, nil} {
 		g.deliver(msgs)
 		if !g.queued.Load() {
 			t.Fatalf("round %d: a delivery did not mark the group queued", round)

@@ -1,6 +1,7 @@
-package paxos
+package paxostest
 
 import (
+	"github.com/paxlock/paxlock/paxos"
 	"sync"
 )
 
@@ -9,16 +10,16 @@ import (
 // per-node queue drained by one goroutine, and links can be cut.
 type MemNetwork struct {
 	mu    sync.Mutex
-	nodes map[NodeID]*memEndpoint
-	cut   map[[2]NodeID]bool
+	nodes map[paxos.NodeID]*memEndpoint
+	cut   map[[2]paxos.NodeID]bool
 }
 
 type memEndpoint struct {
 	net     *MemNetwork
-	id      NodeID
-	handler func([]Message)
+	id      paxos.NodeID
+	handler func([]paxos.Message)
 	mu      sync.Mutex
-	queue   []Message
+	queue   []paxos.Message
 	wake    chan struct{}
 	done    chan struct{}
 	closed  bool
@@ -26,12 +27,12 @@ type memEndpoint struct {
 
 // NewMemNetwork returns an empty network.
 func NewMemNetwork() *MemNetwork {
-	return &MemNetwork{nodes: map[NodeID]*memEndpoint{}, cut: map[[2]NodeID]bool{}}
+	return &MemNetwork{nodes: map[paxos.NodeID]*memEndpoint{}, cut: map[[2]paxos.NodeID]bool{}}
 }
 
 // Join attaches node id with its handler and returns its transport. A node
 // that joins again replaces its old endpoint (a restart).
-func (n *MemNetwork) Join(id NodeID, handler func([]Message)) Transport {
+func (n *MemNetwork) Join(id paxos.NodeID, handler func([]paxos.Message)) paxos.Transport {
 	ep := &memEndpoint{net: n, id: id, handler: handler, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	n.mu.Lock()
 	if old := n.nodes[id]; old != nil {
@@ -44,20 +45,20 @@ func (n *MemNetwork) Join(id NodeID, handler func([]Message)) Transport {
 }
 
 // Cut stops traffic both ways between a and b; Heal restores every link.
-func (n *MemNetwork) Cut(a, b NodeID) {
+func (n *MemNetwork) Cut(a, b paxos.NodeID) {
 	n.mu.Lock()
-	n.cut[[2]NodeID{a, b}] = true
-	n.cut[[2]NodeID{b, a}] = true
+	n.cut[[2]paxos.NodeID{a, b}] = true
+	n.cut[[2]paxos.NodeID{b, a}] = true
 	n.mu.Unlock()
 }
 
 // Isolate cuts a from every other node.
-func (n *MemNetwork) Isolate(a NodeID) {
+func (n *MemNetwork) Isolate(a paxos.NodeID) {
 	n.mu.Lock()
 	for id := range n.nodes {
 		if id != a {
-			n.cut[[2]NodeID{a, id}] = true
-			n.cut[[2]NodeID{id, a}] = true
+			n.cut[[2]paxos.NodeID{a, id}] = true
+			n.cut[[2]paxos.NodeID{id, a}] = true
 		}
 	}
 	n.mu.Unlock()
@@ -71,7 +72,7 @@ func (n *MemNetwork) Heal() {
 }
 
 // Send implements Transport.
-func (ep *memEndpoint) Send(msgs []Message) {
+func (ep *memEndpoint) Send(msgs []paxos.Message) {
 	n := ep.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -79,7 +80,7 @@ func (ep *memEndpoint) Send(msgs []Message) {
 		return // a stale endpoint of a restarted node
 	}
 	for _, m := range msgs {
-		if n.cut[[2]NodeID{m.From, m.To}] {
+		if n.cut[[2]paxos.NodeID{m.From, m.To}] {
 			continue
 		}
 		if dst := n.nodes[m.To]; dst != nil {
@@ -88,7 +89,7 @@ func (ep *memEndpoint) Send(msgs []Message) {
 	}
 }
 
-func (ep *memEndpoint) enqueue(m Message) {
+func (ep *memEndpoint) enqueue(m paxos.Message) {
 	ep.mu.Lock()
 	if ep.closed {
 		ep.mu.Unlock()

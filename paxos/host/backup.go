@@ -1,9 +1,10 @@
-package paxos
+package host
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/paxlock/paxlock/paxos"
 	"sync"
 )
 
@@ -23,18 +24,18 @@ var ErrNoImage = errors.New("paxos: replica has no consistent image to give")
 //
 // ctx bounds the wait for the loop; an image opened after ctx ended is
 // closed, not leaked.
-func (g *Replica) OpenImage(ctx context.Context) (SnapshotSource, error) {
+func (g *Replica) OpenImage(ctx context.Context) (paxos.SnapshotSource, error) {
 	if g.isClosed() {
-		return nil, fmt.Errorf("paxos: group %d image: %w", g.id, ErrStopped)
+		return nil, fmt.Errorf("paxos: group %d image: %w", g.id, paxos.ErrStopped)
 	}
 	type opened struct {
-		src SnapshotSource
+		src paxos.SnapshotSource
 		err error
 	}
 	ch := make(chan opened, 1)
 	var mu sync.Mutex
 	abandoned := false
-	g.control(func(*Core) {
+	g.control(func(*paxos.Core) {
 		mu.Lock()
 		defer mu.Unlock()
 		if abandoned {
@@ -62,8 +63,8 @@ func (g *Replica) OpenImage(ctx context.Context) (SnapshotSource, error) {
 }
 
 // openImage checkpoints and opens the image; on the host's loop only.
-func (g *Replica) openImage() (SnapshotSource, error) {
-	if g.halted || g.install != nil || g.core.needSnap {
+func (g *Replica) openImage() (paxos.SnapshotSource, error) {
+	if g.halted || g.install != nil || g.core.NeedsSnapshot() {
 		return nil, fmt.Errorf("paxos: group %d image: %w", g.id, ErrNoImage)
 	}
 	if g.ckpt != nil && g.core.AppliedIndex() > g.checkpointed {

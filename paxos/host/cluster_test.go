@@ -1,4 +1,4 @@
-package paxos
+package host
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 )
 
 // kvSM is a test state machine: "k=v" sets k to v; every command's result
@@ -24,7 +26,7 @@ type kvSM struct {
 
 func newKV() *kvSM { return &kvSM{data: map[string]string{}} }
 
-func (s *kvSM) Apply(inst uint64, cmds [][]byte, w Writer, results []any) {
+func (s *kvSM) Apply(inst uint64, cmds [][]byte, w paxos.Writer, results []any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, c := range cmds {
@@ -36,7 +38,7 @@ func (s *kvSM) Apply(inst uint64, cmds [][]byte, w Writer, results []any) {
 	s.applied = inst
 }
 
-func (s *kvSM) Load(r Reader, applied uint64) error {
+func (s *kvSM) Load(r paxos.Reader, applied uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.data = map[string]string{}
@@ -61,7 +63,7 @@ type ckptKV struct {
 	dirty map[string]bool
 }
 
-func (s *ckptKV) Apply(inst uint64, cmds [][]byte, _ Writer, results []any) {
+func (s *ckptKV) Apply(inst uint64, cmds [][]byte, _ paxos.Writer, results []any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i, c := range cmds {
@@ -73,14 +75,14 @@ func (s *ckptKV) Apply(inst uint64, cmds [][]byte, _ Writer, results []any) {
 	s.applied = inst
 }
 
-func (s *ckptKV) Load(r Reader, applied uint64) error {
+func (s *ckptKV) Load(r paxos.Reader, applied uint64) error {
 	s.mu.Lock()
 	s.dirty = map[string]bool{}
 	s.mu.Unlock()
 	return s.kvSM.Load(r, applied)
 }
 
-func (s *ckptKV) Checkpoint(w Writer) {
+func (s *ckptKV) Checkpoint(w paxos.Writer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.dirty {
@@ -93,13 +95,13 @@ func (s *ckptKV) CheckpointDue() bool { return false }
 
 // testNode is one replica process: store, transport, host and its groups.
 type testNode struct {
-	id    NodeID
+	id    paxos.NodeID
 	dir   string
 	addr  string
-	store *Store
-	tr    *TCPTransport
+	store *paxos.Store
+	tr    *paxos.TCPTransport
 	host  *Host
-	sms   map[GroupID]*kvSM
+	sms   map[paxos.GroupID]*kvSM
 	// fs, when set, is the node's filesystem (a crashable one) instead of
 	// dir on disk.
 	fs vfs.FS
@@ -107,14 +109,14 @@ type testNode struct {
 	log *slog.Logger
 	// peers, when set, is the node's configured member set instead of the
 	// cluster's; join starts its groups with ReplicaConfig.Join.
-	peers []NodeID
+	peers []paxos.NodeID
 	join  bool
 }
 
 type testCluster struct {
 	t      testing.TB
-	nodes  map[NodeID]*testNode
-	peers  []NodeID
+	nodes  map[paxos.NodeID]*testNode
+	peers  []paxos.NodeID
 	groups int
 	keep   uint64
 	// inflight is the cores' MaxInflight (0: the default).
@@ -124,9 +126,9 @@ type testCluster struct {
 	ckptEvery uint64
 	// wrapTr, when set, wraps each node's transport (to watch what it
 	// sends).
-	wrapTr func(NodeID, Transport) Transport
+	wrapTr func(paxos.NodeID, paxos.Transport) paxos.Transport
 	// pki, when set, runs the transports with mutual TLS under its CA.
-	pki *testPKI
+	pki *paxostest.PKI
 }
 
 // quietLogger discards logs unless PAXLOCK_TEST_LOG is set
@@ -136,9 +138,9 @@ func quietLogger() *slog.Logger { return testutil.Logger() }
 // newTestCluster starts n nodes with groups groups each; opts adjust the
 // cluster and its nodes before they start.
 func newTestCluster(t testing.TB, n, groups int, keep uint64, opts ...func(*testCluster)) *testCluster {
-	tc := &testCluster{t: t, nodes: map[NodeID]*testNode{}, groups: groups, keep: keep}
+	tc := &testCluster{t: t, nodes: map[paxos.NodeID]*testNode{}, groups: groups, keep: keep}
 	for i := 1; i <= n; i++ {
-		tc.peers = append(tc.peers, NodeID(i))
+		tc.peers = append(tc.peers, paxos.NodeID(i))
 	}
 	for _, id := range tc.peers {
 		tc.nodes[id] = &testNode{id: id, dir: t.TempDir(), addr: "127.0.0.1:0"}
@@ -159,30 +161,30 @@ func newTestCluster(t testing.TB, n, groups int, keep uint64, opts ...func(*test
 	return tc
 }
 
-func (tc *testCluster) start(id NodeID) {
+func (tc *testCluster) start(id paxos.NodeID) {
 	t := tc.t
 	nd := tc.nodes[id]
 	log := nd.log
 	if log == nil {
 		log = quietLogger()
 	}
-	st, err := OpenStore(nd.dir, StoreOptions{Logger: log, FS: nd.fs})
+	st, err := paxos.OpenStore(nd.dir, paxos.StoreOptions{Logger: log, FS: nd.fs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nd.store = st
-	nd.host = NewHost(HostConfig{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: log})
-	peers := map[NodeID]string{}
+	nd.host = New(Config{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: log})
+	peers := map[paxos.NodeID]string{}
 	for pid, p := range tc.nodes {
 		if pid != id && p.addr != "127.0.0.1:0" {
 			peers[pid] = p.addr
 		}
 	}
-	tcfg := TCPTransportConfig{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()}
+	tcfg := paxos.TCPTransportConfig{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()}
 	if tc.pki != nil {
-		tcfg.TLS = tc.pki.peer(id)
+		tcfg.TLS = tc.pki.Peer(id)
 	}
-	tr, err := NewTCPTransport(tcfg)
+	tr, err := paxos.NewTCPTransport(tcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,15 +195,15 @@ func (tc *testCluster) start(id NodeID) {
 			p.tr.SetPeer(id, nd.addr)
 		}
 	}
-	var out Transport = tr
+	var out paxos.Transport = tr
 	if tc.wrapTr != nil {
 		out = tc.wrapTr(id, tr)
 	}
 	nd.host.SetTransport(out)
-	nd.sms = map[GroupID]*kvSM{}
+	nd.sms = map[paxos.GroupID]*kvSM{}
 	for g := 1; g <= tc.groups; g++ {
 		sm := newKV()
-		var asm StateMachine = sm
+		var asm paxos.StateMachine = sm
 		if tc.ckptEvery > 0 {
 			asm = &ckptKV{kvSM: sm, dirty: map[string]bool{}}
 		}
@@ -209,30 +211,30 @@ func (tc *testCluster) start(id NodeID) {
 		if nd.peers != nil {
 			peers = nd.peers
 		}
-		gr, err := nd.host.AddGroup(ReplicaConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: Config{Group: GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
+		gr, err := nd.host.AddGroup(ReplicaConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: paxos.Config{Group: paxos.GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
 		if err != nil {
 			t.Fatal(err)
 		}
-		nd.sms[GroupID(g)] = sm
+		nd.sms[paxos.GroupID(g)] = sm
 		// Placement: group g prefers node g mod N.
 		gr.SetPreferred(tc.peers[g%len(tc.peers)])
 	}
 	nd.host.Start()
 }
 
-func (tc *testCluster) stop(id NodeID) {
+func (tc *testCluster) stop(id paxos.NodeID) {
 	nd := tc.nodes[id]
 	nd.host.Stop()
 	nd.tr.Close()
 	// A store that failed says so again at Close.
-	if err := nd.store.Close(); err != nil && !errors.Is(err, ErrStorageFailed) {
+	if err := nd.store.Close(); err != nil && !errors.Is(err, paxos.ErrStorageFailed) {
 		tc.t.Errorf("close store %d: %v", id, err)
 	}
 	nd.host = nil
 }
 
 // master waits for group g to have a serving master among running nodes.
-func (tc *testCluster) master(g GroupID, timeout time.Duration) *Replica {
+func (tc *testCluster) master(g paxos.GroupID, timeout time.Duration) *Replica {
 	var m *Replica
 	testutil.Eventually(tc.t, timeout, func() bool {
 		for _, nd := range tc.nodes {
@@ -252,7 +254,7 @@ func (tc *testCluster) master(g GroupID, timeout time.Duration) *Replica {
 // placed returns group g's master once it is the group's preferred node
 // (g mod N) and serves: a master elected elsewhere hands the group over to
 // its preferred node after a while, which fails what it had in flight.
-func (tc *testCluster) placed(g GroupID, timeout time.Duration) *Replica {
+func (tc *testCluster) placed(g paxos.GroupID, timeout time.Duration) *Replica {
 	want := tc.peers[int(g)%len(tc.peers)]
 	var m *Replica
 	testutil.Eventually(tc.t, timeout, func() bool {
@@ -267,7 +269,7 @@ func (tc *testCluster) placed(g GroupID, timeout time.Duration) *Replica {
 }
 
 // put proposes k=v to group g's master, retrying across master changes.
-func (tc *testCluster) put(g GroupID, k, v string) uint64 {
+func (tc *testCluster) put(g paxos.GroupID, k, v string) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for ctx.Err() == nil {
@@ -283,7 +285,7 @@ func (tc *testCluster) put(g GroupID, k, v string) uint64 {
 }
 
 // waitValue waits until node id's replica of group g has k=v.
-func (tc *testCluster) waitValue(id NodeID, g GroupID, k, v string) {
+func (tc *testCluster) waitValue(id paxos.NodeID, g paxos.GroupID, k, v string) {
 	if err := testutil.Wait(60*time.Second, func() bool {
 		got, ok := tc.nodes[id].sms[g].get(k)
 		return ok && got == v
@@ -295,10 +297,10 @@ func (tc *testCluster) waitValue(id NodeID, g GroupID, k, v string) {
 
 func TestClusterCommitsAllGroups(t *testing.T) {
 	tc := newTestCluster(t, 3, 15, 0)
-	for g := GroupID(1); g <= 15; g++ {
+	for g := paxos.GroupID(1); g <= 15; g++ {
 		tc.put(g, "k", fmt.Sprint(g))
 	}
-	for g := GroupID(1); g <= 15; g++ {
+	for g := paxos.GroupID(1); g <= 15; g++ {
 		for _, id := range tc.peers {
 			tc.waitValue(id, g, "k", fmt.Sprint(g))
 		}
@@ -308,20 +310,20 @@ func TestClusterCommitsAllGroups(t *testing.T) {
 func TestClusterKillAndRestart(t *testing.T) {
 	// A short log forces the restarted replica to catch up by snapshot.
 	tc := newTestCluster(t, 3, 3, 20)
-	for g := GroupID(1); g <= 3; g++ {
+	for g := paxos.GroupID(1); g <= 3; g++ {
 		tc.put(g, "before", "1")
 	}
 	tc.stop(2)
 	for i := range 120 {
-		for g := GroupID(1); g <= 3; g++ {
+		for g := paxos.GroupID(1); g <= 3; g++ {
 			tc.put(g, fmt.Sprintf("k%d", i%7), fmt.Sprint(i))
 		}
 	}
-	for g := GroupID(1); g <= 3; g++ {
+	for g := paxos.GroupID(1); g <= 3; g++ {
 		tc.put(g, "after", "2")
 	}
 	tc.start(2)
-	for g := GroupID(1); g <= 3; g++ {
+	for g := paxos.GroupID(1); g <= 3; g++ {
 		tc.waitValue(2, g, "before", "1")
 		tc.waitValue(2, g, "after", "2")
 		tc.waitValue(2, g, "k0", "119")
@@ -364,26 +366,26 @@ func TestClusterCheckpointsReplayAfterCrash(t *testing.T) {
 		tc.ckptEvery = 7
 		tc.nodes[1].fs, tc.nodes[1].dir = mem, "n1"
 	})
-	for g := GroupID(1); g <= 2; g++ {
+	for g := paxos.GroupID(1); g <= 2; g++ {
 		tc.put(g, "first", "1")
 	}
 	tc.stop(2)
 	for i := range 60 {
-		for g := GroupID(1); g <= 2; g++ {
+		for g := paxos.GroupID(1); g <= 2; g++ {
 			tc.put(g, fmt.Sprintf("k%d", i%9), fmt.Sprint(i))
 		}
 	}
-	for g := GroupID(1); g <= 2; g++ {
+	for g := paxos.GroupID(1); g <= 2; g++ {
 		tc.waitValue(1, g, "k5", "59")
 	}
 	// Node 1 crashes: only its synced writes survive; its clean stop
 	// (which would checkpoint) writes to a filesystem nobody reads again.
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
-	st, err := OpenStore("n1", StoreOptions{Logger: quietLogger(), FS: crashed})
+	st, err := paxos.OpenStore("n1", paxos.StoreOptions{Logger: quietLogger(), FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for g := GroupID(1); g <= 2; g++ {
+	for g := paxos.GroupID(1); g <= 2; g++ {
 		gs, err := st.LoadGroup(g)
 		if err != nil {
 			t.Fatal(err)
@@ -402,13 +404,13 @@ func TestClusterCheckpointsReplayAfterCrash(t *testing.T) {
 	tc.nodes[1].fs = crashed
 	tc.start(1)
 	for i := 60; i < 120; i++ {
-		for g := GroupID(1); g <= 2; g++ {
+		for g := paxos.GroupID(1); g <= 2; g++ {
 			tc.put(g, fmt.Sprintf("k%d", i%9), fmt.Sprint(i))
 		}
 	}
 	tc.start(2) // behind the truncated log: catches up by snapshot
 	for _, id := range tc.peers {
-		for g := GroupID(1); g <= 2; g++ {
+		for g := paxos.GroupID(1); g <= 2; g++ {
 			tc.waitValue(id, g, "first", "1")
 			tc.waitValue(id, g, "k0", "117")
 			tc.waitValue(id, g, "k8", "116")

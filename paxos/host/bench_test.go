@@ -1,7 +1,9 @@
-package paxos
+package host
 
 import (
 	"fmt"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,12 +45,12 @@ func benchPropose(b *testing.B, groups, outstanding, inflight int, withTLS bool)
 	tc := newTestCluster(b, 3, groups, 0, func(tc *testCluster) {
 		tc.inflight, tc.ckptEvery = inflight, 2048
 		if withTLS {
-			tc.pki = newTestPKI(b, "bench")
+			tc.pki = paxostest.NewPKI(b, "bench")
 		}
 	})
 	masters := make([]*Replica, groups)
 	for g := range groups {
-		masters[g] = tc.placed(GroupID(g+1), 30*time.Second)
+		masters[g] = tc.placed(paxos.GroupID(g+1), 30*time.Second)
 	}
 	cmd := make([]byte, 64)
 	lat := make([]time.Duration, b.N)
@@ -64,7 +66,7 @@ func benchPropose(b *testing.B, groups, outstanding, inflight int, withTLS bool)
 		}
 		wg.Add(1)
 		start := time.Now()
-		masters[int(i)%groups].Submit(cmd, func(r Result) {
+		masters[int(i)%groups].Submit(cmd, func(r paxos.Result) {
 			if r.Err != nil {
 				errs.Add(1)
 				firstErr.CompareAndSwap(nil, &r.Err)

@@ -1,24 +1,25 @@
-package paxos
+package host
 
 import (
 	"fmt"
+	"github.com/paxlock/paxlock/paxos"
 	"time"
 )
 
 // groupLog is one group's view of the shared storage's log: the
 // LogReader its core reads old entries through.
 type groupLog struct {
-	s Storage
-	g GroupID
+	s paxos.Storage
+	g paxos.GroupID
 }
 
-func (l groupLog) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
+func (l groupLog) Entries(from, to uint64, maxBytes int) ([]paxos.Entry, error) {
 	return l.s.Entries(l.g, from, to, maxBytes)
 }
 
 // startStream streams a snapshot of the group to peer p, one chunk at a
 // time, each acknowledged before the next (the transport may drop).
-func (g *Replica) startStream(p NodeID) {
+func (g *Replica) startStream(p paxos.NodeID) {
 	g.mu.Lock()
 	if g.streams[p] != nil || g.closed.Load() {
 		g.mu.Unlock()
@@ -39,7 +40,7 @@ func (g *Replica) startStream(p NodeID) {
 	}()
 }
 
-func (g *Replica) stream(p NodeID, acks chan uint64) error {
+func (g *Replica) stream(p paxos.NodeID, acks chan uint64) error {
 	src, err := g.store.OpenSnapshot(g.id, g.cfg.SnapshotChunk)
 	if err != nil {
 		return err
@@ -51,10 +52,10 @@ func (g *Replica) stream(p NodeID, acks chan uint64) error {
 		if err != nil {
 			return err
 		}
-		m := Message{Type: MsgSnapshot, Group: g.id, From: g.host.cfg.Self, To: p, Instance: src.Applied(), ChunkSeq: seq, LastChunk: last, Chunk: append([]byte(nil), chunk...)}
+		m := paxos.Message{Type: paxos.MsgSnapshot, Group: g.id, From: g.host.cfg.Self, To: p, Instance: src.Applied(), ChunkSeq: seq, LastChunk: last, Chunk: append([]byte(nil), chunk...)}
 		acked := false
 		for try := 0; try < 5 && !acked; try++ {
-			g.host.send([]Message{m})
+			g.host.send([]paxos.Message{m})
 			timer := time.NewTimer(2 * time.Second)
 		wait:
 			for {
@@ -62,7 +63,7 @@ func (g *Replica) stream(p NodeID, acks chan uint64) error {
 				case a, ok := <-acks:
 					if !ok {
 						timer.Stop()
-						return ErrStopped
+						return paxos.ErrStopped
 					}
 					if a == seq {
 						acked = true
@@ -72,7 +73,7 @@ func (g *Replica) stream(p NodeID, acks chan uint64) error {
 					break wait
 				case <-g.host.stop:
 					timer.Stop()
-					return ErrStopped
+					return paxos.ErrStopped
 				}
 			}
 			timer.Stop()
@@ -90,7 +91,7 @@ func (g *Replica) stream(p NodeID, acks chan uint64) error {
 
 // onSnapshotMsg handles snapshot chunks and their acknowledgements on the
 // host's loop.
-func (g *Replica) onSnapshotMsg(m *Message) {
+func (g *Replica) onSnapshotMsg(m *paxos.Message) {
 	if m.ChunkAck { // an acknowledgement for a stream of ours
 		g.mu.Lock()
 		ch := g.streams[m.From]
@@ -104,11 +105,11 @@ func (g *Replica) onSnapshotMsg(m *Message) {
 		return
 	}
 	ack := func() {
-		g.host.send([]Message{{Type: MsgSnapshot, Group: g.id, From: g.host.cfg.Self, To: m.From, Instance: m.Instance, ChunkSeq: m.ChunkSeq, ChunkAck: true}})
+		g.host.send([]paxos.Message{{Type: paxos.MsgSnapshot, Group: g.id, From: g.host.cfg.Self, To: m.From, Instance: m.Instance, ChunkSeq: m.ChunkSeq, ChunkAck: true}})
 	}
 	in := g.install
 	if m.ChunkSeq == 0 {
-		if m.Instance < g.core.LogStart()-1 || (m.Instance <= g.core.AppliedIndex() && !g.core.needSnap) {
+		if m.Instance < g.core.LogStart()-1 || (m.Instance <= g.core.AppliedIndex() && !g.core.NeedsSnapshot()) {
 			// Not useful; acknowledge every chunk so the sender finishes.
 			ack()
 			return

@@ -1,4 +1,4 @@
-package paxos
+package host
 
 import (
 	"context"
@@ -9,72 +9,12 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/internal/invariants"
+	"github.com/paxlock/paxlock/paxos"
 )
-
-// StateMachine is the replicated application a Replica drives. Apply runs on
-// every replica in log order, on the host's loop (one loop drives every
-// group of a Host), so it must not block.
-type StateMachine interface {
-	// Apply applies the commands chosen for instance, in order. It records
-	// its persistent changes in w, which the runtime commits atomically
-	// with the applied instance, and sets results[i] to what the proposer
-	// of cmds[i] gets back. It must be deterministic.
-	Apply(instance uint64, cmds [][]byte, w Writer, results []any)
-	// Load rebuilds in-memory state from the persistent keyspace; it runs
-	// when the group opens and after a snapshot was installed.
-	//
-	// Keys that start with the byte 0x00 belong to the runtime (the
-	// group's member set is recorded there): a state machine neither
-	// writes them nor lets them confuse its Load.
-	Load(r Reader, applied uint64) error
-}
-
-// Checkpointer is a StateMachine that keeps its state in memory and writes
-// it to its keyspace only at checkpoints, with the log as the durable
-// record in between: its Apply writes little or nothing, and the runtime
-// records the applied instance only with a checkpoint, so a restart loads
-// the last checkpoint and replays the log above it. The log is truncated
-// only behind the last checkpoint, and snapshots are streamed from it.
-type Checkpointer interface {
-	StateMachine
-	// Checkpoint writes into w every change since the previous checkpoint
-	// (or Load), so that the keyspace reflects every applied instance. It
-	// runs on the host's loop, after Apply.
-	Checkpoint(w Writer)
-	// CheckpointDue reports whether the state machine holds enough
-	// unwritten changes to want a checkpoint before the runtime's
-	// interval (ReplicaConfig.CheckpointEvery) is up.
-	CheckpointDue() bool
-}
-
-// MasterObserver, when a StateMachine implements it, is told on the host's
-// loop whenever the replica's view of mastership changes.
-type MasterObserver interface {
-	MasterChanged(s SoftState)
-}
-
-// Result is what a proposer gets back for one command.
-type Result struct {
-	// Instance is the instance that chose the command, and Index its
-	// position in that instance's batch.
-	Instance uint64
-	Index    int
-	// Value is what the state machine returned for the command.
-	Value any
-	// Err is non-nil when the command did not take effect (ErrNotMaster,
-	// ErrOverloaded, ErrNotChosen, ErrStopped, ErrTooLarge), or when its
-	// outcome is unknown because the replica stopped while the command
-	// was in flight (ErrOutcomeUnknown, which also matches ErrStopped).
-	Err error
-}
-
-// Callback receives a command's Result. It runs on the host's loop, which
-// drives every group of the Host (or, for errors found at once, on the submitter's) and must not block.
-type Callback func(Result)
 
 // ReplicaConfig configures one group on a Host.
 type ReplicaConfig struct {
-	Core Config
+	Core paxos.Config
 	// KeepLog is how many applied instances stay in the log behind the
 	// applied instance before it is truncated (default 20000).
 	KeepLog uint64
@@ -94,24 +34,24 @@ type ReplicaConfig struct {
 
 // Replica is this node's replica of one Paxos group: it runs the group's
 // Core with storage, transport and ticks, and applies chosen commands to
-// the group's StateMachine. Package paxos calls the replicated unit a
-// group (GroupID); a Replica is one node's part of it.
+// the group's StateMachine. Packages paxos and host call the replicated
+// unit a group (paxos.GroupID); a Replica is one node's part of it.
 type Replica struct {
-	id   GroupID
+	id   paxos.GroupID
 	host *Host
-	core *Core
-	sm   StateMachine
-	ckpt Checkpointer // sm, when it checkpoints; nil when it writes through
+	core *paxos.Core
+	sm   paxos.StateMachine
+	ckpt paxos.Checkpointer // sm, when it checkpoints; nil when it writes through
 	// checkpointed is the applied instance the keyspace reflects (the
 	// last checkpoint's, or the last apply's without a Checkpointer).
 	checkpointed uint64
 	cfg          ReplicaConfig
 	log          *slog.Logger
-	store        Storage
+	store        paxos.Storage
 
 	mu sync.Mutex
 	// guarded by mu
-	inbox   []Message
+	inbox   []paxos.Message
 	props   []proposal
 	pending int // queued proposals not yet handed to the core
 	// closed is written under mu and read without it where a stale false
@@ -133,9 +73,9 @@ type Replica struct {
 	// long as no change was applied), memDirty whether it changed since it
 	// was last written (replica_member.go); memStatus is what Membership
 	// returns, refreshed when the core's view changes (memGen).
-	mem       Membership
+	mem       paxos.Membership
 	memDirty  bool
-	memStatus atomic.Pointer[MemberStatus]
+	memStatus atomic.Pointer[paxos.MemberStatus]
 	memGen    uint64
 
 	// status is the mastership view (replaced only when it changes);
@@ -150,15 +90,15 @@ type Replica struct {
 	snapSent, snapSentBytes, snapInstalled, snapRecvBytes atomic.Uint64
 
 	// owned by the host's loop
-	inboxSpare []Message
+	inboxSpare []paxos.Message
 	propsSpare []proposal
-	ctrlSpare  []func(*Core)
+	ctrlSpare  []func(*paxos.Core)
 	tags       map[uint64]tagged
 	nextTag    uint64
 	results    []any
 	install    *snapInstall
-	ctrl       []func(*Core)
-	streams    map[NodeID]chan uint64 // guarded by mu
+	ctrl       []func(*paxos.Core)
+	streams    map[paxos.NodeID]chan uint64 // guarded by mu
 
 	base      time.Time // when the core's tick 0 happened (a host tick)
 	delivered uint64    // ticks handed to the core (the host's loop only)
@@ -167,41 +107,41 @@ type Replica struct {
 
 type proposal struct {
 	cmd []byte
-	cb  Callback
+	cb  paxos.Callback
 	at  int64 // when it was submitted (Host.nanotime; 0: no Observer)
 }
 
 // tagged is a proposal handed to the core, waiting for its outcome.
 type tagged struct {
-	cb Callback
+	cb paxos.Callback
 	at int64 // proposal.at
 }
 
 type statusSnapshot struct {
-	soft SoftState
+	soft paxos.SoftState
 	// leaseUntil is when the master's lease ends on this node's monotonic
 	// clock: tick k of the core happens at base + k*tick.
 	leaseUntil time.Time
 }
 
 type snapInstall struct {
-	from    NodeID
+	from    paxos.NodeID
 	applied uint64
 	next    uint64
-	si      SnapshotInstall
+	si      paxos.SnapshotInstall
 }
 
 func (g *Replica) signal() { g.host.signal() }
 
 // ID returns the group's id.
-func (g *Replica) ID() GroupID { return g.id }
+func (g *Replica) ID() paxos.GroupID { return g.id }
 
 // Status returns the replica's latest view of mastership, without waiting
 // for the host's loop. Serving is true only while the master's lease
 // runs on the monotonic clock now: a replica whose process was paused
 // stops serving the moment it resumes, before it even processes the ticks
 // it missed.
-func (g *Replica) Status() SoftState {
+func (g *Replica) Status() paxos.SoftState {
 	s := g.status.Load()
 	soft := s.soft
 	if soft.Serving && !time.Now().Before(s.leaseUntil) {
@@ -234,32 +174,32 @@ func (g *Replica) Snapshots() SnapshotStats {
 // Submit proposes cmd without waiting; cb gets the Result exactly once.
 // Errors found at once (this replica is not serving, the queue is full)
 // reach cb before Submit returns.
-func (g *Replica) Submit(cmd []byte, cb Callback) {
+func (g *Replica) Submit(cmd []byte, cb paxos.Callback) {
 	if len(cmd)+64 > g.cfg.Core.MaxBatchBytes {
-		cb(Result{Err: ErrTooLarge})
+		cb(paxos.Result{Err: paxos.ErrTooLarge})
 		return
 	}
 	if !g.Status().Serving {
-		err := ErrNotMaster
+		err := paxos.ErrNotMaster
 		if serr := g.host.Err(); serr != nil {
 			err = serr
 		}
-		cb(Result{Err: err})
+		cb(paxos.Result{Err: err})
 		return
 	}
 	g.mu.Lock()
 	if g.closed.Load() {
 		g.mu.Unlock()
-		err := ErrStopped
+		err := paxos.ErrStopped
 		if serr := g.host.Err(); serr != nil {
 			err = serr
 		}
-		cb(Result{Err: err})
+		cb(paxos.Result{Err: err})
 		return
 	}
 	if g.pending >= g.cfg.Core.MaxQueue {
 		g.mu.Unlock()
-		cb(Result{Err: ErrOverloaded})
+		cb(paxos.Result{Err: paxos.ErrOverloaded})
 		return
 	}
 	var at int64
@@ -279,28 +219,30 @@ func (g *Replica) Submit(cmd []byte, cb Callback) {
 // Propose proposes cmd and waits until it is applied or failed, or ctx
 // ends. When ctx ends first the outcome is unknown: the command may still
 // be chosen.
-func (g *Replica) Propose(ctx context.Context, cmd []byte) (Result, error) {
-	ch := make(chan Result, 1)
-	g.Submit(cmd, func(r Result) { ch <- r })
+func (g *Replica) Propose(ctx context.Context, cmd []byte) (paxos.Result, error) {
+	ch := make(chan paxos.Result, 1)
+	g.Submit(cmd, func(r paxos.Result) { ch <- r })
 	select {
 	case r := <-ch:
 		return r, r.Err
 	case <-ctx.Done():
-		return Result{}, fmt.Errorf("paxos: propose: %w", ctx.Err())
+		return paxos.Result{}, fmt.Errorf("paxos: propose: %w", ctx.Err())
 	}
 }
 
 // TransferTo asks the group to hand mastership to node id, if this replica
 // is master.
-func (g *Replica) TransferTo(id NodeID) { g.control(func(c *Core) { c.TransferTo(id) }) }
+func (g *Replica) TransferTo(id paxos.NodeID) { g.control(func(c *paxos.Core) { c.TransferTo(id) }) }
 
 // SetPreferred sets the placement hint (0: no preference).
-func (g *Replica) SetPreferred(id NodeID) { g.control(func(c *Core) { c.SetPreferred(id) }) }
+func (g *Replica) SetPreferred(id paxos.NodeID) {
+	g.control(func(c *paxos.Core) { c.SetPreferred(id) })
+}
 
 // Campaign makes this replica try to become master now.
-func (g *Replica) Campaign() { g.control(func(c *Core) { c.Campaign() }) }
+func (g *Replica) Campaign() { g.control(func(c *paxos.Core) { c.Campaign() }) }
 
-func (g *Replica) control(f func(*Core)) {
+func (g *Replica) control(f func(*paxos.Core)) {
 	g.mu.Lock()
 	g.ctrl = append(g.ctrl, f)
 	g.queued.Store(true)
@@ -308,7 +250,7 @@ func (g *Replica) control(f func(*Core)) {
 	g.signal()
 }
 
-func (g *Replica) deliver(msgs []Message) {
+func (g *Replica) deliver(msgs []paxos.Message) {
 	g.mu.Lock()
 	if len(g.inbox) > 1<<16 || g.closed.Load() {
 		g.mu.Unlock()
@@ -355,9 +297,9 @@ func (g *Replica) drain(now time.Time) {
 	if g.closed.Load() {
 		return
 	}
-	var inbox []Message
+	var inbox []paxos.Message
 	var props []proposal
-	var ctrl []func(*Core)
+	var ctrl []func(*paxos.Core)
 	swapped := g.queued.Load()
 	if swapped {
 		g.mu.Lock()
@@ -385,7 +327,7 @@ func (g *Replica) drain(now time.Time) {
 	}
 	for i := range inbox {
 		m := &inbox[i]
-		if m.Type == MsgSnapshot {
+		if m.Type == paxos.MsgSnapshot {
 			g.onSnapshotMsg(m)
 			continue
 		}
@@ -395,13 +337,13 @@ func (g *Replica) drain(now time.Time) {
 		p := &props[i]
 		g.nextTag++
 		if err := g.core.Propose(p.cmd, g.nextTag); err != nil {
-			p.cb(Result{Err: err})
+			p.cb(paxos.Result{Err: err})
 			continue
 		}
 		g.tags[g.nextTag] = tagged{cb: p.cb, at: p.at}
 	}
 	if invariants.Enabled {
-		g.core.assertInvariants("drain")
+		g.core.AssertInvariants("drain")
 	}
 	if !swapped {
 		return // only ticks
@@ -414,7 +356,7 @@ func (g *Replica) drain(now time.Time) {
 
 // apply runs the chosen instances through the state machine, writing into
 // b, and returns the results, one per command in order.
-func (g *Replica) apply(b Batch, apply []Applied) []any {
+func (g *Replica) apply(b paxos.Batch, apply []paxos.Applied) []any {
 	total := 0
 	for _, a := range apply {
 		total += len(a.Value.Cmds)
@@ -455,7 +397,7 @@ func (g *Replica) apply(b Batch, apply []Applied) []any {
 
 // checkpoint writes a Checkpointer's changes and the applied instance
 // they bring the keyspace to into b.
-func (g *Replica) checkpoint(b Batch, applied uint64) {
+func (g *Replica) checkpoint(b paxos.Batch, applied uint64) {
 	g.ckpt.Checkpoint(b.SM(g.id))
 	b.SetApplied(g.id, applied)
 	g.writeMembership(b)
@@ -463,7 +405,7 @@ func (g *Replica) checkpoint(b Batch, applied uint64) {
 }
 
 // answer hands each proposer of this replica its command's result.
-func (g *Replica) answer(apply []Applied, res []any) {
+func (g *Replica) answer(apply []paxos.Applied, res []any) {
 	off := 0
 	for _, a := range apply {
 		if a.Value.Change != nil {
@@ -471,7 +413,7 @@ func (g *Replica) answer(apply []Applied, res []any) {
 			for _, tag := range a.Tags {
 				if t, ok := g.tags[tag]; ok {
 					delete(g.tags, tag)
-					t.cb(Result{Instance: a.Instance})
+					t.cb(paxos.Result{Instance: a.Instance})
 				}
 			}
 			continue
@@ -480,7 +422,7 @@ func (g *Replica) answer(apply []Applied, res []any) {
 			if t, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
 				g.observeProposal(t.at, true)
-				t.cb(Result{Instance: a.Instance, Index: i, Value: res[off+i]})
+				t.cb(paxos.Result{Instance: a.Instance, Index: i, Value: res[off+i]})
 			}
 		}
 		off += len(a.Value.Cmds)
@@ -491,17 +433,17 @@ func (g *Replica) isClosed() bool { return g.closed.Load() }
 
 func (g *Replica) handleReadyFinal() {
 	g.resolveFailed(g.core.Ready().Failed)
-	g.failAll(ErrStopped)
+	g.failAll(paxos.ErrStopped)
 }
 
 // resolveFailed tells the proposers of failed commands.
-func (g *Replica) resolveFailed(fs []Failed) {
+func (g *Replica) resolveFailed(fs []paxos.Failed) {
 	for _, f := range fs {
 		for _, tag := range f.Tags {
 			if t, ok := g.tags[tag]; ok {
 				delete(g.tags, tag)
 				g.observeProposal(t.at, false)
-				t.cb(Result{Err: f.Err})
+				t.cb(paxos.Result{Err: f.Err})
 			}
 		}
 	}
@@ -521,10 +463,10 @@ func (g *Replica) observeProposal(at int64, ok bool) {
 // yet handed to the core with err alone.
 func (g *Replica) failAll(err error) {
 	if len(g.tags) > 0 {
-		inDoubt := fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
+		inDoubt := fmt.Errorf("%w: %w", paxos.ErrOutcomeUnknown, err)
 		for tag, t := range g.tags {
 			delete(g.tags, tag)
-			t.cb(Result{Err: inDoubt})
+			t.cb(paxos.Result{Err: inDoubt})
 		}
 	}
 	g.mu.Lock()
@@ -532,7 +474,7 @@ func (g *Replica) failAll(err error) {
 	g.props = nil
 	g.mu.Unlock()
 	for _, p := range props {
-		p.cb(Result{Err: err})
+		p.cb(paxos.Result{Err: err})
 	}
 }
 
@@ -583,10 +525,10 @@ func (g *Replica) stopOnStorage(err error) {
 	g.halted = true
 	cur := g.status.Load()
 	next := *cur
-	next.soft, next.leaseUntil = SoftState{}, time.Time{}
+	next.soft, next.leaseUntil = paxos.SoftState{}, time.Time{}
 	g.status.Store(&next)
 	if cur.soft != next.soft {
-		if mo, ok := g.sm.(MasterObserver); ok {
+		if mo, ok := g.sm.(paxos.MasterObserver); ok {
 			mo.MasterChanged(next.soft)
 		}
 	}

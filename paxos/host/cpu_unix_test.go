@@ -1,6 +1,6 @@
 //go:build unix
 
-package paxos
+package host
 
 import (
 	"syscall"

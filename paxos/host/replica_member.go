@@ -1,9 +1,9 @@
-package paxos
+package host
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
+	"github.com/paxlock/paxlock/paxos"
 	"slices"
 )
 
@@ -20,71 +20,24 @@ import (
 // Config.Peers until then.
 var membersKey = []byte("\x00paxos/members")
 
-// membersVersion is the first byte of the encoded set.
-const membersVersion = 1
-
-// appendMembership encodes m as
-//
-//	u8 version | uvarint len(members) | uvarint id... | uvarint len(removed) | uvarint id...
-func appendMembership(dst []byte, m Membership) []byte {
-	dst = append(dst, membersVersion)
-	dst = binary.AppendUvarint(dst, uint64(len(m.Members)))
-	for _, id := range m.Members {
-		dst = binary.AppendUvarint(dst, uint64(id))
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(m.Removed)))
-	for _, id := range m.Removed {
-		dst = binary.AppendUvarint(dst, uint64(id))
-	}
-	return dst
-}
-
-// decodeMembership decodes what appendMembership wrote; malformed input
-// yields an error matching ErrCorrupt.
-func decodeMembership(b []byte) (Membership, error) {
-	d := wireDecoder{b: b}
-	if v := d.byte1("members version"); d.err == nil && v != membersVersion {
-		d.fail("unknown members version %d", v)
-	}
-	var m Membership
-	for _, list := range []*[]NodeID{&m.Members, &m.Removed} {
-		n := d.count("member count", 1)
-		for range n {
-			id := d.uint32v("member id")
-			if d.err == nil && id == 0 {
-				d.fail("member id 0")
-			}
-			*list = append(*list, NodeID(id))
-		}
-	}
-	d.end()
-	if d.err != nil {
-		return Membership{}, d.err
-	}
-	if len(m.Members) == 0 {
-		return Membership{}, fmt.Errorf("%w: member set without members", ErrCorrupt)
-	}
-	return m, nil
-}
-
 // loadMembership reads the set recorded in a group's keyspace; the zero
 // Membership if none is.
-func loadMembership(r Reader) (Membership, error) {
+func loadMembership(r paxos.Reader) (paxos.Membership, error) {
 	b, ok, err := r.Get(membersKey)
 	if err != nil || !ok {
-		return Membership{}, err
+		return paxos.Membership{}, err
 	}
-	return decodeMembership(b)
+	return paxos.DecodeMembership(b)
 }
 
 // initMembership sets the set after the applied instance from what the
 // group loaded. A group that never recorded one (no change was applied
 // yet, or its data predates member sets) records Config.Peers at once
 // (recordInitialMembership), so that every snapshot carries its set.
-func (g *Replica) initMembership(init InitState) {
+func (g *Replica) initMembership(init paxos.InitState) {
 	g.mem = init.Membership
 	if g.mem.IsZero() && !init.NeedSnapshot {
-		g.mem = Membership{Members: slices.Clone(g.cfg.Core.Peers)}
+		g.mem = paxos.Membership{Members: slices.Clone(g.cfg.Core.Peers)}
 		g.memDirty = true
 	}
 }
@@ -112,12 +65,12 @@ func (g *Replica) recordInitialMembership() error {
 
 // foldApplied folds the change a carries, if any, into the set after the
 // applied instance. Only the host's loop calls it.
-func (g *Replica) foldApplied(a *Applied) {
+func (g *Replica) foldApplied(a *paxos.Applied) {
 	if a.Value.Change == nil {
 		return
 	}
 	if g.mem.IsZero() {
-		g.mem = Membership{Members: slices.Clone(g.cfg.Core.Peers)}
+		g.mem = paxos.Membership{Members: slices.Clone(g.cfg.Core.Peers)}
 	}
 	g.mem = g.mem.Apply(*a.Value.Change)
 	g.memDirty = true
@@ -125,9 +78,9 @@ func (g *Replica) foldApplied(a *Applied) {
 
 // writeMembership adds the set to b when it changed since it was last
 // written; it goes with every write of the applied instance.
-func (g *Replica) writeMembership(b Batch) {
+func (g *Replica) writeMembership(b paxos.Batch) {
 	if g.memDirty {
-		b.SM(g.id).Set(membersKey, appendMembership(nil, g.mem))
+		b.SM(g.id).Set(membersKey, paxos.AppendMembership(nil, g.mem))
 		g.memDirty = false
 	}
 }
@@ -139,13 +92,13 @@ func (g *Replica) writeMembership(b Batch) {
 // matching ErrBadChange, ErrNotChosen (another master's value took the
 // instance), ErrStopped, or ctx's error (the change may still be chosen;
 // Membership tells).
-func (g *Replica) ChangeMembership(ctx context.Context, ch MemberChange) (uint64, error) {
-	done := make(chan Result, 1)
-	cb := func(r Result) { done <- r }
-	g.control(func(c *Core) {
+func (g *Replica) ChangeMembership(ctx context.Context, ch paxos.MemberChange) (uint64, error) {
+	done := make(chan paxos.Result, 1)
+	cb := func(r paxos.Result) { done <- r }
+	g.control(func(c *paxos.Core) {
 		g.nextTag++
 		if err := c.ProposeMembership(ch, g.nextTag); err != nil {
-			cb(Result{Err: err})
+			cb(paxos.Result{Err: err})
 			return
 		}
 		g.tags[g.nextTag] = tagged{cb: cb} // at 0: not a proposal the Observer times
@@ -161,11 +114,11 @@ func (g *Replica) ChangeMembership(ctx context.Context, ch MemberChange) (uint64
 // Membership returns the replica's view of the group's member set: the set
 // in force after its committed instance and, on the master, a change in
 // progress. Safe for concurrent use.
-func (g *Replica) Membership() MemberStatus {
+func (g *Replica) Membership() paxos.MemberStatus {
 	if p := g.memStatus.Load(); p != nil {
 		return *p
 	}
-	return MemberStatus{}
+	return paxos.MemberStatus{}
 }
 
 // publishMembership refreshes what Membership returns when the core's view
@@ -182,7 +135,7 @@ func (g *Replica) publishMembership() {
 // with an empty store: its state machine comes from a snapshot (until
 // then it neither applies nor campaigns), and the set it knows until then
 // is peers, the set that includes it.
-func joinGroup(init *InitState, peers []NodeID) {
+func joinGroup(init *paxos.InitState, peers []paxos.NodeID) {
 	init.NeedSnapshot = true
-	init.Membership = Membership{Members: slices.Clone(peers)}
+	init.Membership = paxos.Membership{Members: slices.Clone(peers)}
 }

@@ -1,4 +1,4 @@
-package paxos
+package host
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/internal/invariants"
+	"github.com/paxlock/paxlock/paxos"
 )
 
 // Host runs every group of one node: it keeps the groups' clock (ticks of
@@ -29,15 +30,15 @@ import (
 // syncs of its one WAL). That is the contract of Ready, and the simulator
 // checks it by carrying Readys out in the same order.
 type Host struct {
-	cfg      HostConfig
+	cfg      Config
 	base     time.Time // tick 0 of the host's clock; each group's ticks are host ticks
-	groups   atomic.Pointer[map[GroupID]*Replica]
+	groups   atomic.Pointer[map[paxos.GroupID]*Replica]
 	list     atomic.Pointer[[]*Replica] // the groups, by id
 	mu       sync.Mutex
 	stop     chan struct{}
 	stopOnce sync.Once
 	wg       sync.WaitGroup
-	tr       Transport
+	tr       paxos.Transport
 
 	wake    chan struct{}
 	done    chan struct{}
@@ -47,7 +48,7 @@ type Host struct {
 	// goroutine; free holds batches it has synced, for reuse.
 	syncs    chan pendingSync
 	syncDone chan struct{}
-	free     chan Batch
+	free     chan paxos.Batch
 	// queued counts the rounds handed to the sync goroutine that it has
 	// not finished (fsync waited for and messages sent). While it is 0 a
 	// round that wrote nothing to sync sends its after-sync messages from
@@ -59,30 +60,30 @@ type Host struct {
 
 	// owned by the loop
 	items          []readyItem
-	reqs           []Message
-	after          []Message
-	self           []Message // sendAfter's scratch, on the loop
+	reqs           []paxos.Message
+	after          []paxos.Message
+	self           []paxos.Message // sendAfter's scratch, on the loop
 	stoppedOnError bool
 }
 
 // pendingSync is one round handed to the sync goroutine: its batch (nil
 // when it wrote nothing) and the messages that wait for its fsync.
 type pendingSync struct {
-	b     Batch
-	after []Message
+	b     paxos.Batch
+	after []paxos.Message
 	at    time.Time // when b was applied (zero: no Observer)
 }
 
 type readyItem struct {
 	g  *Replica
-	rd Ready
+	rd paxos.Ready
 }
 
 // HostConfig configures a Host.
-type HostConfig struct {
-	Self NodeID
+type Config struct {
+	Self paxos.NodeID
 	// Store keeps the groups' durable state (a *Store in production).
-	Store Storage
+	Store paxos.Storage
 	// Tick is the length of one core tick on the monotonic clock
 	// (default 10ms).
 	Tick   time.Duration
@@ -93,7 +94,7 @@ type HostConfig struct {
 }
 
 // Observer is told of a Host's work, for metrics (package server turns it
-// into Prometheus histograms; paxos itself has no metrics dependency). Its
+// into Prometheus histograms; package host has no metrics dependency). Its
 // methods run on the host's loop and its sync goroutine, once per round,
 // instance or fsync: they must return at once, without blocking or
 // allocating.
@@ -119,7 +120,7 @@ func (h *Host) nanotime() int64 { return int64(time.Since(h.base)) | 1 }
 
 // NewHost returns a Host; set its transport with SetTransport and add
 // groups with AddGroup, then Start it.
-func NewHost(cfg HostConfig) *Host {
+func New(cfg Config) *Host {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 10 * time.Millisecond
 	}
@@ -128,9 +129,9 @@ func NewHost(cfg HostConfig) *Host {
 	}
 	h := &Host{
 		cfg: cfg, base: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan Batch, 64),
+		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan paxos.Batch, 64),
 	}
-	empty := map[GroupID]*Replica{}
+	empty := map[paxos.GroupID]*Replica{}
 	h.groups.Store(&empty)
 	var none []*Replica
 	h.list.Store(&none)
@@ -139,11 +140,11 @@ func NewHost(cfg HostConfig) *Host {
 
 // SetTransport sets the transport messages leave by. Its handler should be
 // Host.Deliver.
-func (h *Host) SetTransport(t Transport) { h.tr = t }
+func (h *Host) SetTransport(t paxos.Transport) { h.tr = t }
 
 // Deliver routes received messages to their groups; it is the transport's
 // handler.
-func (h *Host) Deliver(msgs []Message) {
+func (h *Host) Deliver(msgs []paxos.Message) {
 	groups := *h.groups.Load()
 	// Messages of one read usually belong to a few groups; hand each group
 	// its run in one call.
@@ -159,20 +160,20 @@ func (h *Host) Deliver(msgs []Message) {
 	}
 }
 
-func (h *Host) send(msgs []Message) {
+func (h *Host) send(msgs []paxos.Message) {
 	if h.tr != nil {
 		h.tr.Send(msgs)
 	}
 }
 
 // Replica returns this node's replica of group id, or nil.
-func (h *Host) Replica(id GroupID) *Replica { return (*h.groups.Load())[id] }
+func (h *Host) Replica(id paxos.GroupID) *Replica { return (*h.groups.Load())[id] }
 
 // AddGroup opens group cfg.Core.Group from the store, loads sm and adds
 // the group to the host's loop.
-func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
+func (h *Host) AddGroup(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, error) {
 	cfg.Core.ID = h.cfg.Self
-	cfg.Core.setDefaults()
+	cfg.Core.SetDefaults()
 	if cfg.KeepLog == 0 {
 		cfg.KeepLog = 20000
 	}
@@ -197,14 +198,14 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
 	if err != nil {
 		return nil, fmt.Errorf("paxos: group %d: %w", id, err)
 	}
-	init := InitState{Hard: gs.Hard, LogStart: gs.LogStart, Applied: gs.Applied}
+	init := paxos.InitState{Hard: gs.Hard, LogStart: gs.LogStart, Applied: gs.Applied}
 	if gs.Restoring {
 		// A snapshot install was cut short: the state machine's keyspace
 		// is incomplete. Start empty and fetch a snapshot again.
 		h.cfg.Logger.Warn("paxos: interrupted snapshot install; refetching", "group", id)
 		init.NeedSnapshot = true
 	}
-	if cfg.Join && gs.Hard == (HardState{}) && gs.Applied == 0 && gs.Last == 0 {
+	if cfg.Join && gs.Hard == (paxos.HardState{}) && gs.Applied == 0 && gs.Last == 0 {
 		joinGroup(&init, cfg.Core.Peers)
 	}
 	if gs.Last > gs.Applied {
@@ -224,7 +225,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
 			return nil, fmt.Errorf("paxos: group %d: load member set: %w", id, err)
 		}
 	}
-	core, err := NewCore(cfg.Core, init, groupLog{st, id})
+	core, err := paxos.NewCore(cfg.Core, init, groupLog{st, id})
 	if err != nil {
 		return nil, err
 	}
@@ -237,7 +238,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
 		log:     h.cfg.Logger,
 		store:   st,
 		tags:    make(map[uint64]tagged),
-		streams: make(map[NodeID]chan uint64),
+		streams: make(map[paxos.NodeID]chan uint64),
 		base:    base,
 
 		checkpointed: gs.Applied,
@@ -246,7 +247,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
 	if err := g.recordInitialMembership(); err != nil {
 		return nil, err
 	}
-	g.ckpt, _ = sm.(Checkpointer)
+	g.ckpt, _ = sm.(paxos.Checkpointer)
 	g.publish()
 	g.touched = true // the loop's first pass computes its wake time
 	h.mu.Lock()
@@ -255,7 +256,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm StateMachine) (*Replica, error) {
 		h.mu.Unlock()
 		return nil, fmt.Errorf("paxos: group %d added twice", id)
 	}
-	next := make(map[GroupID]*Replica, len(old)+1)
+	next := make(map[paxos.GroupID]*Replica, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
@@ -377,7 +378,7 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 			}
 			if rd.SoftChanged {
 				g.publish()
-				if mo, ok := g.sm.(MasterObserver); ok {
+				if mo, ok := g.sm.(paxos.MasterObserver); ok {
 					mo.MasterChanged(rd.Soft)
 				}
 			}
@@ -404,7 +405,7 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 			}
 			g.core.Advance(*rd)
 			if invariants.Enabled {
-				g.core.assertInvariants("Advance")
+				g.core.AssertInvariants("Advance")
 			}
 		}
 		if obs != nil && applied > 0 {
@@ -430,7 +431,7 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 
 // batchForRound returns an empty batch: one the sync goroutine finished
 // with, or a new one.
-func (h *Host) batchForRound() Batch {
+func (h *Host) batchForRound() paxos.Batch {
 	select {
 	case b := <-h.free:
 		return b
@@ -447,7 +448,7 @@ func (h *Host) batchForRound() Batch {
 // must wait for the earlier rounds' fsyncs. That halves the fsyncs per
 // command (a master's apply round and a follower's learn round wrote
 // synced batches too). It reports false when storage failed.
-func (h *Host) handOff(b Batch, sync bool, after []Message) bool {
+func (h *Host) handOff(b paxos.Batch, sync bool, after []paxos.Message) bool {
 	var at time.Time // when a synced batch was written, for the Observer
 	switch {
 	case b.Empty():
@@ -489,7 +490,7 @@ func (h *Host) handOff(b Batch, sync bool, after []Message) bool {
 	return true
 }
 
-func (h *Host) recycle(b Batch) {
+func (h *Host) recycle(b paxos.Batch) {
 	select {
 	case h.free <- b:
 	default:
@@ -506,7 +507,7 @@ func (h *Host) recycle(b Batch) {
 // stops the groups.
 func (h *Host) syncLoop() {
 	defer close(h.syncDone)
-	var self []Message
+	var self []paxos.Message
 	for p := range h.syncs {
 		if p.b != nil {
 			err := p.b.SyncWait()
@@ -528,7 +529,7 @@ func (h *Host) syncLoop() {
 // earlier one) is done; those for this node go straight to their groups.
 // It reorders msgs in place and returns self, the scratch slice for this
 // node's messages, for reuse.
-func (h *Host) sendAfter(msgs []Message, self []Message) []Message {
+func (h *Host) sendAfter(msgs []paxos.Message, self []paxos.Message) []paxos.Message {
 	out := msgs[:0]
 	self = self[:0]
 	for _, m := range msgs {
@@ -586,7 +587,7 @@ func (h *Host) failStorage(err error) {
 			err = serr // the failure the storage latched first
 		}
 	}
-	stop := fmt.Errorf("%w: %w", ErrStopped, err)
+	stop := fmt.Errorf("%w: %w", paxos.ErrStopped, err)
 	h.stopErr.Store(&stop)
 	groups := *h.list.Load()
 	h.cfg.Logger.Warn("paxos: stopped every group after a storage failure", "groups", len(groups), "err", err)
@@ -615,7 +616,7 @@ func (h *Host) finish() {
 		g.mu.Lock()
 		g.closed.Store(true)
 		g.mu.Unlock()
-		g.core.Flush(ErrStopped)
+		g.core.Flush(paxos.ErrStopped)
 		g.handleReadyFinal()
 	}
 }
