@@ -10,6 +10,7 @@ import (
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/paxos/paxostest"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -95,7 +96,7 @@ func (s *testSink) granted(t testing.TB, waitID uint64) *wire.Granted {
 type node struct {
 	id    paxos.NodeID
 	dir   string
-	store *paxos.Store
+	store *pebblestore.Store
 	host  *host.Host
 	svc   *Service
 }
@@ -177,7 +178,7 @@ func (c *cluster) svc(id paxos.NodeID) *Service {
 
 func (c *cluster) start(id paxos.NodeID) {
 	nd := c.nodes[id]
-	st, err := paxos.OpenStore(nd.dir, paxos.StoreOptions{Logger: testutil.Logger()})
+	st, err := pebblestore.Open(nd.dir, pebblestore.Options{Logger: testutil.Logger()})
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -10,12 +10,13 @@ import (
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/paxos/paxostest"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/wire"
 )
 
-func openStore(t *testing.T, dir string) *paxos.Store {
+func openStore(t *testing.T, dir string) *pebblestore.Store {
 	t.Helper()
-	st, err := paxos.OpenStore(dir, paxos.StoreOptions{Logger: testutil.Logger()})
+	st, err := pebblestore.Open(dir, pebblestore.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func openStore(t *testing.T, dir string) *paxos.Store {
 // applyCommitted applies cmds at inst to sm through a Pebble batch of
 // group gid and commits it with a checkpoint at the applied instance, as
 // paxos.Replica does at its checkpoints.
-func applyCommitted(t *testing.T, st *paxos.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []*outcome {
+func applyCommitted(t *testing.T, st *pebblestore.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []*outcome {
 	t.Helper()
 	b := st.NewBatch()
 	defer b.Close()
@@ -156,7 +157,7 @@ type smCluster struct {
 }
 
 type smNode struct {
-	store *paxos.Store
+	store *pebblestore.Store
 	host  *host.Host
 	grp   *host.Replica
 	sm    *StateMachine

@@ -222,7 +222,7 @@ var (
 	ErrCorrupt = errors.New("paxos: corrupt data")
 	// ErrStorageFailed means a write or fsync of the node's store failed:
 	// the store refuses every write from then on and the node's groups are
-	// stopped (Store.Err). A proposal that fails for it also matches
+	// stopped (Storage.Err). A proposal that fails for it also matches
 	// ErrStopped, and the cause (the filesystem's error) is wrapped too.
 	ErrStorageFailed = errors.New("paxos: storage failed")
 	// ErrChangeInProgress means a membership change is already queued or

@@ -19,6 +19,7 @@ import (
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
 
 // imageOpener is what a group's replication offers a backup
@@ -346,7 +347,7 @@ func Restore(cfg Config, file string, log *slog.Logger) (group.BackupInfo, error
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return info, fmt.Errorf("server: restore: data dir: %w", err)
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
 	if err != nil {
 		undo()
 		return info, fmt.Errorf("server: restore: %w", err)

@@ -90,11 +90,11 @@ type Config struct {
 	DataDir string `json:"data_dir"`
 	// DisableIOURing makes the store's fdatasync a plain blocking system
 	// call. By default it goes through io_uring where the kernel allows
-	// it (see paxos.StoreOptions.BlockingSync), falling back by itself
+	// it (see pebblestore.Options.BlockingSync), falling back by itself
 	// where it does not.
 	DisableIOURing bool `json:"disable_io_uring"`
 	// DisableWALSpares turns off the zero-filled files the store keeps
-	// ready for Pebble's next WAL (see paxos.StoreOptions.NoWALSpares):
+	// ready for Pebble's next WAL (see pebblestore.Options.NoWALSpares):
 	// worth it on a copy-on-write filesystem (btrfs, ZFS), where writing
 	// over a file allocates anew anyway.
 	DisableWALSpares bool `json:"disable_wal_spares"`

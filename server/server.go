@@ -20,6 +20,7 @@ import (
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -27,7 +28,7 @@ import (
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
-	store *paxos.Store
+	store *pebblestore.Store
 	host  *host.Host
 	tr    *paxos.TCPTransport
 	svc   *group.Service
@@ -214,7 +215,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		// its snapshot came) must wait for one, not start alone.
 		cfg.Join, s.cfg.Join = true, true
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
 	if err != nil {
 		s.endLife()
 		return nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
 
 // change runs ch through group g's master, retrying while masters change,
@@ -129,7 +130,7 @@ func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
 	tc.put(1, "a", "1")
 	tc.waitValue(2, 1, "a", "1")
 	tc.stop(2)
-	st, err := paxos.OpenStore(tc.nodes[2].dir, paxos.StoreOptions{Logger: quietLogger()})
+	st, err := pebblestore.Open(tc.nodes[2].dir, pebblestore.Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/paxostest"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
 
 // kvSM is a test state machine: "k=v" sets k to v; every command's result
@@ -98,7 +99,7 @@ type testNode struct {
 	id    paxos.NodeID
 	dir   string
 	addr  string
-	store *paxos.Store
+	store *pebblestore.Store
 	tr    *paxos.TCPTransport
 	host  *Host
 	sms   map[paxos.GroupID]*kvSM
@@ -168,7 +169,7 @@ func (tc *testCluster) start(id paxos.NodeID) {
 	if log == nil {
 		log = quietLogger()
 	}
-	st, err := paxos.OpenStore(nd.dir, paxos.StoreOptions{Logger: log, FS: nd.fs})
+	st, err := pebblestore.Open(nd.dir, pebblestore.Options{Logger: log, FS: nd.fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestClusterCheckpointsReplayAfterCrash(t *testing.T) {
 	// Node 1 crashes: only its synced writes survive; its clean stop
 	// (which would checkpoint) writes to a filesystem nobody reads again.
 	crashed := mem.CrashClone(vfs.CrashCloneCfg{})
-	st, err := paxos.OpenStore("n1", paxos.StoreOptions{Logger: quietLogger(), FS: crashed})
+	st, err := pebblestore.Open("n1", pebblestore.Options{Logger: quietLogger(), FS: crashed})
 	if err != nil {
 		t.Fatal(err)
 	}

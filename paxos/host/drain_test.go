@@ -7,6 +7,7 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
 
 // TestDrainSkipsIdleGroups checks the host loop's shortcut (Replica.drain
@@ -16,7 +17,7 @@ import (
 // delivery never shares its array with the one the loop keeps as spare
 // (were it to, a delivery would write into the slice the loop reads).
 func TestDrainSkipsIdleGroups(t *testing.T) {
-	st, err := paxos.OpenStore(t.TempDir(), paxos.StoreOptions{Logger: testutil.Logger(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: testutil.Logger(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ type readyItem struct {
 // HostConfig configures a Host.
 type Config struct {
 	Self paxos.NodeID
-	// Store keeps the groups' durable state (a *Store in production).
+	// Store keeps the groups' durable state (a *pebblestore.Store in production).
 	Store paxos.Storage
 	// Tick is the length of one core tick on the monotonic clock
 	// (default 10ms).

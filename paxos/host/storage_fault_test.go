@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
 
 // walFaults injects errorfs.ErrInjected into every write and sync of the
@@ -227,7 +228,7 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 	// already knew chosen (it votes for those without writing them again),
 	// the value the voting ballot's master holds.
 	tc.stop(1)
-	st, err := paxos.OpenStore(n1.dir, paxos.StoreOptions{Logger: quietLogger()})
+	st, err := pebblestore.Open(n1.dir, pebblestore.Options{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

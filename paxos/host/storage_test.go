@@ -10,6 +10,7 @@ import (
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/paxostest"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
 
 // contractStorage wraps a Storage and records where the Host breaks the
@@ -96,7 +97,7 @@ func (b *contractBatch) SyncWait() error {
 // proposal is applied; no batch is touched between its Apply and its
 // SyncWait; every Apply is synced by the time the Host stops.
 func TestHostOverStorageInterface(t *testing.T) {
-	st, err := paxos.OpenStore(t.TempDir(), paxos.StoreOptions{Logger: testutil.Logger()})
+	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}

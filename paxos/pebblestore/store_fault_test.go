@@ -1,4 +1,4 @@
-package paxos
+package pebblestore
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
 )
 
 // walFaults injects errorfs.ErrInjected into every write and sync of the
@@ -81,13 +82,13 @@ func waitCond(t *testing.T, what string, cond func() bool) {
 func TestStoreFailureRefusesWrites(t *testing.T) {
 	faults := walFaults()
 	dir := t.TempDir()
-	st, err := OpenStore(dir, StoreOptions{Logger: testutil.Logger(), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	st, err := Open(dir, Options{Logger: testutil.Logger(), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := st.NewBatch()
 	defer b.Close()
-	b.PutEntry(1, &Entry{Instance: 1, Ballot: Ballot{Round: 1, Node: 1}})
+	b.PutEntry(1, &paxos.Entry{Instance: 1, Ballot: paxos.Ballot{Round: 1, Node: 1}})
 	b.SetApplied(1, 1)
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
@@ -96,17 +97,17 @@ func TestStoreFailureRefusesWrites(t *testing.T) {
 		t.Fatalf("healthy store reports %v", st.Err())
 	}
 	faults.On()
-	b.PutEntry(1, &Entry{Instance: 2, Ballot: Ballot{Round: 1, Node: 1}})
+	b.PutEntry(1, &paxos.Entry{Instance: 2, Ballot: paxos.Ballot{Round: 1, Node: 1}})
 	// The WAL is written in the background: the failure shows in SyncWait,
 	// or already in Apply if the write failed before Apply returned.
 	err = b.Apply()
 	if err == nil {
 		err = b.SyncWait()
 	}
-	if !errors.Is(err, ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
+	if !errors.Is(err, paxos.ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
 		t.Fatalf("apply and sync wait: %v, want the storage error", err)
 	}
-	if err := st.Err(); !errors.Is(err, ErrStorageFailed) {
+	if err := st.Err(); !errors.Is(err, paxos.ErrStorageFailed) {
 		t.Fatalf("store error %v", err)
 	}
 	// Even once the disk works again, the store stays failed: Pebble's
@@ -114,28 +115,28 @@ func TestStoreFailureRefusesWrites(t *testing.T) {
 	// writes, enough to fill WAL blocks.
 	faults.Off()
 	for i := uint64(3); i < 200; i++ {
-		b.PutEntry(1, &Entry{Instance: i, Ballot: Ballot{Round: 1, Node: 1}, Value: Value{Cmds: [][]byte{make([]byte, 1024)}}})
-		if err := b.Commit(i%2 == 0); !errors.Is(err, ErrStorageFailed) {
+		b.PutEntry(1, &paxos.Entry{Instance: i, Ballot: paxos.Ballot{Round: 1, Node: 1}, Value: paxos.Value{Cmds: [][]byte{make([]byte, 1024)}}})
+		if err := b.Commit(i%2 == 0); !errors.Is(err, paxos.ErrStorageFailed) {
 			t.Fatalf("commit %d after the failure: %v", i, err)
 		}
 	}
-	if err := st.Sync(); !errors.Is(err, ErrStorageFailed) {
+	if err := st.Sync(); !errors.Is(err, paxos.ErrStorageFailed) {
 		t.Fatalf("sync after the failure: %v", err)
 	}
-	if err := st.TruncateLog(1, 2); !errors.Is(err, ErrStorageFailed) {
+	if err := st.TruncateLog(1, 2); !errors.Is(err, paxos.ErrStorageFailed) {
 		t.Fatalf("truncate after the failure: %v", err)
 	}
-	if _, err := st.BeginInstall(1); !errors.Is(err, ErrStorageFailed) {
+	if _, err := st.BeginInstall(1); !errors.Is(err, paxos.ErrStorageFailed) {
 		t.Fatalf("snapshot install after the failure: %v", err)
 	}
 	if _, ok, err := st.Entry(1, 1); !ok || err != nil {
 		t.Fatalf("read after the failure: %v %v", ok, err)
 	}
 	b.Close()
-	if err := st.Close(); !errors.Is(err, ErrStorageFailed) {
+	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) {
 		t.Fatalf("close: %v, want the storage error", err)
 	}
-	st, err = OpenStore(dir, StoreOptions{Logger: testutil.Logger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	st, err = Open(dir, Options{Logger: testutil.Logger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestStoreFailureInFlushIdles(t *testing.T) {
 		return nil
 	})}
 	retries := &retryCounter{}
-	st, err := OpenStore(t.TempDir(), StoreOptions{Logger: slog.New(retries), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 256 << 10, CacheSize: 1 << 20})
+	st, err := Open(t.TempDir(), Options{Logger: slog.New(retries), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 256 << 10, CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +188,7 @@ func TestStoreFailureInFlushIdles(t *testing.T) {
 	for i := range 256 {
 		b.SM(1).Set(fmt.Appendf(nil, "k%d", i), val)
 		if err := b.Commit(false); err != nil {
-			if !errors.Is(err, ErrStorageFailed) {
+			if !errors.Is(err, paxos.ErrStorageFailed) {
 				t.Fatalf("commit %d: %v", i, err)
 			}
 			break
@@ -204,7 +205,7 @@ func TestStoreFailureInFlushIdles(t *testing.T) {
 	if n := retries.n.Load() - before; n > 10 {
 		t.Errorf("%d flush retries in 2s: the failed store spins", n)
 	}
-	if err := st.Close(); !errors.Is(err, ErrStorageFailed) {
+	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) {
 		t.Fatalf("close: %v", err)
 	}
 }
@@ -222,24 +223,24 @@ func TestStoreManifestFailureDoesNotExit(t *testing.T) {
 	})}
 	logs := &logCounter{errors: map[string]int{}}
 	dir := t.TempDir()
-	st, err := OpenStore(dir, StoreOptions{Logger: slog.New(logs), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	st, err := Open(dir, Options{Logger: slog.New(logs), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b := st.NewBatch()
-	b.PutEntry(1, &Entry{Instance: 1, Ballot: Ballot{Round: 1, Node: 1}})
+	b.PutEntry(1, &paxos.Entry{Instance: 1, Ballot: paxos.Ballot{Round: 1, Node: 1}})
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
 	faults.On()
-	if err := st.Close(); !errors.Is(err, ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
+	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
 		t.Fatalf("close: %v, want the storage error", err)
 	}
 	if n := logs.count("storage failed"); n != 1 {
 		t.Errorf("the failure was logged %d times, want once", n)
 	}
-	st, err = OpenStore(dir, StoreOptions{Logger: testutil.Logger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	st, err = Open(dir, Options{Logger: testutil.Logger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

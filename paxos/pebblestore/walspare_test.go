@@ -1,4 +1,4 @@
-package paxos
+package pebblestore
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/paxos"
 )
 
 // TestWALSparesSurviveCrash writes through enough WALs that Pebble creates
@@ -24,14 +25,14 @@ func TestWALSparesSurviveCrash(t *testing.T) {
 		if s.spares == nil {
 			t.Fatal("store opened without WAL spares")
 		}
-		const g = GroupID(4)
+		const g = paxos.GroupID(4)
 		const n = 3000 // ~3 MB of entries: WALs of 256 KiB, 512 KiB, 1 MiB, ...
 		b := s.NewBatch()
-		var entries []Entry
+		var entries []paxos.Entry
 		cmd := bytes.Repeat([]byte{'x'}, 1000)
 		for i := uint64(1); i <= n; i++ {
 			e := storeTestEntry(i, string(cmd), fmt.Sprint(i))
-			b.SetHardState(g, HardState{Promised: Ballot{Round: i, Node: 1}})
+			b.SetHardState(g, paxos.HardState{Promised: paxos.Ballot{Round: i, Node: 1}})
 			b.PutEntry(g, &e)
 			storeMustCommit(t, b, true)
 			entries = append(entries, e)
@@ -72,7 +73,7 @@ func TestWALSparesOnDisk(t *testing.T) {
 	if s.spares == nil {
 		t.Fatal("store on the OS filesystem opened without WAL spares")
 	}
-	const g = GroupID(2)
+	const g = paxos.GroupID(2)
 	const n = 2000
 	b := s.NewBatch()
 	cmd := bytes.Repeat([]byte{'y'}, 1000)

@@ -1,4 +1,4 @@
-package paxos
+package pebblestore
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package paxos
+package pebblestore
 
 import (
 	"errors"
@@ -49,7 +49,7 @@ import (
 // MemTableSize). Once Pebble's WALs have stopped growing, its recycled
 // ones hold a whole WAL and are used as they are: the spare then waits for
 // a WAL that is created anew. Only the operating system's filesystem gets
-// spares (and not with StoreOptions.NoWALSpares).
+// spares (and not with Options.NoWALSpares).
 type walSpares struct {
 	fs  vfs.FS
 	dir string

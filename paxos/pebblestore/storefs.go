@@ -1,4 +1,4 @@
-package paxos
+package pebblestore
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/paxos"
 )
 
 // storeHealth latches the first storage failure of a Store: a write, sync,
@@ -43,7 +44,7 @@ const createRetryDelay = time.Second
 // fail latches cause (the first call wins) and logs it once. It returns
 // the latched error.
 func (h *storeHealth) fail(cause error) error {
-	err := fmt.Errorf("%w: %w", ErrStorageFailed, cause)
+	err := fmt.Errorf("%w: %w", paxos.ErrStorageFailed, cause)
 	h.once.Do(func() {
 		h.err.Store(&err)
 		close(h.failedCh)

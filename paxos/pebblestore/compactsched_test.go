@@ -1,4 +1,4 @@
-package paxos
+package pebblestore
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 // TestLazyCompactionScheduler: with one compaction allowed at a time and
@@ -47,10 +48,10 @@ func TestLazyCompactionScheduler(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, "level 0 compacted", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, func() bool {
 		m := db.Metrics()
 		return m.Compact.Count > 0 && m.Levels[0].TablesCount < 2
-	})
+	}, "level 0 compacted")
 	sched.mu.Lock()
 	refused := sched.refused
 	sched.mu.Unlock()
@@ -58,11 +59,11 @@ func TestLazyCompactionScheduler(t *testing.T) {
 	if refused == 0 {
 		t.Log("no TrySchedule was refused: the granter was not exercised this run")
 	}
-	waitFor(t, "the granter to end", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, func() bool {
 		sched.mu.Lock()
 		defer sched.mu.Unlock()
 		return !sched.granter && sched.running == 0
-	})
+	}, "the granter to end")
 }
 
 type quietPebbleLogger struct{}

@@ -1,4 +1,4 @@
-package paxos
+package pebblestore
 
 import (
 	"bytes"
@@ -16,30 +16,31 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/paxos"
 )
 
-func storeTestOptions() StoreOptions {
-	return StoreOptions{Logger: slog.New(slog.DiscardHandler), MemTableSize: 4 << 20, CacheSize: 8 << 20}
+func storeTestOptions() Options {
+	return Options{Logger: slog.New(slog.DiscardHandler), MemTableSize: 4 << 20, CacheSize: 8 << 20}
 }
 
-func openStoreForTest(t testing.TB, dir string, opts StoreOptions) *Store {
+func openStoreForTest(t testing.TB, dir string, opts Options) *Store {
 	t.Helper()
-	s, err := OpenStore(dir, opts)
+	s, err := Open(dir, opts)
 	if err != nil {
 		t.Fatalf("OpenStore: %v", err)
 	}
 	return s
 }
 
-func storeMustCommit(t testing.TB, b Batch, sync bool) {
+func storeMustCommit(t testing.TB, b paxos.Batch, sync bool) {
 	t.Helper()
 	if err := b.Commit(sync); err != nil {
 		t.Fatalf("commit: %v", err)
 	}
 }
 
-func storeTestEntry(inst uint64, cmds ...string) Entry {
-	e := Entry{Instance: inst, Ballot: Ballot{Round: 3, Node: 2}, Value: Value{Origin: Ballot{Round: 3, Node: 2}, Seq: inst * 10}}
+func storeTestEntry(inst uint64, cmds ...string) paxos.Entry {
+	e := paxos.Entry{Instance: inst, Ballot: paxos.Ballot{Round: 3, Node: 2}, Value: paxos.Value{Origin: paxos.Ballot{Round: 3, Node: 2}, Seq: inst * 10}}
 	for _, c := range cmds {
 		e.Value.Cmds = append(e.Value.Cmds, []byte(c))
 	}
@@ -47,7 +48,7 @@ func storeTestEntry(inst uint64, cmds ...string) Entry {
 }
 
 // storeSMContents returns group g's state-machine keyspace as a map.
-func storeSMContents(t testing.TB, s *Store, g GroupID) map[string]string {
+func storeSMContents(t testing.TB, s *Store, g paxos.GroupID) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	if err := s.SMReader(g).Scan(nil, func(k, v []byte) error {
@@ -62,13 +63,13 @@ func storeSMContents(t testing.TB, s *Store, g GroupID) map[string]string {
 func TestStoreRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	s := openStoreForTest(t, dir, storeTestOptions())
-	const g = GroupID(4)
+	const g = paxos.GroupID(4)
 
 	st, err := s.LoadGroup(g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (GroupState{LogStart: 1}); st != want {
+	if want := (paxos.GroupState{LogStart: 1}); st != want {
 		t.Fatalf("fresh group state %+v, want %+v", st, want)
 	}
 	if _, ok, err := s.Entry(g, 1); ok || err != nil {
@@ -78,14 +79,14 @@ func TestStoreRoundTrip(t *testing.T) {
 		t.Fatalf("Meta on empty store: ok=%v err=%v", ok, err)
 	}
 
-	hs := HardState{Promised: Ballot{Round: 7, Node: 3}, Committed: 5}
+	hs := paxos.HardState{Promised: paxos.Ballot{Round: 7, Node: 3}, Committed: 5}
 	b := s.NewBatch()
 	defer b.Close()
 	if !b.Empty() {
 		t.Fatal("new batch not empty")
 	}
 	b.SetHardState(g, hs)
-	var want []Entry
+	var want []paxos.Entry
 	for i := uint64(1); i <= 10; i++ {
 		e := storeTestEntry(i, fmt.Sprintf("cmd%d", i), "x")
 		b.PutEntry(g, &e)
@@ -115,7 +116,7 @@ func TestStoreRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := (GroupState{Hard: hs, LogStart: 1, Last: 10, Applied: 5}); st != want {
+		if want := (paxos.GroupState{Hard: hs, LogStart: 1, Last: 10, Applied: 5}); st != want {
 			t.Fatalf("group state %+v, want %+v", st, want)
 		}
 		e, ok, err := s.Entry(g, 3)
@@ -171,7 +172,7 @@ func TestStoreRoundTrip(t *testing.T) {
 func TestStoreEntries(t *testing.T) {
 	s := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer s.Close()
-	const g = GroupID(1)
+	const g = paxos.GroupID(1)
 	b := s.NewBatch()
 	defer b.Close()
 	for _, i := range []uint64{1, 2, 3, 4, 6, 7, math.MaxUint64} {
@@ -179,14 +180,14 @@ func TestStoreEntries(t *testing.T) {
 		b.PutEntry(g, &e)
 	}
 	storeMustCommit(t, b, false)
-	insts := func(es []Entry) []uint64 {
+	insts := func(es []paxos.Entry) []uint64 {
 		var out []uint64
 		for _, e := range es {
 			out = append(out, e.Instance)
 		}
 		return out
 	}
-	size := len(AppendEntry(nil, &Entry{Instance: 1, Ballot: Ballot{3, 2}, Value: Value{Origin: Ballot{3, 2}, Seq: 10, Cmds: [][]byte{[]byte("0123456789")}}}))
+	size := len(paxos.AppendEntry(nil, &paxos.Entry{Instance: 1, Ballot: paxos.Ballot{Round: 3, Node: 2}, Value: paxos.Value{Origin: paxos.Ballot{Round: 3, Node: 2}, Seq: 10, Cmds: [][]byte{[]byte("0123456789")}}}))
 	cases := []struct {
 		from, to uint64
 		max      int
@@ -230,27 +231,27 @@ func TestStoreEntries(t *testing.T) {
 func TestStoreCorruptEntry(t *testing.T) {
 	s := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer s.Close()
-	const g = GroupID(2)
-	if err := s.db.Set(appendLogKey(nil, g, 1), []byte{codecVersion, 1, 0}, pebble.Sync); err != nil {
+	const g = paxos.GroupID(2)
+	if err := s.db.Set(appendLogKey(nil, g, 1), []byte{1, 1, 0} /* encoding version 1, then a truncated entry */, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
 	e := storeTestEntry(5)
-	if err := s.db.Set(appendLogKey(nil, g, 2), AppendEntry(nil, &e), pebble.Sync); err != nil {
+	if err := s.db.Set(appendLogKey(nil, g, 2), paxos.AppendEntry(nil, &e), pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := s.Entry(g, 1); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := s.Entry(g, 1); !errors.Is(err, paxos.ErrCorrupt) {
 		t.Fatalf("truncated entry: err = %v", err)
 	}
-	if _, _, err := s.Entry(g, 2); !errors.Is(err, ErrCorrupt) {
+	if _, _, err := s.Entry(g, 2); !errors.Is(err, paxos.ErrCorrupt) {
 		t.Fatalf("entry under the wrong instance: err = %v", err)
 	}
-	if _, err := s.Entries(g, 1, 2, 0); !errors.Is(err, ErrCorrupt) {
+	if _, err := s.Entries(g, 1, 2, 0); !errors.Is(err, paxos.ErrCorrupt) {
 		t.Fatalf("Entries over corrupt entry: err = %v", err)
 	}
 	if err := s.db.Set(hardKey(g), []byte{9}, pebble.Sync); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.LoadGroup(g); !errors.Is(err, ErrCorrupt) {
+	if _, err := s.LoadGroup(g); !errors.Is(err, paxos.ErrCorrupt) {
 		t.Fatalf("corrupt hard state: err = %v", err)
 	}
 }
@@ -258,11 +259,11 @@ func TestStoreCorruptEntry(t *testing.T) {
 func TestStoreGroupsIsolated(t *testing.T) {
 	s := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer s.Close()
-	groups := []GroupID{0, 1, 2, 255, 256, math.MaxUint32}
+	groups := []paxos.GroupID{0, 1, 2, 255, 256, math.MaxUint32}
 	b := s.NewBatch()
 	defer b.Close()
 	for _, g := range groups {
-		b.SetHardState(g, HardState{Promised: Ballot{Round: uint64(g), Node: 1}, Committed: uint64(g)})
+		b.SetHardState(g, paxos.HardState{Promised: paxos.Ballot{Round: uint64(g), Node: 1}, Committed: uint64(g)})
 		for i := uint64(1); i <= 5; i++ {
 			e := storeTestEntry(i, fmt.Sprint(g))
 			b.PutEntry(g, &e)
@@ -292,7 +293,7 @@ func TestStoreGroupsIsolated(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := GroupState{Hard: HardState{Promised: Ballot{Round: uint64(g), Node: 1}, Committed: uint64(g)}, LogStart: 1, Last: 5, Applied: 5}
+		want := paxos.GroupState{Hard: paxos.HardState{Promised: paxos.Ballot{Round: uint64(g), Node: 1}, Committed: uint64(g)}, LogStart: 1, Last: 5, Applied: 5}
 		wantSM := map[string]string{"k": fmt.Sprint(g), "\xff\xff": fmt.Sprint(g), "": fmt.Sprint(g)}
 		switch g {
 		case 1:
@@ -324,7 +325,7 @@ func TestStoreGroupsIsolated(t *testing.T) {
 func TestStoreTruncateLog(t *testing.T) {
 	s := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer s.Close()
-	const g = GroupID(3)
+	const g = paxos.GroupID(3)
 	b := s.NewBatch()
 	defer b.Close()
 	for i := uint64(1); i <= 10; i++ {
@@ -363,7 +364,7 @@ func TestStoreTruncateLog(t *testing.T) {
 
 // storeFillSM writes n pseudo-random pairs into group g's keyspace and returns
 // them.
-func storeFillSM(t testing.TB, s *Store, g GroupID, n int, seed uint64) map[string]string {
+func storeFillSM(t testing.TB, s *Store, g paxos.GroupID, n int, seed uint64) map[string]string {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, seed))
 	want := map[string]string{}
@@ -388,7 +389,7 @@ func TestStoreSnapshotTransfer(t *testing.T) {
 	defer src.Close()
 	dst := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer dst.Close()
-	const g = GroupID(6)
+	const g = paxos.GroupID(6)
 	want := storeFillSM(t, src, g, 2000, 1)
 	b := src.NewBatch()
 	b.SetApplied(g, 500)
@@ -404,7 +405,7 @@ func TestStoreSnapshotTransfer(t *testing.T) {
 		e := storeTestEntry(i)
 		db.PutEntry(g, &e)
 	}
-	db.SetHardState(g, HardState{Promised: Ballot{Round: 9, Node: 1}, Committed: 3})
+	db.SetHardState(g, paxos.HardState{Promised: paxos.Ballot{Round: 9, Node: 1}, Committed: 3})
 	db.SetApplied(g, 3)
 	db.SM(g+1).Set([]byte("neighbour"), []byte("y"))
 	storeMustCommit(t, db, true)
@@ -466,7 +467,7 @@ func TestStoreSnapshotTransfer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantSt := GroupState{Hard: HardState{Promised: Ballot{Round: 9, Node: 1}, Committed: 500}, LogStart: 501, Last: 502, Applied: 500}
+	wantSt := paxos.GroupState{Hard: paxos.HardState{Promised: paxos.Ballot{Round: 9, Node: 1}, Committed: 500}, LogStart: 501, Last: 502, Applied: 500}
 	if st != wantSt {
 		t.Fatalf("after install %+v, want %+v", st, wantSt)
 	}
@@ -494,7 +495,7 @@ func TestStoreSnapshotTransfer(t *testing.T) {
 func TestStoreAddChunkCorrupt(t *testing.T) {
 	s := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer s.Close()
-	const g = GroupID(1)
+	const g = paxos.GroupID(1)
 	in, err := s.BeginInstall(g)
 	if err != nil {
 		t.Fatal(err)
@@ -507,7 +508,7 @@ func TestStoreAddChunkCorrupt(t *testing.T) {
 		append(append([]byte(nil), good...), 1, 'k', 2, 'v'),   // value too short
 		append(append([]byte(nil), good...), 0xff, 0xff, 0xff), // truncated varint
 	} {
-		if err := in.AddChunk(bad); !errors.Is(err, ErrCorrupt) {
+		if err := in.AddChunk(bad); !errors.Is(err, paxos.ErrCorrupt) {
 			t.Fatalf("AddChunk(%q) = %v, want ErrCorrupt", bad, err)
 		}
 	}
@@ -527,7 +528,7 @@ func TestStoreInterruptedInstall(t *testing.T) {
 	opts := storeTestOptions()
 	opts.FS = fs
 	s := openStoreForTest(t, "db", opts)
-	const g = GroupID(2)
+	const g = paxos.GroupID(2)
 	storeFillSM(t, s, g, 10, 2)
 	b := s.NewBatch()
 	b.SetApplied(g, 40)
@@ -592,11 +593,11 @@ func TestStoreCrashDurability(t *testing.T) {
 		opts := storeTestOptions()
 		opts.FS = fs
 		s := openStoreForTest(t, "node", opts)
-		const g = GroupID(9)
+		const g = paxos.GroupID(9)
 		b := s.NewBatch()
-		var entries []Entry
+		var entries []paxos.Entry
 		for i := uint64(1); i <= 20; i++ {
-			hs := HardState{Promised: Ballot{Round: i, Node: 2}, Committed: i - 1}
+			hs := paxos.HardState{Promised: paxos.Ballot{Round: i, Node: 2}, Committed: i - 1}
 			e := storeTestEntry(i, fmt.Sprint("cmd", i))
 			b.SetHardState(g, hs)
 			b.PutEntry(g, &e)
@@ -619,7 +620,7 @@ func TestStoreCrashDurability(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := GroupState{Hard: HardState{Promised: Ballot{Round: 20, Node: 2}, Committed: 19}, LogStart: 1, Last: 20, Applied: 19}
+		want := paxos.GroupState{Hard: paxos.HardState{Promised: paxos.Ballot{Round: 20, Node: 2}, Committed: 19}, LogStart: 1, Last: 20, Applied: 19}
 		if st != want {
 			t.Fatalf("seed %d: after crash %+v, want %+v", seed, st, want)
 		}
@@ -640,7 +641,7 @@ func TestStoreCrashDurability(t *testing.T) {
 // in "node": all that was synced, and with seed > 0 a random seed×pct
 // percent of what was not. It closes s and returns the store opened on
 // the image, and the image.
-func storeCrashReopen(t testing.TB, fs *vfs.MemFS, s *Store, opts StoreOptions, seed uint64, pct int) (*Store, *vfs.MemFS) {
+func storeCrashReopen(t testing.TB, fs *vfs.MemFS, s *Store, opts Options, seed uint64, pct int) (*Store, *vfs.MemFS) {
 	t.Helper()
 	cfg := vfs.CrashCloneCfg{}
 	if seed > 0 {
@@ -658,7 +659,7 @@ func TestStoreConcurrentGroups(t *testing.T) {
 	s := openStoreForTest(t, t.TempDir(), storeTestOptions())
 	defer s.Close()
 	var wg sync.WaitGroup
-	for g := GroupID(0); g < 15; g++ {
+	for g := paxos.GroupID(0); g < 15; g++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -667,7 +668,7 @@ func TestStoreConcurrentGroups(t *testing.T) {
 			for i := uint64(1); i <= 30; i++ {
 				e := storeTestEntry(i, fmt.Sprint(g))
 				b.PutEntry(g, &e)
-				b.SetHardState(g, HardState{Promised: Ballot{Round: i, Node: 1}})
+				b.SetHardState(g, paxos.HardState{Promised: paxos.Ballot{Round: i, Node: 1}})
 				if err := b.Commit(true); err != nil {
 					t.Error(err)
 					return
@@ -676,7 +677,7 @@ func TestStoreConcurrentGroups(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	for g := GroupID(0); g < 15; g++ {
+	for g := paxos.GroupID(0); g < 15; g++ {
 		st, err := s.LoadGroup(g)
 		if err != nil || st.Last != 30 || st.Hard.Promised.Round != 30 {
 			t.Fatalf("group %d: %+v %v", g, st, err)
@@ -687,7 +688,7 @@ func TestStoreConcurrentGroups(t *testing.T) {
 // BenchmarkStoreSyncCommit measures Sync commits of one 64-byte entry each
 // from 15 goroutines (one per group), which share fsyncs.
 func BenchmarkStoreSyncCommit(b *testing.B) {
-	s := openStoreForTest(b, b.TempDir(), StoreOptions{Logger: slog.New(slog.DiscardHandler)})
+	s := openStoreForTest(b, b.TempDir(), Options{Logger: slog.New(slog.DiscardHandler)})
 	defer s.Close()
 	const writers = 15
 	var next atomic.Int64
@@ -696,11 +697,11 @@ func BenchmarkStoreSyncCommit(b *testing.B) {
 	start := time.Now()
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
-		go func(g GroupID) {
+		go func(g paxos.GroupID) {
 			defer wg.Done()
 			bt := s.NewBatch()
 			defer bt.Close()
-			e := Entry{Ballot: Ballot{Round: 1, Node: 1}, Value: Value{Cmds: [][]byte{make([]byte, 64)}}}
+			e := paxos.Entry{Ballot: paxos.Ballot{Round: 1, Node: 1}, Value: paxos.Value{Cmds: [][]byte{make([]byte, 64)}}}
 			for {
 				i := next.Add(1)
 				if i > int64(b.N) {
@@ -714,7 +715,7 @@ func BenchmarkStoreSyncCommit(b *testing.B) {
 					return
 				}
 			}
-		}(GroupID(w))
+		}(paxos.GroupID(w))
 	}
 	wg.Wait()
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
