@@ -21,6 +21,7 @@ import (
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
+	"github.com/paxlock/paxlock/paxos/tcpnet"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -30,7 +31,7 @@ type Server struct {
 	log   *slog.Logger
 	store *pebblestore.Store
 	host  *host.Host
-	tr    *paxos.TCPTransport
+	tr    *tcpnet.Transport
 	svc   *group.Service
 
 	// The cluster's nodes (members.go): book is the address book of the
@@ -270,7 +271,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		handler = s.faults.Deliver
 		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
-	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: sec.peer,
+	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: sec.peer,
 		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused})
 	if err != nil {
 		s.stopBackground()

@@ -15,6 +15,7 @@ import (
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/paxostest"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
+	"github.com/paxlock/paxlock/paxos/tcpnet"
 )
 
 // kvSM is a test state machine: "k=v" sets k to v; every command's result
@@ -100,7 +101,7 @@ type testNode struct {
 	dir   string
 	addr  string
 	store *pebblestore.Store
-	tr    *paxos.TCPTransport
+	tr    *tcpnet.Transport
 	host  *Host
 	sms   map[paxos.GroupID]*kvSM
 	// fs, when set, is the node's filesystem (a crashable one) instead of
@@ -181,11 +182,11 @@ func (tc *testCluster) start(id paxos.NodeID) {
 			peers[pid] = p.addr
 		}
 	}
-	tcfg := paxos.TCPTransportConfig{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()}
+	tcfg := tcpnet.Config{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()}
 	if tc.pki != nil {
 		tcfg.TLS = tc.pki.Peer(id)
 	}
-	tr, err := paxos.NewTCPTransport(tcfg)
+	tr, err := tcpnet.New(tcfg)
 	if err != nil {
 		t.Fatal(err)
 	}

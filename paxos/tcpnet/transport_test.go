@@ -1,4 +1,4 @@
-package paxos
+package tcpnet
 
 import (
 	"bytes"
@@ -16,26 +16,28 @@ import (
 
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 )
 
 // tcpInbox collects what a transport's Handler receives.
 type tcpInbox struct {
 	mu    sync.Mutex
-	msgs  []Message
+	msgs  []paxos.Message
 	calls int
 }
 
-func (in *tcpInbox) handle(msgs []Message) {
+func (in *tcpInbox) handle(msgs []paxos.Message) {
 	in.mu.Lock()
 	in.msgs = append(in.msgs, msgs...)
 	in.calls++
 	in.mu.Unlock()
 }
 
-func (in *tcpInbox) snapshot() []Message {
+func (in *tcpInbox) snapshot() []paxos.Message {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	return append([]Message(nil), in.msgs...)
+	return append([]paxos.Message(nil), in.msgs...)
 }
 
 func (in *tcpInbox) count() int {
@@ -46,9 +48,9 @@ func (in *tcpInbox) count() int {
 
 func tcpTestLogger() *slog.Logger { return testutil.Logger() }
 
-func newTestTransport(t testing.TB, self NodeID, listen string, in *tcpInbox) *TCPTransport {
+func newTestTransport(t testing.TB, self paxos.NodeID, listen string, in *tcpInbox) *Transport {
 	t.Helper()
-	tr, err := NewTCPTransport(TCPTransportConfig{Self: self, Listen: listen, Handler: in.handle, Logger: tcpTestLogger()})
+	tr, err := New(Config{Self: self, Listen: listen, Handler: in.handle, Logger: tcpTestLogger()})
 	if err != nil {
 		t.Fatalf("NewTCPTransport(%d): %v", self, err)
 	}
@@ -73,39 +75,39 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
-func tcpTestMessage(from, to NodeID, g GroupID, seq uint64) Message {
-	return Message{
-		Type: MsgAccept, Group: g, From: from, To: to,
-		Ballot: Ballot{Round: 2, Node: from}, Committed: seq,
-		Entries: []Entry{{Instance: seq, Ballot: Ballot{Round: 2, Node: from},
-			Value: Value{Origin: Ballot{Round: 2, Node: from}, Seq: seq, Cmds: [][]byte{[]byte(fmt.Sprintf("cmd-%d-%d-%d", from, g, seq))}}}},
+func tcpTestMessage(from, to paxos.NodeID, g paxos.GroupID, seq uint64) paxos.Message {
+	return paxos.Message{
+		Type: paxos.MsgAccept, Group: g, From: from, To: to,
+		Ballot: paxos.Ballot{Round: 2, Node: from}, Committed: seq,
+		Entries: []paxos.Entry{{Instance: seq, Ballot: paxos.Ballot{Round: 2, Node: from},
+			Value: paxos.Value{Origin: paxos.Ballot{Round: 2, Node: from}, Seq: seq, Cmds: [][]byte{[]byte(fmt.Sprintf("cmd-%d-%d-%d", from, g, seq))}}}},
 	}
 }
 
 func TestTCPTransportExchange(t *testing.T) {
 	var inboxes [4]tcpInbox
-	var trs [4]*TCPTransport
-	for id := NodeID(1); id <= 3; id++ {
+	var trs [4]*Transport
+	for id := paxos.NodeID(1); id <= 3; id++ {
 		trs[id] = newTestTransport(t, id, "127.0.0.1:0", &inboxes[id])
 		defer trs[id].Close()
 	}
-	for id := NodeID(1); id <= 3; id++ {
-		for peer := NodeID(1); peer <= 3; peer++ {
+	for id := paxos.NodeID(1); id <= 3; id++ {
+		for peer := paxos.NodeID(1); peer <= 3; peer++ {
 			trs[id].SetPeer(peer, trs[peer].Addr()) // Self is ignored
 		}
 	}
 	const groups, perGroup = 15, 40
-	big := Message{Type: MsgSnapshot, Group: 3, From: 1, To: 2, Instance: 99, ChunkSeq: 3, LastChunk: true, Chunk: bytes.Repeat([]byte("snapshot"), 40000)}
-	want := map[NodeID][]Message{}
+	big := paxos.Message{Type: paxos.MsgSnapshot, Group: 3, From: 1, To: 2, Instance: 99, ChunkSeq: 3, LastChunk: true, Chunk: bytes.Repeat([]byte("snapshot"), 40000)}
+	want := map[paxos.NodeID][]paxos.Message{}
 	var senders sync.WaitGroup
-	for from := NodeID(1); from <= 3; from++ {
+	for from := paxos.NodeID(1); from <= 3; from++ {
 		senders.Add(1)
 		go func() {
 			defer senders.Done()
 			for seq := uint64(1); seq <= perGroup; seq++ {
-				var batch []Message
-				for g := GroupID(0); g < groups; g++ {
-					for to := NodeID(1); to <= 3; to++ {
+				var batch []paxos.Message
+				for g := paxos.GroupID(0); g < groups; g++ {
+					for to := paxos.NodeID(1); to <= 3; to++ {
 						batch = append(batch, tcpTestMessage(from, to, g, seq))
 					}
 				}
@@ -116,8 +118,8 @@ func TestTCPTransportExchange(t *testing.T) {
 			}
 		}()
 		for seq := uint64(1); seq <= perGroup; seq++ {
-			for g := GroupID(0); g < groups; g++ {
-				for to := NodeID(1); to <= 3; to++ {
+			for g := paxos.GroupID(0); g < groups; g++ {
+				for to := paxos.NodeID(1); to <= 3; to++ {
 					want[to] = append(want[to], tcpTestMessage(from, to, g, seq))
 				}
 			}
@@ -127,15 +129,15 @@ func TestTCPTransportExchange(t *testing.T) {
 		}
 	}
 	senders.Wait()
-	for to := NodeID(1); to <= 3; to++ {
+	for to := paxos.NodeID(1); to <= 3; to++ {
 		waitFor(t, fmt.Sprintf("node %d's messages", to), 10*time.Second, func() bool { return inboxes[to].count() >= len(want[to]) })
 		got := inboxes[to].snapshot()
 		if len(got) != len(want[to]) {
 			t.Fatalf("node %d got %d messages, want %d", to, len(got), len(want[to]))
 		}
 		// Per sender the order is preserved; across senders it interleaves.
-		for from := NodeID(1); from <= 3; from++ {
-			var g1, w1 []Message
+		for from := paxos.NodeID(1); from <= 3; from++ {
+			var g1, w1 []paxos.Message
 			for _, m := range got {
 				if m.From == from {
 					g1 = append(g1, m)
@@ -158,7 +160,7 @@ func TestTCPTransportExchange(t *testing.T) {
 			t.Logf("node %d: no batching (%d handler calls for %d messages)", to, inboxes[to].calls, len(got))
 		}
 	}
-	for id := NodeID(1); id <= 3; id++ {
+	for id := paxos.NodeID(1); id <= 3; id++ {
 		if err := trs[id].Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -166,14 +168,14 @@ func TestTCPTransportExchange(t *testing.T) {
 			t.Fatal("second Close:", err)
 		}
 	}
-	for id := NodeID(1); id <= 3; id++ {
+	for id := paxos.NodeID(1); id <= 3; id++ {
 		// Closed: the writers are done. Each Write carries at least one
 		// message, and a burst many.
 		if st := trs[id].Stats(); st.Writes == 0 || st.Writes > st.Sent {
 			t.Errorf("node %d: %d writes for %d messages sent", id, st.Writes, st.Sent)
 		}
 	}
-	trs[1].Send([]Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 1, 0, 1)}) // after Close: dropped, no panic
+	trs[1].Send([]paxos.Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 1, 0, 1)}) // after Close: dropped, no panic
 }
 
 func TestTCPTransportPeerDown(t *testing.T) {
@@ -186,7 +188,7 @@ func TestTCPTransportPeerDown(t *testing.T) {
 	// Nobody listens at B: Send returns at once and the messages are dropped.
 	start := time.Now()
 	for i := uint64(0); i < 2000; i++ {
-		a.Send([]Message{tcpTestMessage(1, 2, GroupID(i%15), i)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 2, paxos.GroupID(i%15), i)})
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Send to a dead peer took %v", d)
@@ -197,7 +199,7 @@ func TestTCPTransportPeerDown(t *testing.T) {
 	b := newTestTransport(t, 2, addrB, &inb)
 	b.SetPeer(1, a.Addr())
 	waitFor(t, "delivery after B started", 10*time.Second, func() bool {
-		a.Send([]Message{tcpTestMessage(1, 2, 1, 7)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 7)})
 		return inb.count() > 0
 	})
 
@@ -209,13 +211,13 @@ func TestTCPTransportPeerDown(t *testing.T) {
 	b2 := newTestTransport(t, 2, addrB, &inb2)
 	defer b2.Close()
 	waitFor(t, "delivery after B restarted", 10*time.Second, func() bool {
-		a.Send([]Message{tcpTestMessage(1, 2, 1, 8)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 8)})
 		return inb2.count() > 0
 	})
 	// And B2 reaches A.
 	b2.SetPeer(1, a.Addr())
 	waitFor(t, "delivery from B2", 10*time.Second, func() bool {
-		b2.Send([]Message{tcpTestMessage(2, 1, 1, 9)})
+		b2.Send([]paxos.Message{tcpTestMessage(2, 1, 1, 9)})
 		return ina.count() > 0
 	})
 }
@@ -250,8 +252,8 @@ func TestTCPTransportSlowPeer(t *testing.T) {
 		hmu.Unlock()
 	}()
 	var in tcpInbox
-	a, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "127.0.0.1:0", Handler: in.handle, Logger: tcpTestLogger(),
-		Peers: map[NodeID]string{2: ln.Addr().String()}, MaxQueueBytes: 256 << 10, WriteTimeout: 300 * time.Millisecond})
+	a, err := New(Config{Self: 1, Listen: "127.0.0.1:0", Handler: in.handle, Logger: tcpTestLogger(),
+		Peers: map[paxos.NodeID]string{2: ln.Addr().String()}, MaxQueueBytes: 256 << 10, WriteTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +262,7 @@ func TestTCPTransportSlowPeer(t *testing.T) {
 	m.Entries[0].Value.Cmds[0] = make([]byte, 4096)
 	start := time.Now()
 	for i := 0; i < 20000; i++ {
-		a.Send([]Message{m})
+		a.Send([]paxos.Message{m})
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Send to a stalled peer took %v", d)
@@ -290,14 +292,14 @@ func TestTCPTransportRedialBackoff(t *testing.T) {
 		}
 	}()
 	var in tcpInbox
-	a, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "127.0.0.1:0", Handler: in.handle, Logger: tcpTestLogger(),
-		Peers: map[NodeID]string{2: ln.Addr().String()}})
+	a, err := New(Config{Self: 1, Listen: "127.0.0.1:0", Handler: in.handle, Logger: tcpTestLogger(),
+		Peers: map[paxos.NodeID]string{2: ln.Addr().String()}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
 	for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
-		a.Send([]Message{tcpTestMessage(1, 2, 0, 1)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 2, 0, 1)})
 		time.Sleep(time.Millisecond)
 	}
 	// With 10ms doubling to 1s, 600ms allow about 7 dials; without backoff
@@ -310,7 +312,7 @@ func TestTCPTransportRedialBackoff(t *testing.T) {
 }
 
 // rawDial connects to tr and sends a handshake naming from.
-func rawDial(t *testing.T, tr *TCPTransport, from NodeID) net.Conn {
+func rawDial(t *testing.T, tr *Transport, from paxos.NodeID) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", tr.Addr())
 	if err != nil {
@@ -356,7 +358,7 @@ func TestTCPTransportGarbage(t *testing.T) {
 	ping := func(seq uint64) {
 		t.Helper()
 		waitFor(t, "traffic between healthy peers", 10*time.Second, func() bool {
-			b.Send([]Message{tcpTestMessage(2, 1, 0, seq)})
+			b.Send([]paxos.Message{tcpTestMessage(2, 1, 0, seq)})
 			for _, m := range ina.snapshot() {
 				if m.Committed == seq {
 					return true
@@ -371,13 +373,13 @@ func TestTCPTransportGarbage(t *testing.T) {
 	cases := []struct {
 		name string
 		send []byte
-		from NodeID
+		from paxos.NodeID
 	}{
 		{"garbage frame", frame([]byte("this is not a message")), 3},
 		{"oversized frame", []byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3}, 3},
 		{"zero-length frame", []byte{0, 0, 0, 0}, 3},
-		{"truncated message", frame(AppendMessage(nil, &good)[:10]), 3},
-		{"good then garbage", append(frame(AppendMessage(nil, &good)), frame([]byte{1, 99})...), 3},
+		{"truncated message", frame(paxos.AppendMessage(nil, &good)[:10]), 3},
+		{"good then garbage", append(frame(paxos.AppendMessage(nil, &good)), frame([]byte{1, 99})...), 3},
 	}
 	for i, c := range cases {
 		conn := rawDial(t, a, c.from)
@@ -408,8 +410,8 @@ func TestTCPTransportGarbage(t *testing.T) {
 	spoofed := tcpTestMessage(2, 1, 0, 1)
 	fine := tcpTestMessage(3, 1, 0, 4242)
 	var buf []byte
-	for _, m := range []Message{wrongTo, spoofed, fine} {
-		buf = append(buf, frame(AppendMessage(nil, &m))...)
+	for _, m := range []paxos.Message{wrongTo, spoofed, fine} {
+		buf = append(buf, frame(paxos.AppendMessage(nil, &m))...)
 	}
 	if _, err := conn.Write(buf); err != nil {
 		t.Fatal(err)
@@ -429,13 +431,13 @@ func TestTCPTransportGarbage(t *testing.T) {
 }
 
 func TestTCPTransportConfigErrors(t *testing.T) {
-	if _, err := NewTCPTransport(TCPTransportConfig{Self: 0, Listen: "127.0.0.1:0", Handler: func([]Message) {}}); err == nil {
+	if _, err := New(Config{Self: 0, Listen: "127.0.0.1:0", Handler: func([]paxos.Message) {}}); err == nil {
 		t.Error("Self 0 accepted")
 	}
-	if _, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "127.0.0.1:0"}); err == nil {
+	if _, err := New(Config{Self: 1, Listen: "127.0.0.1:0"}); err == nil {
 		t.Error("nil Handler accepted")
 	}
-	if _, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "256.0.0.1:bad", Handler: func([]Message) {}}); err == nil {
+	if _, err := New(Config{Self: 1, Listen: "256.0.0.1:bad", Handler: func([]paxos.Message) {}}); err == nil {
 		t.Error("bad listen address accepted")
 	}
 }
@@ -451,8 +453,8 @@ func TestTCPTransportCloseReleasesGoroutines(t *testing.T) {
 	a.SetPeer(3, freeAddr(t))
 	b.SetPeer(1, a.Addr())
 	waitFor(t, "delivery", 30*time.Second, func() bool {
-		a.Send([]Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
-		b.Send([]Message{tcpTestMessage(2, 1, 0, 1)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
+		b.Send([]paxos.Message{tcpTestMessage(2, 1, 0, 1)})
 		return in1.count() > 0 && in2.count() > 0
 	})
 	a.Close()
@@ -460,26 +462,26 @@ func TestTCPTransportCloseReleasesGoroutines(t *testing.T) {
 	waitFor(t, "goroutines to exit", 30*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 }
 
-func benchTCP(b *testing.B, m Message, pk *testPKI) {
+func benchTCP(b *testing.B, m paxos.Message, pk *paxostest.PKI) {
 	var received atomic.Int64
 	var rxTLS, txTLS *pki.Peer
 	if pk != nil {
-		rxTLS, txTLS = pk.peer(2), pk.peer(1)
+		rxTLS, txTLS = pk.Peer(2), pk.Peer(1)
 	}
-	rx, err := NewTCPTransport(TCPTransportConfig{Self: 2, Listen: "127.0.0.1:0", Logger: tcpTestLogger(), TLS: rxTLS,
-		Handler: func(msgs []Message) { received.Add(int64(len(msgs))) }})
+	rx, err := New(Config{Self: 2, Listen: "127.0.0.1:0", Logger: tcpTestLogger(), TLS: rxTLS,
+		Handler: func(msgs []paxos.Message) { received.Add(int64(len(msgs))) }})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer rx.Close()
-	tx, err := NewTCPTransport(TCPTransportConfig{Self: 1, Listen: "127.0.0.1:0", Logger: tcpTestLogger(), TLS: txTLS,
-		Handler: func([]Message) {}, Peers: map[NodeID]string{2: rx.Addr()}})
+	tx, err := New(Config{Self: 1, Listen: "127.0.0.1:0", Logger: tcpTestLogger(), TLS: txTLS,
+		Handler: func([]paxos.Message) {}, Peers: map[paxos.NodeID]string{2: rx.Addr()}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tx.Close()
 	const batch, window = 32, 8192
-	msgs := make([]Message, batch)
+	msgs := make([]paxos.Message, batch)
 	for i := range msgs {
 		msgs[i] = m
 	}
@@ -489,7 +491,7 @@ func benchTCP(b *testing.B, m Message, pk *testPKI) {
 		time.Sleep(time.Millisecond)
 	}
 	base := received.Load()
-	b.SetBytes(int64(len(AppendMessage(nil, &m))))
+	b.SetBytes(int64(len(paxos.AppendMessage(nil, &m))))
 	b.ResetTimer()
 	start := time.Now()
 	sent := 0
@@ -514,11 +516,25 @@ func benchTCP(b *testing.B, m Message, pk *testPKI) {
 // BenchmarkTCPTransport sends Accepts between two transports on loopback:
 // a small one (one 64-byte command) and a full batch (64 commands of 64
 // bytes), in plaintext and with mutual TLS.
+// benchAccept is an Accept of one batch of 64 commands of 64 bytes.
+func benchAccept() paxos.Message {
+	cmds := make([][]byte, 64)
+	for i := range cmds {
+		cmds[i] = bytes.Repeat([]byte{byte(i)}, 64)
+	}
+	return paxos.Message{
+		Type: paxos.MsgAccept, Group: 7, From: 1, To: 2,
+		Ballot: paxos.Ballot{Round: 12, Node: 1}, Committed: 123456,
+		Entries: []paxos.Entry{{Instance: 123457, Ballot: paxos.Ballot{Round: 12, Node: 1},
+			Value: paxos.Value{Origin: paxos.Ballot{Round: 12, Node: 1}, Seq: 99, Cmds: cmds}}},
+	}
+}
+
 func BenchmarkTCPTransport(b *testing.B) {
 	small := tcpTestMessage(1, 2, 3, 1)
 	small.Entries[0].Value.Cmds[0] = make([]byte, 64)
-	full := codecBenchAccept()
-	pk := newTestPKI(b, "bench")
+	full := benchAccept()
+	pk := paxostest.NewPKI(b, "bench")
 	b.Run("Accept1x64", func(b *testing.B) { benchTCP(b, small, nil) })
 	b.Run("Accept64x64", func(b *testing.B) { benchTCP(b, full, nil) })
 	b.Run("Accept1x64/tls", func(b *testing.B) { benchTCP(b, small, pk) })
@@ -538,7 +554,7 @@ func TestTCPTransportPeerStates(t *testing.T) {
 		t.Fatalf("before any traffic: %+v, want peer 2 down, never up", ps)
 	}
 	waitFor(t, "link up", 10*time.Second, func() bool {
-		a.Send([]Message{tcpTestMessage(1, 2, 1, 1)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 1)})
 		ps := a.Peers()
 		return inb.count() > 0 && ps[0].Up && ps[0].Ups == 1
 	})
@@ -551,7 +567,7 @@ func TestTCPTransportPeerStates(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "link down", 10*time.Second, func() bool {
-		a.Send([]Message{tcpTestMessage(1, 2, 1, 2)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 2)})
 		ps := a.Peers()
 		return !ps[0].Up && ps[0].Downs >= 1 && ps[0].RTT == 0
 	})
@@ -561,20 +577,20 @@ func TestTCPTransportPeerStates(t *testing.T) {
 // dropped, its link goes away, and messages to the other peers still flow.
 func TestTCPTransportRemovePeer(t *testing.T) {
 	var inboxes [4]tcpInbox
-	var trs [4]*TCPTransport
-	for id := NodeID(1); id <= 3; id++ {
+	var trs [4]*Transport
+	for id := paxos.NodeID(1); id <= 3; id++ {
 		trs[id] = newTestTransport(t, id, "127.0.0.1:0", &inboxes[id])
 		defer trs[id].Close()
 	}
 	trs[1].SetPeer(2, trs[2].Addr())
 	trs[1].SetPeer(3, trs[3].Addr())
-	trs[1].Send([]Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
+	trs[1].Send([]paxos.Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
 	waitFor(t, "first messages", 10*time.Second, func() bool { return inboxes[2].count() == 1 && inboxes[3].count() == 1 })
 	trs[1].RemovePeer(2)
 	trs[1].RemovePeer(2) // twice: nothing more
 	trs[1].RemovePeer(1) // self: nothing
 	before := trs[1].Stats().Dropped
-	trs[1].Send([]Message{tcpTestMessage(1, 2, 0, 2), tcpTestMessage(1, 3, 0, 2)})
+	trs[1].Send([]paxos.Message{tcpTestMessage(1, 2, 0, 2), tcpTestMessage(1, 3, 0, 2)})
 	waitFor(t, "node 3's second message", 10*time.Second, func() bool { return inboxes[3].count() == 2 })
 	if got := trs[1].Stats().Dropped - before; got != 1 {
 		t.Errorf("dropped %d messages after the removal, want 1", got)
@@ -596,21 +612,21 @@ func TestTCPTransportRemovePeer(t *testing.T) {
 func TestTCPTransportAdmitAndCluster(t *testing.T) {
 	var inbox, other tcpInbox
 	type refusal struct {
-		peer   NodeID
+		peer   paxos.NodeID
 		reason string
 	}
 	refusals := make(chan refusal, 8)
-	mk := func(id NodeID, inc uint64, cluster string, in *tcpInbox) *TCPTransport {
-		tr, err := NewTCPTransport(TCPTransportConfig{
+	mk := func(id paxos.NodeID, inc uint64, cluster string, in *tcpInbox) *Transport {
+		tr, err := New(Config{
 			Self: id, Listen: "127.0.0.1:0", Incarnation: inc, Cluster: cluster,
 			Handler: in.handle, Logger: tcpTestLogger(),
-			Admit: func(from NodeID, got uint64) error {
+			Admit: func(from paxos.NodeID, got uint64) error {
 				if from == 2 && got != 22 {
 					return fmt.Errorf("incarnation %d, the cluster knows %d", got, 22)
 				}
 				return nil
 			},
-			Refused: func(NodeID, string) {},
+			Refused: func(paxos.NodeID, string) {},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -622,15 +638,15 @@ func TestTCPTransportAdmitAndCluster(t *testing.T) {
 	wiped := mk(2, 99, "alpha", &other)
 	foreign := mk(3, 33, "beta", &other)
 	good := mk(2, 22, "alpha", &other)
-	for _, tr := range []*TCPTransport{wiped, foreign} {
+	for _, tr := range []*Transport{wiped, foreign} {
 		self := tr.cfg.Self
-		tr.cfg.Refused = func(_ NodeID, reason string) { refusals <- refusal{self, reason} }
+		tr.cfg.Refused = func(_ paxos.NodeID, reason string) { refusals <- refusal{self, reason} }
 	}
-	for _, tr := range []*TCPTransport{wiped, foreign, good} {
+	for _, tr := range []*Transport{wiped, foreign, good} {
 		tr.SetPeer(1, a.Addr())
-		tr.Send([]Message{tcpTestMessage(tr.cfg.Self, 1, 0, 1)})
+		tr.Send([]paxos.Message{tcpTestMessage(tr.cfg.Self, 1, 0, 1)})
 	}
-	seen := map[NodeID]string{}
+	seen := map[paxos.NodeID]string{}
 	for len(seen) < 2 {
 		select {
 		case r := <-refusals:

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package paxos
+package tcpnet
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package paxos
+package tcpnet
 
 import (
 	"bufio"
@@ -14,49 +14,16 @@ import (
 
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 )
 
-// testPKI is a cluster CA that issues node identities in memory.
-type testPKI struct {
-	t       testing.TB
-	ca      *pki.CA
-	cluster string
-}
-
-func newTestPKI(t testing.TB, cluster string) *testPKI {
-	t.Helper()
-	ca, err := pki.NewCA("test CA "+cluster, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testPKI{t: t, ca: ca, cluster: cluster}
-}
-
-// cert issues node id of cluster (which may differ from the PKI's own).
-func (p *testPKI) cert(cluster string, id NodeID) tls.Certificate {
-	p.t.Helper()
-	is, err := p.ca.IssueNode(cluster, uint32(id), []string{"127.0.0.1"}, time.Hour)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	c, err := is.TLSCertificate()
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return c
-}
-
-// peer returns node id's transport TLS material.
-func (p *testPKI) peer(id NodeID) *pki.Peer {
-	return &pki.Peer{Cluster: p.cluster, CA: p.ca.Pool(), Cert: p.cert(p.cluster, id)}
-}
-
-func newTLSTransport(t testing.TB, id NodeID, p *pki.Peer, in *tcpInbox, log *slog.Logger) *TCPTransport {
+func newTLSTransport(t testing.TB, id paxos.NodeID, p *pki.Peer, in *tcpInbox, log *slog.Logger) *Transport {
 	t.Helper()
 	if log == nil {
 		log = tcpTestLogger()
 	}
-	tr, err := NewTCPTransport(TCPTransportConfig{Self: id, Listen: "127.0.0.1:0", Handler: in.handle, Logger: log, TLS: p})
+	tr, err := New(Config{Self: id, Listen: "127.0.0.1:0", Handler: in.handle, Logger: log, TLS: p})
 	if err != nil {
 		t.Fatalf("NewTCPTransport(%d): %v", id, err)
 	}
@@ -66,7 +33,7 @@ func newTLSTransport(t testing.TB, id NodeID, p *pki.Peer, in *tcpInbox, log *sl
 // tlsDialAs connects to tr over TLS presenting cert (none if nil), then
 // sends the handshake claiming node `claim` and msgs. Errors past the TCP
 // connect are ignored: a refused connection may fail at any step.
-func tlsDialAs(t *testing.T, tr *TCPTransport, cert *tls.Certificate, claim NodeID, msgs ...Message) net.Conn {
+func tlsDialAs(t *testing.T, tr *Transport, cert *tls.Certificate, claim paxos.NodeID, msgs ...paxos.Message) net.Conn {
 	t.Helper()
 	cfg := &tls.Config{MinVersion: tls.VersionTLS13, InsecureSkipVerify: true} // the attacker does not care who the server is
 	if cert != nil {
@@ -85,23 +52,23 @@ func tlsDialAs(t *testing.T, tr *TCPTransport, cert *tls.Certificate, claim Node
 	hs = binary.AppendUvarint(hs, uint64(claim))
 	binary.BigEndian.PutUint32(hs, uint32(len(hs)-4))
 	for i := range msgs {
-		hs = append(hs, frame(AppendMessage(nil, &msgs[i]))...)
+		hs = append(hs, frame(paxos.AppendMessage(nil, &msgs[i]))...)
 	}
 	_, _ = c.Write(hs)
 	return c
 }
 
 func TestTCPTransportTLSExchange(t *testing.T) {
-	pk := newTestPKI(t, "alpha")
+	pk := paxostest.NewPKI(t, "alpha")
 	var ina, inb tcpInbox
-	a := newTLSTransport(t, 1, pk.peer(1), &ina, nil)
+	a := newTLSTransport(t, 1, pk.Peer(1), &ina, nil)
 	defer a.Close()
-	b := newTLSTransport(t, 2, pk.peer(2), &inb, nil)
+	b := newTLSTransport(t, 2, pk.Peer(2), &inb, nil)
 	defer b.Close()
 	a.SetPeer(2, b.Addr())
 	b.SetPeer(1, a.Addr())
-	a.Send([]Message{tcpTestMessage(1, 2, 0, 7)})
-	b.Send([]Message{tcpTestMessage(2, 1, 0, 8)})
+	a.Send([]paxos.Message{tcpTestMessage(1, 2, 0, 7)})
+	b.Send([]paxos.Message{tcpTestMessage(2, 1, 0, 8)})
 	waitFor(t, "messages both ways over mTLS", 10*time.Second, func() bool { return ina.count() == 1 && inb.count() == 1 })
 	if got := inb.snapshot()[0]; got.From != 1 || got.Committed != 7 {
 		t.Fatalf("b got %+v", got)
@@ -117,24 +84,24 @@ func TestTCPTransportTLSExchange(t *testing.T) {
 // port (and logged), and nothing it sent reaches the handler; node 3 with
 // its own certificate gets through.
 func TestTCPTransportTLSRefused(t *testing.T) {
-	pk := newTestPKI(t, "alpha")
-	other := newTestPKI(t, "alpha") // another CA, same cluster name
+	pk := paxostest.NewPKI(t, "alpha")
+	other := paxostest.NewPKI(t, "alpha") // another CA, same cluster name
 	var logs testutil.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	var in tcpInbox
-	a := newTLSTransport(t, 1, pk.peer(1), &in, log)
+	a := newTLSTransport(t, 1, pk.Peer(1), &in, log)
 	defer a.Close()
 
 	// Plaintext, the pre-TLS protocol, claiming node 3.
 	plain := rawDial(t, a, 3)
 	m := tcpTestMessage(3, 1, 0, 1)
-	_, _ = plain.Write(frame(AppendMessage(nil, &m)))
+	_, _ = plain.Write(frame(paxos.AppendMessage(nil, &m)))
 	expectClosed(t, plain, "plaintext peer")
 	plain.Close()
 
-	node2 := pk.cert("alpha", 2)
-	foreign := other.cert("alpha", 3)
-	otherCluster := pk.cert("beta", 3)
+	node2 := pk.Cert("alpha", 2)
+	foreign := other.Cert("alpha", 3)
+	otherCluster := pk.Cert("beta", 3)
 	cases := []struct {
 		name string
 		cert *tls.Certificate
@@ -164,7 +131,7 @@ func TestTCPTransportTLSRefused(t *testing.T) {
 
 	// Node 3 with its own certificate is accepted; what it sends is the
 	// first and only message the handler ever sees.
-	good := pk.cert("alpha", 3)
+	good := pk.Cert("alpha", 3)
 	conn := tlsDialAs(t, a, &good, 3, tcpTestMessage(3, 1, 0, 99))
 	defer conn.Close()
 	waitFor(t, "node 3's message", 30*time.Second, func() bool { return in.count() > 0 })
@@ -180,15 +147,15 @@ func TestTCPTransportTLSRefused(t *testing.T) {
 // means: a server whose (valid) certificate names another node gets
 // nothing.
 func TestTCPTransportTLSDialVerifiesPeer(t *testing.T) {
-	pk := newTestPKI(t, "alpha")
+	pk := paxostest.NewPKI(t, "alpha")
 	var ina, inb tcpInbox
-	a := newTLSTransport(t, 1, pk.peer(1), &ina, nil)
+	a := newTLSTransport(t, 1, pk.Peer(1), &ina, nil)
 	defer a.Close()
-	b := newTLSTransport(t, 2, pk.peer(2), &inb, nil)
+	b := newTLSTransport(t, 2, pk.Peer(2), &inb, nil)
 	defer b.Close()
 	a.SetPeer(3, b.Addr()) // node 2 listens where a expects node 3
 	waitFor(t, "a to give up on the impostor", 10*time.Second, func() bool {
-		a.Send([]Message{tcpTestMessage(1, 3, 0, 1)})
+		a.Send([]paxos.Message{tcpTestMessage(1, 3, 0, 1)})
 		return a.Stats().Dropped >= 3
 	})
 	if inb.count() != 0 || a.Stats().Sent != 0 {
@@ -232,20 +199,20 @@ func FuzzReadHandshake(f *testing.F) {
 // gets with every varint at its longest, so that encoding inflates Size the
 // most, plus one entry carrying a full batch) fits one frame.
 func TestMaxFrameSizeCoversLargestMessage(t *testing.T) {
-	var c Config
+	var c paxos.Config
 	c.SetDefaults()
-	big := Ballot{Round: math.MaxUint64, Node: math.MaxUint32}
-	m := Message{Type: MsgLearnReply, Group: math.MaxUint32, From: math.MaxUint32, To: math.MaxUint32, Ballot: big, Hint: big,
+	big := paxos.Ballot{Round: math.MaxUint64, Node: math.MaxUint32}
+	m := paxos.Message{Type: paxos.MsgLearnReply, Group: math.MaxUint32, From: math.MaxUint32, To: math.MaxUint32, Ballot: big, Hint: big,
 		Instance: math.MaxUint64, Committed: math.MaxUint64, LogStart: math.MaxUint64, Tick: math.MaxUint64}
 	size := 0
-	for size+(Value{}).Size() <= c.MaxMsgBytes {
-		e := Entry{Instance: math.MaxUint64 - uint64(len(m.Entries)), Ballot: big, Value: Value{Origin: big, Seq: math.MaxUint64}}
+	for size+(paxos.Value{}).Size() <= c.MaxMsgBytes {
+		e := paxos.Entry{Instance: math.MaxUint64 - uint64(len(m.Entries)), Ballot: big, Value: paxos.Value{Origin: big, Seq: math.MaxUint64}}
 		m.Entries = append(m.Entries, e)
 		size += e.Value.Size()
 	}
-	batch := Value{Origin: big, Seq: math.MaxUint64, Cmds: [][]byte{make([]byte, c.MaxBatchBytes-64)}}
-	m.Entries = append(m.Entries, Entry{Instance: math.MaxUint64, Ballot: big, Value: batch})
-	n := len(AppendMessage(nil, &m))
+	batch := paxos.Value{Origin: big, Seq: math.MaxUint64, Cmds: [][]byte{make([]byte, c.MaxBatchBytes-64)}}
+	m.Entries = append(m.Entries, paxos.Entry{Instance: math.MaxUint64, Ballot: big, Value: batch})
+	n := len(paxos.AppendMessage(nil, &m))
 	t.Logf("worst message: %d entries, Value.Size %d, encoded %d bytes (%.1f MiB), frame limit %d MiB", len(m.Entries), size+batch.Size(), n, float64(n)/(1<<20), DefaultMaxFrameSize>>20)
 	if n > DefaultMaxFrameSize {
 		t.Fatalf("worst message encodes in %d bytes, over DefaultMaxFrameSize %d", n, DefaultMaxFrameSize)

@@ -1,4 +1,4 @@
-package paxos
+package tcpnet
 
 import (
 	"crypto/tls"
