@@ -7,7 +7,7 @@ import (
 
 // Consensus is what a lock group needs from the replication of its state
 // machine: a way to propose commands and this replica's view of who
-// masters the group. *paxos.Replica implements it; the group's unit tests
+// masters the group. *host.Replica implements it; the group's unit tests
 // use a fake that decides by hand when a proposal is chosen.
 //
 // The replication drives the group's *StateMachine: it calls Apply with

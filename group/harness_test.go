@@ -176,6 +176,17 @@ func (c *cluster) svc(id paxos.NodeID) *Service {
 	return c.nodes[id].svc
 }
 
+// replica returns node id's replica of lock group g's Paxos group, nil
+// while the node is down.
+func (c *cluster) replica(id paxos.NodeID, g int) *host.Replica {
+	c.nmu.Lock()
+	defer c.nmu.Unlock()
+	if c.nodes[id].host == nil {
+		return nil
+	}
+	return c.nodes[id].host.Replica(ReplicationID(g))
+}
+
 func (c *cluster) start(id paxos.NodeID) {
 	nd := c.nodes[id]
 	st, err := pebblestore.Open(nd.dir, pebblestore.Options{Logger: testutil.Logger()})

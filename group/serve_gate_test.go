@@ -6,7 +6,6 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/paxos/host"
 )
 
 // TestHandOffWaitsForAnswers: an explicit hand-off does not let the new
@@ -29,7 +28,7 @@ func TestHandOffWaitsForAnswers(t *testing.T) {
 		}
 	}
 	lg.serve.RLock() // a worker between its lease check and its answer
-	lg.Paxos().(*host.Replica).TransferTo(to)
+	c.replica(old, g).TransferTo(to)
 	testutil.Eventually(t, 30*time.Second, func() bool { return !lg.Serving() },
 		"node %d to stop serving group %d after the transfer", old, g)
 	// The host loop of the old master now waits in masterChanged, before

@@ -204,7 +204,7 @@ type Config struct {
 	// It runs on the paxos host's loop and must not block.
 	OnMembers func()
 	// Join: this node is being added to running groups (see
-	// paxos.ReplicaConfig.Join); NewService only.
+	// host.ReplicaConfig.Join); NewService only.
 	Join bool
 }
 
@@ -409,9 +409,9 @@ func (s *Service) RevokeClient(id uint64, sink Sink, done func()) {
 // now, on the monotonic clock.
 func (g *Group) leaseValid() bool { return g.px.Status().Serving }
 
-// Paxos returns the replication under lock group g (a *paxos.Replica when
-// the service was made by NewService).
-func (g *Group) Paxos() Consensus { return g.px }
+// Consensus returns the replication under lock group g (a *host.Replica
+// when the service was made by NewService).
+func (g *Group) Consensus() Consensus { return g.px }
 
 // StateMachine returns the group's lock table.
 func (g *Group) StateMachine() *StateMachine { return g.sm }

@@ -25,7 +25,7 @@ func openStore(t *testing.T, dir string) *pebblestore.Store {
 
 // applyCommitted applies cmds at inst to sm through a Pebble batch of
 // group gid and commits it with a checkpoint at the applied instance, as
-// paxos.Replica does at its checkpoints.
+// host.Replica does at its checkpoints.
 func applyCommitted(t *testing.T, st *pebblestore.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []*outcome {
 	t.Helper()
 	b := st.NewBatch()

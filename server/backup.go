@@ -22,12 +22,6 @@ import (
 	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
 
-// imageOpener is what a group's replication offers a backup
-// (*paxos.Replica implements it).
-type imageOpener interface {
-	OpenImage(ctx context.Context) (paxos.SnapshotSource, error)
-}
-
 // backupGroupTimeout bounds the wait for one group's image to be opened
 // (the host's loop takes it between rounds).
 const backupGroupTimeout = 30 * time.Second
@@ -116,13 +110,13 @@ func (s *Server) backupGroup(ctx context.Context, bw *group.BackupWriter, g int,
 // only, however long it takes.
 func (s *Server) openMasterImage(ctx context.Context, g int, lg *group.Group, peers *http.Client) (paxos.SnapshotSource, error) {
 	if lg.Serving() {
-		op, ok := lg.Paxos().(imageOpener)
-		if !ok {
+		rep := s.replica(g)
+		if rep == nil {
 			return nil, errors.New("the group's replication gives no image")
 		}
 		octx, cancel := context.WithTimeout(ctx, backupGroupTimeout)
 		defer cancel()
-		return op.OpenImage(octx)
+		return rep.OpenImage(octx)
 	}
 	var m uint32
 	if v := s.view.Load(); g < len(v.Groups) {
@@ -223,7 +217,7 @@ func (r *remoteSource) Next() ([]byte, bool, error) {
 func (r *remoteSource) Close() error { return r.body.Close() }
 
 // maxImageChunk bounds a chunk of GET /backup/image (chunks are about
-// paxos.ReplicaConfig.SnapshotChunk, 1 MiB).
+// host.ReplicaConfig.SnapshotChunk, 1 MiB).
 const maxImageChunk = 64 << 20
 
 // imageHandler streams this node's image of one group it masters (GET
@@ -237,13 +231,13 @@ func (s *Server) imageHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lg := groups[g]
-	op, ok := lg.Paxos().(imageOpener)
-	if !ok || !lg.Serving() {
+	rep := s.replica(g)
+	if rep == nil || !lg.Serving() {
 		http.Error(w, "this node does not serve the group", http.StatusConflict)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), backupGroupTimeout)
-	src, err := op.OpenImage(ctx)
+	src, err := rep.OpenImage(ctx)
 	cancel()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)

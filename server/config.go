@@ -84,7 +84,7 @@ type Config struct {
 	// Join says this node is being added to a running cluster (paxlockd
 	// -join, which fills Nodes with the cluster's member list): a group
 	// the store holds nothing of starts empty and takes a snapshot from
-	// a member (paxos.ReplicaConfig.Join). Not read from the file.
+	// a member (host.ReplicaConfig.Join). Not read from the file.
 	Join bool `json:"-"`
 	// DataDir holds the node's Pebble database.
 	DataDir string `json:"data_dir"`
