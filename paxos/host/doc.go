@@ -2,7 +2,9 @@
 // cores of package paxos: one Host per node runs every Paxos group the
 // node replicates, with the storage and transport it is given, and a
 // Replica is this node's replica of one group, applying chosen commands
-// to the group's paxos.StateMachine.
+// to the group's paxos.StateMachine. The Host takes its ticks, leases and
+// timeouts from the clock it is given (Config.Clock; internal/clock), so
+// that a test can run it on a fake one.
 //
 // # Files by job
 //

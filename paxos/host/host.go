@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/clock"
 	"github.com/paxlock/paxlock/internal/invariants"
 	"github.com/paxlock/paxlock/paxos"
 )
@@ -31,7 +32,8 @@ import (
 // checks it by carrying Readys out in the same order.
 type Host struct {
 	cfg      Config
-	base     time.Time // tick 0 of the host's clock; each group's ticks are host ticks
+	clock    clock.Clock // cfg.Clock
+	base     time.Time   // tick 0 of the host's clock; each group's ticks are host ticks
 	groups   atomic.Pointer[map[paxos.GroupID]*Replica]
 	list     atomic.Pointer[[]*Replica] // the groups, by id
 	mu       sync.Mutex
@@ -86,7 +88,10 @@ type Config struct {
 	Store paxos.Storage
 	// Tick is the length of one core tick on the monotonic clock
 	// (default 10ms).
-	Tick   time.Duration
+	Tick time.Duration
+	// Clock is the monotonic clock the host takes its ticks, leases and
+	// timeouts from (nil: the process's, clock.Real).
+	Clock  clock.Clock
 	Logger *slog.Logger
 	// Observer, if set, is told of the loop's rounds and the store's
 	// fsyncs, for metrics.
@@ -116,7 +121,7 @@ type Observer interface {
 
 // nanotime returns the time since the host was made, on the monotonic
 // clock, never 0.
-func (h *Host) nanotime() int64 { return int64(time.Since(h.base)) | 1 }
+func (h *Host) nanotime() int64 { return int64(h.clock.Now().Sub(h.base)) | 1 }
 
 // NewHost returns a Host; set its transport with SetTransport and add
 // groups with AddGroup, then Start it.
@@ -127,8 +132,11 @@ func New(cfg Config) *Host {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
 	h := &Host{
-		cfg: cfg, base: time.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		cfg: cfg, clock: cfg.Clock, base: cfg.Clock.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan paxos.Batch, 64),
 	}
 	empty := map[paxos.GroupID]*Replica{}
@@ -190,7 +198,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, err
 	// The core's tick 0 is the next tick of the host's clock, so that
 	// every group is ticked at the same moments and heartbeats in step
 	// with the others (Config.TickPhase). Its first tick is a whole one.
-	phase := uint64(time.Since(h.base)/h.cfg.Tick) + 1
+	phase := uint64(h.clock.Now().Sub(h.base)/h.cfg.Tick) + 1
 	base := h.base.Add(time.Duration(phase) * h.cfg.Tick)
 	cfg.Core.TickPhase = phase
 	st := h.cfg.Store
@@ -250,17 +258,26 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, err
 	g.ckpt, _ = sm.(paxos.Checkpointer)
 	g.publish()
 	g.touched = true // the loop's first pass computes its wake time
+	if err := h.register(g); err != nil {
+		return nil, err
+	}
+	h.signal()
+	return g, nil
+}
+
+// register adds g to the groups the loop drives and Deliver routes to.
+func (h *Host) register(g *Replica) error {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	old := *h.groups.Load()
-	if _, dup := old[id]; dup {
-		h.mu.Unlock()
-		return nil, fmt.Errorf("paxos: group %d added twice", id)
+	if _, dup := old[g.id]; dup {
+		return fmt.Errorf("paxos: group %d added twice", g.id)
 	}
 	next := make(map[paxos.GroupID]*Replica, len(old)+1)
 	for k, v := range old {
 		next[k] = v
 	}
-	next[id] = g
+	next[g.id] = g
 	h.groups.Store(&next)
 	list := make([]*Replica, 0, len(next))
 	for _, x := range next {
@@ -268,9 +285,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, err
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].id < list[j].id })
 	h.list.Store(&list)
-	h.mu.Unlock()
-	h.signal()
-	return g, nil
+	return nil
 }
 
 func (h *Host) signal() {
@@ -294,8 +309,13 @@ func (h *Host) Start() {
 // Readys, and sets the timer for the earliest tick any core waits for.
 func (h *Host) run() {
 	defer close(h.done)
-	timer := time.AfterFunc(time.Hour, h.signal)
-	defer timer.Stop()
+	signal := h.signal
+	var timer clock.Timer // calls signal at wakeAt; nil until a core waits for a tick
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
 	var wakeAt time.Time // when timer fires
 	for range h.wake {
 		select {
@@ -305,7 +325,7 @@ func (h *Host) run() {
 		default:
 		}
 		groups := *h.list.Load()
-		now := time.Now()
+		now := h.clock.Now()
 		for _, g := range groups {
 			g.drain(now)
 		}
@@ -331,7 +351,10 @@ func (h *Host) run() {
 		}
 		if !next.IsZero() && !next.Equal(wakeAt) {
 			wakeAt = next
-			timer.Reset(time.Until(next))
+			if timer != nil {
+				timer.Stop()
+			}
+			timer = h.clock.AfterFunc(next.Sub(h.clock.Now()), signal)
 		}
 	}
 }
@@ -409,7 +432,7 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 			}
 		}
 		if obs != nil && applied > 0 {
-			obs.RoundApplied(applied, time.Since(start))
+			obs.RoundApplied(applied, h.clock.Now().Sub(start))
 		}
 		if len(reqs) > 0 {
 			h.send(reqs)
@@ -464,7 +487,7 @@ func (h *Host) handOff(b paxos.Batch, sync bool, after []paxos.Message) bool {
 		}
 	default:
 		if h.cfg.Observer != nil {
-			at = time.Now()
+			at = h.clock.Now()
 		}
 		if err := b.Apply(); err != nil {
 			h.recycle(b)
@@ -514,7 +537,7 @@ func (h *Host) syncLoop() {
 			if err != nil {
 				h.signal()
 			} else if obs := h.cfg.Observer; obs != nil && !p.at.IsZero() {
-				obs.Synced(time.Since(p.at))
+				obs.Synced(h.clock.Now().Sub(p.at))
 			}
 			h.recycle(p.b)
 		}

@@ -144,7 +144,7 @@ func (g *Replica) ID() paxos.GroupID { return g.id }
 func (g *Replica) Status() paxos.SoftState {
 	s := g.status.Load()
 	soft := s.soft
-	if soft.Serving && !time.Now().Before(s.leaseUntil) {
+	if soft.Serving && !g.host.clock.Now().Before(s.leaseUntil) {
 		soft.Serving = false
 	}
 	return soft

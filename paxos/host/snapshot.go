@@ -56,7 +56,8 @@ func (g *Replica) stream(p paxos.NodeID, acks chan uint64) error {
 		acked := false
 		for try := 0; try < 5 && !acked; try++ {
 			g.host.send([]paxos.Message{m})
-			timer := time.NewTimer(2 * time.Second)
+			expired := make(chan struct{})
+			timer := g.host.clock.AfterFunc(2*time.Second, func() { close(expired) })
 		wait:
 			for {
 				select {
@@ -69,7 +70,7 @@ func (g *Replica) stream(p paxos.NodeID, acks chan uint64) error {
 						acked = true
 						break wait
 					}
-				case <-timer.C:
+				case <-expired:
 					break wait
 				case <-g.host.stop:
 					timer.Stop()
