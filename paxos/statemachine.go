@@ -1,8 +1,8 @@
 package paxos
 
-// StateMachine is the replicated application a Replica drives. Apply runs on
-// every replica in log order, on the host's loop (one loop drives every
-// group of a Host), so it must not block.
+// StateMachine is the replicated application a runtime (host.Replica)
+// drives. Apply runs on every replica in log order, on the host's loop (one
+// loop drives every group of a Host), so it must not block.
 type StateMachine interface {
 	// Apply applies the commands chosen for instance, in order. It records
 	// its persistent changes in w, which the runtime commits atomically
@@ -32,7 +32,7 @@ type Checkpointer interface {
 	Checkpoint(w Writer)
 	// CheckpointDue reports whether the state machine holds enough
 	// unwritten changes to want a checkpoint before the runtime's
-	// interval (ReplicaConfig.CheckpointEvery) is up.
+	// interval (host.ReplicaConfig.CheckpointEvery) is up.
 	CheckpointDue() bool
 }
 

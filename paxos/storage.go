@@ -1,8 +1,8 @@
 package paxos
 
-// Storage is where a Host keeps the durable state of every group it runs:
-// each group's acceptor hard state, log entries, applied instance and
-// state-machine keyspace. Package pebblestore implements it.
+// Storage is where a runtime (host.Host) keeps the durable state of every
+// group it runs: each group's acceptor hard state, log entries, applied
+// instance and state-machine keyspace. Package pebblestore implements it.
 //
 // A Host makes every write of a round in one Batch, for all its groups,
 // and applies it without waiting for its fsync (Batch.Apply), so that the
