@@ -310,7 +310,7 @@ func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Confi
 		c := pcfg
 		c.Group = ReplicationID(g)
 		c.Peers = peers
-		return h.AddGroup(host.ReplicaConfig{Core: c, Join: cfg.Join}, sm)
+		return h.AddReplica(host.ReplicaConfig{Core: c, Join: cfg.Join}, sm)
 	}, preferred)
 }
 

@@ -182,7 +182,7 @@ func (c *smCluster) start(id paxos.NodeID) {
 	h := host.New(host.Config{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	h.SetTransport(c.net.Join(id, h.Deliver))
 	sm := NewStateMachine(4)
-	g, err := h.AddGroup(host.ReplicaConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
+	g, err := h.AddReplica(host.ReplicaConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
 	if err != nil {
 		c.t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 // outstanding over 15 groups is close to the uncontended 64-worker load of
 // make bench, where an instance carries only a few commands and its fixed
 // cost dominates. The tls variant runs the peer links with mutual TLS 1.3
-// (TCPTransportConfig.TLS).
+// (tcpnet.Config.TLS).
 func BenchmarkClusterPropose(b *testing.B) {
 	for _, c := range []struct {
 		groups, outstanding, inflight int

@@ -31,7 +31,7 @@ func TestHostRunsOnInjectedClock(t *testing.T) {
 	h := New(Config{Self: 1, Store: st, Tick: tick, Clock: fc, Logger: testutil.Logger()})
 	h.SetTransport(paxostest.NewMemNetwork().Join(1, h.Deliver))
 	sm := newKV()
-	g, err := h.AddGroup(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
+	g, err := h.AddReplica(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
 	if err != nil {
 		t.Fatal(err)
 	}

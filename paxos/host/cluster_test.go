@@ -213,7 +213,7 @@ func (tc *testCluster) start(id paxos.NodeID) {
 		if nd.peers != nil {
 			peers = nd.peers
 		}
-		gr, err := nd.host.AddGroup(ReplicaConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: paxos.Config{Group: paxos.GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
+		gr, err := nd.host.AddReplica(ReplicaConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: paxos.Config{Group: paxos.GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
 		if err != nil {
 			t.Fatal(err)
 		}

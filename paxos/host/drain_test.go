@@ -28,7 +28,7 @@ func TestDrainSkipsIdleGroups(t *testing.T) {
 	}()
 	// The host is never started: the test is its loop.
 	host := New(Config{Self: 1, Store: st, Tick: time.Hour, Logger: testutil.Logger()})
-	g, err := host.AddGroup(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1, 2, 3}, HeartbeatTicks: 5, LeaseTicks: 50}}, newKV())
+	g, err := host.AddReplica(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1, 2, 3}, HeartbeatTicks: 5, LeaseTicks: 50}}, newKV())
 	if err != nil {
 		t.Fatal(err)
 	}

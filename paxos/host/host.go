@@ -15,7 +15,7 @@ import (
 )
 
 // Host runs every group of one node: it keeps the groups' clock (ticks of
-// HostConfig.Tick, handed over when a core has something due) and routes
+// Config.Tick, handed over when a core has something due) and routes
 // the transport's messages to the groups.
 //
 // One loop per node drives every group's core, in rounds: it takes what
@@ -81,7 +81,7 @@ type readyItem struct {
 	rd paxos.Ready
 }
 
-// HostConfig configures a Host.
+// Config configures a Host.
 type Config struct {
 	Self paxos.NodeID
 	// Store keeps the groups' durable state (a *pebblestore.Store in production).
@@ -123,8 +123,8 @@ type Observer interface {
 // clock, never 0.
 func (h *Host) nanotime() int64 { return int64(h.clock.Now().Sub(h.base)) | 1 }
 
-// NewHost returns a Host; set its transport with SetTransport and add
-// groups with AddGroup, then Start it.
+// New returns a Host; set its transport with SetTransport and add
+// this node's replicas of Paxos groups with AddReplica, then Start it.
 func New(cfg Config) *Host {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 10 * time.Millisecond
@@ -177,9 +177,9 @@ func (h *Host) send(msgs []paxos.Message) {
 // Replica returns this node's replica of group id, or nil.
 func (h *Host) Replica(id paxos.GroupID) *Replica { return (*h.groups.Load())[id] }
 
-// AddGroup opens group cfg.Core.Group from the store, loads sm and adds
-// the group to the host's loop.
-func (h *Host) AddGroup(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, error) {
+// AddReplica opens this node's replica of Paxos group cfg.Core.Group from
+// the store, loads sm and adds the replica to the host's loop.
+func (h *Host) AddReplica(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, error) {
 	cfg.Core.ID = h.cfg.Self
 	cfg.Core.SetDefaults()
 	if cfg.KeepLog == 0 {
@@ -197,7 +197,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, err
 	}
 	// The core's tick 0 is the next tick of the host's clock, so that
 	// every group is ticked at the same moments and heartbeats in step
-	// with the others (Config.TickPhase). Its first tick is a whole one.
+	// with the others (paxos.Config.TickPhase). Its first tick is a whole one.
 	phase := uint64(h.clock.Now().Sub(h.base)/h.cfg.Tick) + 1
 	base := h.base.Add(time.Duration(phase) * h.cfg.Tick)
 	cfg.Core.TickPhase = phase
@@ -233,7 +233,7 @@ func (h *Host) AddGroup(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, err
 			return nil, fmt.Errorf("paxos: group %d: load member set: %w", id, err)
 		}
 	}
-	core, err := paxos.NewCore(cfg.Core, init, groupLog{st, id})
+	core, err := paxos.NewCore(cfg.Core, init, replicaLog{st, id})
 	if err != nil {
 		return nil, err
 	}

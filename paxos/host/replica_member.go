@@ -17,7 +17,7 @@ import (
 
 // membersKey is where a group's member set lives in its keyspace. It is
 // absent until the group first records its applied instance: its set is
-// Config.Peers until then.
+// paxos.Config.Peers until then.
 var membersKey = []byte("\x00paxos/members")
 
 // loadMembership reads the set recorded in a group's keyspace; the zero
@@ -32,7 +32,7 @@ func loadMembership(r paxos.Reader) (paxos.Membership, error) {
 
 // initMembership sets the set after the applied instance from what the
 // group loaded. A group that never recorded one (no change was applied
-// yet, or its data predates member sets) records Config.Peers at once
+// yet, or its data predates member sets) records paxos.Config.Peers at once
 // (recordInitialMembership), so that every snapshot carries its set.
 func (g *Replica) initMembership(init paxos.InitState) {
 	g.mem = init.Membership
@@ -43,12 +43,12 @@ func (g *Replica) initMembership(init paxos.InitState) {
 }
 
 // recordInitialMembership writes the set initMembership took from
-// Config.Peers, if it did, before the group runs. Without it a group that
+// paxos.Config.Peers, if it did, before the group runs. Without it a group that
 // has applied nothing yet streams snapshots without a set, and a node
 // joining it keeps the set it joined with, itself included: it takes
 // itself for a member before the group's log says so (and may win an
 // election). No change was applied below the loaded state (its set would
-// be recorded), so Config.Peers is that state's set. The write need not be
+// be recorded), so paxos.Config.Peers is that state's set. The write need not be
 // durable: a restart before it is synced writes it again.
 func (g *Replica) recordInitialMembership() error {
 	if !g.memDirty {

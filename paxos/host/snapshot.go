@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// groupLog is one group's view of the shared storage's log: the
+// replicaLog is one replica's view of the shared storage's log: the
 // LogReader its core reads old entries through.
-type groupLog struct {
+type replicaLog struct {
 	s paxos.Storage
 	g paxos.GroupID
 }
 
-func (l groupLog) Entries(from, to uint64, maxBytes int) ([]paxos.Entry, error) {
+func (l replicaLog) Entries(from, to uint64, maxBytes int) ([]paxos.Entry, error) {
 	return l.s.Entries(l.g, from, to, maxBytes)
 }
 

@@ -110,7 +110,7 @@ func TestHostOverStorageInterface(t *testing.T) {
 	host := New(Config{Self: 1, Store: cs, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	host.SetTransport(paxostest.NewMemNetwork().Join(1, host.Deliver))
 	sm := newKV()
-	g, err := host.AddGroup(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
+	g, err := host.AddReplica(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
 	if err != nil {
 		t.Fatal(err)
 	}
