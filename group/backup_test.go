@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -20,7 +20,7 @@ import (
 // with a namespace and held keys in two namespaces (values, readers),
 // group 1 with a raised group version; and returns the store and the
 // machines.
-func backupFixture(t *testing.T) (*paxos.Store, []*StateMachine) {
+func backupFixture(t *testing.T) (*pebblestore.Store, []*StateMachine) {
 	t.Helper()
 	st := openStore(t, t.TempDir())
 	t.Cleanup(func() { st.Close() })
@@ -46,7 +46,7 @@ func backupFixture(t *testing.T) (*paxos.Store, []*StateMachine) {
 	return st, sms
 }
 
-func writeBackup(t *testing.T, st *paxos.Store, groups int) []byte {
+func writeBackup(t *testing.T, st *pebblestore.Store, groups int) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	bw, err := NewBackupWriter(&buf, BackupHeader{Cluster: "c1", Time: time.Unix(1e9, 0).UTC(), Node: 2, Commit: "test", Groups: groups})
@@ -229,7 +229,7 @@ func BenchmarkBackupStream(b *testing.B) {
 		}
 		n = v
 	}
-	st, err := paxos.OpenStore(b.TempDir(), paxos.StoreOptions{Logger: slog.New(slog.DiscardHandler)})
+	st, err := pebblestore.Open(b.TempDir(), pebblestore.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

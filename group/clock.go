@@ -1,31 +1,16 @@
 package group
 
-import "time"
+import "github.com/paxlock/paxlock/internal/clock"
 
 // Clock is the monotonic clock the master measures deadlines with (TTLs,
-// waits, watches). RealClock is the process's; tests use a fake one.
-type Clock interface {
-	// Now returns the current time; successive calls never go backwards.
-	Now() time.Time
-	// AfterFunc calls f once, d after now, unless the Timer is stopped
-	// first. f may run on any goroutine, the caller's included when d is
-	// not positive; it only posts to a worker, so it returns at once.
-	AfterFunc(d time.Duration, f func()) Timer
-}
+// waits, watches). RealClock is the process's; tests use a fake one. The
+// functions the workers schedule with AfterFunc only post to a worker, so
+// they return at once.
+type Clock = clock.Clock
 
-// Timer is a call scheduled by Clock.AfterFunc.
-type Timer interface {
-	// Stop cancels the call; it reports false when the call has already
-	// run or been stopped. The worker ignores the result: a call that
-	// runs anyway finds nothing due.
-	Stop() bool
-}
+// Timer is a call scheduled by Clock.AfterFunc. The worker ignores what
+// its Stop reports: a call that runs anyway finds nothing due.
+type Timer = clock.Timer
 
 // RealClock is the process's monotonic clock.
-type RealClock struct{}
-
-// Now returns time.Now(), which carries a monotonic reading.
-func (RealClock) Now() time.Time { return time.Now() }
-
-// AfterFunc calls time.AfterFunc.
-func (RealClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+type RealClock = clock.Real

@@ -2,11 +2,12 @@ package group
 
 import (
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 )
 
 // Consensus is what a lock group needs from the replication of its state
 // machine: a way to propose commands and this replica's view of who
-// masters the group. *paxos.Replica implements it; the group's unit tests
+// masters the group. *host.Replica implements it; the group's unit tests
 // use a fake that decides by hand when a proposal is chosen.
 //
 // The replication drives the group's *StateMachine: it calls Apply with
@@ -45,7 +46,7 @@ type Consensus interface {
 	SetPreferred(id paxos.NodeID)
 }
 
-var _ Consensus = (*paxos.Replica)(nil)
+var _ Consensus = (*host.Replica)(nil)
 
 // Replicate starts the replication of lock group g (0-based) whose state
 // machine is sm and returns its Consensus. NewServiceWith calls it once

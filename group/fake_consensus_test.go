@@ -60,7 +60,7 @@ func newFakeGroup(n int) *fakeGroup {
 // replica returns node's replica.
 func (g *fakeGroup) replica(node paxos.NodeID) *fakeReplica { return g.replicas[node-1] }
 
-// Submit implements Consensus: like *paxos.Replica, it fails the proposal
+// Submit implements Consensus: like *host.Replica, it fails the proposal
 // at once when the replica does not serve.
 func (r *fakeReplica) Submit(cmd []byte, cb paxos.Callback) {
 	g := r.g

@@ -8,6 +8,9 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/paxos/paxostest"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -93,8 +96,8 @@ func (s *testSink) granted(t testing.TB, waitID uint64) *wire.Granted {
 type node struct {
 	id    paxos.NodeID
 	dir   string
-	store *paxos.Store
-	host  *paxos.Host
+	store *pebblestore.Store
+	host  *host.Host
 	svc   *Service
 }
 
@@ -111,7 +114,7 @@ const (
 // master changes). Tests of the workers' own behaviour use fakeCluster.
 type cluster struct {
 	t      testing.TB
-	net    *paxos.MemNetwork
+	net    *paxostest.MemNetwork
 	nodes  map[paxos.NodeID]*node // the map is fixed; node fields change under nmu
 	peers  []paxos.NodeID
 	cfg    Config
@@ -125,7 +128,7 @@ func newCluster(t testing.TB, n int, cfg Config) *cluster {
 	if cfg.Groups == 0 {
 		cfg.Groups = 15
 	}
-	c := &cluster{t: t, net: paxos.NewMemNetwork(), nodes: map[paxos.NodeID]*node{}, cfg: cfg, groups: cfg.Groups}
+	c := &cluster{t: t, net: paxostest.NewMemNetwork(), nodes: map[paxos.NodeID]*node{}, cfg: cfg, groups: cfg.Groups}
 	for i := 1; i <= n; i++ {
 		c.peers = append(c.peers, paxos.NodeID(i))
 	}
@@ -173,22 +176,33 @@ func (c *cluster) svc(id paxos.NodeID) *Service {
 	return c.nodes[id].svc
 }
 
+// replica returns node id's replica of lock group g's Paxos group, nil
+// while the node is down.
+func (c *cluster) replica(id paxos.NodeID, g int) *host.Replica {
+	c.nmu.Lock()
+	defer c.nmu.Unlock()
+	if c.nodes[id].host == nil {
+		return nil
+	}
+	return c.nodes[id].host.Replica(ReplicationID(g))
+}
+
 func (c *cluster) start(id paxos.NodeID) {
 	nd := c.nodes[id]
-	st, err := paxos.OpenStore(nd.dir, paxos.StoreOptions{Logger: testutil.Logger()})
+	st, err := pebblestore.Open(nd.dir, pebblestore.Options{Logger: testutil.Logger()})
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	nd.store = st
-	host := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: clusterTick, Logger: testutil.Logger()})
-	host.SetTransport(c.net.Join(id, host.Deliver))
+	h := host.New(host.Config{Self: id, Store: st, Tick: clusterTick, Logger: testutil.Logger()})
+	h.SetTransport(c.net.Join(id, h.Deliver))
 	c.nmu.Lock()
-	nd.host = host
+	nd.host = h
 	c.nmu.Unlock()
 	cfg := c.cfg
 	cfg.Logger = testutil.Logger()
 	cfg.Self = id
-	svc, err := NewService(cfg, host, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: clusterLeaseTicks},
+	svc, err := NewService(cfg, h, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: clusterLeaseTicks},
 		func(g int) paxos.NodeID { return c.peers[g%len(c.peers)] })
 	if err != nil {
 		c.t.Fatal(err)
@@ -202,10 +216,10 @@ func (c *cluster) start(id paxos.NodeID) {
 func (c *cluster) stop(id paxos.NodeID) {
 	nd := c.nodes[id]
 	c.nmu.Lock()
-	host := nd.host
+	h := nd.host
 	nd.host = nil
 	c.nmu.Unlock()
-	host.Stop()
+	h.Stop()
 	nd.svc.Close()
 	if err := nd.store.Close(); err != nil {
 		c.t.Errorf("close store: %v", err)

@@ -18,7 +18,7 @@ import (
 // record (state MemberRemoved), so the set of removed ids is the set of
 // such records and an id is never reused. The list says where nodes are
 // and which ones placement may use; each Paxos group's own acceptor set is
-// changed through that Paxos group's log (paxos.Replica.ChangeMembership).
+// changed through that Paxos group's log (host.Replica.ChangeMembership).
 
 const (
 	memberPrefix = 'c'

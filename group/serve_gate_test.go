@@ -29,7 +29,7 @@ func TestTransferWaitsForAnswers(t *testing.T) {
 		}
 	}
 	lg.serve.RLock() // a worker between its lease check and its answer
-	lg.Paxos().(*paxos.Replica).TransferTo(to)
+	c.replica(old, g).TransferTo(to)
 	testutil.Eventually(t, 30*time.Second, func() bool { return !lg.Serving() },
 		"node %d to stop serving group %d after the transfer", old, g)
 	// The host loop of the old master now waits in masterChanged, before

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -209,7 +210,7 @@ type Config struct {
 	// It runs on the paxos host's loop and must not block.
 	OnMembers func()
 	// Join: this node is being added to running Paxos groups (see
-	// paxos.ReplicaConfig.Join); NewService only.
+	// host.ReplicaConfig.Join); NewService only.
 	Join bool
 }
 
@@ -304,10 +305,10 @@ type Group struct {
 // because 0 is no group on the peer wire.
 func ReplicationID(g int) paxos.GroupID { return paxos.GroupID(g + 1) }
 
-// NewService creates the lock groups on host, lock group g replicated by
+// NewService creates the lock groups on h, lock group g replicated by
 // the Paxos group ReplicationID(g), each with peers as replicas.
 // preferred(g) names the node that should master group g, 0 for none.
-func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
+func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
 	if cfg.Self == 0 {
 		cfg.Self = pcfg.ID
 	}
@@ -315,7 +316,7 @@ func NewService(cfg Config, host *paxos.Host, peers []paxos.NodeID, pcfg paxos.C
 		c := pcfg
 		c.Group = ReplicationID(g)
 		c.Peers = peers
-		return host.AddGroup(paxos.ReplicaConfig{Core: c, Join: cfg.Join}, sm)
+		return h.AddReplica(host.ReplicaConfig{Core: c, Join: cfg.Join}, sm)
 	}, preferred)
 }
 
@@ -414,9 +415,9 @@ func (s *Service) RevokeClient(id uint64, sink Sink, done func()) {
 // now, on the monotonic clock.
 func (g *Group) leaseValid() bool { return g.px.Status().Serving }
 
-// Paxos returns the replication under lock group g (a *paxos.Replica when
-// the service was made by NewService).
-func (g *Group) Paxos() Consensus { return g.px }
+// Consensus returns the replication under lock group g (a *host.Replica
+// when the service was made by NewService).
+func (g *Group) Consensus() Consensus { return g.px }
 
 // StateMachine returns the group's lock table.
 func (g *Group) StateMachine() *StateMachine { return g.sm }

@@ -8,12 +8,15 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/paxos/paxostest"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/wire"
 )
 
-func openStore(t *testing.T, dir string) *paxos.Store {
+func openStore(t *testing.T, dir string) *pebblestore.Store {
 	t.Helper()
-	st, err := paxos.OpenStore(dir, paxos.StoreOptions{Logger: testutil.Logger()})
+	st, err := pebblestore.Open(dir, pebblestore.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,8 +25,8 @@ func openStore(t *testing.T, dir string) *paxos.Store {
 
 // applyCommitted applies cmds at inst to sm through a Pebble batch of
 // group gid and commits it with a checkpoint at the applied instance, as
-// paxos.Replica does at its checkpoints.
-func applyCommitted(t *testing.T, st *paxos.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []*outcome {
+// host.Replica does at its checkpoints.
+func applyCommitted(t *testing.T, st *pebblestore.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []*outcome {
 	t.Helper()
 	b := st.NewBatch()
 	defer b.Close()
@@ -147,7 +150,7 @@ func TestSnapshotRestorePebble(t *testing.T) {
 // machine directly, with a short log so that truncation happens.
 type smCluster struct {
 	t     *testing.T
-	net   *paxos.MemNetwork
+	net   *paxostest.MemNetwork
 	peers []paxos.NodeID
 	dirs  map[paxos.NodeID]string
 	up    map[paxos.NodeID]*smNode
@@ -155,14 +158,14 @@ type smCluster struct {
 }
 
 type smNode struct {
-	store *paxos.Store
-	host  *paxos.Host
-	grp   *paxos.Replica
+	store *pebblestore.Store
+	host  *host.Host
+	grp   *host.Replica
 	sm    *StateMachine
 }
 
 func newSMCluster(t *testing.T, keep uint64) *smCluster {
-	c := &smCluster{t: t, net: paxos.NewMemNetwork(), peers: []paxos.NodeID{1, 2, 3}, dirs: map[paxos.NodeID]string{}, up: map[paxos.NodeID]*smNode{}, keep: keep}
+	c := &smCluster{t: t, net: paxostest.NewMemNetwork(), peers: []paxos.NodeID{1, 2, 3}, dirs: map[paxos.NodeID]string{}, up: map[paxos.NodeID]*smNode{}, keep: keep}
 	for _, id := range c.peers {
 		c.dirs[id] = t.TempDir()
 		c.start(id)
@@ -177,10 +180,10 @@ func newSMCluster(t *testing.T, keep uint64) *smCluster {
 
 func (c *smCluster) start(id paxos.NodeID) {
 	st := openStore(c.t, c.dirs[id])
-	h := paxos.NewHost(paxos.HostConfig{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
+	h := host.New(host.Config{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
 	h.SetTransport(c.net.Join(id, h.Deliver))
 	sm := NewStateMachine(4)
-	g, err := h.AddGroup(paxos.ReplicaConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
+	g, err := h.AddReplica(host.ReplicaConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
 	if err != nil {
 		c.t.Fatal(err)
 	}

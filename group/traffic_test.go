@@ -287,7 +287,9 @@ func TestFifteenGroupsMasterChanges(t *testing.T) {
 	transferAll := func() {
 		for g := range c.groups {
 			if id, svc := c.findMaster(g); svc != nil {
-				svc.Group(g).Paxos().(*paxos.Replica).TransferTo(c.peers[(int(id))%len(c.peers)])
+				if rep := c.replica(id, g); rep != nil {
+					rep.TransferTo(c.peers[(int(id))%len(c.peers)])
+				}
 			}
 		}
 	}
@@ -329,7 +331,7 @@ func checkReplicasAgree(t *testing.T, c *cluster, empty bool) {
 			applied, dumps, ids = nil, nil, nil
 			for _, id := range c.peers {
 				if svc := c.svc(id); svc != nil {
-					_, a, _ := svc.Group(g).Paxos().Progress()
+					_, a, _ := svc.Group(g).Consensus().Progress()
 					applied = append(applied, a)
 					dumps = append(dumps, dumpSM(svc.Group(g).StateMachine()))
 					ids = append(ids, id)

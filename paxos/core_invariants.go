@@ -17,6 +17,19 @@ func (c *Core) checkInvariants() error {
 		errs = append(errs, fmt.Errorf("node %d group %d: "+format, append([]any{c.cfg.ID, c.cfg.Group}, args...)...))
 	}
 
+	c.checkLog(fail)
+	c.checkRoles(fail)
+	c.checkReady(fail)
+	c.checkMembers(fail)
+	return errors.Join(errs...)
+}
+
+// failFunc records one broken invariant (checkInvariants).
+type failFunc func(format string, args ...any)
+
+// checkLog checks C1–C4: applied, committed, the log's bounds and the
+// entries held in memory.
+func (c *Core) checkLog(fail failFunc) {
 	// C1: applied <= committed.
 	if c.applied > c.hs.Committed {
 		fail("C1: applied %d > committed %d", c.applied, c.hs.Committed)
@@ -45,6 +58,11 @@ func (c *Core) checkInvariants() error {
 			fail("C4: entry %d (instance %d) outside (applied %d, last %d] or below log start %d", i, e.Instance, c.applied, c.last, c.logStart)
 		}
 	}
+}
+
+// checkRoles checks C5–C11: ballots, the state of each role, the proposal
+// queue and the published soft state.
+func (c *Core) checkRoles(fail failFunc) {
 	// C5: no promise is older than the highest round seen, and a
 	// candidate's or master's own ballot is its own, no lower than its
 	// promise.
@@ -109,6 +127,10 @@ func (c *Core) checkInvariants() error {
 	if c.soft.Serving && (c.role != master || c.applied < c.servingAt) {
 		fail("C11: serving as %s with applied %d, serving at %d", c.role, c.applied, c.servingAt)
 	}
+}
+
+// checkReady checks C12: which messages wait for the sync.
+func (c *Core) checkReady(fail failFunc) {
 	// C12: Ready's split holds: Messages carry no vote and never address
 	// this replica (those are stepped at once); MessagesAfterSync carry
 	// only votes. Both come from this replica and group.
@@ -122,6 +144,10 @@ func (c *Core) checkInvariants() error {
 			fail("C12: %s %d->%d group %d among the messages that wait for the sync", m.Type, m.From, m.To, m.Group)
 		}
 	}
+}
+
+// checkMembers checks C13–C14: the member set and the stop rule.
+func (c *Core) checkMembers(fail failFunc) {
 	// C13: the member set is well formed and the quorum is its majority.
 	if len(c.mem.Members) == 0 || c.quorum != c.mem.Quorum() {
 		fail("C13: members %v with quorum %d", c.mem, c.quorum)
@@ -164,7 +190,6 @@ func (c *Core) checkInvariants() error {
 	if c.confChanged {
 		fail("C13: a member set change was left unhandled")
 	}
-	return errors.Join(errs...)
 }
 
 // isVote reports whether a message of type t vouches for its sender's
@@ -191,11 +216,11 @@ func (r role) String() string {
 	return fmt.Sprintf("role(%d)", uint8(r))
 }
 
-// assertInvariants panics with checkInvariants' report. The runtime calls
+// AssertInvariants panics with checkInvariants' report. The runtime calls
 // it only when built with -tags invariants (internal/invariants), after it
 // stepped, ticked or advanced a Core: a violation there is a bug in this
 // package, not bad input, and the test that hit it must stop at once.
-func (c *Core) assertInvariants(where string) {
+func (c *Core) AssertInvariants(where string) {
 	if err := c.checkInvariants(); err != nil {
 		panic(fmt.Sprintf("paxos: core invariant broken after %s: %v", where, err))
 	}

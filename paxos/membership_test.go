@@ -57,8 +57,8 @@ func TestMembershipCheckAndApply(t *testing.T) {
 
 func TestMembershipEncoding(t *testing.T) {
 	m := Membership{Members: []NodeID{2, 3, 300000}, Removed: []NodeID{1}}
-	b := appendMembership(nil, m)
-	got, err := decodeMembership(b)
+	b := AppendMembership(nil, m)
+	got, err := DecodeMembership(b)
 	if err != nil || !slices.Equal(got.Members, m.Members) || !slices.Equal(got.Removed, m.Removed) {
 		t.Fatalf("round trip of %v: %v, %v", m, got, err)
 	}
@@ -67,10 +67,10 @@ func TestMembershipEncoding(t *testing.T) {
 		"unknown version": append([]byte{9}, b[1:]...),
 		"truncated":       b[:len(b)-1],
 		"trailing":        append(slices.Clone(b), 0),
-		"no members":      appendMembership(nil, Membership{Removed: []NodeID{1}}),
+		"no members":      AppendMembership(nil, Membership{Removed: []NodeID{1}}),
 		"member id 0":     {membersVersion, 1, 0, 0},
 	} {
-		if _, err := decodeMembership(bad); !errors.Is(err, ErrCorrupt) {
+		if _, err := DecodeMembership(bad); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)
 		}
 	}

@@ -1,8 +1,8 @@
 package paxos
 
-// Storage is where a Host keeps the durable state of every group it runs:
-// each group's acceptor hard state, log entries, applied instance and
-// state-machine keyspace. *Store (Pebble) implements it.
+// Storage is where a runtime (host.Host) keeps the durable state of every
+// group it runs: each group's acceptor hard state, log entries, applied
+// instance and state-machine keyspace. Package pebblestore implements it.
 //
 // A Host makes every write of a round in one Batch, for all its groups,
 // and applies it without waiting for its fsync (Batch.Apply), so that the
@@ -123,4 +123,38 @@ type SnapshotInstall interface {
 	Abort() error
 }
 
-var _ Storage = (*Store)(nil)
+// GroupState is what a group's runtime needs at start.
+type GroupState struct {
+	// Hard is the acceptor's hard state (zero if never written).
+	Hard HardState
+	// LogStart is the first instance still held in the log (1 when never
+	// truncated).
+	LogStart uint64
+	// Last is the highest instance with a stored entry (0 if none, even
+	// after a truncation: then LogStart-1 is the highest instance the log
+	// ever covered).
+	Last uint64
+	// Applied is the last instance whose commands are reflected in the
+	// state-machine keyspace.
+	Applied uint64
+	// Restoring says a snapshot install was interrupted: the state-machine
+	// keyspace is garbage until a new install finishes.
+	Restoring bool
+}
+
+// Writer writes into one group's state-machine keyspace. Keys and values are
+// copied; the caller may reuse them at once.
+type Writer interface {
+	Set(key, value []byte)
+	Delete(key []byte)
+}
+
+// Reader reads one group's state-machine keyspace.
+type Reader interface {
+	// Get returns a copy of the value of key, if set.
+	Get(key []byte) ([]byte, bool, error)
+	// Scan calls fn for every key that starts with prefix, in key order,
+	// until fn returns an error, which Scan returns. key and value are
+	// valid only during fn.
+	Scan(prefix []byte, fn func(key, value []byte) error) error
+}

@@ -1,64 +1,3 @@
-// Package paxos implements Multi-Paxos for one replication group: a
-// deterministic core (Core) that takes messages, ticks and proposals and
-// returns messages to send, state to persist and decisions to apply, plus a
-// runtime (Replica, Host) that drives many cores with Pebble storage, a
-// transport and a monotonic ticker.
-//
-// The core follows the shape of etcd-io/raft: no goroutines, sockets or clock
-// reads inside, so that a simulator can drive it through any interleaving and
-// check safety after every step.
-//
-// # Files by job
-//
-//   - The core, readable without the rest: core.go (Config, Ready, Core, its
-//     driver interface), core_acceptor.go (Prepare, Accept, Heartbeat,
-//     learning), core_master.go (campaign, proposing, commit, heartbeats,
-//     hand-off), core_member.go (membership changes), core_invariants.go
-//     (C1–C14), membership.go (member sets and changes), types.go
-//     (messages, ballots, entries).
-//   - The runtime that drives cores: host.go (Host: the one loop per node,
-//     the sync goroutine), replica.go (Replica: this node's replica of one
-//     group, its handle and its state-machine side), replica_member.go
-//     (recording the member set, ChangeMembership), snapshot.go (snapshot
-//     streaming).
-//   - Storage: storage.go (the interfaces the Host needs), store.go and
-//     storefs.go (their Pebble implementation and its fail-stop file system).
-//   - Transport: codec.go (the peer wire format), tcp.go (TCPTransport),
-//     memnet.go (an in-process transport for tests and the simulator).
-//
-// # Protocol
-//
-// A node becomes master of a group with phase 1 (Prepare/Promise) for every
-// instance from its first unchosen one on, under a ballot ordered by
-// (round, node). It then runs phase 2 (Accept/Accepted) per instance, with up
-// to Config.MaxInflight instances in flight. Commands that arrive while the
-// window is full queue and ride in the next instance together (adaptive
-// batching without a fixed delay). The master tells followers which
-// instances are chosen in every Accept and Heartbeat, so they learn without
-// another round; a follower that misses instances asks for them (Learn), and
-// one that fell behind the truncated log receives a snapshot.
-//
-// # Leases (invariant I5 in docs/design.md)
-//
-// Master leases are promise-based and use only local tick counts. An acceptor
-// that promises or renews ballot b refuses every other ballot's Prepare for
-// LeaseTicks of its own ticks; a master counts its lease from the tick at
-// which it sent the Prepare or Heartbeat that a majority acknowledged, and
-// shortens it by the configured clock-rate bound, so the lease always ends
-// before any acceptor would promise a rival. An acceptor that restarts has
-// forgotten its promises' timers, so it promises nobody for LeaseTicks after
-// it starts. A master hands the group over explicitly by stepping down first
-// and then telling the target it may campaign at once (TimeoutNow); acceptors
-// release their lease for a Prepare that carries the released ballot.
-//
-// # Membership
-//
-// A group's member set changes through its own log: a value that carries
-// a MemberChange (one node added or removed) is in force for every
-// instance after the one that chose it. A master proposes nothing above
-// an undecided change and, once it is chosen, runs phase 1 again under
-// the new set (core_member.go; the argument is in docs/design.md,
-// "Membership").
 package paxos
 
 import (
@@ -222,7 +161,7 @@ var (
 	ErrCorrupt = errors.New("paxos: corrupt data")
 	// ErrStorageFailed means a write or fsync of the node's store failed:
 	// the store refuses every write from then on and the node's groups are
-	// stopped (Store.Err). A proposal that fails for it also matches
+	// stopped (Storage.Err). A proposal that fails for it also matches
 	// ErrStopped, and the cause (the filesystem's error) is wrapped too.
 	ErrStorageFailed = errors.New("paxos: storage failed")
 	// ErrChangeInProgress means a membership change is already queued or

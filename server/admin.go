@@ -11,8 +11,15 @@ import (
 
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
+
+// replica returns this node's replica of lock group g's Paxos group (nil
+// for a group the service does not run).
+func (s *Server) replica(g int) *host.Replica {
+	return s.host.Replica(group.ReplicationID(g))
+}
 
 // GroupStatus is one group's state as this node sees it.
 type GroupStatus struct {
@@ -65,7 +72,7 @@ func (s *Server) Status() Status {
 	st.Ready, st.ReadyReason = s.Ready()
 	gms := s.groupMembers()
 	for g, lg := range s.svc.Groups() {
-		c, a, ls := lg.Paxos().Progress()
+		c, a, ls := lg.Consensus().Progress()
 		gv := wire.GroupView{}
 		if g < len(v.Groups) {
 			gv = v.Groups[g]

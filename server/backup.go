@@ -19,13 +19,8 @@ import (
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
-
-// imageOpener is what a group's replication offers a backup
-// (*paxos.Replica implements it).
-type imageOpener interface {
-	OpenImage(ctx context.Context) (paxos.SnapshotSource, error)
-}
 
 // backupGroupTimeout bounds the wait for one group's image to be opened
 // (the host's loop takes it between rounds).
@@ -115,13 +110,13 @@ func (s *Server) backupGroup(ctx context.Context, bw *group.BackupWriter, g int,
 // only, however long it takes.
 func (s *Server) openMasterImage(ctx context.Context, g int, lg *group.Group, peers *http.Client) (paxos.SnapshotSource, error) {
 	if lg.Serving() {
-		op, ok := lg.Paxos().(imageOpener)
-		if !ok {
+		rep := s.replica(g)
+		if rep == nil {
 			return nil, errors.New("the group's replication gives no image")
 		}
 		octx, cancel := context.WithTimeout(ctx, backupGroupTimeout)
 		defer cancel()
-		return op.OpenImage(octx)
+		return rep.OpenImage(octx)
 	}
 	var m uint32
 	if v := s.view.Load(); g < len(v.Groups) {
@@ -222,7 +217,7 @@ func (r *remoteSource) Next() ([]byte, bool, error) {
 func (r *remoteSource) Close() error { return r.body.Close() }
 
 // maxImageChunk bounds a chunk of GET /backup/image (chunks are about
-// paxos.ReplicaConfig.SnapshotChunk, 1 MiB).
+// host.ReplicaConfig.SnapshotChunk, 1 MiB).
 const maxImageChunk = 64 << 20
 
 // imageHandler streams this node's image of one group it masters (GET
@@ -236,13 +231,13 @@ func (s *Server) imageHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lg := groups[g]
-	op, ok := lg.Paxos().(imageOpener)
-	if !ok || !lg.Serving() {
+	rep := s.replica(g)
+	if rep == nil || !lg.Serving() {
 		http.Error(w, "this node does not serve the group", http.StatusConflict)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), backupGroupTimeout)
-	src, err := op.OpenImage(ctx)
+	src, err := rep.OpenImage(ctx)
 	cancel()
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -346,7 +341,7 @@ func Restore(cfg Config, file string, log *slog.Logger) (group.BackupInfo, error
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return info, fmt.Errorf("server: restore: data dir: %w", err)
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
 	if err != nil {
 		undo()
 		return info, fmt.Errorf("server: restore: %w", err)

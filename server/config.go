@@ -84,17 +84,17 @@ type Config struct {
 	// Join says this node is being added to a running cluster (paxlockd
 	// -join, which fills Nodes with the cluster's member list): a group
 	// the store holds nothing of starts empty and takes a snapshot from
-	// a member (paxos.ReplicaConfig.Join). Not read from the file.
+	// a member (host.ReplicaConfig.Join). Not read from the file.
 	Join bool `json:"-"`
 	// DataDir holds the node's Pebble database.
 	DataDir string `json:"data_dir"`
 	// DisableIOURing makes the store's fdatasync a plain blocking system
 	// call. By default it goes through io_uring where the kernel allows
-	// it (see paxos.StoreOptions.BlockingSync), falling back by itself
+	// it (see pebblestore.Options.BlockingSync), falling back by itself
 	// where it does not.
 	DisableIOURing bool `json:"disable_io_uring"`
 	// DisableWALSpares turns off the zero-filled files the store keeps
-	// ready for Pebble's next WAL (see paxos.StoreOptions.NoWALSpares):
+	// ready for Pebble's next WAL (see pebblestore.Options.NoWALSpares):
 	// worth it on a copy-on-write filesystem (btrfs, ZFS), where writing
 	// over a file allocates anew anyway.
 	DisableWALSpares bool `json:"disable_wal_spares"`

@@ -39,7 +39,7 @@ func (s *Server) Ready() (bool, string) {
 	}
 	self := paxos.NodeID(s.cfg.NodeID)
 	for g, lg := range s.svc.Groups() {
-		st := lg.Paxos().Status()
+		st := lg.Consensus().Status()
 		switch {
 		case st.Master == 0:
 			return false, fmt.Sprintf("group %d: no master known", g)
@@ -51,7 +51,7 @@ func (s *Server) Ready() (bool, string) {
 			if !aliveNode(st.Master) {
 				return false, fmt.Sprintf("group %d: master node %d is not alive", g, st.Master)
 			}
-			if c, a, _ := lg.Paxos().Progress(); c > a && c-a > ReadyMaxLag {
+			if c, a, _ := lg.Consensus().Progress(); c > a && c-a > ReadyMaxLag {
 				return false, fmt.Sprintf("group %d: %d chosen instances not yet applied (at most %d)", g, c-a, ReadyMaxLag)
 			}
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -83,8 +84,8 @@ const resumeNote = "the master of group 0 finishes the change on its own once th
 func (s *Server) groupMembers() []GroupMembers {
 	var out []GroupMembers
 	for g, lg := range s.svc.Groups() {
-		gm := GroupMembers{Group: g, Master: uint32(lg.Paxos().Status().Master)}
-		if rep, ok := lg.Paxos().(*paxos.Replica); ok {
+		gm := GroupMembers{Group: g, Master: uint32(lg.Consensus().Status().Master)}
+		if rep := s.replica(g); rep != nil {
 			ms := rep.Membership()
 			for _, id := range ms.Current.Members {
 				gm.Members = append(gm.Members, uint32(id))
@@ -504,7 +505,7 @@ func (s *Server) whileSystemMaster(parent context.Context) (context.Context, con
 
 // groupHas reports whether ch is in force in group g as this node's
 // replica last saw it.
-func groupHas(rep *paxos.Replica, ch paxos.MemberChange) bool {
+func groupHas(rep *host.Replica, ch paxos.MemberChange) bool {
 	cur := rep.Membership().Current
 	if cur.IsZero() {
 		return false
@@ -563,8 +564,8 @@ func (s *Server) changeGroup(ctx context.Context, g int, ch paxos.MemberChange, 
 // changeLocalGroup applies ch to group g, which this node masters, and
 // returns once it is in force (or was already).
 func (s *Server) changeLocalGroup(ctx context.Context, g int, ch paxos.MemberChange) error {
-	rep, ok := s.svc.Group(g).Paxos().(*paxos.Replica)
-	if !ok {
+	rep := s.replica(g)
+	if rep == nil {
 		return errors.New("group has no paxos replica")
 	}
 	if groupHas(rep, ch) {
@@ -586,7 +587,7 @@ func (s *Server) changeLocalGroup(ctx context.Context, g int, ch paxos.MemberCha
 // changeRemoteGroup asks group g's master, as this node knows it, to
 // apply ch.
 func (s *Server) changeRemoteGroup(ctx context.Context, g int, ch paxos.MemberChange, auth string) error {
-	m := s.svc.Group(g).Paxos().Status().Master
+	m := s.svc.Group(g).Consensus().Status().Master
 	if m == 0 {
 		return errGroupMaster
 	}

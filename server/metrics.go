@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -55,7 +54,7 @@ var statNames = [group.NumStats]struct{ name, help string }{
 type observerSlot struct{ prometheus.Observer }
 
 // metrics is a node's registry and the instruments the hot paths update.
-// It implements group.Observer and paxos.Observer.
+// It implements group.Observer and host.Observer.
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -170,7 +169,7 @@ func (m *metrics) Responded(op group.Op, st wire.Status, d time.Duration) {
 	m.requestObserver(op, st).Observe(d.Seconds())
 }
 
-// Proposed implements paxos.Observer.
+// Proposed implements host.Observer.
 func (m *metrics) Proposed(d time.Duration, ok bool) {
 	m.propose.Observe(d.Seconds())
 	if !ok {
@@ -191,16 +190,16 @@ func (m *metrics) Count(ev group.Stat) {
 	}
 }
 
-// InstanceApplied implements paxos.Observer.
+// InstanceApplied implements host.Observer.
 func (m *metrics) InstanceApplied(commands int) { m.instCmds.Observe(float64(commands)) }
 
-// RoundApplied implements paxos.Observer.
+// RoundApplied implements host.Observer.
 func (m *metrics) RoundApplied(instances int, d time.Duration) {
 	m.roundInst.Observe(float64(instances))
 	m.commitApply.Observe(d.Seconds())
 }
 
-// Synced implements paxos.Observer.
+// Synced implements host.Observer.
 func (m *metrics) Synced(d time.Duration) { m.fsync.Observe(d.Seconds()) }
 
 // nodeCollector reads, at scrape time, what the node counts anyway.
@@ -327,7 +326,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		if g < len(v.Groups) {
 			gv = v.Groups[g]
 		}
-		committed, applied, _ := lg.Paxos().Progress()
+		committed, applied, _ := lg.Consensus().Progress()
 		gauge(c.gServing, b(lg.Serving()), id)
 		gauge(c.gHasMaster, b(gv.Master != 0), id)
 		gauge(c.gMaster, float64(gv.Master), id)
@@ -343,8 +342,8 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		waiters, watches := lg.Waiting()
 		gauge(c.gWaiters, float64(waiters), id)
 		gauge(c.gWatches, float64(watches), id)
-		if pg, ok := lg.Paxos().(interface{ Snapshots() paxos.SnapshotStats }); ok {
-			st := pg.Snapshots()
+		if rep := s.replica(g); rep != nil {
+			st := rep.Snapshots()
 			counter(c.snapSent, st.Sent, id)
 			counter(c.snapSentBytes, st.SentBytes, id)
 			counter(c.snapInstalled, st.Installed, id)

@@ -46,7 +46,7 @@ func watchTwoMasters(tc *testCluster, stop chan struct{}, mu *sync.Mutex) *atomi
 					continue
 				}
 				for g, lg := range s.svc.Groups() {
-					if lg.Paxos().Status().Serving {
+					if lg.Consensus().Status().Serving {
 						serving[g]++
 					}
 				}

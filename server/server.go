@@ -19,6 +19,9 @@ import (
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
+	"github.com/paxlock/paxlock/paxos/tcpnet"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -26,9 +29,9 @@ import (
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
-	store *paxos.Store
-	host  *paxos.Host
-	tr    *paxos.TCPTransport
+	store *pebblestore.Store
+	host  *host.Host
+	tr    *tcpnet.Transport
 	svc   *group.Service
 
 	// The cluster's nodes (members.go): book is the address book of the
@@ -213,14 +216,14 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		// its snapshot came) must wait for one, not start alone.
 		cfg.Join, s.cfg.Join = true, true
 	}
-	st, err := paxos.OpenStore(cfg.DataDir, paxos.StoreOptions{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
 	if err != nil {
 		s.endLife()
 		return nil, err
 	}
 	s.store = st
 	tick := time.Duration(cfg.Tick)
-	s.host = paxos.NewHost(paxos.HostConfig{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
+	s.host = host.New(host.Config{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
 	// Retransmissions and the follower's wait past the lease stay those of
 	// a 100ms heartbeat when the heartbeat is longer (Config.Heartbeat).
 	quick := int(min(time.Duration(cfg.Heartbeat), 100*time.Millisecond) / tick)
@@ -268,7 +271,7 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 		handler = s.faults.Deliver
 		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
-	tr, err := paxos.NewTCPTransport(paxos.TCPTransportConfig{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: sec.peer,
+	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: sec.peer,
 		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused})
 	if err != nil {
 		s.stopBackground()

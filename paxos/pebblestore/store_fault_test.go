@@ -1,0 +1,251 @@
+package pebblestore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxos"
+)
+
+// walFaults injects errorfs.ErrInjected into every write and sync of the
+// WAL files once switched on. errorfs does not wrap the files
+// ReuseForWrite returns (recycled WAL files): the tests switch it on
+// before Pebble rotates its first WAL.
+func walFaults() *errorfs.Toggle {
+	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if !strings.HasSuffix(op.Path, ".log") {
+			return nil
+		}
+		switch op.Kind {
+		case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+}
+
+// logCounter counts the error records a logger receives, by message.
+type logCounter struct {
+	mu     sync.Mutex
+	errors map[string]int
+}
+
+func (c *logCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
+	c.mu.Lock()
+	c.errors[r.Message]++
+	c.mu.Unlock()
+	return nil
+}
+func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *logCounter) WithGroup(string) slog.Handler      { return c }
+
+func (c *logCounter) count(prefix string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for m, k := range c.errors {
+		if strings.HasPrefix(m, prefix) {
+			n += k
+		}
+	}
+	return n
+}
+
+// waitCond waits for cond with a generous deadline.
+func waitCond(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestStoreFailureRefusesWrites: once a WAL sync failed, the store
+// reports it, refuses every write without reaching Pebble (whose WAL
+// writer would panic on the next commit), keeps reading, and its data
+// directory reopens with everything synced before the failure.
+func TestStoreFailureRefusesWrites(t *testing.T) {
+	faults := walFaults()
+	dir := t.TempDir()
+	st, err := Open(dir, Options{Logger: testutil.Logger(), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.NewBatch()
+	defer b.Close()
+	b.PutEntry(1, &paxos.Entry{Instance: 1, Ballot: paxos.Ballot{Round: 1, Node: 1}})
+	b.SetApplied(1, 1)
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if st.Err() != nil {
+		t.Fatalf("healthy store reports %v", st.Err())
+	}
+	faults.On()
+	b.PutEntry(1, &paxos.Entry{Instance: 2, Ballot: paxos.Ballot{Round: 1, Node: 1}})
+	// The WAL is written in the background: the failure shows in SyncWait,
+	// or already in Apply if the write failed before Apply returned.
+	err = b.Apply()
+	if err == nil {
+		err = b.SyncWait()
+	}
+	if !errors.Is(err, paxos.ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("apply and sync wait: %v, want the storage error", err)
+	}
+	if err := st.Err(); !errors.Is(err, paxos.ErrStorageFailed) {
+		t.Fatalf("store error %v", err)
+	}
+	// Even once the disk works again, the store stays failed: Pebble's
+	// WAL writer does not recover, and a write past it would panic. Many
+	// writes, enough to fill WAL blocks.
+	faults.Off()
+	for i := uint64(3); i < 200; i++ {
+		b.PutEntry(1, &paxos.Entry{Instance: i, Ballot: paxos.Ballot{Round: 1, Node: 1}, Value: paxos.Value{Cmds: [][]byte{make([]byte, 1024)}}})
+		if err := b.Commit(i%2 == 0); !errors.Is(err, paxos.ErrStorageFailed) {
+			t.Fatalf("commit %d after the failure: %v", i, err)
+		}
+	}
+	if err := st.Sync(); !errors.Is(err, paxos.ErrStorageFailed) {
+		t.Fatalf("sync after the failure: %v", err)
+	}
+	if err := st.TruncateLog(1, 2); !errors.Is(err, paxos.ErrStorageFailed) {
+		t.Fatalf("truncate after the failure: %v", err)
+	}
+	if _, err := st.BeginInstall(1); !errors.Is(err, paxos.ErrStorageFailed) {
+		t.Fatalf("snapshot install after the failure: %v", err)
+	}
+	if _, ok, err := st.Entry(1, 1); !ok || err != nil {
+		t.Fatalf("read after the failure: %v %v", ok, err)
+	}
+	b.Close()
+	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) {
+		t.Fatalf("close: %v, want the storage error", err)
+	}
+	st, err = Open(dir, Options{Logger: testutil.Logger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, ok, err := st.Entry(1, 1); !ok || err != nil {
+		t.Fatalf("synced entry after reopening: %v %v", ok, err)
+	}
+	if _, ok, _ := st.Entry(1, 100); ok {
+		t.Fatal("an entry written after the failure reached the disk")
+	}
+}
+
+// retryCounter counts the log records, at any level, that report a
+// failed background job of Pebble.
+type retryCounter struct{ n atomic.Int64 }
+
+func (c *retryCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (c *retryCounter) Handle(_ context.Context, r slog.Record) error {
+	if strings.HasPrefix(r.Message, "background error") {
+		c.n.Add(1)
+	}
+	return nil
+}
+func (c *retryCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *retryCounter) WithGroup(string) slog.Handler      { return c }
+
+// TestStoreFailureInFlushIdles: a memtable flush that cannot write its
+// table fails the store too, and then, though Pebble retries a failed
+// flush at once and forever, the failed store's filesystem holds each
+// retry back: the node idles instead of spinning a CPU, and Close returns.
+func TestStoreFailureInFlushIdles(t *testing.T) {
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasSuffix(op.Path, ".sst") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && op.Kind != errorfs.OpRemove {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	retries := &retryCounter{}
+	st, err := Open(t.TempDir(), Options{Logger: slog.New(retries), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 256 << 10, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	faults.On()
+	b := st.NewBatch()
+	defer b.Close()
+	val := make([]byte, 4096)
+	// Four memtables' worth: the first flush fails the store, and the
+	// writes after it are refused.
+	for i := range 256 {
+		b.SM(1).Set(fmt.Appendf(nil, "k%d", i), val)
+		if err := b.Commit(false); err != nil {
+			if !errors.Is(err, paxos.ErrStorageFailed) {
+				t.Fatalf("commit %d: %v", i, err)
+			}
+			break
+		}
+	}
+	waitCond(t, "the failed flush fails the store", func() bool { return st.Err() != nil })
+	if err := st.Err(); !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("store error %v", err)
+	}
+	// Not a wait for anything: a window in which a spinning retry loop
+	// would log thousands of failures (a slow machine makes fewer).
+	before := retries.n.Load()
+	time.Sleep(2 * time.Second)
+	if n := retries.n.Load() - before; n > 10 {
+		t.Errorf("%d flush retries in 2s: the failed store spins", n)
+	}
+	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) {
+		t.Fatalf("close: %v", err)
+	}
+}
+
+// TestStoreManifestFailureDoesNotExit: Pebble calls its logger's Fatalf
+// when it cannot write its MANIFEST (here, at the flush of Close). The
+// store fails instead of ending the process, and the directory reopens
+// with what was synced.
+func TestStoreManifestFailureDoesNotExit(t *testing.T) {
+	faults := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if strings.HasPrefix(filepath.Base(op.Path), "MANIFEST-") && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && op.Kind != errorfs.OpRemove {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})}
+	logs := &logCounter{errors: map[string]int{}}
+	dir := t.TempDir()
+	st, err := Open(dir, Options{Logger: slog.New(logs), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.NewBatch()
+	b.PutEntry(1, &paxos.Entry{Instance: 1, Ballot: paxos.Ballot{Round: 1, Node: 1}})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	faults.On()
+	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("close: %v, want the storage error", err)
+	}
+	if n := logs.count("storage failed"); n != 1 {
+		t.Errorf("the failure was logged %d times, want once", n)
+	}
+	st, err = Open(dir, Options{Logger: testutil.Logger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, ok, err := st.Entry(1, 1); !ok || err != nil {
+		t.Fatalf("synced entry after reopening: %v %v", ok, err)
+	}
+}
