@@ -1,4 +1,4 @@
-package registry
+package gossip
 
 import (
 	"bytes"
@@ -228,9 +228,9 @@ func DefaultName(id uint32) string { return "paxlock-" + strconv.FormatUint(uint
 var (
 	// ErrNotRunning reports an operation on a Membership that was not
 	// started, or already left or shut down.
-	ErrNotRunning = errors.New("registry: membership not running")
+	ErrNotRunning = errors.New("gossip: membership not running")
 	// ErrJoin reports that no seed could be joined.
-	ErrJoin = errors.New("registry: join failed")
+	ErrJoin = errors.New("gossip: join failed")
 )
 
 // defaultOpTimeout bounds UpdateMeta and Leave when their context has no
@@ -304,28 +304,28 @@ func (r *memberRec) member() Member {
 // NewMembership checks cfg and returns a Membership that Start will open.
 func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	if cfg.NodeID == 0 {
-		return nil, fmt.Errorf("registry: membership: node id must be nonzero")
+		return nil, fmt.Errorf("gossip: membership: node id must be nonzero")
 	}
 	if cfg.Name == "" {
 		cfg.Name = DefaultName(cfg.NodeID)
 	}
 	if _, _, err := splitHostPort(cfg.Bind); err != nil {
-		return nil, fmt.Errorf("registry: membership: bind %q: %w", cfg.Bind, err)
+		return nil, fmt.Errorf("gossip: membership: bind %q: %w", cfg.Bind, err)
 	}
 	if cfg.Advertise != "" {
 		if _, _, err := splitHostPort(cfg.Advertise); err != nil {
-			return nil, fmt.Errorf("registry: membership: advertise %q: %w", cfg.Advertise, err)
+			return nil, fmt.Errorf("gossip: membership: advertise %q: %w", cfg.Advertise, err)
 		}
 	}
 	for _, k := range append([][]byte{cfg.SecretKey}, cfg.OldSecretKeys...) {
 		switch len(k) {
 		case 0, 16, 24, 32:
 		default:
-			return nil, fmt.Errorf("registry: membership: secret key must be 16, 24 or 32 bytes, not %d", len(k))
+			return nil, fmt.Errorf("gossip: membership: secret key must be 16, 24 or 32 bytes, not %d", len(k))
 		}
 	}
 	if len(cfg.Label) > memberlist.LabelMaxSize {
-		return nil, fmt.Errorf("registry: membership: label longer than %d bytes", memberlist.LabelMaxSize)
+		return nil, fmt.Errorf("gossip: membership: label longer than %d bytes", memberlist.LabelMaxSize)
 	}
 	cfg.Seeds = slices.Clone(cfg.Seeds)
 	log := cfg.Logger
@@ -394,7 +394,7 @@ func (m *Membership) acquire(ctx context.Context) error {
 	case m.sem <- struct{}{}:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("registry: membership: %w", ctx.Err())
+		return fmt.Errorf("gossip: membership: %w", ctx.Err())
 	case <-m.stop:
 		return ErrNotRunning
 	}
@@ -412,7 +412,7 @@ func (m *Membership) Start(ctx context.Context) error {
 	}
 	defer m.release()
 	if m.phase.Load() != phaseNew {
-		return fmt.Errorf("registry: membership: already started")
+		return fmt.Errorf("gossip: membership: already started")
 	}
 	if m.cfg.Meta != nil {
 		meta := m.cfg.Meta()
@@ -443,7 +443,7 @@ func (m *Membership) Start(ctx context.Context) error {
 		}
 		kr, err := memberlist.NewKeyring(keys, m.cfg.SecretKey)
 		if err != nil {
-			return fmt.Errorf("registry: membership: keyring: %w", err)
+			return fmt.Errorf("gossip: membership: keyring: %w", err)
 		}
 		mc.Keyring = kr
 	}
@@ -463,11 +463,11 @@ func (m *Membership) Start(ctx context.Context) error {
 	mc.LogOutput = nil
 
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("registry: membership: %w", err)
+		return fmt.Errorf("gossip: membership: %w", err)
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
-		return fmt.Errorf("registry: membership: start %s on %s: %w", m.cfg.Name, m.cfg.Bind, err)
+		return fmt.Errorf("gossip: membership: start %s on %s: %w", m.cfg.Name, m.cfg.Bind, err)
 	}
 	// This node's address as memberlist advertises it, from the join
 	// event Create delivered (the *Node that LocalNode returns is written
@@ -570,7 +570,7 @@ func (m *Membership) setMeta(meta NodeMeta) (bool, error) {
 	b, truncated, err := EncodeMeta(meta)
 	if err != nil {
 		m.metaMu.Unlock()
-		return false, fmt.Errorf("registry: membership: %w", err)
+		return false, fmt.Errorf("gossip: membership: %w", err)
 	}
 	meta.GroupsTruncated = truncated
 	groups := len(meta.Groups)
@@ -610,7 +610,7 @@ func (m *Membership) UpdateMeta(ctx context.Context, meta NodeMeta) error {
 	ml := m.ml.Load()
 	return m.runOp(ctx, func(timeout time.Duration) error {
 		if err := ml.UpdateNode(timeout); err != nil {
-			return fmt.Errorf("registry: membership: update metadata: %w", err)
+			return fmt.Errorf("gossip: membership: update metadata: %w", err)
 		}
 		return nil
 	})
@@ -633,7 +633,7 @@ func (m *Membership) runOp(ctx context.Context, fn func(timeout time.Duration) e
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		return fmt.Errorf("registry: membership: %w", ctx.Err())
+		return fmt.Errorf("gossip: membership: %w", ctx.Err())
 	}
 }
 
@@ -667,7 +667,7 @@ func (m *Membership) Leave(ctx context.Context) error {
 		}
 		m.announceLeaving(ml, timeout/3)
 		if err := ml.Leave(max(timeout-time.Since(start), time.Millisecond)); err != nil {
-			return fmt.Errorf("registry: membership: leave: %w", err)
+			return fmt.Errorf("gossip: membership: leave: %w", err)
 		}
 		m.log.Info("membership left", "name", m.cfg.Name)
 		return nil
@@ -763,7 +763,7 @@ func (m *Membership) Shutdown() error {
 		close(m.stop)
 		if ml := m.ml.Load(); ml != nil {
 			if e := ml.Shutdown(); e != nil {
-				err = fmt.Errorf("registry: membership: shutdown: %w", e)
+				err = fmt.Errorf("gossip: membership: shutdown: %w", e)
 			}
 		}
 		m.wg.Wait()
