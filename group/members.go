@@ -185,6 +185,47 @@ func parseMember(b []byte) (Member, error) {
 	return m, err
 }
 
+// memberOutcome is the outcome of a member-list change (opMemberPut,
+// opMemberInit) as every replica of group 0 computes it. It travels to
+// the proposer in outcome.status, whose type it shares (so its values are
+// wire.Status numbers), and never leaves the node: proposeMember turns it
+// into an error.
+type memberOutcome wire.Status
+
+// Member-list change outcomes.
+const (
+	// memberApplied: the change was applied, or was a no-op (the list
+	// installed already).
+	memberApplied = memberOutcome(wire.StatusSuccess)
+	// memberBadRecord: the command's member record does not decode.
+	memberBadRecord = memberOutcome(wire.StatusBadRequest)
+	// memberIDRemoved: the id was removed from the cluster, and ids are
+	// never reused (ErrMemberRemoved).
+	memberIDRemoved = memberOutcome(wire.StatusLockDeleted)
+	// memberOtherIncarnation: the list holds the id with another data
+	// directory (ErrIncarnation).
+	memberOtherIncarnation = memberOutcome(wire.StatusLockChangedOwner)
+)
+
+// String returns applied, bad record, id removed, other incarnation, or
+// the wire status of another value.
+func (o memberOutcome) String() string {
+	switch o {
+	case memberApplied:
+		return "applied"
+	case memberBadRecord:
+		return "bad record"
+	case memberIDRemoved:
+		return "id removed"
+	case memberOtherIncarnation:
+		return "other incarnation"
+	}
+	return wire.Status(o).String()
+}
+
+// outcome is o as the result of an applied command.
+func (o memberOutcome) outcome() *outcome { return &outcome{status: wire.Status(o)} }
+
 // applyMember applies opMemberPut and opMemberInit (group 0). A put of a
 // removed id, or of a known incarnation with another one, is refused with
 // a status every replica computes alike. Either op marks the list
@@ -208,27 +249,27 @@ func (sm *StateMachine) applyMemberLocked(c *command, w paxos.Writer) (*outcome,
 	switch c.op {
 	case opMemberInit:
 		if wasInit {
-			return &outcome{status: wire.StatusSuccess}, false
+			return memberApplied.outcome(), false
 		}
 		r := reader{b: c.data}
 		for len(r.b) > 0 {
 			m, err := decodeMember(&r)
 			if err != nil {
-				return &outcome{status: wire.StatusBadRequest}, false
+				return memberBadRecord.outcome(), false
 			}
 			recs = append(recs, m)
 		}
 	case opMemberPut:
 		m, err := parseMember(c.data)
 		if err != nil {
-			return &outcome{status: wire.StatusBadRequest}, false
+			return memberBadRecord.outcome(), false
 		}
 		if old, ok := sm.members[m.ID]; ok {
 			switch {
 			case old.State == MemberRemoved && m.State != MemberRemoved:
-				return &outcome{status: wire.StatusLockDeleted}, false
+				return memberIDRemoved.outcome(), false
 			case old.Incarnation != 0 && m.Incarnation != 0 && old.Incarnation != m.Incarnation:
-				return &outcome{status: wire.StatusLockChangedOwner}, false
+				return memberOtherIncarnation.outcome(), false
 			case m.Incarnation == 0:
 				m.Incarnation = old.Incarnation
 			}
@@ -244,7 +285,7 @@ func (sm *StateMachine) applyMemberLocked(c *command, w paxos.Writer) (*outcome,
 		w.Set(memberKey(m.ID), appendMember(nil, m))
 	}
 	sm.memGen++
-	return &outcome{status: wire.StatusSuccess}, true
+	return memberApplied.outcome(), true
 }
 
 func (sm *StateMachine) loadMember(k, v []byte) error {
@@ -327,11 +368,11 @@ func (s *Service) proposeMember(ctx context.Context, c *command) error {
 	switch {
 	case err != nil:
 		return err
-	case st == wire.StatusLockDeleted:
+	case memberOutcome(st) == memberIDRemoved:
 		return ErrMemberRemoved
-	case st == wire.StatusLockChangedOwner:
+	case memberOutcome(st) == memberOtherIncarnation:
 		return ErrIncarnation
-	case st != wire.StatusSuccess:
+	case memberOutcome(st) != memberApplied:
 		return fmt.Errorf("group: member change: %s", st)
 	}
 	return nil

@@ -3,8 +3,6 @@ package group
 import (
 	"reflect"
 	"testing"
-
-	"github.com/paxlock/paxlock/wire"
 )
 
 // TestMemberListOps applies the member-list commands (the configured
@@ -40,10 +38,10 @@ func TestMemberListOps(t *testing.T) {
 	}
 	results := make([]any, len(cmds))
 	sm.Apply(1, cmds, kv, results)
-	want := []wire.Status{wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess,
-		wire.StatusLockDeleted, wire.StatusLockChangedOwner, wire.StatusBadRequest}
+	want := []memberOutcome{memberApplied, memberApplied, memberApplied, memberApplied, memberApplied,
+		memberIDRemoved, memberOtherIncarnation, memberBadRecord}
 	for i, r := range results {
-		if o, _ := r.(*outcome); o == nil || o.status != want[i] {
+		if o, _ := r.(*outcome); o == nil || memberOutcome(o.status) != want[i] {
 			t.Errorf("command %d: %+v, want status %s", i, r, want[i])
 		}
 	}
