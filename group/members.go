@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -29,87 +30,21 @@ const (
 
 var memberInitKey = []byte("mmeminit")
 
-// MemberState is a node's state in the cluster's member list.
-type MemberState uint8
+// MemberState is a node's state in the cluster's member list
+// (adminapi.MemberState: the admin API shows it).
+type MemberState = adminapi.MemberState
 
-// Member states. A node is added as MemberJoining, becomes MemberActive
-// once every Paxos group has it as an acceptor; a removal passes through
-// MemberLeaving (Paxos groups being changed) to MemberRemoved, which is
-// final.
+// Member states (see adminapi.MemberState).
 const (
-	MemberJoining MemberState = 1
-	MemberActive  MemberState = 2
-	MemberLeaving MemberState = 3
-	MemberRemoved MemberState = 4
+	MemberJoining = adminapi.MemberJoining
+	MemberActive  = adminapi.MemberActive
+	MemberLeaving = adminapi.MemberLeaving
+	MemberRemoved = adminapi.MemberRemoved
 )
 
-// String names the state as the admin API and paxlockctl show it.
-func (s MemberState) String() string {
-	switch s {
-	case MemberJoining:
-		return "joining"
-	case MemberActive:
-		return "member"
-	case MemberLeaving:
-		return "leaving"
-	case MemberRemoved:
-		return "removed"
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
-
-// ParseMemberState is String's inverse.
-func ParseMemberState(s string) (MemberState, error) {
-	for st := MemberJoining; st <= MemberRemoved; st++ {
-		if st.String() == s {
-			return st, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown member state %q", wire.ErrInvalid, s)
-}
-
-// MarshalText implements encoding.TextMarshaler; the zero state (not
-// set) is "".
-func (s MemberState) MarshalText() ([]byte, error) {
-	if s == 0 {
-		return nil, nil
-	}
-	return []byte(s.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler; "" is the zero
-// state (not set).
-func (s *MemberState) UnmarshalText(b []byte) error {
-	if len(b) == 0 {
-		*s = 0
-		return nil
-	}
-	v, err := ParseMemberState(string(b))
-	if err != nil {
-		return err
-	}
-	*s = v
-	return nil
-}
-
-// Member is one node of the cluster's member list.
-type Member struct {
-	ID    uint32      `json:"id"`
-	State MemberState `json:"state"`
-	// Incarnation identifies the node's data directory (0: not known
-	// yet, e.g. a node of the static configuration before it reported
-	// it).
-	Incarnation uint64 `json:"incarnation,omitempty"`
-	Peer        string `json:"peer"`
-	Client      string `json:"client"`
-	ClientTLS   string `json:"client_tls_addr,omitempty"`
-	Gossip      string `json:"gossip,omitempty"`
-	Admin       string `json:"admin,omitempty"`
-}
-
-// Live reports whether the node is part of the cluster (joining, a member
-// or leaving), as opposed to removed.
-func (m Member) Live() bool { return m.State != MemberRemoved }
+// Member is one node of the cluster's member list (adminapi.Member: the
+// admin API shows it).
+type Member = adminapi.Member
 
 // ErrMemberRemoved means the node id was removed from the cluster; it is
 // never used again (an acceptor that comes back under an old id with an

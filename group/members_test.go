@@ -3,6 +3,8 @@ package group
 import (
 	"reflect"
 	"testing"
+
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // TestMemberListOps applies the member-list commands (the configured
@@ -95,7 +97,7 @@ func TestMemberRecordRoundTrip(t *testing.T) {
 		}
 	}
 	for st := MemberJoining; st <= MemberRemoved; st++ {
-		if p, err := ParseMemberState(st.String()); err != nil || p != st {
+		if p, err := adminapi.ParseMemberState(st.String()); err != nil || p != st {
 			t.Errorf("state %d: %v %v", st, p, err)
 		}
 	}
