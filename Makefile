@@ -2,7 +2,7 @@
 GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
-RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/... ./session/...
+RACE_PKGS := ./paxos/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./session/...
 
 .PHONY: all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
 

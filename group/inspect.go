@@ -6,29 +6,16 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // HotKey is a key with waiters on a group this node serves, for the
-// operators' console: who holds it and how many wait for it.
-type HotKey struct {
-	Group     int          `json:"group"`
-	Namespace string       `json:"namespace"`
-	Key       string       `json:"key"`
-	Waiters   int          `json:"waiters"`
-	Watchers  int          `json:"watchers"`
-	Holders   []HolderInfo `json:"holders"`
-}
+// operators' console (adminapi.HotKey).
+type HotKey = adminapi.HotKey
 
-// HolderInfo is one hold of a HotKey.
-type HolderInfo struct {
-	// Owner is the holder as client/owner in hex (wire.Owner.String).
-	Owner string `json:"owner"`
-	Kind  string `json:"kind"`
-	Token uint64 `json:"token"`
-	// TTLLeftMs is the time left until the hold expires unless renewed,
-	// as the master measures it (its TTL when unknown).
-	TTLLeftMs int64 `json:"ttl_left_ms"`
-}
+// HolderInfo is one hold of a HotKey (adminapi.HolderInfo).
+type HolderInfo = adminapi.HolderInfo
 
 // maxHotHolders bounds the holders listed per hot key (readers may be
 // many).

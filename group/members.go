@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -29,87 +30,21 @@ const (
 
 var memberInitKey = []byte("mmeminit")
 
-// MemberState is a node's state in the cluster's member list.
-type MemberState uint8
+// MemberState is a node's state in the cluster's member list
+// (adminapi.MemberState: the admin API shows it).
+type MemberState = adminapi.MemberState
 
-// Member states. A node is added as MemberJoining, becomes MemberActive
-// once every Paxos group has it as an acceptor; a removal passes through
-// MemberLeaving (Paxos groups being changed) to MemberRemoved, which is
-// final.
+// Member states (see adminapi.MemberState).
 const (
-	MemberJoining MemberState = 1
-	MemberActive  MemberState = 2
-	MemberLeaving MemberState = 3
-	MemberRemoved MemberState = 4
+	MemberJoining = adminapi.MemberJoining
+	MemberActive  = adminapi.MemberActive
+	MemberLeaving = adminapi.MemberLeaving
+	MemberRemoved = adminapi.MemberRemoved
 )
 
-// String names the state as the admin API and paxlockctl show it.
-func (s MemberState) String() string {
-	switch s {
-	case MemberJoining:
-		return "joining"
-	case MemberActive:
-		return "member"
-	case MemberLeaving:
-		return "leaving"
-	case MemberRemoved:
-		return "removed"
-	}
-	return fmt.Sprintf("state(%d)", uint8(s))
-}
-
-// ParseMemberState is String's inverse.
-func ParseMemberState(s string) (MemberState, error) {
-	for st := MemberJoining; st <= MemberRemoved; st++ {
-		if st.String() == s {
-			return st, nil
-		}
-	}
-	return 0, fmt.Errorf("%w: unknown member state %q", wire.ErrInvalid, s)
-}
-
-// MarshalText implements encoding.TextMarshaler; the zero state (not
-// set) is "".
-func (s MemberState) MarshalText() ([]byte, error) {
-	if s == 0 {
-		return nil, nil
-	}
-	return []byte(s.String()), nil
-}
-
-// UnmarshalText implements encoding.TextUnmarshaler; "" is the zero
-// state (not set).
-func (s *MemberState) UnmarshalText(b []byte) error {
-	if len(b) == 0 {
-		*s = 0
-		return nil
-	}
-	v, err := ParseMemberState(string(b))
-	if err != nil {
-		return err
-	}
-	*s = v
-	return nil
-}
-
-// Member is one node of the cluster's member list.
-type Member struct {
-	ID    uint32      `json:"id"`
-	State MemberState `json:"state"`
-	// Incarnation identifies the node's data directory (0: not known
-	// yet, e.g. a node of the static configuration before it reported
-	// it).
-	Incarnation uint64 `json:"incarnation,omitempty"`
-	Peer        string `json:"peer"`
-	Client      string `json:"client"`
-	ClientTLS   string `json:"client_tls_addr,omitempty"`
-	Gossip      string `json:"gossip,omitempty"`
-	Admin       string `json:"admin,omitempty"`
-}
-
-// Live reports whether the node is part of the cluster (joining, a member
-// or leaving), as opposed to removed.
-func (m Member) Live() bool { return m.State != MemberRemoved }
+// Member is one node of the cluster's member list (adminapi.Member: the
+// admin API shows it).
+type Member = adminapi.Member
 
 // ErrMemberRemoved means the node id was removed from the cluster; it is
 // never used again (an acceptor that comes back under an old id with an
@@ -185,6 +120,47 @@ func parseMember(b []byte) (Member, error) {
 	return m, err
 }
 
+// memberOutcome is the outcome of a member-list change (opMemberPut,
+// opMemberInit) as every replica of group 0 computes it. It travels to
+// the proposer in outcome.status, whose type it shares (so its values are
+// wire.Status numbers), and never leaves the node: proposeMember turns it
+// into an error.
+type memberOutcome wire.Status
+
+// Member-list change outcomes.
+const (
+	// memberApplied: the change was applied, or was a no-op (the list
+	// installed already).
+	memberApplied = memberOutcome(wire.StatusSuccess)
+	// memberBadRecord: the command's member record does not decode.
+	memberBadRecord = memberOutcome(wire.StatusBadRequest)
+	// memberIDRemoved: the id was removed from the cluster, and ids are
+	// never reused (ErrMemberRemoved).
+	memberIDRemoved = memberOutcome(wire.StatusLockDeleted)
+	// memberOtherIncarnation: the list holds the id with another data
+	// directory (ErrIncarnation).
+	memberOtherIncarnation = memberOutcome(wire.StatusLockChangedOwner)
+)
+
+// String returns applied, bad record, id removed, other incarnation, or
+// the wire status of another value.
+func (o memberOutcome) String() string {
+	switch o {
+	case memberApplied:
+		return "applied"
+	case memberBadRecord:
+		return "bad record"
+	case memberIDRemoved:
+		return "id removed"
+	case memberOtherIncarnation:
+		return "other incarnation"
+	}
+	return wire.Status(o).String()
+}
+
+// outcome is o as the result of an applied command.
+func (o memberOutcome) outcome() *outcome { return &outcome{status: wire.Status(o)} }
+
 // applyMember applies opMemberPut and opMemberInit (group 0). A put of a
 // removed id, or of a known incarnation with another one, is refused with
 // a status every replica computes alike. Either op marks the list
@@ -208,27 +184,27 @@ func (sm *StateMachine) applyMemberLocked(c *command, w paxos.Writer) (*outcome,
 	switch c.op {
 	case opMemberInit:
 		if wasInit {
-			return &outcome{status: wire.StatusSuccess}, false
+			return memberApplied.outcome(), false
 		}
 		r := reader{b: c.data}
 		for len(r.b) > 0 {
 			m, err := decodeMember(&r)
 			if err != nil {
-				return &outcome{status: wire.StatusBadRequest}, false
+				return memberBadRecord.outcome(), false
 			}
 			recs = append(recs, m)
 		}
 	case opMemberPut:
 		m, err := parseMember(c.data)
 		if err != nil {
-			return &outcome{status: wire.StatusBadRequest}, false
+			return memberBadRecord.outcome(), false
 		}
 		if old, ok := sm.members[m.ID]; ok {
 			switch {
 			case old.State == MemberRemoved && m.State != MemberRemoved:
-				return &outcome{status: wire.StatusLockDeleted}, false
+				return memberIDRemoved.outcome(), false
 			case old.Incarnation != 0 && m.Incarnation != 0 && old.Incarnation != m.Incarnation:
-				return &outcome{status: wire.StatusLockChangedOwner}, false
+				return memberOtherIncarnation.outcome(), false
 			case m.Incarnation == 0:
 				m.Incarnation = old.Incarnation
 			}
@@ -244,7 +220,7 @@ func (sm *StateMachine) applyMemberLocked(c *command, w paxos.Writer) (*outcome,
 		w.Set(memberKey(m.ID), appendMember(nil, m))
 	}
 	sm.memGen++
-	return &outcome{status: wire.StatusSuccess}, true
+	return memberApplied.outcome(), true
 }
 
 func (sm *StateMachine) loadMember(k, v []byte) error {
@@ -327,11 +303,11 @@ func (s *Service) proposeMember(ctx context.Context, c *command) error {
 	switch {
 	case err != nil:
 		return err
-	case st == wire.StatusLockDeleted:
+	case memberOutcome(st) == memberIDRemoved:
 		return ErrMemberRemoved
-	case st == wire.StatusLockChangedOwner:
+	case memberOutcome(st) == memberOtherIncarnation:
 		return ErrIncarnation
-	case st != wire.StatusSuccess:
+	case memberOutcome(st) != memberApplied:
 		return fmt.Errorf("group: member change: %s", st)
 	}
 	return nil

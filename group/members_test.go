@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // TestMemberListOps applies the member-list commands (the configured
@@ -41,10 +41,10 @@ func TestMemberListOps(t *testing.T) {
 	}
 	results := make([]any, len(cmds))
 	sm.Apply(1, cmds, kv, results)
-	want := []wire.Status{wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess, wire.StatusSuccess,
-		wire.StatusLockDeleted, wire.StatusLockChangedOwner, wire.StatusBadRequest}
+	want := []memberOutcome{memberApplied, memberApplied, memberApplied, memberApplied, memberApplied,
+		memberIDRemoved, memberOtherIncarnation, memberBadRecord}
 	for i, r := range results {
-		if o, _ := r.(*outcome); o == nil || o.status != want[i] {
+		if o, _ := r.(*outcome); o == nil || memberOutcome(o.status) != want[i] {
 			t.Errorf("command %d: %+v, want status %s", i, r, want[i])
 		}
 	}
@@ -99,7 +99,7 @@ func TestMemberRecordRoundTrip(t *testing.T) {
 		}
 	}
 	for st := MemberJoining; st <= MemberRemoved; st++ {
-		if p, err := ParseMemberState(st.String()); err != nil || p != st {
+		if p, err := adminapi.ParseMemberState(st.String()); err != nil || p != st {
 			t.Errorf("state %d: %v %v", st, p, err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -90,6 +91,27 @@ func (c *StandaloneConfig) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+}
+
+// defaultDuration sets *d to v when it is unset (zero or negative).
+func defaultDuration(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// splitHostPort splits addr, host:port, and checks that the port is a
+// number from 0 to 65535.
+func splitHostPort(addr string) (string, int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 {
+		return "", 0, fmt.Errorf("bad port %q", port)
+	}
+	return host, p, nil
 }
 
 func (c *StandaloneConfig) validate() error {

@@ -9,6 +9,7 @@ import (
 	"net/http/pprof"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
@@ -21,51 +22,10 @@ func (s *Server) replica(g int) *host.Replica {
 	return s.host.Replica(group.ReplicationID(g))
 }
 
-// GroupStatus is one group's state as this node sees it.
-type GroupStatus struct {
-	Group     int    `json:"group"`
-	Master    uint32 `json:"master"`
-	Epoch     uint64 `json:"epoch"`
-	Serving   bool   `json:"serving"`
-	Committed uint64 `json:"committed"`
-	Applied   uint64 `json:"applied"`
-	LogStart  uint64 `json:"log_start"`
-	Locks     int64  `json:"locks"`
-	Version   uint64 `json:"group_version"`
-	// Members are the group's acceptors as this node sees them;
-	// MemberChange the change in progress on this node as its master
-	// ("+4", "-1"), "" if none.
-	Members      []uint32 `json:"members,omitempty"`
-	MemberChange string   `json:"member_change,omitempty"`
-}
-
-// Status is a node's report for operators (paxlockctl status).
-type Status struct {
-	Node        uint32 `json:"node"`
-	Client      string `json:"client"`
-	ViewVersion uint64 `json:"view_version"`
-	Conns       int64  `json:"conns"`
-	// StorageFailed says a write or fsync of the node's store failed:
-	// the node stopped all its groups (fail-stop) and serves none until it
-	// is restarted on a working disk. StorageError is that failure.
-	StorageFailed bool          `json:"storage_failed"`
-	StorageError  string        `json:"storage_error,omitempty"`
-	Groups        []GroupStatus `json:"groups"`
-	Nodes         []NodeAddr    `json:"nodes"`
-	// Ready and ReadyReason are what /readyz answers (see Ready).
-	Ready       bool   `json:"ready"`
-	ReadyReason string `json:"ready_reason"`
-	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
-	// StatusDetail): the keys with the most waiters on the groups this
-	// node serves, and the last master changes it saw, newest first.
-	HotKeys       []group.HotKey `json:"hot_keys,omitempty"`
-	MasterChanges []MasterChange `json:"master_changes,omitempty"`
-}
-
 // Status returns the node's report.
-func (s *Server) Status() Status {
+func (s *Server) Status() adminapi.Status {
 	v := s.view.Load()
-	st := Status{Node: s.cfg.NodeID, Client: s.cfg.self().Client, ViewVersion: v.Version, Conns: s.nconns.Load(), Nodes: s.nodes()}
+	st := adminapi.Status{Node: s.cfg.NodeID, Client: s.cfg.self().Client, ViewVersion: v.Version, Conns: s.nconns.Load(), Nodes: s.nodes()}
 	if err := s.store.Err(); err != nil {
 		st.StorageFailed, st.StorageError = true, err.Error()
 	}
@@ -77,7 +37,7 @@ func (s *Server) Status() Status {
 		if g < len(v.Groups) {
 			gv = v.Groups[g]
 		}
-		st.Groups = append(st.Groups, GroupStatus{
+		st.Groups = append(st.Groups, adminapi.GroupStatus{
 			Group: g, Master: gv.Master, Epoch: gv.Epoch, Serving: lg.Serving(),
 			Committed: c, Applied: a, LogStart: ls,
 			Locks: lg.StateMachine().Count(), Version: lg.StateMachine().Version(),
@@ -194,25 +154,6 @@ func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, id uint32) b
 	return false
 }
 
-// ForceUnlocked is the answer of POST /locks/unlock: the holds removed.
-type ForceUnlocked struct {
-	Namespace string         `json:"namespace"`
-	Key       string         `json:"key"`
-	Released  []ReleasedHold `json:"released"`
-	// Pending: a hold is revoked but not removed yet, because its holder
-	// has not acknowledged within the request's wait; the master removes
-	// it when the holder does, or at the latest when its TTL runs out
-	// (HTTP 202).
-	Pending bool `json:"pending,omitempty"`
-}
-
-// ReleasedHold is one hold a force-unlock removed.
-type ReleasedHold struct {
-	Client uint64 `json:"client"`
-	Owner  uint64 `json:"owner"`
-	Token  uint64 `json:"token"`
-}
-
 // forceUnlockWait bounds how long POST /locks/unlock waits for revoked
 // holders to acknowledge before it answers 202 (pending).
 const forceUnlockWait = 10 * time.Second
@@ -269,9 +210,9 @@ func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	out := ForceUnlocked{Namespace: body.Namespace, Key: body.Key, Released: []ReleasedHold{}, Pending: pending}
+	out := adminapi.ForceUnlocked{Namespace: body.Namespace, Key: body.Key, Released: []adminapi.ReleasedHold{}, Pending: pending}
 	for _, h := range rel {
-		out.Released = append(out.Released, ReleasedHold{Client: h.Owner.Client, Owner: h.Owner.ID, Token: h.Token})
+		out.Released = append(out.Released, adminapi.ReleasedHold{Client: h.Owner.Client, Owner: h.Owner.ID, Token: h.Token})
 	}
 	s.log.Warn("lock force-released by an operator", "namespace", body.Namespace, "key", body.Key, "holds", len(rel), "err", err)
 	w.Header().Set("Content-Type", "application/json")

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/wire"
@@ -44,23 +45,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// NodeAddr is one member of the cluster.
-type NodeAddr struct {
-	ID uint32 `json:"id"`
-	// Peer is the address Paxos traffic uses; Client the binary protocol's.
-	Peer   string `json:"peer"`
-	Client string `json:"client"`
-	// ClientTLS is the node's TLS client listener (optional; needs the
-	// tls section, whose certificate it serves). Clients that set
-	// client.Config.TLS use it, and so do relays between nodes when
-	// the peers use TLS.
-	ClientTLS string `json:"client_tls_addr,omitempty"`
-	// Gossip is the memberlist address (optional).
-	Gossip string `json:"gossip,omitempty"`
-	// Admin is the node's admin HTTP address (optional; lets other nodes
-	// redirect namespace changes to the node that can make them).
-	Admin string `json:"admin,omitempty"`
-}
+// NodeAddr is one member of the cluster as the configuration names it;
+// /status reports the same (adminapi.NodeAddr).
+type NodeAddr = adminapi.NodeAddr
 
 // AdminTLS is the admin endpoint's HTTPS certificate and key (PEM files).
 type AdminTLS struct {
@@ -530,7 +517,7 @@ func (c *Config) gossipKeys() ([][]byte, error) {
 // adminToken returns the admin bearer token: PAXLOCK_ADMIN_TOKEN if set,
 // else AdminTokenFile's content; "" if neither.
 func (c *Config) adminToken() (string, error) {
-	if t := strings.TrimSpace(os.Getenv(AdminTokenEnv)); t != "" {
+	if t := strings.TrimSpace(os.Getenv(adminapi.TokenEnv)); t != "" {
 		return t, nil
 	}
 	if c.AdminTokenFile == "" {
@@ -546,10 +533,6 @@ func (c *Config) adminToken() (string, error) {
 	}
 	return t, nil
 }
-
-// AdminTokenEnv is the environment variable that holds the admin bearer
-// token, for paxlockd (over admin_token_file) and paxlockctl.
-const AdminTokenEnv = "PAXLOCK_ADMIN_TOKEN"
 
 // RelaySecretEnv is the environment variable that holds the cluster's
 // relay secret, for paxlockd (over relay_secret_file).

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 )
@@ -49,24 +50,13 @@ const (
 	consoleHeartbeat = 15 * time.Second
 )
 
-// MasterChange is a group getting a new master, as one node saw it.
-type MasterChange struct {
-	Time  time.Time `json:"time"`
-	Group int       `json:"group"`
-	// From is the previous master this node knew (0: none since it
-	// started), To the new one.
-	From  uint32 `json:"from"`
-	To    uint32 `json:"to"`
-	Epoch uint64 `json:"epoch"`
-}
-
 // masterLog remembers the last ConsoleMasterChanges master changes a node
 // saw, newest last. It is written on the paxos loop, a few times per
 // election: a ring under a mutex.
 type masterLog struct {
 	mu   sync.Mutex
 	last map[int]uint32 // group -> last known nonzero master
-	ring []MasterChange
+	ring []adminapi.MasterChange
 	next int
 }
 
@@ -80,7 +70,7 @@ func (l *masterLog) record(g int, st paxos.SoftState) {
 	if l.last == nil {
 		l.last = make(map[int]uint32)
 	}
-	c := MasterChange{Time: time.Now(), Group: g, From: l.last[g], To: uint32(st.Master), Epoch: st.Ballot.Round}
+	c := adminapi.MasterChange{Time: time.Now(), Group: g, From: l.last[g], To: uint32(st.Master), Epoch: st.Ballot.Round}
 	l.last[g] = c.To
 	if len(l.ring) < ConsoleMasterChanges {
 		l.ring = append(l.ring, c)
@@ -91,10 +81,10 @@ func (l *masterLog) record(g int, st paxos.SoftState) {
 }
 
 // list returns the remembered changes, newest first.
-func (l *masterLog) list() []MasterChange {
+func (l *masterLog) list() []adminapi.MasterChange {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make([]MasterChange, 0, len(l.ring))
+	out := make([]adminapi.MasterChange, 0, len(l.ring))
 	for i := range l.ring {
 		out = append(out, l.ring[(l.next+len(l.ring)-1-i)%len(l.ring)])
 	}
@@ -103,7 +93,7 @@ func (l *masterLog) list() []MasterChange {
 
 // StatusDetail is Status with what the console adds: the hottest keys of
 // the groups this node serves and the master changes it saw.
-func (s *Server) StatusDetail(ctx context.Context) Status {
+func (s *Server) StatusDetail(ctx context.Context) adminapi.Status {
 	st := s.Status()
 	hk, err := s.svc.HotKeys(ctx, ConsoleHotKeys)
 	if err != nil {
@@ -112,67 +102,6 @@ func (s *Server) StatusDetail(ctx context.Context) Status {
 	st.HotKeys = hk
 	st.MasterChanges = s.masterLog.list()
 	return st
-}
-
-// ClusterStatus is the whole cluster as one node gathers it for the
-// console (GET /cluster, and each message of GET /events).
-type ClusterStatus struct {
-	// Node is the node that gathered it; Time when.
-	Node        uint32         `json:"node"`
-	Time        time.Time      `json:"time"`
-	ViewVersion uint64         `json:"view_version"`
-	Nodes       []ConsoleNode  `json:"nodes"`
-	Groups      []ConsoleGroup `json:"groups"`
-	// HotKeys are the keys with the most waiters over the cluster, most
-	// first; MasterChanges the last changes of master, newest first.
-	HotKeys       []group.HotKey `json:"hot_keys"`
-	MasterChanges []MasterChange `json:"master_changes"`
-}
-
-// ConsoleNode is one member in a ClusterStatus.
-type ConsoleNode struct {
-	ID     uint32 `json:"id"`
-	Client string `json:"client"`
-	Admin  string `json:"admin"`
-	// Alive is the gathering node's membership view of it.
-	Alive bool `json:"alive"`
-	// Reachable says its status was read; Error why not.
-	Reachable     bool   `json:"reachable"`
-	Error         string `json:"error,omitempty"`
-	Ready         bool   `json:"ready"`
-	ReadyReason   string `json:"ready_reason,omitempty"`
-	StorageFailed bool   `json:"storage_failed"`
-	Conns         int64  `json:"conns"`
-	// Mastered counts the groups the gathering node's view says it
-	// masters.
-	Mastered int `json:"mastered"`
-}
-
-// ConsoleGroup is one group in a ClusterStatus.
-type ConsoleGroup struct {
-	Group  int    `json:"group"`
-	Master uint32 `json:"master"`
-	Epoch  uint64 `json:"epoch"`
-	// Serving, Committed, Applied and Locks are the master's (the
-	// gathering node's own when the master's status is not known).
-	Serving   bool   `json:"serving"`
-	Committed uint64 `json:"committed"`
-	Applied   uint64 `json:"applied"`
-	Locks     int64  `json:"locks"`
-	// Replicas is each reachable node's applied instance and its lag
-	// behind the highest committed instance any node reported.
-	Replicas []ReplicaLag `json:"replicas"`
-	// Members are the group's acceptors, MemberChange a change in
-	// progress ("+4", "-1"), as the master reports them.
-	Members      []uint32 `json:"members,omitempty"`
-	MemberChange string   `json:"member_change,omitempty"`
-}
-
-// ReplicaLag is one replica's progress on a group.
-type ReplicaLag struct {
-	Node    uint32 `json:"node"`
-	Applied uint64 `json:"applied"`
-	Lag     uint64 `json:"lag"`
 }
 
 // consoleClient returns the HTTP client the node reads its peers' admin
@@ -196,8 +125,8 @@ func (s *Server) consoleClient() *http.Client {
 }
 
 // peerStatus reads node n's /status?detail=1.
-func (s *Server) peerStatus(ctx context.Context, n NodeAddr) (Status, error) {
-	var st Status
+func (s *Server) peerStatus(ctx context.Context, n NodeAddr) (adminapi.Status, error) {
+	var st adminapi.Status
 	if n.Admin == "" {
 		return st, errors.New("no admin address configured")
 	}
@@ -229,11 +158,11 @@ func (s *Server) peerStatus(ctx context.Context, n NodeAddr) (Status, error) {
 // ClusterStatus gathers the cluster's state: this node's, and every
 // peer's over its admin address, all at once, each within
 // consolePeerTimeout.
-func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
+func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 	v := s.view.Load()
-	cs := ClusterStatus{Node: s.cfg.NodeID, Time: time.Now(), ViewVersion: v.Version}
+	cs := adminapi.ClusterStatus{Node: s.cfg.NodeID, Time: time.Now(), ViewVersion: v.Version}
 	nodes := s.nodes()
-	sts := make([]*Status, len(nodes))
+	sts := make([]*adminapi.Status, len(nodes))
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -258,9 +187,9 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 	for _, g := range v.Groups {
 		mastered[g.Master]++
 	}
-	byID := map[uint32]*Status{}
+	byID := map[uint32]*adminapi.Status{}
 	for i, n := range nodes {
-		cn := ConsoleNode{ID: n.ID, Client: n.Client, Admin: n.Admin, Mastered: mastered[n.ID]}
+		cn := adminapi.ConsoleNode{ID: n.ID, Client: n.Client, Admin: n.Admin, Mastered: mastered[n.ID]}
 		for _, nv := range v.Nodes {
 			if nv.ID == n.ID {
 				cn.Alive = nv.Alive
@@ -279,7 +208,7 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 	}
 	self := byID[s.cfg.NodeID]
 	for g, gv := range v.Groups {
-		cg := ConsoleGroup{Group: g, Master: gv.Master, Epoch: gv.Epoch}
+		cg := adminapi.ConsoleGroup{Group: g, Master: gv.Master, Epoch: gv.Epoch}
 		src := byID[gv.Master]
 		if src == nil || g >= len(src.Groups) {
 			src = self
@@ -301,7 +230,7 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 				continue
 			}
 			a := st.Groups[g].Applied
-			cg.Replicas = append(cg.Replicas, ReplicaLag{Node: n.ID, Applied: a, Lag: top - min(a, top)})
+			cg.Replicas = append(cg.Replicas, adminapi.ReplicaLag{Node: n.ID, Applied: a, Lag: top - min(a, top)})
 		}
 		cs.Groups = append(cs.Groups, cg)
 	}
@@ -318,14 +247,14 @@ func (s *Server) ClusterStatus(ctx context.Context) ClusterStatus {
 // newest first, at most n: a change (group, new master, epoch) is listed
 // once, at the earliest time a node saw it, with the previous master a
 // node knew.
-func mergeMasterChanges(all []MasterChange, n int) []MasterChange {
+func mergeMasterChanges(all []adminapi.MasterChange, n int) []adminapi.MasterChange {
 	type id struct {
 		group int
 		to    uint32
 		epoch uint64
 	}
 	seen := map[id]int{}
-	out := []MasterChange{}
+	out := []adminapi.MasterChange{}
 	for _, c := range all {
 		k := id{c.Group, c.To, c.Epoch}
 		i, ok := seen[k]
@@ -341,7 +270,7 @@ func mergeMasterChanges(all []MasterChange, n int) []MasterChange {
 			out[i].From = c.From
 		}
 	}
-	slices.SortFunc(out, func(a, b MasterChange) int {
+	slices.SortFunc(out, func(a, b adminapi.MasterChange) int {
 		return cmp.Or(b.Time.Compare(a.Time), cmp.Compare(a.Group, b.Group))
 	})
 	return out[:min(n, len(out))]
@@ -379,14 +308,14 @@ func serveConsoleFile(w http.ResponseWriter, name string) {
 	_, _ = w.Write(b)
 }
 
-// clusterHandler answers GET /cluster with the ClusterStatus.
+// clusterHandler answers GET /cluster with the adminapi.ClusterStatus.
 func (s *Server) clusterHandler(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(s.ClusterStatus(r.Context()))
 }
 
-// eventsHandler streams the ClusterStatus as server-sent events: one
+// eventsHandler streams the adminapi.ClusterStatus as server-sent events: one
 // "status" event at once, then one whenever it changed (looked at every
 // consoleInterval), and a comment line now and then on a quiet cluster.
 // It ends with the request or when the node shuts down.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
@@ -65,19 +66,19 @@ func TestConsole(t *testing.T) {
 		}
 	}
 
-	cluster := func() ClusterStatus {
+	cluster := func() adminapi.ClusterStatus {
 		t.Helper()
 		resp, body := get("/cluster", token)
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET /cluster: %s %q", resp.Status, body)
 		}
-		var cs ClusterStatus
+		var cs adminapi.ClusterStatus
 		if err := json.Unmarshal([]byte(body), &cs); err != nil {
 			t.Fatalf("decode /cluster: %v", err)
 		}
 		return cs
 	}
-	var cs ClusterStatus
+	var cs adminapi.ClusterStatus
 	testutil.Eventually(t, 60*time.Second, func() bool {
 		cs = cluster()
 		for _, n := range cs.Nodes {
@@ -160,7 +161,7 @@ func TestConsole(t *testing.T) {
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
-	var ev ClusterStatus
+	var ev adminapi.ClusterStatus
 	for sc.Scan() {
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
 			if err := json.Unmarshal([]byte(data), &ev); err != nil {
@@ -213,13 +214,13 @@ func TestMergeMasterChanges(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	got := mergeMasterChanges([]MasterChange{
+	got := mergeMasterChanges([]adminapi.MasterChange{
 		{Time: at(2), Group: 1, From: 0, To: 2, Epoch: 5},
 		{Time: at(1), Group: 1, From: 1, To: 2, Epoch: 5},
 		{Time: at(3), Group: 2, From: 3, To: 1, Epoch: 7},
 		{Time: at(0), Group: 0, From: 0, To: 1, Epoch: 1},
 	}, 2)
-	want := []MasterChange{
+	want := []adminapi.MasterChange{
 		{Time: at(3), Group: 2, From: 3, To: 1, Epoch: 7},
 		{Time: at(1), Group: 1, From: 1, To: 2, Epoch: 5},
 	}

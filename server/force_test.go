@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -48,7 +49,7 @@ func TestForceUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var out ForceUnlocked
+	var out adminapi.ForceUnlocked
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("force unlock: HTTP %d, %+v, %v", resp.StatusCode, out, err)
 	}
@@ -101,7 +102,7 @@ func TestForceUnlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp2.Body.Close()
-	var out2 ForceUnlocked
+	var out2 adminapi.ForceUnlocked
 	if err := json.NewDecoder(resp2.Body).Decode(&out2); err != nil || resp2.StatusCode != http.StatusOK {
 		t.Fatalf("force unlock of the semaphore: HTTP %d, %+v, %v", resp2.StatusCode, out2, err)
 	}

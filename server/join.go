@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
 )
@@ -137,7 +138,7 @@ func prepareJoin(ctx context.Context, cfg *Config, addr string, rejoin bool) err
 	if code != http.StatusOK {
 		return fmt.Errorf("server: join: GET /members at %s: %d %s", addr, code, bytes.TrimSpace(body))
 	}
-	var rep MembersReport
+	var rep adminapi.MembersReport
 	if err := json.Unmarshal(body, &rep); err != nil {
 		return fmt.Errorf("server: join: member list: %w", err)
 	}

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/gossip"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/registry"
 )
 
 // TestAuthFailureLogged: a Hello with a wrong secret is logged with the
@@ -88,12 +88,12 @@ func TestAuthFailureLogRateLimited(t *testing.T) {
 func TestPeersUpDownLogged(t *testing.T) {
 	t.Parallel()
 	var buf testutil.Buffer
-	g := &gossip{s: &Server{cfg: Config{NodeID: 1}, log: slog.New(slog.NewTextHandler(&buf, nil))}, ids: []uint32{1, 2, 3}}
+	g := &nodeGossip{s: &Server{cfg: Config{NodeID: 1}, log: slog.New(slog.NewTextHandler(&buf, nil))}, ids: []uint32{1, 2, 3}}
 	g.logPeers(nil, map[uint32]bool{1: true, 2: true})
 	if got := buf.Take(); !strings.Contains(got, `msg="peer up" peer=2`) || strings.Contains(got, "peer=3") || strings.Contains(got, "peer=1") {
 		t.Errorf("first change logged %q, want peer 2 up only", got)
 	}
-	g.logPeers([]registry.Member{{NodeMeta: registry.NodeMeta{ID: 2}, State: registry.StateSuspect}}, map[uint32]bool{1: true, 3: true})
+	g.logPeers([]gossip.Member{{NodeMeta: gossip.NodeMeta{ID: 2}, State: gossip.StateSuspect}}, map[uint32]bool{1: true, 3: true})
 	got := buf.Take()
 	if !strings.Contains(got, `msg="peer down" peer=2 state=suspect`) || !strings.Contains(got, `msg="peer up" peer=3`) {
 		t.Errorf("second change logged %q, want peer 2 down (suspect) and peer 3 up", got)

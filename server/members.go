@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/gossip"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/registry"
 )
 
 // The node follows the cluster's member list, which group 0 replicates
@@ -179,7 +179,7 @@ func (s *Server) place() {
 	}
 	ids := s.placementIDs()
 	for g, lg := range s.svc.Groups() {
-		lg.SetPreferred(paxos.NodeID(registry.PreferredMaster(g, ids)))
+		lg.SetPreferred(paxos.NodeID(gossip.PreferredMaster(g, ids)))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
@@ -44,47 +45,14 @@ import (
 // MemberChangeTimeout bounds one group's change within a procedure.
 const MemberChangeTimeout = 20 * time.Second
 
-// GroupMembers is one group's acceptor set as this node sees it.
-type GroupMembers struct {
-	Group   int      `json:"group"`
-	Master  uint32   `json:"master"`
-	Members []uint32 `json:"members"`
-	Removed []uint32 `json:"removed,omitempty"`
-	// Pending is the change in progress on this node as the group's
-	// master ("+4", "-1"), "" if none.
-	Pending string `json:"pending,omitempty"`
-}
-
-// MembersReport is what GET /members answers, and what a change answers
-// when it is done.
-type MembersReport struct {
-	// Cluster is the cluster's name (a joining node checks it).
-	Cluster string         `json:"cluster"`
-	Members []group.Member `json:"members"`
-	Groups  []GroupMembers `json:"groups"`
-}
-
-// MemberChangeError is what a change that could not complete answers:
-// which groups have the change and which not. Running the change again
-// finishes it.
-type MemberChangeError struct {
-	Error   string `json:"error"`
-	Node    uint32 `json:"node"`
-	Op      string `json:"op"`
-	Done    []int  `json:"done"`
-	Pending []int  `json:"pending"`
-	// Next says how the change will finish.
-	Next string `json:"next,omitempty"`
-}
-
-// resumeNote is MemberChangeError.Next.
+// resumeNote is adminapi.MemberChangeError.Next.
 const resumeNote = "the master of group 0 finishes the change on its own once the pending groups have a quorum (an add waits until the new node is reachable); GET /members shows the progress; running the change again also finishes it"
 
 // groupMembers returns every group's acceptor set as this node sees it.
-func (s *Server) groupMembers() []GroupMembers {
-	var out []GroupMembers
+func (s *Server) groupMembers() []adminapi.GroupMembers {
+	var out []adminapi.GroupMembers
 	for g, lg := range s.svc.Groups() {
-		gm := GroupMembers{Group: g, Master: uint32(lg.Consensus().Status().Master)}
+		gm := adminapi.GroupMembers{Group: g, Master: uint32(lg.Consensus().Status().Master)}
 		if rep := s.replica(g); rep != nil {
 			ms := rep.Membership()
 			for _, id := range ms.Current.Members {
@@ -103,14 +71,14 @@ func (s *Server) groupMembers() []GroupMembers {
 }
 
 // MembersReport returns the member list and every group's acceptors.
-func (s *Server) MembersReport() MembersReport {
+func (s *Server) MembersReport() adminapi.MembersReport {
 	list, _ := s.svc.Members()
 	if list == nil {
 		for _, n := range s.nodes() {
 			list = append(list, memberOf(n, group.MemberActive))
 		}
 	}
-	return MembersReport{Cluster: s.cfg.ClusterName, Members: list, Groups: s.groupMembers()}
+	return adminapi.MembersReport{Cluster: s.cfg.ClusterName, Members: list, Groups: s.groupMembers()}
 }
 
 // membersHandler serves GET and POST /members.
@@ -129,7 +97,7 @@ func (s *Server) membersHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m.State = group.MemberJoining
-	s.runMemberChange(w, r, m.ID, "add", func(ctx context.Context) (*MemberChangeError, error) {
+	s.runMemberChange(w, r, m.ID, "add", func(ctx context.Context) (*adminapi.MemberChangeError, error) {
 		return s.AddMember(ctx, m, r.Header.Get("Authorization"))
 	})
 }
@@ -141,12 +109,12 @@ func (s *Server) memberDeleteHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "node id: want a number above 0", http.StatusBadRequest)
 		return
 	}
-	s.runMemberChange(w, r, uint32(id), "remove", func(ctx context.Context) (*MemberChangeError, error) {
+	s.runMemberChange(w, r, uint32(id), "remove", func(ctx context.Context) (*adminapi.MemberChangeError, error) {
 		return s.RemoveMember(ctx, uint32(id), r.Header.Get("Authorization"))
 	})
 }
 
-func (s *Server) runMemberChange(w http.ResponseWriter, r *http.Request, id uint32, op string, run func(context.Context) (*MemberChangeError, error)) {
+func (s *Server) runMemberChange(w http.ResponseWriter, r *http.Request, id uint32, op string, run func(context.Context) (*adminapi.MemberChangeError, error)) {
 	if !s.svc.Group(group.NamespaceGroup).Serving() {
 		m, ok := s.awaitSystemMaster(r.Context())
 		if !ok {
@@ -263,7 +231,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // header, passed on to the masters of other groups. When some group could
 // not be changed the error comes with a MemberChangeError naming the
 // groups done and pending.
-func (s *Server) AddMember(ctx context.Context, m group.Member, auth string) (*MemberChangeError, error) {
+func (s *Server) AddMember(ctx context.Context, m group.Member, auth string) (*adminapi.MemberChangeError, error) {
 	cur, known := s.svc.Member(m.ID)
 	switch {
 	case known && !cur.Live():
@@ -294,7 +262,7 @@ func (s *Server) AddMember(ctx context.Context, m group.Member, auth string) (*M
 // RemoveMember removes node id from the cluster: recorded as leaving,
 // removed from every group's acceptors, then recorded as removed (for
 // good). Like AddMember, it is idempotent and finishes an earlier run.
-func (s *Server) RemoveMember(ctx context.Context, id uint32, auth string) (*MemberChangeError, error) {
+func (s *Server) RemoveMember(ctx context.Context, id uint32, auth string) (*adminapi.MemberChangeError, error) {
 	cur, known := s.svc.Member(id)
 	if !known {
 		return nil, fmt.Errorf("%w: node %d is not in the member list", wire.ErrInvalid, id)
@@ -434,10 +402,10 @@ func (s *Server) resumeIfHalfDone() {
 // group without quorum does not hold the others back) and reports which
 // ones are done. It stops, the groups left pending, when ctx ends or this
 // node stops mastering group 0 (errLostSystemMaster).
-func (s *Server) changeGroups(ctx context.Context, ch paxos.MemberChange, auth string) (*MemberChangeError, error) {
+func (s *Server) changeGroups(ctx context.Context, ch paxos.MemberChange, auth string) (*adminapi.MemberChangeError, error) {
 	ctx, stop := s.whileSystemMaster(ctx)
 	defer stop()
-	rep := &MemberChangeError{Node: uint32(ch.Add | ch.Remove), Done: []int{}, Pending: []int{}}
+	rep := &adminapi.MemberChangeError{Node: uint32(ch.Add | ch.Remove), Done: []int{}, Pending: []int{}}
 	var errs []error
 	n := len(s.svc.Groups())
 	for g := range n {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
@@ -245,7 +246,7 @@ func TestMemberAddQuorumLost(t *testing.T) {
 	if a.code != http.StatusServiceUnavailable {
 		t.Fatalf("add without quorum: %d %s %v", a.code, a.body, a.err)
 	}
-	var rep MemberChangeError
+	var rep adminapi.MemberChangeError
 	if err := json.Unmarshal(a.body, &rep); err != nil {
 		t.Fatalf("report %s: %v", a.body, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 )
 
@@ -51,7 +52,7 @@ func groupsHave(s *Server, id uint32, want bool) bool {
 // with a new data directory, is refused.
 func TestMembersAddRemove(t *testing.T) {
 	const token = "member-test-token"
-	t.Setenv(AdminTokenEnv, token)
+	t.Setenv(adminapi.TokenEnv, token)
 	tc := startCluster(t, 3)
 	for _, s := range tc.nodes {
 		waitFor(t, "member list installed", func() bool { l, ok := s.svc.Members(); return ok && len(l) == 3 })

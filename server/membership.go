@@ -6,18 +6,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/gossip"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/registry"
 )
 
-// gossip runs memberlist for the node: it advertises the node's addresses
+// nodeGossip runs memberlist for the node: it advertises the node's addresses
 // and the groups it masters, marks nodes alive or not in the view, and
 // moves each group's placement hint to a live node. Membership is a hint
 // for discovery and placement only; Paxos ballots, quorums and leases
 // decide who is master.
-type gossip struct {
+type nodeGossip struct {
 	s      *Server
-	m      *registry.Membership
+	m      *gossip.Membership
 	ids    []uint32 // the nodes placement uses, sorted (see replace)
 	live   []uint32 // the live ones at the last change (under mu)
 	dirty  chan struct{}
@@ -43,7 +43,7 @@ func (s *Server) startGossip(ctx context.Context) error {
 	if self.Gossip == "" {
 		return nil
 	}
-	g := &gossip{s: s, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
+	g := &nodeGossip{s: s, dirty: make(chan struct{}, 1), stop: make(chan struct{})}
 	var seeds []string
 	for _, n := range s.nodes() {
 		if n.ID != s.cfg.NodeID && n.Gossip != "" {
@@ -51,7 +51,7 @@ func (s *Server) startGossip(ctx context.Context) error {
 		}
 	}
 	g.ids = s.placementIDs()
-	mcfg := registry.MembershipConfig{
+	mcfg := gossip.MembershipConfig{
 		NodeID: s.cfg.NodeID,
 		Bind:   self.Gossip,
 		Seeds:  seeds,
@@ -61,13 +61,13 @@ func (s *Server) startGossip(ctx context.Context) error {
 	}
 	g.metaWait = 2 * time.Second // ten LAN gossip rounds
 	if s.cfg.GossipTiming == GossipLocal {
-		mcfg.Timing = registry.FastTiming()
+		mcfg.Timing = gossip.FastTiming()
 		g.metaWait = 10 * mcfg.Timing.GossipInterval
 	}
 	if k := s.sec.gossipKeys; len(k) > 0 {
 		mcfg.SecretKey, mcfg.OldSecretKeys = k[0], k[1:]
 	}
-	m, err := registry.NewMembership(mcfg)
+	m, err := gossip.NewMembership(mcfg)
 	if err != nil {
 		return err
 	}
@@ -93,13 +93,13 @@ func (s *Server) startGossip(ctx context.Context) error {
 
 // meta is what this node gossips: its addresses and the groups it
 // masters with their epochs.
-func (g *gossip) meta() registry.NodeMeta {
+func (g *nodeGossip) meta() gossip.NodeMeta {
 	self := g.s.cfg.self()
-	meta := registry.NodeMeta{ID: self.ID, ClientAddr: self.Client, PeerAddr: self.Peer}
+	meta := gossip.NodeMeta{ID: self.ID, ClientAddr: self.Client, PeerAddr: self.Peer}
 	g.s.viewMu.Lock()
 	for i, st := range g.s.masters {
 		if st.Master == paxos.NodeID(self.ID) {
-			meta.Groups = append(meta.Groups, registry.GroupEpoch{Group: i, Epoch: st.Ballot.Round})
+			meta.Groups = append(meta.Groups, gossip.GroupEpoch{Group: i, Epoch: st.Ballot.Round})
 		}
 	}
 	g.s.viewMu.Unlock()
@@ -107,14 +107,14 @@ func (g *gossip) meta() registry.NodeMeta {
 }
 
 // mastersChanged asks for the metadata to be gossiped again (coalesced).
-func (g *gossip) mastersChanged() {
+func (g *nodeGossip) mastersChanged() {
 	select {
 	case g.dirty <- struct{}{}:
 	default:
 	}
 }
 
-func (g *gossip) publishMeta() {
+func (g *nodeGossip) publishMeta() {
 	defer g.wg.Done()
 	for {
 		select {
@@ -136,7 +136,7 @@ func (g *gossip) publishMeta() {
 
 // watch follows membership changes: alive flags for the view, and the
 // placement hint of every group.
-func (g *gossip) watch(changes <-chan struct{}) {
+func (g *nodeGossip) watch(changes <-chan struct{}) {
 	defer g.wg.Done()
 	for {
 		select {
@@ -150,14 +150,14 @@ func (g *gossip) watch(changes <-chan struct{}) {
 		members := g.m.Members()
 		alive := map[uint32]bool{}
 		for _, mb := range members {
-			if mb.State == registry.StateAlive {
+			if mb.State == gossip.StateAlive {
 				alive[mb.ID] = true
 			}
 		}
 		g.logPeers(members, alive)
 		g.s.setAlive(alive)
 		g.mu.Lock()
-		g.live = registry.LiveIDs(members)
+		g.live = gossip.LiveIDs(members)
 		g.placeLocked()
 		g.mu.Unlock()
 	}
@@ -165,7 +165,7 @@ func (g *gossip) watch(changes <-chan struct{}) {
 
 // replace takes the nodes placement uses again from the server (the
 // member list changed) and places the groups over them.
-func (g *gossip) replace() {
+func (g *nodeGossip) replace() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.ids = g.s.placementIDs()
@@ -175,7 +175,7 @@ func (g *gossip) replace() {
 // placeLocked names each group's preferred master: its place among ids,
 // kept while that node is live (StickyPreferredMaster). Only nodes of ids
 // are chosen.
-func (g *gossip) placeLocked() {
+func (g *nodeGossip) placeLocked() {
 	var live []uint32
 	for _, id := range g.live {
 		if _, ok := slices.BinarySearch(g.ids, id); ok {
@@ -186,7 +186,7 @@ func (g *gossip) placeLocked() {
 		return // no news from gossip yet
 	}
 	for i, lg := range g.s.svc.Groups() {
-		p := paxos.NodeID(registry.StickyPreferredMaster(i, g.ids, live))
+		p := paxos.NodeID(gossip.StickyPreferredMaster(i, g.ids, live))
 		if i >= len(g.placed) {
 			g.placed = append(g.placed, 0)
 		}
@@ -200,7 +200,7 @@ func (g *gossip) placeLocked() {
 // logPeers logs the peers that came up (at info level) and went down (at
 // warn level, with the state membership has for them) since the last
 // change. A peer never seen up is not logged as down.
-func (g *gossip) logPeers(members []registry.Member, alive map[uint32]bool) {
+func (g *nodeGossip) logPeers(members []gossip.Member, alive map[uint32]bool) {
 	self := g.s.cfg.NodeID
 	g.mu.Lock()
 	ids := g.ids
@@ -224,7 +224,7 @@ func (g *gossip) logPeers(members []registry.Member, alive map[uint32]bool) {
 	g.up = alive
 }
 
-func (g *gossip) shutdown(ctx context.Context) error {
+func (g *nodeGossip) shutdown(ctx context.Context) error {
 	close(g.stop)
 	defer g.cancel()
 	// Tell the others we are leaving (so they see Left, not Dead), but do

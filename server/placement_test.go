@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/gossip"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/registry"
 )
 
 // masterCounts counts, for each node, the groups it serves right now.
@@ -93,9 +93,9 @@ func TestPlacementSettlesAndSurvivesRestart(t *testing.T) {
 	if n := bad.Load(); n > 0 {
 		t.Fatalf("%d samples saw two live masters of one group", n)
 	}
-	if err := registry.CheckBalanced(tc.nodes[0].View()); err != nil {
+	if err := gossip.CheckBalanced(tc.nodes[0].View()); err != nil {
 		// The view follows the masters; give it a moment to catch up.
-		waitFor(t, "balanced view", func() bool { return registry.CheckBalanced(tc.nodes[0].View()) == nil })
+		waitFor(t, "balanced view", func() bool { return gossip.CheckBalanced(tc.nodes[0].View()) == nil })
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/scramauth"
 )
@@ -56,7 +57,7 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 	}
 	sec.adminToken = tok
 	if cfg.AdminAddr != "" && tok == "" {
-		log.Warn("admin endpoint has no token (admin_token_file or " + AdminTokenEnv + "): anyone who reaches it can change namespaces and read profiles")
+		log.Warn("admin endpoint has no token (admin_token_file or " + adminapi.TokenEnv + "): anyone who reaches it can change namespaces and read profiles")
 	}
 	if cfg.AdminAddr != "" && sec.adminTLS == nil && tok != "" {
 		log.Warn("admin endpoint is plain HTTP: its bearer token crosses the network in clear (set admin_tls)")

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/pki"
 )
 
@@ -223,7 +224,7 @@ func TestConfigSecurityErrors(t *testing.T) {
 // the end of the test).
 func startSecureAdminCluster(t *testing.T, dir string, tune func(*Config)) (*testCluster, string, *http.Client) {
 	t.Helper()
-	t.Setenv(AdminTokenEnv, "") // the file is the source here
+	t.Setenv(adminapi.TokenEnv, "") // the file is the source here
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.TLS = &pki.Files{CA: filepath.Join(dir, pki.DevCACert), Cert: filepath.Join(dir, pki.DevNodeCert(int(c.NodeID))), Key: filepath.Join(dir, pki.DevNodeKey(int(c.NodeID)))}
 		c.AdminTLS = &AdminTLS{}

@@ -94,8 +94,8 @@ type Server struct {
 	sec         security   // certificates, keys and tokens, loaded by New
 	// initingNS is set while initNamespaces runs.
 	initingNS atomic.Bool
-	gossip    atomic.Pointer[gossip] // set by Start; the host loop reads it
-	alive     map[uint32]bool        // from gossip; nil means everyone is presumed alive
+	gossip    atomic.Pointer[nodeGossip] // set by Start; the host loop reads it
+	alive     map[uint32]bool            // from gossip; nil means everyone is presumed alive
 
 	// life ends (endLife) when Shutdown starts: work the node does in the
 	// background (namespace installation, relays, gossip) watches it. bg

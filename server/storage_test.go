@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -27,9 +28,9 @@ func adminGetOK(t *testing.T, addr, path string) []byte {
 	return []byte(body)
 }
 
-func adminStatus(t *testing.T, addr string) Status {
+func adminStatus(t *testing.T, addr string) adminapi.Status {
 	t.Helper()
-	var st Status
+	var st adminapi.Status
 	if err := json.Unmarshal(adminGetOK(t, addr, "/status"), &st); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/server"
 )
 
 // devCertsDir is where make run keeps its development certificates.
@@ -49,7 +49,7 @@ func newAdminClient(addrs []string, caFile, tokenFile string, explicit bool) (*a
 		a.scheme = "https://"
 		a.tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 	}
-	if t := strings.TrimSpace(os.Getenv(server.AdminTokenEnv)); t != "" {
+	if t := strings.TrimSpace(os.Getenv(adminapi.TokenEnv)); t != "" {
 		a.token = t
 	} else if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)

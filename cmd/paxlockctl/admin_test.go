@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paxlock/paxlock/server"
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // TestAdminClient: paxlockctl verifies the admin endpoint's HTTPS against
@@ -21,7 +21,7 @@ func TestAdminClient(t *testing.T) {
 	var seen []string
 	final := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		seen = append(seen, "final:"+r.Header.Get("Authorization"))
-		_ = json.NewEncoder(w).Encode(server.Status{Node: 7})
+		_ = json.NewEncoder(w).Encode(adminapi.Status{Node: 7})
 	}))
 	defer final.Close()
 	redirect := httptest.NewUnstartedServer(http.RedirectHandler(final.URL+"/status", http.StatusTemporaryRedirect))
@@ -40,7 +40,7 @@ func TestAdminClient(t *testing.T) {
 	}
 	host := func(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "https://") }
 
-	t.Setenv(server.AdminTokenEnv, "")
+	t.Setenv(adminapi.TokenEnv, "")
 	ac, err := newAdminClient([]string{host(redirect)}, ca, tokFile, true)
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +49,7 @@ func TestAdminClient(t *testing.T) {
 	if err != nil || st.Node != 7 {
 		t.Fatalf("fetchStatus through a redirect: %+v %v", st, err)
 	}
-	t.Setenv(server.AdminTokenEnv, "from-env")
+	t.Setenv(adminapi.TokenEnv, "from-env")
 	ac, err = newAdminClient([]string{host(final)}, ca, tokFile, true)
 	if err != nil {
 		t.Fatal(err)

@@ -85,10 +85,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/server"
 )
 
 // SecretEnv names the environment variable holding the namespace secret.
@@ -137,7 +137,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.secretFile, "secret-file", "", "file holding the namespace secret, - for standard input ("+SecretEnv+" takes precedence)")
 	fs.StringVar(&o.clientCA, "ca", "", "lock, state, check, watch, locks: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, 127.0.0.1:7111-7113)")
 	fs.StringVar(&o.adminCA, "admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
-	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token ("+server.AdminTokenEnv+" takes precedence)")
+	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token ("+adminapi.TokenEnv+" takes precedence)")
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, check, wait, unlock: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
@@ -425,8 +425,8 @@ func versionCmd(p printer) error {
 	return p.emit(versionOutput{Info: info, line: buildinfo.Line("paxlockctl")})
 }
 
-func (a *adminClient) fetchStatus(ctx context.Context, addr string) (server.Status, error) {
-	var st server.Status
+func (a *adminClient) fetchStatus(ctx context.Context, addr string) (adminapi.Status, error) {
+	var st adminapi.Status
 	req, err := a.request(ctx, http.MethodGet, addr, "/status", nil)
 	if err != nil {
 		return st, err
@@ -445,7 +445,7 @@ func (a *adminClient) fetchStatus(ctx context.Context, addr string) (server.Stat
 // nodeReport is one admin address's answer to /status.
 type nodeReport struct {
 	addr string
-	st   server.Status
+	st   adminapi.Status
 	err  error
 }
 
@@ -461,7 +461,7 @@ func (a *adminClient) fetchAll(ctx context.Context) []nodeReport {
 func status(ctx context.Context, p printer, ac *adminClient) error {
 	reports := ac.fetchAll(ctx)
 	out := statusOutput{Nodes: []statusNode{}, Groups: []statusGroup{}}
-	var up []server.Status
+	var up []adminapi.Status
 	for _, r := range reports {
 		n := statusNode{Admin: r.addr, Health: "down"}
 		if r.err != nil {
@@ -512,7 +512,7 @@ func members(ctx context.Context, p printer, ac *adminClient) error {
 	reports := ac.fetchAll(ctx)
 	out := membersOutput{Members: []member{}}
 	// The configured member list, from the first node that answers.
-	var cfgNodes []server.NodeAddr
+	var cfgNodes []adminapi.NodeAddr
 	for _, r := range reports {
 		if r.err == nil {
 			cfgNodes = r.st.Nodes

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/server"
@@ -100,11 +101,11 @@ type statusServer struct {
 	*httptest.Server
 	mu        sync.Mutex
 	posted    []string
-	st        server.Status
+	st        adminapi.Status
 	authHeads []string
 }
 
-func newStatusServer(t *testing.T, st server.Status) *statusServer {
+func newStatusServer(t *testing.T, st adminapi.Status) *statusServer {
 	s := &statusServer{st: st}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
@@ -138,19 +139,19 @@ func adminCluster(t *testing.T) (n1, n2 *statusServer, down string, flags []stri
 	}
 	down = ln.Addr().String()
 	_ = ln.Close() // nothing listens there any more
-	groups := func(serving ...int) []server.GroupStatus {
-		var gs []server.GroupStatus
+	groups := func(serving ...int) []adminapi.GroupStatus {
+		var gs []adminapi.GroupStatus
 		for g := range 3 {
-			gs = append(gs, server.GroupStatus{Group: g, Epoch: uint64(g + 1), Applied: 10, Locks: int64(g), Serving: false})
+			gs = append(gs, adminapi.GroupStatus{Group: g, Epoch: uint64(g + 1), Applied: 10, Locks: int64(g), Serving: false})
 		}
 		for _, g := range serving {
 			gs[g].Serving = true
 		}
 		return gs
 	}
-	n1 = newStatusServer(t, server.Status{Node: 1, Client: "127.0.0.1:7101", Conns: 4, ViewVersion: 9, Groups: groups(0, 2)})
-	n2 = newStatusServer(t, server.Status{Node: 2, Client: "127.0.0.1:7102", StorageFailed: true, StorageError: "disk full", Groups: groups()})
-	nodes := []server.NodeAddr{
+	n1 = newStatusServer(t, adminapi.Status{Node: 1, Client: "127.0.0.1:7101", Conns: 4, ViewVersion: 9, Groups: groups(0, 2)})
+	n2 = newStatusServer(t, adminapi.Status{Node: 2, Client: "127.0.0.1:7102", StorageFailed: true, StorageError: "disk full", Groups: groups()})
+	nodes := []adminapi.NodeAddr{
 		{ID: 1, Peer: "127.0.0.1:7201", Client: "127.0.0.1:7101", Admin: n1.addr()},
 		{ID: 2, Peer: "127.0.0.1:7202", Client: "127.0.0.1:7102", Admin: n2.addr()},
 		{ID: 3, Peer: "127.0.0.1:7203", Client: "127.0.0.1:7103", Admin: down},
@@ -244,7 +245,7 @@ func TestNamespaceSecrets(t *testing.T) {
 	n1, _, _, _ := adminCluster(t)
 	flags := []string{"-admin", n1.addr(), "-admin-ca", "", "-admin-token-file", ""}
 	t.Setenv(SecretEnv, "")
-	t.Setenv(server.AdminTokenEnv, "tok3n")
+	t.Setenv(adminapi.TokenEnv, "tok3n")
 
 	code, _, errOut := runCtl(t, "", append(flags, "namespace", "add", "orders", "s3cret")...)
 	if code != 2 || !strings.Contains(errOut, SecretEnv) {

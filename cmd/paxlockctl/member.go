@@ -11,8 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/server"
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // memberUsage is the form of the member command.
@@ -43,7 +42,7 @@ func parseMemberArgs(args []string) (method, path string, body []byte, err error
 		if err != nil || id == 0 {
 			return "", "", nil, fmt.Errorf("%w: node id %q", errUsage, args[1])
 		}
-		m := group.Member{ID: uint32(id)}
+		m := adminapi.Member{ID: uint32(id)}
 		for _, kv := range args[2:] {
 			k, v, ok := strings.Cut(kv, "=")
 			if !ok || v == "" {
@@ -89,7 +88,7 @@ func memberCmd(ctx context.Context, p printer, ac *adminClient, args []string) e
 	if code != http.StatusOK {
 		return fmt.Errorf("member %s: HTTP %d: %s", args[0], code, strings.TrimSpace(string(b)))
 	}
-	var rep server.MembersReport
+	var rep adminapi.MembersReport
 	if err := json.Unmarshal(b, &rep); err != nil {
 		return fmt.Errorf("member %s: %w", args[0], err)
 	}
@@ -97,10 +96,10 @@ func memberCmd(ctx context.Context, p printer, ac *adminClient, args []string) e
 }
 
 // memberOutput is member's output: the member list and each group's
-// acceptors. JSON: server.MembersReport.
-type memberOutput server.MembersReport
+// acceptors. JSON: adminapi.MembersReport.
+type memberOutput adminapi.MembersReport
 
-func (o memberOutput) MarshalJSON() ([]byte, error) { return json.Marshal(server.MembersReport(o)) }
+func (o memberOutput) MarshalJSON() ([]byte, error) { return json.Marshal(adminapi.MembersReport(o)) }
 
 func (o memberOutput) table(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -8,18 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/server"
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // TestMemberCommand: member list, add and remove send the admin API's
 // requests (the token with them) and print its answer as a table or as
 // JSON; bad arguments are usage errors.
 func TestMemberCommand(t *testing.T) {
-	t.Setenv(server.AdminTokenEnv, "tok")
-	rep := server.MembersReport{
-		Members: []group.Member{{ID: 1, State: group.MemberActive, Peer: "h:1", Client: "h:2"}, {ID: 4, State: group.MemberJoining, Peer: "h:7", Client: "h:8"}},
-		Groups:  []server.GroupMembers{{Group: 0, Master: 1, Members: []uint32{1, 4}, Pending: "+4"}},
+	t.Setenv(adminapi.TokenEnv, "tok")
+	rep := adminapi.MembersReport{
+		Members: []adminapi.Member{{ID: 1, State: adminapi.MemberActive, Peer: "h:1", Client: "h:2"}, {ID: 4, State: adminapi.MemberJoining, Peer: "h:7", Client: "h:8"}},
+		Groups:  []adminapi.GroupMembers{{Group: 0, Master: 1, Members: []uint32{1, 4}, Pending: "+4"}},
 	}
 	var got []string
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -34,8 +33,8 @@ func TestMemberCommand(t *testing.T) {
 		t.Fatalf("list: %d %q %q", code, out, errOut)
 	}
 	code, out, errOut = runCtl(t, "", admin, "-o", "json", "member", "add", "4", "peer=h:7", "client=h:8", "admin=h:9")
-	var back server.MembersReport
-	if code != 0 || json.Unmarshal([]byte(out), &back) != nil || len(back.Members) != 2 || back.Members[1].State != group.MemberJoining {
+	var back adminapi.MembersReport
+	if code != 0 || json.Unmarshal([]byte(out), &back) != nil || len(back.Members) != 2 || back.Members[1].State != adminapi.MemberJoining {
 		t.Fatalf("add: %d %q %q", code, out, errOut)
 	}
 	if code, _, errOut = runCtl(t, "", admin, "member", "remove", "1"); code != 0 {

@@ -7,9 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
-	"github.com/paxlock/paxlock/server"
 )
 
 // The record types below are paxlockctl's -o json output. Their JSON field
@@ -186,7 +186,7 @@ func (o namespaceChange) table(w io.Writer) error {
 // unlockOutput is unlock --force's output: the holds removed (none: the
 // key was free). JSON: {"namespace", "key", "released": [{"client",
 // "owner", "token"}]}.
-type unlockOutput server.ForceUnlocked
+type unlockOutput adminapi.ForceUnlocked
 
 func (o unlockOutput) table(w io.Writer) error {
 	if len(o.Released) == 0 {

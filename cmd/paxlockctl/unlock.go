@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paxlock/paxlock/server"
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // forceUnlock frees key of namespace ns through any node's admin endpoint
@@ -25,7 +25,7 @@ func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]string{"namespace": ns, "key": key})
-	var done []server.ReleasedHold // removed by earlier answers (202)
+	var done []adminapi.ReleasedHold // removed by earlier answers (202)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, time.Second) {
 		code, b, err := ac.change(ctx, http.MethodPost, "/locks/unlock", body)
 		switch {
@@ -40,7 +40,7 @@ func forceUnlock(ctx context.Context, p printer, ac *adminClient, ns, key string
 		case err != nil:
 			return fmt.Errorf("unlock: %w", err)
 		case code == http.StatusOK || code == http.StatusAccepted:
-			var out server.ForceUnlocked
+			var out adminapi.ForceUnlocked
 			if err := json.Unmarshal(b, &out); err != nil {
 				return fmt.Errorf("unlock: %w", err)
 			}

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/server"
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // TestForceUnlock: unlock needs --force, posts the namespace and key with
@@ -30,11 +30,11 @@ func TestForceUnlock(t *testing.T) {
 		mu.Unlock()
 		var in struct{ Namespace, Key string }
 		_ = json.Unmarshal(b, &in)
-		out := server.ForceUnlocked{Namespace: in.Namespace, Key: in.Key, Released: []server.ReleasedHold{{Client: 7, Owner: 1, Token: 42}}}
+		out := adminapi.ForceUnlocked{Namespace: in.Namespace, Key: in.Key, Released: []adminapi.ReleasedHold{{Client: 7, Owner: 1, Token: 42}}}
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	defer ok.Close()
-	t.Setenv(server.AdminTokenEnv, "tok3n")
+	t.Setenv(adminapi.TokenEnv, "tok3n")
 	flags := []string{"-admin", strings.TrimPrefix(busy.URL, "http://") + "," + strings.TrimPrefix(ok.URL, "http://"), "-admin-ca", "", "-admin-token-file", ""}
 
 	if code, _, errOut := runCtl(t, "", append(flags, "unlock", "jobs/1")...); code != 2 || !strings.Contains(errOut, "--force") {
@@ -44,7 +44,7 @@ func TestForceUnlock(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("unlock --force: exit %d, %s", code, errOut)
 	}
-	var got server.ForceUnlocked
+	var got adminapi.ForceUnlocked
 	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Key != "jobs/1" || got.Namespace != "orders" || len(got.Released) != 1 || got.Released[0].Token != 42 {
 		t.Fatalf("unlock -o json printed %q (%v)", out, err)
 	}
@@ -76,7 +76,7 @@ func TestForceUnlockWaitsForMaster(t *testing.T) {
 			http.Error(w, "this node does not serve the key's group 3 (master: node 0); retry there", http.StatusServiceUnavailable)
 			return
 		}
-		out := server.ForceUnlocked{Namespace: "default", Key: "jobs/2", Released: []server.ReleasedHold{{Client: 7, Owner: 1, Token: 43}}}
+		out := adminapi.ForceUnlocked{Namespace: "default", Key: "jobs/2", Released: []adminapi.ReleasedHold{{Client: 7, Owner: 1, Token: 43}}}
 		_ = json.NewEncoder(w).Encode(out)
 	}))
 	defer node.Close()

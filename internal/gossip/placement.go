@@ -1,4 +1,4 @@
-package registry
+package gossip
 
 import (
 	"fmt"
@@ -107,18 +107,18 @@ func MasterCounts(v *wire.View) map[uint32]int {
 // (see Misplaced).
 func CheckBalanced(v *wire.View) error {
 	if v == nil || len(v.Groups) == 0 {
-		return fmt.Errorf("registry: view has no groups")
+		return fmt.Errorf("gossip: view has no groups")
 	}
 	alive := AliveIDs(v)
 	if len(alive) == 0 {
-		return fmt.Errorf("registry: view has no alive node")
+		return fmt.Errorf("gossip: view has no alive node")
 	}
 	for g, gv := range v.Groups {
 		if gv.Master == 0 {
-			return fmt.Errorf("registry: group %d has no master", g)
+			return fmt.Errorf("gossip: group %d has no master", g)
 		}
 		if _, ok := slices.BinarySearch(alive, gv.Master); !ok {
-			return fmt.Errorf("registry: group %d is mastered by node %d, which is not alive", g, gv.Master)
+			return fmt.Errorf("gossip: group %d is mastered by node %d, which is not alive", g, gv.Master)
 		}
 	}
 	counts := MasterCounts(v)
@@ -129,7 +129,7 @@ func CheckBalanced(v *wire.View) error {
 	}
 	for _, id := range alive {
 		if c := counts[id]; c < lo || c > hi {
-			return fmt.Errorf("registry: node %d masters %d groups, want %d to %d (%v)", id, c, lo, hi, counts)
+			return fmt.Errorf("gossip: node %d masters %d groups, want %d to %d (%v)", id, c, lo, hi, counts)
 		}
 	}
 	return nil

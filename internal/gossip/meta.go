@@ -1,4 +1,4 @@
-package registry
+package gossip
 
 import (
 	"encoding/binary"
@@ -34,10 +34,10 @@ const (
 var (
 	// ErrMetaTooLarge reports metadata that does not fit MaxMetaSize even
 	// without its group list (addresses too long).
-	ErrMetaTooLarge = errors.New("registry: node metadata too large")
+	ErrMetaTooLarge = errors.New("gossip: node metadata too large")
 	// ErrBadMeta reports metadata that cannot be encoded (zero id, a group
 	// out of range) or bytes that do not decode.
-	ErrBadMeta = errors.New("registry: bad node metadata")
+	ErrBadMeta = errors.New("gossip: bad node metadata")
 )
 
 // GroupEpoch is one group a node masters, with the epoch of that

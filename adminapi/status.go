@@ -1,0 +1,97 @@
+package adminapi
+
+import "time"
+
+// NodeAddr is one member of the cluster: its addresses, as a node's
+// configuration lists them and Status reports them.
+type NodeAddr struct {
+	ID uint32 `json:"id"`
+	// Peer is the address Paxos traffic uses; Client the binary protocol's.
+	Peer   string `json:"peer"`
+	Client string `json:"client"`
+	// ClientTLS is the node's TLS client listener (optional; needs the
+	// tls section, whose certificate it serves). Clients that set
+	// client.Config.TLS use it, and so do relays between nodes when
+	// the peers use TLS.
+	ClientTLS string `json:"client_tls_addr,omitempty"`
+	// Gossip is the memberlist address (optional).
+	Gossip string `json:"gossip,omitempty"`
+	// Admin is the node's admin HTTP address (optional; lets other nodes
+	// redirect namespace changes to the node that can make them).
+	Admin string `json:"admin,omitempty"`
+}
+
+// GroupStatus is one group's state as the answering node sees it.
+type GroupStatus struct {
+	Group     int    `json:"group"`
+	Master    uint32 `json:"master"`
+	Epoch     uint64 `json:"epoch"`
+	Serving   bool   `json:"serving"`
+	Committed uint64 `json:"committed"`
+	Applied   uint64 `json:"applied"`
+	LogStart  uint64 `json:"log_start"`
+	Locks     int64  `json:"locks"`
+	Version   uint64 `json:"group_version"`
+	// Members are the group's acceptors as this node sees them;
+	// MemberChange the change in progress on this node as its master
+	// ("+4", "-1"), "" if none.
+	Members      []uint32 `json:"members,omitempty"`
+	MemberChange string   `json:"member_change,omitempty"`
+}
+
+// Status is a node's report for operators: what GET /status answers
+// (paxlockctl status).
+type Status struct {
+	Node        uint32 `json:"node"`
+	Client      string `json:"client"`
+	ViewVersion uint64 `json:"view_version"`
+	Conns       int64  `json:"conns"`
+	// StorageFailed says a write or fsync of the node's store failed:
+	// the node stopped all its groups (fail-stop) and serves none until it
+	// is restarted on a working disk. StorageError is that failure.
+	StorageFailed bool          `json:"storage_failed"`
+	StorageError  string        `json:"storage_error,omitempty"`
+	Groups        []GroupStatus `json:"groups"`
+	Nodes         []NodeAddr    `json:"nodes"`
+	// Ready and ReadyReason are what /readyz answers (see server.Server.Ready).
+	Ready       bool   `json:"ready"`
+	ReadyReason string `json:"ready_reason"`
+	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
+	// server.Server.StatusDetail): the keys with the most waiters on the groups this
+	// node serves, and the last master changes it saw, newest first.
+	HotKeys       []HotKey       `json:"hot_keys,omitempty"`
+	MasterChanges []MasterChange `json:"master_changes,omitempty"`
+}
+
+// HotKey is a key with waiters on a group the answering node serves, for the
+// operators' console: who holds it and how many wait for it.
+type HotKey struct {
+	Group     int          `json:"group"`
+	Namespace string       `json:"namespace"`
+	Key       string       `json:"key"`
+	Waiters   int          `json:"waiters"`
+	Watchers  int          `json:"watchers"`
+	Holders   []HolderInfo `json:"holders"`
+}
+
+// HolderInfo is one hold of a HotKey.
+type HolderInfo struct {
+	// Owner is the holder as client/owner in hex (wire.Owner.String).
+	Owner string `json:"owner"`
+	Kind  string `json:"kind"`
+	Token uint64 `json:"token"`
+	// TTLLeftMs is the time left until the hold expires unless renewed,
+	// as the master measures it (its TTL when unknown).
+	TTLLeftMs int64 `json:"ttl_left_ms"`
+}
+
+// MasterChange is a group getting a new master, as one node saw it.
+type MasterChange struct {
+	Time  time.Time `json:"time"`
+	Group int       `json:"group"`
+	// From is the previous master this node knew (0: none since it
+	// started), To the new one.
+	From  uint32 `json:"from"`
+	To    uint32 `json:"to"`
+	Epoch uint64 `json:"epoch"`
+}
