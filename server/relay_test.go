@@ -13,7 +13,9 @@ import (
 )
 
 // masterIndex returns the index of the node serving key's group, after
-// waiting for placement to settle (so the master stays put).
+// waiting for placement to settle (so the master stays put) and for every
+// node to know that master (so the others redirect to it rather than
+// answer NO_MASTER).
 func (tc *testCluster) masterIndex(ns, key string) int {
 	tc.t.Helper()
 	per := 15 / len(tc.nodes)
@@ -28,6 +30,14 @@ func (tc *testCluster) masterIndex(ns, key string) int {
 	g := wire.GroupOf(wire.KeyHash(ns, key), 15)
 	for i, s := range tc.nodes {
 		if s.svc.Group(g).Serving() {
+			waitFor(tc.t, "every node knows the master", func() bool {
+				for _, o := range tc.nodes {
+					if uint32(o.svc.Group(g).Consensus().Status().Master) != s.cfg.NodeID {
+						return false
+					}
+				}
+				return true
+			})
 			return i
 		}
 	}
