@@ -107,27 +107,7 @@ func RunMeasured(ctx context.Context, lk Locker, sc Scenario, live *Live, meter 
 	}
 	defer closeSessions(sessions)
 
-	r := &run{
-		sc:       sc,
-		live:     live,
-		prefix:   "pxb/" + sc.Name + "/" + runID(),
-		acq:      newStripedHist(min(sc.Workers, 16)),
-		rel:      newStripedHist(min(sc.Workers, 16)),
-		errs:     map[string]int64{},
-		samples:  map[string]string{},
-		perWork:  make([]int64, sc.Workers),
-		renewing: sc.Kind == RenewHeavy,
-	}
-	if r.renewing {
-		r.ren = newStripedHist(min(sc.Workers, 16))
-	}
-	if sc.Hot() {
-		r.guard = NewGuard(sc.Keys)
-		r.hotKeys = make([]string, sc.Keys)
-		for i := range r.hotKeys {
-			r.hotKeys[i] = r.prefix + "/hot/" + strconv.Itoa(i)
-		}
-	}
+	r := newRun(sc, live)
 
 	start := time.Now()
 	r.from = start.Add(sc.Warmup)
@@ -175,9 +155,43 @@ func RunMeasured(ctx context.Context, lk Locker, sc Scenario, live *Live, meter 
 	}
 	<-cpuDone // stopCtx has ended (the workers stopped at r.to), so this is quick
 
+	return r.result(lk.Name(), meter, cpuAt), nil
+}
+
+// newRun is the workers' state for a run of sc: its key prefix, its
+// histograms and, for a scenario on hot keys, the keys and their guard.
+func newRun(sc Scenario, live *Live) *run {
+	r := &run{
+		sc:       sc,
+		live:     live,
+		prefix:   "pxb/" + sc.Name + "/" + runID(),
+		acq:      newStripedHist(min(sc.Workers, 16)),
+		rel:      newStripedHist(min(sc.Workers, 16)),
+		errs:     map[string]int64{},
+		samples:  map[string]string{},
+		perWork:  make([]int64, sc.Workers),
+		renewing: sc.Kind == RenewHeavy,
+	}
+	if r.renewing {
+		r.ren = newStripedHist(min(sc.Workers, 16))
+	}
+	if sc.Hot() {
+		r.guard = NewGuard(sc.Keys)
+		r.hotKeys = make([]string, sc.Keys)
+		for i := range r.hotKeys {
+			r.hotKeys[i] = r.prefix + "/hot/" + strconv.Itoa(i)
+		}
+	}
+	return r
+}
+
+// result is what the run measured on system; cpuAt holds meter's readings
+// at the window's edges (meter nil: no CPU figures).
+func (r *run) result(system string, meter CPUMeter, cpuAt [2]CPUSample) *RunResult {
+	sc := r.sc
 	res := &RunResult{
 		Scenario:     sc,
-		System:       lk.Name(),
+		System:       system,
 		Window:       sc.Duration,
 		Acquire:      r.acq.merged(),
 		Release:      r.rel.merged(),
@@ -198,7 +212,7 @@ func RunMeasured(ctx context.Context, lk Locker, sc Scenario, live *Live, meter 
 		res.Overlaps = r.guard.Overlaps()
 		res.TokenRegressions = r.guard.TokenRegressions()
 	}
-	return res, nil
+	return res
 }
 
 // run is the shared state of one Run's workers.

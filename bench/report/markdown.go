@@ -102,7 +102,26 @@ func (r *Report) Markdown(svgs []string) string {
 	return b.String()
 }
 
+// summaryTable writes the summary table: a scenario's rows of metrics
+// with a column per system that ran and, with base, paxlock's ratio to
+// each peer; then the notes on the CPU figures.
 func (r *Report) summaryTable(b *strings.Builder, groups []group, ran, peers []System, base bool) {
+	summaryHeader(b, ran, peers, base)
+	for _, g := range groups {
+		for i, m := range r.summaryMetrics(g) {
+			summaryRow(b, g, i, m, ran, peers, base)
+		}
+	}
+	b.WriteString("\n")
+	if base {
+		b.WriteString("Ratios are paxlock's value divided by the peer's: above 1× is better for ops/s, below 1× is better for latency and CPU.\n\n")
+	}
+	r.cpuNotes(b, groups)
+}
+
+// summaryHeader writes the summary table's header: a column per system
+// that ran and, with base, one per peer for the ratio to paxlock.
+func summaryHeader(b *strings.Builder, ran, peers []System, base bool) {
 	b.WriteString("| scenario | metric |")
 	for _, s := range ran {
 		fmt.Fprintf(b, " %s |", s.Display)
@@ -122,97 +141,100 @@ func (r *Report) summaryTable(b *strings.Builder, groups []group, ran, peers []S
 		}
 	}
 	b.WriteString("\n")
+}
 
-	type metric struct {
-		name string
-		get  func(load.Result) (float64, bool)
-		// cell, if set, renders a supported result's cell instead of get.
-		cell func(load.Result) string
+// summaryMetric is one row of a scenario in the summary table.
+type summaryMetric struct {
+	name string
+	get  func(load.Result) (float64, bool)
+	// cell, if set, renders a supported result's cell instead of get.
+	cell func(load.Result) string
+}
+
+// summaryMetrics are the summary table's rows for g: ops/s and acquire
+// p99 always, renew p99 for the renew scenario, and CPU where measured.
+func (r *Report) summaryMetrics(g group) []summaryMetric {
+	waitName := "acquire p99 (ms)"
+	if g.sc.Hot() {
+		waitName = "acquire wait p99 (ms)"
 	}
-	for _, g := range groups {
-		waitName := "acquire p99 (ms)"
-		if g.sc.Hot() {
-			waitName = "acquire wait p99 (ms)"
-		}
-		ms := []metric{
-			{fmt.Sprintf("ops/s (median of %d)", r.repeatsOf(g)), func(x load.Result) (float64, bool) {
-				return x.OpsPerSec.Median, x.OpsPerSec.N > 0
-			}, nil},
-			{waitName, func(x load.Result) (float64, bool) {
-				if x.Acquire == nil {
+	ms := []summaryMetric{
+		{fmt.Sprintf("ops/s (median of %d)", r.repeatsOf(g)), func(x load.Result) (float64, bool) {
+			return x.OpsPerSec.Median, x.OpsPerSec.N > 0
+		}, nil},
+		{waitName, func(x load.Result) (float64, bool) {
+			if x.Acquire == nil {
+				return 0, false
+			}
+			return x.Acquire.P99Ms, true
+		}, nil},
+	}
+	if g.sc.Kind == load.RenewHeavy {
+		ms = append(ms, summaryMetric{"renew p99 (ms)", func(x load.Result) (float64, bool) {
+			if x.Renew == nil {
+				return 0, false
+			}
+			return x.Renew.P99Ms, true
+		}, nil})
+	}
+	if groupHasCPU(g) {
+		ms = append(ms, summaryMetric{"CPU µs/op: total (servers + client)", func(x load.Result) (float64, bool) {
+			if !x.CPU.ServersKnown() {
+				return 0, false
+			}
+			return x.CPU.TotalUsPerOp, true
+		}, cpuCell})
+		if groupHasCommands(g) {
+			ms = append(ms, summaryMetric{"CPU µs per replicated command", func(x load.Result) (float64, bool) {
+				if x.CPU == nil || x.CPU.CommandsPerOp == 0 {
 					return 0, false
 				}
-				return x.Acquire.P99Ms, true
-			}, nil},
+				return x.CPU.UsPerCommand, true
+			}, commandCell})
 		}
-		if g.sc.Kind == load.RenewHeavy {
-			ms = append(ms, metric{"renew p99 (ms)", func(x load.Result) (float64, bool) {
-				if x.Renew == nil {
-					return 0, false
-				}
-				return x.Renew.P99Ms, true
-			}, nil})
+	}
+	return ms
+}
+
+// summaryRow writes metric m of g, the i-th of its rows, for every system
+// that ran and, with base, its ratios to paxlock.
+func summaryRow(b *strings.Builder, g group, i int, m summaryMetric, ran, peers []System, base bool) {
+	label := ""
+	if i == 0 {
+		label = fmt.Sprintf("%s, %dw", g.sc.Name, g.sc.Workers)
+	}
+	fmt.Fprintf(b, "| %s | %s |", label, m.name)
+	for _, s := range ran {
+		res, ok := g.results[s.Name]
+		switch v, has := m.get(res); {
+		case !ok:
+			b.WriteString(" — |")
+		case !res.Supported:
+			b.WriteString(" n/a |")
+		case m.cell != nil:
+			fmt.Fprintf(b, " %s |", m.cell(res))
+		case !has:
+			b.WriteString(" failed |")
+		case i == 0:
+			fmt.Fprintf(b, " %s |", fmtOps(v))
+		default:
+			fmt.Fprintf(b, " %s |", fmtMs(v))
 		}
-		if groupHasCPU(g) {
-			ms = append(ms, metric{"CPU µs/op: total (servers + client)", func(x load.Result) (float64, bool) {
-				if !x.CPU.ServersKnown() {
-					return 0, false
-				}
-				return x.CPU.TotalUsPerOp, true
-			}, cpuCell})
-			if groupHasCommands(g) {
-				ms = append(ms, metric{"CPU µs per replicated command", func(x load.Result) (float64, bool) {
-					if x.CPU == nil || x.CPU.CommandsPerOp == 0 {
-						return 0, false
-					}
-					return x.CPU.UsPerCommand, true
-				}, commandCell})
+	}
+	if base {
+		bres, bok := g.results[Baseline]
+		bv, bhas := m.get(bres)
+		for _, p := range peers {
+			pres, pok := g.results[p.Name]
+			pv, phas := m.get(pres)
+			if !bok || !pok || !bres.Supported || !pres.Supported || !bhas || !phas {
+				b.WriteString(" n/a |")
+				continue
 			}
-		}
-		for i, m := range ms {
-			label := ""
-			if i == 0 {
-				label = fmt.Sprintf("%s, %dw", g.sc.Name, g.sc.Workers)
-			}
-			fmt.Fprintf(b, "| %s | %s |", label, m.name)
-			for _, s := range ran {
-				res, ok := g.results[s.Name]
-				switch v, has := m.get(res); {
-				case !ok:
-					b.WriteString(" — |")
-				case !res.Supported:
-					b.WriteString(" n/a |")
-				case m.cell != nil:
-					fmt.Fprintf(b, " %s |", m.cell(res))
-				case !has:
-					b.WriteString(" failed |")
-				case i == 0:
-					fmt.Fprintf(b, " %s |", fmtOps(v))
-				default:
-					fmt.Fprintf(b, " %s |", fmtMs(v))
-				}
-			}
-			if base {
-				bres, bok := g.results[Baseline]
-				bv, bhas := m.get(bres)
-				for _, p := range peers {
-					pres, pok := g.results[p.Name]
-					pv, phas := m.get(pres)
-					if !bok || !pok || !bres.Supported || !pres.Supported || !bhas || !phas {
-						b.WriteString(" n/a |")
-						continue
-					}
-					fmt.Fprintf(b, " %s |", fmtRatio(bv, pv))
-				}
-			}
-			b.WriteString("\n")
+			fmt.Fprintf(b, " %s |", fmtRatio(bv, pv))
 		}
 	}
 	b.WriteString("\n")
-	if base {
-		b.WriteString("Ratios are paxlock's value divided by the peer's: above 1× is better for ops/s, below 1× is better for latency and CPU.\n\n")
-	}
-	r.cpuNotes(b, groups)
 }
 
 func (r *Report) repeatsOf(g group) int {

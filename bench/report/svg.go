@@ -52,6 +52,40 @@ const (
 
 // SVG renders the chart.
 func (c Chart) SVG() []byte {
+	pl := c.layout()
+	w, h := pl.w, pl.h
+	var b bytes.Buffer
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", w, h, w, h)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
+	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", marginLeft, esc(c.Title))
+	if c.Subtitle != "" {
+		fmt.Fprintf(&b, `<text x="%d" y="40" fill="#555">%s</text>`+"\n", marginLeft, esc(c.Subtitle))
+	}
+
+	c.writeAxes(&b, pl)
+	c.writeSeries(&b, pl)
+	c.writeLegend(&b, pl)
+	b.WriteString("</svg>\n")
+	return b.Bytes()
+}
+
+// plot is a chart's layout: its size, the plot area's, and its axes with
+// their ticks.
+type plot struct {
+	w, h           int
+	pw, ph         float64
+	xa, ya         *axis
+	xticks, yticks []float64
+}
+
+// px is the horizontal pixel position of x.
+func (p plot) px(x float64) float64 { return marginLeft + p.xa.frac(x)*p.pw }
+
+// py is the vertical pixel position of y.
+func (p plot) py(y float64) float64 { return marginTop + (1-p.ya.frac(y))*p.ph }
+
+// layout sizes the chart and fits its axes to the series' points.
+func (c Chart) layout() plot {
 	w, h := c.Width, c.Height
 	if w == 0 {
 		w = 760
@@ -82,49 +116,48 @@ func (c Chart) SVG() []byte {
 		xticks = c.XTicks
 	}
 	yticks := ya.ticks()
-	px := func(x float64) float64 { return marginLeft + xa.frac(x)*pw }
-	py := func(y float64) float64 { return marginTop + (1-ya.frac(y))*ph }
+	return plot{w: w, h: h, pw: pw, ph: ph, xa: xa, ya: ya, xticks: xticks, yticks: yticks}
+}
 
-	var b bytes.Buffer
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", w, h, w, h)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="22" font-size="15" font-weight="bold">%s</text>`+"\n", marginLeft, esc(c.Title))
-	if c.Subtitle != "" {
-		fmt.Fprintf(&b, `<text x="%d" y="40" fill="#555">%s</text>`+"\n", marginLeft, esc(c.Subtitle))
-	}
-
-	// Grid and tick labels.
+// writeAxes draws the grid, the plot area's frame, the tick labels and
+// the axis labels.
+func (c Chart) writeAxes(b *bytes.Buffer, pl plot) {
+	h, pw, ph, xa, ya, xticks, yticks := pl.h, pl.pw, pl.ph, pl.xa, pl.ya, pl.xticks, pl.yticks
+	px, py := pl.px, pl.py
 	b.WriteString(`<g stroke="#e3e3e3" stroke-width="1">` + "\n")
 	for _, t := range xticks {
 		if !xa.contains(t) {
 			continue
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f"/>`+"\n", px(t), marginTop, px(t), marginTop+ph)
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%.1f"/>`+"\n", px(t), marginTop, px(t), marginTop+ph)
 	}
 	for _, t := range yticks {
 		if !ya.contains(t) {
 			continue
 		}
-		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", marginLeft, py(t), marginLeft+pw, py(t))
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f"/>`+"\n", marginLeft, py(t), marginLeft+pw, py(t))
 	}
 	b.WriteString("</g>\n")
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none" stroke="#444"/>`+"\n", marginLeft, marginTop, pw, ph)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%.1f" height="%.1f" fill="none" stroke="#444"/>`+"\n", marginLeft, marginTop, pw, ph)
 	for _, t := range xticks {
 		if !xa.contains(t) {
 			continue
 		}
-		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#333">%s</text>`+"\n", px(t), marginTop+ph+16, tickLabel(t))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#333">%s</text>`+"\n", px(t), marginTop+ph+16, tickLabel(t))
 	}
 	for _, t := range yticks {
 		if !ya.contains(t) {
 			continue
 		}
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" fill="#333">%s</text>`+"\n", marginLeft-6, py(t)+4, tickLabel(t))
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end" fill="#333">%s</text>`+"\n", marginLeft-6, py(t)+4, tickLabel(t))
 	}
-	fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", marginLeft+pw/2, h-14, esc(c.XLabel))
-	fmt.Fprintf(&b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", marginTop+ph/2, esc(c.YLabel))
+	fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", marginLeft+pw/2, h-14, esc(c.XLabel))
+	fmt.Fprintf(b, `<text transform="translate(18 %.1f) rotate(-90)" text-anchor="middle">%s</text>`+"\n", marginTop+ph/2, esc(c.YLabel))
+}
 
-	// Series.
+// writeSeries draws each series' line, whiskers and markers.
+func (c Chart) writeSeries(b *bytes.Buffer, pl plot) {
+	px, py := pl.px, pl.py
 	for _, s := range c.Series {
 		if len(s.Points) == 0 {
 			continue
@@ -138,21 +171,25 @@ func (c Chart) SVG() []byte {
 			if i > 0 {
 				b.WriteByte(' ')
 			}
-			fmt.Fprintf(&b, "%.1f,%.1f", px(p.X), py(p.Y))
+			fmt.Fprintf(b, "%.1f,%.1f", px(p.X), py(p.Y))
 		}
 		b.WriteString(`"/>` + "\n")
 		for _, p := range s.Points {
 			if p.YLow != 0 || p.YHigh != 0 {
-				fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"/>`+"\n",
+				fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="1.5"/>`+"\n",
 					px(p.X), py(p.YLow), px(p.X), py(p.YHigh), esc(s.Color))
 			}
 			if s.Markers {
-				fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", px(p.X), py(p.Y), esc(s.Color))
+				fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="3.5" fill="%s"/>`+"\n", px(p.X), py(p.Y), esc(s.Color))
 			}
 		}
 	}
+}
 
-	// Legend, inside the plot.
+// writeLegend draws the legend of the series that have points, inside
+// the plot, in the corner where it hides the least of the lines.
+func (c Chart) writeLegend(b *bytes.Buffer, pl plot) {
+	pw, ph, px, py := pl.pw, pl.ph, pl.px, pl.py
 	var visible []Series
 	for _, s := range c.Series {
 		if len(s.Points) > 0 {
@@ -166,7 +203,7 @@ func (c Chart) SVG() []byte {
 		}
 		boxW, boxH := 44+7*lw, 8+18*len(visible)
 		lx, ly := c.legendCorner(float64(boxW), float64(boxH), pw, ph, px, py)
-		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%d" height="%d" fill="white" fill-opacity="0.85" stroke="#bbb"/>`+"\n",
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%d" height="%d" fill="white" fill-opacity="0.85" stroke="#bbb"/>`+"\n",
 			lx, ly, boxW, boxH)
 		for i, s := range visible {
 			y := ly + 16 + 18*float64(i)
@@ -174,12 +211,10 @@ func (c Chart) SVG() []byte {
 			if s.Dashed {
 				dash = ` stroke-dasharray="6 4"`
 			}
-			fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx+8, y-4, lx+32, y-4, esc(s.Color), dash)
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+38, y, esc(s.Name))
+			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"%s/>`+"\n", lx+8, y-4, lx+32, y-4, esc(s.Color), dash)
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+38, y, esc(s.Name))
 		}
 	}
-	b.WriteString("</svg>\n")
-	return b.Bytes()
 }
 
 // legendCorner picks the corner of the plot area where the legend box covers

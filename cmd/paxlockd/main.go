@@ -52,95 +52,138 @@ func main() {
 }
 
 func run() error {
-	path := flag.String("config", "", "JSON configuration file (required)")
-	id := flag.Uint("id", 0, "node id (overrides the file)")
-	data := flag.String("data", "", "data directory (overrides the file)")
-	admin := flag.String("admin", "", "admin HTTP address (overrides the file)")
-	level := flag.String("log-level", "info", "debug, info, warn or error")
-	format := flag.String("log-format", "text", "text (logfmt) or json (one object per line)")
-	role := flag.String("role", "node", "node or registry")
-	version := flag.Bool("version", false, "print the version and build information, then exit")
-	join := flag.String("join", "", "add this node to the running cluster whose member's admin endpoint is at this address (host:port or URL): with an empty data directory, the node reads the member list there, starts, and asks to be added; with a data directory, it restarts as usual")
-	restore := flag.String("restore", "", "seed the empty data directory with this backup (paxlockctl backup), then start")
-	check := flag.String("check-config", "", "validate this configuration file (with -role and the override flags) and exit: 0 if it could start, 1 with the error if not")
-	flag.Parse()
+	f := parseFlags()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q (flags only)", flag.Args())
 	}
-	if *version {
+	if f.version {
 		fmt.Println(buildinfo.Line("paxlockd"))
 		return nil
 	}
-	if *role != "node" && *role != "registry" {
-		return fmt.Errorf("-role %q: want node or registry", *role)
+	if f.role != "node" && f.role != "registry" {
+		return fmt.Errorf("-role %q: want node or registry", f.role)
 	}
-	override := func(cfg *server.Config) {
-		if *id != 0 {
-			cfg.NodeID = uint32(*id)
-		}
-		if *data != "" {
-			cfg.DataDir = *data
-		}
-		if *admin != "" {
-			cfg.AdminAddr = *admin
-		}
-	}
-	if *check != "" {
-		if err := checkConfig(*check, *role, override); err != nil {
+	if f.check != "" {
+		if err := checkConfig(f.check, f.role, f.override); err != nil {
 			return err
 		}
-		fmt.Printf("%s: ok\n", *check)
+		fmt.Printf("%s: ok\n", f.check)
 		return nil
 	}
-	if *path == "" {
+	if f.path == "" {
 		flag.Usage()
 		return fmt.Errorf("-config is required")
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
-	}
-	log, err := newLogger(os.Stderr, *format, lv)
+	log, err := startLogging(f)
 	if err != nil {
 		return err
+	}
+	if f.role == "registry" {
+		return runRegistry(f.path, log)
+	}
+	cfg, joining, err := nodeConfig(f, log)
+	if err != nil {
+		return err
+	}
+	return serveNode(cfg, log, joining, f.join)
+}
+
+// options are paxlockd's command-line flags.
+type options struct {
+	path, data, admin, level, format, role, join, restore, check string
+	id                                                           uint
+	version                                                      bool
+}
+
+// parseFlags defines the flags and parses the command line.
+func parseFlags() *options {
+	f := &options{}
+	flag.StringVar(&f.path, "config", "", "JSON configuration file (required)")
+	flag.UintVar(&f.id, "id", 0, "node id (overrides the file)")
+	flag.StringVar(&f.data, "data", "", "data directory (overrides the file)")
+	flag.StringVar(&f.admin, "admin", "", "admin HTTP address (overrides the file)")
+	flag.StringVar(&f.level, "log-level", "info", "debug, info, warn or error")
+	flag.StringVar(&f.format, "log-format", "text", "text (logfmt) or json (one object per line)")
+	flag.StringVar(&f.role, "role", "node", "node or registry")
+	flag.BoolVar(&f.version, "version", false, "print the version and build information, then exit")
+	flag.StringVar(&f.join, "join", "", "add this node to the running cluster whose member's admin endpoint is at this address (host:port or URL): with an empty data directory, the node reads the member list there, starts, and asks to be added; with a data directory, it restarts as usual")
+	flag.StringVar(&f.restore, "restore", "", "seed the empty data directory with this backup (paxlockctl backup), then start")
+	flag.StringVar(&f.check, "check-config", "", "validate this configuration file (with -role and the override flags) and exit: 0 if it could start, 1 with the error if not")
+	flag.Parse()
+	return f
+}
+
+// override applies the flags that override the configuration file.
+func (f *options) override(cfg *server.Config) {
+	if f.id != 0 {
+		cfg.NodeID = uint32(f.id)
+	}
+	if f.data != "" {
+		cfg.DataDir = f.data
+	}
+	if f.admin != "" {
+		cfg.AdminAddr = f.admin
+	}
+}
+
+// startLogging makes the logger of -log-level and -log-format the
+// default one, and logs the start.
+func startLogging(f *options) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(f.level)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	log, err := newLogger(os.Stderr, f.format, lv)
+	if err != nil {
+		return nil, err
 	}
 	slog.SetDefault(log)
-	log.Info("paxlockd starting", "version", buildinfo.Line("paxlockd"), "role", *role, "config", *path)
+	log.Info("paxlockd starting", "version", buildinfo.Line("paxlockd"), "role", f.role, "config", f.path)
+	return log, nil
+}
 
-	if *role == "registry" {
-		return runRegistry(*path, log)
-	}
-	cfg, err := server.Load(*path)
+// nodeConfig loads the node's configuration with the flags applied, reads
+// the member list for -join and seeds the data directory for -restore.
+// joining is set when the node is to ask to be added to the cluster.
+func nodeConfig(f *options, log *slog.Logger) (cfg server.Config, joining bool, err error) {
+	cfg, err = server.Load(f.path)
 	if err != nil {
-		return err
+		return cfg, false, err
 	}
-	override(&cfg)
-	if *join != "" && *restore != "" {
-		return errors.New("-join and -restore exclude each other: -restore seeds a new cluster, -join adds a node to a running one")
+	f.override(&cfg)
+	if f.join != "" && f.restore != "" {
+		return cfg, false, errors.New("-join and -restore exclude each other: -restore seeds a new cluster, -join adds a node to a running one")
 	}
-	joining := *join != "" && !server.Joined(cfg)
-	if *join != "" && !joining {
+	joining = f.join != "" && !server.Joined(cfg)
+	if f.join != "" && !joining {
 		log.Info("-join: the data directory has state already; restarting as a member", "data", cfg.DataDir)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := server.RefreshNodes(ctx, &cfg, *join); err != nil {
+		if err := server.RefreshNodes(ctx, &cfg, f.join); err != nil {
 			log.Warn("-join: could not read the member list; starting with the one this node has", "err", err)
 		}
 		cancel()
 	}
 	if joining {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := server.PrepareJoin(ctx, &cfg, *join)
+		err := server.PrepareJoin(ctx, &cfg, f.join)
 		cancel()
 		if err != nil {
-			return err
+			return cfg, false, err
 		}
-		log.Info("joining the cluster", "via", *join, "members", len(cfg.Nodes)-1)
+		log.Info("joining the cluster", "via", f.join, "members", len(cfg.Nodes)-1)
 	}
-	if *restore != "" {
-		if _, err := server.Restore(cfg, *restore, log); err != nil {
-			return err
+	if f.restore != "" {
+		if _, err := server.Restore(cfg, f.restore, log); err != nil {
+			return cfg, false, err
 		}
 	}
+	return cfg, joining, nil
+}
+
+// serveNode starts the node (and, when joining, asks join's node to add
+// it), serves until SIGTERM or SIGINT or the node fails, and shuts it
+// down.
+func serveNode(cfg server.Config, log *slog.Logger, joining bool, join string) error {
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
@@ -158,7 +201,7 @@ func run() error {
 	if joining {
 		jctx, jcancel := context.WithCancel(context.Background())
 		defer jcancel()
-		go func() { joinErr <- srv.JoinCluster(jctx, *join) }()
+		go func() { joinErr <- srv.JoinCluster(jctx, join) }()
 	}
 	var s os.Signal
 	fail := func(err error) error {

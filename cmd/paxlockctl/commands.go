@@ -1,0 +1,201 @@
+// This file is the command table: each command's name, the check of its
+// arguments, and the call that runs it.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// command checks a command's arguments and runs it; name is the command
+// as given, for handlers that serve several.
+type command func(ctx context.Context, o *options, p printer, name string, args []string) error
+
+// commands maps each command's name to its handler.
+var commands = map[string]command{
+	"version":   runVersion,
+	"certs":     runCerts,
+	"status":    runAdminReport,
+	"members":   runAdminReport,
+	"wait":      runAdminReport,
+	"namespace": runNamespace,
+	"member":    runMember,
+	"unlock":    runUnlock,
+	"backup":    runBackup,
+	"locks":     runLocks,
+	"check":     runCheck,
+	"lock":      runClient,
+	"state":     runClient,
+	"watch":     runClient,
+}
+
+// dispatch runs the command named by o.commandAndArgs[0] with the rest
+// as its arguments.
+func dispatch(ctx context.Context, o *options) error {
+	cmd, args := o.commandAndArgs[0], o.commandAndArgs[1:]
+	p := printer{w: o.stdout, json: o.outputJSON}
+	run, ok := commands[cmd]
+	if !ok {
+		return fmt.Errorf("%w: unknown command %q", errUsage, cmd)
+	}
+	return run(ctx, o, p, cmd, args)
+}
+
+// adminAPI is the client of the admin endpoints in -admin.
+func (o *options) adminAPI() (*adminClient, error) {
+	return newAdminClient(strings.Split(o.admin, ","), o.adminCA, o.tokenFile, o.explicitAdmin)
+}
+
+func runVersion(_ context.Context, _ *options, p printer, _ string, args []string) error {
+	if err := wantArgs(args, 0, 0, "version"); err != nil {
+		return err
+	}
+	return versionCmd(p)
+}
+
+func runCerts(_ context.Context, o *options, p printer, _ string, args []string) error {
+	if err := wantArgs(args, 0, 0, "certs"); err != nil {
+		return err
+	}
+	return certsCmd(p, o.out, o.cluster, o.nodes, strings.Split(o.hosts, ","))
+}
+
+// runAdminReport runs status, members or wait.
+func runAdminReport(ctx context.Context, o *options, p printer, cmd string, args []string) error {
+	if err := wantArgs(args, 0, 0, cmd); err != nil {
+		return err
+	}
+	ac, err := o.adminAPI()
+	if err != nil {
+		return err
+	}
+	switch cmd {
+	case "status":
+		return status(ctx, p, ac)
+	case "members":
+		return members(ctx, p, ac)
+	}
+	return wait(ctx, p, ac, o.timeout)
+}
+
+func runNamespace(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: want namespace list|add NAME|remove NAME", errUsage)
+	}
+	var secret string
+	switch {
+	case args[0] == "add" && len(args) == 3:
+		return fmt.Errorf("%w: namespace add takes the secret from %s or -secret-file, never from the command line", errUsage, SecretEnv)
+	case args[0] == "add" && len(args) == 2:
+		s, err := o.secret(false)
+		if err != nil {
+			return err
+		}
+		secret = s
+	case args[0] == "list" && len(args) == 1, args[0] == "remove" && len(args) == 2:
+	default:
+		return fmt.Errorf("%w: want namespace list|add NAME|remove NAME", errUsage)
+	}
+	ac, err := o.adminAPI()
+	if err != nil {
+		return err
+	}
+	return namespaceCmd(ctx, p, ac, args, secret)
+}
+
+func runMember(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if _, _, _, err := parseMemberArgs(args); err != nil {
+		return err
+	}
+	ac, err := o.adminAPI()
+	if err != nil {
+		return err
+	}
+	return memberCmd(ctx, p, ac, args)
+}
+
+func runUnlock(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if err := wantArgs(args, 1, 1, "unlock --force KEY"); err != nil {
+		return err
+	}
+	if !o.force {
+		return fmt.Errorf("%w: unlock frees a lock whoever holds it: say --force", errUsage)
+	}
+	ac, err := o.adminAPI()
+	if err != nil {
+		return err
+	}
+	return forceUnlock(ctx, p, ac, o.ns, args[0], o.timeout)
+}
+
+func runBackup(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if err := wantArgs(args, 1, 1, "backup FILE"); err != nil {
+		return err
+	}
+	ac, err := o.adminAPI()
+	if err != nil {
+		return err
+	}
+	return backupCmd(ctx, p, ac, args[0])
+}
+
+func runLocks(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if err := wantArgs(args, 0, 1, "locks [PREFIX]"); err != nil {
+		return err
+	}
+	if o.limit <= 0 {
+		return fmt.Errorf("%w: -limit %d: want at least 1", errUsage, o.limit)
+	}
+	prefix := ""
+	if len(args) == 1 {
+		prefix = args[0]
+	}
+	cfg, err := o.clientConfig()
+	if err != nil {
+		return err
+	}
+	return locksCmd(ctx, p, cfg, prefix, o.limit, o.timeout)
+}
+
+func runCheck(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if err := wantArgs(args, 2, 2, "check KEY TOKEN"); err != nil {
+		return err
+	}
+	tok, err := parseToken(args[1])
+	if err != nil {
+		return err
+	}
+	cfg, err := o.clientConfig()
+	if err != nil {
+		return err
+	}
+	return checkCmd(ctx, p, cfg, args[0], tok, o.timeout)
+}
+
+// runClient runs lock, state or watch.
+func runClient(ctx context.Context, o *options, p printer, cmd string, args []string) error {
+	form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
+	hi := 1
+	if cmd == "lock" {
+		hi = 2
+	}
+	if err := wantArgs(args, 1, hi, form); err != nil {
+		return err
+	}
+	hold := 5 * time.Second
+	if len(args) == 2 {
+		d, err := time.ParseDuration(args[1])
+		if err != nil {
+			return fmt.Errorf("%w: hold: %v", errUsage, err)
+		}
+		hold = d
+	}
+	cfg, err := o.clientConfig()
+	if err != nil {
+		return err
+	}
+	return clientCmd(ctx, p, cfg, cmd, args[0], hold, o.timeout, o.after)
+}

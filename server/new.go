@@ -1,0 +1,209 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/paxos/pebblestore"
+	"github.com/paxlock/paxlock/paxos/tcpnet"
+)
+
+// New opens the node's storage, starts its Paxos groups and lock service,
+// and returns a Server that Start will open to clients.
+func New(cfg Config, log *slog.Logger) (*Server, error) {
+	cfg.SetDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	logConfig(cfg, log)
+	sec, err := loadSecurity(&cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	s, err := newServer(cfg, log, sec)
+	if err != nil {
+		return nil, err
+	}
+	peers := s.initView()
+	if err := s.openStorage(); err != nil {
+		return nil, err
+	}
+	if err := s.startGroups(peers); err != nil {
+		return nil, err
+	}
+	if err := s.openTransport(); err != nil {
+		return nil, err
+	}
+	s.applyMembers() // the list loaded from the store, if any
+	s.host.Start()
+	return s, nil
+}
+
+// logConfig logs the effective configuration, and warns of an even
+// number of nodes.
+func logConfig(cfg Config, log *slog.Logger) {
+	log.Info("effective config", "config", cfg)
+	if n := len(cfg.Nodes); n%2 == 0 {
+		log.Warn("an even number of nodes tolerates no more failures than one node fewer: a majority of 4 is 3, so 4 nodes survive 1 failure like 3 do, and 6 survive 2 like 5 do; use an odd number",
+			"nodes", n, "tolerates", (n-1)/2)
+	}
+}
+
+// newServer makes the Server, its life and metrics, and the configured
+// namespaces' seeds. On error its life has ended.
+func newServer(cfg Config, log *slog.Logger, sec security) (*Server, error) {
+	s := &Server{cfg: cfg, log: log, subs: map[*conn]struct{}{}, memCh: make(chan struct{}, 1), failed: make(chan error, 1), memChange: make(chan struct{}, 1),
+		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec}
+	s.life, s.endLife = context.WithCancel(context.Background())
+	s.metrics = newMetrics(s)
+	s.seedSecrets, s.seedVerifiers = map[string]string{}, map[string]scramauth.Verifier{}
+	for _, n := range cfg.Namespaces { // names checked by Validate
+		v, err := group.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
+		if err != nil {
+			s.endLife()
+			return nil, fmt.Errorf("server: namespace %q: %w", n.Name, err)
+		}
+		s.seedSecrets[n.Name], s.seedVerifiers[n.Name] = n.Secret, v
+	}
+	return s, nil
+}
+
+// initView stores the address book of the configured nodes and builds
+// the first cluster view; it returns the configured nodes' ids.
+func (s *Server) initView() []paxos.NodeID {
+	var peers []paxos.NodeID
+	book := addrBook{}
+	for _, n := range s.cfg.Nodes {
+		peers = append(peers, paxos.NodeID(n.ID))
+		book[paxos.NodeID(n.ID)] = n
+	}
+	s.book.Store(&book)
+	s.masters = make([]paxos.SoftState, s.cfg.Groups)
+	s.rebuildView()
+	return peers
+}
+
+// openStorage checks the data directory's identity, loads the peers'
+// incarnations and opens the store. On error the node's life has ended.
+func (s *Server) openStorage() error {
+	cfg, log := s.cfg, s.log
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		s.endLife()
+		return fmt.Errorf("server: data dir: %w", err)
+	}
+	idn, err := checkIdentity(cfg.DataDir, cfg)
+	if err != nil {
+		s.endLife()
+		return err
+	}
+	s.incarnation = idn.Incarnation
+	if s.peerIncs, err = openPeerIncarnations(cfg.DataDir, log); err != nil {
+		s.endLife()
+		return err
+	}
+	if idn.Joined {
+		// A group this node has no data of yet (the node stopped before
+		// its snapshot came) must wait for one, not start alone.
+		s.cfg.Join = true
+	}
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
+	if err != nil {
+		s.endLife()
+		return err
+	}
+	s.store = st
+	return nil
+}
+
+// startGroups makes the Paxos host on the store and the lock service's
+// groups over peers. On error the node's life has ended and the store is
+// closed.
+func (s *Server) startGroups(peers []paxos.NodeID) error {
+	cfg, log, st := s.cfg, s.log, s.store
+	tick := time.Duration(cfg.Tick)
+	s.host = host.New(host.Config{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
+	// Retransmissions and the follower's wait past the lease stay those of
+	// a 100ms heartbeat when the heartbeat is longer (Config.Heartbeat).
+	quick := int(min(time.Duration(cfg.Heartbeat), 100*time.Millisecond) / tick)
+	pcfg := paxos.Config{
+		HeartbeatTicks:     int(time.Duration(cfg.Heartbeat) / tick),
+		LeaseTicks:         int(time.Duration(cfg.Lease) / tick),
+		RetransmitTicks:    quick,
+		CampaignSlackTicks: 2 * quick,
+		MaxDrift:           cfg.MaxDrift,
+		MaxInflight:        cfg.InstanceWindow,
+	}
+	svc, err := group.NewService(group.Config{
+		Groups:              cfg.Groups,
+		Workers:             cfg.Workers,
+		DefaultTTL:          time.Duration(cfg.DefaultTTL),
+		MinTTL:              time.Duration(cfg.MinTTL),
+		MaxTTL:              time.Duration(cfg.MaxTTL),
+		WeightAging:         time.Duration(cfg.WeightAging),
+		MaxConnWaits:        cfg.MaxWaitsPerConn,
+		MaxConnWatches:      cfg.MaxWatchesPerConn,
+		MaxNamespaceWaits:   cfg.MaxWaitsPerNamespace,
+		MaxNamespaceWatches: cfg.MaxWatchesPerNamespace,
+		Logger:              log,
+		Self:                paxos.NodeID(cfg.NodeID),
+		OnMaster:            s.onMaster,
+		Observer:            s.metrics,
+		OnMembers:           s.membersChanged,
+		Join:                cfg.Join,
+	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
+	if err != nil {
+		s.endLife()
+		return errors.Join(err, st.Close())
+	}
+	s.svc = svc
+	return nil
+}
+
+// openTransport opens the peer transport (behind the fault injector when
+// Config.FaultInjection) and gives it to the host. On error the node's
+// life has ended, its background work is done, the groups are stopped
+// and the store is closed.
+func (s *Server) openTransport() error {
+	cfg, log := s.cfg, s.log
+	self := cfg.self()
+	others := map[paxos.NodeID]string{}
+	for _, n := range cfg.Nodes {
+		if n.ID != cfg.NodeID {
+			others[paxos.NodeID(n.ID)] = n.Peer
+		}
+	}
+	handler := s.host.Deliver
+	if cfg.FaultInjection {
+		s.faults = &partition{deliver: s.host.Deliver}
+		handler = s.faults.Deliver
+		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
+	}
+	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: s.sec.peer,
+		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused})
+	if err != nil {
+		s.stopBackground()
+		s.host.Stop()
+		s.svc.Close()
+		_ = s.waitBackground(context.Background()) // its work watches life, which has ended
+		return errors.Join(err, s.store.Close())
+	}
+	s.tr = tr
+	if s.faults != nil {
+		s.faults.next = tr
+		s.host.SetTransport(s.faults)
+	} else {
+		s.host.SetTransport(tr)
+	}
+	return nil
+}
