@@ -94,7 +94,9 @@ type Config struct {
 	LocalQueue bool
 }
 
-func (cfg *Config) setDefaults() {
+// EnsureDefaults fills every unset field with its default (as New does),
+// so that a caller can read the settings in force.
+func (cfg *Config) EnsureDefaults() {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -237,7 +239,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.Registry = slices.Clone(cfg.Registry)
-	cfg.setDefaults()
+	cfg.EnsureDefaults()
 	c := &Client{
 		cfg:       cfg,
 		done:      make(chan struct{}),

@@ -214,24 +214,37 @@ type Config struct {
 	Join bool
 }
 
-func (c *Config) setDefaults() {
+// The defaults of Config's lock service settings (the node's
+// configuration takes them from here).
+const (
+	DefaultWorkers     = 8
+	DefaultTTL         = 30 * time.Second
+	DefaultMinTTL      = time.Second
+	DefaultMaxTTL      = 24 * time.Hour
+	DefaultMaxWaiters  = 10000
+	DefaultWeightAging = time.Second
+)
+
+// EnsureDefaults fills every unset field with its default; NewService
+// calls it.
+func (c *Config) EnsureDefaults() {
 	if c.Groups <= 0 {
 		c.Groups = wire.DefaultGroups
 	}
 	if c.Workers <= 0 {
-		c.Workers = 8
+		c.Workers = DefaultWorkers
 	}
 	if c.DefaultTTL <= 0 {
-		c.DefaultTTL = 30 * time.Second
+		c.DefaultTTL = DefaultTTL
 	}
 	if c.MinTTL <= 0 {
-		c.MinTTL = time.Second
+		c.MinTTL = DefaultMinTTL
 	}
 	if c.MaxTTL <= 0 {
-		c.MaxTTL = 24 * time.Hour
+		c.MaxTTL = DefaultMaxTTL
 	}
 	if c.MaxWaiters <= 0 {
-		c.MaxWaiters = 10000
+		c.MaxWaiters = DefaultMaxWaiters
 	}
 	if c.MaxConnWaits <= 0 {
 		c.MaxConnWaits = DefaultMaxConnWaits
@@ -246,7 +259,7 @@ func (c *Config) setDefaults() {
 		c.MaxNamespaceWatches = DefaultMaxNamespaceWatches
 	}
 	if c.WeightAging <= 0 {
-		c.WeightAging = time.Second
+		c.WeightAging = DefaultWeightAging
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock{}
@@ -324,7 +337,7 @@ func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Confi
 // replicate returns for it. preferred(g) names the node that should
 // master group g, 0 for none.
 func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos.NodeID) (*Service, error) {
-	cfg.setDefaults()
+	cfg.EnsureDefaults()
 	s := &Service{cfg: cfg, obs: cfg.Observer}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)

@@ -45,9 +45,10 @@ type Config struct {
 	CampaignSlackTicks int
 
 	// MaxInflight bounds the instances a master has in phase 2 at once
-	// (default 1: while one instance is in flight, everything proposed
-	// meanwhile rides in the next one, so fewer, larger instances carry
-	// the load; the cost per instance, not the wait, is what limits).
+	// (default DefaultMaxInflight). With 1, everything proposed while one
+	// instance is in flight rides in the next one: fewer, larger
+	// instances, for a runtime where the cost per instance, not the wait,
+	// is what limits.
 	MaxInflight int
 	// MaxBatchCmds and MaxBatchBytes bound one instance's batch.
 	MaxBatchCmds  int
@@ -62,9 +63,20 @@ type Config struct {
 	Seed uint64
 }
 
-// SetDefaults fills in every unset tuning field with its default.
+// Defaults of Config's fields that a node's configuration also states.
+const (
+	// DefaultMaxDrift is the bound on clock-rate differences between
+	// nodes.
+	DefaultMaxDrift = 0.01
+	// DefaultMaxInflight is how many instances a master keeps in flight
+	// at once: enough to overlap one round's fsync with the next round's
+	// messages.
+	DefaultMaxInflight = 4
+)
+
+// EnsureDefaults fills in every unset tuning field with its default.
 // NewCore calls it; a runtime that reads the defaults calls it first.
-func (c *Config) SetDefaults() {
+func (c *Config) EnsureDefaults() {
 	if c.HeartbeatTicks <= 0 {
 		c.HeartbeatTicks = 10
 	}
@@ -72,7 +84,7 @@ func (c *Config) SetDefaults() {
 		c.LeaseTicks = 10 * c.HeartbeatTicks
 	}
 	if c.MaxDrift <= 0 {
-		c.MaxDrift = 0.01
+		c.MaxDrift = DefaultMaxDrift
 	}
 	if c.RetransmitTicks <= 0 {
 		c.RetransmitTicks = c.HeartbeatTicks
@@ -81,7 +93,7 @@ func (c *Config) SetDefaults() {
 		c.CampaignSlackTicks = 2 * c.HeartbeatTicks
 	}
 	if c.MaxInflight <= 0 {
-		c.MaxInflight = 1
+		c.MaxInflight = DefaultMaxInflight
 	}
 	if c.MaxBatchCmds <= 0 {
 		c.MaxBatchCmds = 2048

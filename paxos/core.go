@@ -156,7 +156,7 @@ type Core struct {
 
 // NewCore returns a Core that resumes from st.
 func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
-	cfg.SetDefaults()
+	cfg.EnsureDefaults()
 	if err := cfg.validate(st.Membership.IsZero()); err != nil {
 		return nil, err
 	}

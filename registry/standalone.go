@@ -72,7 +72,9 @@ type StandaloneConfig struct {
 	Logger *slog.Logger
 }
 
-func (c *StandaloneConfig) setDefaults() {
+// EnsureDefaults fills every unset field with its default; NewStandalone
+// calls it.
+func (c *StandaloneConfig) EnsureDefaults() {
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = wire.DefaultMaxFrame
 	}
@@ -231,7 +233,7 @@ type ClusterStatus struct {
 
 // NewStandalone checks cfg and returns a registry that Start will open.
 func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
-	cfg.setDefaults()
+	cfg.EnsureDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

@@ -292,7 +292,7 @@ var ErrDataDirNotEmpty = errors.New("data directory is not empty")
 // same file; a node started empty without it fetches a snapshot.
 func Restore(cfg Config, file string, log *slog.Logger) (group.BackupInfo, error) {
 	var info group.BackupInfo
-	cfg.SetDefaults()
+	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return info, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -263,7 +264,7 @@ func DecodeStrict(b []byte, v any) error {
 // token it names loaded and checked. c itself is not changed.
 func (c Config) Check() error {
 	c.Nodes = append([]NodeAddr(nil), c.Nodes...)
-	c.SetDefaults()
+	c.EnsureDefaults()
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -298,16 +299,17 @@ func (c Config) LogValue() slog.Value {
 	return slog.AnyValue(json.RawMessage(b))
 }
 
-// SetDefaults fills unset fields.
-func (c *Config) SetDefaults() {
+// EnsureDefaults fills every unset field with its default: the lock
+// service's from package group, the consensus's from package paxos.
+func (c *Config) EnsureDefaults() {
 	if c.Groups <= 0 {
-		c.Groups = 15
+		c.Groups = wire.DefaultGroups
 	}
 	if c.ClusterName == "" {
 		c.ClusterName = "paxlock"
 	}
 	if c.Workers <= 0 {
-		c.Workers = 8
+		c.Workers = group.DefaultWorkers
 	}
 	if c.Tick <= 0 {
 		c.Tick = Duration(10 * time.Millisecond)
@@ -322,19 +324,19 @@ func (c *Config) SetDefaults() {
 		c.Heartbeat = min(Duration(250*time.Millisecond), c.Lease/4)
 	}
 	if c.MaxDrift <= 0 {
-		c.MaxDrift = 0.01
+		c.MaxDrift = paxos.DefaultMaxDrift
 	}
 	if c.DefaultTTL <= 0 {
-		c.DefaultTTL = Duration(30 * time.Second)
+		c.DefaultTTL = Duration(group.DefaultTTL)
 	}
 	if c.MinTTL <= 0 {
-		c.MinTTL = Duration(time.Second)
+		c.MinTTL = Duration(group.DefaultMinTTL)
 	}
 	if c.MaxTTL <= 0 {
-		c.MaxTTL = Duration(24 * time.Hour)
+		c.MaxTTL = Duration(group.DefaultMaxTTL)
 	}
 	if c.WeightAging <= 0 {
-		c.WeightAging = Duration(time.Second)
+		c.WeightAging = Duration(group.DefaultWeightAging)
 	}
 	if c.MaxFrame <= 0 {
 		c.MaxFrame = 1 << 20
@@ -367,7 +369,7 @@ func (c *Config) SetDefaults() {
 		c.ForwardAfter = 2
 	}
 	if c.InstanceWindow <= 0 {
-		c.InstanceWindow = 4
+		c.InstanceWindow = paxos.DefaultMaxInflight
 	}
 	if c.ClientListener == "" {
 		c.ClientListener = ListenerNetpoll

@@ -16,7 +16,7 @@ func TestIdentityMismatch(t *testing.T) {
 	t.Parallel()
 	base := func() Config {
 		c := Config{NodeID: 2, Nodes: []NodeAddr{{ID: 1}, {ID: 2}, {ID: 3}}}
-		c.SetDefaults()
+		c.EnsureDefaults()
 		return c
 	}
 	dir := t.TempDir()

@@ -117,7 +117,7 @@ func RefreshNodes(ctx context.Context, cfg *Config, addr string) error {
 }
 
 func prepareJoin(ctx context.Context, cfg *Config, addr string, rejoin bool) error {
-	cfg.SetDefaults()
+	cfg.EnsureDefaults()
 	self := cfg.self()
 	if self.ID == 0 {
 		return fmt.Errorf("server: join: node %d is not in the configuration's nodes (give its own addresses there)", cfg.NodeID)

@@ -77,19 +77,19 @@ func testClientListener(t *testing.T, listener string) {
 func TestClientListenerChecked(t *testing.T) {
 	t.Parallel()
 	c := Config{NodeID: 1, DataDir: "d", Nodes: []NodeAddr{{ID: 1, Peer: "127.0.0.1:1", Client: "127.0.0.1:2"}}, ClientListener: "epoll"}
-	c.SetDefaults()
+	c.EnsureDefaults()
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "client_listener") {
 		t.Fatalf("Validate with client_listener epoll: %v", err)
 	}
 	for _, l := range []string{"", ListenerGnet, ListenerNetpoll} {
 		c.ClientListener = l
-		c.SetDefaults()
+		c.EnsureDefaults()
 		if err := c.Validate(); err != nil {
 			t.Fatalf("Validate with client_listener %q: %v", l, err)
 		}
 	}
 	c.ClientListener = ""
-	if c.SetDefaults(); c.ClientListener != ListenerNetpoll {
+	if c.EnsureDefaults(); c.ClientListener != ListenerNetpoll {
 		t.Fatalf("default client_listener %q, want %q", c.ClientListener, ListenerNetpoll)
 	}
 	if c.InstanceWindow != 4 {

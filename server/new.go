@@ -19,7 +19,7 @@ import (
 // New opens the node's storage, starts its Paxos groups and lock service,
 // and returns a Server that Start will open to clients.
 func New(cfg Config, log *slog.Logger) (*Server, error) {
-	cfg.SetDefaults()
+	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

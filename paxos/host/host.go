@@ -181,7 +181,7 @@ func (h *Host) Replica(id paxos.GroupID) *Replica { return (*h.groups.Load())[id
 // the store, loads sm and adds the replica to the host's loop.
 func (h *Host) AddReplica(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, error) {
 	cfg.Core.ID = h.cfg.Self
-	cfg.Core.SetDefaults()
+	cfg.Core.EnsureDefaults()
 	if cfg.KeepLog == 0 {
 		cfg.KeepLog = 20000
 	}

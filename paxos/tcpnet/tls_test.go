@@ -200,7 +200,7 @@ func FuzzReadHandshake(f *testing.F) {
 // most, plus one entry carrying a full batch) fits one frame.
 func TestMaxFrameSizeCoversLargestMessage(t *testing.T) {
 	var c paxos.Config
-	c.SetDefaults()
+	c.EnsureDefaults()
 	big := paxos.Ballot{Round: math.MaxUint64, Node: math.MaxUint32}
 	m := paxos.Message{Type: paxos.MsgLearnReply, Group: math.MaxUint32, From: math.MaxUint32, To: math.MaxUint32, Ballot: big, Hint: big,
 		Instance: math.MaxUint64, Committed: math.MaxUint64, LogStart: math.MaxUint64, Tick: math.MaxUint64}
