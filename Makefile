@@ -7,7 +7,7 @@ RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./group
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
 
-.PHONY: all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
+.PHONY: size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
 
 all: build
 
@@ -50,9 +50,16 @@ mod-check:
 # lint runs golangci-lint (v2, configured in .golangci.yml) over both
 # modules; .ci/run installs the pinned version.
 GOLANGCI_LINT ?= golangci-lint
-lint:
+lint: size-check
 	$(GOLANGCI_LINT) run ./...
 	cd bench && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
+
+# size-check fails on a Go file, tests aside, of more than 700 lines: a
+# file holds one job (functions are held to 100 lines by the linter's
+# funlen).
+size-check:
+	@big=$$(git ls-files '*.go' ':!:*_test.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 700 {print}'); \
+	if [ -n "$$big" ]; then echo "files over 700 lines (split them by job):"; echo "$$big"; exit 1; fi
 
 # test runs every test once, with the consensus core's invariants checked
 # after every step (-tags invariants, internal/invariants): the packages

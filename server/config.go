@@ -1,7 +1,3 @@
-// Package server is one paxlock node: it opens the node's Pebble store,
-// runs the 15 Multi-Paxos groups with their lock service, talks to peers
-// over TCP, serves clients over the binary protocol with gnet, publishes
-// the cluster view and serves an admin endpoint.
 package server
 
 import (
