@@ -37,6 +37,12 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		lastErr   error
 		target    string
 		redirects int
+		// moved counts the attempts that followed a view moving the key's
+		// master (a pause cut short): they do not use up a retry, up to
+		// MaxRetries of them. A drain or failover pushes a view per group
+		// moved, and a request must not spend its retries on them faster
+		// than its backoff would.
+		moved int
 	)
 	stop := c.stopFor(ctx)
 	for attempt := 0; ; attempt++ {
@@ -103,13 +109,17 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		default:
 			return res, err // encoding errors, unexpected replies
 		}
-		if attempt >= c.cfg.MaxRetries {
+		if attempt-moved >= c.cfg.MaxRetries {
 			return res, lastErr
 		}
 		if delay < 0 {
 			delay = c.backoff(attempt + 1)
 		}
-		if err := c.sleepOrMove(ctx, delay, viewCh, hash, routedTo); err != nil {
+		early, err := c.sleepOrMove(ctx, delay, viewCh, hash, routedTo)
+		if early && moved < c.cfg.MaxRetries {
+			moved++
+		}
+		if err != nil {
 			if errors.Is(err, ErrClosed) {
 				return res, ErrClosed
 			}
@@ -120,23 +130,24 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 
 // sleepOrMove is sleepOrView for a routing failure of hash's request
 // sent to master: it ends early only once a newer view names another
-// master for hash's group. Views that leave that master where it was (a
-// failover moves the groups one by one, each a view push) do not end it,
-// so that they do not use up the request's retries.
-func (c *Client) sleepOrMove(ctx context.Context, d time.Duration, viewCh <-chan struct{}, hash uint64, master string) error {
+// master for hash's group, and then reports early. Views that leave that
+// master where it was (a failover moves the groups one by one, each a
+// view push) do not end it, so that they do not use up the request's
+// retries.
+func (c *Client) sleepOrMove(ctx context.Context, d time.Duration, viewCh <-chan struct{}, hash uint64, master string) (early bool, err error) {
 	if viewCh == nil {
-		return c.sleepOrView(ctx, d, nil)
+		return false, c.sleepOrView(ctx, d, nil)
 	}
 	end := time.Now().Add(d)
 	for {
 		if err := c.sleepOrView(ctx, time.Until(end), viewCh); err != nil {
-			return err
+			return false, err
 		}
 		if !isDone(viewCh) || !time.Now().Before(end) {
-			return nil // slept d
+			return false, nil // slept d
 		}
 		if a, _ := c.masterAddr(hash); a != master {
-			return nil
+			return true, nil
 		}
 		viewCh = c.viewChanged()
 	}

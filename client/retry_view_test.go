@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -35,8 +36,8 @@ func TestSleepOrMove(t *testing.T) {
 	}()
 	start := time.Now()
 	const pause = 300 * time.Millisecond
-	if err := c.sleepOrMove(ctx, pause, viewCh, hash, "a:1"); err != nil {
-		t.Fatal(err)
+	if early, err := c.sleepOrMove(ctx, pause, viewCh, hash, "a:1"); err != nil || early {
+		t.Fatalf("sleepOrMove: early %v, %v; want the whole pause", early, err)
 	}
 	if el := time.Since(start); el < pause {
 		t.Fatalf("pause ended after %v by views that kept the master, want %v", el, pause)
@@ -45,7 +46,13 @@ func TestSleepOrMove(t *testing.T) {
 	// A view that moves it ends the pause at once.
 	viewCh = c.viewChanged()
 	done := make(chan error, 1)
-	go func() { done <- c.sleepOrMove(ctx, time.Minute, viewCh, hash, "a:1") }()
+	go func() {
+		early, err := c.sleepOrMove(ctx, time.Minute, viewCh, hash, "a:1")
+		if err == nil && !early {
+			err = errors.New("not reported early")
+		}
+		done <- err
+	}()
 	c.updateView(view(7, "b:2"))
 	select {
 	case err := <-done:
@@ -60,8 +67,8 @@ func TestSleepOrMove(t *testing.T) {
 	viewCh = c.viewChanged()
 	c.updateView(view(8, "c:3"))
 	start = time.Now()
-	if err := c.sleepOrMove(ctx, time.Minute, viewCh, hash, "b:2"); err != nil {
-		t.Fatal(err)
+	if early, err := c.sleepOrMove(ctx, time.Minute, viewCh, hash, "b:2"); err != nil || !early {
+		t.Fatalf("sleepOrMove: early %v, %v; want early", early, err)
 	}
 	if el := time.Since(start); el > 30*time.Second {
 		t.Fatalf("paused %v though the master had moved", el)

@@ -106,6 +106,7 @@ type Core struct {
 	electAt   uint64 // tick at which a follower campaigns
 	maxRound  uint64 // highest round seen; >= hs.Promised.Round (C5)
 	preferred NodeID
+	draining  bool // Drain: hand mastership away, never campaign by itself
 
 	// candidate; ballot stays set on the master (C5). promises and
 	// recovered exist only on a candidate (C6).
@@ -411,7 +412,7 @@ func (c *Core) Tick() {
 		if c.needSnap && !c.awaitSnap && c.now-c.learnSent >= uint64(c.cfg.LeaseTicks) {
 			c.requestLearn(c.soft.Master)
 		}
-		if c.now >= c.electAt && !c.needSnap && c.mem.Contains(c.cfg.ID) {
+		if c.now >= c.electAt && !c.needSnap && !c.draining && c.mem.Contains(c.cfg.ID) {
 			c.campaign(Ballot{})
 		} else if c.learnPending && c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks) {
 			c.requestLearn(c.soft.Master)

@@ -302,20 +302,58 @@ func (c *Core) retransmit() {
 }
 
 func (c *Core) maybeHandOff() {
+	if c.draining {
+		if p := c.drainTarget(); p != 0 {
+			c.TransferTo(p)
+		}
+		return
+	}
 	p := c.preferred
 	if p == 0 || p == c.cfg.ID || c.now-c.masterSince < uint64(2*c.cfg.LeaseTicks) {
 		return
 	}
-	t, ok := c.ackTick[p]
-	// Caught up means: its acknowledgement of the last heartbeat reported
-	// every instance committed when that heartbeat left. (Under steady
-	// load a peer always trails Committed now by the instance in flight,
-	// so comparing with it would never hand over.) The target recovers
-	// anything newer in its phase 1.
-	if !ok || c.now-t > uint64(2*c.cfg.HeartbeatTicks) || !c.caughtUp[p] {
+	if !c.handOffReady(p) {
 		return
 	}
 	c.TransferTo(p)
+}
+
+// handOffReady reports whether peer p has caught up: its acknowledgement
+// of the last heartbeat reported every instance committed when that
+// heartbeat left. (Under steady load a peer always trails Committed now
+// by the instance in flight, so comparing with it would never hand
+// over.) The target recovers anything newer in its phase 1.
+func (c *Core) handOffReady(p NodeID) bool {
+	t, ok := c.ackTick[p]
+	return ok && c.now-t <= uint64(2*c.cfg.HeartbeatTicks) && c.caughtUp[p]
+}
+
+// drainTarget is the peer a draining master hands the group to: the
+// preferred node if it has caught up, else the first caught-up member in
+// member order, else none yet.
+func (c *Core) drainTarget() NodeID {
+	if p := c.preferred; p != 0 && p != c.cfg.ID && c.mem.Contains(p) && c.handOffReady(p) {
+		return p
+	}
+	for _, p := range c.mem.Members {
+		if p != c.cfg.ID && c.handOffReady(p) {
+			return p
+		}
+	}
+	return 0
+}
+
+// Drain makes this replica give up mastership for good: while master, it
+// hands the group to a caught-up peer (the preferred node first) at the
+// next tick that has one, without the wait for a new master's first
+// leases that placement's hand-overs observe, and as a follower it never
+// campaigns, unless a peer hands it the group (TimeoutNow). A node calls
+// it on its replicas before it stops.
+func (c *Core) Drain() {
+	c.draining = true
+	if c.role == master {
+		c.maybeHandOff()
+	}
 }
 
 // TransferTo hands mastership to node id: this replica stops acting as

@@ -145,6 +145,11 @@ type Config struct {
 	MaxWatchesPerConn      int `json:"max_watches_per_conn"`
 	MaxWaitsPerNamespace   int `json:"max_waits_per_namespace"`
 	MaxWatchesPerNamespace int `json:"max_watches_per_namespace"`
+	// DrainTimeout bounds how long a stopping node waits for the groups it
+	// masters to be served by its peers (default 10s; negative: it stops
+	// without handing them over, and they fail over when their leases
+	// run out). See Server.Shutdown.
+	DrainTimeout Duration `json:"drain_timeout"`
 	// IdleTimeout closes a client connection that sent nothing, not even a
 	// heartbeat, for this long (default 2m).
 	IdleTimeout Duration `json:"idle_timeout"`
@@ -360,6 +365,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = Duration(10 * time.Second)
 	}
 	if c.ForwardAfter == 0 {
 		c.ForwardAfter = 2

@@ -90,6 +90,7 @@ func (s *Server) initView() []paxos.NodeID {
 	}
 	s.book.Store(&book)
 	s.masters = make([]paxos.SoftState, s.cfg.Groups)
+	s.masterNews = make(chan struct{})
 	s.rebuildView()
 	return peers
 }

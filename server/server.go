@@ -66,9 +66,12 @@ type Server struct {
 	// cluster view
 	viewMu  sync.Mutex
 	masters []paxos.SoftState
-	view    atomic.Pointer[wire.View]
-	tlsView atomic.Pointer[wire.View] // view with the TLS client addresses, for the TLS listener's connections
-	subs    map[*conn]struct{}
+	// masterNews is closed, and replaced, at every change of a group's
+	// master as this node sees it (under viewMu; see waitMastered).
+	masterNews chan struct{}
+	view       atomic.Pointer[wire.View]
+	tlsView    atomic.Pointer[wire.View] // view with the TLS client addresses, for the TLS listener's connections
+	subs       map[*conn]struct{}
 
 	// client listener
 	eng      gnet.Engine
@@ -265,6 +268,7 @@ func (s *Server) stopBackground() {
 }
 
 func (s *Server) shutdown(ctx context.Context) error {
+	s.drain(ctx)
 	s.stopBackground()
 	var errs []error
 	if s.running.Load() {
@@ -364,6 +368,10 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 		s.masters[g] = st
 	}
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
+	if changed {
+		close(s.masterNews)
+		s.masterNews = make(chan struct{})
+	}
 	s.viewMu.Unlock()
 	if changed {
 		s.masterLog.record(g, st)

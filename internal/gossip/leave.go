@@ -47,6 +47,38 @@ func (m *Membership) Leave(ctx context.Context) error {
 	})
 }
 
+// MarkLeaving tells the other members that this node is about to leave,
+// without leaving yet: its metadata says Leaving, so that placement
+// stops choosing it (LiveIDs), and every live member hears so directly
+// over TCP; the node stays a live member, gossiping and reachable, until
+// Leave. It waits until the broadcast went out or ctx ends (5s if ctx has
+// no deadline).
+func (m *Membership) MarkLeaving(ctx context.Context) error {
+	if err := m.acquire(ctx); err != nil {
+		return err
+	}
+	if m.phase.Load() != phaseRunning {
+		m.release()
+		return ErrNotRunning
+	}
+	m.metaMu.Lock()
+	meta := m.meta
+	m.meta.Leaving = true
+	m.metaMu.Unlock()
+	if _, err := m.setMeta(meta); err != nil {
+		m.release()
+		return fmt.Errorf("gossip: membership: mark leaving: %w", err)
+	}
+	ml := m.ml.Load()
+	return m.runOp(ctx, func(timeout time.Duration) error {
+		if err := ml.UpdateNode(timeout / 2); err != nil {
+			m.log.Debug("membership: leaving flag not broadcast", "err", err)
+		}
+		m.announceLeaving(ml, timeout/2)
+		return nil
+	})
+}
+
 // User messages between Memberships: a version byte, a kind byte, then
 // the kind's body.
 const (

@@ -239,6 +239,10 @@ func (g *Replica) SetPreferred(id paxos.NodeID) {
 	g.control(func(c *paxos.Core) { c.SetPreferred(id) })
 }
 
+// Drain makes this replica give up mastership for good (paxos.Core.Drain):
+// a node calls it on each replica before it stops.
+func (g *Replica) Drain() { g.control(func(c *paxos.Core) { c.Drain() }) }
+
 // Campaign makes this replica try to become master now.
 func (g *Replica) Campaign() { g.control(func(c *paxos.Core) { c.Campaign() }) }
 

@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/paxos"
+)
+
+// TestShutdownHandsGroupsOver stops the nodes of a 3-node cluster one
+// after the other, each restarted before the next stops (a rolling
+// restart), under client load across every group. Each stopping node
+// hands the groups it masters to its peers before it stops: when
+// Shutdown returns, a peer masters each of them already (without the
+// hand-over they would have no master until their leases ran out), and
+// no client operation fails.
+func TestShutdownHandsGroupsOver(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3)
+	c := newClient(t, tc)
+	ctx := ctxT(t)
+	var ops, failed atomic.Int64
+	var firstErr atomic.Pointer[error]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				m := c.Mutex(fmt.Sprintf("rolling-%d-%d", w, i%40), client.TTL(10*time.Second))
+				err := m.Lock(ctx)
+				if err == nil {
+					err = m.Unlock(ctx)
+				}
+				ops.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	for i := range tc.nodes {
+		id := paxos.NodeID(tc.cfgs[i].NodeID)
+		var mastered []int
+		for g, lg := range tc.nodes[i].svc.Groups() {
+			if lg.Consensus().Status().Master == id {
+				mastered = append(mastered, g)
+			}
+		}
+		tc.stop(i)
+		for _, g := range mastered {
+			if !servedByPeer(tc, g, id) {
+				t.Errorf("node %d stopped; group %d, which it mastered, has no master among its peers", id, g)
+			}
+		}
+		tc.start(i)
+		waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := tc.nodes[i].WaitReady(waitCtx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d lock-unlock cycles failed during the rolling restart; first: %v", n, ops.Load(), *firstErr.Load())
+	}
+	if ops.Load() == 0 {
+		t.Fatal("no operation ran")
+	}
+}
+
+// servedByPeer reports whether a running node other than stopped masters
+// group g, as that node sees it.
+func servedByPeer(tc *testCluster, g int, stopped paxos.NodeID) bool {
+	for j, s := range tc.nodes {
+		if s == nil {
+			continue
+		}
+		self := paxos.NodeID(tc.cfgs[j].NodeID)
+		if self != stopped && s.svc.Group(g).Consensus().Status().Master == self {
+			return true
+		}
+	}
+	return false
+}
