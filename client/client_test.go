@@ -265,7 +265,7 @@ func TestAutoRenew(t *testing.T) {
 		t.Fatal(err)
 	}
 	lost := m.Lost()
-	n.waitFor(t, "three renewals", func(n *fakeNode) bool { return n.counts[wire.TypeRenew] >= 3 })
+	n.waitFor(t, "three renewals", func(n *fakeNode) bool { return n.count(wire.TypeRenew) >= 3 })
 	if isClosed(lost) {
 		t.Fatal("Lost closed while renewals succeed")
 	}
@@ -325,7 +325,7 @@ func TestLostWhenRenewalsFail(t *testing.T) {
 		t.Fatalf("Unlock: %v, want ErrLockLost", err)
 	}
 	// Lost on the client's clock only: Unlock still tries to free it.
-	n.waitFor(t, "best-effort release", func(n *fakeNode) bool { return n.counts[wire.TypeRelease] > releases })
+	n.waitFor(t, "best-effort release", func(n *fakeNode) bool { return n.count(wire.TypeRelease) > releases })
 }
 
 func TestLostPush(t *testing.T) {
@@ -409,7 +409,7 @@ func TestNoMasterRetried(t *testing.T) {
 	c := newTestClient(t, cfg)
 	ctx := tctx(t)
 	done := goErr(func() error { return c.Mutex("k").TryLock(ctx) })
-	n.waitFor(t, "retries", func(n *fakeNode) bool { return n.counts[wire.TypeAcquire] >= 3 })
+	n.waitFor(t, "retries", func(n *fakeNode) bool { return n.count(wire.TypeAcquire) >= 3 })
 	n.set(func(n *fakeNode) { n.noMaster = false })
 	if err := recvErr(t, done, "TryLock"); err != nil {
 		t.Fatalf("TryLock after election: %v", err)
@@ -548,11 +548,11 @@ func TestReconnectAfterServerCloses(t *testing.T) {
 	done := goErr(func() error { return m2.Lock(ctx) })
 	n.waitFor(t, "m2 queued", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
 	acquires := n.count(wire.TypeAcquire)
-	hellos := n.count(wire.TypeHello)
+	handshakes := n.count(wire.TypeScramClientFinal)
 
 	n.kick() // the server forgets m2's wait with the connection
 	n.waitFor(t, "reconnect and re-queue", func(n *fakeNode) bool {
-		return n.counts[wire.TypeHello] > hellos && n.counts[wire.TypeAcquire] > acquires && len(n.waiters["k"]) == 1
+		return n.count(wire.TypeScramClientFinal) > handshakes && n.count(wire.TypeAcquire) > acquires && len(n.waiters["k"]) == 1
 	})
 	if err := m1.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock after reconnect: %v", err)
@@ -565,12 +565,7 @@ func TestReconnectAfterServerCloses(t *testing.T) {
 	}
 	// The view subscription came back too.
 	n.waitFor(t, "re-subscribed", func(n *fakeNode) bool {
-		for cn := range n.conns {
-			if cn.subscribed {
-				return true
-			}
-		}
-		return false
+		return len(n.subs) > 0
 	})
 }
 
@@ -594,7 +589,7 @@ func TestCancelWaitOnContextEnd(t *testing.T) {
 		t.Fatalf("m2.Lock: %v, want context.Canceled", err)
 	}
 	n.waitFor(t, "CancelWait", func(n *fakeNode) bool {
-		return n.counts[wire.TypeCancelWait] == 1 && len(n.waiters["k"]) == 0
+		return n.count(wire.TypeCancelWait) == 1 && len(n.waiters["k"]) == 0
 	})
 	if err := m1.Unlock(ctx); err != nil {
 		t.Fatal(err)
@@ -638,7 +633,7 @@ func TestCancelWaitReleasesRacedGrant(t *testing.T) {
 	}
 	n.waitFor(t, "the raced grant released", func(n *fakeNode) bool {
 		l := n.locks["k"]
-		return n.counts[wire.TypeCancelWait] == 1 && (l == nil || len(l.holders) == 0)
+		return n.count(wire.TypeCancelWait) == 1 && (l == nil || len(l.holders) == 0)
 	})
 	if m2.Held() || m2.Token() != 0 {
 		t.Fatal("m2 claims the lock")
@@ -757,7 +752,7 @@ func TestWatch(t *testing.T) {
 	watches := n.count(wire.TypeWatch)
 	n.kick()
 	n.waitFor(t, "re-registered watch", func(n *fakeNode) bool {
-		return n.counts[wire.TypeWatch] > watches && len(n.watches["k"]) == 1
+		return n.count(wire.TypeWatch) > watches && len(n.watches["k"]) == 1
 	})
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -950,12 +945,7 @@ func TestSubscriptionMovesToAnotherNode(t *testing.T) {
 	c := newTestClient(t, testConfig(a.addr)) // knows only a
 	a.close()
 	b.waitFor(t, "subscription at b", func(n *fakeNode) bool {
-		for cn := range n.conns {
-			if cn.subscribed {
-				return true
-			}
-		}
-		return false
+		return len(n.subs) > 0
 	})
 	if err := c.Mutex("k").TryLock(tctx(t)); err != nil {
 		t.Fatal(err)
@@ -970,11 +960,11 @@ func TestHeartbeatDetectsFrozenNode(t *testing.T) {
 	cfg.HeartbeatInterval = 20 * time.Millisecond
 	cfg.HeartbeatTimeout = 100 * time.Millisecond
 	c := newTestClient(t, cfg)
-	n.waitFor(t, "heartbeats", func(n *fakeNode) bool { return n.counts[wire.TypeHeartbeat] >= 2 })
+	n.waitFor(t, "heartbeats", func(n *fakeNode) bool { return n.count(wire.TypeHeartbeat) >= 2 })
 
-	n.set(func(n *fakeNode) { n.frozen = true })
-	n.waitFor(t, "client closes the silent connection", func(n *fakeNode) bool { return len(n.conns) == 0 })
-	n.set(func(n *fakeNode) { n.frozen = false })
+	n.srv.Freeze(true)
+	n.waitFor(t, "client closes the silent connection", func(n *fakeNode) bool { return n.conns() == 0 })
+	n.srv.Freeze(false)
 	if err := c.Mutex("k").TryLock(tctx(t)); err != nil {
 		t.Fatal(err)
 	}

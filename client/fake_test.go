@@ -1,20 +1,20 @@
 package client
 
 import (
-	"bufio"
-	"net"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/fakewire"
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/wire"
 )
 
 // fakeCluster is a set of fake nodes sharing one view: one node masters
-// every group. It speaks the wire protocol with simple in-memory lock
-// semantics, enough to exercise the client without the real server.
+// every group. Each node is a fakewire.Server (the real session layer)
+// that answers lock requests with simple in-memory lock semantics, enough
+// to exercise the client without the real server.
 type fakeCluster struct {
 	t      testing.TB
 	groups int
@@ -82,13 +82,13 @@ type flock struct {
 
 type fhold struct {
 	token uint64
-	conn  *fconn
+	conn  *fakewire.Conn
 	ttlMs uint32
 }
 
 type fwaiter struct {
 	req  wire.Acquire
-	conn *fconn
+	conn *fakewire.Conn
 	seq  int
 }
 
@@ -96,27 +96,26 @@ type fwatch struct {
 	id         uint64
 	token      uint64
 	continuous bool
-	conn       *fconn
+	conn       *fakewire.Conn
 }
 
-// fakeNode is one fake server node.
+// fakeNode is one fake server node: a fakewire.Server, whose session
+// layer answers the handshake and Heartbeats, with the node's lock table
+// and view behind its handlers.
 type fakeNode struct {
-	t    testing.TB
 	fc   *fakeCluster
 	id   uint32
-	ln   net.Listener
+	srv  *fakewire.Server
 	addr string
 
 	mu      sync.Mutex
-	conns   map[*fconn]bool
+	subs    map[*fakewire.Conn]bool // the connections subscribed to views
 	locks   map[string]*flock
 	waiters map[string][]*fwaiter
 	watches map[string][]*fwatch
 	token   uint64
 	seq     int
-	counts  map[wire.Type]int
-	changed chan struct{} // closed and replaced on every counted event
-	closed  bool
+	changed chan struct{} // closed and replaced on every request handled
 
 	// Behaviour knobs, guarded by mu.
 	redirect        string      // answer keyed requests MASTER_REDIRECT to this
@@ -129,7 +128,6 @@ type fakeNode struct {
 	slowAcquires    int         // answer this many more acquires only after renewDelay
 	renewDelay      time.Duration
 	suppressGranted bool        // grant waiters without pushing Granted
-	frozen          bool        // read but answer nothing
 	maxTTLMs        uint32      // if nonzero, clamp TTLs to it, as a server's max_ttl
 	oldGranted      bool        // push Granted without TTLMs, as a server before the field
 	holdGranted     bool        // keep Granted pushes in heldGranted until releaseGranted
@@ -138,44 +136,42 @@ type fakeNode struct {
 	renewedAt       []time.Time // when each Renew was answered SUCCESS
 }
 
+// fakeVerifier is the fake cluster's verifier of fakeSecret.
+var fakeVerifier = fakewire.MustVerifier(fakeSecret)
+
+// keyedTypes are the requests a fake node's lock table answers.
+var keyedTypes = []wire.Type{
+	wire.TypeAcquire, wire.TypeRenew, wire.TypeRelease, wire.TypeState,
+	wire.TypeCancelWait, wire.TypeWatch, wire.TypeUnwatch,
+}
+
 func newFakeNode(t testing.TB, fc *fakeCluster, id uint32) *fakeNode {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	n := &fakeNode{
-		t: t, fc: fc, id: id, ln: ln, addr: ln.Addr().String(),
-		conns:   make(map[*fconn]bool),
+		fc: fc, id: id,
+		subs:    make(map[*fakewire.Conn]bool),
 		locks:   make(map[string]*flock),
 		waiters: make(map[string][]*fwaiter),
 		watches: make(map[string][]*fwatch),
-		counts:  make(map[wire.Type]int),
 		changed: make(chan struct{}),
 	}
-	go n.accept()
+	n.srv = fakewire.New(t, fakewire.Config{
+		Verifiers:   map[string]scramauth.Verifier{fakeNS: fakeVerifier},
+		ViewVersion: func() uint64 { return fc.view().Version },
+		Closed:      n.forget,
+	})
+	n.addr = n.srv.Addr()
+	n.srv.Handle(wire.TypeGetView, n.serveView)
+	n.srv.Handle(wire.TypeSubscribeView, n.serveView)
+	for _, typ := range keyedTypes {
+		n.srv.Handle(typ, n.handle)
+	}
 	return n
 }
 
-func (n *fakeNode) close() {
-	n.mu.Lock()
-	n.closed = true
-	n.mu.Unlock()
-	n.ln.Close()
-	n.kick()
-}
+func (n *fakeNode) close() { n.srv.Close() }
 
 // kick closes every client connection.
-func (n *fakeNode) kick() {
-	n.mu.Lock()
-	conns := make([]*fconn, 0, len(n.conns))
-	for c := range n.conns {
-		conns = append(conns, c)
-	}
-	n.mu.Unlock()
-	for _, c := range conns {
-		c.nc.Close()
-	}
-}
+func (n *fakeNode) kick() { n.srv.CloseConns() }
 
 func (n *fakeNode) set(f func(n *fakeNode)) {
 	n.mu.Lock()
@@ -183,20 +179,22 @@ func (n *fakeNode) set(f func(n *fakeNode)) {
 	n.mu.Unlock()
 }
 
-// count returns how many requests of type typ the node has seen.
-func (n *fakeNode) count(typ wire.Type) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.counts[typ]
-}
+// count returns how many requests of type typ the node has received (the
+// handshake's included: a ScramClientFinal ends each). It does not take
+// the node's lock, so a waitFor condition may call it.
+func (n *fakeNode) count(typ wire.Type) int { return n.srv.Count(typ) }
 
-func (n *fakeNode) bumpLocked(typ wire.Type) {
-	n.counts[typ]++
+// conns returns how many client connections are open.
+func (n *fakeNode) conns() int { return len(n.srv.Conns()) }
+
+func (n *fakeNode) changedLocked() {
 	close(n.changed)
 	n.changed = make(chan struct{})
 }
 
-// waitFor waits until cond (evaluated under the node's lock) holds.
+// waitFor waits until cond (evaluated under the node's lock) holds. It
+// is woken by every request the node's handlers answer, and polls for
+// what the session answers (the handshake, Heartbeats).
 func (n *fakeNode) waitFor(t testing.TB, what string, cond func(n *fakeNode) bool) {
 	t.Helper()
 	deadline := time.After(20 * time.Second)
@@ -230,168 +228,34 @@ func (n *fakeNode) holderOf(key string) (wire.Owner, uint64, bool) {
 	return wire.Owner{}, 0, false
 }
 
-func (n *fakeNode) accept() {
-	for {
-		nc, err := n.ln.Accept()
-		if err != nil {
-			return
-		}
-		c := &fconn{node: n, nc: nc}
-		n.mu.Lock()
-		if n.closed {
-			n.mu.Unlock()
-			nc.Close()
-			return
-		}
-		n.conns[c] = true
-		n.mu.Unlock()
-		go c.serve()
-	}
-}
-
-// fconn is one client connection to a fake node.
-type fconn struct {
-	node       *fakeNode
-	nc         net.Conn
-	wmu        sync.Mutex
-	codec      wire.Codec
-	hello      bool
-	scram      *scramauth.Server // a SCRAM exchange under way
-	subscribed bool              // guarded by node.mu
-}
-
-// fakeVerifier is the fake cluster's verifier of fakeSecret.
-var fakeVerifier = func() scramauth.Verifier {
-	v, err := scramauth.NewVerifier(fakeSecret)
-	if err != nil {
-		panic(err)
-	}
-	return v
-}()
-
-func (c *fconn) write(typ wire.Type, id uint64, m wire.Message) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	b, err := c.codec.AppendFrame(nil, typ, id, m)
-	if err != nil {
-		c.node.t.Errorf("fake: encode %s: %v", typ, err)
-		return
-	}
-	_, _ = c.nc.Write(b)
-}
-
-func (c *fconn) respond(id uint64, r wire.Response) { c.write(wire.TypeResponse, id, &r) }
-
-func (c *fconn) serve() {
-	n := c.node
-	defer func() {
-		c.nc.Close()
-		n.mu.Lock()
-		delete(n.conns, c)
-		n.forgetLocked(c)
-		n.mu.Unlock()
-	}()
-	br := bufio.NewReader(c.nc)
-	var buf []byte
-	var dec wire.Codec
-	for {
-		f, nb, err := wire.ReadFrame(br, buf, 0)
-		buf = nb
-		if err != nil {
-			return
-		}
-		n.mu.Lock()
-		frozen := n.frozen
-		n.mu.Unlock()
-		if frozen {
-			continue
-		}
-		m, err := dec.Decode(f.Type, f.Body)
-		if err != nil {
-			c.respond(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
-			continue
-		}
-		if req, ok := m.(wire.Request); ok {
-			if err := req.Validate(); err != nil {
-				c.respond(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
-				continue
-			}
-		}
-		c.handle(f.Type, f.ReqID, m)
-	}
-}
-
-func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
-	n := c.node
-	// The SCRAM handshake, counted as TypeHello once it succeeds.
-	switch h := m.(type) {
-	case *wire.ScramClientFirst:
-		srv, err := scramauth.NewServer(h.Namespace, func(ns string) (scramauth.Verifier, bool) { return fakeVerifier, ns == fakeNS })
-		var first string
-		if err == nil {
-			first, err = srv.First(h.Message)
-		}
-		if err != nil {
-			c.respond(id, wire.Response{Status: wire.StatusAuthFailed, Msg: err.Error()})
-			return
-		}
-		c.scram = srv
-		c.write(wire.TypeScramServerFirst, id, &wire.ScramServerFirst{Message: first})
-		return
-	case *wire.ScramClientFinal:
-		srv := c.scram
-		c.scram = nil
-		n.mu.Lock()
-		n.bumpLocked(wire.TypeHello)
-		n.mu.Unlock()
-		if srv == nil {
-			c.respond(id, wire.Response{Status: wire.StatusAuthFailed, Msg: "no exchange"})
-			return
-		}
-		final, _, err := srv.Final(h.Message)
-		if err != nil {
-			c.respond(id, wire.Response{Status: wire.StatusAuthFailed, Msg: "bad namespace or secret"})
-			return
-		}
-		c.hello = true
-		c.write(wire.TypeScramServerFinal, id, &wire.ScramServerFinal{Message: final, ViewVersion: n.fc.view().Version})
-		return
-	}
-	if !c.hello {
-		c.respond(id, wire.Response{Status: wire.StatusAuthFailed})
-		return
-	}
-	switch m.(type) {
-	case *wire.GetView, *wire.SubscribeView:
-		v := n.fc.view()
-		n.mu.Lock()
-		n.bumpLocked(typ)
-		if typ == wire.TypeSubscribeView {
-			c.subscribed = true
-		}
-		c.write(wire.TypeView, id, v) // under n.mu so no push overtakes it
-		n.mu.Unlock()
-		return
-	case *wire.Heartbeat:
-		n.mu.Lock()
-		n.bumpLocked(typ)
-		n.mu.Unlock()
-		c.respond(id, wire.Response{Status: wire.StatusSuccess, ViewVersion: n.fc.view().Version})
-		return
-	}
+// serveView answers GetView and SubscribeView with the cluster's view.
+func (n *fakeNode) serveView(c *fakewire.Conn, id uint64, m wire.Message) {
+	v := n.fc.view()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.bumpLocked(typ)
+	n.changedLocked()
+	if _, ok := m.(*wire.SubscribeView); ok {
+		n.subs[c] = true
+	}
+	c.Send(wire.TypeView, id, v) // under n.mu so no push overtakes it
+}
+
+// handle answers a keyed request (keyedTypes) from the lock table, or
+// with the refusal the knobs ask for.
+func (n *fakeNode) handle(c *fakewire.Conn, id uint64, m wire.Message) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.changedLocked()
 	switch {
 	case n.redirect != "":
-		c.respond(id, wire.Response{Status: wire.StatusMasterRedirect, Redirect: n.redirect})
+		c.Reply(id, wire.Response{Status: wire.StatusMasterRedirect, Redirect: n.redirect})
 		return
 	case n.noMaster:
-		c.respond(id, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 5})
+		c.Reply(id, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 5})
 		return
 	case n.overloaded != 0:
 		n.overloaded--
-		c.respond(id, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: n.retryAfterMs, Msg: "fake: overloaded"})
+		c.Reply(id, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: n.retryAfterMs, Msg: "fake: overloaded"})
 		return
 	}
 	switch r := m.(type) {
@@ -403,7 +267,7 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 			time.Sleep(d) // a slow master: this connection answers nothing meanwhile
 			n.mu.Lock()
 		}
-		c.respond(id, n.acquireLocked(c, r))
+		c.Reply(id, n.acquireLocked(c, r))
 	case *wire.Renew:
 		if n.dropRenews {
 			return
@@ -416,7 +280,7 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 			n.mu.Lock()
 		}
 		if n.renewStatus != 0 {
-			c.respond(id, wire.Response{Status: n.renewStatus})
+			c.Reply(id, wire.Response{Status: n.renewStatus})
 			return
 		}
 		st, h := n.checkLocked(r.Key, r.Owner, r.Token)
@@ -426,20 +290,20 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 				h.ttlMs = n.ttlLocked(r.TTLMs)
 			}
 			n.renewedAt = append(n.renewedAt, time.Now())
-			c.respond(id, wire.Response{Status: st, Token: r.Token, TTLLeftMs: h.ttlMs})
+			c.Reply(id, wire.Response{Status: st, Token: r.Token, TTLLeftMs: h.ttlMs})
 			return
 		}
-		c.respond(id, wire.Response{Status: st})
+		c.Reply(id, wire.Response{Status: st})
 	case *wire.Release:
 		st, _ := n.checkLocked(r.Key, r.Owner, r.Token)
 		if st == wire.StatusSuccess {
 			n.dropHolderLocked(r.Key, r.Owner, wire.EventReleased)
 		}
-		c.respond(id, wire.Response{Status: st})
+		c.Reply(id, wire.Response{Status: st})
 	case *wire.State:
 		l := n.locks[r.Key]
 		if l == nil || len(l.holders) == 0 {
-			c.respond(id, wire.Response{Status: wire.StatusLockDeleted, QueueLen: uint32(len(n.waiters[r.Key]))})
+			c.Reply(id, wire.Response{Status: wire.StatusLockDeleted, QueueLen: uint32(len(n.waiters[r.Key]))})
 			return
 		}
 		resp := wire.Response{Status: wire.StatusSuccess, Kind: l.kind, QueueLen: uint32(len(n.waiters[r.Key]))}
@@ -450,7 +314,7 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 		if l.kind == wire.KindRead {
 			resp.Readers = uint32(len(l.holders))
 		}
-		c.respond(id, resp)
+		c.Reply(id, resp)
 	case *wire.CancelWait:
 		ws := n.waiters[r.Key]
 		for i, w := range ws {
@@ -465,20 +329,20 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 				resp.Token = h.token
 			}
 		}
-		c.respond(id, resp)
+		c.Reply(id, resp)
 	case *wire.Watch:
-		c.respond(id, wire.Response{Status: wire.StatusSuccess})
+		c.Reply(id, wire.Response{Status: wire.StatusSuccess})
 		cur, holder := n.currentLocked(r.Key)
 		w := &fwatch{id: r.WatchID, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous), conn: c}
 		switch {
 		case cur > r.Token:
-			c.write(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: r.WatchID, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder})
+			c.Send(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: r.WatchID, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder})
 			if !w.continuous {
 				return
 			}
 			w.token = cur
 		case r.Token != 0 && cur < r.Token:
-			c.write(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: r.WatchID, Key: r.Key, Event: wire.EventReleased, Token: r.Token})
+			c.Send(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: r.WatchID, Key: r.Key, Event: wire.EventReleased, Token: r.Token})
 			if !w.continuous {
 				return
 			}
@@ -492,9 +356,9 @@ func (c *fconn) handle(typ wire.Type, id uint64, m wire.Message) {
 				break
 			}
 		}
-		c.respond(id, wire.Response{Status: wire.StatusSuccess})
+		c.Reply(id, wire.Response{Status: wire.StatusSuccess})
 	default:
-		c.respond(id, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported"})
+		c.Reply(id, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported"})
 	}
 }
 
@@ -562,7 +426,7 @@ func (n *fakeNode) canGrantLocked(key string, o wire.Owner, k wire.Kind) (ok, ag
 	return true, mine
 }
 
-func (n *fakeNode) grantLocked(key string, o wire.Owner, k wire.Kind, ttlMs uint32, c *fconn) uint64 {
+func (n *fakeNode) grantLocked(key string, o wire.Owner, k wire.Kind, ttlMs uint32, c *fakewire.Conn) uint64 {
 	l := n.locks[key]
 	if l == nil {
 		l = &flock{holders: make(map[wire.Owner]*fhold)}
@@ -579,7 +443,7 @@ func (n *fakeNode) grantLocked(key string, o wire.Owner, k wire.Kind, ttlMs uint
 	return n.token
 }
 
-func (n *fakeNode) acquireLocked(c *fconn, r *wire.Acquire) wire.Response {
+func (n *fakeNode) acquireLocked(c *fakewire.Conn, r *wire.Acquire) wire.Response {
 	ok, again := n.canGrantLocked(r.Key, r.Owner, r.Kind)
 	if ok && !again {
 		for _, w := range n.waiters[r.Key] {
@@ -624,7 +488,7 @@ func (n *fakeNode) acquireLocked(c *fconn, r *wire.Acquire) wire.Response {
 			for i, w := range ws {
 				if w.req.Owner == owner && w.req.WaitID == waitID {
 					n.waiters[key] = append(ws[:i:i], ws[i+1:]...)
-					w.conn.write(wire.TypeGranted, 0, &wire.Granted{WaitID: waitID, Key: key, Status: wire.StatusTimeout, Owner: owner})
+					w.conn.Send(wire.TypeGranted, 0, &wire.Granted{WaitID: waitID, Key: key, Status: wire.StatusTimeout, Owner: owner})
 					return
 				}
 			}
@@ -659,9 +523,9 @@ func (n *fakeNode) grantWaitersLocked(key string) {
 		switch conn := w.conn; {
 		case n.suppressGranted:
 		case n.holdGranted:
-			n.heldGranted = append(n.heldGranted, func() { conn.write(wire.TypeGranted, 0, g) })
+			n.heldGranted = append(n.heldGranted, func() { conn.Send(wire.TypeGranted, 0, g) })
 		default:
-			conn.write(wire.TypeGranted, 0, g)
+			conn.Send(wire.TypeGranted, 0, g)
 		}
 		if w.req.Kind != wire.KindRead {
 			return
@@ -676,7 +540,7 @@ func (n *fakeNode) notifyLocked(key string, ev wire.Event, token uint64, holder 
 			keep = append(keep, w)
 			continue
 		}
-		w.conn.write(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: w.id, Key: key, Event: ev, Token: token, Holder: holder})
+		w.conn.Send(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: w.id, Key: key, Event: ev, Token: token, Holder: holder})
 		if w.continuous {
 			w.token = max(w.token, token)
 			keep = append(keep, w)
@@ -695,7 +559,7 @@ func (n *fakeNode) revoke(key string) {
 	}
 	for o, h := range l.holders {
 		if h.conn != nil {
-			h.conn.write(wire.TypeLost, 0, &wire.Lost{Key: key, Token: h.token, Owner: o, Event: wire.EventExpired})
+			h.conn.Send(wire.TypeLost, 0, &wire.Lost{Key: key, Token: h.token, Owner: o, Event: wire.EventExpired})
 		}
 		n.dropHolderLocked(key, o, wire.EventExpired)
 	}
@@ -710,15 +574,23 @@ func (n *fakeNode) revokeKeep(key string) {
 	if l := n.locks[key]; l != nil {
 		for o, h := range l.holders {
 			if h.conn != nil {
-				h.conn.write(wire.TypeLost, 0, &wire.Lost{Key: key, Token: h.token, Owner: o, Event: wire.EventRevoked})
+				h.conn.Send(wire.TypeLost, 0, &wire.Lost{Key: key, Token: h.token, Owner: o, Event: wire.EventRevoked})
 			}
 		}
 	}
 }
 
-// forgetLocked drops a closed connection's waiters and watches, as the
-// real server does.
-func (n *fakeNode) forgetLocked(c *fconn) {
+// forget drops a closed connection's subscription, waiters and watches,
+// as the real server does.
+func (n *fakeNode) forget(c *fakewire.Conn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	delete(n.subs, c)
+	n.forgetLocked(c)
+}
+
+// forgetLocked drops a closed connection's waiters and watches.
+func (n *fakeNode) forgetLocked(c *fakewire.Conn) {
 	for key, ws := range n.waiters {
 		var keep []*fwaiter
 		for _, w := range ws {
@@ -750,9 +622,7 @@ func (n *fakeNode) forgetLocked(c *fconn) {
 func (n *fakeNode) pushView(v *wire.View) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for c := range n.conns {
-		if c.subscribed {
-			c.write(wire.TypeViewChanged, 0, v)
-		}
+	for c := range n.subs {
+		c.Send(wire.TypeViewChanged, 0, v)
 	}
 }

@@ -14,161 +14,83 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/fakewire"
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
 
-// fakeNode is a tiny cluster node: it answers Hello, Heartbeat, GetView
-// and SubscribeView, and pushes ViewChanged to its subscribers.
+// fakeNode is a tiny cluster node: a fakewire.Server whose session
+// answers the upstream handshake (namespace "billing", secret "s3cret")
+// and Heartbeat, and which answers GetView and SubscribeView with its
+// view and pushes ViewChanged to its subscribers.
 type fakeNode struct {
-	t  *testing.T
-	ln net.Listener
+	srv *fakewire.Server
 
 	mu     sync.Mutex
 	view   *wire.View
-	conns  map[net.Conn]*sync.Mutex // write locks
-	subs   map[net.Conn]bool
+	subs   map[*fakewire.Conn]bool
 	hellos []wire.ScramClientFirst // upstream handshakes
-	closed bool
-	wg     sync.WaitGroup
 }
 
 func newFakeNode(t *testing.T, v *wire.View) *fakeNode {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeNode{t: t, ln: ln, view: v, conns: map[net.Conn]*sync.Mutex{}, subs: map[net.Conn]bool{}}
-	f.wg.Add(1)
-	go f.accept()
-	t.Cleanup(f.Close)
+	f := &fakeNode{view: v, subs: map[*fakewire.Conn]bool{}}
+	f.srv = fakewire.New(t, fakewire.Config{
+		Verifiers: map[string]scramauth.Verifier{"billing": upstreamVerifier},
+		ViewVersion: func() uint64 {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.view.Version
+		},
+		Observe: f.observe,
+		Closed:  f.forget,
+	})
+	f.srv.Handle(wire.TypeGetView, f.serveView)
+	f.srv.Handle(wire.TypeSubscribeView, f.serveView)
 	return f
 }
 
-func (f *fakeNode) Addr() string { return f.ln.Addr().String() }
+func (f *fakeNode) Addr() string { return f.srv.Addr() }
 
-func (f *fakeNode) accept() {
-	defer f.wg.Done()
-	for {
-		c, err := f.ln.Accept()
-		if err != nil {
-			return
-		}
+// observe records the upstream handshakes, refused ones included.
+func (f *fakeNode) observe(_ *fakewire.Conn, _ uint64, m wire.Message) {
+	if m, ok := m.(*wire.ScramClientFirst); ok {
 		f.mu.Lock()
-		if f.closed {
-			f.mu.Unlock()
-			c.Close()
-			return
-		}
-		f.conns[c] = &sync.Mutex{}
+		f.hellos = append(f.hellos, *m)
 		f.mu.Unlock()
-		f.wg.Add(1)
-		go f.serve(c)
 	}
 }
 
-func (f *fakeNode) write(c net.Conn, typ wire.Type, id uint64, m wire.Message) {
-	b, err := wire.AppendFrame(nil, typ, id, m)
-	if err != nil {
-		f.t.Errorf("fake node: encode: %v", err)
-		return
-	}
+// serveView answers GetView, or SubscribeView and records the subscriber.
+func (f *fakeNode) serveView(c *fakewire.Conn, id uint64, m wire.Message) {
 	f.mu.Lock()
-	wmu := f.conns[c]
-	f.mu.Unlock()
-	if wmu == nil {
-		return
+	if _, ok := m.(*wire.SubscribeView); ok {
+		f.subs[c] = true
 	}
-	wmu.Lock()
-	defer wmu.Unlock()
-	_, _ = c.Write(b)
+	v := f.view
+	f.mu.Unlock()
+	c.Send(wire.TypeView, id, v)
 }
 
-func (f *fakeNode) serve(c net.Conn) {
-	defer f.wg.Done()
-	defer func() {
-		f.mu.Lock()
-		delete(f.conns, c)
-		delete(f.subs, c)
-		f.mu.Unlock()
-		c.Close()
-	}()
-	br := bufio.NewReader(c)
-	var buf []byte
-	var scram *scramauth.Server
-	for {
-		fr, nb, err := wire.ReadFrame(br, buf, 0)
-		buf = nb
-		if err != nil {
-			return
-		}
-		m, err := wire.Decode(fr.Type, fr.Body)
-		if err != nil {
-			f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusBadRequest})
-			continue
-		}
-		f.mu.Lock()
-		v := f.view
-		f.mu.Unlock()
-		switch m := m.(type) {
-		case *wire.ScramClientFirst:
-			// The upstream handshake: namespace "billing", secret "s3cret".
-			f.mu.Lock()
-			f.hellos = append(f.hellos, *m)
-			f.mu.Unlock()
-			srv, err := scramauth.NewServer(m.Namespace, func(ns string) (scramauth.Verifier, bool) {
-				return upstreamVerifier, ns == "billing"
-			})
-			var first string
-			if err == nil {
-				first, err = srv.First(m.Message)
-			}
-			if err != nil {
-				f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusAuthFailed})
-				continue
-			}
-			scram = srv
-			f.write(c, wire.TypeScramServerFirst, fr.ReqID, &wire.ScramServerFirst{Message: first})
-		case *wire.ScramClientFinal:
-			if scram == nil {
-				f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusAuthFailed})
-				continue
-			}
-			final, _, err := scram.Final(m.Message)
-			if err != nil {
-				f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusAuthFailed})
-				continue
-			}
-			f.write(c, wire.TypeScramServerFinal, fr.ReqID, &wire.ScramServerFinal{Message: final, ViewVersion: v.Version})
-		case *wire.Heartbeat:
-			f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusSuccess, ViewVersion: v.Version})
-		case *wire.GetView:
-			f.write(c, wire.TypeView, fr.ReqID, v)
-		case *wire.SubscribeView:
-			f.mu.Lock()
-			f.subs[c] = true
-			v = f.view
-			f.mu.Unlock()
-			f.write(c, wire.TypeView, fr.ReqID, v)
-		default:
-			f.write(c, wire.TypeResponse, fr.ReqID, &wire.Response{Status: wire.StatusBadRequest})
-		}
-	}
+// forget drops a closed connection's subscription.
+func (f *fakeNode) forget(c *fakewire.Conn) {
+	f.mu.Lock()
+	delete(f.subs, c)
+	f.mu.Unlock()
 }
 
 // Push makes v the node's view and pushes it to subscribers.
 func (f *fakeNode) Push(v *wire.View) {
 	f.mu.Lock()
 	f.view = v
-	var subs []net.Conn
+	var subs []*fakewire.Conn
 	for c := range f.subs {
 		subs = append(subs, c)
 	}
 	f.mu.Unlock()
 	for _, c := range subs {
-		f.write(c, wire.TypeViewChanged, 0, v)
+		c.Send(wire.TypeViewChanged, 0, v)
 	}
 }
 
@@ -187,13 +109,7 @@ func (f *fakeNode) Subscribers() int {
 
 // upstreamVerifier is the verifier of the fake nodes' namespace
 // "billing", secret "s3cret".
-var upstreamVerifier = func() scramauth.Verifier {
-	v, err := scramauth.NewVerifier("s3cret")
-	if err != nil {
-		panic(err)
-	}
-	return v
-}()
+var upstreamVerifier = fakewire.MustVerifier("s3cret")
 
 func (f *fakeNode) Hellos() []wire.ScramClientFirst {
 	f.mu.Lock()
@@ -202,20 +118,7 @@ func (f *fakeNode) Hellos() []wire.ScramClientFirst {
 }
 
 // Close stops the node and drops its connections, like a crash.
-func (f *fakeNode) Close() {
-	f.mu.Lock()
-	if f.closed {
-		f.mu.Unlock()
-		return
-	}
-	f.closed = true
-	f.ln.Close()
-	for c := range f.conns {
-		c.Close()
-	}
-	f.mu.Unlock()
-	f.wg.Wait()
-}
+func (f *fakeNode) Close() { f.srv.Close() }
 
 func makeView(version uint64, base uint16, masters ...uint32) *wire.View {
 	v := &wire.View{Version: version}
