@@ -459,3 +459,8 @@ func enqueue(t *testing.T, c lockCluster, key string, w *waiterSpec) {
 		t.Fatalf("waiter %v: %+v, want LOCK_WAIT", w.owner, r)
 	}
 }
+
+// freed reports whether key is free, as its master's state says.
+func freed(c lockCluster, key string) func() bool {
+	return func() bool { return c.state(key).Status == wire.StatusLockDeleted }
+}
