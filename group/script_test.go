@@ -62,6 +62,9 @@ import (
 //	nX proposes <command>     a replicated command submitted by node X
 //	answer <request>: <response>
 //	push cN: <message>        a push to client N's connection
+//
+// A response prints its status and the fields that are set: kind= only
+// for a kind other than exclusive, durations in time.Duration's form.
 func TestLockScripts(t *testing.T) {
 	t.Parallel()
 	lockCommands.Run(t, "testdata/scripts", func(*testing.T) *lockScript { return &lockScript{} })
