@@ -27,6 +27,10 @@ type fakeGroup struct {
 	reject error
 	// submitted counts the proposals submitted, failed at once or not.
 	submitted int
+	// onSubmit, when set, is told of every proposal as it is submitted:
+	// the proposing node, the command, and the error it fails with at
+	// once (nil: held, or chosen with auto).
+	onSubmit func(node paxos.NodeID, cmd []byte, err error)
 }
 
 // fakeReplica is one node's Consensus of a fakeGroup.
@@ -70,8 +74,12 @@ func (r *fakeReplica) Submit(cmd []byte, cb paxos.Callback) {
 	if err == nil && !r.soft.Serving {
 		err = paxos.ErrNotMaster
 	}
+	onSubmit := g.onSubmit
 	if err != nil {
 		g.mu.Unlock()
+		if onSubmit != nil {
+			onSubmit(r.node, cmd, err)
+		}
 		cb(paxos.Result{Err: err})
 		return
 	}
@@ -79,6 +87,9 @@ func (r *fakeReplica) Submit(cmd []byte, cb paxos.Callback) {
 	g.held = append(g.held, p)
 	auto := g.auto
 	g.mu.Unlock()
+	if onSubmit != nil {
+		onSubmit(r.node, cmd, nil)
+	}
 	if auto {
 		g.chooseAll()
 	}

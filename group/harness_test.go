@@ -439,3 +439,28 @@ var (
 	_ lockCluster = (*cluster)(nil)
 	_ lockCluster = (*fakeCluster)(nil)
 )
+
+// waiterSpec is a blocking acquire: who waits, how, and the connection
+// it waits on.
+type waiterSpec struct {
+	owner  wire.Owner
+	weight uint8
+	kind   wire.Kind
+	sink   *testSink
+	waitID uint64
+}
+
+// enqueue makes w wait for key; it must be answered LOCK_WAIT.
+func enqueue(t *testing.T, c lockCluster, key string, w *waiterSpec) {
+	t.Helper()
+	w.sink = newSink()
+	r := c.do(w.sink, Request{Op: OpAcquire, Key: key, Owner: w.owner, Kind: w.kind, Weight: w.weight, MaxWait: -1, WaitID: w.waitID, TTL: 20 * time.Second})
+	if r.Status != wire.StatusLockWait {
+		t.Fatalf("waiter %v: %+v, want LOCK_WAIT", w.owner, r)
+	}
+}
+
+// freed reports whether key is free, as its master's state says.
+func freed(c lockCluster, key string) func() bool {
+	return func() bool { return c.state(key).Status == wire.StatusLockDeleted }
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/paxlock/paxlock/internal/scripttest"
 )
 
 // TestCoreScripts runs the stories in testdata/core: a group of Cores on a
@@ -60,159 +61,233 @@ import (
 // "nX: ...": a change of its view of mastership, an applied instance (with
 // the proposer's tags on the replica that proposed it), a failed proposal.
 func TestCoreScripts(t *testing.T) {
-	datadriven.Walk(t, "testdata/core", func(t *testing.T, path string) {
-		var tn *testNet
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			if d.Cmd != "init" && tn == nil {
-				d.Fatalf(t, "%s before init", d.Cmd)
-			}
-			if tn != nil {
-				tn.t = t
-				tn.out = &strings.Builder{}
-			}
-			quiet := d.HasArg("quiet")
-			switch d.Cmd {
-			case "init":
-				nodes := 3
-				cfg := Config{Group: 1, HeartbeatTicks: 2, LeaseTicks: 10, MaxInflight: 4}
-				d.MaybeScanArgs(t, "nodes", &nodes)
-				d.MaybeScanArgs(t, "heartbeat", &cfg.HeartbeatTicks)
-				d.MaybeScanArgs(t, "lease", &cfg.LeaseTicks)
-				d.MaybeScanArgs(t, "retransmit", &cfg.RetransmitTicks)
-				d.MaybeScanArgs(t, "inflight", &cfg.MaxInflight)
-				tn = newTestNet(t, nodes, cfg)
-				tn.out = &strings.Builder{}
-			case "campaign":
-				tn.core(posNode(t, d, 0)).Campaign()
-				tn.flush()
-			case "propose":
-				id := posNode(t, d, 0)
-				cmd := pos(t, d, 1)
-				tag := uint64(0)
-				d.MaybeScanArgs(t, "tag", &tag)
-				if err := tn.core(id).Propose([]byte(cmd), tag); err != nil {
-					tn.logf("n%d: propose %s: %v", id, cmd, err)
-				}
-				tn.flush()
-			case "transfer":
-				tn.core(posNode(t, d, 0)).TransferTo(posNode(t, d, 1))
-				tn.flush()
-			case "prefer":
-				tn.core(posNode(t, d, 0)).SetPreferred(posNode(t, d, 1))
-				tn.flush()
-			case "tick":
-				n := 1
-				if len(d.CmdArgs) > 0 && d.CmdArgs[0].Vals == nil {
-					n = posInt(t, d, 0)
-				}
-				var ids []NodeID
-				if d.HasArg("node") {
-					var id int
-					d.ScanArgs(t, "node", &id)
-					ids = append(ids, NodeID(id))
-				}
-				for range n {
-					tn.tickOnly(ids...)
-				}
-			case "run":
-				var n int
-				d.ScanArgs(t, "ticks", &n)
-				out := tn.out
-				for range n {
-					tn.tickOnly()
-					tn.quietly(quiet, func() { tn.deliver(all) })
-				}
-				tn.out = out
-			case "deliver":
-				f := msgFilter(t, d)
-				tn.quietly(quiet, func() { tn.deliver(f) })
-			case "drop":
-				tn.drop(msgFilter(t, d))
-			case "stabilize":
-				tn.quietly(quiet, func() { tn.stabilize(100) })
-			case "queue":
-				for _, m := range tn.queue {
-					tn.logf("%s", fmtMsg(m))
-				}
-			case "stop":
-				// The driver stopping: Flush, then the Ready it leaves.
-				nd := tn.node(posNode(t, d, 0))
-				nd.core.Flush(ErrStopped)
-				tn.handleReady(nd)
-				tn.crash(nd.id)
-			case "crash":
-				tn.crash(posNode(t, d, 0))
-			case "restart":
-				tn.restart(posNode(t, d, 0))
-				tn.flush()
-			case "status":
-				for _, nd := range tn.nodes {
-					if len(d.CmdArgs) > 0 && nd.id != posNode(t, d, 0) {
-						continue
-					}
-					tn.logf("%s", fmtStatus(nd))
-				}
-			case "applied":
-				for _, a := range tn.node(posNode(t, d, 0)).apps {
-					tn.logf("%d: %s", a.Instance, fmtValue(a.Value))
-				}
-			case "next-tick":
-				c := tn.core(posNode(t, d, 0))
-				tn.logf("n%d: now %d, next tick %d", c.cfg.ID, c.Now(), c.NextTick())
-			case "join":
-				id := posNode(t, d, 0)
-				if int(id) != len(tn.nodes)+1 {
-					d.Fatalf(t, "join %d: the next id is %d", id, len(tn.nodes)+1)
-				}
-				nd := &netNode{id: id, disk: &simDisk{log: map[uint64]Entry{}, logStart: 1, mem: Membership{Members: tn.cfg.Peers}}}
-				tn.nodes = append(tn.nodes, nd)
-				tn.start(nd)
-				tn.flush()
-			case "change":
-				id := posNode(t, d, 0)
-				var ch MemberChange
-				var add, remove int
-				tag := uint64(0)
-				d.MaybeScanArgs(t, "add", &add)
-				d.MaybeScanArgs(t, "remove", &remove)
-				d.MaybeScanArgs(t, "tag", &tag)
-				ch.Add, ch.Remove = NodeID(add), NodeID(remove)
-				if err := tn.core(id).ProposeMembership(ch, tag); err != nil {
-					tn.logf("n%d: change %s: %v", id, ch, err)
-				}
-				tn.flush()
-			case "members":
-				for _, nd := range tn.nodes {
-					if len(d.CmdArgs) > 0 && nd.id != posNode(t, d, 0) || nd.core == nil {
-						continue
-					}
-					ms := nd.core.Membership()
-					pending := "none"
-					if ms.Pending != nil {
-						pending = fmt.Sprintf("%s at %d", ms.Pending, ms.PendingAt)
-					}
-					tn.logf("n%d: members %s pending %s", nd.id, ms.Current, pending)
-				}
-			case "idle-ticks":
-				c := tn.core(posNode(t, d, 0))
-				from := c.Now()
-				for c.Now()+1 < c.NextTick() {
-					c.Tick()
-					if c.HasReady() {
-						d.Fatalf(t, "n%d: tick %d, before NextTick %d, produced work", c.cfg.ID, c.Now(), c.NextTick())
-					}
-				}
-				if c.Now() == from {
-					tn.logf("n%d: no tick to skip; now %d, next tick %d", c.cfg.ID, c.Now(), c.NextTick())
-				} else {
-					tn.logf("n%d: ticks %d..%d did nothing; now %d, next tick %d", c.cfg.ID, from+1, c.Now(), c.Now(), c.NextTick())
-				}
-			default:
-				d.Fatalf(t, "unknown command %q", d.Cmd)
-			}
-			return tn.out.String()
-		})
-	})
+	coreCommands.Run(t, "testdata/core", func(*testing.T) *coreScript { return &coreScript{} })
+}
+
+// coreScript is what a script of testdata/core drives: its testNet, nil
+// until init.
+type coreScript struct {
+	tn *testNet
+}
+
+// coreCommands are the scripts' commands (TestCoreScripts lists them).
+var coreCommands = scripttest.Registry[*coreScript]{
+	"init":       (*coreScript).handleInit,
+	"campaign":   (*coreScript).handleCampaign,
+	"propose":    (*coreScript).handlePropose,
+	"transfer":   (*coreScript).handleTransfer,
+	"prefer":     (*coreScript).handlePrefer,
+	"tick":       (*coreScript).handleTick,
+	"run":        (*coreScript).handleRun,
+	"deliver":    (*coreScript).handleDeliver,
+	"drop":       (*coreScript).handleDrop,
+	"stabilize":  (*coreScript).handleStabilize,
+	"queue":      (*coreScript).handleQueue,
+	"stop":       (*coreScript).handleStop,
+	"crash":      (*coreScript).handleCrash,
+	"restart":    (*coreScript).handleRestart,
+	"status":     (*coreScript).handleStatus,
+	"applied":    (*coreScript).handleApplied,
+	"next-tick":  (*coreScript).handleNextTick,
+	"join":       (*coreScript).handleJoin,
+	"change":     (*coreScript).handleChange,
+	"members":    (*coreScript).handleMembers,
+	"idle-ticks": (*coreScript).handleIdleTicks,
+}
+
+// Begin implements scripttest.Env: every command but init needs the
+// group init makes, and starts with empty output.
+func (s *coreScript) Begin(t *testing.T, d *datadriven.TestData) {
+	if d.Cmd != "init" && s.tn == nil {
+		d.Fatalf(t, "%s before init", d.Cmd)
+	}
+	if s.tn != nil {
+		s.tn.t = t
+		s.tn.out = &strings.Builder{}
+	}
+}
+
+// Output implements scripttest.Env.
+func (s *coreScript) Output() string { return s.tn.out.String() }
+
+func (s *coreScript) handleInit(t *testing.T, d *datadriven.TestData) {
+	nodes := 3
+	cfg := Config{Group: 1, HeartbeatTicks: 2, LeaseTicks: 10, MaxInflight: 4}
+	d.MaybeScanArgs(t, "nodes", &nodes)
+	d.MaybeScanArgs(t, "heartbeat", &cfg.HeartbeatTicks)
+	d.MaybeScanArgs(t, "lease", &cfg.LeaseTicks)
+	d.MaybeScanArgs(t, "retransmit", &cfg.RetransmitTicks)
+	d.MaybeScanArgs(t, "inflight", &cfg.MaxInflight)
+	s.tn = newTestNet(t, nodes, cfg)
+	s.tn.out = &strings.Builder{}
+}
+
+func (s *coreScript) handleCampaign(t *testing.T, d *datadriven.TestData) {
+	s.tn.core(posNode(t, d, 0)).Campaign()
+	s.tn.flush()
+}
+
+func (s *coreScript) handlePropose(t *testing.T, d *datadriven.TestData) {
+	tn := s.tn
+	id := posNode(t, d, 0)
+	cmd := scripttest.Pos(t, d, 1)
+	tag := uint64(0)
+	d.MaybeScanArgs(t, "tag", &tag)
+	if err := tn.core(id).Propose([]byte(cmd), tag); err != nil {
+		tn.logf("n%d: propose %s: %v", id, cmd, err)
+	}
+	tn.flush()
+}
+
+func (s *coreScript) handleTransfer(t *testing.T, d *datadriven.TestData) {
+	s.tn.core(posNode(t, d, 0)).TransferTo(posNode(t, d, 1))
+	s.tn.flush()
+}
+
+func (s *coreScript) handlePrefer(t *testing.T, d *datadriven.TestData) {
+	s.tn.core(posNode(t, d, 0)).SetPreferred(posNode(t, d, 1))
+	s.tn.flush()
+}
+
+func (s *coreScript) handleTick(t *testing.T, d *datadriven.TestData) {
+	n := 1
+	if scripttest.HasPos(d, 0) {
+		n = scripttest.PosInt(t, d, 0)
+	}
+	var ids []NodeID
+	if d.HasArg("node") {
+		var id int
+		d.ScanArgs(t, "node", &id)
+		ids = append(ids, NodeID(id))
+	}
+	for range n {
+		s.tn.tickOnly(ids...)
+	}
+}
+
+func (s *coreScript) handleRun(t *testing.T, d *datadriven.TestData) {
+	tn := s.tn
+	var n int
+	d.ScanArgs(t, "ticks", &n)
+	out := tn.out
+	for range n {
+		tn.tickOnly()
+		tn.quietly(d.HasArg("quiet"), func() { tn.deliver(all) })
+	}
+	tn.out = out
+}
+
+func (s *coreScript) handleDeliver(t *testing.T, d *datadriven.TestData) {
+	f := msgFilter(t, d)
+	s.tn.quietly(d.HasArg("quiet"), func() { s.tn.deliver(f) })
+}
+
+func (s *coreScript) handleDrop(t *testing.T, d *datadriven.TestData) {
+	s.tn.drop(msgFilter(t, d))
+}
+
+func (s *coreScript) handleStabilize(_ *testing.T, d *datadriven.TestData) {
+	s.tn.quietly(d.HasArg("quiet"), func() { s.tn.stabilize(100) })
+}
+
+func (s *coreScript) handleQueue(*testing.T, *datadriven.TestData) {
+	for _, m := range s.tn.queue {
+		s.tn.logf("%s", fmtMsg(m))
+	}
+}
+
+// handleStop is the driver stopping: Flush, then the Ready it leaves.
+func (s *coreScript) handleStop(t *testing.T, d *datadriven.TestData) {
+	nd := s.tn.node(posNode(t, d, 0))
+	nd.core.Flush(ErrStopped)
+	s.tn.handleReady(nd)
+	s.tn.crash(nd.id)
+}
+
+func (s *coreScript) handleCrash(t *testing.T, d *datadriven.TestData) {
+	s.tn.crash(posNode(t, d, 0))
+}
+
+func (s *coreScript) handleRestart(t *testing.T, d *datadriven.TestData) {
+	s.tn.restart(posNode(t, d, 0))
+	s.tn.flush()
+}
+
+func (s *coreScript) handleStatus(t *testing.T, d *datadriven.TestData) {
+	for _, nd := range s.tn.nodes {
+		if len(d.CmdArgs) > 0 && nd.id != posNode(t, d, 0) {
+			continue
+		}
+		s.tn.logf("%s", fmtStatus(nd))
+	}
+}
+
+func (s *coreScript) handleApplied(t *testing.T, d *datadriven.TestData) {
+	for _, a := range s.tn.node(posNode(t, d, 0)).apps {
+		s.tn.logf("%d: %s", a.Instance, fmtValue(a.Value))
+	}
+}
+
+func (s *coreScript) handleNextTick(t *testing.T, d *datadriven.TestData) {
+	c := s.tn.core(posNode(t, d, 0))
+	s.tn.logf("n%d: now %d, next tick %d", c.cfg.ID, c.Now(), c.NextTick())
+}
+
+func (s *coreScript) handleJoin(t *testing.T, d *datadriven.TestData) {
+	tn := s.tn
+	id := posNode(t, d, 0)
+	if int(id) != len(tn.nodes)+1 {
+		d.Fatalf(t, "join %d: the next id is %d", id, len(tn.nodes)+1)
+	}
+	nd := &netNode{id: id, disk: &simDisk{log: map[uint64]Entry{}, logStart: 1, mem: Membership{Members: tn.cfg.Peers}}}
+	tn.nodes = append(tn.nodes, nd)
+	tn.start(nd)
+	tn.flush()
+}
+
+func (s *coreScript) handleChange(t *testing.T, d *datadriven.TestData) {
+	id := posNode(t, d, 0)
+	var ch MemberChange
+	var add, remove int
+	tag := uint64(0)
+	d.MaybeScanArgs(t, "add", &add)
+	d.MaybeScanArgs(t, "remove", &remove)
+	d.MaybeScanArgs(t, "tag", &tag)
+	ch.Add, ch.Remove = NodeID(add), NodeID(remove)
+	if err := s.tn.core(id).ProposeMembership(ch, tag); err != nil {
+		s.tn.logf("n%d: change %s: %v", id, ch, err)
+	}
+	s.tn.flush()
+}
+
+func (s *coreScript) handleMembers(t *testing.T, d *datadriven.TestData) {
+	for _, nd := range s.tn.nodes {
+		if len(d.CmdArgs) > 0 && nd.id != posNode(t, d, 0) || nd.core == nil {
+			continue
+		}
+		ms := nd.core.Membership()
+		pending := "none"
+		if ms.Pending != nil {
+			pending = fmt.Sprintf("%s at %d", ms.Pending, ms.PendingAt)
+		}
+		s.tn.logf("n%d: members %s pending %s", nd.id, ms.Current, pending)
+	}
+}
+
+func (s *coreScript) handleIdleTicks(t *testing.T, d *datadriven.TestData) {
+	c := s.tn.core(posNode(t, d, 0))
+	from := c.Now()
+	for c.Now()+1 < c.NextTick() {
+		c.Tick()
+		if c.HasReady() {
+			d.Fatalf(t, "n%d: tick %d, before NextTick %d, produced work", c.cfg.ID, c.Now(), c.NextTick())
+		}
+	}
+	if c.Now() == from {
+		s.tn.logf("n%d: no tick to skip; now %d, next tick %d", c.cfg.ID, c.Now(), c.NextTick())
+	} else {
+		s.tn.logf("n%d: ticks %d..%d did nothing; now %d, next tick %d", c.cfg.ID, from+1, c.Now(), c.Now(), c.NextTick())
+	}
 }
 
 // quietly runs f, keeping from the output the messages it delivers but
@@ -233,23 +308,8 @@ func (tn *testNet) quietly(quiet bool, f func()) {
 	tn.out = out
 }
 
-func pos(t *testing.T, d *datadriven.TestData, i int) string {
-	if i >= len(d.CmdArgs) || d.CmdArgs[i].Vals != nil {
-		d.Fatalf(t, "%s: argument %d missing", d.Cmd, i+1)
-	}
-	return d.CmdArgs[i].Key
-}
-
-func posInt(t *testing.T, d *datadriven.TestData, i int) int {
-	n, err := strconv.Atoi(pos(t, d, i))
-	if err != nil {
-		d.Fatalf(t, "%s: argument %d: %v", d.Cmd, i+1, err)
-	}
-	return n
-}
-
 func posNode(t *testing.T, d *datadriven.TestData, i int) NodeID {
-	return NodeID(posInt(t, d, i))
+	return NodeID(scripttest.PosInt(t, d, i))
 }
 
 // msgFilter matches the messages a deliver or drop names by from=, to= and

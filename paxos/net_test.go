@@ -8,7 +8,7 @@ import (
 )
 
 // testNet is a hand-driven network of Cores for scenario tests and the
-// data-driven scripts (script_test.go). Everything happens in one order,
+// data-driven scripts (core_test.go). Everything happens in one order,
 // whatever the run: replicas are handled by increasing id, messages wait
 // in one FIFO queue until the test delivers or drops them.
 //
