@@ -369,7 +369,9 @@ func (s *Server) onMaster(g int, st paxos.SoftState) {
 	}
 	changed := s.masters[g].Master != old.Master || s.masters[g].Ballot != old.Ballot
 	if changed {
-		close(s.masterNews)
+		if s.masterNews != nil {
+			close(s.masterNews)
+		}
 		s.masterNews = make(chan struct{})
 	}
 	s.viewMu.Unlock()
