@@ -73,7 +73,7 @@ type metrics struct {
 }
 
 // newMetrics builds the registry: the node's instruments, nodeCollector
-// for s, and the Go runtime and process collectors.
+// and storageCollector for s, and the Go runtime and process collectors.
 func newMetrics(s *Server) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry()}
 	m.requests = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -131,6 +131,7 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.reg.MustRegister(
 		newNodeCollector(s),
+		newStorageCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

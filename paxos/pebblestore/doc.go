@@ -19,6 +19,9 @@
 //     block an OS thread.
 //   - walspare.go: zero-filled spare WAL files, so that the WAL's fsyncs
 //     write over allocated blocks instead of appending.
+//   - metrics.go: the engine's metrics (Metrics) and the directory's
+//     space on disk by kind of file (DirUsage; alloc_*.go read a file's
+//     allocated blocks).
 //   - compactsched.go: Pebble's compaction scheduler without its ticker:
 //     it wakes only while a compaction waits for a grant, so that an idle
 //     store stays idle.

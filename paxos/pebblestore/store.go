@@ -104,6 +104,12 @@ type Store struct {
 	spares *walSpares
 	// wmu serializes writes handed to Pebble with the check of h.
 	wmu sync.Mutex
+	// dir and fs are where the database lives, for DirUsage.
+	dir string
+	fs  vfs.FS
+	// cmu guards closed: Metrics reads Pebble only while it is open.
+	cmu    sync.RWMutex
+	closed bool
 }
 
 var _ paxos.Storage = (*Store)(nil)
@@ -177,7 +183,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("paxos: open store %q: %w", dir, err)
 	}
 	log.Info("store open", "dir", dir, "format", db.FormatMajorVersion(), "io_uring_fsync", async != nil, "wal_spares", spares != nil)
-	return &Store{db: db, log: log, h: h, async: async, spares: spares}, nil
+	return &Store{db: db, log: log, h: h, async: async, spares: spares, dir: dir, fs: fs}, nil
 }
 
 // WALSpareStats counts the store's WAL spares (see Options.NoWALSpares).
@@ -262,6 +268,9 @@ func (s *Store) commitSync(b *pebble.Batch) error {
 func (s *Store) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.cmu.Lock()
+	s.closed = true
+	s.cmu.Unlock()
 	// Pebble is closed below (every return path) before the ring: no
 	// fdatasync is in flight when it goes.
 	defer func() {
