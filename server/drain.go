@@ -24,17 +24,20 @@ import (
 // pushes that follow send clients to the successors while this node
 // still answers, with redirects, on its old connections.
 func (s *Server) drain(ctx context.Context) {
-	g := s.gossip.Load()
-	if g == nil || s.cfg.DrainTimeout < 0 {
+	if s.cfg.DrainTimeout < 0 || len(s.nodes()) < 2 || s.svc == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.DrainTimeout))
 	defer cancel()
 	start := time.Now()
-	if err := g.m.MarkLeaving(ctx); err != nil {
-		s.log.Warn("drain: the peers were not told that this node is leaving", "err", err)
+	g := s.gossip.Load()
+	if g != nil {
+		if err := g.m.MarkLeaving(ctx); err != nil {
+			s.log.Warn("drain: the peers were not told that this node is leaving", "err", err)
+		}
+		g.place()
 	}
-	moved := g.handOver()
+	moved := s.drainReplicas()
 	if len(moved) == 0 {
 		return
 	}
@@ -47,15 +50,13 @@ func (s *Server) drain(ctx context.Context) {
 		"groups", moved, "took", time.Since(start).Round(time.Millisecond))
 }
 
-// handOver points every group at the node placement gives it when this
-// node is left out, and drains this node's replicas: each group this node
-// masters goes to a caught-up peer, the placement's choice first
-// (host.Replica.Drain), and this node campaigns for none. It returns the
-// groups this node mastered; none, and it drains nothing, when no peer is
-// live.
-func (g *nodeGossip) handOver() []int {
+// place points every group at the node placement gives it when this node
+// is left out, so that the peer a draining replica prefers is the one
+// placement would choose anyway.
+func (g *nodeGossip) place() {
 	self := g.s.cfg.NodeID
 	g.mu.Lock()
+	defer g.mu.Unlock()
 	var live []uint32
 	for _, id := range g.live {
 		if _, placed := slices.BinarySearch(g.ids, id); placed && id != self {
@@ -63,8 +64,7 @@ func (g *nodeGossip) handOver() []int {
 		}
 	}
 	if len(live) == 0 {
-		g.mu.Unlock()
-		return nil // nobody to hand a group to
+		return
 	}
 	for i, lg := range g.s.svc.Groups() {
 		p := paxos.NodeID(gossip.StickyPreferredMaster(i, g.ids, live))
@@ -77,14 +77,21 @@ func (g *nodeGossip) handOver() []int {
 		g.placed[i] = p
 		lg.SetPreferred(p)
 	}
-	g.mu.Unlock()
+}
+
+// drainReplicas drains every replica of this node (host.Replica.Drain):
+// each group it masters goes to a caught-up peer, the preferred one
+// first, and it campaigns for none. It returns the groups this node
+// mastered.
+func (s *Server) drainReplicas() []int {
+	self := paxos.NodeID(s.cfg.NodeID)
 	var moved []int
-	for i, lg := range g.s.svc.Groups() {
-		rep := g.s.replica(i)
+	for i, lg := range s.svc.Groups() {
+		rep := s.replica(i)
 		if rep == nil {
 			continue
 		}
-		if lg.Consensus().Status().Master == paxos.NodeID(self) {
+		if lg.Consensus().Status().Master == self {
 			moved = append(moved, i)
 		}
 		rep.Drain()
