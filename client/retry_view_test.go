@@ -31,6 +31,8 @@ func TestSleepOrMove(t *testing.T) {
 	go func() {
 		for v := uint64(2); v < 6; v++ {
 			c.updateView(view(v, "a:1"))
+			// Spreads the views over the pause, not a wait: views
+			// that came sooner would end a wrong pause sooner still.
 			time.Sleep(10 * time.Millisecond)
 		}
 	}()

@@ -270,19 +270,16 @@ func (c *cluster) do(s *testSink, r Request) wire.Response {
 		r.Namespace = "ns"
 		r.Hash = wire.KeyHash(r.Namespace, r.Key)
 	}
-	for range 100 {
+	var resp wire.Response
+	testutil.Eventually(c.t, 30*time.Second, func() bool {
 		r.ReqID = c.nextID()
 		r.Sink = s
 		rr := r
 		c.master(r.Namespace, r.Key).Submit(&rr)
-		resp := s.response(c.t, r.ReqID)
-		if resp.Status != wire.StatusNoMaster {
-			return resp
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	c.t.Fatalf("no master answered %+v", r)
-	return wire.Response{}
+		resp = s.response(c.t, r.ReqID)
+		return resp.Status != wire.StatusNoMaster
+	}, "a master to answer %+v", r)
+	return resp
 }
 
 func owner(c, id uint64) wire.Owner { return wire.Owner{Client: c, ID: id} }

@@ -37,7 +37,11 @@ func TestTransferWaitsForAnswers(t *testing.T) {
 	// window is well within the old master's lease: once that runs out
 	// (the stalled loop renews nothing) the others may elect a master, as
 	// after any stall; a TimeoutNow sent too early makes the target
-	// campaign within a few ticks.
+	// campaign within a few ticks. It is a window, not a wait: there is
+	// no event to wait for when nothing may happen, and the hosts run on
+	// the real clock. Its length is bound both ways: a third of the lease
+	// gives the target some 20 ticks to campaign in, far more than a
+	// TimeoutNow needs, and ends well before the lease does.
 	deadline := time.Now().Add(clusterLeaseTicks * clusterTick / 3)
 	for time.Now().Before(deadline) {
 		if id, _ := c.findMaster(g); id != 0 {

@@ -207,18 +207,19 @@ func (c *smCluster) propose(cmd command) paxos.Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	raw := appendCommand(nil, &cmd)
-	for ctx.Err() == nil {
+	var res paxos.Result
+	testutil.Eventually(c.t, 60*time.Second, func() bool {
 		for _, n := range c.up {
 			if n.grp.Status().Serving {
 				if r, err := n.grp.Propose(ctx, raw); err == nil {
-					return r
+					res = r
+					return true
 				}
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	c.t.Fatal("no master applied the command")
-	return paxos.Result{}
+		return false
+	}, "a master to apply the command")
+	return res
 }
 
 // TestCatchUpAfterTruncation: a replica that was down while the others

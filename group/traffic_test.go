@@ -113,12 +113,10 @@ func (tc *trafficClient) call(r Request) (resp wire.Response, resent bool, err e
 	r.Owner = owner(tc.id, 1)
 	r.Sink = tc.sink
 	g := wire.GroupOf(r.Hash, tc.c.groups)
-	deadline := time.Now().Add(60 * time.Second)
-	for time.Now().Before(deadline) {
+	if werr := testutil.Wait(60*time.Second, func() bool {
 		_, svc := tc.c.findMaster(g)
 		if svc == nil {
-			time.Sleep(5 * time.Millisecond)
-			continue
+			return false
 		}
 		r.ReqID = tc.c.nextID()
 		rr := r
@@ -128,19 +126,22 @@ func (tc *trafficClient) call(r Request) (resp wire.Response, resent bool, err e
 			resp, ok = tc.sink.resps[rr.ReqID]
 			return ok
 		}) {
-			return resp, resent, fmt.Errorf("client %d: %v %q: %w", tc.id, r.Op, r.Key, errNoAnswer)
+			err = fmt.Errorf("client %d: %v %q: %w", tc.id, r.Op, r.Key, errNoAnswer)
+			return true
 		}
 		// Re-send as the client does: NO_MASTER and OVERLOADED changed
 		// nothing; TIMEOUT (a replica stopped with the proposal in flight)
 		// may have, and a re-send is safe either way.
 		if resp.Status != wire.StatusNoMaster && resp.Status != wire.StatusOverloaded && resp.Status != wire.StatusTimeout {
-			return resp, resent, nil
+			return true
 		}
 		resent = true
 		tc.stats.noMaster.Add(1)
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}); werr != nil {
+		return wire.Response{}, resent, fmt.Errorf("client %d: %v %q: no master: %w", tc.id, r.Op, r.Key, werr)
 	}
-	return wire.Response{}, resent, fmt.Errorf("client %d: %v %q: no master", tc.id, r.Op, r.Key)
+	return resp, resent, err // err: the answer that never came, if any
 }
 
 // acquire takes key, blocking or as a try-lock; ok is false when a
@@ -189,8 +190,7 @@ func (tc *trafficClient) acquire(key string, blocking bool) (token uint64, ok bo
 				return g.Token, true, nil
 			case wire.StatusNoMaster:
 				tc.stats.waitsMoved.Add(1)
-				time.Sleep(10 * time.Millisecond)
-				continue // re-send to the new master
+				continue // re-send: call waits for the new master
 			default:
 				return 0, false, fmt.Errorf("client %d: granted %+v", tc.id, g)
 			}
@@ -254,7 +254,7 @@ func TestFifteenGroupsMasterChanges(t *testing.T) {
 				}
 				if ok {
 					tr.claim(key, tc.id, tok)
-					time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond) // hold it a moment
+					time.Sleep(time.Duration(r.IntN(2000)) * time.Microsecond) // the holder's work, not a wait: a hold that lasts
 					if r.IntN(3) == 0 {
 						if err := tc.finish(OpRenew, key, tok); err != nil {
 							errc <- err

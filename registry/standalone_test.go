@@ -261,7 +261,7 @@ func startRegistry(t *testing.T, clusters map[string][]string, namespaces map[st
 		RequestTimeout:    2 * time.Second,
 		ReconnectMin:      20 * time.Millisecond,
 		ReconnectMax:      200 * time.Millisecond,
-		Logger:            testLogger(t),
+		Logger:            testutil.FailureLogger(t),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -447,9 +447,9 @@ func TestStandalonePushesClusterChanges(t *testing.T) {
 	if !ok || v.Version != 5 {
 		t.Fatalf("SubscribeView: %+v", v)
 	}
-	waitFor(t, "the registry's subscription at the node", func() (bool, string) {
-		return a.Subscribers() > 0, ""
-	})
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		return a.Subscribers() > 0
+	}, "the registry's subscription at the node")
 
 	// An older view is ignored; a newer one reaches the client.
 	a.Push(makeView(4, 7100, 3, 2, 1))
@@ -502,10 +502,10 @@ func TestStandaloneFallsBackToAnotherNode(t *testing.T) {
 	if got := c.nextPush(); !reflect.DeepEqual(got, v11) {
 		t.Fatalf("push after failover = %+v, want %+v", got, v11)
 	}
-	waitFor(t, "the registry to follow the third node", func() (bool, string) {
+	testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 		st := s.Status()[0]
 		return st.Upstream == n3.Addr(), st.Upstream
-	})
+	}, "the registry to follow the third node")
 }
 
 func TestStandaloneNoViewYet(t *testing.T) {

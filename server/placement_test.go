@@ -57,7 +57,7 @@ func watchTwoMasters(tc *testCluster, stop chan struct{}, mu *sync.Mutex) *atomi
 					bad.Add(1)
 				}
 			}
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the sampling period: a monitor, not a wait
 		}
 	}()
 	return &bad

@@ -214,8 +214,22 @@ func TestClientRelaysWhenMasterUnreachable(t *testing.T) {
 		st, err := free.State(ctx, key)
 		return err == nil && st.QueueLen == 1
 	})
-	// Outlast the nodes' idle timeout with only the wait on the relay.
-	time.Sleep(5 * idle / 2)
+	// Outlast the master's idle timeout with only the wait on the relay.
+	// A connection to the master opened now that sends nothing is closed
+	// idle once a sweep finds it silent for longer than idle; the relay's
+	// connection, silent but for its heartbeats since the wait queued, is
+	// swept by then too unless they keep it open (relays, below).
+	probe := dialRaw(t, blocked)
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		_, _ = probe.c.Read(make([]byte, 1)) // returns once the master closes it
+	}()
+	select {
+	case <-swept:
+	case <-ctx.Done():
+		t.Fatal("the master did not close an idle connection")
+	}
 	before := other.Token()
 	if err := other.Unlock(ctx); err != nil {
 		t.Fatal(err)

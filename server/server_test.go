@@ -118,8 +118,7 @@ func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 func (tc *testCluster) start(i int) {
 	// A restarted node may find its ports still held for a moment by the
 	// one it replaces: try again for a while.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testutil.EventuallyWith(tc.t, 30*time.Second, func() (bool, string) {
 		s, err := New(tc.cfgs[i], testLogger())
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -127,15 +126,12 @@ func (tc *testCluster) start(i int) {
 			cancel()
 			if err == nil {
 				tc.nodes[i] = s
-				return
+				return true, ""
 			}
 			_ = s.Shutdown(context.Background()) // a node that failed to start: its own error is the one reported
 		}
-		if time.Now().After(deadline) {
-			tc.t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, err.Error()
+	}, "node %d to start", i+1)
 }
 
 func (tc *testCluster) stop(i int) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 // startKeyed starts a member whose gossip is encrypted with key, also
@@ -14,7 +16,7 @@ import (
 func startKeyed(t *testing.T, id uint32, label string, key []byte, old ...[]byte) *Membership {
 	t.Helper()
 	m, err := NewMembership(MembershipConfig{NodeID: id, Bind: "127.0.0.1:0", Label: label, SecretKey: key, OldSecretKeys: old,
-		Logger: testLogger(t).With("member", id), Timing: FastTiming()})
+		Logger: testutil.FailureLogger(t).With("member", id), Timing: FastTiming()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +60,8 @@ func TestMembershipGossipKey(t *testing.T) {
 		t.Fatalf("rotation: join: %v", err)
 	}
 	for _, m := range []*Membership{x, y} {
-		waitFor(t, "both members live on both", func() (bool, string) {
+		testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 			return slices.Equal(LiveIDs(m.Members()), []uint32{4, 5}), describe(m)
-		})
+		}, "both members live on both")
 	}
 }

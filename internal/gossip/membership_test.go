@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
 )
 
 func testLabel() string { return fmt.Sprintf("paxlock-test-%x", rand.Uint64()) }
@@ -52,7 +54,7 @@ func startMember(t *testing.T, id uint32, label string, seeds []string) testMemb
 		Bind:   "127.0.0.1:0",
 		Seeds:  seeds,
 		Label:  label,
-		Logger: testLogger(t).With("member", id),
+		Logger: testutil.FailureLogger(t).With("member", id),
 		Timing: FastTiming(),
 		Meta: func() NodeMeta {
 			return NodeMeta{ClientAddr: clientAddr(id), PeerAddr: peerAddr(id)}
@@ -100,7 +102,7 @@ func describe(m *Membership) string {
 func waitLive(t *testing.T, observers []testMember, ids []uint32) {
 	t.Helper()
 	for _, o := range observers {
-		waitFor(t, fmt.Sprintf("node %d to see live %v", o.cfg.NodeID, ids), func() (bool, string) {
+		testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 			ms := o.Members()
 			got := LiveIDs(ms)
 			if !slices.Equal(got, ids) {
@@ -112,7 +114,7 @@ func waitLive(t *testing.T, observers []testMember, ids []uint32) {
 				}
 			}
 			return true, ""
-		})
+		}, "node %d to see live %v", o.cfg.NodeID, ids)
 	}
 }
 
@@ -157,9 +159,9 @@ func testMembershipCluster(t *testing.T, n int) {
 	}
 	for _, m := range members {
 		for _, id := range ids(n) {
-			waitFor(t, fmt.Sprintf("join event for %d at %d", id, m.cfg.NodeID), func() (bool, string) {
-				return m.events.has(EventJoin, id), ""
-			})
+			testutil.Eventually(t, 30*time.Second, func() bool {
+				return m.events.has(EventJoin, id)
+			}, "join event for %d at %d", id, m.cfg.NodeID)
 		}
 		self, ok := memberByID(m.Membership, m.cfg.NodeID)
 		if !ok || !self.Local || self.GossipAddr != m.GossipAddr() {
@@ -175,12 +177,12 @@ func testMembershipCluster(t *testing.T, n int) {
 		t.Fatal(err)
 	}
 	for _, o := range members {
-		waitFor(t, fmt.Sprintf("node %d to see node 2's groups", o.cfg.NodeID), func() (bool, string) {
+		testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 			mb, ok := memberByID(o.Membership, 2)
 			return ok && slices.Equal(mb.Groups, groups) && !mb.GroupsTruncated, describe(o.Membership)
-		})
+		}, "node %d to see node 2's groups", o.cfg.NodeID)
 	}
-	waitFor(t, "update event at node 1", func() (bool, string) { return first.events.has(EventUpdate, 2), "" })
+	testutil.Eventually(t, 30*time.Second, func() bool { return first.events.has(EventUpdate, 2) }, "update event at node 1")
 
 	// Graceful leave: the last node leaves; survivors mark it left.
 	last := members[n-1]
@@ -193,10 +195,10 @@ func testMembershipCluster(t *testing.T, n int) {
 	}
 	members = members[:n-1]
 	for _, o := range members {
-		waitFor(t, fmt.Sprintf("node %d to see node %d left", o.cfg.NodeID, lastID), func() (bool, string) {
+		testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 			mb, ok := memberByID(o.Membership, lastID)
 			return ok && mb.State == StateLeft, describe(o.Membership)
-		})
+		}, "node %d to see node %d left", o.cfg.NodeID, lastID)
 	}
 	waitLive(t, members, ids(n-1))
 
@@ -208,14 +210,14 @@ func testMembershipCluster(t *testing.T, n int) {
 	}
 	members = members[:len(members)-1]
 	for _, o := range members {
-		waitFor(t, fmt.Sprintf("node %d to see node %d dead", o.cfg.NodeID, crashedID), func() (bool, string) {
+		testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 			mb, ok := memberByID(o.Membership, crashedID)
 			return ok && mb.State == StateDead, describe(o.Membership)
-		})
+		}, "node %d to see node %d dead", o.cfg.NodeID, crashedID)
 		// OnEvent runs after the table changed, on its own goroutine.
-		waitFor(t, fmt.Sprintf("leave event for %d at %d", crashedID, o.cfg.NodeID), func() (bool, string) {
-			return o.events.has(EventLeave, crashedID), ""
-		})
+		testutil.Eventually(t, 30*time.Second, func() bool {
+			return o.events.has(EventLeave, crashedID)
+		}, "leave event for %d at %d", crashedID, o.cfg.NodeID)
 	}
 	waitLive(t, members, ids(n-2))
 
@@ -238,10 +240,10 @@ func TestMembershipRestartOnNewPort(t *testing.T) {
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "node 3 dead", func() (bool, string) {
+	testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 		mb, ok := memberByID(a.Membership, 3)
 		return ok && mb.State == StateDead, describe(a.Membership)
-	})
+	}, "node 3 dead")
 	// Same name, new port: memberlist refuses it ("conflicting address")
 	// unless the dead entry may be reclaimed (Timing.DeadNodeReclaim).
 	c2 := startMember(t, 3, label, seeds)
@@ -249,10 +251,10 @@ func TestMembershipRestartOnNewPort(t *testing.T) {
 		t.Logf("restarted on the same port %s", old)
 	}
 	waitLive(t, []testMember{a, b, c2}, ids(3))
-	waitFor(t, "node 1 to see node 3's new address", func() (bool, string) {
+	testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 		mb, _ := memberByID(a.Membership, 3)
 		return mb.GossipAddr == c2.GossipAddr(), describe(a.Membership)
-	})
+	}, "node 1 to see node 3's new address")
 }
 
 func TestMembershipOversizeMeta(t *testing.T) {
@@ -276,10 +278,10 @@ func TestMembershipOversizeMeta(t *testing.T) {
 	if got := a.Meta(); !got.GroupsTruncated || got.Groups != nil {
 		t.Fatalf("local meta %+v", got)
 	}
-	waitFor(t, "node 2 to see node 1's truncated metadata", func() (bool, string) {
+	testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 		mb, ok := memberByID(b.Membership, 1)
 		return ok && mb.GroupsTruncated && len(mb.Groups) == 0 && mb.PeerAddr == host+":7200", describe(b.Membership)
-	})
+	}, "node 2 to see node 1's truncated metadata")
 
 	// Addresses too long for any encoding are refused and change nothing.
 	err := a.UpdateMeta(ctx, NodeMeta{ClientAddr: strings.Repeat("x", 300)})
@@ -292,7 +294,7 @@ func TestMembershipOversizeMeta(t *testing.T) {
 }
 
 func TestMembershipLifecycle(t *testing.T) {
-	m, err := NewMembership(MembershipConfig{NodeID: 9, Bind: "127.0.0.1:0", Label: testLabel(), Logger: testLogger(t), Timing: FastTiming()})
+	m, err := NewMembership(MembershipConfig{NodeID: 9, Bind: "127.0.0.1:0", Label: testLabel(), Logger: testutil.FailureLogger(t), Timing: FastTiming()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -350,7 +352,7 @@ func TestMembershipLifecycle(t *testing.T) {
 }
 
 func TestSuspectHeuristic(t *testing.T) {
-	m, err := NewMembership(MembershipConfig{NodeID: 1, Bind: "127.0.0.1:0", Logger: testLogger(t),
+	m, err := NewMembership(MembershipConfig{NodeID: 1, Bind: "127.0.0.1:0", Logger: testutil.FailureLogger(t),
 		Timing: Timing{SuspectAfter: time.Second, DeadRetention: time.Minute}})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,22 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, format st
 	}
 }
 
+// EventuallyWith is Eventually for a condition that also describes the
+// state it found: the failure message ends with the description cond
+// gave last ("; last: <state>"), so that a timeout says how far things
+// got.
+func EventuallyWith(t testing.TB, timeout time.Duration, cond func() (bool, string), format string, args ...any) {
+	t.Helper()
+	var last string
+	if err := Wait(timeout, func() bool {
+		var ok bool
+		ok, last = cond()
+		return ok
+	}); err != nil {
+		t.Fatalf("%v waiting for %s; last: %s", err, fmt.Sprintf(format, args...), last)
+	}
+}
+
 // Wait is Eventually for goroutines other than the test's, and for callers
 // that add what they know to the failure: it returns an error once timeout
 // passes with cond still false, nil as soon as cond holds.
@@ -48,6 +64,21 @@ func Logger() *slog.Logger {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// FailureLogger returns a debug-level logger whose records t prints only
+// if it fails. It does not log through t.Log, which panics once the test
+// has returned: goroutines a test starts (memberlist's, for one) may
+// still log after that.
+func FailureLogger(t testing.TB) *slog.Logger {
+	t.Helper()
+	buf := &Buffer{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("logs:\n%s", buf.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // Buffer is a bytes.Buffer safe for concurrent writes: the sink of a

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func TestHostRunsOnInjectedClock(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	fc := clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	fc := &armCounter{Fake: clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
 	const tick = 10 * time.Millisecond
 	h := New(Config{Self: 1, Store: st, Tick: tick, Clock: fc, Logger: testutil.Logger()})
 	h.SetTransport(paxostest.NewMemNetwork().Join(1, h.Deliver))
@@ -38,8 +39,10 @@ func TestHostRunsOnInjectedClock(t *testing.T) {
 	h.Start()
 	defer h.Stop()
 
-	// Real time passes, the fake clock does not: no tick, no election.
-	time.Sleep(20 * tick)
+	// The host's loop has run and waits for its next tick on the fake
+	// clock, which does not move: no tick, no election.
+	testutil.Eventually(t, 30*time.Second, func() bool { return fc.armed.Load() > 0 },
+		"the host to set its tick timer on the fake clock")
 	if s := g.Status(); s.Master != 0 || s.Serving {
 		t.Fatalf("elected on a clock that did not move: %+v", s)
 	}
@@ -56,4 +59,16 @@ func TestHostRunsOnInjectedClock(t *testing.T) {
 	if v, ok := sm.get("k"); !ok || v != "v" {
 		t.Fatalf("k = %q, %v after the proposal", v, ok)
 	}
+}
+
+// armCounter is a fake clock that counts the timers set on it.
+type armCounter struct {
+	*clock.Fake
+	armed atomic.Int64
+}
+
+// AfterFunc counts the timer and sets it on the fake clock.
+func (c *armCounter) AfterFunc(d time.Duration, f func()) clock.Timer {
+	c.armed.Add(1)
+	return c.Fake.AfterFunc(d, f)
 }

@@ -18,25 +18,25 @@ import (
 func (tc *testCluster) change(g paxos.GroupID, ch paxos.MemberChange) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var err error
-	for ctx.Err() == nil {
+	var inst uint64
+	testutil.EventuallyWith(tc.t, 60*time.Second, func() (bool, string) {
 		m := tc.master(g, 60*time.Second)
-		var inst uint64
+		var err error
 		inst, err = m.ChangeMembership(ctx, ch)
 		if err == nil {
-			return inst
+			return true, ""
 		}
 		if errors.Is(err, paxos.ErrBadChange) {
 			// Chosen already by an attempt that looked lost.
 			if st := m.Membership(); ch.Add != 0 && st.Current.Contains(ch.Add) || ch.Remove != 0 && !st.Current.Contains(ch.Remove) {
-				return 0
+				inst = 0
+				return true, ""
 			}
 			tc.t.Fatalf("group %d change %s: %v", g, ch, err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tc.t.Fatalf("group %d change %s: %v", g, ch, err)
-	return 0
+		return false, err.Error()
+	}, "group %d change %s", g, ch)
+	return inst
 }
 
 // members waits until node id's replica of group g has the member set

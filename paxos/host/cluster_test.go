@@ -274,16 +274,16 @@ func (tc *testCluster) placed(g paxos.GroupID, timeout time.Duration) *Replica {
 func (tc *testCluster) put(g paxos.GroupID, k, v string) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for ctx.Err() == nil {
-		m := tc.master(g, 60*time.Second)
-		r, err := m.Propose(ctx, []byte(k+"="+v))
-		if err == nil {
-			return r.Value.(uint64)
+	var inst uint64
+	testutil.EventuallyWith(tc.t, 60*time.Second, func() (bool, string) {
+		r, err := tc.master(g, 60*time.Second).Propose(ctx, []byte(k+"="+v))
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	tc.t.Fatalf("put %s=%s in group %d: %v", k, v, g, ctx.Err())
-	return 0
+		inst = r.Value.(uint64)
+		return true, ""
+	}, "put %s=%s in group %d", k, v, g)
+	return inst
 }
 
 // waitValue waits until node id's replica of group g has k=v.

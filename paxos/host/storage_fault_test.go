@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
@@ -107,18 +108,6 @@ func (c *logCounter) count(prefix string) int {
 	return n
 }
 
-// waitCond waits for cond with a generous deadline.
-func waitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // storedEntry returns group g's stored entry for instance inst, if any.
 func storedEntry(s paxos.Storage, g paxos.GroupID, inst uint64) (paxos.Entry, bool, error) {
 	es, err := s.Entries(g, inst, inst, 0)
@@ -159,9 +148,9 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 	})
 	n1 := tc.nodes[1]
 	// Placement puts groups 3 and 6 on node 1.
-	waitCond(t, "node 1 masters groups 3 and 6", func() bool {
+	testutil.Eventually(t, 60*time.Second, func() bool {
 		return n1.host.Replica(3).Status().Serving && n1.host.Replica(6).Status().Serving
-	})
+	}, "node 1 to master groups 3 and 6")
 	acked := map[paxos.GroupID]map[string]string{}
 	ack := func(g paxos.GroupID, k, v string) {
 		if acked[g] == nil {
@@ -187,7 +176,7 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	waitCond(t, "node 1 stopped its groups", func() bool { return n1.host.Err() != nil })
+	testutil.Eventually(t, 60*time.Second, func() bool { return n1.host.Err() != nil }, "node 1 to stop its groups")
 	if err := n1.host.Err(); !isStorageStop(err) {
 		t.Fatalf("host error %v, want the storage error", err)
 	}
@@ -275,9 +264,9 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 	for g := paxos.GroupID(1); g <= groups; g++ {
 		tc.waitValue(1, g, "after", "y")
 	}
-	waitCond(t, "node 1 masters a group again", func() bool {
+	testutil.Eventually(t, 60*time.Second, func() bool {
 		return tc.nodes[1].host.Replica(3).Status().Serving || tc.nodes[1].host.Replica(6).Status().Serving
-	})
+	}, "node 1 to master a group again")
 }
 
 // TestClusterStorageFailureFailsPending: a proposal pending on a master
@@ -302,18 +291,15 @@ func TestClusterStorageFailureFailsPending(t *testing.T) {
 	faults.On()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	for {
-		// Placement puts group 3 on node 1; a loaded machine may cost it
-		// its lease for a moment.
-		_, err := n1.host.Replica(3).Propose(ctx, []byte("during=1"))
-		if errors.Is(err, paxos.ErrNotMaster) && n1.host.Err() == nil {
-			time.Sleep(5 * time.Millisecond)
-			continue
-		}
-		if !isStorageStop(err) {
-			t.Fatalf("pending proposal: %v, want the storage error", err)
-		}
-		break
+	var err error
+	// Placement puts group 3 on node 1; a loaded machine may cost it its
+	// lease for a moment.
+	testutil.Eventually(t, 60*time.Second, func() bool {
+		_, err = n1.host.Replica(3).Propose(ctx, []byte("during=1"))
+		return !errors.Is(err, paxos.ErrNotMaster) || n1.host.Err() != nil
+	}, "node 1 to master group 3 for the pending proposal")
+	if !isStorageStop(err) {
+		t.Fatalf("pending proposal: %v, want the storage error", err)
 	}
 	// The other two take the group over; the failed command is not chosen.
 	tc.put(3, "after", "2")

@@ -63,18 +63,6 @@ func (c *logCounter) count(prefix string) int {
 	return n
 }
 
-// waitCond waits for cond with a generous deadline.
-func waitCond(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestStoreFailureRefusesWrites: once a WAL sync failed, the store
 // reports it, refuses every write without reaching Pebble (whose WAL
 // writer would panic on the next commit), keeps reading, and its data
@@ -194,16 +182,20 @@ func TestStoreFailureInFlushIdles(t *testing.T) {
 			break
 		}
 	}
-	waitCond(t, "the failed flush fails the store", func() bool { return st.Err() != nil })
+	testutil.Eventually(t, 60*time.Second, func() bool { return st.Err() != nil }, "the failed flush to fail the store")
 	if err := st.Err(); !errors.Is(err, errorfs.ErrInjected) {
 		t.Fatalf("store error %v", err)
 	}
-	// Not a wait for anything: a window in which a spinning retry loop
-	// would log thousands of failures (a slow machine makes fewer).
+	// Pebble retries the failed flush one attempt after another, each
+	// held back by createRetryDelay before it creates its table: two more
+	// retries are at least that far apart. A spinning loop makes them
+	// within microseconds; a loaded machine only makes them slower.
+	start := time.Now()
 	before := retries.n.Load()
-	time.Sleep(2 * time.Second)
-	if n := retries.n.Load() - before; n > 10 {
-		t.Errorf("%d flush retries in 2s: the failed store spins", n)
+	testutil.Eventually(t, 60*time.Second, func() bool { return retries.n.Load()-before >= 2 },
+		"two more retries of the failed flush")
+	if d := time.Since(start); d < createRetryDelay {
+		t.Errorf("two flush retries in %v, want them %v apart: the failed store spins", d, createRetryDelay)
 	}
 	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) {
 		t.Fatalf("close: %v", err)

@@ -69,7 +69,7 @@ func TestTCPTransportTLSExchange(t *testing.T) {
 	b.SetPeer(1, a.Addr())
 	a.Send([]paxos.Message{tcpTestMessage(1, 2, 0, 7)})
 	b.Send([]paxos.Message{tcpTestMessage(2, 1, 0, 8)})
-	waitFor(t, "messages both ways over mTLS", 10*time.Second, func() bool { return ina.count() == 1 && inb.count() == 1 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return ina.count() == 1 && inb.count() == 1 }, "messages both ways over mTLS")
 	if got := inb.snapshot()[0]; got.From != 1 || got.Committed != 7 {
 		t.Fatalf("b got %+v", got)
 	}
@@ -117,7 +117,7 @@ func TestTCPTransportTLSRefused(t *testing.T) {
 		expectClosed(t, conn, c.name)
 		conn.Close()
 		want := i + 2
-		waitFor(t, c.name+" counted as refused", 30*time.Second, func() bool { return a.Stats().Refused == uint64(want) })
+		testutil.Eventually(t, 30*time.Second, func() bool { return a.Stats().Refused == uint64(want) }, "%s counted as refused", c.name)
 		if !strings.Contains(logs.String(), c.why) {
 			t.Errorf("%s: log does not say %q:\n%s", c.name, c.why, logs.String())
 		}
@@ -134,7 +134,7 @@ func TestTCPTransportTLSRefused(t *testing.T) {
 	good := pk.Cert("alpha", 3)
 	conn := tlsDialAs(t, a, &good, 3, tcpTestMessage(3, 1, 0, 99))
 	defer conn.Close()
-	waitFor(t, "node 3's message", 30*time.Second, func() bool { return in.count() > 0 })
+	testutil.Eventually(t, 30*time.Second, func() bool { return in.count() > 0 }, "node 3's message")
 	if got := in.snapshot(); len(got) != 1 || got[0].Committed != 99 {
 		t.Fatalf("handler got %+v, want only node 3's message 99", got)
 	}
@@ -154,10 +154,10 @@ func TestTCPTransportTLSDialVerifiesPeer(t *testing.T) {
 	b := newTLSTransport(t, 2, pk.Peer(2), &inb, nil)
 	defer b.Close()
 	a.SetPeer(3, b.Addr()) // node 2 listens where a expects node 3
-	waitFor(t, "a to give up on the impostor", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		a.Send([]paxos.Message{tcpTestMessage(1, 3, 0, 1)})
 		return a.Stats().Dropped >= 3
-	})
+	}, "a to give up on the impostor")
 	if inb.count() != 0 || a.Stats().Sent != 0 {
 		t.Fatalf("impostor got %d messages, a sent %d", inb.count(), a.Stats().Sent)
 	}

@@ -57,12 +57,6 @@ func newTestTransport(t testing.TB, self paxos.NodeID, listen string, in *tcpInb
 	return tr
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	testutil.Eventually(t, d, cond, "%s", what)
-}
-
 // freeAddr returns a loopback address nobody listens on (for now).
 func freeAddr(t testing.TB) string {
 	t.Helper()
@@ -130,7 +124,7 @@ func TestTCPTransportExchange(t *testing.T) {
 	}
 	senders.Wait()
 	for to := paxos.NodeID(1); to <= 3; to++ {
-		waitFor(t, fmt.Sprintf("node %d's messages", to), 10*time.Second, func() bool { return inboxes[to].count() >= len(want[to]) })
+		testutil.Eventually(t, 10*time.Second, func() bool { return inboxes[to].count() >= len(want[to]) }, "node %d's messages", to)
 		got := inboxes[to].snapshot()
 		if len(got) != len(want[to]) {
 			t.Fatalf("node %d got %d messages, want %d", to, len(got), len(want[to]))
@@ -193,15 +187,15 @@ func TestTCPTransportPeerDown(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Send to a dead peer took %v", d)
 	}
-	waitFor(t, "drops", 30*time.Second, func() bool { return a.Stats().Dropped > 0 })
+	testutil.Eventually(t, 30*time.Second, func() bool { return a.Stats().Dropped > 0 }, "drops")
 
 	// B comes up: traffic flows once A's backoff lets it reconnect.
 	b := newTestTransport(t, 2, addrB, &inb)
 	b.SetPeer(1, a.Addr())
-	waitFor(t, "delivery after B started", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 7)})
 		return inb.count() > 0
-	})
+	}, "delivery after B started")
 
 	// B restarts on the same address; A notices and reconnects.
 	if err := b.Close(); err != nil {
@@ -210,16 +204,16 @@ func TestTCPTransportPeerDown(t *testing.T) {
 	var inb2 tcpInbox
 	b2 := newTestTransport(t, 2, addrB, &inb2)
 	defer b2.Close()
-	waitFor(t, "delivery after B restarted", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 8)})
 		return inb2.count() > 0
-	})
+	}, "delivery after B restarted")
 	// And B2 reaches A.
 	b2.SetPeer(1, a.Addr())
-	waitFor(t, "delivery from B2", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		b2.Send([]paxos.Message{tcpTestMessage(2, 1, 1, 9)})
 		return ina.count() > 0
-	})
+	}, "delivery from B2")
 }
 
 // TestTCPTransportSlowPeer: a peer that accepts but never reads fills its
@@ -298,16 +292,20 @@ func TestTCPTransportRedialBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	for end := time.Now().Add(600 * time.Millisecond); time.Now().Before(end); {
+	// Each connection dies young, so each dial after the first waits a
+	// backoff of tcpMinBackoff doubling: the sixth dial comes at least
+	// 10+20+40+80+160 ms after the first. Without backoff all six would
+	// come within a few milliseconds; a loaded machine only spaces them
+	// further.
+	const dials = 6
+	start := time.Now()
+	testutil.Eventually(t, 30*time.Second, func() bool {
 		a.Send([]paxos.Message{tcpTestMessage(1, 2, 0, 1)})
-		time.Sleep(time.Millisecond)
-	}
-	// With 10ms doubling to 1s, 600ms allow about 7 dials; without backoff
-	// it would be hundreds.
-	n := accepts.Load()
-	t.Logf("%d connections in 600ms", n)
-	if n > 20 || n == 0 {
-		t.Fatalf("%d connections in 600ms", n)
+		return accepts.Load() >= dials
+	}, "%d dials", dials)
+	least := tcpMinBackoff * (1<<(dials-1) - 1)
+	if d := time.Since(start); d < least {
+		t.Fatalf("%d dials in %v, want them spread over at least %v", dials, d, least)
 	}
 }
 
@@ -357,7 +355,7 @@ func TestTCPTransportGarbage(t *testing.T) {
 	a.SetPeer(2, b.Addr())
 	ping := func(seq uint64) {
 		t.Helper()
-		waitFor(t, "traffic between healthy peers", 10*time.Second, func() bool {
+		testutil.Eventually(t, 10*time.Second, func() bool {
 			b.Send([]paxos.Message{tcpTestMessage(2, 1, 0, seq)})
 			for _, m := range ina.snapshot() {
 				if m.Committed == seq {
@@ -365,7 +363,7 @@ func TestTCPTransportGarbage(t *testing.T) {
 				}
 			}
 			return false
-		})
+		}, "traffic between healthy peers")
 	}
 	ping(1)
 
@@ -416,14 +414,14 @@ func TestTCPTransportGarbage(t *testing.T) {
 	if _, err := conn.Write(buf); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the well-addressed message", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, func() bool {
 		for _, m := range ina.snapshot() {
 			if m.From == 3 && m.Committed == 4242 {
 				return true
 			}
 		}
 		return false
-	})
+	}, "the well-addressed message")
 	if st := a.Stats(); st.Rejected != 2 {
 		t.Fatalf("Rejected = %d, want 2", st.Rejected)
 	}
@@ -452,14 +450,14 @@ func TestTCPTransportCloseReleasesGoroutines(t *testing.T) {
 	a.SetPeer(2, b.Addr())
 	a.SetPeer(3, freeAddr(t))
 	b.SetPeer(1, a.Addr())
-	waitFor(t, "delivery", 30*time.Second, func() bool {
+	testutil.Eventually(t, 30*time.Second, func() bool {
 		a.Send([]paxos.Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
 		b.Send([]paxos.Message{tcpTestMessage(2, 1, 0, 1)})
 		return in1.count() > 0 && in2.count() > 0
-	})
+	}, "delivery")
 	a.Close()
 	b.Close()
-	waitFor(t, "goroutines to exit", 30*time.Second, func() bool { return runtime.NumGoroutine() <= before })
+	testutil.Eventually(t, 30*time.Second, func() bool { return runtime.NumGoroutine() <= before }, "goroutines to exit")
 }
 
 func benchTCP(b *testing.B, m paxos.Message, pk *paxostest.PKI) {
@@ -485,11 +483,10 @@ func benchTCP(b *testing.B, m paxos.Message, pk *paxostest.PKI) {
 	for i := range msgs {
 		msgs[i] = m
 	}
-	// Warm up the connection.
-	for received.Load() == 0 {
+	testutil.Eventually(b, 30*time.Second, func() bool {
 		tx.Send(msgs[:1])
-		time.Sleep(time.Millisecond)
-	}
+		return received.Load() > 0
+	}, "a warm connection")
 	base := received.Load()
 	b.SetBytes(int64(len(paxos.AppendMessage(nil, &m))))
 	b.ResetTimer()
@@ -505,6 +502,8 @@ func benchTCP(b *testing.B, m paxos.Message, pk *paxostest.PKI) {
 		sent += n
 	}
 	dropped := tx.Stats().Dropped
+	// A fine poll, inside the timed run: a coarser wait would count its
+	// oversleep against the throughput.
 	for received.Load()-base+int64(dropped) < int64(b.N) {
 		time.Sleep(50 * time.Microsecond)
 		dropped = tx.Stats().Dropped
@@ -553,11 +552,11 @@ func TestTCPTransportPeerStates(t *testing.T) {
 	if ps := a.Peers(); len(ps) != 1 || ps[0].ID != 2 || ps[0].Up || ps[0].Ups != 0 {
 		t.Fatalf("before any traffic: %+v, want peer 2 down, never up", ps)
 	}
-	waitFor(t, "link up", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 1)})
 		ps := a.Peers()
 		return inb.count() > 0 && ps[0].Up && ps[0].Ups == 1
-	})
+	}, "link up")
 	if runtime.GOOS == "linux" {
 		if rtt := a.Peers()[0].RTT; rtt <= 0 || rtt > time.Second {
 			t.Errorf("loopback RTT %v, want (0, 1s]", rtt)
@@ -566,11 +565,11 @@ func TestTCPTransportPeerStates(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "link down", 10*time.Second, func() bool {
+	testutil.Eventually(t, 10*time.Second, func() bool {
 		a.Send([]paxos.Message{tcpTestMessage(1, 2, 1, 2)})
 		ps := a.Peers()
 		return !ps[0].Up && ps[0].Downs >= 1 && ps[0].RTT == 0
-	})
+	}, "link down")
 }
 
 // TestTCPTransportRemovePeer: after RemovePeer, messages to the peer are
@@ -585,13 +584,13 @@ func TestTCPTransportRemovePeer(t *testing.T) {
 	trs[1].SetPeer(2, trs[2].Addr())
 	trs[1].SetPeer(3, trs[3].Addr())
 	trs[1].Send([]paxos.Message{tcpTestMessage(1, 2, 0, 1), tcpTestMessage(1, 3, 0, 1)})
-	waitFor(t, "first messages", 10*time.Second, func() bool { return inboxes[2].count() == 1 && inboxes[3].count() == 1 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return inboxes[2].count() == 1 && inboxes[3].count() == 1 }, "first messages")
 	trs[1].RemovePeer(2)
 	trs[1].RemovePeer(2) // twice: nothing more
 	trs[1].RemovePeer(1) // self: nothing
 	before := trs[1].Stats().Dropped
 	trs[1].Send([]paxos.Message{tcpTestMessage(1, 2, 0, 2), tcpTestMessage(1, 3, 0, 2)})
-	waitFor(t, "node 3's second message", 10*time.Second, func() bool { return inboxes[3].count() == 2 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return inboxes[3].count() == 2 }, "node 3's second message")
 	if got := trs[1].Stats().Dropped - before; got != 1 {
 		t.Errorf("dropped %d messages after the removal, want 1", got)
 	}
@@ -658,7 +657,7 @@ func TestTCPTransportAdmitAndCluster(t *testing.T) {
 	if !strings.Contains(seen[2], "incarnation 99") || !strings.Contains(seen[3], `cluster "beta"`) {
 		t.Errorf("refusal reasons: %v", seen)
 	}
-	waitFor(t, "the admitted node's message", 10*time.Second, func() bool { return inbox.count() >= 1 })
+	testutil.Eventually(t, 10*time.Second, func() bool { return inbox.count() >= 1 }, "the admitted node's message")
 	// The refused connections were closed at the handshake, before any
 	// frame was read: nothing of theirs can arrive later.
 	for _, m := range inbox.snapshot() {
