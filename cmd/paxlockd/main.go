@@ -224,7 +224,9 @@ func serveNode(cfg server.Config, log *slog.Logger, joining bool, join string) e
 		}
 	}
 	log.Info("shutting down", "signal", s.String())
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	// The hand-over of the node's groups (drain_timeout) comes first; 10 s
+	// for the rest.
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second+max(0, time.Duration(srv.Config().DrainTimeout)))
 	defer cancel()
 	return srv.Shutdown(ctx)
 }
