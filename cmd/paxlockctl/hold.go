@@ -196,7 +196,10 @@ func (h *multiHold) lost() <-chan struct{} {
 func (h *multiHold) release(ctx context.Context) error { return h.ml.Unlock(ctx) }
 
 func (h *multiHold) describe(e *holdEvent) {
-	e.Keys, e.Tokens = h.keys, h.tokens()
+	e.Keys = h.keys
+	if h.held() {
+		e.Tokens = h.tokens()
+	}
 }
 
 func (h *multiHold) tokens() []uint64 {
