@@ -10,6 +10,10 @@
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
 //	paxlockctl check KEY TOKEN                           (client protocol)
 //	paxlockctl locks [PREFIX]                            (client protocol)
+//	paxlockctl lock|rlock|wlock KEY -- CMD [ARG…]         (client protocol)
+//	paxlockctl sem acquire NAME PERMITS -limit N -- CMD [ARG…] (client protocol)
+//	paxlockctl multi KEY… -- CMD [ARG…]                  (client protocol)
+//	paxlockctl elect NAME VALUE|elect observe NAME       (client protocol)
 //
 // Flags may come before or after the command and its arguments
 // (paxlockctl status -o json, paxlockctl -o json status); "--" ends them.
@@ -61,13 +65,46 @@
 // FILE seeds a new cluster from it. version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from.
 //
-// lock, state, check, watch and locks authenticate with SCRAM-SHA-256: the namespace
+// The run forms run CMD while paxlockctl holds a lock, for scripts and
+// cron jobs: lock KEY -- CMD takes KEY's exclusive lock, rlock and wlock
+// the read and write sides of a read-write lock, sem acquire NAME PERMITS
+// PERMITS of semaphore NAME, whose total -limit N gives, and multi KEY…
+// every KEY (all or none). The hold has the TTL -ttl (default 30s) and is
+// renewed in the background while CMD runs. Without -wait they wait until
+// the hold is granted (or paxlockctl is interrupted); -wait 0 tries once
+// and -wait D waits up to D, then exit with status 124 without running
+// CMD. CMD inherits paxlockctl's standard streams and environment, with
+// PAXLOCK_KEY and PAXLOCK_TOKEN (the fencing token, decimal) set, and
+// PAXLOCK_NAMESPACE; sem sets PAXLOCK_PERMITS; multi sets PAXLOCK_KEYS
+// and PAXLOCK_TOKENS (as given, space-separated, in the same order)
+// instead of PAXLOCK_KEY and PAXLOCK_TOKEN. CMD runs in a process group of
+// its own (it cannot read from the terminal), to which paxlockctl forwards
+// the SIGINT and SIGTERM it receives. When the hold is lost (expired, or
+// revoked by unlock --force), the group gets SIGTERM, and SIGKILL
+// -kill-after (default 10s) later if it is still there, and paxlockctl
+// exits with status 125. The hold is released once CMD has exited, and
+// paxlockctl exits with CMD's status (128+N when signal N killed it);
+// 126 when CMD cannot be run, 127 when it is not found. The run forms
+// print nothing while all goes well; -o json prints their events, as
+// JSON lines, on standard error, which CMD shares: standard output is
+// CMD's alone.
+//
+// elect NAME VALUE campaigns in election NAME with VALUE, prints the win
+// and its fencing token (the term), leads until SIGINT or SIGTERM, then
+// resigns and exits 0; it exits 125 when leadership is lost, and 124
+// when -wait passed before it won. elect campaign NAME VALUE is the same,
+// for an election named observe or campaign. elect observe NAME prints
+// the leader and each new leader or value until SIGINT or SIGTERM.
+//
+// lock, state, check, watch, locks, the run forms and elect authenticate with SCRAM-SHA-256: the namespace
 // secret never crosses the network. With -ca FILE they connect with TLS,
 // verifying the nodes against that CA; -registry must then list the
 // nodes' TLS client addresses (client_tls_addr).
 //
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
-// error, 3 when check found the token not current.
+// error, 3 when check found the token not current; the run forms and
+// elect: 124 not acquired within -wait, 125 the hold lost, and (run
+// forms) CMD's own status, 126 CMD cannot be run, 127 CMD not found.
 package main
 
 import (
