@@ -231,16 +231,22 @@ func (h *hold) markLost(err error, local bool) {
 // revoked ends the hold because the server revoked it (a force-unlock),
 // then acknowledges the revocation with a release of the token: the
 // master frees a revoked key only once its holder has stopped believing
-// it holds it (this release) or the hold's deadline has passed.
+// it holds it (this release) or the hold's deadline has passed. The
+// acknowledgement is a clean-up registered before Lost closes, so that a
+// Close made as soon as the loss is seen waits for it rather than leaving
+// the key to its deadline; it is sent once the hold has ended.
 func (h *hold) revoked(err error) {
-	h.markLost(err, false)
+	ended := make(chan struct{})
 	h.c.goClean(func() {
+		<-ended
 		ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.RequestTimeout)
 		defer cancel()
 		if _, err := h.core.sendRelease(ctx, h.token); err != nil {
 			h.c.log.Debug("paxlock: acknowledging a revoked lock failed; the server frees it at its deadline", "key", h.key, "token", h.token, "err", err)
 		}
 	})
+	h.markLost(err, false)
+	close(ended)
 }
 
 // endForClose ends the hold because Client.Close is releasing it: its

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -169,6 +170,38 @@ func TestRevokedAcknowledged(t *testing.T) {
 	})
 	if err := m.Unlock(ctx); !errors.Is(err, ErrLockLost) {
 		t.Fatalf("Unlock after the revocation: %v, want ErrLockLost", err)
+	}
+}
+
+// TestRevokedAcknowledgedBeforeClose: a Close that follows the loss at
+// once (a program that exits when its lock is lost) still acknowledges
+// the revocation, so that the master hands the key on without waiting
+// for the hold's TTL.
+func TestRevokedAcknowledgedBeforeClose(t *testing.T) {
+	t.Parallel()
+	ctx := tctx(t)
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	for i := range 20 {
+		key := fmt.Sprintf("revoked-close-%d", i)
+		c := newTestClient(t, testConfig(n.addr))
+		m := c.Mutex(key, TTL(time.Minute), AutoRenew())
+		if err := m.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		lost := m.Lost()
+		n.revokeKeep(key)
+		waitClosed(t, lost, "Lost after the revocation")
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		n.mu.Lock()
+		l := n.locks[key]
+		acked := l == nil || len(l.holders) == 0
+		n.mu.Unlock()
+		if !acked {
+			t.Fatalf("round %d: Close returned with the revocation of %s not acknowledged", i, key)
+		}
 	}
 }
 

@@ -27,9 +27,26 @@ var commands = map[string]command{
 	"backup":    runBackup,
 	"locks":     runLocks,
 	"check":     runCheck,
-	"lock":      runClient,
+	"lock":      runLock,
 	"state":     runClient,
 	"watch":     runClient,
+	"rlock":     runHold,
+	"wlock":     runHold,
+	"sem":       runHold,
+	"multi":     runHold,
+	"elect":     runElect,
+}
+
+// holdCommands are the commands with a run form, KEY… -- CMD [ARG…]: CMD
+// runs while paxlockctl holds what they take.
+var holdCommands = map[string]bool{"lock": true, "rlock": true, "wlock": true, "sem": true, "multi": true}
+
+// runLock runs lock's run form (lock KEY -- CMD) or lock KEY [HOLD].
+func runLock(ctx context.Context, o *options, p printer, cmd string, args []string) error {
+	if o.argv != nil {
+		return runHold(ctx, o, p, cmd, args)
+	}
+	return runClient(ctx, o, p, cmd, args)
 }
 
 // dispatch runs the command named by o.commandAndArgs[0] with the rest
@@ -193,9 +210,13 @@ func runClient(ctx context.Context, o *options, p printer, cmd string, args []st
 		}
 		hold = d
 	}
+	ttl := max(hold+5*time.Second, 10*time.Second)
+	if o.ttlGiven && o.ttl > 0 {
+		ttl = o.ttl
+	}
 	cfg, err := o.clientConfig()
 	if err != nil {
 		return err
 	}
-	return clientCmd(ctx, p, cfg, cmd, args[0], hold, o.timeout, o.after)
+	return clientCmd(ctx, p, cfg, cmd, args[0], clientArgs{hold: hold, ttl: ttl, timeout: o.timeout, after: o.after})
 }

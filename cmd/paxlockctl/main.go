@@ -10,6 +10,10 @@
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
 //	paxlockctl check KEY TOKEN                           (client protocol)
 //	paxlockctl locks [PREFIX]                            (client protocol)
+//	paxlockctl lock|rlock|wlock KEY -- CMD [ARG…]         (client protocol)
+//	paxlockctl sem acquire NAME PERMITS -limit N -- CMD [ARG…] (client protocol)
+//	paxlockctl multi KEY… -- CMD [ARG…]                  (client protocol)
+//	paxlockctl elect NAME VALUE|elect observe NAME       (client protocol)
 //
 // Flags may come before or after the command and its arguments
 // (paxlockctl status -o json, paxlockctl -o json status); "--" ends them.
@@ -61,13 +65,46 @@
 // FILE seeds a new cluster from it. version prints the module version, VCS revision and time, and Go
 // version paxlockctl was built from.
 //
-// lock, state, check, watch and locks authenticate with SCRAM-SHA-256: the namespace
+// The run forms run CMD while paxlockctl holds a lock, for scripts and
+// cron jobs: lock KEY -- CMD takes KEY's exclusive lock, rlock and wlock
+// the read and write sides of a read-write lock, sem acquire NAME PERMITS
+// PERMITS of semaphore NAME, whose total -limit N gives, and multi KEY…
+// every KEY (all or none). The hold has the TTL -ttl (default 30s) and is
+// renewed in the background while CMD runs. Without -wait they wait until
+// the hold is granted (or paxlockctl is interrupted); -wait 0 tries once
+// and -wait D waits up to D, then exit with status 124 without running
+// CMD. CMD inherits paxlockctl's standard streams and environment, with
+// PAXLOCK_KEY and PAXLOCK_TOKEN (the fencing token, decimal) set, and
+// PAXLOCK_NAMESPACE; sem sets PAXLOCK_PERMITS; multi sets PAXLOCK_KEYS
+// and PAXLOCK_TOKENS (as given, space-separated, in the same order)
+// instead of PAXLOCK_KEY and PAXLOCK_TOKEN. CMD runs in a process group of
+// its own (it cannot read from the terminal), to which paxlockctl forwards
+// the SIGINT and SIGTERM it receives. When the hold is lost (expired, or
+// revoked by unlock --force), the group gets SIGTERM, and SIGKILL
+// -kill-after (default 10s) later if it is still there, and paxlockctl
+// exits with status 125. The hold is released once CMD has exited, and
+// paxlockctl exits with CMD's status (128+N when signal N killed it);
+// 126 when CMD cannot be run, 127 when it is not found. The run forms
+// print nothing while all goes well; -o json prints their events, as
+// JSON lines, on standard error, which CMD shares: standard output is
+// CMD's alone.
+//
+// elect NAME VALUE campaigns in election NAME with VALUE, prints the win
+// and its fencing token (the term), leads until SIGINT or SIGTERM, then
+// resigns and exits 0; it exits 125 when leadership is lost, and 124
+// when -wait passed before it won. elect campaign NAME VALUE is the same,
+// for an election named observe or campaign. elect observe NAME prints
+// the leader and each new leader or value until SIGINT or SIGTERM.
+//
+// lock, state, check, watch, locks, the run forms and elect authenticate with SCRAM-SHA-256: the namespace
 // secret never crosses the network. With -ca FILE they connect with TLS,
 // verifying the nodes against that CA; -registry must then list the
 // nodes' TLS client addresses (client_tls_addr).
 //
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
-// error, 3 when check found the token not current.
+// error, 3 when check found the token not current; the run forms and
+// elect: 124 not acquired within -wait, 125 the hold lost, and (run
+// forms) CMD's own status, 126 CMD cannot be run, 127 CMD not found.
 package main
 
 import (
@@ -99,10 +136,28 @@ const SecretEnv = "PAXLOCK_SECRET"
 const devSecret = "paxlock"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	relay := make(chan os.Signal, 8)
+	go relaySignals(sigs, relay, cancel)
+	code := runSignals(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, relay)
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
+}
+
+// relaySignals passes each signal from sigs on to relay (dropping it when
+// relay is full) and then cancels the commands' context: a command that
+// sees the context end finds the signal that ended it already in relay.
+func relaySignals(sigs <-chan os.Signal, relay chan<- os.Signal, cancel context.CancelFunc) {
+	for s := range sigs {
+		select {
+		case relay <- s:
+		default:
+		}
+		cancel()
+	}
 }
 
 // errUsage marks a usage error (exit status 2).
@@ -124,9 +179,19 @@ type options struct {
 	outputJSON          bool
 	force               bool
 	limit               int
+	ttl, wait           time.Duration
+	killAfter           time.Duration
+	ttlGiven, waitGiven bool
+	limitGiven          bool
 	commandAndArgs      []string
-	stdin               io.Reader
-	stdout, stderr      io.Writer
+	// argv is the command a run form runs (what follows "--"), nil
+	// for every other command.
+	argv []string
+	// signals carries the SIGINT and SIGTERM paxlockctl receives, to be
+	// forwarded to a run form's command (nil: none come).
+	signals        <-chan os.Signal
+	stdin          io.Reader
+	stdout, stderr io.Writer
 }
 
 func newFlagSet(o *options) *flag.FlagSet {
@@ -142,7 +207,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, check, wait, unlock: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
-	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many)")
+	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many); sem acquire: required: the semaphore's total of permits")
+	fs.DurationVar(&o.ttl, "ttl", 0, "lock, rlock, wlock, sem, multi, elect: the hold's TTL, renewed every TTL/3 while held (0: 30s; lock KEY HOLD: HOLD+5s, at least 10s)")
+	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD and elect: give up after this long without the hold, exit status 124 (0: try once; unset: wait until acquired or interrupted)")
+	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "run forms (-- CMD): when the hold is lost, SIGKILL the command this long after SIGTERM")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
@@ -152,39 +220,44 @@ func newFlagSet(o *options) *flag.FlagSet {
 
 // parseInterspersed parses args with fs, accepting flags before, between
 // and after the positional arguments, which it returns in order.
-// Everything after "--" is positional.
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
+// Everything after "--" is positional; dash is the index in pos of the
+// first argument after "--", -1 when there is no "--".
+func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
+			return append(pos, rest...), len(pos), nil
 		}
 		if len(rest) == 0 {
-			return pos, nil
+			return pos, -1, nil
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [flags]"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [flags]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
 // exit status.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	o := &options{stdin: stdin, stdout: stdout, stderr: stderr}
+	return runSignals(ctx, args, stdin, stdout, stderr, nil)
+}
+
+// runSignals is run with the signals to forward to a run form's command.
+func runSignals(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, signals <-chan os.Signal) int {
+	o := &options{stdin: stdin, stdout: stdout, stderr: stderr, signals: signals}
 	fs := newFlagSet(o)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, usageLine)
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args)
+	pos, dash, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -194,6 +267,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.Visit(func(f *flag.Flag) {
 		o.explicitAdmin = o.explicitAdmin || f.Name == "admin-ca" || f.Name == "admin-token-file"
 		o.secretFileGiven = o.secretFileGiven || f.Name == "secret-file"
+		o.ttlGiven = o.ttlGiven || f.Name == "ttl"
+		o.waitGiven = o.waitGiven || f.Name == "wait"
+		o.limitGiven = o.limitGiven || f.Name == "limit"
 	})
 	switch o.output {
 	case "table":
@@ -208,6 +284,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	o.commandAndArgs = pos
+	if dash >= 2 && holdCommands[pos[0]] {
+		// "--" after the command's own arguments: the run form.
+		o.commandAndArgs, o.argv = pos[:dash], pos[dash:]
+	}
 	err = dispatch(ctx, o)
 	if errors.Is(err, errUsage) {
 		fmt.Fprintln(stderr, "paxlockctl:", err)
@@ -216,6 +296,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if errors.Is(err, errNotCurrent) {
 		return exitNotCurrent // the answer, already printed
+	}
+	var es exitStatus
+	if errors.As(err, &es) {
+		return es.code // what there was to say is said
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "paxlockctl:", err)
@@ -446,9 +530,17 @@ func wait(ctx context.Context, p printer, ac *adminClient, limit time.Duration) 
 	}
 }
 
+// clientArgs are the numbers clientCmd's commands take: how long lock
+// holds and with which TTL, the -timeout, and watch's -after.
+type clientArgs struct {
+	hold, ttl, timeout time.Duration
+	after              uint64
+}
+
 // clientCmd runs lock, state or watch on key through the client protocol.
-func clientCmd(ctx context.Context, p printer, cfg client.Config, cmd, key string, hold, timeout time.Duration, after uint64) error {
-	connectCtx, cancel := context.WithTimeout(ctx, timeout)
+func clientCmd(ctx context.Context, p printer, cfg client.Config, cmd, key string, a clientArgs) error {
+	hold := a.hold
+	connectCtx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
 	c, err := client.New(connectCtx, cfg)
 	if err != nil {
@@ -463,9 +555,9 @@ func clientCmd(ctx context.Context, p printer, cfg client.Config, cmd, key strin
 		}
 		return p.emit(stateRecord(st))
 	case "watch":
-		return watchCmd(ctx, p, c, key, after)
+		return watchCmd(ctx, p, c, key, a.after)
 	}
-	m := c.Mutex(key, client.TTL(max(hold+5*time.Second, 10*time.Second)), client.AutoRenew())
+	m := c.Mutex(key, client.TTL(a.ttl), client.AutoRenew())
 	start := time.Now()
 	if err := m.Lock(connectCtx); err != nil {
 		return err

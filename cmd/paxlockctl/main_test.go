@@ -54,7 +54,7 @@ func TestParseInterspersed(t *testing.T) {
 		var o options
 		fs := newFlagSet(&o)
 		fs.SetOutput(io.Discard)
-		pos, err := parseInterspersed(fs, c.args)
+		pos, _, err := parseInterspersed(fs, c.args)
 		if err != nil {
 			t.Fatalf("%q: %v", c.args, err)
 		}
@@ -65,12 +65,12 @@ func TestParseInterspersed(t *testing.T) {
 	var o options
 	fs := newFlagSet(&o)
 	fs.SetOutput(io.Discard)
-	if _, err := parseInterspersed(fs, []string{"status", "-nope"}); err == nil || !strings.Contains(err.Error(), "nope") {
+	if _, _, err := parseInterspersed(fs, []string{"status", "-nope"}); err == nil || !strings.Contains(err.Error(), "nope") {
 		t.Errorf("an unknown flag after the command: %v", err)
 	}
 	fs = newFlagSet(&o)
 	fs.SetOutput(io.Discard)
-	if _, err := parseInterspersed(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+	if _, _, err := parseInterspersed(fs, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v", err)
 	}
 }
