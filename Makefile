@@ -7,7 +7,7 @@ RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./group
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
 
-.PHONY: size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
+.PHONY: restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
 
 all: build
 
@@ -88,6 +88,12 @@ run: build
 
 stop:
 	RUNDIR=$(RUNDIR) BIN=$(BIN) scripts/cluster.sh stop
+
+# restart is a rolling restart of make run's cluster: each node in turn
+# hands its groups to the others, stops and starts again with the binary
+# in $(BIN), the next once the masters are spread evenly again.
+restart: build
+	RUNDIR=$(RUNDIR) BIN=$(BIN) scripts/cluster.sh restart
 
 # bench: the standard comparison (uncontended and contended at 64 workers,
 # 3 repeats, plus a short throughput-vs-workers sweep) of paxlock against

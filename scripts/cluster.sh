@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Starts, stops or inspects a local 3-node paxlock cluster on loopback.
-#   scripts/cluster.sh start|stop|status|procs
+#   scripts/cluster.sh start|stop|restart|status|procs
+# (restart is a rolling restart: each node in turn gets SIGTERM, which
+# hands its groups to the others first, and starts again; the next one
+# stops once every node answers and the masters are spread evenly.)
 # (procs prints the GOMAXPROCS each co-located node gets; bench/scripts/
 # peers.sh gives etcd's members the same.)
 # Data, configs, logs and pids live under $RUNDIR (default .run).
@@ -162,10 +165,30 @@ stop() {
   echo "stopped"
 }
 
+# restart restarts the running nodes one at a time (see the top).
+restart() {
+  for i in $(seq 1 $N); do
+    running "$i" || { echo "node $i is not running: make run starts the cluster" >&2; exit 1; }
+  done
+  for i in $(seq 1 $N); do
+    kill -TERM "$(cat "$RUNDIR/n$i.pid")"
+    for _ in $(seq 1 300); do running "$i" || break; sleep 0.1; done
+    if running "$i"; then kill -KILL "$(cat "$RUNDIR/n$i.pid")" || true; fi
+    GOMAXPROCS=$(node_procs) nohup "$BIN/paxlockd" -config "$RUNDIR/n$i.json" >> "$RUNDIR/n$i.log" 2>&1 &
+    echo $! > "$RUNDIR/n$i.pid"
+    if ! ctl -timeout 2m wait -balanced >/dev/null; then
+      echo "node $i did not come back; see $RUNDIR/n$i.log" >&2
+      exit 1
+    fi
+    echo "node $i restarted"
+  done
+}
+
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
+  restart) restart ;;
   status) ctl status ;;
   procs) node_procs ;;
-  *) echo "usage: $0 start|stop|status|procs" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|restart|status|procs" >&2; exit 2 ;;
 esac

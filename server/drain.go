@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
 
@@ -19,10 +20,11 @@ import (
 // without this node if that one has caught up (a mastership transfer: the
 // successor campaigns at once and recovers every chosen instance in its
 // phase 1, so held locks, tokens and deadlines carry over as on any master
-// change), and waits, within
-// Config.DrainTimeout, until a successor masters each of them. The view
-// pushes that follow send clients to the successors while this node
-// still answers, with redirects, on its old connections.
+// change), and waits, within Config.DrainTimeout, until a successor
+// masters each of them. The view pushes that follow send clients to the
+// successors while this node still answers, with redirects, on its old
+// connections. When every peer is stopping too (a stop of the whole
+// cluster), it stops waiting as soon as gossip says so.
 func (s *Server) drain(ctx context.Context) {
 	if s.cfg.DrainTimeout < 0 || len(s.nodes()) < 2 || s.svc == nil {
 		return
@@ -30,18 +32,29 @@ func (s *Server) drain(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.DrainTimeout))
 	defer cancel()
 	start := time.Now()
+	// The groups to wait for are those mastered now: placement may hand
+	// some over by itself once it leaves this node out.
+	moved := s.mastered()
 	g := s.gossip.Load()
+	if g != nil && len(g.livePeers()) == 0 {
+		return // gossip knows no live peer to hand a group to
+	}
 	if g != nil {
 		if err := g.m.MarkLeaving(ctx); err != nil {
 			s.log.Warn("drain: the peers were not told that this node is leaving", "err", err)
 		}
 		g.place()
 	}
-	moved := s.drainReplicas()
+	s.drainReplicas()
 	if len(moved) == 0 {
 		return
 	}
-	if err := s.waitMastered(ctx, moved); err != nil {
+	err := s.waitMastered(ctx, moved, g)
+	if errors.Is(err, errNoPeerLeft) {
+		s.log.Info("drain: every peer is stopping too; the groups stay where they are", "groups", moved)
+		return
+	}
+	if err != nil {
 		s.log.Warn("drain: groups not handed over in time; they fail over when their leases run out",
 			"groups", moved, "waited", time.Since(start).Round(time.Millisecond), "err", err)
 		return
@@ -54,15 +67,9 @@ func (s *Server) drain(ctx context.Context) {
 // is left out, so that the peer a draining replica prefers is the one
 // placement would choose anyway.
 func (g *nodeGossip) place() {
-	self := g.s.cfg.NodeID
+	live := g.livePeers()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var live []uint32
-	for _, id := range g.live {
-		if _, placed := slices.BinarySearch(g.ids, id); placed && id != self {
-			live = append(live, id)
-		}
-	}
 	if len(live) == 0 {
 		return
 	}
@@ -79,30 +86,60 @@ func (g *nodeGossip) place() {
 	}
 }
 
-// drainReplicas drains every replica of this node (host.Replica.Drain):
-// each group it masters goes to a caught-up peer, the preferred one
-// first, and it campaigns for none. It returns the groups this node
-// mastered.
-func (s *Server) drainReplicas() []int {
+// mastered returns the groups this node masters.
+func (s *Server) mastered() []int {
 	self := paxos.NodeID(s.cfg.NodeID)
-	var moved []int
+	var out []int
 	for i, lg := range s.svc.Groups() {
-		rep := s.replica(i)
-		if rep == nil {
-			continue
-		}
 		if lg.Consensus().Status().Master == self {
-			moved = append(moved, i)
+			out = append(out, i)
 		}
-		rep.Drain()
 	}
-	return moved
+	return out
 }
 
+// livePeers returns the other nodes placement uses that gossip says are
+// live and not leaving, from the membership's current table.
+func (g *nodeGossip) livePeers() []uint32 {
+	self := g.s.cfg.NodeID
+	g.mu.Lock()
+	ids := g.ids
+	g.mu.Unlock()
+	var live []uint32
+	for _, id := range gossip.LiveIDs(g.m.Members()) {
+		if _, placed := slices.BinarySearch(ids, id); placed && id != self {
+			live = append(live, id)
+		}
+	}
+	return live
+}
+
+// drainReplicas drains every replica of this node (host.Replica.Drain):
+// each group it masters goes to a caught-up peer, the preferred one
+// first, and it campaigns for none.
+func (s *Server) drainReplicas() {
+	for i := range s.svc.Groups() {
+		if rep := s.replica(i); rep != nil {
+			rep.Drain()
+		}
+	}
+}
+
+// errNoPeerLeft ends a drain whose peers are all leaving or gone.
+var errNoPeerLeft = errors.New("no live peer left to take the groups (they are stopping too)")
+
 // waitMastered waits until another node masters each of groups, as this
-// node sees it, or ctx ends.
-func (s *Server) waitMastered(ctx context.Context, groups []int) error {
+// node sees it, or ctx ends, or (when the node gossips, g) no peer is
+// live any more: in a stop of the whole cluster every node drains at
+// once, and nobody is left to take the groups.
+func (s *Server) waitMastered(ctx context.Context, groups []int, g *nodeGossip) error {
 	self := paxos.NodeID(s.cfg.NodeID)
+	var members <-chan struct{}
+	if g != nil {
+		ch, cancel := g.m.Subscribe()
+		defer cancel()
+		members = ch
+	}
 	for {
 		s.viewMu.Lock()
 		news := s.masterNews
@@ -116,8 +153,12 @@ func (s *Server) waitMastered(ctx context.Context, groups []int) error {
 		if done {
 			return nil
 		}
+		if g != nil && len(g.livePeers()) == 0 {
+			return errNoPeerLeft
+		}
 		select {
 		case <-news:
+		case <-members:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

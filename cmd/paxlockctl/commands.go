@@ -95,7 +95,7 @@ func runAdminReport(ctx context.Context, o *options, p printer, cmd string, args
 	case "members":
 		return members(ctx, p, ac)
 	}
-	return wait(ctx, p, ac, o.timeout)
+	return wait(ctx, p, ac, o.timeout, o.balanced)
 }
 
 func runNamespace(ctx context.Context, o *options, p printer, _ string, args []string) error {

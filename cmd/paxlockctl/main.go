@@ -42,7 +42,10 @@
 // status asks every node's admin endpoint for its report and prints the
 // nodes, which node masters each group, and lock counts per group. members
 // prints the configured members and whether each answers. wait returns
-// once every group has a serving master (or fails after -timeout). lock
+// once every group has a serving master (or fails after -timeout); with
+// -balanced, once every node answers and the masters are spread evenly
+// too, which a rolling restart waits for before it stops the next node.
+// lock
 // takes KEY (waiting in the server's queue if it is held), prints the
 // fencing token, holds it for HOLD (default 5s) and releases it. state
 // prints who holds KEY. check asks whether TOKEN (decimal, or hex with
@@ -178,6 +181,7 @@ type options struct {
 	secretFileGiven     bool
 	outputJSON          bool
 	force               bool
+	balanced            bool
 	limit               int
 	ttl, wait           time.Duration
 	killAfter           time.Duration
@@ -206,6 +210,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, check, wait, unlock: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
+	fs.BoolVar(&o.balanced, "balanced", false, "wait: also wait until every node answers and the masters are spread evenly (each node serves groups/nodes, rounded down or up), as after a node's restart")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
 	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many); sem acquire: required: the semaphore's total of permits")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lock, rlock, wlock, sem, multi, elect: the hold's TTL, renewed every TTL/3 while held (0: 30s; lock KEY HOLD: HOLD+5s, at least 10s)")
@@ -500,34 +505,62 @@ func members(ctx context.Context, p printer, ac *adminClient) error {
 
 // wait polls the nodes' admin endpoints until every group has a serving
 // master.
-func wait(ctx context.Context, p printer, ac *adminClient, limit time.Duration) error {
+func wait(ctx context.Context, p printer, ac *adminClient, limit time.Duration, balanced bool) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		serving := map[int]bool{}
-		groups := 0
+		perNode := map[uint32]int{}
+		groups, answered, asked := 0, 0, 0
 		for _, r := range ac.fetchAll(ctx) {
+			asked++
 			if r.err != nil {
 				continue
 			}
+			answered++
 			groups = len(r.st.Groups)
+			perNode[r.st.Node] = 0
 			for _, g := range r.st.Groups {
 				if g.Serving {
 					serving[g.Group] = true
+					perNode[r.st.Node]++
 				}
 			}
 		}
-		if groups > 0 && len(serving) == groups {
+		ready := groups > 0 && len(serving) == groups
+		if ready && balanced {
+			ready = answered == asked && spreadEvenly(perNode, groups)
+		}
+		if ready {
 			return p.emit(waitOutput{Groups: groups, Serving: len(serving)})
 		}
 		select {
 		case <-ctx.Done():
+			if balanced {
+				return fmt.Errorf("after %v, %d of %d groups have a master, %d of %d nodes answered, masters per node %v: %w", limit, len(serving), groups, answered, asked, perNode, ctx.Err())
+			}
 			return fmt.Errorf("after %v, %d of %d groups have a master: %w", limit, len(serving), groups, ctx.Err())
 		case <-tick.C:
 		}
 	}
+}
+
+// spreadEvenly reports whether every node serves groups/nodes groups,
+// rounded down or up.
+func spreadEvenly(perNode map[uint32]int, groups int) bool {
+	if len(perNode) == 0 {
+		return false
+	}
+	lo := groups / len(perNode)
+	hi := (groups + len(perNode) - 1) / len(perNode)
+	for _, n := range perNode {
+		if n < lo || n > hi {
+			return false
+		}
+	}
+	return true
 }
 
 // clientArgs are the numbers clientCmd's commands take: how long lock
