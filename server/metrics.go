@@ -132,6 +132,7 @@ func newMetrics(s *Server) *metrics {
 	m.reg.MustRegister(
 		newNodeCollector(s),
 		newStorageCollector(s),
+		newCertCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

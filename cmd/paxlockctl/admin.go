@@ -113,6 +113,16 @@ func certsCmd(p printer, dir, cluster string, nodes int, hosts []string) error {
 	return p.emit(filesOutput{Wrote: files})
 }
 
+// certsNodeCmd issues one node's certificate from the CA in dir (a node
+// added to a running cluster, or a renewal).
+func certsNodeCmd(p printer, dir string, o pki.NodeOptions) error {
+	files, err := pki.WriteNode(dir, o)
+	if err != nil {
+		return err
+	}
+	return p.emit(filesOutput{Wrote: files})
+}
+
 // errNoNode is change's error when no node could carry the request out:
 // each was unreachable or answered 503.
 var errNoNode = errors.New("no node could do it")

@@ -6,8 +6,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/pki"
 )
 
 // command checks a command's arguments and runs it; name is the command
@@ -74,6 +77,16 @@ func runVersion(_ context.Context, _ *options, p printer, _ string, args []strin
 }
 
 func runCerts(_ context.Context, o *options, p printer, _ string, args []string) error {
+	if len(args) > 0 && args[0] == "node" {
+		if len(args) != 2 {
+			return fmt.Errorf("%w: want certs node ID", errUsage)
+		}
+		id, err := strconv.ParseUint(args[1], 10, 32)
+		if err != nil || id == 0 {
+			return fmt.Errorf("%w: certs node: %q is not a node id", errUsage, args[1])
+		}
+		return certsNodeCmd(p, o.out, pki.NodeOptions{Cluster: o.cluster, ID: uint32(id), Hosts: strings.Split(o.hosts, ","), Renew: o.renew})
+	}
 	if err := wantArgs(args, 0, 0, "certs"); err != nil {
 		return err
 	}

@@ -6,7 +6,7 @@
 //	paxlockctl member list|add ID peer=… client=…|remove ID (admin endpoints)
 //	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl backup FILE                               (admin endpoints)
-//	paxlockctl certs                                     (local files)
+//	paxlockctl certs|certs node ID [-renew]              (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
 //	paxlockctl check KEY TOKEN                           (client protocol)
 //	paxlockctl locks [PREFIX]                            (client protocol)
@@ -57,7 +57,9 @@
 // development CA, a certificate and key per node (named
 // paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
 // and a gossip key into -out (default .run/certs); it never overwrites a
-// file. unlock --force frees KEY (in -namespace) whoever holds it: the
+// file. certs node ID issues node ID a certificate and key from the CA
+// already in -out (ca.crt, ca.key), for a node added to the cluster; with
+// -renew it replaces the ones it has (each file replaced whole). unlock --force frees KEY (in -namespace) whoever holds it: the
 // holder is told its lock was revoked, and the next waiter gets it once
 // the holder's client has acknowledged (at once, if it is alive) or its
 // TTL has run out, so that two holders never overlap; it prints the holds
@@ -182,6 +184,7 @@ type options struct {
 	outputJSON          bool
 	force               bool
 	balanced            bool
+	renew               bool
 	limit               int
 	ttl, wait           time.Duration
 	killAfter           time.Duration
@@ -219,6 +222,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
+	fs.BoolVar(&o.renew, "renew", false, "certs node ID: replace the node's certificate and key if they exist")
 	fs.StringVar(&o.hosts, "hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
 	return fs
 }

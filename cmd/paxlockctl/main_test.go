@@ -328,6 +328,32 @@ func TestCertsJSON(t *testing.T) {
 	}
 }
 
+// TestCertsNode: certs node ID issues a node of an existing CA directory
+// its certificate, refuses to overwrite it, and replaces it with -renew.
+func TestCertsNode(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := runCtl(t, "", "certs", "-out", dir, "-nodes", "3"); code != 0 {
+		t.Fatalf("certs: exit %d: %s", code, errOut)
+	}
+	code, out, errOut := runCtl(t, "", "certs", "node", "4", "-out", dir, "-o", "json")
+	if code != 0 {
+		t.Fatalf("certs node 4: exit %d: %s", code, errOut)
+	}
+	var f filesOutput
+	if err := json.Unmarshal([]byte(out), &f); err != nil || len(f.Wrote) != 2 {
+		t.Fatalf("certs node 4 -o json printed %q (%v)", out, err)
+	}
+	if code, _, errOut := runCtl(t, "", "certs", "node", "4", "-out", dir); code == 0 || !strings.Contains(errOut, "not overwriting") {
+		t.Fatalf("certs node 4 again: exit %d: %s", code, errOut)
+	}
+	if code, _, errOut := runCtl(t, "", "certs", "node", "4", "-renew", "-out", dir); code != 0 {
+		t.Fatalf("certs node 4 -renew: exit %d: %s", code, errOut)
+	}
+	if code, _, _ := runCtl(t, "", "certs", "node", "x", "-out", dir); code != 2 {
+		t.Fatalf("certs node x: exit %d, want 2 (usage)", code)
+	}
+}
+
 // freeAddrs returns n loopback addresses nothing listens on right now.
 func freeAddrs(t *testing.T, n int) []string {
 	var lns []net.Listener
