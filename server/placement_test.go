@@ -30,9 +30,13 @@ func masterCounts(tc *testCluster) map[uint32]int {
 
 // watchTwoMasters samples every node's lease state until stop closes and
 // counts the moments at which two nodes held a live lease of one group.
-func watchTwoMasters(tc *testCluster, stop chan struct{}, mu *sync.Mutex) *atomic.Int64 {
-	var bad atomic.Int64
+// The returned done closes when the sampling goroutine has returned: the
+// cluster's clean-up must not change its nodes before.
+func watchTwoMasters(tc *testCluster, stop chan struct{}, mu *sync.Mutex) (bad *atomic.Int64, done <-chan struct{}) {
+	bad = new(atomic.Int64)
+	finished := make(chan struct{})
 	go func() {
+		defer close(finished)
 		for {
 			select {
 			case <-stop:
@@ -60,7 +64,7 @@ func watchTwoMasters(tc *testCluster, stop chan struct{}, mu *sync.Mutex) *atomi
 			time.Sleep(time.Millisecond) // the sampling period: a monitor, not a wait
 		}
 	}()
-	return &bad
+	return bad, finished
 }
 
 func TestPlacementSettlesAndSurvivesRestart(t *testing.T) {
@@ -68,7 +72,10 @@ func TestPlacementSettlesAndSurvivesRestart(t *testing.T) {
 	tc := startCluster(t, 3)
 	var mu sync.Mutex
 	stop := make(chan struct{})
-	bad := watchTwoMasters(tc, stop, &mu)
+	bad, watched := watchTwoMasters(tc, stop, &mu)
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop) }); <-watched }
+	t.Cleanup(halt) // before the cluster's own clean-up, which changes its nodes
 	balanced := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -89,7 +96,7 @@ func TestPlacementSettlesAndSurvivesRestart(t *testing.T) {
 	tc.start(1)
 	mu.Unlock()
 	waitFor(t, "5/5/5 after restart", balanced)
-	close(stop)
+	halt()
 	if n := bad.Load(); n > 0 {
 		t.Fatalf("%d samples saw two live masters of one group", n)
 	}
