@@ -72,6 +72,7 @@ func (s *Server) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /events", s.eventsHandler)
 	mux.HandleFunc("/namespaces", s.namespacesHandler)
 	mux.HandleFunc("/locks/unlock", s.forceUnlockHandler)
+	mux.HandleFunc("POST /drain", s.drainHandler)
 	mux.HandleFunc("/members", s.membersHandler)
 	mux.HandleFunc("DELETE /members/{id}", s.memberDeleteHandler)
 	mux.HandleFunc("POST /members/groups/{g}", s.groupChangeHandler)

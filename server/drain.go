@@ -2,10 +2,13 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"slices"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/gossip"
 	"github.com/paxlock/paxlock/paxos"
 )
@@ -26,18 +29,44 @@ import (
 // connections. When every peer is stopping too (a stop of the whole
 // cluster), it stops waiting as soon as gossip says so.
 func (s *Server) drain(ctx context.Context) {
-	if s.cfg.DrainTimeout < 0 || len(s.nodes()) < 2 || s.svc == nil {
+	if s.cfg.DrainTimeout < 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(s.cfg.DrainTimeout))
+	d := s.handOverAll(ctx)
+	switch {
+	case len(d.Groups) == 0:
+	case d.Served:
+		s.log.Info("drained: every group this node mastered is served by a peer", "groups", d.Groups, "took_ms", d.TookMs)
+	case d.Reason == errNoPeerLeft.Error():
+		s.log.Info("drain: no live peer to hand the groups to (every peer is stopping or gone)", "groups", d.Groups)
+	default:
+		s.log.Warn("drain: groups not handed over in time; they fail over when their leases run out",
+			"groups", d.Groups, "waited_ms", d.TookMs, "err", d.Reason)
+	}
+}
+
+// handOverAll is drain's work, also what POST /drain does: it waits
+// within Config.DrainTimeout (10 s when negative) and reports what it did.
+func (s *Server) handOverAll(ctx context.Context) adminapi.Drained {
+	d := adminapi.Drained{Node: s.cfg.NodeID, Groups: []int{}}
+	if len(s.nodes()) < 2 || s.svc == nil {
+		d.Reason = "no peer to hand a group to"
+		return d
+	}
+	limit := time.Duration(s.cfg.DrainTimeout)
+	if limit <= 0 {
+		limit = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	start := time.Now()
 	// The groups to wait for are those mastered now: placement may hand
 	// some over by itself once it leaves this node out.
-	moved := s.mastered()
+	d.Groups = append(d.Groups, s.mastered()...)
 	g := s.gossip.Load()
 	if g != nil && len(g.livePeers()) == 0 {
-		return // gossip knows no live peer to hand a group to
+		d.Reason = errNoPeerLeft.Error()
+		return d
 	}
 	if g != nil {
 		if err := g.m.MarkLeaving(ctx); err != nil {
@@ -46,21 +75,24 @@ func (s *Server) drain(ctx context.Context) {
 		g.place()
 	}
 	s.drainReplicas()
-	if len(moved) == 0 {
-		return
-	}
-	err := s.waitMastered(ctx, moved, g)
-	if errors.Is(err, errNoPeerLeft) {
-		s.log.Info("drain: every peer is stopping too; the groups stay where they are", "groups", moved)
-		return
-	}
+	err := s.waitMastered(ctx, d.Groups, g)
+	d.TookMs = time.Since(start).Milliseconds()
 	if err != nil {
-		s.log.Warn("drain: groups not handed over in time; they fail over when their leases run out",
-			"groups", moved, "waited", time.Since(start).Round(time.Millisecond), "err", err)
-		return
+		d.Reason = err.Error()
+		return d
 	}
-	s.log.Info("drained: every group this node mastered is served by a peer",
-		"groups", moved, "took", time.Since(start).Round(time.Millisecond))
+	d.Served = true
+	return d
+}
+
+// drainHandler is POST /drain: the node hands the groups it masters to
+// its peers and masters none until it restarts (see drain). 200 with
+// adminapi.Drained, served or not.
+func (s *Server) drainHandler(w http.ResponseWriter, r *http.Request) {
+	d := s.handOverAll(r.Context())
+	s.log.Info("drained on request", "groups", d.Groups, "served", d.Served, "reason", d.Reason, "took_ms", d.TookMs)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(d)
 }
 
 // place points every group at the node placement gives it when this node
@@ -126,7 +158,7 @@ func (s *Server) drainReplicas() {
 }
 
 // errNoPeerLeft ends a drain whose peers are all leaving or gone.
-var errNoPeerLeft = errors.New("no live peer left to take the groups (they are stopping too)")
+var errNoPeerLeft = errors.New("no live peer to take the groups (gossip shows every peer leaving or gone)")
 
 // waitMastered waits until another node masters each of groups, as this
 // node sees it, or ctx ends, or (when the node gossips, g) no peer is

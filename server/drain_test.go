@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/paxos"
 )
@@ -96,4 +99,42 @@ func servedByPeer(tc *testCluster, g int, stopped paxos.NodeID) bool {
 		}
 	}
 	return false
+}
+
+// TestDrainOnRequest: POST /drain makes a node hand every group it
+// masters to its peers and master none afterwards, while it keeps
+// running; the answer lists the groups and says they are served.
+func TestDrainOnRequest(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3)
+	s := tc.nodes[0]
+	resp, err := http.Post("http://"+tc.cfgs[0].AdminAddr+"/drain", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var d adminapi.Drained
+	if err := json.NewDecoder(resp.Body).Decode(&d); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /drain: %d %v", resp.StatusCode, err)
+	}
+	if !d.Served || d.Node != tc.cfgs[0].NodeID {
+		t.Fatalf("drained: %+v", d)
+	}
+	for _, g := range d.Groups {
+		if !servedByPeer(tc, g, paxos.NodeID(d.Node)) {
+			t.Errorf("group %d, which node %d mastered, has no master among its peers", g, d.Node)
+		}
+	}
+	if m := s.mastered(); len(m) != 0 {
+		t.Fatalf("the drained node still masters %v", m)
+	}
+	// Its clients are served by the others meanwhile.
+	c := newClient(t, tc)
+	m := c.Mutex("after-drain")
+	if err := m.Lock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Unlock(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
 }

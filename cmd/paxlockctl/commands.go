@@ -27,6 +27,7 @@ var commands = map[string]command{
 	"namespace": runNamespace,
 	"member":    runMember,
 	"unlock":    runUnlock,
+	"drain":     runDrain,
 	"backup":    runBackup,
 	"locks":     runLocks,
 	"check":     runCheck,
@@ -159,6 +160,21 @@ func runUnlock(ctx context.Context, o *options, p printer, _ string, args []stri
 		return err
 	}
 	return forceUnlock(ctx, p, ac, o.ns, args[0], o.timeout)
+}
+
+func runDrain(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if err := wantArgs(args, 1, 1, "drain NODE"); err != nil {
+		return err
+	}
+	id, err := strconv.ParseUint(args[0], 10, 32)
+	if err != nil || id == 0 {
+		return fmt.Errorf("%w: drain: %q is not a node id", errUsage, args[0])
+	}
+	ac, err := o.adminAPI()
+	if err != nil {
+		return err
+	}
+	return drain(ctx, p, ac, uint32(id), o.timeout)
 }
 
 func runBackup(ctx context.Context, o *options, p printer, _ string, args []string) error {

@@ -5,6 +5,7 @@
 //	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
 //	paxlockctl member list|add ID peer=… client=…|remove ID (admin endpoints)
 //	paxlockctl unlock --force KEY                        (admin endpoints)
+//	paxlockctl drain NODE                                (admin endpoints)
 //	paxlockctl backup FILE                               (admin endpoints)
 //	paxlockctl certs|certs node ID [-renew]              (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
@@ -57,7 +58,10 @@
 // development CA, a certificate and key per node (named
 // paxlock://CLUSTER/node/ID, with the -hosts for HTTPS), an admin token
 // and a gossip key into -out (default .run/certs); it never overwrites a
-// file. certs node ID issues node ID a certificate and key from the CA
+// file. drain NODE asks node NODE to hand the groups it masters to its
+// peers (what it does on SIGTERM before it stops) and to master none until
+// it restarts, for maintenance; exit status 1 if a group did not move
+// within the node's drain_timeout. certs node ID issues node ID a certificate and key from the CA
 // already in -out (ca.crt, ca.key), for a node added to the cluster; with
 // -renew it replaces the ones it has (each file replaced whole). unlock --force frees KEY (in -namespace) whoever holds it: the
 // holder is told its lock was revoked, and the next waiter gets it once

@@ -354,6 +354,21 @@ func TestCertsNode(t *testing.T) {
 	}
 }
 
+// TestDrainUsage: drain wants one node id, and fails when no node of
+// -admin answers as that node.
+func TestDrainUsage(t *testing.T) {
+	for _, args := range [][]string{{"drain"}, {"drain", "x"}, {"drain", "0"}, {"drain", "1", "2"}} {
+		if code, _, _ := runCtl(t, "", args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)", args, code)
+		}
+	}
+	a := freeAddrs(t, 1)
+	code, _, errOut := runCtl(t, "", "drain", "4", "-admin", a[0], "-admin-ca", "", "-admin-token-file", "", "-timeout", "2s")
+	if code != 1 || !strings.Contains(errOut, "no node of -admin answers as node 4") {
+		t.Fatalf("drain of an unknown node: exit %d: %s", code, errOut)
+	}
+}
+
 // freeAddrs returns n loopback addresses nothing listens on right now.
 func freeAddrs(t *testing.T, n int) []string {
 	var lns []net.Listener
