@@ -40,7 +40,7 @@ func drain(ctx context.Context, p printer, ac *adminClient, id uint32, timeout t
 	if err != nil {
 		return fmt.Errorf("drain: node %d at %s: %w", id, addr, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // read (up to 1 MiB) or abandoned: nothing to report
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("drain: node %d at %s: %w", id, addr, err)
