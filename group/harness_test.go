@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/clock"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
@@ -411,7 +412,7 @@ func (c *cluster) state(key string) wire.Response {
 // advanceUntil moves the fake clock forward in steps until cond holds,
 // for at most 100000 steps. It is for a fakeCluster or a workerRig, where
 // a step's consequences are done when Advance returns.
-func advanceUntil(t testing.TB, fc *fakeClock, step time.Duration, what string, cond func() bool) {
+func advanceUntil(t testing.TB, fc *clock.Fake, step time.Duration, what string, cond func() bool) {
 	t.Helper()
 	for i := 0; !cond(); i++ {
 		if i == 100000 {

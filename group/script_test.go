@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/paxlock/paxlock/internal/clock"
 	"github.com/paxlock/paxlock/internal/scripttest"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
@@ -74,7 +75,7 @@ func TestLockScripts(t *testing.T) {
 // nil until init, and what the cluster said since the command began.
 type lockScript struct {
 	c     *fakeCluster
-	fc    *fakeClock
+	fc    *clock.Fake
 	mu    sync.Mutex
 	out   strings.Builder
 	conns map[uint64]*scriptConn

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/clock"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
@@ -17,7 +18,7 @@ import (
 // fails it, a deadline when the test advances the clock.
 type workerRig struct {
 	t  *testing.T
-	fc *fakeClock
+	fc *clock.Fake
 	fg *fakeGroup
 	sm *StateMachine
 	kv *memKV

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/server"
 )
 
 // TestCheckCommand runs check against one in-process node: exit 0 for the
@@ -24,32 +22,10 @@ func TestCheckCommand(t *testing.T) {
 			t.Errorf("%q: exit %d, want 2", args, code)
 		}
 	}
-	a := freeAddrs(t, 4)
-	cfg := server.Config{
-		NodeID:     1,
-		Nodes:      []server.NodeAddr{{ID: 1, Peer: a[0], Client: a[1], Gossip: a[2], Admin: a[3]}},
-		AdminAddr:  a[3],
-		DataDir:    t.TempDir(),
-		Namespaces: []server.Namespace{{Name: "ops", Secret: "ops-secret"}},
-		Groups:     3,
-		EventLoops: 1,
-		Lease:      server.Duration(500 * time.Millisecond),
-		Heartbeat:  server.Duration(50 * time.Millisecond),
-	}
-	srv, err := server.New(cfg, testutil.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	clientAddr, _ := startOpsNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Shutdown(context.Background()) }()
-	if err := srv.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(ctx, client.Config{Registry: []string{a[1]}, Namespace: "ops", Secret: "ops-secret"})
+	c, err := client.New(ctx, client.Config{Registry: []string{clientAddr}, Namespace: "ops", Secret: "ops-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +36,7 @@ func TestCheckCommand(t *testing.T) {
 	}
 	tok := m.Token()
 	t.Setenv(SecretEnv, "ops-secret")
-	flags := []string{"-registry", a[1], "-namespace", "ops"}
+	flags := []string{"-registry", clientAddr, "-namespace", "ops"}
 	check := func(token string, json bool) (int, string, string) {
 		args := append([]string{"check", "db:1", token}, flags...)
 		if json {

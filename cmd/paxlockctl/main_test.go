@@ -24,7 +24,6 @@ import (
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/server"
 )
 
 // runCtl runs paxlockctl with args and returns its exit status, standard
@@ -392,33 +391,11 @@ func freeAddrs(t *testing.T, n int) []string {
 // watch streams the lock's acquire and release and ends cleanly when its
 // context is cancelled (SIGINT in main).
 func TestClientCommandsJSON(t *testing.T) {
-	a := freeAddrs(t, 4)
-	cfg := server.Config{
-		NodeID:     1,
-		Nodes:      []server.NodeAddr{{ID: 1, Peer: a[0], Client: a[1], Gossip: a[2], Admin: a[3]}},
-		AdminAddr:  a[3],
-		DataDir:    t.TempDir(),
-		Namespaces: []server.Namespace{{Name: "ops", Secret: "ops-secret"}},
-		Groups:     3,
-		EventLoops: 1,
-		Lease:      server.Duration(500 * time.Millisecond),
-		Heartbeat:  server.Duration(50 * time.Millisecond),
-	}
-	srv, err := server.New(cfg, testutil.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	clientAddr, _ := startOpsNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = srv.Shutdown(context.Background()) }()
-	if err := srv.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	t.Setenv(SecretEnv, "ops-secret")
-	flags := []string{"-registry", a[1], "-namespace", "ops", "-o", "json"}
+	flags := []string{"-registry", clientAddr, "-namespace", "ops", "-o", "json"}
 
 	// watch, in the background until cancelled.
 	var watchOut testutil.Buffer
@@ -493,7 +470,7 @@ func TestClientCommandsJSON(t *testing.T) {
 	}
 
 	// locks: held keys under a prefix, in order, cut at -limit.
-	c, err := client.New(ctx, client.Config{Registry: []string{a[1]}, Namespace: "ops", Secret: "ops-secret"})
+	c, err := client.New(ctx, client.Config{Registry: []string{clientAddr}, Namespace: "ops", Secret: "ops-secret"})
 	if err != nil {
 		t.Fatal(err)
 	}

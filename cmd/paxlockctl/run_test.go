@@ -18,7 +18,6 @@ import (
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/server"
 )
 
 // testNode is one in-process node serving namespace ops (secret in
@@ -35,36 +34,12 @@ func startNode(t *testing.T) testNode {
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("no sh to run commands with")
 	}
-	a := freeAddrs(t, 4)
-	cfg := server.Config{
-		NodeID:     1,
-		Nodes:      []server.NodeAddr{{ID: 1, Peer: a[0], Client: a[1], Gossip: a[2], Admin: a[3]}},
-		AdminAddr:  a[3],
-		DataDir:    t.TempDir(),
-		Namespaces: []server.Namespace{{Name: "ops", Secret: "ops-secret"}},
-		Groups:     3,
-		EventLoops: 1,
-		Lease:      server.Duration(500 * time.Millisecond),
-		Heartbeat:  server.Duration(50 * time.Millisecond),
-	}
-	srv, err := server.New(cfg, testutil.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	if err := srv.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	clientAddr, adminAddr := startOpsNode(t)
 	t.Setenv(SecretEnv, "ops-secret")
 	return testNode{
-		registry: a[1],
-		flags:    []string{"-registry", a[1], "-namespace", "ops"},
-		admin:    []string{"-admin", a[3], "-admin-ca", "", "-admin-token-file", "", "-namespace", "ops"},
+		registry: clientAddr,
+		flags:    []string{"-registry", clientAddr, "-namespace", "ops"},
+		admin:    []string{"-admin", adminAddr, "-admin-ca", "", "-admin-token-file", "", "-namespace", "ops"},
 	}
 }
 
