@@ -32,13 +32,7 @@ func runElect(ctx context.Context, o *options, p printer, _ string, args []strin
 	if o.ttl < 0 || (o.waitGiven && o.wait <= 0) {
 		return fmt.Errorf("%w: elect: -ttl cannot be negative, and -wait must be positive", errUsage)
 	}
-	cfg, err := o.clientConfig()
-	if err != nil {
-		return err
-	}
-	connectCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	c, err := client.New(connectCtx, cfg)
-	cancel()
+	c, err := o.dial(ctx)
 	if err != nil {
 		return err
 	}

@@ -72,13 +72,7 @@ func runHold(ctx context.Context, o *options, _ printer, name string, args []str
 	if o.ttl < 0 || o.wait < 0 || o.killAfter < 0 {
 		return fmt.Errorf("%w: -ttl, -wait and -kill-after cannot be negative", errUsage)
 	}
-	cfg, err := o.clientConfig()
-	if err != nil {
-		return err
-	}
-	connectCtx, cancel := context.WithTimeout(ctx, o.timeout)
-	c, err := client.New(connectCtx, cfg)
-	cancel()
+	c, err := o.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -331,4 +325,16 @@ func (e holdEvent) table(w io.Writer) error {
 		_, err = fmt.Fprintf(w, "paxlockctl: %s %s: sent %s to the command (%s)\n", e.Kind, what, e.Signal, e.Reason)
 	}
 	return err
+}
+
+// dial connects a client with the command line's settings, within
+// -timeout.
+func (o *options) dial(ctx context.Context) (*client.Client, error) {
+	cfg, err := o.clientConfig()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	return client.New(ctx, cfg)
 }

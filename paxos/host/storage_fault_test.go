@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,25 +14,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
 )
-
-// walFaults injects errorfs.ErrInjected into every write and sync of the
-// WAL files once switched on. errorfs does not wrap the files
-// ReuseForWrite returns (recycled WAL files): the tests switch it on
-// before Pebble rotates its first WAL.
-func walFaults() *errorfs.Toggle {
-	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".log") {
-			return nil
-		}
-		switch op.Kind {
-		case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
-			return errorfs.ErrInjected
-		}
-		return nil
-	})}
-}
 
 // voteSpy records the votes and promises a node's transport sent, and
 // drops the Accepts of group dropAccepts (when not 0).
@@ -80,34 +63,6 @@ func (s *voteSpy) Send(msgs []paxos.Message) {
 
 func (s *voteSpy) Close() error { return s.next.Close() }
 
-// logCounter counts the error records a logger receives, by message.
-type logCounter struct {
-	mu     sync.Mutex
-	errors map[string]int
-}
-
-func (c *logCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
-func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	c.errors[r.Message]++
-	c.mu.Unlock()
-	return nil
-}
-func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *logCounter) WithGroup(string) slog.Handler      { return c }
-
-func (c *logCounter) count(prefix string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for m, k := range c.errors {
-		if strings.HasPrefix(m, prefix) {
-			n += k
-		}
-	}
-	return n
-}
-
 // storedEntry returns group g's stored entry for instance inst, if any.
 func storedEntry(s paxos.Storage, g paxos.GroupID, inst uint64) (paxos.Entry, bool, error) {
 	es, err := s.Entries(g, inst, inst, 0)
@@ -132,8 +87,8 @@ func isStorageStop(err error) bool {
 // after a restart on a healthy disk it catches up and serves again.
 func TestClusterStorageFailureFailStops(t *testing.T) {
 	const groups = 6
-	faults := walFaults()
-	logs := &logCounter{errors: map[string]int{}}
+	faults := paxostest.WALFaults()
+	logs := testutil.NewErrorCounter()
 	spy := &voteSpy{accepted: map[[2]uint64]paxos.Ballot{}, promised: map[paxos.GroupID]paxos.Ballot{}}
 	tc := newTestCluster(t, 3, groups, 0, func(tc *testCluster) {
 		tc.nodes[1].fs = errorfs.Wrap(vfs.Default, faults)
@@ -208,7 +163,7 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 			}
 		}
 	}
-	if n := logs.count("storage failed"); n != 1 {
+	if n := logs.Count("storage failed"); n != 1 {
 		t.Errorf("node 1 logged the storage failure %d times, want once", n)
 	}
 
@@ -273,7 +228,7 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 // whose WAL write fails (its followers never see the Accept, so nothing
 // can choose it) fails with the storage error.
 func TestClusterStorageFailureFailsPending(t *testing.T) {
-	faults := walFaults()
+	faults := paxostest.WALFaults()
 	spy := &voteSpy{accepted: map[[2]uint64]paxos.Ballot{}, promised: map[paxos.GroupID]paxos.Ballot{}}
 	tc := newTestCluster(t, 3, 3, 0, func(tc *testCluster) {
 		tc.nodes[1].fs = errorfs.Wrap(vfs.Default, faults)

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,59 +15,15 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/paxos/paxostest"
 )
-
-// walFaults injects errorfs.ErrInjected into every write and sync of the
-// WAL files once switched on. errorfs does not wrap the files
-// ReuseForWrite returns (recycled WAL files): the tests switch it on
-// before Pebble rotates its first WAL.
-func walFaults() *errorfs.Toggle {
-	return &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".log") {
-			return nil
-		}
-		switch op.Kind {
-		case errorfs.OpFileWrite, errorfs.OpFileWriteAt, errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
-			return errorfs.ErrInjected
-		}
-		return nil
-	})}
-}
-
-// logCounter counts the error records a logger receives, by message.
-type logCounter struct {
-	mu     sync.Mutex
-	errors map[string]int
-}
-
-func (c *logCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
-func (c *logCounter) Handle(_ context.Context, r slog.Record) error {
-	c.mu.Lock()
-	c.errors[r.Message]++
-	c.mu.Unlock()
-	return nil
-}
-func (c *logCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
-func (c *logCounter) WithGroup(string) slog.Handler      { return c }
-
-func (c *logCounter) count(prefix string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := 0
-	for m, k := range c.errors {
-		if strings.HasPrefix(m, prefix) {
-			n += k
-		}
-	}
-	return n
-}
 
 // TestStoreFailureRefusesWrites: once a WAL sync failed, the store
 // reports it, refuses every write without reaching Pebble (whose WAL
 // writer would panic on the next commit), keeps reading, and its data
 // directory reopens with everything synced before the failure.
 func TestStoreFailureRefusesWrites(t *testing.T) {
-	faults := walFaults()
+	faults := paxostest.WALFaults()
 	dir := t.TempDir()
 	st, err := Open(dir, Options{Logger: testutil.Logger(), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
 	if err != nil {
@@ -213,7 +168,7 @@ func TestStoreManifestFailureDoesNotExit(t *testing.T) {
 		}
 		return nil
 	})}
-	logs := &logCounter{errors: map[string]int{}}
+	logs := testutil.NewErrorCounter()
 	dir := t.TempDir()
 	st, err := Open(dir, Options{Logger: slog.New(logs), FS: errorfs.Wrap(vfs.Default, faults), MemTableSize: 1 << 20, CacheSize: 1 << 20})
 	if err != nil {
@@ -229,7 +184,7 @@ func TestStoreManifestFailureDoesNotExit(t *testing.T) {
 	if err := st.Close(); !errors.Is(err, paxos.ErrStorageFailed) || !errors.Is(err, errorfs.ErrInjected) {
 		t.Fatalf("close: %v, want the storage error", err)
 	}
-	if n := logs.count("storage failed"); n != 1 {
+	if n := logs.Count("storage failed"); n != 1 {
 		t.Errorf("the failure was logged %d times, want once", n)
 	}
 	st, err = Open(dir, Options{Logger: testutil.Logger(), MemTableSize: 1 << 20, CacheSize: 1 << 20})
