@@ -29,6 +29,8 @@ import (
 //	propose <node> <cmd> [tag=<n>]
 //	    proposes a command; prints the error if the Core refuses it
 //	transfer <node> <to>      the master hands over to <to>
+//	drain <node>              the replica gives up mastership for good
+//	    (Core.Drain)
 //	prefer <node> <p>         sets the node's placement hint (0: none)
 //	tick [<ticks>] [node=<n>] advances the clocks of every live replica (or
 //	    one) without delivering anything
@@ -76,6 +78,7 @@ var coreCommands = scripttest.Registry[*coreScript]{
 	"campaign":   (*coreScript).handleCampaign,
 	"propose":    (*coreScript).handlePropose,
 	"transfer":   (*coreScript).handleTransfer,
+	"drain":      (*coreScript).handleDrain,
 	"prefer":     (*coreScript).handlePrefer,
 	"tick":       (*coreScript).handleTick,
 	"run":        (*coreScript).handleRun,
@@ -141,6 +144,11 @@ func (s *coreScript) handlePropose(t *testing.T, d *datadriven.TestData) {
 
 func (s *coreScript) handleTransfer(t *testing.T, d *datadriven.TestData) {
 	s.tn.core(posNode(t, d, 0)).TransferTo(posNode(t, d, 1))
+	s.tn.flush()
+}
+
+func (s *coreScript) handleDrain(t *testing.T, d *datadriven.TestData) {
+	s.tn.core(posNode(t, d, 0)).Drain()
 	s.tn.flush()
 }
 
