@@ -40,7 +40,8 @@ type Config struct {
 	// (client_tls_addr) in Registry. A node serves a TLS connection the
 	// view with the nodes' TLS addresses, so the client stays on TLS.
 	// Without it, requests, client key and lock values cross the network
-	// in clear (the secret never does).
+	// in clear (the secret never does). Its Certificates are presented to
+	// nodes that ask for a client certificate (their client_tls section).
 	TLS *tls.Config
 
 	// Logger receives the client's log records (default slog.Default()).

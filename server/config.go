@@ -52,6 +52,41 @@ type AdminTLS struct {
 	Key  string `json:"key"`
 }
 
+// ClientTLS is how the TLS client listener (client_tls_addr) asks
+// clients for certificates.
+type ClientTLS struct {
+	// ClientCA names a PEM file of the CA certificates that sign client
+	// certificates. The cluster CA (tls.ca) is trusted as well, for the
+	// node certificates relaying nodes present.
+	ClientCA string `json:"client_ca"`
+	// ClientAuth is ClientAuthNone (the default: a certificate is
+	// verified if sent, against the cluster CA only), ClientAuthOptional
+	// (verified against client_ca and the cluster CA if sent) or
+	// ClientAuthRequired (a handshake without a valid one is refused).
+	ClientAuth string `json:"client_auth,omitempty"`
+	// BindNamespace makes a client certificate a second factor bound to
+	// a namespace: a client's session for namespace ns is accepted only
+	// from a connection whose verified certificate names ns as the URI
+	// paxlock-client:<ns> (internal/pki; paxlockctl certs client makes
+	// such certificates), and only if its SCRAM exchange proves the
+	// namespace's secret too. Sessions without a certificate naming the
+	// namespace, on the plain client port as well, are refused
+	// AUTH_FAILED. Relays prove themselves with node certificates and
+	// are not affected.
+	BindNamespace bool `json:"bind_namespace,omitempty"`
+}
+
+// The values of ClientTLS.ClientAuth.
+const (
+	// ClientAuthNone asks for no client certificate.
+	ClientAuthNone = "none"
+	// ClientAuthOptional verifies a client certificate when one is sent.
+	ClientAuthOptional = "optional"
+	// ClientAuthRequired refuses a TLS handshake without a valid client
+	// certificate.
+	ClientAuthRequired = "required"
+)
+
 // Namespace is a tenant and its secret.
 type Namespace struct {
 	Name   string `json:"name"`
@@ -182,6 +217,10 @@ type Config struct {
 	// is plaintext, for trusted networks only, and the node logs a warning
 	// at start. Certificates are read at start only.
 	TLS *pki.Files `json:"tls,omitempty"`
+	// ClientTLS, if set, has the TLS client listener ask clients for
+	// certificates signed by its client_ca (mutual TLS to the client),
+	// and may bind them to namespaces. It needs client_tls_addr.
+	ClientTLS *ClientTLS `json:"client_tls,omitempty"`
 	// AdminTLS, if set, serves the admin endpoint over HTTPS with its cert
 	// and key; when both are empty, the node's tls cert and key are used.
 	AdminTLS *AdminTLS `json:"admin_tls,omitempty"`
@@ -464,6 +503,7 @@ func (c *Config) Validate() error {
 	if c.TLS == nil && c.self().ClientTLS != "" {
 		errs = append(errs, errors.New("client_tls_addr: the TLS client listener serves the node's certificate from the tls section, which is not set"))
 	}
+	errs = append(errs, c.validateClientTLS()...)
 	if a := c.AdminTLS; a != nil && (a.Cert == "") != (a.Key == "") {
 		errs = append(errs, errors.New("admin_tls: set both cert and key, or neither (the node's tls cert and key)"))
 	}

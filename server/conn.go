@@ -34,6 +34,13 @@ type conn struct {
 	// peerNode is the node id the connection's verified TLS client
 	// certificate names (a relaying node of this cluster), 0 if none.
 	peerNode uint32
+	// certNamespaces are the namespaces the connection's verified TLS
+	// client certificate names (pki.ClientNamespaces), nil if none.
+	certNamespaces []string
+	// certRefused is the namespace the last Credentials refused for want
+	// of a certificate naming it (client_tls bind_namespace), "" if none
+	// (event loop only; Refused reports it).
+	certRefused string
 
 	// owned by the event loop
 	sess session.Accepted // handshake state; its ClientKey is for relays' Hello (never logged)

@@ -19,11 +19,25 @@ import (
 func (c *conn) id() session.Identity { return c.sess.Identity() }
 
 // Credentials implements session.Host: the namespace's verifier from the
-// replicated namespace table.
+// replicated namespace table. With client_tls bind_namespace, a
+// connection whose verified client certificate does not name ns gets
+// none, as for an unknown namespace: the SCRAM exchange still runs and
+// fails at the proof (AUTH_FAILED), so the certificate is a second
+// factor and never stands in for the secret.
 func (c *conn) Credentials(ns string) (scramauth.Verifier, bool) {
 	c.helloGen = c.s.svc.NamespaceGeneration() // before the lookup: see checkRevoked
+	c.certRefused = ""
+	if c.s.sec.bindNamespace && !c.certNames(ns) {
+		c.certRefused = ns
+		return scramauth.Verifier{}, false
+	}
 	return c.s.credentials(ns)
 }
+
+// errCertNamespace is why a client's session was refused under
+// client_tls bind_namespace (for the node's log; the client is told
+// AUTH_FAILED only).
+var errCertNamespace = errors.New("the connection's client certificate does not name the namespace (client_tls bind_namespace)")
 
 // TrustRelay implements session.Host. A relay's Hello names a client
 // without its secret, so it is accepted only from the node it says it
@@ -68,8 +82,13 @@ func (c *conn) RelayCredentials(via uint32, ns string) (scramauth.Verifier, bool
 }
 
 // Refused implements session.Host: a refused handshake is counted
-// (paxlock_auth_failures_total) and logged, at most once a second.
+// (paxlock_auth_failures_total) and logged, at most once a second; the
+// log says when the connection's client certificate did not name the
+// namespace (see Credentials).
 func (c *conn) Refused(ns string, err error) {
+	if ns != "" && ns == c.certRefused {
+		err = fmt.Errorf("%w: %w", errCertNamespace, err)
+	}
 	c.s.metrics.authFailures.Inc()
 	c.s.logAuthFailure(ns, c.remote(), err)
 }

@@ -121,11 +121,14 @@ func (s *Server) serveTLS(nc net.Conn, tlsPort bool) {
 	t := &tlsConn{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c := &conn{s: s, tc: t, tlsPort: tlsPort}
 	if cs := tlsState(tc); len(cs.VerifiedChains) > 0 {
-		// Verified against the cluster CA by the handshake; a node's
-		// certificate names it (relays: see TrustRelay).
-		if id, err := pki.CheckNode(cs.PeerCertificates[0], s.cfg.ClusterName, 0); err == nil {
+		// Verified by the handshake against the cluster CA or client_ca;
+		// a node's certificate names it (relays: see TrustRelay), and
+		// only the cluster CA may vouch for a node.
+		leaf := cs.PeerCertificates[0]
+		if id, err := pki.CheckNode(leaf, s.cfg.ClusterName, 0); err == nil && s.verifiesAsNode(cs) {
 			c.peerNode = id
 		}
+		c.certNamespaces = pki.ClientNamespaces(leaf)
 	}
 	c.lastSeen.Store(time.Now().UnixNano())
 	s.conns.Store(c, struct{}{})

@@ -3,6 +3,7 @@ package server
 import (
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -25,6 +26,12 @@ type security struct {
 	// logged.
 	relaySecret   string
 	relayVerifier scramauth.Verifier
+	// The TLS client listener's client certificates: the CAs they must
+	// chain to, whether one is required, and whether a client's session
+	// needs one naming its namespace (client_tls).
+	clientCAs     *x509.CertPool
+	clientAuth    tls.ClientAuthType
+	bindNamespace bool
 }
 
 // loadSecurity reads the certificates, keys and token cfg names, and
@@ -39,6 +46,9 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 		sec.peer = p
 	} else {
 		log.Warn("peer transport is plaintext (no tls section): anyone who reaches the peer port can speak as any node; use it on trusted networks only")
+	}
+	if err := loadClientCAs(cfg, &sec); err != nil {
+		return sec, fmt.Errorf("server: %w", err)
 	}
 	if a := cfg.AdminTLS; a != nil {
 		cert := sec.peer.Cert // Validate: no cert and key means the node's, which is set

@@ -123,6 +123,16 @@ func certsNodeCmd(p printer, dir string, o pki.NodeOptions) error {
 	return p.emit(filesOutput{Wrote: files})
 }
 
+// certsClientCmd issues a client certificate for a namespace from the CA
+// in dir.
+func certsClientCmd(p printer, dir string, o pki.ClientOptions) error {
+	files, err := pki.WriteClient(dir, o)
+	if err != nil {
+		return err
+	}
+	return p.emit(filesOutput{Wrote: files})
+}
+
 // errNoNode is change's error when no node could carry the request out:
 // each was unreachable or answered 503.
 var errNoNode = errors.New("no node could do it")

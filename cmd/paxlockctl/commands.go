@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // command checks a command's arguments and runs it; name is the command
@@ -87,6 +88,15 @@ func runCerts(_ context.Context, o *options, p printer, _ string, args []string)
 			return fmt.Errorf("%w: certs node: %q is not a node id", errUsage, args[1])
 		}
 		return certsNodeCmd(p, o.out, pki.NodeOptions{Cluster: o.cluster, ID: uint32(id), Hosts: strings.Split(o.hosts, ","), Renew: o.renew})
+	}
+	if len(args) > 0 && args[0] == "client" {
+		if len(args) != 2 {
+			return fmt.Errorf("%w: want certs client NAMESPACE", errUsage)
+		}
+		if err := wire.ValidateNamespace(args[1]); err != nil {
+			return fmt.Errorf("%w: certs client: %w", errUsage, err)
+		}
+		return certsClientCmd(p, o.out, pki.ClientOptions{Namespace: args[1], Renew: o.renew})
 	}
 	if err := wantArgs(args, 0, 0, "certs"); err != nil {
 		return err

@@ -7,7 +7,7 @@
 //	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl drain NODE                                (admin endpoints)
 //	paxlockctl backup FILE                               (admin endpoints)
-//	paxlockctl certs|certs node ID [-renew]              (local files)
+//	paxlockctl certs|certs node ID|client NS [-renew]    (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
 //	paxlockctl check KEY TOKEN                           (client protocol)
 //	paxlockctl locks [PREFIX]                            (client protocol)
@@ -63,7 +63,9 @@
 // it restarts, for maintenance; exit status 1 if a group did not move
 // within the node's drain_timeout. certs node ID issues node ID a certificate and key from the CA
 // already in -out (ca.crt, ca.key), for a node added to the cluster; with
-// -renew it replaces the ones it has (each file replaced whole). unlock --force frees KEY (in -namespace) whoever holds it: the
+// -renew it replaces the ones it has (each file replaced whole); certs
+// client NAMESPACE likewise issues client-NAMESPACE.crt and .key, a client
+// certificate naming paxlock-client:NAMESPACE, for -cert and -key. unlock --force frees KEY (in -namespace) whoever holds it: the
 // holder is told its lock was revoked, and the next waiter gets it once
 // the holder's client has acknowledged (at once, if it is alive) or its
 // TTL has run out, so that two holders never overlap; it prints the holds
@@ -108,7 +110,8 @@
 // lock, state, check, watch, locks, the run forms and elect authenticate with SCRAM-SHA-256: the namespace
 // secret never crosses the network. With -ca FILE they connect with TLS,
 // verifying the nodes against that CA; -registry must then list the
-// nodes' TLS client addresses (client_tls_addr).
+// nodes' TLS client addresses (client_tls_addr). -cert FILE -key FILE
+// present a client certificate there (client_tls in the nodes' config).
 //
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
 // error, 3 when check found the token not current; the run forms and
@@ -174,27 +177,28 @@ var errUsage = errors.New("usage")
 
 // options are the command line's flags.
 type options struct {
-	admin, registry, ns string
-	adminCA, tokenFile  string
-	clientCA            string
-	secretFile          string
-	out, cluster, hosts string
-	nodes               int
-	output              string
-	timeout             time.Duration
-	after               uint64
-	explicitAdmin       bool // -admin-ca or -admin-token-file given, even empty
-	secretFileGiven     bool
-	outputJSON          bool
-	force               bool
-	balanced            bool
-	renew               bool
-	limit               int
-	ttl, wait           time.Duration
-	killAfter           time.Duration
-	ttlGiven, waitGiven bool
-	limitGiven          bool
-	commandAndArgs      []string
+	admin, registry, ns   string
+	adminCA, tokenFile    string
+	clientCA              string
+	clientCert, clientKey string
+	secretFile            string
+	out, cluster, hosts   string
+	nodes                 int
+	output                string
+	timeout               time.Duration
+	after                 uint64
+	explicitAdmin         bool // -admin-ca or -admin-token-file given, even empty
+	secretFileGiven       bool
+	outputJSON            bool
+	force                 bool
+	balanced              bool
+	renew                 bool
+	limit                 int
+	ttl, wait             time.Duration
+	killAfter             time.Duration
+	ttlGiven, waitGiven   bool
+	limitGiven            bool
+	commandAndArgs        []string
 	// argv is the command a run form runs (what follows "--"), nil
 	// for every other command.
 	argv []string
@@ -212,6 +216,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.ns, "namespace", "default", "namespace")
 	fs.StringVar(&o.secretFile, "secret-file", "", "file holding the namespace secret, - for standard input ("+SecretEnv+" takes precedence)")
 	fs.StringVar(&o.clientCA, "ca", "", "lock, state, check, watch, locks: CA certificate (PEM) to verify the nodes' TLS client listeners with; set, the client connects with TLS and -registry must list client_tls_addr addresses (make run: .run/certs/ca.crt, 127.0.0.1:7111-7113)")
+	fs.StringVar(&o.clientCert, "cert", "", "with -ca and -key: client certificate (PEM) to present to the nodes' TLS client listeners (client_tls; paxlockctl certs client NAMESPACE)")
+	fs.StringVar(&o.clientKey, "key", "", "with -ca and -cert: the client certificate's private key (PEM)")
 	fs.StringVar(&o.adminCA, "admin-ca", "", "CA certificate (PEM) to verify the admin endpoints' HTTPS with; unset: plain HTTP (see the doc for the .run/certs default)")
 	fs.StringVar(&o.tokenFile, "admin-token-file", "", "file holding the admin bearer token ("+adminapi.TokenEnv+" takes precedence)")
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
@@ -226,7 +232,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
-	fs.BoolVar(&o.renew, "renew", false, "certs node ID: replace the node's certificate and key if they exist")
+	fs.BoolVar(&o.renew, "renew", false, "certs node ID, certs client NAMESPACE: replace the certificate and key if they exist")
 	fs.StringVar(&o.hosts, "hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
 	return fs
 }
@@ -252,7 +258,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int,
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [flags]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [node ID|client NAMESPACE]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
@@ -329,7 +335,8 @@ func wantArgs(args []string, lo, hi int, form string) error {
 }
 
 // clientConfig is the client configuration of lock, state, check, watch
-// and locks: over TLS, verifying the nodes against -ca, when that is set.
+// and locks: over TLS, verifying the nodes against -ca, when that is set,
+// and presenting the client certificate -cert and -key, when set.
 func (o *options) clientConfig() (client.Config, error) {
 	secret, err := o.secret(true)
 	if err != nil {
@@ -342,6 +349,16 @@ func (o *options) clientConfig() (client.Config, error) {
 			return cfg, err
 		}
 		cfg.TLS = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	}
+	if o.clientCert != "" || o.clientKey != "" {
+		if o.clientCert == "" || o.clientKey == "" || cfg.TLS == nil {
+			return cfg, fmt.Errorf("%w: -cert and -key go together, with -ca", errUsage)
+		}
+		cert, err := tls.LoadX509KeyPair(o.clientCert, o.clientKey)
+		if err != nil {
+			return cfg, fmt.Errorf("-cert, -key: %w", err)
+		}
+		cfg.TLS.Certificates = []tls.Certificate{cert}
 	}
 	return cfg, nil
 }

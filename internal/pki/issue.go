@@ -89,21 +89,36 @@ func WriteNode(dir string, o NodeOptions) ([]string, error) {
 	}
 	certPath, keyPath := filepath.Join(dir, DevNodeCert(int(o.ID))), filepath.Join(dir, DevNodeKey(int(o.ID)))
 	if !o.Renew {
-		for _, p := range []string{certPath, keyPath} {
-			if _, err := os.Stat(p); err == nil {
-				return nil, fmt.Errorf("pki: %s exists; not overwriting (renew replaces it)", p)
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("pki: %w", err)
-			}
+		if err := refuseOverwrite(certPath, keyPath); err != nil {
+			return nil, err
 		}
 	}
 	is, err := ca.IssueNode(o.Cluster, o.ID, o.Hosts, o.Validity)
 	if err != nil {
 		return nil, err
 	}
-	// The key first: a node reading the pair between the two renames
-	// gets a key that does not match the old certificate and refuses
-	// the pair, rather than loading a mismatched one.
+	return writePair(certPath, keyPath, is)
+}
+
+// refuseOverwrite returns an error if any of paths exists.
+func refuseOverwrite(paths ...string) error {
+	for _, p := range paths {
+		if _, err := os.Stat(p); err == nil {
+			return fmt.Errorf("pki: %s exists; not overwriting (renew replaces it)", p)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("pki: %w", err)
+		}
+	}
+	return nil
+}
+
+// writePair writes is's key to keyPath (mode 0600) and then its
+// certificate to certPath, each with replaceFile, and returns the paths
+// written.
+func writePair(certPath, keyPath string, is Issued) ([]string, error) {
+	// The key first: a reader of the pair between the two renames gets a
+	// key that does not match the old certificate and refuses the pair,
+	// rather than loading a mismatched one.
 	if err := replaceFile(keyPath, is.KeyPEM, 0o600); err != nil {
 		return nil, err
 	}
