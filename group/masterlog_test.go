@@ -33,7 +33,7 @@ func TestMasterChangesLogged(t *testing.T) {
 		{paxos.SoftState{Master: 3, Ballot: b(4, 3)}, 1, []string{`msg="group master stepped down"`, "superseded by node 3"}},
 		{paxos.SoftState{Master: 0}, 1, nil},
 		{paxos.SoftState{Master: 1, Ballot: b(5, 1)}, 1, []string{`msg="group master elected"`, "no master was known"}},
-		{paxos.SoftState{Master: 0}, 1, []string{`msg="group master stepped down"`, "no master known"}},
+		{paxos.SoftState{Master: 0}, 1, []string{`msg="group master stepped down"`, "no successor known yet"}},
 	}
 	for i, st := range steps {
 		g.preferred.Store(uint32(st.pref))

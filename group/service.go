@@ -558,7 +558,10 @@ func (g *Group) logMaster(prev, s paxos.SoftState) {
 		var reason string
 		switch {
 		case s.Master == 0:
-			reason = "lost its lease or quorum: no master known"
+			// A transfer (a hand-over, a drain) and a lost lease both
+			// step down under the same ballot: the successor, if any,
+			// is named by the next change.
+			reason = "no successor known yet: handed over, or its lease or quorum lost"
 		case s.Master == pref:
 			reason = fmt.Sprintf("hand-off: gave the group to its preferred master, node %d", s.Master)
 		default:
