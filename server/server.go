@@ -67,7 +67,8 @@ type Server struct {
 	viewMu  sync.Mutex
 	masters []paxos.SoftState
 	// masterNews is closed, and replaced, at every change of a group's
-	// master as this node sees it (under viewMu; see waitMastered).
+	// master as this node sees it (under viewMu; see WaitReady and
+	// waitMastered).
 	masterNews chan struct{}
 	view       atomic.Pointer[wire.View]
 	tlsView    atomic.Pointer[wire.View] // view with the TLS client addresses, for the TLS listener's connections
@@ -529,22 +530,23 @@ func (s *Server) subscribe(c *conn, on bool) {
 
 // WaitReady waits until every group has a master that this node knows.
 func (s *Server) WaitReady(ctx context.Context) error {
-	t := time.NewTicker(10 * time.Millisecond)
-	defer t.Stop()
 	for {
+		s.viewMu.Lock()
+		news := s.masterNews
 		ready := true
-		for _, g := range s.view.Load().Groups {
-			if g.Master == 0 {
+		for _, st := range s.masters {
+			if st.Master == 0 {
 				ready = false
 			}
 		}
+		s.viewMu.Unlock()
 		if ready {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("server: waiting for masters: %w", ctx.Err())
-		case <-t.C:
+		case <-news:
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -9,7 +8,6 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/server"
 )
 
@@ -74,19 +72,7 @@ func TestClientCertFlags(t *testing.T) {
 		TLS:        &pki.Files{CA: ca, Cert: filepath.Join(dir, pki.DevNodeCert(1)), Key: filepath.Join(dir, pki.DevNodeKey(1))},
 		ClientTLS:  &server.ClientTLS{ClientCA: ca, ClientAuth: server.ClientAuthRequired, BindNamespace: true},
 	}
-	srv, err := server.New(cfg, testutil.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
-	if err := srv.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
+	srv := runNode(t, cfg)
 	t.Setenv(SecretEnv, "ops-secret")
 	state := func(extra ...string) (int, string) {
 		args := append([]string{"state", "k", "-registry", srv.ClientTLSAddr(), "-namespace", "ops", "-ca", ca, "-timeout", "3s"}, extra...)

@@ -26,6 +26,14 @@ func startOpsNode(t *testing.T) (clientAddr, adminAddr string) {
 		Lease:      server.Duration(500 * time.Millisecond),
 		Heartbeat:  server.Duration(50 * time.Millisecond),
 	}
+	runNode(t, cfg)
+	return a[1], a[3]
+}
+
+// runNode starts a node of cfg, ready when it returns and shut down when
+// the test ends.
+func runNode(t *testing.T, cfg server.Config) *server.Server {
+	t.Helper()
 	srv, err := server.New(cfg, testutil.Logger())
 	if err != nil {
 		t.Fatal(err)
@@ -39,5 +47,5 @@ func startOpsNode(t *testing.T) (clientAddr, adminAddr string) {
 	if err := srv.WaitReady(ctx); err != nil {
 		t.Fatal(err)
 	}
-	return a[1], a[3]
+	return srv
 }

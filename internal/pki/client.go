@@ -1,12 +1,8 @@
 package pki
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"net/url"
 	"path/filepath"
@@ -51,36 +47,12 @@ func (ca *CA) IssueClient(ns string, validity time.Duration) (Issued, error) {
 	if validity <= 0 {
 		return Issued{}, fmt.Errorf("pki: client certificate: validity %v", validity)
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Issued{}, fmt.Errorf("pki: client key: %w", err)
-	}
-	sn, err := serial()
-	if err != nil {
-		return Issued{}, err
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: "paxlock client (" + ns + ")"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-		URIs:         []*url.URL{ClientURI(ns)},
+		Subject:     pkix.Name{CommonName: "paxlock client (" + ns + ")"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		URIs:        []*url.URL{ClientURI(ns)},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
-	if err != nil {
-		return Issued{}, fmt.Errorf("pki: client certificate for %s: %w", ns, err)
-	}
-	kb, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return Issued{}, fmt.Errorf("pki: client key for %s: %w", ns, err)
-	}
-	return Issued{
-		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kb}),
-	}, nil
+	return ca.issue(tmpl, validity, "client "+ns)
 }
 
 // DevClientCert and DevClientKey name the certificate and key files

@@ -80,23 +80,10 @@ func (ca *CA) IssueNode(cluster string, id uint32, hosts []string, validity time
 	if err := ValidCluster(cluster); err != nil {
 		return Issued{}, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return Issued{}, fmt.Errorf("pki: node key: %w", err)
-	}
-	sn, err := serial()
-	if err != nil {
-		return Issued{}, err
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: fmt.Sprintf("paxlock node %d (%s)", id, cluster)},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(validity),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		URIs:         []*url.URL{NodeURI(cluster, id)},
+		Subject:     pkix.Name{CommonName: fmt.Sprintf("paxlock node %d (%s)", id, cluster)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		URIs:        []*url.URL{NodeURI(cluster, id)},
 	}
 	for _, h := range hosts {
 		if ip := net.ParseIP(h); ip != nil {
@@ -105,13 +92,30 @@ func (ca *CA) IssueNode(cluster string, id uint32, hosts []string, validity time
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
+	return ca.issue(tmpl, validity, fmt.Sprintf("node %d", id))
+}
+
+// issue signs tmpl (its subject, usages and names) with a new ECDSA P-256
+// key, a random serial and validity from an hour ago, for digital
+// signatures; what names the certificate in errors.
+func (ca *CA) issue(tmpl *x509.Certificate, validity time.Duration, what string) (Issued, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Issued{}, fmt.Errorf("pki: %s key: %w", what, err)
+	}
+	if tmpl.SerialNumber, err = serial(); err != nil {
+		return Issued{}, err
+	}
+	now := time.Now()
+	tmpl.NotBefore, tmpl.NotAfter = now.Add(-time.Hour), now.Add(validity)
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
-		return Issued{}, fmt.Errorf("pki: node %d certificate: %w", id, err)
+		return Issued{}, fmt.Errorf("pki: %s certificate: %w", what, err)
 	}
 	kb, err := x509.MarshalPKCS8PrivateKey(key)
 	if err != nil {
-		return Issued{}, fmt.Errorf("pki: node %d key: %w", id, err)
+		return Issued{}, fmt.Errorf("pki: %s key: %w", what, err)
 	}
 	return Issued{
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
