@@ -7,7 +7,7 @@ RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./group
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
 
-.PHONY: restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
+.PHONY: restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-soak bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
 
 all: build
 
@@ -114,6 +114,18 @@ bench: build
 		-workers 64 -keys 16 -duration 8s -warmup 2s -repeats 3 \
 		-sweep 1,4,8,16,64,256 -sweep-duration 3s -sweep-warmup 1s \
 		-out results $(BENCH_FLAGS)
+
+# bench-soak loads a fresh 3-node cluster (bench/scripts/paxlock.sh)
+# continuously at 64 workers for SOAK (default 30m) and records every
+# minute its throughput, p99/p999, the nodes' CPU per op, RSS, data
+# directory and storage-engine metrics, with Redis run for 15 s every 5
+# minutes as the machine's reference; bench/results/soak/ gets soak.md,
+# soak.json and two plots. Extra flags: SOAK_FLAGS='-scenario contended'.
+bench-soak: build
+	cd bench && trap './scripts/paxlock.sh stop; ./scripts/peers.sh clean' EXIT INT TERM; \
+	BIN=$(abspath $(BIN)) ./scripts/paxlock.sh start && \
+	./scripts/peers.sh start redis && \
+	$(GO) run ./cmd/soak -duration $(or $(SOAK),30m) -out results/soak $(SOAK_FLAGS)
 
 # bench-ab judges a performance change: a same-run A/B of two builds
 # (bench/scripts/ab.sh), ROUNDS rounds of paxlock against Redis with the

@@ -173,3 +173,7 @@ func fmtDur(d time.Duration) string {
 	}
 	return fmt.Sprintf("%dm%02ds", int(d.Minutes()), int(d.Seconds())%60)
 }
+
+// SystemColor is the colour a system's series gets in every chart (i is
+// its position, for systems without a colour of their own).
+func SystemColor(name string, i int) string { return systemColor(name, i) }
