@@ -202,3 +202,31 @@ func (s *Service) SplitImport(ns string, pairs []byte) (map[int][]byte, error) {
 	}
 	return out, nil
 }
+
+// NamespaceRecord returns namespace ns's record in the namespace table
+// (its SCRAM verifier, as replicated), false if the namespace does not
+// exist: a move installs it on the target (PutNamespaceRecord), so that
+// the namespace's clients authenticate there with the same secret.
+func (s *Service) NamespaceRecord(ns string) ([]byte, bool) {
+	sm := s.groups[NamespaceGroup].sm
+	sm.nsMu.RLock()
+	defer sm.nsMu.RUnlock()
+	r, ok := sm.namespaces[ns]
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), r.raw...), true
+}
+
+// PutNamespaceRecord creates namespace ns, or replaces its record, with
+// rec as NamespaceRecord returns it. It must run on the master of group 0
+// (else ErrNotSystemMaster); a malformed record is wire.ErrInvalid.
+func (s *Service) PutNamespaceRecord(ctx context.Context, ns string, rec []byte) error {
+	if err := wire.ValidateNamespace(ns); err != nil {
+		return err
+	}
+	if _, err := parseNSRec(rec); err != nil {
+		return fmt.Errorf("%w: namespace record: %w", wire.ErrInvalid, err)
+	}
+	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: rec})
+}
