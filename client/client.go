@@ -186,7 +186,7 @@ type Client struct {
 	// is ignored. moveSeeds, when set, asks the next view refresh to find
 	// the cluster the namespace moved to (see move.go).
 	moveFrom  atomic.Pointer[map[string]bool]
-	moveSeeds atomic.Pointer[[]string]
+	moveSeeds atomic.Pointer[moveNote]
 	// viewCh is closed, and replaced, when a newer view is installed: a
 	// request waiting to retry after NO_MASTER or a lost master wakes at
 	// once instead of at the end of its backoff.

@@ -14,20 +14,32 @@ import (
 
 // followMoved notes that the namespace moved away from the cluster of the
 // current view; redirect is the MOVED answer's list of the new cluster's
-// client addresses (comma-separated, possibly empty). The next view
-// refresh, asked for now, finds the new cluster (resolveMove).
-func (c *Client) followMoved(redirect string) {
-	var seeds []string
+// client addresses (comma-separated, possibly empty), by the node at
+// addr. The next view refresh, asked for now, finds the new cluster
+// (resolveMove). An answer of a cluster the client has left already (a
+// request sent before it followed) changes nothing.
+func (c *Client) followMoved(redirect, by string) {
+	if from := c.moveFrom.Load(); from != nil && (*from)[by] {
+		return
+	}
+	n := &moveNote{by: by}
 	for _, a := range strings.Split(redirect, ",") {
 		if a = strings.TrimSpace(a); a != "" {
-			seeds = append(seeds, a)
+			n.seeds = append(n.seeds, a)
 		}
 	}
-	if prev := c.moveSeeds.Load(); prev != nil && len(seeds) == 0 {
-		seeds = *prev // a MOVED without addresses keeps those known
+	if prev := c.moveSeeds.Load(); prev != nil && len(n.seeds) == 0 {
+		n.seeds = prev.seeds // a MOVED without addresses keeps those known
 	}
-	c.moveSeeds.Store(&seeds)
+	c.moveSeeds.Store(n)
 	c.refresh()
+}
+
+// moveNote is a MOVED answer to follow: the new cluster's addresses it
+// named, and the node that answered.
+type moveNote struct {
+	seeds []string
+	by    string
 }
 
 // leftCluster reports whether v is a view of the cluster the namespace
@@ -57,8 +69,8 @@ func (c *Client) leftCluster(v *wire.View) bool {
 // when no address gave a view of another cluster (the refresh is tried
 // again with backoff).
 func (c *Client) resolveMove() error {
-	seeds := c.moveSeeds.Load()
-	if seeds == nil {
+	note := c.moveSeeds.Load()
+	if note == nil {
 		return nil
 	}
 	cur := c.view.Load()
@@ -68,8 +80,13 @@ func (c *Client) resolveMove() error {
 			from[n.Addr] = true
 		}
 	}
+	if !from[note.by] {
+		// Answered by a node of a cluster followed away from already.
+		c.moveSeeds.CompareAndSwap(note, nil)
+		return nil
+	}
 	var errs []error
-	for _, addr := range append(append([]string(nil), c.cfg.Registry...), *seeds...) {
+	for _, addr := range append(append([]string(nil), c.cfg.Registry...), note.seeds...) {
 		if from[addr] {
 			continue // a node of the old cluster
 		}
@@ -88,7 +105,7 @@ func (c *Client) resolveMove() error {
 			continue // the registry still names the old cluster
 		}
 		c.moveFrom.Store(&from)
-		c.moveSeeds.CompareAndSwap(seeds, nil)
+		c.moveSeeds.CompareAndSwap(note, nil)
 		c.mu.Lock()
 		c.subConn = nil // subscribed to the old cluster: refreshOnce subscribes anew
 		c.mu.Unlock()

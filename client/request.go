@@ -88,7 +88,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 				delay = time.Duration(max(r.RetryAfterMs, 1)) * time.Millisecond
 				viewCh = routing
 			case wire.StatusMoved:
-				c.followMoved(r.Redirect)
+				c.followMoved(r.Redirect, cn.addr)
 				viewCh = routing
 			case wire.StatusTimeout:
 				res.unknown = true
