@@ -124,7 +124,13 @@ func TestMoveNamespaceServer(t *testing.T) {
 	sAdmin, sAdmin2, tAdmin := src.cfgs[0].AdminAddr, src.cfgs[1].AdminAddr, dst.cfgs[0].AdminAddr
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c := newClient(t, src)
+	// Retries bounded by the test's context, not by count: a loaded
+	// machine's elections take longer than the default retries span.
+	c, err := client.New(ctx, client.Config{Registry: src.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), MaxRetries: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
 	m := c.Mutex("m", client.Value("mv"), client.TTL(20*time.Second))
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
@@ -186,8 +192,8 @@ func TestMoveNamespaceServer(t *testing.T) {
 	moveStep(t, tAdmin, "ns", "incoming", adminapi.MoveStep{ID: id, Verifier: verifier})
 	moveStep(t, sAdmin2, "ns", "freeze", adminapi.MoveStep{ID: id})
 	moveStep(t, sAdmin, "ns", "freeze", adminapi.MoveStep{ID: id})
-	fctx, fcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err := c.Mutex("during").TryLock(fctx)
+	fctx, fcancel := context.WithTimeout(ctx, time.Second)
+	err = c.Mutex("during").TryLock(fctx)
 	fcancel()
 	if err == nil || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "MOVING") {
 		t.Fatalf("a try-lock during the freeze: %v, want to wait on MOVING until its context ends", err)
