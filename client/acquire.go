@@ -283,7 +283,9 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 			case wire.StatusTimeout:
 				c.removeWaiter(w)
 				return granted{}, m.timeoutErr(byCtx)
-			case wire.StatusNoMaster:
+			case wire.StatusNoMaster, wire.StatusMoving, wire.StatusMoved:
+				// Left the queue (a master change, a namespace move):
+				// re-sent below, to whichever master the view names.
 				c.refreshWide()
 			default:
 				c.removeWaiter(w)

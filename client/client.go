@@ -57,9 +57,11 @@ type Config struct {
 	// caller's context bounds the whole call, retries included.
 	RequestTimeout time.Duration
 	// MaxRetries is how many times a request is re-sent after a retryable
-	// outcome (TIMEOUT, MASTER_REDIRECT, OVERLOADED, NO_MASTER, a broken
-	// connection) before the call fails (default 10: with the default
-	// backoff that spans about 4 s, longer than a master failover).
+	// outcome (TIMEOUT, MASTER_REDIRECT, OVERLOADED, NO_MASTER, MOVED, a
+	// broken connection) before the call fails (default 10: with the
+	// default backoff that spans about 4 s, longer than a master
+	// failover). MOVING (a namespace move under way) is retried within
+	// the caller's context, without using up retries.
 	MaxRetries int
 	// RetryBackoff is the first pause between attempts, doubled each time
 	// up to MaxBackoff (defaults 10ms and 1s), with jitter.
@@ -179,6 +181,12 @@ type Client struct {
 
 	viewMu sync.Mutex
 	view   atomic.Pointer[wire.View]
+	// moveFrom holds the client addresses of the cluster the namespace
+	// moved away from: a view naming one of them is that cluster's, and
+	// is ignored. moveSeeds, when set, asks the next view refresh to find
+	// the cluster the namespace moved to (see move.go).
+	moveFrom  atomic.Pointer[map[string]bool]
+	moveSeeds atomic.Pointer[moveNote]
 	// viewCh is closed, and replaced, when a newer view is installed: a
 	// request waiting to retry after NO_MASTER or a lost master wakes at
 	// once instead of at the end of its backoff.

@@ -66,6 +66,12 @@ var (
 	// broke on every attempt.
 	ErrUnavailable = errors.New("client: cluster unavailable")
 
+	// ErrMoving reports that the key's namespace was being moved to
+	// another cluster (MOVING) on every attempt until the caller's
+	// context ended, or that it moved (MOVED) and the client could not
+	// reach the cluster it moved to.
+	ErrMoving = errors.New("client: the namespace is moving to another cluster")
+
 	// ErrInvalid reports a bad argument detected on the client (empty or
 	// over-long key, weight out of range, bad TTL, bad configuration);
 	// nothing was sent. Where the wire package has a more precise error
@@ -155,7 +161,7 @@ func (e *StatusError) Error() string {
 // TOKEN_ERROR and REVOKED to ErrLockLost; LOCK_OCCUPIED to ErrLocked; TIMEOUT to
 // ErrTimeout; NO_MASTER and MASTER_REDIRECT to ErrNoMaster; OVERLOADED to
 // ErrOverloaded; AUTH_FAILED to ErrAuth; BAD_REQUEST to ErrBadRequest;
-// anything else to ErrServer.
+// MOVING and MOVED to ErrMoving; anything else to ErrServer.
 func (e *StatusError) Unwrap() error { return statusSentinel(e.Status) }
 
 func statusSentinel(s wire.Status) error {
@@ -174,6 +180,8 @@ func statusSentinel(s wire.Status) error {
 		return ErrAuth
 	case wire.StatusBadRequest:
 		return ErrBadRequest
+	case wire.StatusMoving, wire.StatusMoved:
+		return ErrMoving
 	}
 	return ErrServer
 }

@@ -120,6 +120,8 @@ type fakeNode struct {
 	// Behaviour knobs, guarded by mu.
 	redirect        string      // answer keyed requests MASTER_REDIRECT to this
 	noMaster        bool        // answer keyed requests NO_MASTER
+	moving          bool        // answer keyed requests MOVING
+	movedTo         string      // answer keyed requests MOVED with this Redirect
 	overloaded      int         // answer this many more keyed requests OVERLOADED (negative: all)
 	retryAfterMs    uint32      // the RetryAfterMs of those OVERLOADED answers
 	renewStatus     wire.Status // if nonzero, answer renews with it
@@ -252,6 +254,12 @@ func (n *fakeNode) handle(c *fakewire.Conn, id uint64, m wire.Message) {
 		return
 	case n.noMaster:
 		c.Reply(id, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 5})
+		return
+	case n.moving:
+		c.Reply(id, wire.Response{Status: wire.StatusMoving, RetryAfterMs: 5})
+		return
+	case n.movedTo != "":
+		c.Reply(id, wire.Response{Status: wire.StatusMoved, Redirect: n.movedTo})
 		return
 	case n.overloaded != 0:
 		n.overloaded--

@@ -26,8 +26,9 @@ type result struct {
 }
 
 // do sends a keyed request to the master of the key's group and returns
-// the first non-retryable answer. It follows MASTER_REDIRECT, waits out
-// NO_MASTER and OVERLOADED (RetryAfterMs or backoff), re-sends after
+// the first non-retryable answer. It follows MASTER_REDIRECT and MOVED
+// (to the cluster the namespace moved to: see followMoved), waits out
+// NO_MASTER, OVERLOADED and MOVING (RetryAfterMs or backoff), re-sends after
 // TIMEOUT and broken connections, refreshing the view as it goes, up to
 // MaxRetries re-sends and within ctx. Every request the client sends is
 // safe to repeat: a re-sent Acquire by the holder keeps its token.
@@ -43,6 +44,9 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		// moved, and a request must not spend its retries on them faster
 		// than its backoff would.
 		moved int
+		// moving counts the attempts answered MOVING: a namespace move
+		// under way, waited out within ctx without using up retries.
+		moving int
 	)
 	stop := c.stopFor(ctx)
 	for attempt := 0; ; attempt++ {
@@ -79,6 +83,13 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 				viewCh = routing
 			case wire.StatusOverloaded:
 				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
+			case wire.StatusMoving:
+				moving++
+				delay = time.Duration(max(r.RetryAfterMs, 1)) * time.Millisecond
+				viewCh = routing
+			case wire.StatusMoved:
+				c.followMoved(r.Redirect, cn.addr)
+				viewCh = routing
 			case wire.StatusTimeout:
 				res.unknown = true
 			default:
@@ -109,7 +120,7 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		default:
 			return res, err // encoding errors, unexpected replies
 		}
-		if attempt-moved >= c.cfg.MaxRetries {
+		if attempt-moved-moving >= c.cfg.MaxRetries {
 			return res, lastErr
 		}
 		if delay < 0 {

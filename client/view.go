@@ -43,9 +43,20 @@ func (c *Client) noteViewVersion(v uint64) {
 // updateView installs v if it is newer than the current view, and moves
 // blocked acquires and watches whose group master changed.
 func (c *Client) updateView(v *wire.View) bool {
+	if c.leftCluster(v) {
+		return false // the cluster the namespace moved away from
+	}
+	return c.installView(v, false)
+}
+
+// installView installs v if it is newer than the current view, or
+// whatever its version with force (a view of the cluster a namespace
+// moved to: its versions are not comparable with the old cluster's), and
+// moves blocked acquires and watches whose group master changed.
+func (c *Client) installView(v *wire.View, force bool) bool {
 	c.viewMu.Lock()
 	cur := c.view.Load()
-	if cur != nil && v.Version <= cur.Version {
+	if !force && cur != nil && v.Version <= cur.Version {
 		c.viewMu.Unlock()
 		return false
 	}
@@ -250,6 +261,9 @@ func (c *Client) loop() {
 }
 
 func (c *Client) refreshOnce() error {
+	if err := c.resolveMove(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	sub := c.subConn
 	c.mu.Unlock()

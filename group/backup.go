@@ -34,8 +34,8 @@ import (
 //	'Z' SHA-256 of every byte of the file before this record
 //
 // and nothing after the 'Z' record. The pairs are the state machine's
-// keyspace (lock records, lock-delay records, namespace records, the
-// group version); the
+// keyspace (lock records, lock-delay records, namespace records, move
+// records, the group version); the
 // replication runtime's own keys (the member set) are left out.
 
 // BackupFormat is the version of the backup file format written.
@@ -252,6 +252,10 @@ func checkPair(g *BackupGroup, k, v []byte) error {
 	case len(k) > 0 && k[0] == nsPrefix:
 		if _, err := parseNSRec(v); err != nil {
 			return fmt.Errorf("namespace %q: %w: %w", k[1:], ErrBadBackup, err)
+		}
+	case len(k) > 0 && k[0] == movePrefix:
+		if _, err := decodeMoveRec(v); err != nil {
+			return fmt.Errorf("move record %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
 	case bytes.Equal(k, versionKey):
 		ver, n := binary.Uvarint(v)

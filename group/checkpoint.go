@@ -46,6 +46,7 @@ func (sm *StateMachine) Checkpoint(w paxos.Writer) {
 		sm.checkpointDelays(s, w)
 		s.mu.Unlock()
 	}
+	sm.checkpointMoves(w)
 	sm.dirtyN = 0
 }
 
@@ -67,6 +68,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	}()
 	sm.version, sm.count, sm.applied = 0, 0, applied
 	sm.nsHeld = nil
+	sm.moves, sm.moveDirty = nil, nil
 	sm.nsMu.Lock()
 	defer sm.nsMu.Unlock()
 	sm.namespaces = make(map[string]nsRec)
@@ -103,6 +105,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			sm.memInit = true
 		case len(k) > 0 && k[0] == delayPrefix:
 			return sm.loadDelay(k, v)
+		case len(k) > 0 && k[0] == movePrefix:
+			return sm.loadMove(k, v)
 		case len(k) > 0 && k[0] == lockPrefix:
 			l, err := decodeRec(v)
 			if err != nil {
@@ -130,5 +134,6 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].locks = m
 		recs[i] = nil
 	}
+	sm.publishGates()
 	return err
 }

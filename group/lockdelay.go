@@ -431,6 +431,10 @@ func (w *worker) delayDue(key string, now time.Time) {
 	if !ok || end > w.mono(now) {
 		return // ended already, or moved later (its own timer is set)
 	}
+	if _, moving := w.g.sm.gateKey(key); moving {
+		delete(w.delays, key) // frozen: dated again if it is served again
+		return
+	}
 	ks := w.state(key)
 	if ks.busy {
 		w.schedule(timerEntry{at: now.Add(delayRetry), kind: tDelay, key: key})

@@ -151,6 +151,9 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 	if !w.serving || !w.g.leaseValid() {
 		return noMaster, false, false
 	}
+	if g, moving := w.g.sm.gateNS(m.req.Namespace); moving {
+		return g.response(), false, false
+	}
 	for ; m.next < len(m.ents) && m.ents[m.next].worker == w.idx; m.next++ {
 		e := &m.ents[m.next]
 		ks := w.state(e.key)

@@ -30,6 +30,10 @@ func (w *worker) onRequest(r *Request) {
 		w.respond(r, noMaster)
 		return
 	}
+	if g, ok := w.g.sm.gateNS(r.Namespace); ok && r.Op != OpUnwatch && r.Op != OpCancelWait {
+		w.respond(r, g.response()) // moving or moved: see move.go
+		return
+	}
 	key := w.key(r)
 	switch r.Op {
 	case OpState:

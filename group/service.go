@@ -346,6 +346,7 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 			lg.workers = append(lg.workers, newWorker(lg, i))
 		}
 		sm.observe(lg.masterChanged)
+		sm.moveObs = lg.moveChanged
 		if g == NamespaceGroup {
 			sm.memObs = cfg.OnMembers
 		}

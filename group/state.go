@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/binary"
 	"sync"
+	"sync/atomic"
 
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
@@ -105,6 +106,16 @@ type StateMachine struct {
 	memInit bool              // the configured nodes were installed
 	memGen  uint64            // counts changes of the list
 	memObs  func()            // told of every change of the list (set before the group starts)
+
+	// Move records (move.go), guarded by mu: moves by namespace,
+	// moveDirty those changed since the last checkpoint, moveNews the
+	// states applied by the Apply under way (told to moveObs once it
+	// ends), gates what the workers answer (replaced, never changed).
+	moves     map[string]*moveRec
+	moveDirty map[string]struct{}
+	moveNews  []moveNews
+	moveObs   func([]moveNews) // set before the group starts
+	gates     atomic.Pointer[map[string]gate]
 }
 
 // NewStateMachine returns an empty lock table split over workers shards.
@@ -191,7 +202,6 @@ func (sm *StateMachine) newOutcome() *outcome {
 // next Checkpoint; namespace and version changes are written at once.
 func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, results []any) {
 	sm.mu.Lock()
-	defer sm.mu.Unlock()
 	sm.applied = instance
 	for i, b := range cmds {
 		c, err := decodeCommand(b)
@@ -200,6 +210,13 @@ func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, re
 			continue
 		}
 		results[i] = sm.apply(instance, &c, w)
+	}
+	news := sm.moveNews
+	sm.moveNews = nil
+	obs := sm.moveObs
+	sm.mu.Unlock()
+	if len(news) > 0 && obs != nil {
+		obs(news) // outside mu: the workers it wakes read the table
 	}
 }
 
@@ -215,7 +232,16 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		return sm.applyNamespace(c, w)
 	case opMemberPut, opMemberInit:
 		return sm.applyMember(c, w)
-	case opMultiAcquire:
+	case opFreeze, opUnfreeze, opImport, opOwn, opDropNamespace, opIncoming:
+		return sm.applyMove(c)
+	}
+	if c.op != opSetVersion {
+		// Nothing of a namespace that is moving or moved changes here.
+		if st := sm.moveBlocks(c.key); st != 0 {
+			return &outcome{status: st}
+		}
+	}
+	if c.op == opMultiAcquire {
 		return sm.applyMulti(instance, c)
 	}
 	if c.op == opSetVersion {

@@ -157,6 +157,9 @@ func (w *worker) expire(e expiry, now time.Time) {
 	if !ok || dl != e.at {
 		return // renewed or gone
 	}
+	if _, moving := w.g.sm.gateKey(e.key); moving {
+		return // frozen: no expiry; the deadline is set again if it is served again
+	}
 	ks := w.state(e.key)
 	defer w.tidy(e.key, ks)
 	if ks.busy {

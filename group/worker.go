@@ -24,6 +24,7 @@ const (
 	evMulti     // reserve the next keys of a multi-acquire (multi.go)
 	evMultiDone // a multi-acquire's outcome, for key n
 	evMultiUndo // a failed multi-acquire gives back key n's reservation
+	evMove      // a namespace's move state was applied: req.Namespace, MoveState(n) (move_worker.go)
 )
 
 type event struct {
@@ -37,7 +38,7 @@ type event struct {
 	done    chan struct{}  // evStop: closed when the worker stopped
 	revoked func()         // evRevoke: called once it is handled (or dropped)
 	inspect func([]HotKey) // evInspect: called with the worker's hot keys (nil if dropped)
-	n       int            // evInspect: how many
+	n       int            // evInspect: how many; evMove: the MoveState
 	list    *listQuery     // evList: what to list; its reply is called once
 	multi   *multiAcq      // evMulti, evMultiDone, evMultiUndo
 }
@@ -271,6 +272,8 @@ func (w *worker) handle(e *event) {
 		w.multiDone(e.multi, e.n, e.res)
 	case evMultiUndo:
 		w.multiUndo(e.multi, e.n)
+	case evMove:
+		w.onMove(e.req.Namespace, MoveState(e.n))
 	}
 }
 

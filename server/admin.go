@@ -78,6 +78,7 @@ func (s *Server) adminMux() *http.ServeMux {
 	mux.HandleFunc("POST /members/groups/{g}", s.groupChangeHandler)
 	mux.HandleFunc("/backup", s.backupHandler)
 	mux.HandleFunc("GET /backup/image", s.imageHandler)
+	s.registerMoves(mux)
 	mux.HandleFunc("/healthz", s.healthzHandler)
 	mux.HandleFunc("/readyz", s.readyzHandler)
 	if s.faults != nil {

@@ -194,6 +194,20 @@ const (
 	// comes first, so that the holder stops believing before anyone else
 	// is granted the key.
 	StatusRevoked Status = 14
+	// StatusMoving: the key's namespace is being moved to another
+	// cluster (docs/design.md, "Moving a namespace"): this cluster
+	// changes nothing of it until the move ends or is aborted. Nothing
+	// changed. Retry after Response.RetryAfterMs. A blocked acquire's
+	// Granted with it means the wait left the queue: send the Acquire
+	// again (same WaitID), as after NO_MASTER. Retryable.
+	StatusMoving Status = 15
+	// StatusMoved: the key's namespace is served by another cluster.
+	// Nothing changed. Response.Redirect lists that cluster's client
+	// addresses, comma-separated (host:port,host:port), empty when this
+	// node does not know them: refresh the view from the registry, and
+	// use those addresses as seeds if the registry still names this
+	// cluster. Not retryable here; the same request may succeed there.
+	StatusMoved Status = 16
 )
 
 var statusNames = [256]string{
@@ -211,6 +225,8 @@ var statusNames = [256]string{
 	StatusOverloaded:       "OVERLOADED",
 	StatusNoMaster:         "NO_MASTER",
 	StatusRevoked:          "REVOKED",
+	StatusMoving:           "MOVING",
+	StatusMoved:            "MOVED",
 }
 
 // String returns the status's protocol name, such as LOCK_OCCUPIED, or
@@ -227,10 +243,10 @@ func (s Status) Known() bool { return statusNames[s] != "" }
 
 // Retryable reports whether the same request may succeed if sent again
 // later, possibly to another node, without the caller changing anything:
-// TIMEOUT, MASTER_REDIRECT, OVERLOADED and NO_MASTER.
+// TIMEOUT, MASTER_REDIRECT, OVERLOADED, NO_MASTER and MOVING.
 func (s Status) Retryable() bool {
 	switch s {
-	case StatusTimeout, StatusMasterRedirect, StatusOverloaded, StatusNoMaster:
+	case StatusTimeout, StatusMasterRedirect, StatusOverloaded, StatusNoMaster, StatusMoving:
 		return true
 	}
 	return false

@@ -1,0 +1,232 @@
+package group
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// MoveStep is a step of a namespace move that one lock group takes
+// (docs/design.md, "Moving a namespace").
+type MoveStep uint8
+
+// Move steps.
+const (
+	// StepIncoming: the target answers the namespace's requests MOVING
+	// and accepts imports (the group must hold none of its keys).
+	StepIncoming MoveStep = iota + 1
+	// StepFreeze: the source changes nothing of the namespace from here.
+	StepFreeze
+	// StepOwn: the target serves the namespace (the flip).
+	StepOwn
+	// StepDrop: the source deletes the namespace's records and answers
+	// MOVED with movedTo.
+	StepDrop
+	// StepUnfreeze: the abort: a frozen source serves again, an
+	// incoming target drops what it imported. Allowed up to the flip.
+	StepUnfreeze
+)
+
+var stepOps = [...]op{StepIncoming: opIncoming, StepFreeze: opFreeze, StepOwn: opOwn, StepDrop: opDropNamespace, StepUnfreeze: opUnfreeze}
+
+// MoveStep proposes step for namespace ns under move id in the group,
+// which this node must serve (else ErrNotMaster), and returns once it is
+// applied. A step repeated with the same id succeeds and changes
+// nothing; a step the namespace's state does not allow is
+// ErrMoveConflict. movedTo (StepDrop) is the target's client addresses,
+// comma-separated. When ctx ends first the outcome is unknown: repeat
+// the step.
+func (g *Group) MoveStep(ctx context.Context, step MoveStep, ns, id, movedTo string) error {
+	if step < StepIncoming || step > StepUnfreeze {
+		return fmt.Errorf("group: move step %d: %w", step, ErrMoveConflict)
+	}
+	var rest []byte
+	if step == StepDrop {
+		rest = []byte(movedTo)
+	}
+	return g.proposeMove(ctx, &command{op: stepOps[step], key: ns, data: moveData(id, rest)})
+}
+
+// Import proposes a batch of an incoming namespace's records (pairs as
+// ExportMove gives them, those that hash to this group: Service.SplitImport)
+// under move id, named by the source group and batch number: a batch
+// applied already changes nothing. This node must serve the group (else
+// ErrNotMaster).
+func (g *Group) Import(ctx context.Context, ns, id string, src, batch uint32, pairs []byte) error {
+	data := binary.AppendUvarint(nil, uint64(src))
+	data = binary.AppendUvarint(data, uint64(batch))
+	data = append(data, pairs...)
+	return g.proposeMove(ctx, &command{op: opImport, key: ns, data: moveData(id, data)})
+}
+
+func (g *Group) proposeMove(ctx context.Context, c *command) error {
+	if err := wire.ValidateNamespace(c.key); err != nil {
+		return err
+	}
+	if !g.px.Status().Serving {
+		return ErrNotMaster
+	}
+	res, err := propose(ctx, g.px, appendCommand(nil, c))
+	switch {
+	case errors.Is(err, paxos.ErrNotMaster), errors.Is(err, paxos.ErrNotChosen):
+		return ErrNotMaster
+	case err != nil:
+		return fmt.Errorf("group: move step in group %d: %w", g.id, err)
+	}
+	out, _ := res.Value.(*outcome)
+	switch {
+	case out == nil:
+		return fmt.Errorf("group: move step in group %d: no outcome", g.id)
+	case out.status == wire.StatusLockOccupied:
+		return fmt.Errorf("group %d: %w", g.id, ErrMoveConflict)
+	case out.status == wire.StatusBadRequest:
+		return fmt.Errorf("group %d: %w", g.id, ErrMoveBadBatch)
+	case out.status != wire.StatusSuccess:
+		return fmt.Errorf("group: move step in group %d: %s", g.id, out.status)
+	}
+	return nil
+}
+
+// MoveExport describes a group's export of a frozen namespace.
+type MoveExport struct {
+	// Version is the group version: the target's must exceed every
+	// source group's before it grants anything of the namespace.
+	Version uint64
+	// Applied is the group's applied instance when the export began
+	// (the namespace's records are those of its freeze point).
+	Applied uint64
+	Batches int
+	Locks   int
+	Pairs   int
+}
+
+// ExportMove reads namespace ns's records from this replica, which must
+// have applied the group's freeze of move id (else ErrMoveConflict):
+// nothing of the namespace changes after it, so every replica that has
+// applied it holds the same records, those of the freeze point. It
+// calls f with batches of pairs (appendPair: 'l' + full key -> lock
+// record, 'd' + full key -> lock-delay record, the backup encoding) of
+// about maxBytes each (a larger record gets a batch of its own).
+func (g *Group) ExportMove(ns, id string, maxBytes int, f func(pairs []byte) error) (MoveExport, error) {
+	info := g.sm.MoveInfo(ns)
+	if info.State != MoveFrozen || info.ID != id {
+		return MoveExport{}, fmt.Errorf("group %d: namespace %q is %s (move %q), not frozen by move %q: %w", g.id, ns, info.State, info.ID, id, ErrMoveConflict)
+	}
+	ex := MoveExport{Version: g.sm.Version(), Applied: g.sm.Applied()}
+	var buf []byte
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		ex.Batches++
+		err := f(buf)
+		buf = nil
+		return err
+	}
+	for i := range g.sm.shards {
+		pairs, locks, n := g.sm.shardPairs(i, ns)
+		ex.Locks += locks
+		ex.Pairs += n
+		err := eachPair(pairs, func(k, v []byte) error {
+			if len(buf) > 0 && len(buf)+len(k)+len(v)+2*binary.MaxVarintLen64 > maxBytes {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			buf = appendPair(buf, k, v)
+			return nil
+		})
+		if err != nil {
+			return ex, err
+		}
+	}
+	return ex, flush()
+}
+
+// shardPairs encodes shard i's lock and lock-delay records of namespace
+// ns as pairs, and counts them.
+func (sm *StateMachine) shardPairs(i int, ns string) (pairs []byte, locks, n int) {
+	s := &sm.shards[i]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var k, v []byte
+	for key, l := range s.locks {
+		if l.n() == 0 || splitNS(key) != ns {
+			continue
+		}
+		k = append(append(k[:0], lockPrefix), key...)
+		v = encodeRec(v[:0], l)
+		pairs = appendPair(pairs, k, v)
+		locks++
+		n++
+	}
+	for key, d := range s.delays {
+		if splitNS(key) != ns {
+			continue
+		}
+		k = append(append(k[:0], delayPrefix), key...)
+		v = encodeDelay(v[:0], d)
+		pairs = appendPair(pairs, k, v)
+		n++
+	}
+	return pairs, locks, n
+}
+
+// SplitImport splits a batch of namespace ns's pairs (ExportMove's) by the
+// lock group of this service each key belongs to: the clusters may have
+// different group counts. A pair of another namespace or of an unknown
+// kind is ErrMoveBadBatch.
+func (s *Service) SplitImport(ns string, pairs []byte) (map[int][]byte, error) {
+	out := make(map[int][]byte)
+	err := eachPair(pairs, func(k, v []byte) error {
+		if len(k) < 2 || (k[0] != lockPrefix && k[0] != delayPrefix) {
+			return ErrMoveBadBatch
+		}
+		full := string(k[1:])
+		if !hasNS(full) || splitNS(full) != ns {
+			return fmt.Errorf("%w: a record of another namespace", ErrMoveBadBatch)
+		}
+		g := wire.GroupOf(hashFull(full), len(s.groups))
+		out[g] = appendPair(out[g], k, v)
+		return nil
+	})
+	if err != nil {
+		if !errors.Is(err, ErrMoveBadBatch) {
+			err = fmt.Errorf("%w: %w", ErrMoveBadBatch, err)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// NamespaceRecord returns namespace ns's record in the namespace table
+// (its SCRAM verifier, as replicated), false if the namespace does not
+// exist: a move installs it on the target (PutNamespaceRecord), so that
+// the namespace's clients authenticate there with the same secret.
+func (s *Service) NamespaceRecord(ns string) ([]byte, bool) {
+	sm := s.groups[NamespaceGroup].sm
+	sm.nsMu.RLock()
+	defer sm.nsMu.RUnlock()
+	r, ok := sm.namespaces[ns]
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), r.raw...), true
+}
+
+// PutNamespaceRecord creates namespace ns, or replaces its record, with
+// rec as NamespaceRecord returns it. It must run on the master of group 0
+// (else ErrNotSystemMaster); a malformed record is wire.ErrInvalid.
+func (s *Service) PutNamespaceRecord(ctx context.Context, ns string, rec []byte) error {
+	if err := wire.ValidateNamespace(ns); err != nil {
+		return err
+	}
+	if _, err := parseNSRec(rec); err != nil {
+		return fmt.Errorf("%w: namespace record: %w", wire.ErrInvalid, err)
+	}
+	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: rec})
+}

@@ -1,0 +1,471 @@
+package server
+
+// Moving a namespace between clusters: the admin endpoints a move's
+// driver calls on the source and target clusters (adminapi/move.go lists
+// them; docs/design.md, "Moving a namespace", is the protocol). A step is
+// taken in every lock group on its master: this node proposes it in the
+// groups it serves and forwards it, with ?group=G, to the masters of the
+// others, retrying until each took it or the request's time is up.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// moveStepTimeout bounds one move step over every group.
+const moveStepTimeout = 30 * time.Second
+
+// moveExportBatch is about how many bytes of pairs one export batch
+// holds: one import proposal, well under a Paxos batch's limit.
+const moveExportBatch = 256 << 10
+
+// maxMoveBody bounds a step's body (an import batch's pairs in base64).
+const maxMoveBody = 4 << 20
+
+var moveSteps = map[string]group.MoveStep{
+	"incoming": group.StepIncoming,
+	"freeze":   group.StepFreeze,
+	"own":      group.StepOwn,
+	"drop":     group.StepDrop,
+	"unfreeze": group.StepUnfreeze,
+}
+
+// errMoveGroupMaster: this node does not serve the group a ?group=G step
+// names.
+var errMoveGroupMaster = errors.New("not the group's master")
+
+func (s *Server) registerMoves(mux *http.ServeMux) {
+	mux.HandleFunc("GET /moves/{ns}", s.moveStatusHandler)
+	mux.HandleFunc("GET /moves/{ns}/export", s.moveExportHandler)
+	mux.HandleFunc("POST /moves/{ns}/{step}", s.moveStepHandler)
+}
+
+// MoveStatus returns namespace ns's move state in every lock group, as
+// this node's replicas have applied it.
+func (s *Server) MoveStatus(ns string) adminapi.MoveStatus {
+	v := s.view.Load()
+	st := adminapi.MoveStatus{Namespace: ns, Node: s.cfg.NodeID, Groups: []adminapi.MoveGroup{}, Clients: []string{}}
+	for g, lg := range s.svc.Groups() {
+		sm := lg.StateMachine()
+		info := sm.MoveInfo(ns)
+		mg := adminapi.MoveGroup{Group: g, State: info.State.String(), ID: info.ID, MovedTo: info.MovedTo,
+			Version: sm.Version(), Applied: sm.Applied(), Batches: info.Batches, Locks: info.Locks}
+		if g < len(v.Groups) {
+			mg.Master = v.Groups[g].Master
+		}
+		st.Groups = append(st.Groups, mg)
+	}
+	for _, n := range s.nodes() {
+		if n.Client != "" {
+			st.Clients = append(st.Clients, n.Client)
+		}
+	}
+	if rec, ok := s.svc.NamespaceRecord(ns); ok {
+		st.Verifier = rec
+	}
+	return st
+}
+
+func (s *Server) moveStatusHandler(w http.ResponseWriter, r *http.Request) {
+	ns := r.PathValue("ns")
+	if err := wire.ValidateNamespace(ns); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(s.MoveStatus(ns))
+}
+
+// moveStepHandler serves POST /moves/{ns}/{step}.
+func (s *Server) moveStepHandler(w http.ResponseWriter, r *http.Request) {
+	ns, step := r.PathValue("ns"), r.PathValue("step")
+	if err := wire.ValidateNamespace(ns); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMoveBody))
+	if err != nil {
+		http.Error(w, "body: "+err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	}
+	act, err := s.moveAction(ns, step, body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), moveStepTimeout)
+	defer cancel()
+	if q := r.URL.Query().Get("group"); q != "" {
+		g, err := strconv.Atoi(q)
+		if err != nil || g < 0 || g >= len(s.svc.Groups()) {
+			http.Error(w, "group: want a group number of this cluster", http.StatusBadRequest)
+			return
+		}
+		err = act.local(ctx, g, act.body)
+		s.answerMove(w, ns, step, []int{g}, []error{err})
+		return
+	}
+	groups, errs := act.all(ctx)
+	s.answerMove(w, ns, step, groups, errs)
+}
+
+// answerMove writes a step's MoveResult: 409 when a group refused it,
+// 503 when one could not take it, 200 when all did.
+func (s *Server) answerMove(w http.ResponseWriter, ns, step string, groups []int, errs []error) {
+	res := adminapi.MoveResult{Done: []int{}, Pending: []int{}}
+	code := http.StatusOK
+	for i, err := range errs {
+		if err == nil {
+			res.Done = append(res.Done, groups[i])
+			continue
+		}
+		res.Pending = append(res.Pending, groups[i])
+		c := http.StatusServiceUnavailable
+		switch {
+		case errors.Is(err, group.ErrMoveConflict):
+			c = http.StatusConflict
+		case errors.Is(err, group.ErrMoveBadBatch), errors.Is(err, wire.ErrInvalid), errors.Is(err, group.ErrVersionRange):
+			c = http.StatusBadRequest
+		}
+		if res.Error == "" || c != http.StatusServiceUnavailable && code == http.StatusServiceUnavailable {
+			res.Error = fmt.Sprintf("group %d: %v", groups[i], err)
+			code = c
+		}
+	}
+	if code == http.StatusOK {
+		s.log.Info("namespace move step", "namespace", ns, "step", step, "groups", len(res.Done))
+	} else {
+		s.log.Warn("namespace move step not taken", "namespace", ns, "step", step, "pending", res.Pending, "err", res.Error)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(res)
+}
+
+// moveAct is a step: local takes it in group g, which this node must
+// serve (errMoveGroupMaster otherwise); all takes it in every group that
+// it concerns, each on its master.
+type moveAct struct {
+	s     *Server
+	ns    string
+	step  string
+	body  []byte
+	local func(ctx context.Context, g int, body []byte) error
+	all   func(ctx context.Context) ([]int, []error)
+}
+
+// moveAction decodes a step's body and returns what it does.
+func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
+	a := &moveAct{s: s, ns: ns, step: step, body: body}
+	a.all = a.everyGroup
+	if step == "import" {
+		var imp adminapi.MoveImport
+		if err := json.Unmarshal(body, &imp); err != nil || imp.ID == "" || imp.SrcGroup < 0 || imp.Batch < 0 {
+			return nil, errors.New("body: want {\"id\", \"src_group\", \"batch\", \"pairs\"}")
+		}
+		a.local = func(ctx context.Context, g int, body []byte) error {
+			var imp adminapi.MoveImport
+			if err := json.Unmarshal(body, &imp); err != nil {
+				return fmt.Errorf("%w: %w", wire.ErrInvalid, err)
+			}
+			if !s.svc.Group(g).Serving() {
+				return errMoveGroupMaster
+			}
+			return s.svc.Group(g).Import(ctx, ns, imp.ID, uint32(imp.SrcGroup), uint32(imp.Batch), imp.Pairs)
+		}
+		a.all = func(ctx context.Context) ([]int, []error) { return a.importAll(ctx, imp) }
+		return a, nil
+	}
+	var ms adminapi.MoveStep
+	if err := json.Unmarshal(body, &ms); err != nil {
+		return nil, errors.New("body: want a JSON object (adminapi.MoveStep)")
+	}
+	switch step {
+	case "version":
+		if ms.Min == 0 || ms.Min > group.MaxGroupVersion {
+			return nil, fmt.Errorf("min: want a group version from 1 to %d", group.MaxGroupVersion)
+		}
+		a.local = func(ctx context.Context, g int, _ []byte) error {
+			if !s.svc.Group(g).Serving() {
+				return errMoveGroupMaster
+			}
+			_, err := s.svc.Group(g).RaiseVersion(ctx, ms.Min)
+			if errors.Is(err, group.ErrNotMaster) {
+				return errMoveGroupMaster
+			}
+			return err
+		}
+		return a, nil
+	case "namespace":
+		a.local = func(ctx context.Context, g int, _ []byte) error { return s.moveNamespaceRecord(ctx, g, ns, ms) }
+		a.all = func(ctx context.Context) ([]int, []error) {
+			return []int{group.NamespaceGroup}, []error{a.onMaster(ctx, group.NamespaceGroup)}
+		}
+		return a, nil
+	}
+	st, ok := moveSteps[step]
+	if !ok {
+		return nil, fmt.Errorf("unknown move step %q: incoming, freeze, import, version, own, drop, unfreeze", step)
+	}
+	if ms.ID == "" {
+		return nil, errors.New("body: want {\"id\": ...}")
+	}
+	a.local = func(ctx context.Context, g int, _ []byte) error {
+		err := s.svc.Group(g).MoveStep(ctx, st, ns, ms.ID, ms.MovedTo)
+		if errors.Is(err, group.ErrNotMaster) {
+			return errMoveGroupMaster
+		}
+		return err
+	}
+	switch st {
+	case group.StepIncoming:
+		if len(ms.Verifier) == 0 && ms.Secret == "" {
+			return nil, errors.New("body: an incoming step needs the namespace's verifier or secret")
+		}
+		a.all = a.incomingAll
+	case group.StepUnfreeze:
+		a.all = a.unfreezeAll
+	}
+	return a, nil
+}
+
+// moveNamespaceRecord installs (ms.Verifier or ms.Secret) or removes
+// (ms.Delete) namespace ns's record in the namespace table: group 0,
+// which this node must serve.
+func (s *Server) moveNamespaceRecord(ctx context.Context, g int, ns string, ms adminapi.MoveStep) error {
+	if g != group.NamespaceGroup {
+		return fmt.Errorf("%w: the namespace table is group %d's", wire.ErrInvalid, group.NamespaceGroup)
+	}
+	var err error
+	switch {
+	case ms.Delete:
+		err = s.svc.DeleteNamespace(ctx, ns)
+		if errors.Is(err, group.ErrUnknownNamespace) {
+			err = nil
+		}
+	case len(ms.Verifier) > 0:
+		err = s.svc.PutNamespaceRecord(ctx, ns, ms.Verifier)
+	default:
+		err = s.svc.PutNamespace(ctx, ns, ms.Secret)
+	}
+	if errors.Is(err, group.ErrNotSystemMaster) {
+		return errMoveGroupMaster
+	}
+	return err
+}
+
+// everyGroup takes the step in every group, all at once.
+func (a *moveAct) everyGroup(ctx context.Context) ([]int, []error) {
+	n := len(a.s.svc.Groups())
+	groups := make([]int, n)
+	errs := make([]error, n)
+	done := make(chan struct{}, n)
+	for g := range n {
+		groups[g] = g
+		go func() {
+			errs[g] = a.onMaster(ctx, g)
+			done <- struct{}{}
+		}()
+	}
+	for range n {
+		<-done
+	}
+	return groups, errs
+}
+
+// incomingAll marks every group incoming, then installs the namespace's
+// verifier: a client of the namespace can authenticate here only once
+// every group answers it MOVING.
+func (a *moveAct) incomingAll(ctx context.Context) ([]int, []error) {
+	groups, errs := a.everyGroup(ctx)
+	if errors.Join(errs...) != nil {
+		return groups, errs
+	}
+	nsAct, err := a.s.moveAction(a.ns, "namespace", a.body)
+	if err == nil {
+		err = nsAct.onMaster(ctx, group.NamespaceGroup)
+	}
+	if err != nil {
+		errs[group.NamespaceGroup] = fmt.Errorf("installing the namespace's verifier: %w", err)
+	}
+	return groups, errs
+}
+
+// unfreezeAll aborts the move in every group. On a target that knew
+// nothing of the namespace before (no tombstone of an earlier move away),
+// the verifier the incoming step installed goes too, so that nobody can
+// be served the namespace here.
+func (a *moveAct) unfreezeAll(ctx context.Context) ([]int, []error) {
+	target := false
+	for _, g := range a.s.MoveStatus(a.ns).Groups {
+		if g.State == group.MoveIncoming.String() && g.MovedTo == "" {
+			target = true
+		}
+	}
+	groups, errs := a.everyGroup(ctx)
+	if !target || errors.Join(errs...) != nil {
+		return groups, errs
+	}
+	nsAct, err := a.s.moveAction(a.ns, "namespace", []byte(`{"delete": true}`))
+	if err == nil {
+		err = nsAct.onMaster(ctx, group.NamespaceGroup)
+	}
+	if err != nil {
+		errs[group.NamespaceGroup] = fmt.Errorf("removing the namespace's verifier: %w", err)
+	}
+	return groups, errs
+}
+
+// importAll splits an exported batch by the group each key belongs to
+// here and imports each part on its group's master.
+func (a *moveAct) importAll(ctx context.Context, imp adminapi.MoveImport) ([]int, []error) {
+	parts, err := a.s.svc.SplitImport(a.ns, imp.Pairs)
+	if err != nil {
+		return []int{0}, []error{err}
+	}
+	var groups []int
+	var errs []error
+	for g, pairs := range parts {
+		part := imp
+		part.Pairs = pairs
+		body, err := json.Marshal(part)
+		if err == nil {
+			sub := *a
+			sub.body = body
+			err = sub.onMaster(ctx, g)
+		}
+		groups = append(groups, g)
+		errs = append(errs, err)
+	}
+	return groups, errs
+}
+
+// onMaster takes the step in group g on its master: here when this node
+// serves g, else forwarded to the master this node knows, again and
+// again until it is taken, refused, or ctx ends.
+func (a *moveAct) onMaster(ctx context.Context, g int) error {
+	wait := 20 * time.Millisecond
+	var last error
+	for {
+		var err error
+		if a.s.svc.Group(g).Serving() {
+			err = a.local(ctx, g, a.body)
+		} else {
+			err = a.forward(ctx, g)
+		}
+		switch {
+		case err == nil, errors.Is(err, group.ErrMoveConflict), errors.Is(err, group.ErrMoveBadBatch),
+			errors.Is(err, wire.ErrInvalid), errors.Is(err, group.ErrVersionRange):
+			return err
+		}
+		last = err
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
+		case <-t.C:
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// forward asks group g's master, as this node knows it, to take the step
+// in g (?group=g).
+func (a *moveAct) forward(ctx context.Context, g int) error {
+	m := a.s.svc.Group(g).Consensus().Status().Master
+	if m == 0 || m == paxos.NodeID(a.s.cfg.NodeID) {
+		return errMoveGroupMaster
+	}
+	n := a.s.addr(m)
+	if n.Admin == "" {
+		return fmt.Errorf("group %d's master, node %d, has no admin address", g, m)
+	}
+	scheme := "http://"
+	if a.s.sec.adminTLS != nil {
+		scheme = "https://"
+	}
+	url := scheme + n.Admin + "/moves/" + a.ns + "/" + a.step + "?group=" + strconv.Itoa(g)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(a.body))
+	if err != nil {
+		return fmt.Errorf("move step request: %w", err)
+	}
+	if a.s.sec.adminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+a.s.sec.adminToken)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.s.memberClient().Do(req)
+	if err != nil {
+		return fmt.Errorf("node %d: %w", m, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var res adminapi.MoveResult
+	_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&res)
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return nil
+	case http.StatusConflict:
+		return fmt.Errorf("node %d: %s: %w", m, res.Error, group.ErrMoveConflict)
+	case http.StatusBadRequest:
+		return fmt.Errorf("node %d: %s: %w", m, res.Error, wire.ErrInvalid)
+	}
+	return fmt.Errorf("node %d: %s: %s", m, resp.Status, res.Error)
+}
+
+// moveExportHandler serves GET /moves/{ns}/export?group=G&id=ID: group G's
+// records of the namespace from this node's replica, which must have
+// applied the group's freeze of move ID; a node whose replica has not
+// redirects to the group's master (307).
+func (s *Server) moveExportHandler(w http.ResponseWriter, r *http.Request) {
+	ns := r.PathValue("ns")
+	q := r.URL.Query()
+	g, err := strconv.Atoi(q.Get("group"))
+	if err != nil || g < 0 || g >= len(s.svc.Groups()) {
+		http.Error(w, "group: want a group number of this cluster", http.StatusBadRequest)
+		return
+	}
+	id := q.Get("id")
+	if err := wire.ValidateNamespace(ns); err != nil || id == "" {
+		http.Error(w, "want a namespace and ?id=", http.StatusBadRequest)
+		return
+	}
+	lg := s.svc.Group(g)
+	if info := lg.StateMachine().MoveInfo(ns); info.State != group.MoveFrozen || info.ID != id {
+		if m := lg.Consensus().Status().Master; !lg.Serving() && s.redirectTo(w, r, uint32(m)) {
+			return
+		}
+		http.Error(w, fmt.Sprintf("group %d: namespace %q is %s (move %q), not frozen by move %q", g, ns, info.State, info.ID, id), http.StatusConflict)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	enc := json.NewEncoder(w)
+	fl, _ := w.(http.Flusher)
+	batch := 0
+	ex, err := lg.ExportMove(ns, id, moveExportBatch, func(pairs []byte) error {
+		if err := enc.Encode(adminapi.MoveExportLine{Group: g, Batch: batch, Pairs: pairs}); err != nil {
+			return err
+		}
+		batch++
+		if fl != nil {
+			fl.Flush()
+		}
+		return r.Context().Err()
+	})
+	if err != nil {
+		_ = enc.Encode(adminapi.MoveExportLine{Group: g, Batch: batch, Error: err.Error()})
+		return
+	}
+	_ = enc.Encode(adminapi.MoveExportLine{Group: g, Batch: batch, End: true, Version: ex.Version, Applied: ex.Applied, Batches: ex.Batches, Locks: ex.Locks})
+}
