@@ -69,6 +69,11 @@ type MoveStep struct {
 	Min uint64 `json:"min,omitempty"`
 	// Delete (namespace, an internal step) removes the namespace's record.
 	Delete bool `json:"delete,omitempty"`
+	// Fence is the mover lock's token: every group refuses a step whose
+	// fence is below the highest it applied for the namespace (409), so a
+	// driver that stalled past its lock cannot undo its successor's work.
+	// 0 fences nothing (and is refused once a fence is set).
+	Fence uint64 `json:"fence,omitempty"`
 }
 
 // MoveImport is the body of POST /moves/{ns}/import: one batch of a source
@@ -79,6 +84,8 @@ type MoveImport struct {
 	Batch    int    `json:"batch"`
 	// Pairs are the batch's records in the backup pair encoding.
 	Pairs []byte `json:"pairs"`
+	// Fence is fenced as MoveStep's.
+	Fence uint64 `json:"fence,omitempty"`
 }
 
 // MoveExportLine is one line of GET /moves/{ns}/export: batches of pairs

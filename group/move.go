@@ -104,6 +104,12 @@ type moveRec struct {
 	// abort repeated succeeds.
 	aborted bool
 	batches map[batchID]struct{}
+	// fence is the highest mover-lock token of a step applied: a step
+	// with a lower one is refused, so that a driver that stalled past its
+	// lock's lease cannot freeze, unfreeze or drop the namespace behind
+	// the back of the driver that took over. A record in state none
+	// keeps only the fence (the namespace is served as usual).
+	fence uint64
 }
 
 func encodeMoveRec(dst []byte, r *moveRec) []byte {
@@ -130,7 +136,7 @@ func encodeMoveRec(dst []byte, r *moveRec) []byte {
 		dst = binary.AppendUvarint(dst, uint64(b.src))
 		dst = binary.AppendUvarint(dst, uint64(b.batch))
 	}
-	return dst
+	return binary.AppendUvarint(dst, r.fence)
 }
 
 func decodeMoveRec(b []byte) (*moveRec, error) {
@@ -153,7 +159,8 @@ func decodeMoveRec(b []byte) (*moveRec, error) {
 		}
 		m.batches[batchID{src: r.u32(), batch: r.u32()}] = struct{}{}
 	}
-	if r.err || len(r.b) != 0 || m.st == MoveNone || m.st > MoveDropped || flags&^1 != 0 {
+	m.fence = r.uvarint()
+	if r.err || len(r.b) != 0 || m.st > MoveDropped || (m.st == MoveNone && m.fence == 0) || flags&^1 != 0 {
 		return nil, errBadCommand
 	}
 	return m, nil

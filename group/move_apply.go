@@ -7,9 +7,35 @@ import (
 // applyMove applies a move command (ops 22..27) and returns its outcome:
 // SUCCESS, also for a step repeated with the same id (every step is
 // idempotent); LOCK_OCCUPIED when the namespace's move state does not
-// allow the step (ErrMoveConflict); BAD_REQUEST for a malformed command.
-// Called with sm.mu held.
+// allow the step or the command's mover token (c.token) is below the
+// highest applied (ErrMoveConflict); BAD_REQUEST for a malformed
+// command. Called with sm.mu held.
 func (sm *StateMachine) applyMove(c *command) *outcome {
+	if r := sm.moves[c.key]; r != nil && c.token < r.fence {
+		return &outcome{status: wire.StatusLockOccupied}
+	}
+	out := sm.applyMoveStep(c)
+	if out.status == wire.StatusSuccess && c.token > 0 {
+		sm.raiseFence(c.key, c.token)
+	}
+	return out
+}
+
+// raiseFence records token as ns's highest mover token, keeping a record
+// in state none for it if the namespace has no other (sm.mu held).
+func (sm *StateMachine) raiseFence(ns string, token uint64) {
+	r := sm.moves[ns]
+	switch {
+	case r == nil:
+		sm.setMove(ns, &moveRec{st: MoveNone, fence: token})
+	case token > r.fence:
+		r.fence = token
+		sm.noteMove(ns)
+	}
+}
+
+// applyMoveStep applies a move command whose token passed the fence.
+func (sm *StateMachine) applyMoveStep(c *command) *outcome {
 	ns := c.key
 	id, rest, ok := splitMoveData(c.data)
 	if !ok || id == "" || wire.ValidateNamespace(ns) != nil {
@@ -20,7 +46,7 @@ func (sm *StateMachine) applyMove(c *command) *outcome {
 	if r != nil {
 		st = r.st
 	}
-	same := r != nil && r.id == id
+	same := r != nil && r.id == id && st != MoveNone
 	conflict := &outcome{status: wire.StatusLockOccupied}
 	switch c.op {
 	case opIncoming:

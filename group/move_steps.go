@@ -38,9 +38,11 @@ var stepOps = [...]op{StepIncoming: opIncoming, StepFreeze: opFreeze, StepOwn: o
 // applied. A step repeated with the same id succeeds and changes
 // nothing; a step the namespace's state does not allow is
 // ErrMoveConflict. movedTo (StepDrop) is the target's client addresses,
-// comma-separated. When ctx ends first the outcome is unknown: repeat
-// the step.
-func (g *Group) MoveStep(ctx context.Context, step MoveStep, ns, id, movedTo string) error {
+// comma-separated. fence is the mover lock's token (0: none): a step
+// whose fence is below the highest the namespace's record holds in the
+// group is refused with ErrMoveConflict. When ctx ends first the outcome
+// is unknown: repeat the step.
+func (g *Group) MoveStep(ctx context.Context, step MoveStep, ns, id, movedTo string, fence uint64) error {
 	if step < StepIncoming || step > StepUnfreeze {
 		return fmt.Errorf("group: move step %d: %w", step, ErrMoveConflict)
 	}
@@ -48,19 +50,19 @@ func (g *Group) MoveStep(ctx context.Context, step MoveStep, ns, id, movedTo str
 	if step == StepDrop {
 		rest = []byte(movedTo)
 	}
-	return g.proposeMove(ctx, &command{op: stepOps[step], key: ns, data: moveData(id, rest)})
+	return g.proposeMove(ctx, &command{op: stepOps[step], key: ns, token: fence, data: moveData(id, rest)})
 }
 
 // Import proposes a batch of an incoming namespace's records (pairs as
 // ExportMove gives them, those that hash to this group: Service.SplitImport)
 // under move id, named by the source group and batch number: a batch
-// applied already changes nothing. This node must serve the group (else
-// ErrNotMaster).
-func (g *Group) Import(ctx context.Context, ns, id string, src, batch uint32, pairs []byte) error {
+// applied already changes nothing; fence is fenced as MoveStep's. This
+// node must serve the group (else ErrNotMaster).
+func (g *Group) Import(ctx context.Context, ns, id string, src, batch uint32, pairs []byte, fence uint64) error {
 	data := binary.AppendUvarint(nil, uint64(src))
 	data = binary.AppendUvarint(data, uint64(batch))
 	data = append(data, pairs...)
-	return g.proposeMove(ctx, &command{op: opImport, key: ns, data: moveData(id, data)})
+	return g.proposeMove(ctx, &command{op: opImport, key: ns, token: fence, data: moveData(id, data)})
 }
 
 func (g *Group) proposeMove(ctx context.Context, c *command) error {

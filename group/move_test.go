@@ -16,7 +16,7 @@ func moveAll(t *testing.T, c *fakeCluster, step MoveStep, ns, id, to string) {
 	t.Helper()
 	for g := range c.groups {
 		_, svc := c.groupMaster(g)
-		if err := svc.Group(g).MoveStep(context.Background(), step, ns, id, to); err != nil {
+		if err := svc.Group(g).MoveStep(context.Background(), step, ns, id, to, 0); err != nil {
 			t.Fatalf("step %d in group %d: %v", step, g, err)
 		}
 	}
@@ -53,11 +53,11 @@ func copyNamespace(t *testing.T, src, dst *fakeCluster, ns, id string, batchByte
 			}
 			for tg, p := range parts {
 				_, svc := dst.groupMaster(tg)
-				if err := svc.Group(tg).Import(ctx, ns, id, uint32(g), batch, p); err != nil {
+				if err := svc.Group(tg).Import(ctx, ns, id, uint32(g), batch, p, 0); err != nil {
 					return err
 				}
 				// A batch repeated changes nothing.
-				if err := svc.Group(tg).Import(ctx, ns, id, uint32(g), batch, p); err != nil {
+				if err := svc.Group(tg).Import(ctx, ns, id, uint32(g), batch, p, 0); err != nil {
 					return err
 				}
 			}
@@ -146,7 +146,7 @@ func TestMoveNamespace(t *testing.T) {
 	if r := dst.do(sk, Request{Op: OpAcquire, Key: "x", Owner: owner(5, 1), Kind: wire.KindExclusive}); r.Status != wire.StatusMoving || r.RetryAfterMs == 0 {
 		t.Fatalf("target before the flip: %v retry %d, want MOVING", r.Status, r.RetryAfterMs)
 	}
-	if err := src.master("ns", "k0").Group(wire.GroupOf(wire.KeyHash("ns", "k0"), 4)).MoveStep(context.Background(), StepIncoming, ns, "other", ""); !errors.Is(err, ErrMoveConflict) {
+	if err := src.master("ns", "k0").Group(wire.GroupOf(wire.KeyHash("ns", "k0"), 4)).MoveStep(context.Background(), StepIncoming, ns, "other", "", 0); !errors.Is(err, ErrMoveConflict) {
 		t.Fatalf("incoming on a group holding the namespace: %v", err)
 	}
 
@@ -228,7 +228,7 @@ func TestMoveNamespace(t *testing.T) {
 	}
 	// An abort after the flip is refused.
 	_, s0 := dst.groupMaster(0)
-	if err := s0.Group(0).MoveStep(context.Background(), StepUnfreeze, ns, id, ""); !errors.Is(err, ErrMoveConflict) {
+	if err := s0.Group(0).MoveStep(context.Background(), StepUnfreeze, ns, id, "", 0); !errors.Is(err, ErrMoveConflict) {
 		t.Fatalf("abort after the flip: %v", err)
 	}
 	// The move records reload with the table.
@@ -311,23 +311,23 @@ func TestMoveStepConflicts(t *testing.T) {
 	g := c.svc(1).Group(0)
 	ctx := context.Background()
 	for _, step := range []MoveStep{StepOwn, StepDrop} {
-		if err := g.MoveStep(ctx, step, "ns", "m", ""); !errors.Is(err, ErrMoveConflict) {
+		if err := g.MoveStep(ctx, step, "ns", "m", "", 0); !errors.Is(err, ErrMoveConflict) {
 			t.Fatalf("step %d first: %v", step, err)
 		}
 	}
-	if err := g.MoveStep(ctx, StepIncoming, "ns", "m", ""); err != nil {
+	if err := g.MoveStep(ctx, StepIncoming, "ns", "m", "", 0); err != nil {
 		t.Fatal(err)
 	}
 	for _, step := range []MoveStep{StepFreeze, StepDrop} {
-		if err := g.MoveStep(ctx, step, "ns", "m", ""); !errors.Is(err, ErrMoveConflict) {
+		if err := g.MoveStep(ctx, step, "ns", "m", "", 0); !errors.Is(err, ErrMoveConflict) {
 			t.Fatalf("step %d while incoming: %v", step, err)
 		}
 	}
-	if err := g.MoveStep(ctx, StepOwn, "ns", "other", ""); !errors.Is(err, ErrMoveConflict) {
+	if err := g.MoveStep(ctx, StepOwn, "ns", "other", "", 0); !errors.Is(err, ErrMoveConflict) {
 		t.Fatalf("own of another move: %v", err)
 	}
 	other := appendPair(nil, append([]byte{lockPrefix}, fullKey("ns2", "k")...), encodeRec(nil, &lockRec{first: holder{owner: owner(1, 1), token: 5, ttlMs: 1000, used: true}}))
-	if err := g.Import(ctx, "ns", "m", 0, 0, other); !errors.Is(err, ErrMoveBadBatch) {
+	if err := g.Import(ctx, "ns", "m", 0, 0, other, 0); !errors.Is(err, ErrMoveBadBatch) {
 		t.Fatalf("import of another namespace's record: %v", err)
 	}
 	if _, err := c.svc(1).SplitImport("ns", other); !errors.Is(err, ErrMoveBadBatch) {
@@ -336,7 +336,50 @@ func TestMoveStepConflicts(t *testing.T) {
 	if info := g.StateMachine().MoveInfo("ns"); info.Locks != 0 || info.Batches != 0 {
 		t.Fatalf("after refused imports: %+v", info)
 	}
-	if err := g.MoveStep(ctx, StepFreeze, "ns", "m", ""); !errors.Is(err, ErrMoveConflict) {
+	if err := g.MoveStep(ctx, StepFreeze, "ns", "m", "", 0); !errors.Is(err, ErrMoveConflict) {
 		t.Fatal(err)
+	}
+}
+
+// TestMoveStepFence: a step carrying a mover token below the highest
+// applied for the namespace is refused and changes nothing, also after
+// an abort left the namespace served (the fence outlives the move), and
+// the fence reloads with the table.
+func TestMoveStepFence(t *testing.T) {
+	t.Parallel()
+	c := newFakeCluster(t, 1, Config{Groups: 1, Clock: newFakeClock()})
+	g := c.svc(1).Group(0)
+	ctx := context.Background()
+	if err := g.MoveStep(ctx, StepFreeze, "ns", "m1", "", 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.MoveStep(ctx, StepUnfreeze, "ns", "m1", "", 5); err != nil {
+		t.Fatal(err)
+	}
+	if info := g.StateMachine().MoveInfo("ns"); info.State != MoveNone {
+		t.Fatalf("after the abort: %+v", info)
+	}
+	if _, gated := g.StateMachine().gateNS("ns"); gated {
+		t.Fatal("a namespace whose move was aborted is gated")
+	}
+	// A driver that stalled with token 4 wakes and repeats its freeze.
+	if err := g.MoveStep(ctx, StepFreeze, "ns", "m1", "", 4); !errors.Is(err, ErrMoveConflict) {
+		t.Fatalf("a stale driver's freeze: %v, want ErrMoveConflict", err)
+	}
+	if err := g.MoveStep(ctx, StepFreeze, "ns", "m1", "", 0); !errors.Is(err, ErrMoveConflict) {
+		t.Fatalf("an unfenced freeze once fenced: %v, want ErrMoveConflict", err)
+	}
+	if info := g.StateMachine().MoveInfo("ns"); info.State != MoveNone {
+		t.Fatalf("a refused freeze changed the state: %+v", info)
+	}
+	checkMoveReload(t, c.fgs[0].replica(1))
+	if err := g.MoveStep(ctx, StepFreeze, "ns", "m2", "", 6); err != nil {
+		t.Fatalf("the next driver's freeze: %v", err)
+	}
+	if err := g.MoveStep(ctx, StepUnfreeze, "ns", "m2", "", 5); !errors.Is(err, ErrMoveConflict) {
+		t.Fatalf("a stale driver's abort: %v, want ErrMoveConflict", err)
+	}
+	if info := g.StateMachine().MoveInfo("ns"); info.State != MoveFrozen || info.ID != "m2" {
+		t.Fatalf("after a stale abort: %+v", info)
 	}
 }

@@ -183,7 +183,7 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 			if !s.svc.Group(g).Serving() {
 				return errMoveGroupMaster
 			}
-			return s.svc.Group(g).Import(ctx, ns, imp.ID, uint32(imp.SrcGroup), uint32(imp.Batch), imp.Pairs)
+			return s.svc.Group(g).Import(ctx, ns, imp.ID, uint32(imp.SrcGroup), uint32(imp.Batch), imp.Pairs, imp.Fence)
 		}
 		a.all = func(ctx context.Context) ([]int, []error) { return a.importAll(ctx, imp) }
 		return a, nil
@@ -223,7 +223,7 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 		return nil, errors.New("body: want {\"id\": ...}")
 	}
 	a.local = func(ctx context.Context, g int, _ []byte) error {
-		err := s.svc.Group(g).MoveStep(ctx, st, ns, ms.ID, ms.MovedTo)
+		err := s.svc.Group(g).MoveStep(ctx, st, ns, ms.ID, ms.MovedTo, ms.Fence)
 		if errors.Is(err, group.ErrNotMaster) {
 			return errMoveGroupMaster
 		}
