@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
@@ -150,28 +151,39 @@ func (g *Group) ExportMove(ns, id string, maxBytes int, f func(pairs []byte) err
 }
 
 // shardPairs encodes shard i's lock and lock-delay records of namespace
-// ns as pairs, and counts them.
+// ns as pairs, in key order, and counts them. The order matters: an
+// export repeated after a driver's crash, on this replica or another,
+// must cut the same batches, since the target applies each (source
+// group, batch number) once and skips it when repeated.
 func (sm *StateMachine) shardPairs(i int, ns string) (pairs []byte, locks, n int) {
 	s := &sm.shards[i]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var k, v []byte
+	var keys []string
 	for key, l := range s.locks {
-		if l.n() == 0 || splitNS(key) != ns {
-			continue
+		if l.n() > 0 && splitNS(key) == ns {
+			keys = append(keys, key)
 		}
+	}
+	slices.Sort(keys)
+	var k, v []byte
+	for _, key := range keys {
 		k = append(append(k[:0], lockPrefix), key...)
-		v = encodeRec(v[:0], l)
+		v = encodeRec(v[:0], s.locks[key])
 		pairs = appendPair(pairs, k, v)
 		locks++
 		n++
 	}
-	for key, d := range s.delays {
-		if splitNS(key) != ns {
-			continue
+	keys = keys[:0]
+	for key := range s.delays {
+		if splitNS(key) == ns {
+			keys = append(keys, key)
 		}
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
 		k = append(append(k[:0], delayPrefix), key...)
-		v = encodeDelay(v[:0], d)
+		v = encodeDelay(v[:0], s.delays[key])
 		pairs = appendPair(pairs, k, v)
 		n++
 	}
