@@ -35,8 +35,9 @@ const (
 	// Freeze: every source group freezes the namespace (a replicated
 	// command: from it on, the group changes nothing of the namespace).
 	Freeze State = "freeze"
-	// Copy: the target's groups raise their version above every source
-	// group's, then import the namespace's records as of the freeze.
+	// Copy: the target imports the namespace's records as of the
+	// freeze, then raises its groups' version above every source
+	// group's.
 	Copy State = "copy"
 	// Flip: the meta cluster assigns the namespace to the target, and the
 	// target's groups serve it.
@@ -111,12 +112,14 @@ type Cluster interface {
 	// Incoming makes the cluster accept the namespace's clients (with
 	// verifier) and answer them MOVING until Own.
 	Incoming(ctx context.Context, token uint64, ns string, id uint64, verifier []byte) error
-	// Freeze freezes the namespace in every group and returns each
-	// group's version, so that the target's can be raised above them.
-	Freeze(ctx context.Context, token uint64, ns string, id uint64) (versions []uint64, err error)
+	// Freeze freezes the namespace in every group.
+	Freeze(ctx context.Context, token uint64, ns string, id uint64) error
 	// Export calls fn with the frozen namespace's records of every group,
-	// in batches numbered from 0 within each group.
-	Export(ctx context.Context, token uint64, ns string, id uint64, fn func(group, batch int, pairs []byte) error) error
+	// in batches numbered from 0 within each group (the same batches
+	// every time), read from replicas that applied the freeze, and
+	// returns the highest group version among them: every token the
+	// source granted of the namespace is below (version+1)<<48.
+	Export(ctx context.Context, token uint64, ns string, id uint64, fn func(group, batch int, pairs []byte) error) (version uint64, err error)
 	// RaiseVersion raises every group's version to at least min.
 	RaiseVersion(ctx context.Context, token uint64, min uint64) error
 	// Import installs a batch exported by the source's group srcGroup,
@@ -174,8 +177,7 @@ func step(ctx context.Context, m Move, tab Table, from, to Cluster, token uint64
 		}
 		return Freeze, to.Incoming(ctx, token, ns, id, v)
 	case Freeze:
-		_, err := from.Freeze(ctx, token, ns, id)
-		return Copy, err
+		return Copy, from.Freeze(ctx, token, ns, id)
 	case Copy:
 		return Flip, copyRecords(ctx, token, ns, id, from, to)
 	case Flip:
@@ -190,26 +192,20 @@ func step(ctx context.Context, m Move, tab Table, from, to Cluster, token uint64
 	}
 }
 
-// copyRecords raises the target's version above every source group's
-// (a token is version<<48 + instance, so every token the target grants
-// afterwards exceeds every token the source granted), then copies the
-// namespace's records. Freeze is repeated to read the versions: it is
-// idempotent, and the versions cannot change once frozen.
+// copyRecords copies the namespace's records, then raises the target's
+// version above every source group's: a token is version<<48 +
+// instance, so every token the target grants afterwards exceeds every
+// token the source granted. The raise precedes the flip, and the target
+// grants nothing of the namespace before the flip (it answers MOVING),
+// so no grant of the namespace at the target can precede it.
 func copyRecords(ctx context.Context, token uint64, ns string, id uint64, from, to Cluster) error {
-	versions, err := from.Freeze(ctx, token, ns, id)
+	top, err := from.Export(ctx, token, ns, id, func(g, batch int, pairs []byte) error {
+		return to.Import(ctx, token, ns, id, g, batch, pairs)
+	})
 	if err != nil {
 		return err
 	}
-	var top uint64
-	for _, v := range versions {
-		top = max(top, v)
-	}
-	if err := to.RaiseVersion(ctx, token, top+1); err != nil {
-		return err
-	}
-	return from.Export(ctx, token, ns, id, func(g, batch int, pairs []byte) error {
-		return to.Import(ctx, token, ns, id, g, batch, pairs)
-	})
+	return to.RaiseVersion(ctx, token, top+1)
 }
 
 // Abort undoes a move that has not flipped: it records Aborting, makes

@@ -125,27 +125,27 @@ func (c *fakeCluster) Incoming(_ context.Context, token uint64, _ string, _ uint
 	return nil
 }
 
-func (c *fakeCluster) Freeze(_ context.Context, token uint64, _ string, _ uint64) ([]uint64, error) {
+func (c *fakeCluster) Freeze(_ context.Context, token uint64, _ string, _ uint64) error {
 	if err := c.enter(token); err != nil {
-		return nil, err
+		return err
 	}
 	c.ns.frozen, c.ns.serving = true, false
-	return slices.Clone(c.versions), nil
+	return nil
 }
 
-func (c *fakeCluster) Export(_ context.Context, token uint64, _ string, _ uint64, fn func(int, int, []byte) error) error {
+func (c *fakeCluster) Export(_ context.Context, token uint64, _ string, _ uint64, fn func(int, int, []byte) error) (uint64, error) {
 	if !c.ns.frozen {
 		c.w.t.Fatalf("export of a namespace not frozen")
 	}
 	for i, k := range slices.Sorted(maps.Keys(c.ns.records)) {
 		if err := c.enter(token); err != nil {
-			return err
+			return 0, err
 		}
 		if err := fn(i%2, i/2, []byte(fmt.Sprintf("%s=%d", k, c.ns.records[k]))); err != nil {
-			return err
+			return 0, err
 		}
 	}
-	return nil
+	return slices.Max(c.versions), nil
 }
 
 func (c *fakeCluster) RaiseVersion(_ context.Context, token, min uint64) error {
@@ -184,6 +184,11 @@ func (c *fakeCluster) Own(_ context.Context, token uint64, _ string, _ uint64) e
 	}
 	if src := c.w.clusters["s"]; !src.ns.frozen {
 		c.w.t.Fatalf("the target owns the namespace while the source is not frozen")
+	}
+	for _, v := range c.versions {
+		if v <= slices.Max(c.w.clusters["s"].versions) {
+			c.w.t.Fatalf("the target owns the namespace with group version %d, not above the source's", v)
+		}
 	}
 	c.ns.owned, c.ns.serving, c.ns.incoming = true, true, false
 	c.w.check()
