@@ -134,3 +134,23 @@ type RegistryMove struct {
 	Step      uint64    `json:"step"`
 	Token     uint64    `json:"token"`
 }
+
+// NamespacePut is the body of POST /namespaces: a namespace's name and
+// either its secret (the node derives the verifier) or its SCRAM-SHA-256
+// verifier, derived elsewhere (a registry installs the meta cluster's
+// verifier so; the secret never travels).
+type NamespacePut struct {
+	Name     string    `json:"name"`
+	Secret   string    `json:"secret,omitempty"`
+	Verifier *Verifier `json:"verifier,omitempty"`
+}
+
+// Verifier is a SCRAM-SHA-256 verifier (RFC 5802): the secret's salt and
+// iteration count, StoredKey and ServerKey. It lets a server check a
+// client's proof, not act as the client.
+type Verifier struct {
+	Iters     int    `json:"iters"`
+	Salt      []byte `json:"salt"`
+	StoredKey []byte `json:"stored_key"`
+	ServerKey []byte `json:"server_key"`
+}
