@@ -98,8 +98,8 @@ func run() error {
 // options are paxlockd's command-line flags.
 type options struct {
 	path, data, admin, level, format, role, join, restore, check, meta string
-	id                                                           uint
-	version                                                      bool
+	id                                                                 uint
+	version                                                            bool
 }
 
 // parseFlags defines the flags and parses the command line.
@@ -276,4 +276,3 @@ func newLogger(w io.Writer, format string, lv slog.Level) (*slog.Logger, error) 
 	}
 	return nil, fmt.Errorf("-log-format %q: want text or json", format)
 }
-
