@@ -35,10 +35,29 @@ func (c *Client) refresh() {
 
 // noteViewVersion refreshes the view if a server knows a newer one.
 func (c *Client) noteViewVersion(v uint64) {
-	if cur := c.view.Load(); v != 0 && (cur == nil || v > cur.Version) {
+	if cur := c.view.Load(); v != 0 && (cur == nil || newer(cur.Version, v)) {
 		c.refresh()
 	}
 }
+
+// asServed returns version v as the current view's version v is compared
+// with: a registry that serves the namespace from its replicated tables
+// puts the namespace's assignment epoch in the high bits of a view's
+// version (wire.RegistryViewVersion), and a cluster's node, which knows
+// no epochs, serves the bare version; such a view is the same cluster's,
+// read from one of its nodes, and counts with the current view's epoch.
+// So a client that fails over from registries to the nodes keeps
+// following the cluster, and a registry's view of a new assignment (a
+// higher epoch) is newer whatever its cluster's own version.
+func asServed(cur, v uint64) uint64 {
+	if e := wire.ViewEpoch(cur); e > 0 && wire.ViewEpoch(v) == 0 {
+		return wire.RegistryViewVersion(e, v)
+	}
+	return v
+}
+
+// newer reports whether a view of version v is newer than one of cur.
+func newer(cur, v uint64) bool { return asServed(cur, v) > cur }
 
 // updateView installs v if it is newer than the current view, and moves
 // blocked acquires and watches whose group master changed.
@@ -56,9 +75,16 @@ func (c *Client) updateView(v *wire.View) bool {
 func (c *Client) installView(v *wire.View, force bool) bool {
 	c.viewMu.Lock()
 	cur := c.view.Load()
-	if !force && cur != nil && v.Version <= cur.Version {
-		c.viewMu.Unlock()
-		return false
+	if cur != nil {
+		if !force && !newer(cur.Version, v.Version) {
+			c.viewMu.Unlock()
+			return false
+		}
+		if ver := asServed(cur.Version, v.Version); ver != v.Version {
+			cp := *v
+			cp.Version = ver
+			v = &cp
+		}
 	}
 	c.view.Store(v)
 	next := make(chan struct{})
@@ -124,7 +150,12 @@ func (c *Client) masterAddr(hash uint64) (string, bool) {
 }
 
 // candidates lists the addresses to fetch the view from: the view's nodes
-// (alive ones first), then the configured registry addresses.
+// (alive ones first), then the configured registry addresses. A view
+// served by a registry from its replicated tables (an epoch in its
+// version) puts the configured addresses, the registries, first: a
+// client that loses its registry fails over to another, which pushes it
+// the namespace's next assignment, and to the cluster's nodes only when
+// no registry answers.
 func (c *Client) candidates() []string {
 	var out []string
 	seen := make(map[string]bool)
@@ -134,7 +165,13 @@ func (c *Client) candidates() []string {
 			out = append(out, a)
 		}
 	}
-	if v := c.view.Load(); v != nil {
+	v := c.view.Load()
+	if v != nil && wire.ViewEpoch(v.Version) > 0 {
+		for _, a := range c.cfg.Registry {
+			add(a)
+		}
+	}
+	if v != nil {
 		nodes := slices.Clone(v.Nodes)
 		mrand.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
 		slices.SortStableFunc(nodes, func(a, b wire.NodeView) int {

@@ -257,6 +257,10 @@ func checkPair(g *BackupGroup, k, v []byte) error {
 		if _, err := decodeMoveRec(v); err != nil {
 			return fmt.Errorf("move record %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
+	case len(k) > 0 && k[0] == regPrefix:
+		if err := checkRegPair(k, v); err != nil {
+			return fmt.Errorf("registry record %q: %w", k, err)
+		}
 	case bytes.Equal(k, versionKey):
 		ver, n := binary.Uvarint(v)
 		if n <= 0 {

@@ -85,6 +85,15 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			obs()
 		}
 	}()
+	sm.reg.mu.Lock()
+	sm.reg.reset()
+	defer func() {
+		obs := sm.reg.obs
+		sm.reg.mu.Unlock()
+		if obs != nil {
+			obs()
+		}
+	}()
 	// Records are gathered per shard first and each shard's map made at
 	// its final size: growing the maps one insert at a time cost about a
 	// quarter of a restart's Load in table splits.
@@ -103,6 +112,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			return sm.loadMember(k, v)
 		case string(k) == string(memberInitKey):
 			sm.memInit = true
+		case len(k) > 0 && k[0] == regPrefix:
+			return sm.reg.load(k, v)
 		case len(k) > 0 && k[0] == delayPrefix:
 			return sm.loadDelay(k, v)
 		case len(k) > 0 && k[0] == movePrefix:

@@ -38,6 +38,11 @@ const (
 	// leave the numbers right after 10 to other lock operations.
 	opMemberPut  op = 16 // data = one member record
 	opMemberInit op = 17 // data = the configured nodes' records, once
+	// Registry tables (group 0 of a meta cluster; see registry.go). 21
+	// is reserved for them as well.
+	opRegCluster   op = 18 // key = cluster name, data = record (none: delete)
+	opRegNamespace op = 19 // key = namespace, data = record (none: delete)
+	opRegMove      op = 20 // key = namespace, token = mover fencing token, data = record (none: delete)
 )
 
 // grant is a hold handed to a waiter inside a release or expire.

@@ -299,6 +299,19 @@ func (s *Service) PutNamespace(ctx context.Context, ns, secret string) error {
 	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: rec})
 }
 
+// PutNamespaceVerifier creates namespace ns or changes its verifier to
+// v, derived from the secret elsewhere (a registry installs the meta
+// cluster's so). It must run on the master of group 0.
+func (s *Service) PutNamespaceVerifier(ctx context.Context, ns string, v scramauth.Verifier) error {
+	if err := wire.ValidateNamespace(ns); err != nil {
+		return err
+	}
+	if err := v.Validate(); err != nil {
+		return fmt.Errorf("%w: namespace %q: %w", wire.ErrInvalid, ns, err)
+	}
+	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: encodeNSRec(v)})
+}
+
 // DeleteNamespace removes namespace ns: its clients can no longer
 // authenticate; locks they hold expire unless renewed on open connections.
 func (s *Service) DeleteNamespace(ctx context.Context, ns string) error {

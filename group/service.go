@@ -209,6 +209,10 @@ type Config struct {
 	// (Service.Members; applied or loaded from a snapshot on group 0).
 	// It runs on the paxos host's loop and must not block.
 	OnMembers func()
+	// OnRegistry, if set, is told that the registry's tables changed
+	// (Service.RegistryTables; applied or loaded from a snapshot on group
+	// 0). It runs on the paxos host's loop and must not block.
+	OnRegistry func()
 	// Join: this node is being added to running Paxos groups (see
 	// host.ReplicaConfig.Join); NewService only.
 	Join bool
@@ -349,6 +353,7 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 		sm.moveObs = lg.moveChanged
 		if g == NamespaceGroup {
 			sm.memObs = cfg.OnMembers
+			sm.reg.obs = cfg.OnRegistry
 		}
 		px, err := replicate(g, sm)
 		if err != nil {

@@ -116,11 +116,14 @@ type StateMachine struct {
 	moveNews  []moveNews
 	moveObs   func([]moveNews) // set before the group starts
 	gates     atomic.Pointer[map[string]gate]
+
+	reg registryTables // the registry's tables (group 0 of a meta cluster; registry.go)
 }
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
 	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), members: make(map[uint32]Member)}
+	sm.reg.reset()
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
@@ -232,6 +235,8 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		return sm.applyNamespace(c, w)
 	case opMemberPut, opMemberInit:
 		return sm.applyMember(c, w)
+	case opRegCluster, opRegNamespace, opRegMove:
+		return sm.applyRegistry(c, w)
 	case opFreeze, opUnfreeze, opImport, opOwn, opDropNamespace, opIncoming:
 		return sm.applyMove(c)
 	}

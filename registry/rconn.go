@@ -26,10 +26,15 @@ type rconn struct {
 	codec   *wire.Codec // reader goroutine only
 	scratch []byte      // reader goroutine only: the frame being encoded
 
-	sess    session.Accepted // reader goroutine only
-	cluster *clusterState    // the Hello's namespace's; reader goroutine only
+	sess session.Accepted // reader goroutine only
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// ns and v are the accepted handshake's namespace and the verifier
+	// it proved ("" before one): the tables decide from them which
+	// cluster's view the connection is served, and a change of the
+	// namespace's verifier ends the connection.
+	ns     string
+	v      scramauth.Verifier
 	out    []byte
 	sub    *clusterState
 	closed bool
@@ -171,8 +176,10 @@ func (c *rconn) handle(f wire.Frame) {
 // client of any namespace it maps to a cluster, against the verifier of
 // the namespace's configured secret.
 func (c *rconn) Credentials(ns string) (scramauth.Verifier, bool) {
-	v, ok := c.s.creds[ns]
-	return v, ok
+	c.s.tmu.RLock()
+	defer c.s.tmu.RUnlock()
+	e, ok := c.s.nsMap[ns]
+	return e.v, ok
 }
 
 // TrustRelay implements session.Host: nodes relay to nodes, never to a
@@ -196,22 +203,42 @@ func (c *rconn) Refused(ns string, err error) {
 }
 
 // Accepted implements session.Host: the connection is now served the view
-// of the namespace's cluster, and drops a subscription to another one.
+// of the namespace's cluster, and drops a subscription made for another
+// namespace.
 func (c *rconn) Accepted(_, cur session.Identity) {
-	cl := c.s.nsMap[cur.Namespace]
-	if c.cluster != nil && c.cluster != cl {
+	c.mu.Lock()
+	changed := c.ns != cur.Namespace
+	c.ns, c.v = cur.Namespace, cur.Verifier
+	c.mu.Unlock()
+	if changed {
 		c.unsubscribe()
 	}
-	c.cluster = cl
 }
 
-// ViewVersion implements session.Host: the version of the cached view of
-// the Hello's cluster (0 before a Hello or a view).
+// entry returns the tables' entry of the connection's namespace; false
+// before a handshake or when the namespace left the tables.
+func (c *rconn) entry() (nsEntry, bool) {
+	c.mu.Lock()
+	ns := c.ns
+	c.mu.Unlock()
+	if ns == "" {
+		return nsEntry{}, false
+	}
+	c.s.tmu.RLock()
+	defer c.s.tmu.RUnlock()
+	e, ok := c.s.nsMap[ns]
+	return e, ok
+}
+
+// ViewVersion implements session.Host: the version of the view the
+// connection is served (its cluster's cached view's, stamped with the
+// namespace's epoch; 0 before a Hello or a view).
 func (c *rconn) ViewVersion() uint64 {
-	if c.cluster == nil {
+	e, ok := c.entry()
+	if !ok {
 		return 0
 	}
-	return c.cluster.version()
+	return wire.RegistryViewVersion(e.epoch, e.cl.version())
 }
 
 // noViewRetryMs is the RetryAfterMs of the NO_MASTER answer given while a
@@ -219,16 +246,32 @@ func (c *rconn) ViewVersion() uint64 {
 const noViewRetryMs = 500
 
 // ServeView implements session.Host: it answers GetView or SubscribeView
-// with the Hello's cluster's view, so it needs a Hello whatever the
-// session allows. A subscription is recorded and its reply queued under
-// the cluster's lock, so that every later view of the cluster follows the
-// reply as a push and none is missed.
+// with the view of the cluster the Hello's namespace is assigned to, so
+// it needs a Hello whatever the session allows. A subscription is
+// recorded and its reply queued under the cluster's lock, so that every
+// later view of the cluster follows the reply as a push and none is
+// missed; the tables' lock is held throughout, so an assignment change
+// (applyTables) either sees the subscription and moves it or comes after
+// and is served here.
 func (c *rconn) ServeView(reqID uint64, subscribe bool) {
-	cl := c.cluster
-	if cl == nil {
+	c.mu.Lock()
+	ns := c.ns
+	c.mu.Unlock()
+	if ns == "" {
 		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "authenticate first"})
 		return
 	}
+	c.s.tmu.RLock()
+	defer c.s.tmu.RUnlock()
+	e, ok := c.s.nsMap[ns]
+	if !ok {
+		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "the namespace left the registry"})
+		return
+	}
+	if subscribe {
+		c.unsubscribe()
+	}
+	cl := e.cl
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
 	if cl.view == nil {
@@ -240,9 +283,9 @@ func (c *rconn) ServeView(reqID uint64, subscribe bool) {
 	defer c.mu.Unlock()
 	if subscribe && !c.closed {
 		c.sub = cl
-		cl.subs[c] = struct{}{}
+		cl.subs[c] = e.epoch
 	}
-	c.sendLocked(wire.TypeView, reqID, cl.view)
+	c.sendLocked(wire.TypeView, reqID, stamped(cl.view, e.epoch))
 }
 
 // unsubscribe drops the connection's subscription, if any.

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -21,6 +21,21 @@ type StandaloneConfig struct {
 	// Listen is the client address, host:port (port 0 picks one; see
 	// Standalone.Addr).
 	Listen string
+	// Meta, when set, is the source of the registry's tables: the
+	// clusters, the namespaces' assignments and their verifiers come from
+	// the meta cluster (see MetaConfig) and change live; Clusters,
+	// Namespaces and Secrets must then be empty. Unset, the tables are the
+	// static ones below.
+	Meta *MetaConfig
+	// AdminListen, if set, is the address (host:port) of the registry's
+	// HTTP status endpoint: GET /status (RegistryStatus as JSON) and
+	// /metrics (Prometheus).
+	AdminListen string
+	// AdminToken is the bearer token the registry sends to the lock
+	// clusters' admin endpoints when it installs namespace verifiers
+	// there (meta tables only). Never logged.
+	AdminToken string
+
 	// Clusters maps each cluster's name to its nodes' client addresses,
 	// host:port. The registry follows every cluster listed.
 	Clusters map[string][]string
@@ -121,8 +136,13 @@ func (c *StandaloneConfig) validate() error {
 	if _, _, err := splitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
 	}
-	if len(c.Clusters) == 0 {
-		errs = append(errs, errors.New("no clusters"))
+	switch {
+	case c.Meta != nil && (len(c.Clusters) > 0 || len(c.Namespaces) > 0 || len(c.Secrets) > 0):
+		errs = append(errs, errors.New("meta and a static table (clusters, namespaces, secrets) exclude each other: with meta, the tables come from the meta cluster"))
+	case c.Meta != nil:
+		errs = append(errs, c.Meta.validate()...)
+	case len(c.Clusters) == 0:
+		errs = append(errs, errors.New("no clusters (and no meta cluster)"))
 	}
 	for name, addrs := range c.Clusters {
 		if name == "" {
@@ -184,11 +204,20 @@ type UpstreamAuth struct {
 // SubscribeView for the namespace's cluster, then Heartbeats. Lock requests
 // are refused with BAD_REQUEST.
 type Standalone struct {
-	cfg      StandaloneConfig
-	log      *slog.Logger
+	cfg StandaloneConfig
+	log *slog.Logger
+
+	// The tables (tables.go), replaced whole by applyTables. Lock order:
+	// tmu before a cluster's mu before an rconn's mu.
+	tmu      sync.RWMutex
 	clusters map[string]*clusterState
-	nsMap    map[string]*clusterState
-	creds    map[string]scramauth.Verifier // by namespace; never logged
+	nsMap    map[string]nsEntry // by namespace; verifiers never logged
+	tables   *wire.RegistryTables
+
+	meta      metaState // the meta cluster's subscription (meta.go)
+	inst      installer // verifiers installed on the lock clusters (install.go)
+	admin     *http.Server
+	adminAddr net.Addr
 
 	ln     net.Listener
 	ctx    context.Context
@@ -203,15 +232,21 @@ type Standalone struct {
 
 // clusterState is the registry's knowledge of one cluster.
 type clusterState struct {
-	name  string
-	addrs []string
-	auth  *wire.ScramClientFirst // the upstream handshake's identity, with authSecret
+	name string
+	auth *wire.ScramClientFirst // the upstream handshake's identity, with authSecret
 	// authSecret is UpstreamAuth's secret. Never logged.
 	authSecret string
+	// ctx ends when the registry shuts down or the cluster leaves the
+	// tables; cancel ends it.
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	mu       sync.Mutex
-	view     *wire.View
-	subs     map[*rconn]struct{}
+	mu    sync.Mutex
+	addrs []string
+	view  *wire.View
+	// subs maps each subscribed connection to the assignment epoch of
+	// its namespace, which the versions of its views start with.
+	subs     map[*rconn]uint64
 	ready    chan struct{}
 	upstream string
 }
@@ -241,28 +276,33 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.With("component", "registry"),
 		clusters: map[string]*clusterState{},
-		nsMap:    map[string]*clusterState{},
-		creds:    map[string]scramauth.Verifier{},
+		nsMap:    map[string]nsEntry{},
 		conns:    map[*rconn]struct{}{},
 	}
-	for name, addrs := range cfg.Clusters {
-		cl := &clusterState{name: name, addrs: slices.Clone(addrs), subs: map[*rconn]struct{}{}, ready: make(chan struct{})}
-		if a, ok := cfg.UpstreamAuth[name]; ok {
-			key := crand.Text()
-			cl.auth = &wire.ScramClientFirst{Namespace: a.Namespace, ClientID: wire.ClientIDOf(key), ClientKey: key, Agent: "paxlock-registry"}
-			cl.authSecret = a.Secret
-		}
-		s.clusters[name] = cl
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.meta.init()
+	s.inst.init(s)
+	if cfg.Meta != nil {
+		return s, nil
 	}
-	for ns, cl := range cfg.Namespaces {
-		s.nsMap[ns] = s.clusters[cl]
-		v, err := scramauth.NewVerifier(cfg.Secrets[ns])
-		if err != nil {
-			return nil, fmt.Errorf("registry: namespace %q: %w", ns, err)
-		}
-		s.creds[ns] = v
+	t, err := staticTables(cfg)
+	if err != nil {
+		return nil, err
 	}
+	s.applyTables(t)
 	return s, nil
+}
+
+// newClusterState makes the state of a cluster the tables name.
+func (s *Standalone) newClusterState(name string, addrs []string) *clusterState {
+	cl := &clusterState{name: name, addrs: slices.Clone(addrs), subs: map[*rconn]uint64{}, ready: make(chan struct{})}
+	cl.ctx, cl.cancel = context.WithCancel(s.ctx)
+	if a, ok := s.cfg.UpstreamAuth[name]; ok {
+		key := crand.Text()
+		cl.auth = &wire.ScramClientFirst{Namespace: a.Namespace, ClientID: wire.ClientIDOf(key), ClientKey: key, Agent: "paxlock-registry"}
+		cl.authSecret = a.Secret
+	}
+	return cl
 }
 
 // Start opens the client listener and starts following every cluster. It
@@ -282,14 +322,25 @@ func (s *Standalone) Start(ctx context.Context) error {
 		return fmt.Errorf("registry: listen: %w", err)
 	}
 	s.ln = ln
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if err := s.startAdmin(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	s.tmu.RLock()
 	for _, cl := range s.clusters {
 		s.wg.Add(1)
 		go s.follow(cl)
 	}
-	s.wg.Add(1)
+	nc, nn := len(s.clusters), len(s.nsMap)
+	s.tmu.RUnlock()
+	if s.cfg.Meta != nil {
+		s.wg.Add(1)
+		go s.followMeta()
+	}
+	s.wg.Add(2)
+	go s.inst.run()
 	go s.accept()
-	s.log.Info("registry serving", "addr", ln.Addr().String(), "clusters", len(s.clusters), "namespaces", len(s.nsMap))
+	s.log.Info("registry serving", "addr", ln.Addr().String(), "clusters", nc, "namespaces", nn, "meta", s.cfg.Meta != nil)
 	return nil
 }
 
@@ -304,7 +355,9 @@ func (s *Standalone) Addr() net.Addr {
 // View returns the cached view of the named cluster and whether there is
 // one. The view is shared: do not modify it.
 func (s *Standalone) View(cluster string) (*wire.View, bool) {
+	s.tmu.RLock()
 	cl := s.clusters[cluster]
+	s.tmu.RUnlock()
 	if cl == nil {
 		return nil, false
 	}
@@ -315,6 +368,8 @@ func (s *Standalone) View(cluster string) (*wire.View, bool) {
 
 // Status describes every cluster, sorted by name.
 func (s *Standalone) Status() []ClusterStatus {
+	s.tmu.RLock()
+	defer s.tmu.RUnlock()
 	out := make([]ClusterStatus, 0, len(s.clusters))
 	for _, cl := range s.clusters {
 		cl.mu.Lock()
@@ -337,9 +392,24 @@ func (s *Standalone) Status() []ClusterStatus {
 	return out
 }
 
-// WaitReady waits until every cluster has a view, or ctx ends.
+// WaitReady waits until the registry has its tables (from the meta
+// cluster: the first ones it receives) and every cluster they name has a
+// view, or ctx ends.
 func (s *Standalone) WaitReady(ctx context.Context) error {
+	if s.cfg.Meta != nil {
+		select {
+		case <-s.meta.ready:
+		case <-ctx.Done():
+			return fmt.Errorf("registry: waiting for the meta cluster's tables: %w", ctx.Err())
+		}
+	}
+	s.tmu.RLock()
+	cls := make([]*clusterState, 0, len(s.clusters))
 	for _, cl := range s.clusters {
+		cls = append(cls, cl)
+	}
+	s.tmu.RUnlock()
+	for _, cl := range cls {
 		select {
 		case <-cl.ready:
 		case <-ctx.Done():
@@ -360,6 +430,9 @@ func (s *Standalone) Shutdown(ctx context.Context) error {
 	}
 	s.closed = true
 	started := s.started
+	if !started {
+		s.cancel()
+	}
 	conns := make([]*rconn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
@@ -370,6 +443,9 @@ func (s *Standalone) Shutdown(ctx context.Context) error {
 	}
 	s.cancel()
 	err := s.ln.Close()
+	if s.admin != nil {
+		_ = s.admin.Close() // its connections end with it
+	}
 	for _, c := range conns {
 		c.kill()
 	}
@@ -454,14 +530,19 @@ func (cl *clusterState) update(v *wire.View, log *slog.Logger) bool {
 	if cl.view != nil && v.Version <= cl.view.Version {
 		return false
 	}
-	frame, err := wire.AppendFrame(nil, wire.TypeViewChanged, 0, v)
-	if err != nil {
-		log.Error("registry: encoding a view", "cluster", cl.name, "err", err)
-		return false
-	}
 	first := cl.view == nil
 	cl.view = v
-	for c := range cl.subs {
+	frames := map[uint64][]byte{} // by epoch
+	for c, epoch := range cl.subs {
+		frame, ok := frames[epoch]
+		if !ok {
+			var err error
+			if frame, err = wire.AppendFrame(nil, wire.TypeViewChanged, 0, stamped(v, epoch)); err != nil {
+				log.Error("registry: encoding a view", "cluster", cl.name, "err", err)
+				return false
+			}
+			frames[epoch] = frame
+		}
 		c.mu.Lock()
 		c.enqueueLocked(frame)
 		c.mu.Unlock()
@@ -482,14 +563,14 @@ func (cl *clusterState) setUpstream(addr string) {
 // candidates lists the addresses to follow the cluster at: the configured
 // nodes, then nodes the cached view names (alive ones first).
 func (cl *clusterState) candidates() []string {
+	cl.mu.Lock()
 	out := slices.Clone(cl.addrs)
+	v := cl.view
+	cl.mu.Unlock()
 	seen := map[string]bool{}
 	for _, a := range out {
 		seen[a] = true
 	}
-	cl.mu.Lock()
-	v := cl.view
-	cl.mu.Unlock()
 	if v != nil {
 		for _, alive := range []bool{true, false} {
 			for _, n := range v.Nodes {

@@ -19,10 +19,11 @@ import (
 // which no node gave a view.
 func (s *Standalone) follow(cl *clusterState) {
 	defer s.wg.Done()
+	ctx := cl.ctx
 	log := s.log.With("cluster", cl.name)
 	backoff := s.cfg.ReconnectMin
 	last := ""
-	for s.ctx.Err() == nil {
+	for ctx.Err() == nil {
 		cands := cl.candidates()
 		start := 0
 		if i := slices.Index(cands, last); i >= 0 {
@@ -34,7 +35,7 @@ func (s *Standalone) follow(cl *clusterState) {
 			addr := cands[(start+i)%len(cands)]
 			ok, err := s.session(cl, addr, log)
 			cl.setUpstream("")
-			if s.ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			if ok {
@@ -56,7 +57,7 @@ func (s *Standalone) follow(cl *clusterState) {
 		wait = wait/2 + rand.N(wait/2+1)
 		select {
 		case <-time.After(wait):
-		case <-s.ctx.Done():
+		case <-ctx.Done():
 			return
 		}
 	}
@@ -81,11 +82,11 @@ func (s *Standalone) session(cl *clusterState, addr string, log *slog.Logger) (g
 	if cl.auth != nil {
 		cfg.Handshake = session.SCRAM(*cl.auth, cl.authSecret)
 	}
-	sc, _, err := session.Dial(s.ctx, addr, cfg)
+	sc, _, err := session.Dial(cl.ctx, addr, cfg)
 	if err != nil {
 		return false, err
 	}
-	stop := context.AfterFunc(s.ctx, func() { sc.Close(s.ctx.Err()) })
+	stop := context.AfterFunc(cl.ctx, func() { sc.Close(cl.ctx.Err()) })
 	defer stop()
 	u := &upstream{cl: cl, addr: addr, log: log, sc: sc, next: 1}
 	u.subID = u.nextID()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/wire"
@@ -71,6 +72,7 @@ func (s *Server) adminMux() *http.ServeMux {
 	mux.HandleFunc("GET /cluster", s.clusterHandler)
 	mux.HandleFunc("GET /events", s.eventsHandler)
 	mux.HandleFunc("/namespaces", s.namespacesHandler)
+	s.registryRoutes(mux)
 	mux.HandleFunc("/locks/unlock", s.forceUnlockHandler)
 	mux.HandleFunc("POST /drain", s.drainHandler)
 	mux.HandleFunc("/members", s.membersHandler)
@@ -88,8 +90,9 @@ func (s *Server) adminMux() *http.ServeMux {
 	return mux
 }
 
-// namespacesHandler lists (GET), adds or changes (POST {"name","secret"})
-// and removes (DELETE ?name=) namespaces. Changes are proposed to Paxos
+// namespacesHandler lists (GET), adds or changes (POST
+// adminapi.NamespacePut: a secret, or a verifier derived elsewhere) and
+// removes (DELETE ?name=) namespaces. Changes are proposed to Paxos
 // group 0, so a node that does not master it redirects to the one that
 // does. Secrets are never logged or echoed.
 func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
@@ -98,15 +101,15 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(s.svc.Namespaces())
 		return
 	}
-	var name, secret string
+	var name string
+	var body adminapi.NamespacePut
 	switch r.Method {
 	case http.MethodPost:
-		var body struct{ Name, Secret string }
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil {
-			http.Error(w, "body: want {\"name\": ..., \"secret\": ...}", http.StatusBadRequest)
+		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || (body.Secret == "") == (body.Verifier == nil) {
+			http.Error(w, "body: want {\"name\": ..., \"secret\": ...} or {\"name\": ..., \"verifier\": {...}}", http.StatusBadRequest)
 			return
 		}
-		name, secret = body.Name, body.Secret
+		name = body.Name
 	case http.MethodDelete:
 		name = r.URL.Query().Get("name")
 	default:
@@ -116,9 +119,13 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
 	var err error
-	if r.Method == http.MethodPost {
-		err = s.svc.PutNamespace(ctx, name, secret)
-	} else {
+	switch {
+	case r.Method == http.MethodPost && body.Verifier != nil:
+		v := body.Verifier
+		err = s.svc.PutNamespaceVerifier(ctx, name, scramauth.Verifier{Iters: v.Iters, Salt: v.Salt, StoredKey: v.StoredKey, ServerKey: v.ServerKey})
+	case r.Method == http.MethodPost:
+		err = s.svc.PutNamespace(ctx, name, body.Secret)
+	default:
 		err = s.svc.DeleteNamespace(ctx, name)
 	}
 	switch {

@@ -221,6 +221,14 @@ type Config struct {
 	// certificates signed by its client_ca (mutual TLS to the client),
 	// and may bind them to namespaces. It needs client_tls_addr.
 	ClientTLS *ClientTLS `json:"client_tls,omitempty"`
+	// RegistryNamespace makes this node serve the registry's tables
+	// (group 0's, when this is a meta cluster) to registry processes: a
+	// session authenticated to this namespace may send
+	// SubscribeRegistry, which any other session is refused
+	// (AUTH_FAILED): the tables hold every namespace's verifier. With
+	// client_tls bind_namespace, such a session also needs a client
+	// certificate naming the namespace. Unset: no session may subscribe.
+	RegistryNamespace string `json:"registry_namespace,omitempty"`
 	// AdminTLS, if set, serves the admin endpoint over HTTPS with its cert
 	// and key; when both are empty, the node's tls cert and key are used.
 	AdminTLS *AdminTLS `json:"admin_tls,omitempty"`
@@ -445,6 +453,11 @@ const (
 // Validate reports a configuration that cannot start.
 func (c *Config) Validate() error {
 	var errs []error
+	if c.RegistryNamespace != "" {
+		if err := wire.ValidateNamespace(c.RegistryNamespace); err != nil {
+			errs = append(errs, fmt.Errorf("registry_namespace: %w", err))
+		}
+	}
 	switch c.ClientListener {
 	case "", ListenerGnet, ListenerNetpoll:
 	default:

@@ -157,6 +157,7 @@ func (c *conn) onClosed() {
 	s.nconns.Add(-1)
 	s.conns.Delete(c)
 	s.subscribe(c, false)
+	s.reg.drop(c)
 	c.closeRelays()
 	if c.sess.Authenticated() {
 		s.svc.ForgetClient(c.sess.Identity().ClientID, c)
@@ -426,6 +427,10 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		return
 	}
 	id := c.sess.Identity()
+	if sr, ok := m.(*wire.SubscribeRegistry); ok {
+		c.subscribeRegistry(f.ReqID, sr)
+		return
+	}
 	if l, ok := m.(*wire.List); ok {
 		c.list(f.ReqID, id.Namespace, l)
 		return

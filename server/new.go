@@ -65,6 +65,7 @@ func logConfig(cfg Config, log *slog.Logger) {
 func newServer(cfg Config, log *slog.Logger, sec security) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, subs: map[*conn]struct{}{}, memCh: make(chan struct{}, 1), failed: make(chan error, 1), memChange: make(chan struct{}, 1),
 		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec}
+	s.reg.ch = make(chan struct{}, 1)
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
 	s.seedSecrets, s.seedVerifiers = map[string]string{}, map[string]scramauth.Verifier{}
@@ -161,6 +162,7 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		OnMaster:            s.onMaster,
 		Observer:            s.metrics,
 		OnMembers:           s.membersChanged,
+		OnRegistry:          s.registryChanged,
 		Join:                cfg.Join,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {

@@ -73,6 +73,9 @@ type Server struct {
 	view       atomic.Pointer[wire.View]
 	tlsView    atomic.Pointer[wire.View] // view with the TLS client addresses, for the TLS listener's connections
 	subs       map[*conn]struct{}
+	// reg serves the registry's tables to subscribed registry processes
+	// (registry_serve.go).
+	reg regServe
 
 	// client listener
 	eng      gnet.Engine
@@ -217,7 +220,7 @@ func (s *Server) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	if !s.goBackground(s.followMembers) {
+	if !s.goBackground(s.followMembers) || !s.goBackground(s.followRegistry) {
 		return errors.New("server: start: shut down")
 	}
 	if err := s.startGossip(ctx); err != nil {

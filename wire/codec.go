@@ -90,6 +90,10 @@ func NewMessage(typ Type) Message {
 		return new(Lost)
 	case TypeWatchEvent:
 		return new(WatchEvent)
+	case TypeSubscribeRegistry:
+		return new(SubscribeRegistry)
+	case TypeRegistryTables, TypeRegistryChanged:
+		return new(RegistryTables)
 	}
 	return nil
 }
@@ -141,6 +145,10 @@ func matches(typ Type, m Message) bool {
 		return typ == TypeLost && m != nil
 	case *WatchEvent:
 		return typ == TypeWatchEvent && m != nil
+	case *SubscribeRegistry:
+		return typ == TypeSubscribeRegistry && m != nil
+	case *RegistryTables:
+		return (typ == TypeRegistryTables || typ == TypeRegistryChanged) && m != nil
 	}
 	return false
 }

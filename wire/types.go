@@ -50,6 +50,11 @@ const (
 	// group in one Paxos command, all or none: body MultiAcquire, reply
 	// Response (with Tokens).
 	TypeMultiAcquire Type = 0x0F
+	// TypeSubscribeRegistry asks a meta cluster's node for the registry's
+	// tables and every later change (registry processes only): body
+	// SubscribeRegistry, reply RegistryTables, then RegistryChanged
+	// pushes.
+	TypeSubscribeRegistry Type = 0x10
 )
 
 // Replies; their request id is the request's.
@@ -65,6 +70,9 @@ const (
 	// TypeScramServerFinal is the reply to an accepted ScramClientFinal:
 	// body ScramServerFinal.
 	TypeScramServerFinal Type = 0x43
+	// TypeRegistryTables is the reply to SubscribeRegistry: body
+	// RegistryTables.
+	TypeRegistryTables Type = 0x44
 )
 
 // Pushes; their request id is 0 and their body names what they are about
@@ -78,6 +86,9 @@ const (
 	TypeWatchEvent Type = 0x82
 	// TypeViewChanged carries a new cluster view to subscribers: body View.
 	TypeViewChanged Type = 0x83
+	// TypeRegistryChanged carries the registry's tables to subscribers
+	// after a change: body RegistryTables.
+	TypeRegistryChanged Type = 0x84
 )
 
 // IsRequest reports whether t is in the request range.
@@ -116,6 +127,10 @@ var typeNames = [256]string{
 	TypeLost:             "Lost",
 	TypeWatchEvent:       "WatchEvent",
 	TypeViewChanged:      "ViewChanged",
+
+	TypeSubscribeRegistry: "SubscribeRegistry",
+	TypeRegistryTables:    "RegistryTables",
+	TypeRegistryChanged:   "RegistryChanged",
 }
 
 // String returns the type's name, or Type(0xNN) for an unknown type.

@@ -113,3 +113,26 @@ func (m *View) MasterAddr(g int) (string, bool) {
 	}
 	return m.Groups[g].Addr, true
 }
+
+// ViewEpochShift splits the version of a view a registry serves from a
+// registry's tables: the high bits are the namespace's assignment epoch
+// (which rises when the namespace changes cluster), the low ViewEpochShift
+// bits the cluster's own view version. A cluster's node serves epoch 0
+// (its plain version), so versions keep rising for a client across an
+// assignment change even when the new cluster's own version is lower.
+const ViewEpochShift = 48
+
+// RegistryViewVersion is the version a registry serves for a view of
+// version v of the cluster a namespace of epoch epoch is assigned to: v
+// itself for epoch 0, else epoch<<ViewEpochShift | v, with v saturated
+// at the low bits' maximum.
+func RegistryViewVersion(epoch, v uint64) uint64 {
+	if epoch == 0 {
+		return v
+	}
+	return epoch<<ViewEpochShift | min(v, 1<<ViewEpochShift-1)
+}
+
+// ViewEpoch is the assignment epoch of a view's version (see
+// RegistryViewVersion): 0 for a view a cluster's node served.
+func ViewEpoch(version uint64) uint64 { return version >> ViewEpochShift }

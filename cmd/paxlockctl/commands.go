@@ -26,6 +26,7 @@ var commands = map[string]command{
 	"members":   runAdminReport,
 	"wait":      runAdminReport,
 	"namespace": runNamespace,
+	"cluster":   runCluster,
 	"member":    runMember,
 	"unlock":    runUnlock,
 	"drain":     runDrain,
@@ -143,6 +144,9 @@ func runNamespace(ctx context.Context, o *options, p printer, _ string, args []s
 	ac, err := o.adminAPI()
 	if err != nil {
 		return err
+	}
+	if o.meta {
+		return registryNamespaceCmd(ctx, p, ac, args, o.cluster, secret)
 	}
 	return namespaceCmd(ctx, p, ac, args, secret)
 }

@@ -3,6 +3,8 @@
 //	paxlockctl version
 //	paxlockctl status|members|wait                       (admin endpoints)
 //	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
+//	paxlockctl namespace -meta list|add NAME -cluster C|remove NAME (meta cluster)
+//	paxlockctl cluster list|add NAME CLIENTS [ADMINS]|remove NAME (meta cluster)
 //	paxlockctl member list|add ID peer=… client=…|remove ID (admin endpoints)
 //	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl drain NODE                                (admin endpoints)
@@ -100,6 +102,15 @@
 // JSON lines, on standard error, which CMD shares: standard output is
 // CMD's alone.
 //
+// cluster and namespace -meta change the registry's tables, replicated
+// in a meta cluster whose nodes -admin names (docs/operations.md,
+// "Running many clusters"): cluster add NAME CLIENTS [ADMINS [CA_FILE]]
+// adds or changes a lock cluster (comma-separated client and admin
+// addresses, and the CA of its admin HTTPS); namespace -meta add NAME
+// -cluster C assigns namespace NAME to cluster C with the secret of
+// PAXLOCK_SECRET or -secret-file (the meta node derives its verifier, the
+// registries install it on C); list and remove as for the plain forms.
+//
 // elect NAME VALUE campaigns in election NAME with VALUE, prints the win
 // and its fencing token (the term), leads until SIGINT or SIGTERM, then
 // resigns and exits 0; it exits 125 when leadership is lost, and 124
@@ -193,6 +204,7 @@ type options struct {
 	force                 bool
 	balanced              bool
 	renew                 bool
+	meta                  bool
 	limit                 int
 	ttl, wait             time.Duration
 	killAfter             time.Duration
@@ -230,7 +242,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD and elect: give up after this long without the hold, exit status 124 (0: try once; unset: wait until acquired or interrupted)")
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "run forms (-- CMD): when the hold is lost, SIGKILL the command this long after SIGTERM")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
-	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name)")
+	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name); namespace add -meta: the registry cluster that serves the namespace")
+	fs.BoolVar(&o.meta, "meta", false, "namespace: the -admin nodes are a meta cluster's: list, add and remove the registry's namespaces (cluster commands always do)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
 	fs.BoolVar(&o.renew, "renew", false, "certs node ID, certs client NAMESPACE: replace the certificate and key if they exist")
 	fs.StringVar(&o.hosts, "hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
@@ -639,62 +652,4 @@ func clientCmd(ctx context.Context, p printer, cfg client.Config, cmd, key strin
 		return err
 	}
 	return p.emit(lockEvent{Event: "released", Key: key, Token: token})
-}
-
-// watchCmd prints key's changes until ctx ends (SIGINT, SIGTERM), which
-// is a clean end.
-func watchCmd(ctx context.Context, p printer, c *client.Client, key string, after uint64) error {
-	w, err := c.Watch(ctx, key, after, client.Continuous())
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	defer func() { _ = w.Close() }() // ending the watch early; nothing to report
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events():
-			if !ok {
-				if err := w.Err(); err != nil && ctx.Err() == nil {
-					return err
-				}
-				return nil
-			}
-			if err := p.emit(watchRecord(ev)); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// locksCmd lists the namespace's held locks with keys starting with prefix,
-// page by page, up to limit of them.
-func locksCmd(ctx context.Context, p printer, cfg client.Config, prefix string, limit int, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, err := client.New(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = c.Close() }() // the command's own result is what it reports
-	out := locksOutput{Prefix: prefix, Locks: []stateOutput{}}
-	after := ""
-	for len(out.Locks) < limit {
-		page, err := c.List(ctx, prefix, after, min(limit-len(out.Locks), 1000))
-		if err != nil {
-			return err
-		}
-		for _, st := range page.Locks {
-			out.Locks = append(out.Locks, stateRecord(st))
-		}
-		after = page.Next
-		if after == "" {
-			break
-		}
-	}
-	out.More = after != ""
-	return p.emit(out)
 }

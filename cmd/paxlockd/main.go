@@ -1,7 +1,7 @@
 // Command paxlockd runs one paxlock node, or a standalone registry.
 //
 //	paxlockd -config node1.json [-id N] [-data DIR] [-admin ADDR] [-log-format text|json]
-//	paxlockd -role registry -config registry.json
+//	paxlockd -role registry -config registry.json [-meta ADDRS]
 //	paxlockd -check-config node1.json [-role registry] [-id N] [-data DIR] [-admin ADDR]
 //	paxlockd -version
 //	paxlockd -config node1.json -restore FILE [flags]
@@ -12,6 +12,13 @@
 //	{"listen": "0.0.0.0:7100",
 //	 "clusters": {"a": ["10.0.0.1:7101", "10.0.0.2:7101"]},
 //	 "namespaces": {"orders": "a"}}
+//
+// or, for a registry whose tables are replicated in a meta cluster (see
+// docs/operations.md, "Running many clusters"),
+//
+//	{"listen": "0.0.0.0:7100", "admin_listen": "127.0.0.1:7300",
+//	 "meta": {"addrs": ["10.0.9.1:7101"], "namespace": "registry",
+//	          "secret_file": "/etc/paxlock/registry.secret"}}
 //
 // It reads the JSON configuration (see server.Config), lets flags override
 // it, starts the Paxos groups before it accepts clients, and on SIGTERM or
@@ -64,7 +71,7 @@ func run() error {
 		return fmt.Errorf("-role %q: want node or registry", f.role)
 	}
 	if f.check != "" {
-		if err := checkConfig(f.check, f.role, f.override); err != nil {
+		if err := checkConfig(f.check, f.role, f.meta, f.override); err != nil {
 			return err
 		}
 		fmt.Printf("%s: ok\n", f.check)
@@ -79,7 +86,7 @@ func run() error {
 		return err
 	}
 	if f.role == "registry" {
-		return runRegistry(f.path, log)
+		return runRegistry(f.path, f.meta, log)
 	}
 	cfg, joining, err := nodeConfig(f, log)
 	if err != nil {
@@ -90,9 +97,9 @@ func run() error {
 
 // options are paxlockd's command-line flags.
 type options struct {
-	path, data, admin, level, format, role, join, restore, check string
-	id                                                           uint
-	version                                                      bool
+	path, data, admin, level, format, role, join, restore, check, meta string
+	id                                                                 uint
+	version                                                            bool
 }
 
 // parseFlags defines the flags and parses the command line.
@@ -105,6 +112,7 @@ func parseFlags() *options {
 	flag.StringVar(&f.level, "log-level", "info", "debug, info, warn or error")
 	flag.StringVar(&f.format, "log-format", "text", "text (logfmt) or json (one object per line)")
 	flag.StringVar(&f.role, "role", "node", "node or registry")
+	flag.StringVar(&f.meta, "meta", "", "registry: comma-separated client addresses of the meta cluster's nodes, whose tables the registry serves (overrides the file's meta.addrs)")
 	flag.BoolVar(&f.version, "version", false, "print the version and build information, then exit")
 	flag.StringVar(&f.join, "join", "", "add this node to the running cluster whose member's admin endpoint is at this address (host:port or URL): with an empty data directory, the node reads the member list there, starts, and asks to be added; with a data directory, it restarts as usual")
 	flag.StringVar(&f.restore, "restore", "", "seed the empty data directory with this backup (paxlockctl backup), then start")
@@ -234,14 +242,13 @@ func serveNode(cfg server.Config, log *slog.Logger, joining bool, join string) e
 // checkConfig reads and validates the configuration file path of role
 // ("node" or "registry") as starting would, without opening storage or
 // listening: a node's after override applied the flags.
-func checkConfig(path, role string, override func(*server.Config)) error {
+func checkConfig(path, role, meta string, override func(*server.Config)) error {
 	if role == "registry" {
-		rc, err := loadRegistryConfig(path)
+		sc, err := registryStandalone(path, meta, slog.New(slog.DiscardHandler))
 		if err != nil {
 			return err
 		}
-		_, err = registry.NewStandalone(rc.standalone(slog.New(slog.DiscardHandler)))
-		if err != nil {
+		if _, err = registry.NewStandalone(sc); err != nil {
 			return fmt.Errorf("registry config %s: %w", path, err)
 		}
 		return nil
@@ -268,56 +275,4 @@ func newLogger(w io.Writer, format string, lv slog.Level) (*slog.Logger, error) 
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("-log-format %q: want text or json", format)
-}
-
-// registryConfig is the standalone registry's configuration file.
-type registryConfig struct {
-	Listen     string              `json:"listen"`
-	Clusters   map[string][]string `json:"clusters"`
-	Namespaces map[string]string   `json:"namespaces"`
-	// Secrets holds each namespace's secret: clients authenticate to the
-	// registry with SCRAM as to a node (see registry.StandaloneConfig).
-	Secrets map[string]string `json:"secrets"`
-}
-
-// loadRegistryConfig reads a standalone registry's configuration; unknown
-// keys are an error naming them.
-func loadRegistryConfig(path string) (registryConfig, error) {
-	var rc registryConfig
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return rc, fmt.Errorf("registry config: %w", err)
-	}
-	if err := server.DecodeStrict(b, &rc); err != nil {
-		return rc, fmt.Errorf("registry config %s: %w", path, err)
-	}
-	return rc, nil
-}
-
-func (rc registryConfig) standalone(log *slog.Logger) registry.StandaloneConfig {
-	return registry.StandaloneConfig{Listen: rc.Listen, Clusters: rc.Clusters, Namespaces: rc.Namespaces, Secrets: rc.Secrets, Logger: log}
-}
-
-func runRegistry(path string, log *slog.Logger) error {
-	rc, err := loadRegistryConfig(path)
-	if err != nil {
-		return err
-	}
-	reg, err := registry.NewStandalone(rc.standalone(log))
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	err = reg.Start(ctx)
-	cancel()
-	if err != nil {
-		return err
-	}
-	log.Info("registry serving", "listen", reg.Addr().String(), "clusters", len(rc.Clusters), "namespaces", len(rc.Namespaces))
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	<-sig
-	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return reg.Shutdown(ctx)
 }

@@ -63,23 +63,28 @@ func TestCheckConfig(t *testing.T) {
 		name, role, body string
 		override         func(*server.Config)
 		want             string // "" accepts; else a substring of the error
+		meta             string // -meta
 	}{
-		{"good", "node", fmt.Sprintf(node, ""), none, ""},
-		{"unknown key", "node", fmt.Sprintf(node, `, "max_tll": "10s"`), none, `unknown field "max_tll"`},
-		{"nested unknown key", "node", `{"node_id": 1, "data_dir": "d", "nodes": [{"id": 1, "peer": "a:1", "client": "a:2", "gosip": "a:3"}]}`, none, `unknown field "gosip"`},
-		{"trailing data", "node", fmt.Sprintf(node, "") + `{}`, none, "after the JSON object"},
-		{"bad duration", "node", fmt.Sprintf(node, `, "lease": "soon"`), none, "duration"},
-		{"not listed", "node", fmt.Sprintf(node, ""), func(c *server.Config) { c.NodeID = 4 }, "this node (4) is not listed"},
-		{"bad timing", "node", fmt.Sprintf(node, `, "lease": "20ms"`), none, "timing"},
-		{"bad namespace", "node", `{"node_id": 1, "data_dir": "d", "nodes": [{"id": 1, "peer": "a:1", "client": "a:2"}], "namespaces": [{"name": "", "secret": "s"}]}`, none, "namespaces"},
-		{"registry good", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}, "secrets": {"orders": "s"}}`, none, ""},
-		{"registry no secret", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}}`, none, `namespace "orders" has no secret`},
-		{"registry unknown key", "registry", `{"listen": "127.0.0.1:0", "cluster": {}}`, none, `unknown field "cluster"`},
+		{"good", "node", fmt.Sprintf(node, ""), none, "", ""},
+		{"unknown key", "node", fmt.Sprintf(node, `, "max_tll": "10s"`), none, `unknown field "max_tll"`, ""},
+		{"nested unknown key", "node", `{"node_id": 1, "data_dir": "d", "nodes": [{"id": 1, "peer": "a:1", "client": "a:2", "gosip": "a:3"}]}`, none, `unknown field "gosip"`, ""},
+		{"trailing data", "node", fmt.Sprintf(node, "") + `{}`, none, "after the JSON object", ""},
+		{"bad duration", "node", fmt.Sprintf(node, `, "lease": "soon"`), none, "duration", ""},
+		{"not listed", "node", fmt.Sprintf(node, ""), func(c *server.Config) { c.NodeID = 4 }, "this node (4) is not listed", ""},
+		{"bad timing", "node", fmt.Sprintf(node, `, "lease": "20ms"`), none, "timing", ""},
+		{"bad namespace", "node", `{"node_id": 1, "data_dir": "d", "nodes": [{"id": 1, "peer": "a:1", "client": "a:2"}], "namespaces": [{"name": "", "secret": "s"}]}`, none, "namespaces", ""},
+		{"registry good", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}, "secrets": {"orders": "s"}}`, none, "", ""},
+		{"registry no secret", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "namespaces": {"orders": "a"}}`, none, `namespace "orders" has no secret`, ""},
+		{"registry unknown key", "registry", `{"listen": "127.0.0.1:0", "cluster": {}}`, none, `unknown field "cluster"`, ""},
+		{"registry meta", "registry", `{"listen": "127.0.0.1:0", "meta": {"addrs": ["127.0.0.1:7101"], "namespace": "registry", "secret_file": "` + writeFile(t, "meta.secret", "s3cret\n") + `"}}`, none, "", ""},
+		{"registry -meta", "registry", `{"listen": "127.0.0.1:0", "meta": {"namespace": "registry", "secret_file": "` + writeFile(t, "meta2.secret", "s") + `"}}`, none, "", "127.0.0.1:7101,127.0.0.1:7102"},
+		{"registry meta and static", "registry", `{"listen": "127.0.0.1:0", "clusters": {"a": ["127.0.0.1:7101"]}, "meta": {"addrs": ["127.0.0.1:7101"], "namespace": "r", "secret_file": "` + writeFile(t, "meta3.secret", "s") + `"}}`, none, "exclude each other", ""},
+		{"registry meta without secret", "registry", `{"listen": "127.0.0.1:0", "meta": {"addrs": ["127.0.0.1:7101"], "namespace": "r"}}`, none, "no secret", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := writeFile(t, "c.json", c.body)
-			err := checkConfig(p, c.role, c.override)
+			err := checkConfig(p, c.role, c.meta, c.override)
 			if c.want == "" {
 				if err != nil {
 					t.Fatalf("checkConfig: %v", err)
@@ -91,7 +96,7 @@ func TestCheckConfig(t *testing.T) {
 			}
 		})
 	}
-	if err := checkConfig(filepath.Join(t.TempDir(), "missing.json"), "node", none); !errors.Is(err, fs.ErrNotExist) {
+	if err := checkConfig(filepath.Join(t.TempDir(), "missing.json"), "node", "", none); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
 	}
 }

@@ -1,0 +1,209 @@
+// This file installs the namespaces' verifiers on their lock clusters:
+// from the meta cluster's tables, through each cluster's admin API (POST
+// /namespaces with the verifier), so that a namespace's secret is never
+// copied by hand and never leaves the node it was given to.
+
+package registry
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// installer keeps each namespace's verifier installed on the cluster the
+// tables assign it to. Every registry process does the same work; an
+// install is idempotent (the same verifier written again), so several
+// registries agree. Its state belongs to its goroutine (run), apart from
+// wake.
+type installer struct {
+	s    *Standalone
+	wake chan struct{}
+	// done maps each namespace to the cluster and verifier this process
+	// installed it with.
+	done map[string]installed
+}
+
+type installed struct {
+	cluster string
+	v       scramauth.Verifier
+}
+
+func (in *installer) init(s *Standalone) {
+	in.s, in.wake, in.done = s, make(chan struct{}, 1), map[string]installed{}
+}
+
+// kick asks for a pass over the tables.
+func (in *installer) kick() {
+	select {
+	case in.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run installs after every change of the tables, retrying what failed
+// with growing backoff, until the registry shuts down. Static tables
+// install nothing: their clusters hold the secrets already.
+func (in *installer) run() {
+	s := in.s
+	defer s.wg.Done()
+	if s.cfg.Meta == nil {
+		return
+	}
+	backoff := s.cfg.ReconnectMin
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-in.wake:
+		case <-retry:
+		}
+		retry = nil
+		if in.pass(s.ctx) {
+			backoff = s.cfg.ReconnectMin
+			continue
+		}
+		retry = time.After(backoff/2 + rand.N(backoff/2+1))
+		backoff = min(backoff*2, s.cfg.ReconnectMax)
+	}
+}
+
+// pass installs every namespace whose cluster or verifier changed since
+// this process last installed it, and removes from its cluster a
+// namespace that left the tables. It reports whether all went through.
+func (in *installer) pass(ctx context.Context) bool {
+	in.s.tmu.RLock()
+	t := in.s.tables
+	in.s.tmu.RUnlock()
+	if t == nil {
+		return true
+	}
+	clusters := map[string]wire.RegistryCluster{}
+	for _, c := range t.Clusters {
+		clusters[c.Name] = c
+	}
+	ok := true
+	present := map[string]bool{}
+	for _, n := range t.Namespaces {
+		present[n.Name] = true
+		want := installed{cluster: n.Cluster, v: verifierOf(n)}
+		if d, had := in.done[n.Name]; had && d.cluster == want.cluster && d.v.Equal(want.v) {
+			continue
+		}
+		cl := clusters[n.Cluster]
+		if len(cl.Admin) == 0 {
+			continue // no admin addresses: the cluster's operator installs it
+		}
+		v := want.v
+		body, _ := json.Marshal(adminapi.NamespacePut{Name: n.Name, Verifier: &adminapi.Verifier{Iters: v.Iters, Salt: v.Salt, StoredKey: v.StoredKey, ServerKey: v.ServerKey}})
+		if err := in.call(ctx, cl, http.MethodPost, "/namespaces", body, http.StatusNoContent); err != nil {
+			in.s.log.Warn("registry: installing a namespace's verifier on its cluster failed; retrying", "namespace", n.Name, "cluster", n.Cluster, "err", err)
+			ok = false
+			continue
+		}
+		in.done[n.Name] = want
+		in.s.log.Info("registry: namespace installed on its cluster", "namespace", n.Name, "cluster", n.Cluster)
+	}
+	for name, d := range in.done {
+		cl, known := clusters[d.cluster]
+		if present[name] || !known || len(cl.Admin) == 0 {
+			if !present[name] {
+				delete(in.done, name)
+			}
+			continue
+		}
+		err := in.call(ctx, cl, http.MethodDelete, "/namespaces?name="+url.QueryEscape(name), nil, http.StatusNoContent, http.StatusNotFound)
+		if err != nil {
+			in.s.log.Warn("registry: removing a namespace from its cluster failed; retrying", "namespace", name, "cluster", d.cluster, "err", err)
+			ok = false
+			continue
+		}
+		delete(in.done, name)
+	}
+	return ok
+}
+
+// call sends one admin request to the cluster's nodes in turn until one
+// answers a status of want (a 503, a node that cannot do it and knows no
+// node that can, passes to the next node). A redirect to group 0's master
+// keeps the token towards the cluster's admin addresses, the same host,
+// or an HTTPS server the cluster's CA verified.
+func (in *installer) call(ctx context.Context, cl wire.RegistryCluster, method, path string, body []byte, want ...int) error {
+	hc, scheme, err := in.client(cl)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, addr := range cl.Admin {
+		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		req, err := http.NewRequestWithContext(rctx, method, scheme+addr+path, bytes.NewReader(body))
+		if err != nil {
+			cancel()
+			return err
+		}
+		if in.s.cfg.AdminToken != "" {
+			req.Header.Set("Authorization", "Bearer "+in.s.cfg.AdminToken)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			cancel()
+			errs = append(errs, err)
+			continue
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		_ = resp.Body.Close() // read: nothing more to report
+		cancel()
+		if slices.Contains(want, resp.StatusCode) {
+			return nil
+		}
+		errs = append(errs, fmt.Errorf("%s: HTTP %d: %s", addr, resp.StatusCode, strings.TrimSpace(string(b))))
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// client returns the HTTP client for a cluster's admin endpoints and its
+// scheme: HTTPS verified against the cluster's CA when it has one.
+func (in *installer) client(cl wire.RegistryCluster) (*http.Client, string, error) {
+	tr := &http.Transport{DisableKeepAlives: true} // installs are rare: no idle connections kept
+	scheme := "http://"
+	if cl.CA != "" {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(cl.CA)) {
+			return nil, "", fmt.Errorf("cluster %q: its CA holds no PEM certificate", cl.Name)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		scheme = "https://"
+	}
+	token := in.s.cfg.AdminToken
+	hc := &http.Client{Transport: tr, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 5 {
+			return errors.New("too many redirects")
+		}
+		r.Header.Del("Authorization")
+		trusted := r.URL.Scheme == "https" && cl.CA != "" || slices.Contains(cl.Admin, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname()
+		if token != "" && trusted {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		return nil
+	}}
+	return hc, scheme, nil
+}

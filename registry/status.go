@@ -1,0 +1,83 @@
+// This file is the registry's HTTP status endpoint: GET /status and
+// /metrics.
+
+package registry
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Report is a registry's status, as GET /status answers it.
+type Report struct {
+	// Meta is the meta subscription: while Connected is false the
+	// registry serves the last tables it received.
+	Meta       MetaStatus      `json:"meta"`
+	Clusters   []ClusterStatus `json:"clusters"`
+	Namespaces int             `json:"namespaces"`
+}
+
+// Report returns the registry's status.
+func (s *Standalone) Report() Report {
+	s.tmu.RLock()
+	n := len(s.nsMap)
+	s.tmu.RUnlock()
+	return Report{Meta: s.Meta(), Clusters: s.Status(), Namespaces: n}
+}
+
+// AdminAddr returns the status endpoint's address (nil without
+// AdminListen, or before Start).
+func (s *Standalone) AdminAddr() net.Addr { return s.adminAddr }
+
+// startAdmin opens the status endpoint, if configured.
+func (s *Standalone) startAdmin(ctx context.Context) error {
+	if s.cfg.AdminListen == "" {
+		return nil
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", s.cfg.AdminListen)
+	if err != nil {
+		return fmt.Errorf("registry: admin listen: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxlock_registry_meta_connected",
+			Help: "1 while the registry holds a subscription to the meta cluster's tables; 0 while it serves the last ones it received (or has static tables)."},
+			func() float64 {
+				if s.Meta().Connected {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxlock_registry_tables_version", Help: "Version of the registry tables served."},
+			func() float64 { return float64(s.tablesVersion()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxlock_registry_namespaces", Help: "Namespaces in the registry tables served."},
+			func() float64 { return float64(s.Report().Namespaces) }),
+	)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.Report())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.adminAddr = ln.Addr()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("registry: admin endpoint", "err", err)
+		}
+	}()
+	return nil
+}

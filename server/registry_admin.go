@@ -1,0 +1,128 @@
+// This file is the admin API of the registry's tables on a meta
+// cluster's node: GET /registry, and the changes of clusters, namespace
+// assignments and moves, proposed to lock group 0 like /namespaces.
+
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// registryBodyLimit bounds a change's body (a cluster's CA included).
+const registryBodyLimit = 128 << 10
+
+func (s *Server) registryRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /registry", s.registryGetHandler)
+	mux.HandleFunc("PUT /registry/clusters/{name}", s.registryChange)
+	mux.HandleFunc("DELETE /registry/clusters/{name}", s.registryChange)
+	mux.HandleFunc("PUT /registry/namespaces/{name}", s.registryChange)
+	mux.HandleFunc("DELETE /registry/namespaces/{name}", s.registryChange)
+	mux.HandleFunc("PUT /registry/moves/{name}", s.registryChange)
+	mux.HandleFunc("DELETE /registry/moves/{name}", s.registryChange)
+}
+
+// registryGetHandler answers this node's replica of the tables, without
+// the verifiers.
+func (s *Server) registryGetHandler(w http.ResponseWriter, _ *http.Request) {
+	t := s.svc.RegistryTables()
+	out := adminapi.Registry{Version: t.Version, Clusters: t.Clusters, Namespaces: []adminapi.RegistryNamespace{}, Moves: t.Moves}
+	if out.Clusters == nil {
+		out.Clusters = []adminapi.RegistryCluster{}
+	}
+	if out.Moves == nil {
+		out.Moves = []adminapi.RegistryMove{}
+	}
+	for _, n := range t.Namespaces {
+		out.Namespaces = append(out.Namespaces, n.RegistryNamespace)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+// registryChange serves PUT and DELETE of /registry/clusters/{name},
+// /registry/namespaces/{name} (the secret in the body; the verifier is
+// derived here and the secret neither stored nor logged) and
+// /registry/moves/{namespace} (fenced: DELETE takes ?token=). A node
+// that does not master group 0 redirects to the one that does.
+func (s *Server) registryChange(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, registryBodyLimit))
+	dec.DisallowUnknownFields()
+	put := r.Method == http.MethodPut
+	var err error
+	switch {
+	case r.URL.Path == "/registry/clusters/"+name && put:
+		var b adminapi.RegistryClusterPut
+		if err = decodeBody(dec, &b); err == nil {
+			err = s.svc.PutRegistryCluster(ctx, adminapi.RegistryCluster{Name: name, Client: b.Client, Admin: b.Admin, CA: b.CA})
+		}
+	case r.URL.Path == "/registry/clusters/"+name:
+		err = s.svc.DeleteRegistryCluster(ctx, name)
+	case r.URL.Path == "/registry/namespaces/"+name && put:
+		var b adminapi.RegistryNamespacePut
+		if err = decodeBody(dec, &b); err == nil {
+			err = s.svc.PutRegistryNamespace(ctx, name, b.Cluster, b.Secret)
+		}
+	case r.URL.Path == "/registry/namespaces/"+name:
+		err = s.svc.DeleteRegistryNamespace(ctx, name)
+	case put:
+		var b adminapi.RegistryMove
+		if err = decodeBody(dec, &b); err == nil {
+			b.Namespace = name
+			err = s.svc.PutRegistryMove(ctx, b)
+		}
+	default:
+		var tok uint64
+		if tok, err = strconv.ParseUint(r.URL.Query().Get("token"), 10, 64); err == nil {
+			err = s.svc.DeleteRegistryMove(ctx, name, tok)
+		} else {
+			err = fmt.Errorf("%w: ?token= the mover's fencing token", wire.ErrInvalid)
+		}
+	}
+	s.registryAnswer(w, r, name, err)
+}
+
+// registryAnswer maps a change's outcome to HTTP: 204, a redirect to
+// group 0's master, 400 (bad input), 404 (unknown), 409 (refused by the
+// tables' rules) or 500.
+func (s *Server) registryAnswer(w http.ResponseWriter, r *http.Request, name string, err error) {
+	switch {
+	case err == nil:
+		s.log.Info("registry changed", "path", r.URL.Path, "method", r.Method)
+		w.WriteHeader(http.StatusNoContent)
+	case errors.Is(err, group.ErrNotSystemMaster):
+		m := s.svc.SystemMaster()
+		if !s.redirectTo(w, r, uint32(m)) {
+			http.Error(w, fmt.Sprintf("this node does not master the registry tables (master: node %d); retry there", m), http.StatusServiceUnavailable)
+		}
+	case errors.Is(err, group.ErrRegistryUnknown):
+		http.Error(w, fmt.Sprintf("%s: %v (a namespace needs a known cluster; a move step needs its move)", name, err), http.StatusNotFound)
+	case errors.Is(err, group.ErrRegistryInUse), errors.Is(err, group.ErrRegistryMoveConflict), errors.Is(err, group.ErrStaleMoveToken):
+		http.Error(w, fmt.Sprintf("%s: %v", name, err), http.StatusConflict)
+	case errors.Is(err, wire.ErrInvalid):
+		http.Error(w, err.Error(), http.StatusBadRequest)
+	default:
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+	}
+}
+
+// decodeBody decodes a change's JSON body; a bad one is wire.ErrInvalid
+// (HTTP 400).
+func decodeBody(dec *json.Decoder, v any) error {
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body: %w", wire.ErrInvalid, err)
+	}
+	return nil
+}
