@@ -62,9 +62,11 @@ type MoveStep struct {
 	// what the source answers MOVED with.
 	MovedTo string `json:"moved_to,omitempty"`
 	// Verifier (incoming) is the namespace's record as MoveStatus gives
-	// it; Secret derives a new one instead.
-	Verifier []byte `json:"verifier,omitempty"`
-	Secret   string `json:"secret,omitempty"`
+	// it; SCRAM gives the verifier as the registry's tables hold it;
+	// Secret derives a new one instead.
+	Verifier []byte    `json:"verifier,omitempty"`
+	SCRAM    *Verifier `json:"scram,omitempty"`
+	Secret   string    `json:"secret,omitempty"`
 	// Min (version) is the group version every group must reach.
 	Min uint64 `json:"min,omitempty"`
 	// Delete (namespace, an internal step) removes the namespace's record.

@@ -67,25 +67,34 @@ type RegistryNamespacePut struct {
 // namespace").
 type MoveState uint8
 
-// Move states, in the order a move passes them; MoveAborted ends a move
-// rolled back before its flip.
+// Move states, in the order a move passes them; MoveAborting (an abort
+// asked for, before the flip) and MoveAborted end a move rolled back.
 const (
-	MovePrepare MoveState = 1
-	MoveFreeze  MoveState = 2
-	MoveCopy    MoveState = 3
-	MoveFlip    MoveState = 4
-	MoveDrop    MoveState = 5
-	MoveDone    MoveState = 6
-	MoveAborted MoveState = 7
+	MovePrepare  MoveState = 1
+	MoveFreeze   MoveState = 2
+	MoveCopy     MoveState = 3
+	MoveFlip     MoveState = 4
+	MoveDrop     MoveState = 5
+	MoveDone     MoveState = 6
+	MoveAborted  MoveState = 7
+	MoveAborting MoveState = 8
 )
 
-var moveStateNames = [...]string{MovePrepare: "prepare", MoveFreeze: "freeze", MoveCopy: "copy", MoveFlip: "flip", MoveDrop: "drop", MoveDone: "done", MoveAborted: "aborted"}
+var moveStateNames = [...]string{MovePrepare: "prepare", MoveFreeze: "freeze", MoveCopy: "copy", MoveFlip: "flip", MoveDrop: "drop", MoveDone: "done", MoveAborted: "aborted", MoveAborting: "aborting"}
 
 // Valid reports whether s is a defined state.
-func (s MoveState) Valid() bool { return s >= MovePrepare && s <= MoveAborted }
+func (s MoveState) Valid() bool { return s >= MovePrepare && s <= MoveAborting }
 
 // Finished reports whether a move in state s has ended (done or aborted).
 func (s MoveState) Finished() bool { return s == MoveDone || s == MoveAborted }
+
+// Flipped reports whether a move in state s has passed the point of no
+// return: the namespace is assigned to the target, and the move only
+// rolls forward.
+func (s MoveState) Flipped() bool { return s >= MoveFlip && s <= MoveDone }
+
+// Aborts reports whether s rolls the move back (aborting or aborted).
+func (s MoveState) Aborts() bool { return s == MoveAborting || s == MoveAborted }
 
 // String names the state.
 func (s MoveState) String() string {
@@ -105,7 +114,7 @@ func (s MoveState) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (s *MoveState) UnmarshalText(b []byte) error {
-	for st := MovePrepare; st <= MoveAborted; st++ {
+	for st := MovePrepare; st <= MoveAborting; st++ {
 		if st.String() == string(b) {
 			*s = st
 			return nil

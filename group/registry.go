@@ -437,14 +437,14 @@ func (t *registryTables) applyMove(c *command, w paxos.Writer) regOutcome {
 	if !same && ns.cluster != m.From {
 		return regConflict // the namespace is not on From
 	}
-	flipped := same && cur.State >= adminapi.MoveFlip && cur.State != adminapi.MoveAborted
-	if flipped && (m.State < adminapi.MoveFlip || m.State == adminapi.MoveAborted) {
+	flipped := same && cur.State.Flipped()
+	if flipped && !m.State.Flipped() {
 		return regConflict // after the flip a move only rolls forward
 	}
-	if same && cur.State == adminapi.MoveAborted && m.State != adminapi.MoveAborted {
-		return regConflict
+	if same && cur.State.Aborts() && !m.State.Aborts() {
+		return regConflict // an abort asked for is never undone
 	}
-	if !flipped && m.State >= adminapi.MoveFlip && m.State != adminapi.MoveAborted && ns.cluster == m.From {
+	if !flipped && m.State.Flipped() && ns.cluster == m.From {
 		ns.cluster = m.To
 		ns.epoch++
 		t.putNS(c.key, ns, w)

@@ -182,6 +182,18 @@ func TestRegistryMoves(t *testing.T) {
 	if lt := regService(loaded).RegistryTables(); lt.Namespaces[0].Cluster != "a" || lt.Namespaces[0].Epoch != 1 {
 		t.Fatalf("aborted move changed the assignment: %+v", lt.Namespaces)
 	}
+	// An abort asked for (aborting) is never undone: the driver's flip
+	// that raced with it is refused, and only aborted follows.
+	kv3 := newMemKV()
+	sm3 := NewStateMachine(1)
+	applyReg(t, sm3, kv3, 1, [][]byte{r.cluster("a", "a:1"), r.cluster("b", "b:1"), r.ns("app", "a", &v),
+		r.move(mv(4, adminapi.MovePrepare, 0, 5)), r.move(mv(4, adminapi.MoveCopy, 0, 5)),
+		r.move(mv(4, adminapi.MoveAborting, 0, 5)), r.move(mv(4, adminapi.MoveFlip, 0, 5)),
+		r.move(mv(4, adminapi.MoveCopy, 0, 5)), r.move(mv(4, adminapi.MoveAborted, 0, 5))},
+		[]regOutcome{regApplied, regApplied, regApplied, regApplied, regApplied, regApplied, regConflict, regConflict, regApplied})
+	if lt := regService(sm3).RegistryTables(); lt.Namespaces[0].Cluster != "a" || lt.Namespaces[0].Epoch != 1 {
+		t.Fatalf("an aborted move changed the assignment: %+v", lt.Namespaces)
+	}
 }
 
 // TestRegistryBackupPairs: a backup checks registry records, refusing a

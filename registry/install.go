@@ -6,19 +6,11 @@
 package registry
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
@@ -139,71 +131,13 @@ func (in *installer) pass(ctx context.Context) bool {
 	return ok
 }
 
-// call sends one admin request to the cluster's nodes in turn until one
-// answers a status of want (a 503, a node that cannot do it and knows no
-// node that can, passes to the next node). A redirect to group 0's master
-// keeps the token towards the cluster's admin addresses, the same host,
-// or an HTTPS server the cluster's CA verified.
+// call sends one admin request to the cluster's nodes (adminClient.do).
 func (in *installer) call(ctx context.Context, cl wire.RegistryCluster, method, path string, body []byte, want ...int) error {
-	hc, scheme, err := in.client(cl)
+	a, err := newAdminClient(cl.Name, cl.Admin, cl.CA, in.s.cfg.AdminToken)
 	if err != nil {
 		return err
 	}
-	var errs []error
-	for _, addr := range cl.Admin {
-		rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		req, err := http.NewRequestWithContext(rctx, method, scheme+addr+path, bytes.NewReader(body))
-		if err != nil {
-			cancel()
-			return err
-		}
-		if in.s.cfg.AdminToken != "" {
-			req.Header.Set("Authorization", "Bearer "+in.s.cfg.AdminToken)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			cancel()
-			errs = append(errs, err)
-			continue
-		}
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		_ = resp.Body.Close() // read: nothing more to report
-		cancel()
-		if slices.Contains(want, resp.StatusCode) {
-			return nil
-		}
-		errs = append(errs, fmt.Errorf("%s: HTTP %d: %s", addr, resp.StatusCode, strings.TrimSpace(string(b))))
-		if resp.StatusCode != http.StatusServiceUnavailable {
-			break
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// client returns the HTTP client for a cluster's admin endpoints and its
-// scheme: HTTPS verified against the cluster's CA when it has one.
-func (in *installer) client(cl wire.RegistryCluster) (*http.Client, string, error) {
-	tr := &http.Transport{DisableKeepAlives: true} // installs are rare: no idle connections kept
-	scheme := "http://"
-	if cl.CA != "" {
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM([]byte(cl.CA)) {
-			return nil, "", fmt.Errorf("cluster %q: its CA holds no PEM certificate", cl.Name)
-		}
-		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
-		scheme = "https://"
-	}
-	token := in.s.cfg.AdminToken
-	hc := &http.Client{Transport: tr, CheckRedirect: func(r *http.Request, via []*http.Request) error {
-		if len(via) >= 5 {
-			return errors.New("too many redirects")
-		}
-		r.Header.Del("Authorization")
-		trusted := r.URL.Scheme == "https" && cl.CA != "" || slices.Contains(cl.Admin, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname()
-		if token != "" && trusted {
-			r.Header.Set("Authorization", "Bearer "+token)
-		}
-		return nil
-	}}
-	return hc, scheme, nil
+	defer a.close()
+	_, err = a.do(ctx, method, path, body, want...)
+	return err
 }

@@ -35,6 +35,15 @@ type MetaConfig struct {
 	// client_tls_addr listeners): server name and CA, and a client
 	// certificate where the meta nodes bind the namespace to one.
 	TLS *tls.Config
+	// Admin lists the meta nodes' admin addresses (host:port). With it,
+	// the registry takes part in driving namespace moves: the one that
+	// holds the mover lock (MoverLockKey, in Namespace) records each step
+	// there. AdminCA is the PEM CA of their admin HTTPS ("" for plain
+	// HTTP) and AdminToken their admin token (default: the registry's
+	// AdminToken). Never logged.
+	Admin      []string
+	AdminCA    string
+	AdminToken string
 }
 
 func (m *MetaConfig) validate() []error {
@@ -52,6 +61,11 @@ func (m *MetaConfig) validate() []error {
 	}
 	if m.Secret == "" {
 		errs = append(errs, errors.New("meta: no secret for the registry namespace"))
+	}
+	for _, a := range m.Admin {
+		if _, _, err := splitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("meta: admin address %q: %w", a, err))
+		}
 	}
 	return errs
 }

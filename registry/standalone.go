@@ -214,8 +214,9 @@ type Standalone struct {
 	nsMap    map[string]nsEntry // by namespace; verifiers never logged
 	tables   *wire.RegistryTables
 
-	meta      metaState // the meta cluster's subscription (meta.go)
-	inst      installer // verifiers installed on the lock clusters (install.go)
+	meta      metaState  // the meta cluster's subscription (meta.go)
+	inst      installer  // verifiers installed on the lock clusters (install.go)
+	moves     moveRunner // namespace moves driven while holding the mover lock (moves.go)
 	admin     *http.Server
 	adminAddr net.Addr
 
@@ -282,6 +283,7 @@ func NewStandalone(cfg StandaloneConfig) (*Standalone, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.meta.init()
 	s.inst.init(s)
+	s.moves.init(s)
 	if cfg.Meta != nil {
 		return s, nil
 	}
@@ -337,8 +339,9 @@ func (s *Standalone) Start(ctx context.Context) error {
 		s.wg.Add(1)
 		go s.followMeta()
 	}
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go s.inst.run()
+	go s.moves.run()
 	go s.accept()
 	s.log.Info("registry serving", "addr", ln.Addr().String(), "clusters", nc, "namespaces", nn, "meta", s.cfg.Meta != nil)
 	return nil

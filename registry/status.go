@@ -23,6 +23,10 @@ type Report struct {
 	Meta       MetaStatus      `json:"meta"`
 	Clusters   []ClusterStatus `json:"clusters"`
 	Namespaces int             `json:"namespaces"`
+	// Mover says this registry holds the mover lock and drives the
+	// namespace moves; MoverToken is the lock's fencing token.
+	Mover      bool   `json:"mover"`
+	MoverToken uint64 `json:"mover_token,omitempty"`
 }
 
 // Report returns the registry's status.
@@ -30,7 +34,8 @@ func (s *Standalone) Report() Report {
 	s.tmu.RLock()
 	n := len(s.nsMap)
 	s.tmu.RUnlock()
-	return Report{Meta: s.Meta(), Clusters: s.Status(), Namespaces: n}
+	tok := s.moves.token.Load()
+	return Report{Meta: s.Meta(), Clusters: s.Status(), Namespaces: n, Mover: tok != 0, MoverToken: tok}
 }
 
 // AdminAddr returns the status endpoint's address (nil without
@@ -53,6 +58,14 @@ func (s *Standalone) startAdmin(ctx context.Context) error {
 			Help: "1 while the registry holds a subscription to the meta cluster's tables; 0 while it serves the last ones it received (or has static tables)."},
 			func() float64 {
 				if s.Meta().Connected {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxlock_registry_mover",
+			Help: "1 while this registry holds the mover lock and drives the namespace moves."},
+			func() float64 {
+				if s.moves.token.Load() != 0 {
 					return 1
 				}
 				return 0

@@ -109,6 +109,7 @@ func (s *Standalone) applyTables(t *wire.RegistryTables) {
 		s.recheckLocked(c)
 	}
 	s.inst.kick()
+	s.moves.kick()
 }
 
 // recheckLocked applies the tables to one connection (see applyTables);

@@ -20,6 +20,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -231,7 +232,7 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 	}
 	switch st {
 	case group.StepIncoming:
-		if len(ms.Verifier) == 0 && ms.Secret == "" {
+		if len(ms.Verifier) == 0 && ms.SCRAM == nil && ms.Secret == "" {
 			return nil, errors.New("body: an incoming step needs the namespace's verifier or secret")
 		}
 		a.all = a.incomingAll
@@ -257,6 +258,9 @@ func (s *Server) moveNamespaceRecord(ctx context.Context, g int, ns string, ms a
 		}
 	case len(ms.Verifier) > 0:
 		err = s.svc.PutNamespaceRecord(ctx, ns, ms.Verifier)
+	case ms.SCRAM != nil:
+		v := ms.SCRAM
+		err = s.svc.PutNamespaceVerifier(ctx, ns, scramauth.Verifier{Iters: v.Iters, Salt: v.Salt, StoredKey: v.StoredKey, ServerKey: v.ServerKey})
 	default:
 		err = s.svc.PutNamespace(ctx, ns, ms.Secret)
 	}

@@ -21,6 +21,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // State is the step a move takes next.
@@ -39,8 +41,8 @@ const (
 	// freeze, then raises its groups' version above every source
 	// group's.
 	Copy State = "copy"
-	// Flip: the meta cluster assigns the namespace to the target, and the
-	// target's groups serve it.
+	// Flip: the meta cluster has assigned the namespace to the target
+	// (recording this state did), and the target's groups serve it.
 	Flip State = "flip"
 	// Drop: the source deletes the namespace, keeping a tombstone that
 	// sends its clients to the target.
@@ -82,20 +84,25 @@ var (
 	ErrFlipped = errors.New("mover: the move has flipped and can only complete")
 	// ErrEnded means the move is already over.
 	ErrEnded = errors.New("mover: the move has ended")
+	// ErrRefused means a cluster refused a step: its token is below the
+	// highest the cluster has seen for the namespace, or the namespace's
+	// state there does not allow the step (another move of it).
+	ErrRefused = errors.New("mover: a cluster refused the step")
 )
 
 // Table is the meta cluster's side of a move. Every write carries the
 // mover lock's token; one carrying a token below the highest the table
 // has seen is refused with an error wrapping ErrFenced.
 type Table interface {
-	// PutMove records m.
+	// PutMove records m. Recording Flip (or a later state) over an
+	// earlier one also assigns the namespace to m.To, its epoch raised,
+	// in the same replicated command: the registries push the new
+	// cluster to the namespace's clients, which the target answers
+	// MOVING until its groups own the namespace.
 	PutMove(ctx context.Context, m Move, token uint64) error
-	// Assign assigns the namespace to cluster (raising its epoch; a
-	// namespace already assigned to cluster is left as it is).
-	Assign(ctx context.Context, namespace, cluster string, token uint64) error
-	// Verifier is the namespace's SCRAM verifier record, which the
-	// target installs so that the namespace's clients can authenticate.
-	Verifier(ctx context.Context, namespace string) ([]byte, error)
+	// Verifier is the namespace's SCRAM verifier, which the target
+	// installs so that the namespace's clients can authenticate.
+	Verifier(ctx context.Context, namespace string) (adminapi.Verifier, error)
 }
 
 // Cluster is a lock cluster's side of a move: each call acts on every
@@ -111,7 +118,7 @@ type Cluster interface {
 	Addrs() []string
 	// Incoming makes the cluster accept the namespace's clients (with
 	// verifier) and answer them MOVING until Own.
-	Incoming(ctx context.Context, token uint64, ns string, id uint64, verifier []byte) error
+	Incoming(ctx context.Context, token uint64, ns string, id uint64, verifier adminapi.Verifier) error
 	// Freeze freezes the namespace in every group.
 	Freeze(ctx context.Context, token uint64, ns string, id uint64) error
 	// Export calls fn with the frozen namespace's records of every group,
@@ -121,7 +128,7 @@ type Cluster interface {
 	// source granted of the namespace is below (version+1)<<48.
 	Export(ctx context.Context, token uint64, ns string, id uint64, fn func(group, batch int, pairs []byte) error) (version uint64, err error)
 	// RaiseVersion raises every group's version to at least min.
-	RaiseVersion(ctx context.Context, token uint64, min uint64) error
+	RaiseVersion(ctx context.Context, token uint64, ns string, min uint64) error
 	// Import installs a batch exported by the source's group srcGroup,
 	// each record in the group its key hashes to; a batch applied before
 	// changes nothing.
@@ -181,9 +188,6 @@ func step(ctx context.Context, m Move, tab Table, from, to Cluster, token uint64
 	case Copy:
 		return Flip, copyRecords(ctx, token, ns, id, from, to)
 	case Flip:
-		if err := tab.Assign(ctx, ns, m.To, token); err != nil {
-			return "", err
-		}
 		return Drop, to.Own(ctx, token, ns, id)
 	case Drop:
 		return Done, from.Drop(ctx, token, ns, id, to.Addrs())
@@ -205,7 +209,7 @@ func copyRecords(ctx context.Context, token uint64, ns string, id uint64, from, 
 	if err != nil {
 		return err
 	}
-	return to.RaiseVersion(ctx, token, top+1)
+	return to.RaiseVersion(ctx, token, ns, top+1)
 }
 
 // Abort undoes a move that has not flipped: it records Aborting, makes

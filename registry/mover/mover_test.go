@@ -7,6 +7,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 var errCrash = errors.New("injected crash")
@@ -86,22 +88,16 @@ func (w *world) PutMove(_ context.Context, m Move, token uint64) error {
 		return fmt.Errorf("token %d below %d: %w", token, w.fence, ErrFenced)
 	}
 	w.fence = token
+	if m.State.Flipped() {
+		w.assigned = m.To
+	}
 	w.moves = append(w.moves, m)
 	return nil
 }
 
-func (w *world) Assign(_ context.Context, _, cluster string, token uint64) error {
-	if err := w.call(); err != nil {
-		return err
-	}
-	if token < w.fence {
-		return ErrFenced
-	}
-	w.assigned = cluster
-	return nil
+func (w *world) Verifier(context.Context, string) (adminapi.Verifier, error) {
+	return adminapi.Verifier{Iters: 4096}, w.call()
 }
-
-func (w *world) Verifier(context.Context, string) ([]byte, error) { return []byte("v"), w.call() }
 
 func (c *fakeCluster) Addrs() []string { return []string{c.name + ":1"} }
 
@@ -117,7 +113,7 @@ func (c *fakeCluster) enter(token uint64) error {
 	return nil
 }
 
-func (c *fakeCluster) Incoming(_ context.Context, token uint64, _ string, _ uint64, _ []byte) error {
+func (c *fakeCluster) Incoming(_ context.Context, token uint64, _ string, _ uint64, _ adminapi.Verifier) error {
 	if err := c.enter(token); err != nil {
 		return err
 	}
@@ -148,7 +144,7 @@ func (c *fakeCluster) Export(_ context.Context, token uint64, _ string, _ uint64
 	return slices.Max(c.versions), nil
 }
 
-func (c *fakeCluster) RaiseVersion(_ context.Context, token, min uint64) error {
+func (c *fakeCluster) RaiseVersion(_ context.Context, token uint64, _ string, min uint64) error {
 	if err := c.enter(token); err != nil {
 		return err
 	}
