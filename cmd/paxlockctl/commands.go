@@ -124,6 +124,9 @@ func runAdminReport(ctx context.Context, o *options, p printer, cmd string, args
 }
 
 func runNamespace(ctx context.Context, o *options, p printer, _ string, args []string) error {
+	if len(args) > 0 && args[0] == "move" {
+		return runMove(ctx, o, p, args[1:])
+	}
 	if len(args) == 0 {
 		return fmt.Errorf("%w: want namespace list|add NAME|remove NAME", errUsage)
 	}

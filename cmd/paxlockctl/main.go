@@ -194,6 +194,7 @@ type options struct {
 	clientCert, clientKey string
 	secretFile            string
 	out, cluster, hosts   string
+	to                    string
 	nodes                 int
 	output                string
 	timeout               time.Duration
@@ -243,6 +244,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "run forms (-- CMD): when the hold is lost, SIGKILL the command this long after SIGTERM")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name); namespace add -meta: the registry cluster that serves the namespace")
+	fs.StringVar(&o.to, "to", "", "namespace move NAME: the registry cluster to move the namespace to")
 	fs.BoolVar(&o.meta, "meta", false, "namespace: the -admin nodes are a meta cluster's: list, add and remove the registry's namespaces (cluster commands always do)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
 	fs.BoolVar(&o.renew, "renew", false, "certs node ID, certs client NAMESPACE: replace the certificate and key if they exist")

@@ -52,6 +52,12 @@ type metaConfig struct {
 	SecretFile string `json:"secret_file,omitempty"`
 	// TLS connects to the meta nodes' TLS client listeners.
 	TLS *metaTLS `json:"tls,omitempty"`
+	// Admin lists the meta nodes' admin addresses: with it the registry
+	// takes part in driving namespace moves, recording each step there
+	// with the admin token of admin_token_file. AdminCA is the PEM CA
+	// file of their admin HTTPS (unset: plain HTTP).
+	Admin   []string `json:"admin,omitempty"`
+	AdminCA string   `json:"admin_ca,omitempty"`
 }
 
 // metaTLS is the CA that verifies the meta nodes, and a client
@@ -113,9 +119,16 @@ func registryStandalone(path, metaFlag string, log *slog.Logger) (registry.Stand
 	if rc.Meta == nil {
 		return sc, nil
 	}
-	m := &registry.MetaConfig{Addrs: rc.Meta.Addrs, Namespace: rc.Meta.Namespace}
+	m := &registry.MetaConfig{Addrs: rc.Meta.Addrs, Namespace: rc.Meta.Namespace, Admin: rc.Meta.Admin}
 	if m.Secret, err = secretFrom(MetaSecretEnv, rc.Meta.SecretFile, "meta.secret_file"); err != nil {
 		return sc, err
+	}
+	if rc.Meta.AdminCA != "" {
+		ca, err := os.ReadFile(rc.Meta.AdminCA)
+		if err != nil {
+			return sc, fmt.Errorf("meta.admin_ca: %w", err)
+		}
+		m.AdminCA = string(ca)
 	}
 	if t := rc.Meta.TLS; t != nil {
 		if m.TLS, err = metaTLSConfig(t); err != nil {
