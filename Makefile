@@ -83,11 +83,22 @@ docker-test:
 	BIN=$(BIN) scripts/compose.sh test
 
 # run builds and starts a local 3-node cluster and says how to use it.
+# make run CLUSTERS=2 starts instead a meta cluster with two registries
+# and two lock clusters, east and west (scripts/multicluster.sh), and
+# says how to move a namespace between them.
 run: build
+ifeq ($(CLUSTERS),2)
+	BIN=$(BIN) scripts/multicluster.sh start
+else
 	RUNDIR=$(RUNDIR) BIN=$(BIN) scripts/cluster.sh start
+endif
 
 stop:
+ifeq ($(CLUSTERS),2)
+	BIN=$(BIN) scripts/multicluster.sh stop
+else
 	RUNDIR=$(RUNDIR) BIN=$(BIN) scripts/cluster.sh stop
+endif
 
 # restart is a rolling restart of make run's cluster: each node in turn
 # hands its groups to the others, stops and starts again with the binary

@@ -20,14 +20,27 @@
 # except that the nodes share a random relay secret ($RUNDIR/relay.secret,
 # written on first start) with which a node relaying a client's request to
 # a master proves that it is a node of the cluster.
+#
+# PORT_BASE (default 7000) places the ports: clients PORT_BASE+101..103,
+# TLS clients +111..113, peers +201..203, admin +301..303, gossip
+# +401..403. CLUSTER_NAME (default paxlock) is the nodes' cluster_name and
+# the name their certificates carry; CLUSTER_NAMESPACES (JSON, default the
+# namespace "default" with secret "paxlock") the namespaces seeded at first
+# start. scripts/multicluster.sh runs several clusters with them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNDIR=${RUNDIR:-.run}
 BIN=${BIN:-bin}
 CERTS=${CERTS:-$RUNDIR/certs}
 CLUSTER_SECURE=${CLUSTER_SECURE:-1}
+PORT_BASE=${PORT_BASE:-7000}
+CLUSTER_NAME=${CLUSTER_NAME:-paxlock}
+CLUSTER_NAMESPACES=${CLUSTER_NAMESPACES:-'[{"name": "default", "secret": "paxlock"}]'}
 N=3
-ADMINS="127.0.0.1:7301,127.0.0.1:7302,127.0.0.1:7303"
+port() { echo $((PORT_BASE + $1)); }
+ADMINS="127.0.0.1:$(port 301),127.0.0.1:$(port 302),127.0.0.1:$(port 303)"
+CLIENTS="127.0.0.1:$(port 101),127.0.0.1:$(port 102),127.0.0.1:$(port 103)"
+TLS_CLIENTS="127.0.0.1:$(port 111),127.0.0.1:$(port 112),127.0.0.1:$(port 113)"
 
 # ctl runs paxlockctl against the cluster's admin endpoints.
 ctl() {
@@ -58,26 +71,29 @@ JSON
 # plaintext).
 clienttls() {
   [ "$CLUSTER_SECURE" = 1 ] || return 0
-  printf ', "client_tls_addr": "127.0.0.1:711%s"' "$1"
+  printf ', "client_tls_addr": "127.0.0.1:%s"' "$(port $((110 + $1)))"
 }
 
 # config prints node $1's configuration. CLUSTER_EXTRA adds settings to
 # every node's file, e.g. CLUSTER_EXTRA='"instance_window": 2'.
 config() {
-  local i=$1
+  local i=$1 j nodes=""
+  for j in $(seq 1 $N); do
+    nodes+="${nodes:+,
+}    {\"id\": $j, \"peer\": \"127.0.0.1:$(port $((200 + j)))\", \"client\": \"127.0.0.1:$(port $((100 + j)))\"$(clienttls "$j"), \"gossip\": \"127.0.0.1:$(port $((400 + j)))\", \"admin\": \"127.0.0.1:$(port $((300 + j)))\"}"
+  done
   cat <<JSON
 {
   "node_id": $i,${CLUSTER_EXTRA:+
   $CLUSTER_EXTRA,}
 $(security "$i")
+  "cluster_name": "$CLUSTER_NAME",
   "data_dir": "$RUNDIR/data/n$i",
-  "admin_addr": "127.0.0.1:730$i",
+  "admin_addr": "127.0.0.1:$(port $((300 + i)))",
   "nodes": [
-    {"id": 1, "peer": "127.0.0.1:7201", "client": "127.0.0.1:7101"$(clienttls 1), "gossip": "127.0.0.1:7401", "admin": "127.0.0.1:7301"},
-    {"id": 2, "peer": "127.0.0.1:7202", "client": "127.0.0.1:7102"$(clienttls 2), "gossip": "127.0.0.1:7402", "admin": "127.0.0.1:7302"},
-    {"id": 3, "peer": "127.0.0.1:7203", "client": "127.0.0.1:7103"$(clienttls 3), "gossip": "127.0.0.1:7403", "admin": "127.0.0.1:7303"}
+$nodes
   ],
-  "namespaces": [{"name": "default", "secret": "paxlock"}]
+  "namespaces": $CLUSTER_NAMESPACES
 }
 JSON
 }
@@ -101,7 +117,7 @@ node_procs() {
 start() {
   mkdir -p "$RUNDIR/data"
   if [ "$CLUSTER_SECURE" = 1 ] && [ ! -f "$CERTS/ca.crt" ]; then
-    "$BIN/paxlockctl" -out "$CERTS" -nodes $N -hosts 127.0.0.1,localhost certs >/dev/null
+    "$BIN/paxlockctl" -out "$CERTS" -cluster "$CLUSTER_NAME" -nodes $N -hosts 127.0.0.1,localhost certs >/dev/null
     echo "generated a development CA, node certificates, admin token and gossip key in $CERTS/"
   fi
   if [ "$CLUSTER_SECURE" != 1 ] && [ ! -f "$RUNDIR/relay.secret" ]; then
@@ -118,17 +134,18 @@ start() {
     tail -n 20 "$RUNDIR"/n*.log >&2 || true
     exit 1
   fi
+  [ -n "${CLUSTER_QUIET:-}" ] && return 0
   ctl status
   local scheme=http
   if [ "$CLUSTER_SECURE" = 1 ]; then scheme=https; fi
   cat <<TXT
 
 paxlock is running: 3 nodes on 127.0.0.1, data under $RUNDIR/.
-  clients connect to   127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103
+  clients connect to   $CLIENTS
   namespace "default", secret "paxlock"
   status:              $BIN/paxlockctl status
-  web console:         $scheme://127.0.0.1:7301/   (any node's admin address)
-  try a lock:          $BIN/paxlockctl -registry 127.0.0.1:7101 lock demo-key
+  web console:         $scheme://${ADMINS%%,*}/   (any node's admin address)
+  try a lock:          $BIN/paxlockctl -registry ${CLIENTS%%,*} lock demo-key
   stop:                make stop   (a later make run keeps the locks)
 TXT
   if [ "$CLUSTER_SECURE" = 1 ]; then
@@ -138,8 +155,8 @@ TXT
   security:            peers mutual TLS, gossip encrypted, admin HTTPS with a token;
                        clients authenticate with SCRAM-SHA-256 (the secret never travels);
                        development keys in $CERTS/ (CLUSTER_SECURE=0: all plaintext)
-  clients over TLS:    127.0.0.1:7111,127.0.0.1:7112,127.0.0.1:7113 (CA $CERTS/ca.crt)
-                       $BIN/paxlockctl -registry 127.0.0.1:7111 -ca $CERTS/ca.crt lock demo-key
+  clients over TLS:    $TLS_CLIENTS (CA $CERTS/ca.crt)
+                       $BIN/paxlockctl -registry ${TLS_CLIENTS%%,*} -ca $CERTS/ca.crt lock demo-key
                        Go: client.Config{Registry: those, TLS: &tls.Config{RootCAs: <the CA>}}
   admin commands:      $BIN/paxlockctl$flags status
                        (elsewhere: -admin-ca FILE, token in PAXLOCK_ADMIN_TOKEN or -admin-token-file FILE)
