@@ -253,6 +253,10 @@ func checkPair(g *BackupGroup, k, v []byte) error {
 		if _, err := parseNSRec(v); err != nil {
 			return fmt.Errorf("namespace %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
+	case len(k) > 0 && k[0] == quotaPrefix:
+		if _, err := decodeQuota(v); err != nil {
+			return fmt.Errorf("quota of namespace %q: %w: %w", k[1:], ErrBadBackup, err)
+		}
 	case bytes.Equal(k, versionKey):
 		ver, n := binary.Uvarint(v)
 		if n <= 0 {

@@ -66,10 +66,13 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		}
 	}()
 	sm.version, sm.count, sm.applied = 0, 0, applied
+	sm.uncountQuotaHeld()
 	sm.nsHeld = nil
 	sm.nsMu.Lock()
 	defer sm.nsMu.Unlock()
 	sm.namespaces = make(map[string]nsRec)
+	hadQuotas := len(sm.quotas) > 0
+	sm.quotas = make(map[string]Quota)
 	sm.nsInit = false
 	sm.nsGen++
 	sm.memMu.Lock()
@@ -95,6 +98,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		switch {
 		case len(k) > 0 && k[0] == nsPrefix:
 			return sm.loadNamespace(k, v)
+		case len(k) > 0 && k[0] == quotaPrefix:
+			return sm.loadQuota(k, v)
 		case string(k) == string(nsInitKey):
 			sm.nsInit = true
 		case len(k) > 0 && k[0] == memberPrefix:
@@ -129,6 +134,9 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		}
 		sm.shards[i].locks = m
 		recs[i] = nil
+	}
+	if hadQuotas || len(sm.quotas) > 0 {
+		sm.quotasChanged() // the refresh it starts waits for nsMu
 	}
 	return err
 }

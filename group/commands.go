@@ -38,6 +38,9 @@ const (
 	// leave the numbers right after 10 to other lock operations.
 	opMemberPut  op = 16 // data = one member record
 	opMemberInit op = 17 // data = the configured nodes' records, once
+	// opNamespaceQuota sets a namespace's quota (group 0 only; see
+	// quota.go): key = name, data = the quota record.
+	opNamespaceQuota op = 28
 )
 
 // grant is a hold handed to a waiter inside a release or expire.

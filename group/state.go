@@ -99,6 +99,13 @@ type StateMachine struct {
 	nsInit     bool             // the configured namespaces were installed
 	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
 	nsHeld     map[string]int64 // held keys per namespace, guarded by mu (nslocks.go)
+	quotas     map[string]Quota // name -> its quota (group 0), guarded by nsMu (quota.go)
+	// quotaObs is told of every change of quotas (set before the group
+	// starts); quota is the node's quota table, whose held counts this
+	// group's apply moves, and gid the group's index in it (quotacheck.go).
+	quotaObs func()
+	quota    *quotaTable
+	gid      int
 
 	memMu   sync.RWMutex      // guards the member list
 	members map[uint32]Member // node id -> record (group 0)
@@ -109,7 +116,7 @@ type StateMachine struct {
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), members: make(map[uint32]Member)}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), quotas: make(map[string]Quota), members: make(map[uint32]Member)}
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
@@ -215,6 +222,8 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		return sm.applyNamespace(c, w)
 	case opMemberPut, opMemberInit:
 		return sm.applyMember(c, w)
+	case opNamespaceQuota:
+		return sm.applyQuota(c, w)
 	case opMultiAcquire:
 		return sm.applyMulti(instance, c)
 	}
