@@ -101,6 +101,7 @@ func (s *Server) StatusDetail(ctx context.Context) adminapi.Status {
 	}
 	st.HotKeys = hk
 	st.MasterChanges = s.masterLog.list()
+	st.Quotas = s.quotas()
 	return st
 }
 
@@ -201,6 +202,7 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 			cn.StorageFailed, cn.Conns = st.StorageFailed, st.Conns
 			cs.HotKeys = append(cs.HotKeys, st.HotKeys...)
 			cs.MasterChanges = append(cs.MasterChanges, st.MasterChanges...)
+			cs.Quotas = append(cs.Quotas, st.Quotas...)
 		} else {
 			cn.Error = errs[i].Error()
 		}
@@ -237,6 +239,7 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 	group.SortHotKeys(cs.HotKeys)
 	cs.HotKeys = cs.HotKeys[:min(len(cs.HotKeys), ConsoleHotKeys)]
 	cs.MasterChanges = mergeMasterChanges(cs.MasterChanges, ConsoleMasterChanges)
+	cs.Quotas = mergeQuotas(cs.Quotas)
 	if cs.HotKeys == nil {
 		cs.HotKeys = []group.HotKey{}
 	}
