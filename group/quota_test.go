@@ -387,3 +387,54 @@ func TestQuotaHeldAfterLoad(t *testing.T) {
 		t.Fatalf("held %d after a reload (group holds %d), want 4", u.Held, sm.HeldByNamespace()["ns"])
 	}
 }
+
+// TestQuotaCheckAllocs: checking a request against the quotas allocates
+// nothing, with a quota and without one.
+func TestQuotaCheckAllocs(t *testing.T) {
+	c := quotaCluster(t, 1, Config{}, Quota{Held: 1000, Rate: MaxQuota, Waiters: 10})
+	svc := c.svc(1)
+	w := svc.Group(0).workers[0]
+	r := &Request{Op: OpAcquire, Namespace: "ns", Key: "k"}
+	other := &Request{Op: OpAcquire, Namespace: "other", Key: "k"}
+	if n := testing.AllocsPerRun(1000, func() {
+		if !w.rateAdmits(r) || !w.rateAdmits(other) || !svc.heldOK("ns", 1) || svc.waitersQuota("ns") == 0 {
+			t.Fatal("refused")
+		}
+	}); n != 0 {
+		t.Fatalf("%v allocations per check", n)
+	}
+}
+
+// BenchmarkQuotaCheck is the request path's quota check: a namespace
+// without a quota while none has one, one without a quota while another
+// has one, and one with a rate quota (a bucket's compare-and-swap).
+func BenchmarkQuotaCheck(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		ns   string
+		q    Quota
+	}{{"none", "ns", Quota{}}, {"other", "other", Quota{Rate: MaxQuota}}, {"rate", "ns", Quota{Rate: MaxQuota}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := newFakeCluster(b, 1, Config{})
+			svc := c.svc(1)
+			ctx := context.Background()
+			if err := svc.PutNamespace(ctx, "ns", "pw"); err != nil {
+				b.Fatal(err)
+			}
+			if !tc.q.IsZero() {
+				if err := svc.PutQuota(ctx, "ns", tc.q); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w := svc.Group(0).workers[0]
+			r := &Request{Op: OpAcquire, Namespace: tc.ns, Key: "k", Start: Nanotime()} // as the server stamps it
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if !w.rateAdmits(r) {
+					b.Fatal("refused")
+				}
+			}
+		})
+	}
+}

@@ -208,13 +208,23 @@ func (s *Service) servedOf() (served, groups int64) {
 	return min(max(int64(s.served.Load()), 1), groups), groups
 }
 
-// quotaNow is the rate buckets' clock: ns since the service started, on
-// the monotonic clock.
-func (s *Service) quotaNow() int64 { return int64(s.cfg.Clock.Now().Sub(s.quotaBase)) }
+// quotaNow is the rate buckets' clock, in ns on the monotonic clock: on
+// the real clock, r's arrival stamp (Request.Start; the server stamps
+// every request, which saves a clock read here), else Nanotime; on
+// another Clock (tests), the time since the service started.
+func (s *Service) quotaNow(r *Request) int64 {
+	switch {
+	case !s.realClock:
+		return int64(s.cfg.Clock.Now().Sub(s.quotaBase))
+	case r.Start != 0:
+		return r.Start
+	}
+	return Nanotime()
+}
 
-// takeRate takes one request from e's bucket; when it is empty it returns
-// false and how long until a request would pass.
-func (s *Service) takeRate(e *nsQuota, rate int64) (bool, time.Duration) {
+// takeRate takes r from e's bucket; when it is empty it returns false and
+// how long until a request would pass.
+func (s *Service) takeRate(e *nsQuota, rate int64, r *Request) (bool, time.Duration) {
 	served, groups := s.servedOf()
 	burst := e.burst.Load()
 	if burst == 0 {
@@ -227,7 +237,7 @@ func (s *Service) takeRate(e *nsQuota, rate int64) (bool, time.Duration) {
 	if interval == 0 || burst < tol/interval {
 		tol = interval * burst
 	}
-	now := s.quotaNow()
+	now := s.quotaNow(r)
 	for {
 		tat := e.tat.Load()
 		next := max(tat, now) + interval
@@ -251,21 +261,21 @@ func (w *worker) rateAdmits(r *Request) bool {
 	if e == nil {
 		return true
 	}
-	if ok, retry := w.g.svc.rateOK(e); !ok {
+	if ok, retry := w.g.svc.rateOK(e, r); !ok {
 		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate})
 		return false
 	}
 	return true
 }
 
-// rateOK takes a request of e's namespace from its bucket, counting it;
+// rateOK takes request r of e's namespace from its bucket, counting it;
 // refused, it returns the RetryAfterMs to answer.
-func (s *Service) rateOK(e *nsQuota) (bool, uint32) {
+func (s *Service) rateOK(e *nsQuota, r *Request) (bool, uint32) {
 	rate := e.rate.Load()
 	if rate == 0 {
 		return true, 0
 	}
-	ok, wait := s.takeRate(e, rate)
+	ok, wait := s.takeRate(e, rate, r)
 	if ok {
 		e.admitted.Add(1)
 		return true, 0
@@ -312,7 +322,7 @@ func (s *Service) multiAdmits(m *multiAcq) (wire.Response, bool) {
 		m.admitted = true
 		return wire.Response{}, true
 	}
-	if ok, retry := s.rateOK(e); !ok {
+	if ok, retry := s.rateOK(e, m.req); !ok {
 		return wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate}, false
 	}
 	m.admitted = true

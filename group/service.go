@@ -283,6 +283,7 @@ type Service struct {
 	quota     quotaTable
 	quotaBase time.Time
 	quotaLive atomic.Bool
+	realClock bool // cfg.Clock is RealClock: see quotaNow
 	// served counts the groups this node serves as master: its share of
 	// the namespaces' cluster-wide quotas.
 	served atomic.Int32
@@ -347,7 +348,8 @@ func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Confi
 // master group g, 0 for none.
 func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos.NodeID) (*Service, error) {
 	cfg.EnsureDefaults()
-	s := &Service{cfg: cfg, obs: cfg.Observer, quotaBase: cfg.Clock.Now()}
+	_, real := cfg.Clock.(RealClock)
+	s := &Service{cfg: cfg, obs: cfg.Observer, quotaBase: cfg.Clock.Now(), realClock: real}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)
 		sm.quota, sm.gid = &s.quota, g
