@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -436,5 +438,84 @@ func BenchmarkQuotaCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQuotaHeldOvershoot: on three nodes over real consensus, acquirers
+// racing for fresh keys of a namespace with a held quota are stopped: no
+// refusal before the limit is reached, and past it only by the grants the
+// deciding node had not applied yet (in flight, or applied by another
+// master and not yet replicated here: a follower applies a grant at its
+// group's next Accept or heartbeat), reported in the log; every node then
+// counts the same held keys. An acquirer that gets past 10 × the limit
+// means the quota is not enforced.
+func TestQuotaHeldOvershoot(t *testing.T) {
+	t.Parallel()
+	const limit, acquirers = 40, 16
+	c := newCluster(t, 3, Config{})
+	_, sys := c.findMaster(NamespaceGroup)
+	ctx := context.Background()
+	if err := sys.PutNamespace(ctx, "ns", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sys.PutQuota(ctx, "ns", Quota{Held: limit}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range c.peers {
+		testutil.Eventually(t, 10*time.Second, func() bool {
+			u, ok := c.svc(id).QuotaUsage()["ns"]
+			return ok && u.Quota.Held == limit
+		}, "node %d to enforce the quota", id)
+	}
+	var granted atomic.Int64
+	errs := make(chan error, acquirers)
+	for a := range acquirers {
+		go func() {
+			sink := &benchSink{ch: make(chan wire.Response, 1)}
+			for i := 0; ; i++ {
+				if i == 10*limit {
+					errs <- fmt.Errorf("acquirer %d: %d keys and no refusal", a, i)
+					return
+				}
+				key := fmt.Sprintf("a%d-%d", a, i)
+				r := Request{Op: OpAcquire, Namespace: "ns", Key: key, Hash: wire.KeyHash("ns", key), Owner: owner(uint64(a+1), 1), TTL: time.Minute, Sink: sink}
+				var resp wire.Response
+				for range 1000 {
+					_, m := c.findMaster(wire.GroupOf(r.Hash, c.groups))
+					if m == nil {
+						runtime.Gosched() // no master known yet: ask again
+						continue
+					}
+					rr := r
+					m.Submit(&rr)
+					if resp = <-sink.ch; resp.Status != wire.StatusNoMaster {
+						break
+					}
+				}
+				switch resp.Status {
+				case wire.StatusSuccess:
+					granted.Add(1)
+				case wire.StatusOverloaded:
+					errs <- nil
+					return
+				default:
+					errs <- fmt.Errorf("acquire %s: %+v", key, resp)
+					return
+				}
+			}
+		}()
+	}
+	for range acquirers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := granted.Load()
+	t.Logf("%d keys held with a quota of %d and %d acquirers racing: %d over", n, limit, acquirers, n-limit)
+	if n < limit || n >= 4*limit {
+		t.Fatalf("%d keys held, want at least the quota of %d and well under %d", n, limit, 4*limit)
+	}
+	for _, id := range c.peers {
+		testutil.Eventually(t, 10*time.Second, func() bool { return c.svc(id).QuotaUsage()["ns"].Held == n }, "node %d to count %d held keys", id, n)
 	}
 }
