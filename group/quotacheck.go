@@ -99,7 +99,9 @@ type nsQuota struct {
 	ready []bool
 	// tat is the rate's bucket: the theoretical arrival time (ns on the
 	// service's quota clock) of the next request, as in the generic cell
-	// rate algorithm, so that taking a token is one compare-and-swap.
+	// rate algorithm, so that taking a token is one compare-and-swap
+	// shared by the workers (golang.org/x/time/rate's Limiter, not in
+	// this module's graph, takes a mutex per request).
 	tat      atomic.Int64
 	admitted atomic.Uint64
 	refused  [NumQuotaKinds]atomic.Uint64
