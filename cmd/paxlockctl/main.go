@@ -2,7 +2,8 @@
 //
 //	paxlockctl version
 //	paxlockctl status|members|wait                       (admin endpoints)
-//	paxlockctl namespace list|add NAME|remove NAME|set-quota NAME [-held N] [-waiters N] [-rate N] [-burst N]
+//	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
+//	  namespace set-quota NAME [-held N] [-waiters N] [-rate N] [-burst N]
 //	paxlockctl member list|add ID peer=… client=…|remove ID (admin endpoints)
 //	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl drain NODE                                (admin endpoints)
