@@ -65,6 +65,9 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 			if err != nil {
 				return sec, fmt.Errorf("server: admin_tls: %w", err)
 			}
+			kp.OnReloadError(func(err error) {
+				log.Warn("admin_tls: a changed certificate was not loaded; the one in use stays", "err", err)
+			})
 			sec.adminCert, get = kp, kp.GetCertificate
 		}
 		sec.adminTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: get}

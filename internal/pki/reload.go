@@ -199,6 +199,10 @@ func (k *KeyPair) Certificate() *tls.Certificate { return k.live.get() }
 // Reload re-reads the files now if they changed (see Peer.Reload).
 func (k *KeyPair) Reload() error { return k.live.reload() }
 
+// OnReloadError sets what hears of a changed pair that could not be
+// loaded (before the KeyPair is used).
+func (k *KeyPair) OnReloadError(f func(error)) { k.live.onErr = f }
+
 // GetCertificate is for tls.Config.GetCertificate.
 func (k *KeyPair) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return k.Certificate(), nil
