@@ -15,6 +15,11 @@ type ClusterStatus struct {
 	// first; MasterChanges the last changes of master, newest first.
 	HotKeys       []HotKey       `json:"hot_keys"`
 	MasterChanges []MasterChange `json:"master_changes"`
+	// Quotas are the namespaces with a quota, sorted by name, with their
+	// use over the reachable nodes: Held as the most up to date node has
+	// it, Waiters and Refused summed over the nodes (the node shares are
+	// left out).
+	Quotas []QuotaStatus `json:"quotas"`
 }
 
 // ConsoleNode is one member in a ClusterStatus.

@@ -1,6 +1,7 @@
 // Package adminapi holds the JSON types of a paxlock node's admin HTTP API
 // (GET /status, /members, /cluster and /events, POST /locks/unlock, the
-// member changes) and the environment variable of its bearer token.
+// member changes, the namespace quotas) and the environment variable of
+// its bearer token.
 //
 // The node (package server) answers with these types and paxlockctl
 // decodes them, so that a tool speaking the admin API needs this package

@@ -61,6 +61,9 @@ type Status struct {
 	// node serves, and the last master changes it saw, newest first.
 	HotKeys       []HotKey       `json:"hot_keys,omitempty"`
 	MasterChanges []MasterChange `json:"master_changes,omitempty"`
+	// Quotas, filled by /status?detail=1 only, are the namespace quotas
+	// the node enforces and its use of them.
+	Quotas []QuotaStatus `json:"quotas,omitempty"`
 }
 
 // HotKey is a key with waiters on a group the answering node serves, for the

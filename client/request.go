@@ -271,7 +271,12 @@ func ctxErr(op, key string, err, last error) error {
 	if err == nil {
 		err = context.Canceled
 	}
-	if last != nil {
+	switch {
+	case errors.Is(last, ErrOverloaded):
+		// Refused to the end (a quota, a bound): errors.Is finds
+		// ErrOverloaded too, so the caller learns why it waited in vain.
+		return fmt.Errorf("client: %s %q: %w (last: %w)", op, key, err, last)
+	case last != nil:
 		return fmt.Errorf("client: %s %q: %w (last: %v)", op, key, err, last)
 	}
 	return fmt.Errorf("client: %s %q: %w", op, key, err)

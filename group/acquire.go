@@ -95,6 +95,9 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 			ok = false
 		}
 	}
+	if ok && !again && rec.n() == 0 && !w.heldAdmits(r) {
+		return // the namespace's held-locks quota is reached
+	}
 	if ok {
 		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}
 		if i := rec.find(r.Owner); again && i >= 0 {
@@ -117,7 +120,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, rec *lockRec, now ti
 			if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
 				w.unindex(q)
 				q.req = r
-				w.g.svc.use.take(&w.g.svc.cfg, useWait, r.Sink, r.Namespace, false)
+				w.g.svc.use.take(&w.g.svc.cfg, useWait, r.Sink, r.Namespace, false, 0)
 				w.index(q)
 				w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 				return

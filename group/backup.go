@@ -261,6 +261,10 @@ func checkPair(g *BackupGroup, k, v []byte) error {
 		if err := checkRegPair(k, v); err != nil {
 			return fmt.Errorf("registry record %q: %w", k, err)
 		}
+	case len(k) > 0 && k[0] == quotaPrefix:
+		if _, err := decodeQuota(v); err != nil {
+			return fmt.Errorf("quota of namespace %q: %w: %w", k[1:], ErrBadBackup, err)
+		}
 	case bytes.Equal(k, versionKey):
 		ver, n := binary.Uvarint(v)
 		if n <= 0 {

@@ -67,11 +67,14 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		}
 	}()
 	sm.version, sm.count, sm.applied = 0, 0, applied
+	sm.uncountQuotaHeld()
 	sm.nsHeld = nil
 	sm.moves, sm.moveDirty = nil, nil
 	sm.nsMu.Lock()
 	defer sm.nsMu.Unlock()
 	sm.namespaces = make(map[string]nsRec)
+	hadQuotas := len(sm.quotas) > 0
+	sm.quotas = make(map[string]Quota)
 	sm.nsInit = false
 	sm.nsGen++
 	sm.memMu.Lock()
@@ -106,6 +109,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		switch {
 		case len(k) > 0 && k[0] == nsPrefix:
 			return sm.loadNamespace(k, v)
+		case len(k) > 0 && k[0] == quotaPrefix:
+			return sm.loadQuota(k, v)
 		case string(k) == string(nsInitKey):
 			sm.nsInit = true
 		case len(k) > 0 && k[0] == memberPrefix:
@@ -146,5 +151,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		recs[i] = nil
 	}
 	sm.publishGates()
+	if hadQuotas || len(sm.quotas) > 0 {
+		sm.quotasChanged() // the refresh it starts waits for nsMu
+	}
 	return err
 }

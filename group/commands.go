@@ -43,6 +43,9 @@ const (
 	opRegCluster   op = 18 // key = cluster name, data = record (none: delete)
 	opRegNamespace op = 19 // key = namespace, data = record (none: delete)
 	opRegMove      op = 20 // key = namespace, token = mover fencing token, data = record (none: delete)
+	// opNamespaceQuota sets a namespace's quota (group 0 only; see
+	// quota.go): key = name, data = the quota record.
+	opNamespaceQuota op = 28
 )
 
 // grant is a hold handed to a waiter inside a release or expire.

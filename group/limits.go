@@ -45,10 +45,12 @@ type usage struct {
 }
 
 // take counts one k for sink in namespace ns. With bounded, it refuses
-// (counting nothing) when sink or ns already has its bound of k, and
-// says which bound in the returned message; without, it always counts
-// (a wait moving to a new connection).
-func (u *usage) take(cfg *Config, k useKind, sink Sink, ns string, bounded bool) string {
+// (counting nothing) when sink or ns already has its bound of k, or ns
+// its quota (this node's share of the namespace's quota of k; 0: none),
+// and says which bound in the returned message, with byQuota when it was
+// the quota; without, it always counts (a wait moving to a new
+// connection).
+func (u *usage) take(cfg *Config, k useKind, sink Sink, ns string, bounded bool, quota int64) (msg string, byQuota bool) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	c, n := u.conns[sink], u.nss[ns]
@@ -59,9 +61,11 @@ func (u *usage) take(cfg *Config, k useKind, sink Sink, ns string, bounded bool)
 		}
 		switch {
 		case c != nil && c[k] >= maxConn:
-			return fmt.Sprintf("too many %s on this connection (%d)", what, maxConn)
+			return fmt.Sprintf("too many %s on this connection (%d)", what, maxConn), false
 		case n != nil && n[k] >= maxNS:
-			return fmt.Sprintf("too many %s in this namespace on this node (%d)", what, maxNS)
+			return fmt.Sprintf("too many %s in this namespace on this node (%d)", what, maxNS), false
+		case quota > 0 && n != nil && int64(n[k]) >= quota:
+			return msgQuotaWaiters, true
 		}
 	}
 	if c == nil {
@@ -80,7 +84,17 @@ func (u *usage) take(cfg *Config, k useKind, sink Sink, ns string, bounded bool)
 	}
 	c[k]++
 	n[k]++
-	return ""
+	return "", false
+}
+
+// namespace returns namespace ns's counts.
+func (u *usage) namespace(ns string) useCount {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if n := u.nss[ns]; n != nil {
+		return *n
+	}
+	return useCount{}
 }
 
 // give uncounts one k of sink in namespace ns.
@@ -103,9 +117,17 @@ func (u *usage) give(k useKind, sink Sink, ns string) {
 // queued or a watch about to be set; beyond a bound it answers r
 // OVERLOADED with RetryAfterMs and reports false.
 func (w *worker) admit(k useKind, r *Request) bool {
-	msg := w.g.svc.use.take(&w.g.svc.cfg, k, r.Sink, r.Namespace, true)
+	svc := w.g.svc
+	var quota int64
+	if k == useWait {
+		quota = svc.waitersQuota(r.Namespace)
+	}
+	msg, byQuota := svc.use.take(&svc.cfg, k, r.Sink, r.Namespace, true, quota)
 	if msg == "" {
 		return true
+	}
+	if byQuota {
+		svc.refusedWaiter(r.Namespace)
 	}
 	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs, Msg: msg})
 	return false

@@ -65,6 +65,9 @@ type multiAcq struct {
 	ents []multiEnt
 	ttl  uint32
 	next int // the next key to reserve
+	// admitted: the namespace's quotas let it through (checked once, by
+	// the first reservation).
+	admitted bool
 }
 
 // multiOutcome is an opMultiAcquire's outcome beyond its status:
@@ -153,6 +156,9 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 	}
 	if g, moving := w.g.sm.gateNS(m.req.Namespace); moving {
 		return g.response(), false, false
+	}
+	if resp, ok := w.g.svc.multiAdmits(m); !ok {
+		return resp, false, false
 	}
 	for ; m.next < len(m.ents) && m.ents[m.next].worker == w.idx; m.next++ {
 		e := &m.ents[m.next]

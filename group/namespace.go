@@ -173,7 +173,12 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
 		sm.nsMu.Lock()
 		_, ok := sm.namespaces[c.key]
 		delete(sm.namespaces, c.key)
+		_, hadQuota := sm.quotas[c.key]
+		sm.dropQuota(c.key, w)
 		sm.nsMu.Unlock()
+		if hadQuota {
+			sm.quotasChanged()
+		}
 		if !ok {
 			return &outcome{status: wire.StatusLockDeleted}
 		}

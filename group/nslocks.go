@@ -11,6 +11,7 @@ import (
 // map stays small).
 func (sm *StateMachine) countNS(key string, d int64) {
 	ns, _ := splitFull(key)
+	sm.quotaHeld(ns, d)
 	n, ok := sm.nsHeld[ns]
 	switch {
 	case !ok && d > 0:

@@ -16,7 +16,14 @@ func (w *worker) ttl(r *Request) uint32 {
 	return uint32(d / time.Millisecond)
 }
 
-func (w *worker) onRequest(r *Request) {
+// onRequest decides a request reaching the master: from a client, or held
+// while this node was master-elect (see holdEarly).
+func (w *worker) onRequest(r *Request) { w.decide(r, true) }
+
+// decide decides r; fresh says it was not decided before (a request
+// deferred behind a change in flight was checked against its namespace's
+// rate quota when it arrived).
+func (w *worker) decide(r *Request, fresh bool) {
 	// The lease is checked on the monotonic clock for every request: a
 	// master whose process was paused must not answer from its state.
 	// The check and the answer are one step against a mastership
@@ -32,6 +39,9 @@ func (w *worker) onRequest(r *Request) {
 	}
 	if g, ok := w.g.sm.gateNS(r.Namespace); ok && r.Op != OpUnwatch && r.Op != OpCancelWait {
 		w.respond(r, g.response()) // moving or moved: see move.go
+		return
+	}
+	if fresh && (r.Op == OpAcquire || r.Op == OpState || r.Op == OpWatch) && !w.rateAdmits(r) {
 		return
 	}
 	key := w.key(r)

@@ -257,7 +257,7 @@ func (w *worker) resume(key string, ks *keyState) {
 		ks.deferred[0] = nil
 		ks.deferred = ks.deferred[1:]
 		w.undefer(key, r)
-		w.onRequest(r)
+		w.decide(r, false)
 		if w.keys[key] != ks {
 			return
 		}

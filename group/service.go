@@ -281,6 +281,16 @@ type Service struct {
 	groups  []*Group
 	clients clientSinks // see AttachClient
 	use     usage       // waits and watches per connection and namespace
+	// quota is the namespaces' quota table (quotacheck.go), quotaBase the
+	// origin of its rate clock; quotaLive says the groups are all made,
+	// so that a change of group 0's quotas may refresh the table.
+	quota     quotaTable
+	quotaBase time.Time
+	quotaLive atomic.Bool
+	realClock bool // cfg.Clock is RealClock: see quotaNow
+	// served counts the groups this node serves as master: its share of
+	// the namespaces' cluster-wide quotas.
+	served atomic.Int32
 }
 
 // Group is one lock group on this node: its state machine, its workers
@@ -342,9 +352,11 @@ func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Confi
 // master group g, 0 for none.
 func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos.NodeID) (*Service, error) {
 	cfg.EnsureDefaults()
-	s := &Service{cfg: cfg, obs: cfg.Observer}
+	_, real := cfg.Clock.(RealClock)
+	s := &Service{cfg: cfg, obs: cfg.Observer, quotaBase: cfg.Clock.Now(), realClock: real}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)
+		sm.quota, sm.gid = &s.quota, g
 		lg := &Group{svc: s, id: g, sm: sm, self: cfg.Self}
 		for i := 0; i < cfg.Workers; i++ {
 			lg.workers = append(lg.workers, newWorker(lg, i))
@@ -354,6 +366,12 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 		if g == NamespaceGroup {
 			sm.memObs = cfg.OnMembers
 			sm.reg.obs = cfg.OnRegistry
+			sm.quotaObs = func() {
+				if s.quotaLive.Load() {
+					// Off the apply: a refresh takes every group's lock.
+					go s.quota.refresh(s)
+				}
+			}
 		}
 		px, err := replicate(g, sm)
 		if err != nil {
@@ -368,6 +386,8 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 		// The group may already be master (single node): tell the workers.
 		lg.masterChanged(px.Status())
 	}
+	s.quotaLive.Store(true)
+	s.quota.refresh(s)
 	return s, nil
 }
 
@@ -482,6 +502,12 @@ func (g *Group) masterChanged(s paxos.SoftState) {
 	g.soft = s
 	if s.Serving {
 		g.served = s.Ballot
+	}
+	switch {
+	case s.Serving && !prev.Serving:
+		g.svc.served.Add(1)
+	case !s.Serving && prev.Serving:
+		g.svc.served.Add(-1)
 	}
 	g.softMu.Unlock()
 	g.logMaster(prev, s)

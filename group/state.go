@@ -100,6 +100,13 @@ type StateMachine struct {
 	nsInit     bool             // the configured namespaces were installed
 	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
 	nsHeld     map[string]int64 // held keys per namespace, guarded by mu (nslocks.go)
+	quotas     map[string]Quota // name -> its quota (group 0), guarded by nsMu (quota.go)
+	// quotaObs is told of every change of quotas (set before the group
+	// starts); quota is the node's quota table, whose held counts this
+	// group's apply moves, and gid the group's index in it (quotacheck.go).
+	quotaObs func()
+	quota    *quotaTable
+	gid      int
 
 	memMu   sync.RWMutex      // guards the member list
 	members map[uint32]Member // node id -> record (group 0)
@@ -122,7 +129,7 @@ type StateMachine struct {
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), members: make(map[uint32]Member)}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), quotas: make(map[string]Quota), members: make(map[uint32]Member)}
 	sm.reg.reset()
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
@@ -237,6 +244,8 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 		return sm.applyMember(c, w)
 	case opRegCluster, opRegNamespace, opRegMove:
 		return sm.applyRegistry(c, w)
+	case opNamespaceQuota:
+		return sm.applyQuota(c, w)
 	case opFreeze, opUnfreeze, opImport, opOwn, opDropNamespace, opIncoming:
 		return sm.applyMove(c)
 	}

@@ -136,7 +136,7 @@ func (s *Server) peerAdminClient() *http.Client {
 	if s.sec.adminTLS != nil {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12}
 		if s.sec.peer != nil {
-			tc.RootCAs = s.sec.peer.CA
+			_, tc.RootCAs = s.sec.peer.Current()
 		}
 		tr.TLSClientConfig = tc
 	}

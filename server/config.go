@@ -215,7 +215,8 @@ type Config struct {
 	// the URI paxlock://<cluster_name>/node/<node_id> (internal/pki;
 	// paxlockctl certs makes such certificates). Without it the peer port
 	// is plaintext, for trusted networks only, and the node logs a warning
-	// at start. Certificates are read at start only.
+	// at start. The files are read again when their contents change
+	// (pki.ReloadInterval): a renewed certificate needs no restart.
 	TLS *pki.Files `json:"tls,omitempty"`
 	// ClientTLS, if set, has the TLS client listener ask clients for
 	// certificates signed by its client_ca (mutual TLS to the client),

@@ -101,6 +101,7 @@ func (s *Server) StatusDetail(ctx context.Context) adminapi.Status {
 	}
 	st.HotKeys = hk
 	st.MasterChanges = s.masterLog.list()
+	st.Quotas = s.quotas()
 	return st
 }
 
@@ -114,7 +115,7 @@ func (s *Server) consoleClient() *http.Client {
 		if s.sec.adminTLS != nil {
 			tc := &tls.Config{MinVersion: tls.VersionTLS12}
 			if s.sec.peer != nil {
-				tc.RootCAs = s.sec.peer.CA
+				_, tc.RootCAs = s.sec.peer.Current()
 			}
 			tr.TLSClientConfig = tc
 		}
@@ -201,6 +202,7 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 			cn.StorageFailed, cn.Conns = st.StorageFailed, st.Conns
 			cs.HotKeys = append(cs.HotKeys, st.HotKeys...)
 			cs.MasterChanges = append(cs.MasterChanges, st.MasterChanges...)
+			cs.Quotas = append(cs.Quotas, st.Quotas...)
 		} else {
 			cn.Error = errs[i].Error()
 		}
@@ -237,6 +239,7 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 	group.SortHotKeys(cs.HotKeys)
 	cs.HotKeys = cs.HotKeys[:min(len(cs.HotKeys), ConsoleHotKeys)]
 	cs.MasterChanges = mergeMasterChanges(cs.MasterChanges, ConsoleMasterChanges)
+	cs.Quotas = mergeQuotas(cs.Quotas)
 	if cs.HotKeys == nil {
 		cs.HotKeys = []group.HotKey{}
 	}

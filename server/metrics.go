@@ -133,6 +133,7 @@ func newMetrics(s *Server) *metrics {
 		newNodeCollector(s),
 		newStorageCollector(s),
 		newCertCollector(s),
+		newQuotaCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

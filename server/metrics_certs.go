@@ -12,11 +12,12 @@ import (
 // peer for the mutual TLS between nodes and the TLS client listener,
 // admin for the admin endpoint's HTTPS when it has its own), so that an
 // alert fires before one lapses: a node whose certificate expired can
-// neither reach its peers nor be reached. Nodes read certificates at
-// start; a renewed one takes effect at the node's next restart.
+// neither reach its peers nor be reached. The certificates are read at
+// scrape time from the ones in use, so a renewed certificate the node
+// reloaded (pki.ReloadInterval) shows at once.
 type certCollector struct {
 	desc  *prometheus.Desc
-	certs map[string]*x509.Certificate
+	certs map[string]func() *x509.Certificate
 }
 
 func newCertCollector(s *Server) *certCollector {
@@ -24,15 +25,16 @@ func newCertCollector(s *Server) *certCollector {
 		desc: prometheus.NewDesc("paxlock_tls_certificate_expiry_timestamp_seconds",
 			"When the certificate this node presents for a use (peer, admin) stops being valid, in seconds since the Unix epoch.",
 			[]string{"use"}, nil),
-		certs: map[string]*x509.Certificate{},
+		certs: map[string]func() *x509.Certificate{},
 	}
-	if s.sec.peer != nil {
-		c.certs["peer"] = s.sec.peer.Cert.Leaf
-	}
-	if a := s.sec.adminTLS; a != nil && len(a.Certificates) > 0 {
-		if leaf := leafOf(a.Certificates[0]); leaf != nil && (c.certs["peer"] == nil || !leaf.Equal(c.certs["peer"])) {
-			c.certs["admin"] = leaf
+	if p := s.sec.peer; p != nil {
+		c.certs["peer"] = func() *x509.Certificate {
+			cert, _ := p.Current()
+			return leafOf(*cert)
 		}
+	}
+	if a := s.sec.adminCert; a != nil {
+		c.certs["admin"] = func() *x509.Certificate { return leafOf(*a.Certificate()) }
 	}
 	return c
 }
@@ -57,8 +59,8 @@ func (c *certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect sends each certificate's expiry.
 func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
-	for use, cert := range c.certs {
-		if cert != nil {
+	for use, leaf := range c.certs {
+		if cert := leaf(); cert != nil {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(cert.NotAfter.Unix()), use)
 		}
 	}

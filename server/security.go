@@ -16,10 +16,14 @@ import (
 
 // security is a node's loaded security material (read once, at New).
 type security struct {
-	peer       *pki.Peer   // peer mTLS; nil: plaintext
-	adminTLS   *tls.Config // admin HTTPS; nil: plain HTTP
-	adminToken string      // "": the admin endpoint is open
-	gossipKeys [][]byte    // primary first; nil: gossip in clear
+	peer     *pki.Peer   // peer mTLS; nil: plaintext
+	adminTLS *tls.Config // admin HTTPS; nil: plain HTTP
+	// adminCert is admin_tls's own certificate (nil: the admin endpoint
+	// presents the node's, or is plain HTTP). Both are read again from
+	// their files when these change (pki.ReloadInterval).
+	adminCert  *pki.KeyPair
+	adminToken string   // "": the admin endpoint is open
+	gossipKeys [][]byte // primary first; nil: gossip in clear
 	// relaySecret is the cluster's relay secret ("": none), which a relay
 	// proves with SCRAM when the peers run without TLS; relayVerifier is
 	// its verifier, which this node checks those proofs against. Never
@@ -43,6 +47,9 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 		if err != nil {
 			return sec, fmt.Errorf("server: tls: %w", err)
 		}
+		p.OnReloadError(func(err error) {
+			log.Warn("tls: a changed node certificate was not loaded; the one in use stays", "err", err)
+		})
 		sec.peer = p
 	} else {
 		log.Warn("peer transport is plaintext (no tls section): anyone who reaches the peer port can speak as any node; use it on trusted networks only")
@@ -51,15 +58,19 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 		return sec, fmt.Errorf("server: %w", err)
 	}
 	if a := cfg.AdminTLS; a != nil {
-		cert := sec.peer.Cert // Validate: no cert and key means the node's, which is set
+		// Validate: no cert and key means the node's, which is set.
+		get := sec.peer.GetCertificate
 		if a.Cert != "" {
-			c, err := tls.LoadX509KeyPair(a.Cert, a.Key)
+			kp, err := pki.LoadKeyPair(a.Cert, a.Key)
 			if err != nil {
 				return sec, fmt.Errorf("server: admin_tls: %w", err)
 			}
-			cert = c
+			kp.OnReloadError(func(err error) {
+				log.Warn("admin_tls: a changed certificate was not loaded; the one in use stays", "err", err)
+			})
+			sec.adminCert, get = kp, kp.GetCertificate
 		}
-		sec.adminTLS = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+		sec.adminTLS = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: get}
 	}
 	tok, err := cfg.adminToken()
 	if err != nil {

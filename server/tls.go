@@ -14,17 +14,17 @@ import (
 const tlsHandshakeTimeout = 10 * time.Second
 
 // clientTLSConfig is the TLS listener's configuration: the node's
-// certificate, TLS 1.2 or later, and a client certificate verified
+// certificate in use (re-read when renewed: pki.Peer.Current), TLS 1.2 or later, and a client certificate verified
 // against the cluster CA (a relaying node's) and the client_tls section's
 // client_ca: verified if one is sent, required with client_auth
 // "required".
 func (s *Server) clientTLSConfig() *tls.Config {
 	p := s.sec.peer
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{p.Cert},
-		ClientCAs:    s.sec.clientCAs,
-		ClientAuth:   s.sec.clientAuth,
+		MinVersion:     tls.VersionTLS12,
+		GetCertificate: p.GetCertificate,
+		ClientCAs:      s.sec.clientCAs,
+		ClientAuth:     s.sec.clientAuth,
 	}
 }
 

@@ -5,11 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -79,6 +81,15 @@ func runVersion(_ context.Context, _ *options, p printer, _ string, args []strin
 	return versionCmd(p)
 }
 
+// versionCmd prints the binary's build information.
+func versionCmd(p printer) error {
+	info, ok := buildinfo.Read()
+	if !ok {
+		return errors.New("the binary carries no build information")
+	}
+	return p.emit(versionOutput{Info: info, line: buildinfo.Line("paxlockctl")})
+}
+
 func runCerts(_ context.Context, o *options, p printer, _ string, args []string) error {
 	if len(args) > 0 && args[0] == "node" {
 		if len(args) != 2 {
@@ -128,7 +139,7 @@ func runNamespace(ctx context.Context, o *options, p printer, _ string, args []s
 		return runMove(ctx, o, p, args[1:])
 	}
 	if len(args) == 0 {
-		return fmt.Errorf("%w: want namespace list|add NAME|remove NAME", errUsage)
+		return fmt.Errorf("%w: want namespace list|add NAME|remove NAME|set-quota NAME", errUsage)
 	}
 	var secret string
 	switch {
@@ -140,9 +151,13 @@ func runNamespace(ctx context.Context, o *options, p printer, _ string, args []s
 			return err
 		}
 		secret = s
+	case args[0] == "set-quota" && len(args) == 2:
+		if !o.quota.given() {
+			return fmt.Errorf("%w: namespace set-quota NAME: give at least one of -held, -waiters, -rate, -burst (0: unlimited)", errUsage)
+		}
 	case args[0] == "list" && len(args) == 1, args[0] == "remove" && len(args) == 2:
 	default:
-		return fmt.Errorf("%w: want namespace list|add NAME|remove NAME", errUsage)
+		return fmt.Errorf("%w: want namespace list|add NAME|remove NAME|set-quota NAME", errUsage)
 	}
 	ac, err := o.adminAPI()
 	if err != nil {
@@ -150,6 +165,9 @@ func runNamespace(ctx context.Context, o *options, p printer, _ string, args []s
 	}
 	if o.meta {
 		return registryNamespaceCmd(ctx, p, ac, args, o.cluster, secret)
+	}
+	if args[0] == "set-quota" {
+		return setQuota(ctx, p, ac, args[1], &o.quota)
 	}
 	return namespaceCmd(ctx, p, ac, args, secret)
 }

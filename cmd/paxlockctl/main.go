@@ -5,6 +5,7 @@
 //	paxlockctl namespace list|add NAME|remove NAME       (admin endpoints)
 //	paxlockctl namespace -meta list|add NAME -cluster C|remove NAME (meta cluster)
 //	paxlockctl cluster list|add NAME CLIENTS [ADMINS]|remove NAME (meta cluster)
+//	  namespace set-quota NAME [-held N] [-waiters N] [-rate N] [-burst N]
 //	paxlockctl member list|add ID peer=… client=…|remove ID (admin endpoints)
 //	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl drain NODE                                (admin endpoints)
@@ -147,7 +148,6 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/internal/pki"
 )
 
@@ -211,6 +211,7 @@ type options struct {
 	killAfter             time.Duration
 	ttlGiven, waitGiven   bool
 	limitGiven            bool
+	quota                 quotaFlags // namespace set-quota's limits
 	commandAndArgs        []string
 	// argv is the command a run form runs (what follows "--"), nil
 	// for every other command.
@@ -248,6 +249,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.meta, "meta", false, "namespace: the -admin nodes are a meta cluster's: list, add and remove the registry's namespaces (cluster commands always do)")
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
 	fs.BoolVar(&o.renew, "renew", false, "certs node ID, certs client NAMESPACE: replace the certificate and key if they exist")
+	addQuotaFlags(fs, &o.quota)
 	fs.StringVar(&o.hosts, "hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
 	return fs
 }
@@ -273,7 +275,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int,
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [node ID|client NAMESPACE]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|set-quota NAME [-held N] [-waiters N] [-rate N] [-burst N]|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [node ID|client NAMESPACE]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
@@ -404,14 +406,6 @@ func (o *options) secret(dev bool) (string, error) {
 		return devSecret, nil
 	}
 	return "", fmt.Errorf("no secret: set %s or -secret-file FILE", SecretEnv)
-}
-
-func versionCmd(p printer) error {
-	info, ok := buildinfo.Read()
-	if !ok {
-		return errors.New("the binary carries no build information")
-	}
-	return p.emit(versionOutput{Info: info, line: buildinfo.Line("paxlockctl")})
 }
 
 func (a *adminClient) fetchStatus(ctx context.Context, addr string) (adminapi.Status, error) {

@@ -156,14 +156,25 @@ func (o waitOutput) table(w io.Writer) error {
 	return err
 }
 
-// namespacesOutput is namespace list's output.
+// namespacesOutput is namespace list's output: the namespaces, and the
+// quotas of those that have one with their use as the answering node
+// sees it.
 type namespacesOutput struct {
-	Namespaces []string `json:"namespaces"`
+	Namespaces []string               `json:"namespaces"`
+	Quotas     []adminapi.QuotaStatus `json:"quotas"`
 }
 
 func (o namespacesOutput) table(w io.Writer) error {
+	quotas := map[string]adminapi.QuotaStatus{}
+	for _, q := range o.Quotas {
+		quotas[q.Namespace] = q
+	}
 	for _, n := range o.Namespaces {
-		if _, err := fmt.Fprintln(w, n); err != nil {
+		line := n
+		if q, ok := quotas[n]; ok {
+			line = fmt.Sprintf("%s\tquota: %s; %d keys held", n, quotaText(q.Quota), q.Held)
+		}
+		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err
 		}
 	}

@@ -110,13 +110,20 @@ type Peer struct {
 	// Cluster is the cluster name certificates must carry.
 	Cluster string
 	// CA holds the cluster CA; peers' certificates must chain to it.
-	CA *x509.CertPool
-	// Cert is this node's certificate and key.
+	// Cert is this node's certificate and key. For a Peer from LoadPeer
+	// both are the material as first loaded, and Current the live one
+	// (re-read when the files change); the TLS configurations of
+	// ServerConfig and ClientConfig use Current.
+	CA   *x509.CertPool
 	Cert tls.Certificate
+	// live reloads the material from its files (LoadPeer); nil: CA and
+	// Cert are fixed.
+	live *watched[peerMaterial]
 }
 
 // LoadPeer reads f and checks that the node certificate chains to the CA
-// and names node self of cluster.
+// and names node self of cluster. The Peer reads the files again when
+// they change (see ReloadInterval and Current).
 func LoadPeer(f Files, cluster string, self uint32) (*Peer, error) {
 	if f.CA == "" || f.Cert == "" || f.Key == "" {
 		return nil, errors.New("pki: tls needs ca, cert and key")
@@ -124,30 +131,40 @@ func LoadPeer(f Files, cluster string, self uint32) (*Peer, error) {
 	if err := ValidCluster(cluster); err != nil {
 		return nil, err
 	}
+	p := &Peer{Cluster: cluster}
+	if err := p.watch(f, self); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// loadNode reads the CA and the node certificate of f, and checks that
+// the certificate chains to the CA and names node self of cluster.
+func loadNode(f Files, cluster string, self uint32) (*x509.CertPool, tls.Certificate, error) {
 	pool, err := LoadCAPool(f.CA)
 	if err != nil {
-		return nil, err
+		return nil, tls.Certificate{}, err
 	}
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {
-		return nil, fmt.Errorf("pki: node certificate: %w", err)
+		return nil, tls.Certificate{}, fmt.Errorf("pki: node certificate: %w", err)
 	}
 	leaf := cert.Leaf
 	inter := x509.NewCertPool()
 	for _, der := range cert.Certificate[1:] {
 		c, err := x509.ParseCertificate(der)
 		if err != nil {
-			return nil, fmt.Errorf("pki: node certificate chain: %w", err)
+			return nil, tls.Certificate{}, fmt.Errorf("pki: node certificate chain: %w", err)
 		}
 		inter.AddCert(c)
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}}); err != nil {
-		return nil, fmt.Errorf("pki: node certificate %s does not verify against the CA %s: %w", f.Cert, f.CA, err)
+		return nil, tls.Certificate{}, fmt.Errorf("pki: node certificate %s does not verify against the CA %s: %w", f.Cert, f.CA, err)
 	}
 	if _, err := CheckNode(leaf, cluster, self); err != nil {
-		return nil, fmt.Errorf("pki: node certificate %s: %w", f.Cert, err)
+		return nil, tls.Certificate{}, fmt.Errorf("pki: node certificate %s: %w", f.Cert, err)
 	}
-	return &Peer{Cluster: cluster, CA: pool, Cert: cert}, nil
+	return pool, cert, nil
 }
 
 // LoadCAPool reads a PEM file of CA certificates.
@@ -168,10 +185,23 @@ func LoadCAPool(path string) (*x509.CertPool, error) {
 // cluster CA. The caller checks the verified certificate's identity
 // (CheckNode) against the node id the peer claims.
 func (p *Peer) ServerConfig() *tls.Config {
+	if p.live == nil {
+		return p.serverConfig(&p.Cert, p.CA)
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		// Each handshake takes the configuration of the material in use.
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			return p.live.get().server, nil
+		},
+	}
+}
+
+func (p *Peer) serverConfig(cert *tls.Certificate, ca *x509.CertPool) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{p.Cert},
-		ClientCAs:    p.CA,
+		Certificates: []tls.Certificate{*cert},
+		ClientCAs:    ca,
 		ClientAuth:   tls.RequireAndVerifyClientCert,
 	}
 }
@@ -183,8 +213,11 @@ func (p *Peer) ServerConfig() *tls.Config {
 // so certificates need no IP or DNS names for peer traffic.
 func (p *Peer) ClientConfig(id uint32) *tls.Config {
 	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{p.Cert},
+		MinVersion: tls.VersionTLS13,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			c, _ := p.Current()
+			return c, nil
+		},
 		// InsecureSkipVerify turns off Go's own verification, which would
 		// check a host name that addresses in the peer list do not carry;
 		// VerifyConnection (always called) verifies the chain against the
@@ -205,7 +238,8 @@ func (p *Peer) verifyServer(cs tls.ConnectionState, id uint32) error {
 		inter.AddCert(c)
 	}
 	leaf := cs.PeerCertificates[0]
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: p.CA, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+	_, ca := p.Current()
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 		return fmt.Errorf("peer certificate: %w", err)
 	}
 	_, err := CheckNode(leaf, p.Cluster, id)

@@ -86,6 +86,19 @@ function render(cs) {
   }
   $("hotkeys-empty").hidden = cs.hot_keys.length > 0;
 
+  const quotas = $("quotas").tBodies[0];
+  quotas.replaceChildren();
+  const limit = (use, lim) => el("td", use + " / " + (lim || "—"), "num");
+  for (const q of cs.quotas || []) {
+    const r = q.refused || {};
+    const tr = row([q.namespace, limit(q.held, q.quota.held), limit(q.waiters, q.quota.waiters), num(q.quota.rate || "—"),
+      num(q.quota.burst || (q.quota.rate ? "= rate" : "—")),
+      el("td", r.held || 0, r.held ? "num warn" : "num"), el("td", r.waiters || 0, r.waiters ? "num warn" : "num"), el("td", r.rate || 0, r.rate ? "num warn" : "num")]);
+    tr.dataset.namespace = q.namespace;
+    quotas.appendChild(tr);
+  }
+  $("quotas-empty").hidden = (cs.quotas || []).length > 0;
+
   const masters = $("masters").tBodies[0];
   masters.replaceChildren();
   for (const c of cs.master_changes) {
