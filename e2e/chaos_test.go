@@ -200,6 +200,12 @@ type schedule struct {
 	sem  *semWorkload // the semaphore's workers, history and holds
 	hv   *holderView  // what the holders believed, and the fault log
 	hvSt hvStats      // what the holder view found (set by check)
+	// registry and admins, when set, are where the workload's clients
+	// fetch their view and where its force-unlocks go (the namespace
+	// move test: registries, and every lock cluster's admin addresses);
+	// unset, the cluster's nodes.
+	registry []string
+	admins   func() []string
 
 	mu     sync.Mutex
 	events []string // what happened, for the failure report
@@ -580,7 +586,10 @@ func newWorkload(s *schedule) *workload {
 
 func (wl *workload) start(ctx context.Context) error {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	addrs := wl.s.c.addrs()
+	addrs := wl.s.registry
+	if addrs == nil {
+		addrs = wl.s.c.addrs()
+	}
 	for range chaosClients {
 		var cl *client.Client
 		var err error
@@ -622,12 +631,15 @@ func (wl *workload) start(ctx context.Context) error {
 	// The semaphore's workers take ids after the lock workers' (their
 	// history is separate; the ids only name them in a report).
 	wl.s.sem.run(ctx, wl.clients[len(wl.clients)-1], chaosSemWorkers, chaosWorkers+chaosFast+1, wl.quit, &wl.wg)
-	admins := func() []string {
-		var out []string
-		for i := 1; i <= wl.s.n; i++ {
-			out = append(out, nodeIP(i)+":"+chaosAdminPort)
+	admins := wl.s.admins
+	if admins == nil {
+		admins = func() []string {
+			var out []string
+			for i := 1; i <= wl.s.n; i++ {
+				out = append(out, nodeIP(i)+":"+chaosAdminPort)
+			}
+			return out
 		}
-		return out
 	}
 	newHVWorkload(wl.s.hv, "hv", wl.clients, admins).run(ctx, chaosHVWorkers, chaosWorkers+chaosFast+chaosSemWorkers+1, wl.s.seed, wl.quit, &wl.wg)
 	for i := range chaosWatchers {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,7 +54,30 @@ func (s *Standalone) startAdmin(ctx context.Context) error {
 		return fmt.Errorf("registry: admin listen: %w", err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(
+	reg.MustRegister(s.collectors()...)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(s.Report())
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.adminAddr = ln.Addr()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("registry: admin endpoint", "err", err)
+		}
+	}()
+	return nil
+}
+
+// collectors are the registry's metrics, as /metrics serves them.
+func (s *Standalone) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxlock_registry_meta_connected",
 			Help: "1 while the registry holds a subscription to the meta cluster's tables; 0 while it serves the last ones it received (or has static tables)."},
 			func() float64 {
@@ -74,23 +98,27 @@ func (s *Standalone) startAdmin(ctx context.Context) error {
 			func() float64 { return float64(s.tablesVersion()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "paxlock_registry_namespaces", Help: "Namespaces in the registry tables served."},
 			func() float64 { return float64(s.Report().Namespaces) }),
-	)
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(s.Report())
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s.adminAddr = ln.Addr()
-	s.wg.Add(1)
+	}
+}
+
+// MetricNames lists the names of the metrics a registry serves on
+// /metrics (for checks that documentation names only metrics that exist).
+func MetricNames() []string {
+	ch := make(chan *prometheus.Desc, 16)
 	go func() {
-		defer s.wg.Done()
-		if err := s.admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("registry: admin endpoint", "err", err)
+		defer close(ch)
+		for _, c := range (&Standalone{}).collectors() {
+			c.Describe(ch)
 		}
 	}()
-	return nil
+	var names []string
+	for d := range ch {
+		s := d.String()
+		if _, rest, ok := strings.Cut(s, `fqName: "`); ok {
+			if name, _, ok := strings.Cut(rest, `"`); ok {
+				names = append(names, name)
+			}
+		}
+	}
+	return names
 }
