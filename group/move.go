@@ -83,6 +83,12 @@ var (
 	// allow the step (another move's id, or a state the step does not
 	// follow). Nothing changed.
 	ErrMoveConflict = errors.New("group: the namespace's move state does not allow this step")
+	// ErrNamespaceMoving: the namespace is being moved to or from this
+	// cluster; nothing of it changes until the move's flip or abort.
+	ErrNamespaceMoving = errors.New("group: the namespace is being moved")
+	// ErrNamespaceMoved: the namespace is served by another cluster (the
+	// error names its client addresses).
+	ErrNamespaceMoved = errors.New("group: the namespace moved to another cluster")
 	// ErrMoveBadBatch: an import batch is malformed or holds a record of
 	// another namespace. Nothing changed.
 	ErrMoveBadBatch = errors.New("group: bad move batch")

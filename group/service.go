@@ -655,6 +655,10 @@ func (s *Service) ForceRelease(ctx context.Context, ns, key string) ([]Released,
 			return out, nil // nothing (more) held from before the call
 		case wire.StatusNoMaster:
 			return out, ErrNotMaster
+		case wire.StatusMoving:
+			return out, ErrNamespaceMoving
+		case wire.StatusMoved:
+			return out, fmt.Errorf("%w (%s)", ErrNamespaceMoved, resp.Redirect)
 		default:
 			return out, fmt.Errorf("group: force release %q: %s", key, resp.Status)
 		}

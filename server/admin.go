@@ -180,7 +180,8 @@ const forceUnlockWait = 10 * time.Second
 // after a release. A node that does not serve the key's group redirects
 // to the one that does. The answer lists the holds removed (none: the
 // key was free); HTTP 202 with pending set when a holder had not
-// acknowledged within forceUnlockWait (the revocation stands).
+// acknowledged within forceUnlockWait (the revocation stands); 503
+// while the key's namespace is being moved, 409 once it moved away.
 func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		http.Error(w, "use POST {\"namespace\": ..., \"key\": ...}", http.StatusMethodNotAllowed)
@@ -217,6 +218,13 @@ func (s *Server) forceUnlockHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	case errors.Is(err, group.ErrNamespaceMoving) && len(rel) == 0:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error()+": retry once the move ends", http.StatusServiceUnavailable)
+		return
+	case errors.Is(err, group.ErrNamespaceMoved) && len(rel) == 0:
+		http.Error(w, err.Error()+": force-unlock it on that cluster", http.StatusConflict)
 		return
 	case err != nil && len(rel) == 0:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
