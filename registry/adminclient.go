@@ -56,7 +56,7 @@ func adminStatus(err error) int {
 // newAdminClient returns a client of the admin endpoints at addrs. caPEM
 // "" means plain HTTP.
 func newAdminClient(name string, addrs []string, caPEM, token string) (*adminClient, error) {
-	tr := &http.Transport{MaxIdleConnsPerHost: 2, IdleConnTimeout: 30 * time.Second}
+	tr := &http.Transport{MaxIdleConnsPerHost: 8, IdleConnTimeout: 30 * time.Second}
 	a := &adminClient{name: name, addrs: slices.Clone(addrs), scheme: "http://", token: token}
 	if caPEM != "" {
 		pool := x509.NewCertPool()

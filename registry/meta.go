@@ -44,6 +44,10 @@ type MetaConfig struct {
 	Admin      []string
 	AdminCA    string
 	AdminToken string
+	// MoverTTL is the mover lock's TTL (default 10s), renewed every
+	// third of it while held: how long moves stay undriven after the
+	// driving registry died, before another takes over.
+	MoverTTL time.Duration
 }
 
 func (m *MetaConfig) validate() []error {

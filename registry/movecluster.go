@@ -13,8 +13,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/registry/mover"
@@ -94,24 +96,48 @@ func (c *moveCluster) Export(ctx context.Context, _ uint64, ns string, id uint64
 	if err := json.Unmarshal(b, &st); err != nil {
 		return 0, fmt.Errorf("move status of %q: %w", ns, err)
 	}
-	var top uint64
-	for _, g := range st.Groups {
-		path := fmt.Sprintf("/moves/%s/export?group=%d&id=%s", url.PathEscape(ns), g.Group, moveID(id))
-		var end *adminapi.MoveExportLine
-		err := c.a.stream(ctx, path, func(r io.Reader) error {
-			var err error
-			end, err = readExport(r, g.Group, fn)
-			return err
-		})
-		if adminStatus(err) == http.StatusConflict {
-			return 0, fmt.Errorf("%w: %w", mover.ErrRefused, err)
-		}
-		if err != nil {
-			return 0, err
-		}
-		top = max(top, end.Version)
+	// Groups are exported exportParallel at a time: a batch's import is
+	// a round of the target's groups, so groups in parallel cut the time
+	// the namespace is frozen.
+	versions := make([]uint64, len(st.Groups))
+	errs := make([]error, len(st.Groups))
+	sem := make(chan struct{}, exportParallel)
+	var wg sync.WaitGroup
+	for i, g := range st.Groups {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			versions[i], errs[i] = c.exportGroup(ctx, ns, id, g.Group, fn)
+		}()
 	}
-	return top, nil
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return 0, err
+	}
+	return slices.Max(append(versions, 0)), nil
+}
+
+// exportParallel is how many groups a move exports at once.
+const exportParallel = 4
+
+// exportGroup streams one group's export into fn and returns its
+// version.
+func (c *moveCluster) exportGroup(ctx context.Context, ns string, id uint64, g int, fn func(group, batch int, pairs []byte) error) (uint64, error) {
+	path := fmt.Sprintf("/moves/%s/export?group=%d&id=%s", url.PathEscape(ns), g, moveID(id))
+	var end *adminapi.MoveExportLine
+	err := c.a.stream(ctx, path, func(r io.Reader) error {
+		var err error
+		end, err = readExport(r, g, fn)
+		return err
+	})
+	if adminStatus(err) == http.StatusConflict {
+		return 0, fmt.Errorf("%w: %w", mover.ErrRefused, err)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return end.Version, nil
 }
 
 // readExport reads one group's export lines, handing each batch to fn,

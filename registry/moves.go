@@ -29,9 +29,8 @@ import (
 // registry namespace.
 const MoverLockKey = "paxlock/mover"
 
-// moverLockTTL is the mover lock's TTL: how long moves stay undriven
-// after the driving registry died, before another takes over.
-const moverLockTTL = 10 * time.Second
+// defaultMoverTTL is MetaConfig.MoverTTL's default.
+const defaultMoverTTL = 10 * time.Second
 
 // moveRunner drives moves while this registry holds the mover lock. Its
 // state belongs to its goroutine (run), apart from wake.
@@ -44,6 +43,14 @@ type moveRunner struct {
 }
 
 func (r *moveRunner) init(s *Standalone) { r.s, r.wake = s, make(chan struct{}, 1) }
+
+// ttl is the mover lock's TTL.
+func (r *moveRunner) ttl() time.Duration {
+	if m := r.s.cfg.Meta; m != nil && m.MoverTTL > 0 {
+		return m.MoverTTL
+	}
+	return defaultMoverTTL
+}
 
 // kick asks for a pass over the moves (the tables changed).
 func (r *moveRunner) kick() {
@@ -68,7 +75,7 @@ func (r *moveRunner) run() {
 			return
 		}
 		s.log.Warn("registry: not driving namespace moves; trying again", "err", err)
-		if time.Since(start) > moverLockTTL {
+		if time.Since(start) > r.ttl() {
 			backoff = s.cfg.ReconnectMin
 		}
 		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
@@ -94,7 +101,7 @@ func (r *moveRunner) lead(ctx context.Context) error {
 		return fmt.Errorf("connecting to the meta cluster: %w", err)
 	}
 	defer func() { _ = cl.Close() }()
-	mu := cl.Mutex(MoverLockKey, client.TTL(moverLockTTL))
+	mu := cl.Mutex(MoverLockKey, client.TTL(r.ttl()), client.AutoRenew())
 	if err := mu.Lock(ctx); err != nil {
 		return fmt.Errorf("taking the mover lock: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
@@ -339,20 +340,31 @@ func (a *moveAct) importAll(ctx context.Context, imp adminapi.MoveImport) ([]int
 	if err != nil {
 		return []int{0}, []error{err}
 	}
-	var groups []int
-	var errs []error
-	for g, pairs := range parts {
+	groups := make([]int, 0, len(parts))
+	for g := range parts {
+		groups = append(groups, g)
+	}
+	// Each group's part is its own proposal on its own master: all at
+	// once, so a batch costs one round, not one per group.
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
 		part := imp
-		part.Pairs = pairs
+		part.Pairs = parts[g]
 		body, err := json.Marshal(part)
-		if err == nil {
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			sub := *a
 			sub.body = body
-			err = sub.onMaster(ctx, g)
-		}
-		groups = append(groups, g)
-		errs = append(errs, err)
+			errs[i] = sub.onMaster(ctx, g)
+		}()
 	}
+	wg.Wait()
 	return groups, errs
 }
 

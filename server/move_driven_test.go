@@ -25,7 +25,7 @@ func startMover(t *testing.T, meta *testCluster) *registry.Standalone {
 	r, err := registry.NewStandalone(registry.StandaloneConfig{
 		Listen: "127.0.0.1:0",
 		Meta: &registry.MetaConfig{Addrs: meta.clientAddrs(), Namespace: testRegNS, Secret: testRegSecret,
-			Admin: admin},
+			Admin: admin, MoverTTL: time.Second},
 		HeartbeatInterval: 200 * time.Millisecond, RequestTimeout: time.Second,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
 		Logger: testLogger(),
@@ -111,6 +111,24 @@ func TestMoveDrivenByRegistry(t *testing.T) {
 	}
 	for i := range 20 {
 		maxTok = max(maxTok, grant(fmt.Sprintf("k%d", i)))
+	}
+
+	// The driving registry keeps the mover lock (it renews it) well past
+	// its TTL.
+	var first *registry.Standalone
+	testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
+		for _, r := range []*registry.Standalone{r1, r2} {
+			if r.Report().Mover {
+				first = r
+				return true, ""
+			}
+		}
+		return false, "no registry drives"
+	}, "a registry takes the mover lock")
+	tok0 := first.Report().MoverToken
+	time.Sleep(3 * time.Second)
+	if rep := first.Report(); !rep.Mover || rep.MoverToken != tok0 {
+		t.Fatalf("the driving registry lost its mover lock within 3 TTLs: %+v (token was %d)", rep, tok0)
 	}
 
 	for i, hop := range []struct{ from, to string }{{"a", "b"}, {"b", "a"}} {

@@ -123,7 +123,8 @@ type Cluster interface {
 	Freeze(ctx context.Context, token uint64, ns string, id uint64) error
 	// Export calls fn with the frozen namespace's records of every group,
 	// in batches numbered from 0 within each group (the same batches
-	// every time), read from replicas that applied the freeze, and
+	// every time), read from replicas that applied the freeze — fn may
+	// be called from several goroutines at once, one per group — and
 	// returns the highest group version among them: every token the
 	// source granted of the namespace is below (version+1)<<48.
 	Export(ctx context.Context, token uint64, ns string, id uint64, fn func(group, batch int, pairs []byte) error) (version uint64, err error)
