@@ -77,6 +77,10 @@ func (g *Group) proposeMove(ctx context.Context, c *command) error {
 	switch {
 	case errors.Is(err, paxos.ErrNotMaster), errors.Is(err, paxos.ErrNotChosen):
 		return ErrNotMaster
+	case errors.Is(err, paxos.ErrTooLarge):
+		// Repeating it cannot help: the batch's records of this group
+		// exceed one Paxos batch.
+		return fmt.Errorf("group %d: %w: %w", g.id, ErrMoveBadBatch, err)
 	case err != nil:
 		return fmt.Errorf("group: move step in group %d: %w", g.id, err)
 	}

@@ -119,7 +119,7 @@ func (c *moveCluster) Export(ctx context.Context, _ uint64, ns string, id uint64
 }
 
 // exportParallel is how many groups a move exports at once.
-const exportParallel = 4
+const exportParallel = 8
 
 // exportGroup streams one group's export into fn and returns its
 // version.
