@@ -32,11 +32,11 @@ import (
 )
 
 type flags struct {
-	n, workers, probes              int
-	registry, ns, secret, to        string
-	metaAdmin, metaCA, metaTokenEnv string
-	metaTokenFile                   string
-	ttl                             time.Duration
+	n, workers, probes       int
+	registry, ns, secret, to string
+	metaAdmin, metaCA        string
+	metaTokenFile            string
+	ttl                      time.Duration
 }
 
 func main() {
