@@ -136,10 +136,7 @@ func (s *Server) namespacesHandler(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("namespace changed", "name", name, "method", r.Method)
 		w.WriteHeader(http.StatusNoContent)
 	case errors.Is(err, group.ErrNotSystemMaster):
-		m := s.svc.SystemMaster()
-		if !s.redirectTo(w, r, uint32(m)) {
-			http.Error(w, fmt.Sprintf("this node does not master the namespace table (master: node %d); retry there", m), http.StatusServiceUnavailable)
-		}
+		s.redirectToSystemMaster(w, r, "namespace table")
 	case errors.Is(err, group.ErrUnknownNamespace):
 		http.Error(w, "unknown namespace", http.StatusNotFound)
 	case errors.Is(err, wire.ErrInvalid):
@@ -164,6 +161,16 @@ func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, id uint32) b
 		}
 	}
 	return false
+}
+
+// redirectToSystemMaster answers a change that only group 0's master can
+// propose (to the namespace table, the registry tables): a redirect to
+// that node, or 503 naming it when its admin address is unknown.
+func (s *Server) redirectToSystemMaster(w http.ResponseWriter, r *http.Request, table string) {
+	m := s.svc.SystemMaster()
+	if !s.redirectTo(w, r, uint32(m)) {
+		http.Error(w, fmt.Sprintf("this node does not master the %s (master: node %d); retry there", table, m), http.StatusServiceUnavailable)
+	}
 }
 
 // forceUnlockWait bounds how long POST /locks/unlock waits for revoked

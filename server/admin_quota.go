@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"sort"
 	"time"
@@ -79,10 +78,7 @@ func (s *Server) quotaHandler(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("namespace quota changed", "name", name, "held", q.Held, "waiters", q.Waiters, "rate", q.Rate, "burst", q.Burst)
 		w.WriteHeader(http.StatusNoContent)
 	case errors.Is(err, group.ErrNotSystemMaster):
-		m := s.svc.SystemMaster()
-		if !s.redirectTo(w, r, uint32(m)) {
-			http.Error(w, fmt.Sprintf("this node does not master the namespace table (master: node %d); retry there", m), http.StatusServiceUnavailable)
-		}
+		s.redirectToSystemMaster(w, r, "namespace table")
 	case errors.Is(err, group.ErrUnknownNamespace):
 		http.Error(w, "unknown namespace", http.StatusNotFound)
 	case errors.Is(err, wire.ErrInvalid):

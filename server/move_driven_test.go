@@ -15,31 +15,18 @@ import (
 )
 
 // startMover starts a registry that takes its tables from the meta
-// cluster and drives namespace moves through the meta nodes' admin API.
+// cluster and drives namespace moves through the meta nodes' admin API,
+// its mover lock's TTL 1 s.
 func startMover(t *testing.T, meta *testCluster) *registry.Standalone {
 	t.Helper()
 	var admin []string
 	for _, c := range meta.cfgs {
 		admin = append(admin, c.AdminAddr)
 	}
-	r, err := registry.NewStandalone(registry.StandaloneConfig{
-		Listen: "127.0.0.1:0",
-		Meta: &registry.MetaConfig{Addrs: meta.clientAddrs(), Namespace: testRegNS, Secret: testRegSecret,
-			Admin: admin, MoverTTL: time.Second},
-		HeartbeatInterval: 200 * time.Millisecond, RequestTimeout: time.Second,
-		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
-		Logger: testLogger(),
+	return startRegistryWith(t, meta.clientAddrs(), func(c *registry.StandaloneConfig) {
+		c.AdminListen = ""
+		c.Meta.Admin, c.Meta.MoverTTL = admin, time.Second
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := r.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Shutdown(context.Background()) })
-	return r
 }
 
 // registryMove reads namespace ns's move record from a meta node.

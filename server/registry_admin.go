@@ -103,10 +103,7 @@ func (s *Server) registryAnswer(w http.ResponseWriter, r *http.Request, name str
 		s.log.Info("registry changed", "path", r.URL.Path, "method", r.Method)
 		w.WriteHeader(http.StatusNoContent)
 	case errors.Is(err, group.ErrNotSystemMaster):
-		m := s.svc.SystemMaster()
-		if !s.redirectTo(w, r, uint32(m)) {
-			http.Error(w, fmt.Sprintf("this node does not master the registry tables (master: node %d); retry there", m), http.StatusServiceUnavailable)
-		}
+		s.redirectToSystemMaster(w, r, "registry tables")
 	case errors.Is(err, group.ErrRegistryUnknown):
 		http.Error(w, fmt.Sprintf("%s: %v (a namespace needs a known cluster; a move step needs its move)", name, err), http.StatusNotFound)
 	case errors.Is(err, group.ErrRegistryInUse), errors.Is(err, group.ErrRegistryMoveConflict), errors.Is(err, group.ErrStaleMoveToken):

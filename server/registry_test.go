@@ -132,13 +132,24 @@ func TestRegistrySubscriptionAuth(t *testing.T) {
 // the meta cluster.
 func startRegistry(t *testing.T, meta []string) *registry.Standalone {
 	t.Helper()
-	r, err := registry.NewStandalone(registry.StandaloneConfig{
+	return startRegistryWith(t, meta, nil)
+}
+
+// startRegistryWith is startRegistry with its configuration changed by
+// tune.
+func startRegistryWith(t *testing.T, meta []string, tune func(*registry.StandaloneConfig)) *registry.Standalone {
+	t.Helper()
+	cfg := registry.StandaloneConfig{
 		Listen: "127.0.0.1:0", AdminListen: "127.0.0.1:0",
 		Meta:              &registry.MetaConfig{Addrs: meta, Namespace: testRegNS, Secret: testRegSecret},
 		HeartbeatInterval: 200 * time.Millisecond, RequestTimeout: time.Second,
 		ReconnectMin: 20 * time.Millisecond, ReconnectMax: 200 * time.Millisecond,
 		Logger: testLogger(),
-	})
+	}
+	if tune != nil {
+		tune(&cfg)
+	}
+	r, err := registry.NewStandalone(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
