@@ -644,7 +644,7 @@ func (wl *workload) start(ctx context.Context) error {
 	newHVWorkload(wl.s.hv, "hv", wl.clients, admins).run(ctx, chaosHVWorkers, chaosWorkers+chaosFast+chaosSemWorkers+1, wl.s.seed, wl.quit, &wl.wg)
 	for i := range chaosWatchers {
 		keys := append(append([]string(nil), chaosXKeys...), chaosRWKeys...)
-		key := keys[(int(wl.s.seed)+i*3)%len(keys)]
+		key := keys[(wl.s.seed+uint64(i)*3)%uint64(len(keys))]
 		cl := wl.clients[i%len(wl.clients)]
 		wl.wg.Add(1)
 		go func() {
