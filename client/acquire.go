@@ -239,7 +239,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 			first = from
 		}
 		before := c.view.Load()
-		res, err := c.do(ctx, "lock", m.key, m.hash, wire.TypeAcquire, m.acquireMsg(wait, w.id))
+		res, err := c.doWait(ctx, m.key, m.hash, m.acquireMsg(wait, w.id), first)
 		if err != nil {
 			queued = queued || res.unknown
 			return abandon(err)

@@ -516,14 +516,32 @@ func TestBlockedAcquireFollowsMaster(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := c.Mutex("k")
+	called := time.Now()
 	done := goErr(func() error { return m.Lock(ctx) })
 	a.waitFor(t, "queued at a", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	queuedAtA := time.Now()
+	a.set(func(n *fakeNode) {
+		if got := n.waiters["k"][0].req.WaitedMs; got != 0 {
+			t.Errorf("first Acquire's WaitedMs = %d, want 0", got)
+		}
+	})
+	time.Sleep(20 * time.Millisecond) // so that the wait has waited a measurable time
 
 	// b takes over with the key held (by someone it knows).
 	x := wire.Owner{Client: 99, ID: 1}
 	b.set(func(n *fakeNode) { n.grantLocked("k", x, wire.KindExclusive, 1000, nil) })
+	moved := time.Now()
 	fc.setMaster(b)
 	b.waitFor(t, "re-queued at b", func(n *fakeNode) bool { return len(n.waiters["k"]) == 1 })
+	requeued := time.Now()
+	// The re-send says how long the wait had waited: at least from a's
+	// queueing to the master change, at most since Lock was called.
+	b.set(func(n *fakeNode) {
+		got := time.Duration(n.waiters["k"][0].req.WaitedMs) * time.Millisecond
+		if lo, hi := moved.Sub(queuedAtA).Truncate(time.Millisecond), requeued.Sub(called); got < lo || got > hi {
+			t.Errorf("re-sent Acquire's WaitedMs = %v, want within [%v, %v]", got, lo, hi)
+		}
+	})
 	b.set(func(n *fakeNode) { n.dropHolderLocked("k", x, wire.EventReleased) })
 	if err := recvErr(t, done, "Lock"); err != nil {
 		t.Fatalf("Lock: %v", err)

@@ -158,6 +158,12 @@ func waitMs(d time.Duration) uint32 {
 	return uint32(max(ms, 1))
 }
 
+// waitedMs converts the time a wait has waited into WaitedMs (0 on its
+// first send).
+func waitedMs(d time.Duration) uint32 {
+	return uint32(min(max(d, 0), maxTTLField) / time.Millisecond)
+}
+
 func ttlMs(d time.Duration) uint32 {
 	return uint32(min(max(d, time.Millisecond), maxTTLField) / time.Millisecond)
 }

@@ -33,6 +33,22 @@ type result struct {
 // MaxRetries re-sends and within ctx. Every request the client sends is
 // safe to repeat: a re-sent Acquire by the holder keeps its token.
 func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.Type, m wire.Message) (result, error) {
+	return c.doEach(ctx, op, key, hash, typ, m, nil)
+}
+
+// doWait is do for a blocking acquire whose wait was first sent at
+// first: each attempt says how long the wait has waited by then
+// (wire.Acquire.WaitedMs), so that a master it reaches after a master
+// change or a namespace move queues it where its first arrival put it,
+// however long the attempts in between waited out MOVING or NO_MASTER.
+func (c *Client) doWait(ctx context.Context, key string, hash uint64, m *wire.Acquire, first time.Time) (result, error) {
+	return c.doEach(ctx, "lock", key, hash, wire.TypeAcquire, m, func() {
+		m.WaitedMs = waitedMs(time.Since(first))
+	})
+}
+
+// doEach is do, calling before (when not nil) ahead of every attempt.
+func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wire.Type, m wire.Message, before func()) (result, error) {
 	var (
 		res       result
 		lastErr   error
@@ -62,6 +78,9 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 		var viewCh <-chan struct{}
 		routing := c.viewChanged()
 		routedTo, _ := c.masterAddr(hash) // the master as that view has it
+		if before != nil {
+			before()
+		}
 		r, cn, master, err := c.attempt(ctx, stop, hash, target, typ, m, redirects)
 		target = ""
 		switch {

@@ -26,13 +26,17 @@ type waiter struct {
 	overdue bool
 }
 
-// rankOf is the queue rank of a request of weight wt arriving at now
-// (worker.mono): see waiter.rank.
-func (w *worker) rankOf(now int64, wt uint8) int64 {
+// rankOf is the queue rank of r arriving at now: see waiter.rank. A
+// re-sent wait (Request.Waited) counts from when it first arrived at an
+// earlier master, so a master change or a namespace move keeps the
+// queue's weight-then-arrival order whatever order the waiters' clients
+// re-send in.
+func (w *worker) rankOf(now time.Time, r *Request) int64 {
+	wt := r.Weight
 	if wt == 0 {
 		wt = wire.DefaultWeight
 	}
-	return now - int64(wt)*int64(w.g.svc.cfg.WeightAging)
+	return w.mono(now) - int64(r.Waited) - int64(wt)*int64(w.g.svc.cfg.WeightAging)
 }
 
 // queueAhead reports whether q is served before a request of rank r that
@@ -91,7 +95,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	var now time.Time
 	if ok && !again && len(ks.waiters) > 0 {
 		now = w.clock.Now()
-		if blockedByQueue(ks, r, w.rankOf(w.mono(now), r.Weight)) {
+		if blockedByQueue(ks, r, w.rankOf(now, r)) {
 			ok = false
 		}
 	}
@@ -148,7 +152,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, rec *lockRec, now ti
 	if now.IsZero() {
 		now = w.clock.Now()
 	}
-	q := &waiter{req: r, key: key, seq: w.seq, rank: w.rankOf(w.mono(now), r.Weight)}
+	q := &waiter{req: r, key: key, seq: w.seq, rank: w.rankOf(now, r)}
 	if w.g.svc.obs != nil {
 		q.since = w.mono(now)
 	}

@@ -35,8 +35,8 @@ import (
 //	    [default-ttl=<d>] [max-ttl=<d>]
 //	    a new cluster, lock group g mastered by node g%nodes+1
 //	acquire <key> <owner> [kind=exclusive|read|write] [ttl=<d>]
-//	    [wait=<d>|forever] [wait-id=<n>] [weight=<n>] [value=<v>]
-//	    [downgrade] [node=<n>]
+//	    [wait=<d>|forever] [wait-id=<n>] [weight=<n>] [waited=<d>]
+//	    [value=<v>] [downgrade] [node=<n>]
 //	release <key> <owner> token=<t> [hand-off=<owner>] [ttl=<d>] [value=<v>]
 //	renew <key> <owner> token=<t> [ttl=<d>]
 //	cancel <key> <owner> wait-id=<n>  ends a blocking acquire's wait
@@ -215,7 +215,7 @@ func keyOwner(t *testing.T, d *datadriven.TestData) (string, wire.Owner) {
 }
 
 func (s *lockScript) handleAcquire(t *testing.T, d *datadriven.TestData) {
-	scripttest.Known(t, d, "kind", "ttl", "wait", "wait-id", "weight", "value", "node")
+	scripttest.Known(t, d, "kind", "ttl", "wait", "wait-id", "weight", "waited", "value", "node")
 	key, o := keyOwner(t, d)
 	r := Request{Op: OpAcquire, Key: key, Owner: o}
 	var kind, wait string
@@ -231,6 +231,7 @@ func (s *lockScript) handleAcquire(t *testing.T, d *datadriven.TestData) {
 	}
 	d.MaybeScanArgs(t, "wait-id", &r.WaitID)
 	d.MaybeScanArgs(t, "weight", &r.Weight)
+	scripttest.MaybeDuration(t, d, "waited", &r.Waited)
 	d.MaybeScanArgs(t, "value", &r.Value)
 	if d.HasArg("downgrade") {
 		r.Flags |= wire.FlagDowngrade

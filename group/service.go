@@ -74,6 +74,11 @@ type Request struct {
 	// MaxWait is how long an acquire may wait (0: try-lock; negative: no
 	// limit) or how long a watch lives (0 or negative: no limit).
 	MaxWait time.Duration
+	// Waited is how long a re-sent blocking acquire has already waited
+	// at an earlier master (wire.Acquire.WaitedMs): it queues as if it
+	// had arrived that much before it came, keeping the weight-then-
+	// arrival order it had there.
+	Waited time.Duration
 	// Token is the holder's token (renew, release), the watcher's last
 	// seen token (watch), or the token a state query asks about (state:
 	// a token check, wire.State.Token).

@@ -186,6 +186,11 @@ func TestMoveNamespaceServer(t *testing.T) {
 		t.Fatalf("renew at the source after the abort: %v", err)
 	}
 
+	// Two waiters queue on m at the source, A well before B; each
+	// re-sends its wait to the target on its own after the move, in
+	// whatever order, and the target must serve A first.
+	waiters := queueMoveWaiters(ctx, t, src, m, "A", "B")
+
 	// The move.
 	const id = "m2"
 	moveStep(t, tAdmin, "ns", "incoming", adminapi.MoveStep{ID: id, Verifier: verifier})
@@ -235,10 +240,13 @@ func TestMoveNamespaceServer(t *testing.T) {
 		t.Fatalf("read unlock at the target: %v", err)
 	}
 	// Tokens at the target exceed every source token, on a key the
-	// source held and on a new one.
+	// source held and on a new one; m's waiters, once both re-queued at
+	// the target, get it in their order.
+	waitQueueLen(ctx, t, c, "m", len(waiters.names))
 	if err := m.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	waiters.servedInOrder(ctx, t, maxSrc)
 	for _, key := range []string{"m", "churn-3", "fresh"} {
 		k := c.Mutex(key)
 		if err := k.Lock(ctx); err != nil {
@@ -252,5 +260,84 @@ func TestMoveNamespaceServer(t *testing.T) {
 	rc := src.masterConn("ns", "m", 77)
 	if r := rc.call(wire.TypeState, &wire.State{Key: "m"}); r.Status != wire.StatusMoved || r.Redirect != to {
 		t.Fatalf("state at the source after the drop: %v %q, want MOVED %q", r.Status, r.Redirect, to)
+	}
+}
+
+// moveWaiters are blocking Locks queued on one key, each on its own
+// client, in the order of names.
+type moveWaiters struct {
+	names []string
+	ms    []*client.Mutex
+	done  chan int // the index of each waiter whose Lock returned nil
+	errs  chan error
+}
+
+// queueMoveWaiters queues one waiter per name on m's key, each on a new
+// client of cl, the next only once the previous one is queued and 500 ms
+// have passed, so that their arrivals are well apart.
+func queueMoveWaiters(ctx context.Context, t *testing.T, cl *testCluster, m *client.Mutex, names ...string) *moveWaiters {
+	t.Helper()
+	w := &moveWaiters{names: names, done: make(chan int, len(names)), errs: make(chan error, len(names))}
+	for i := range names {
+		c, err := client.New(ctx, client.Config{Registry: cl.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), MaxRetries: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		wm := c.Mutex(m.Key(), client.TTL(20*time.Second))
+		w.ms = append(w.ms, wm)
+		go func() {
+			if err := wm.Lock(ctx); err != nil {
+				w.errs <- fmt.Errorf("waiter %s: %w", names[i], err)
+				return
+			}
+			w.done <- i
+		}()
+		waitQueueLen(ctx, t, c, m.Key(), i+1)
+		time.Sleep(500 * time.Millisecond)
+	}
+	return w
+}
+
+// servedInOrder checks, once the key is released, that the waiters get
+// it one after the other in their queueing order, each with a token
+// above floor and the one before, and releases each.
+func (w *moveWaiters) servedInOrder(ctx context.Context, t *testing.T, floor uint64) {
+	t.Helper()
+	for want := range w.names {
+		select {
+		case got := <-w.done:
+			if got != want {
+				t.Fatalf("waiter %s was served before waiter %s: the target lost the queue's order", w.names[got], w.names[want])
+			}
+		case err := <-w.errs:
+			t.Fatal(err)
+		case <-ctx.Done():
+			t.Fatalf("waiter %s not served: %v", w.names[want], ctx.Err())
+		}
+		m := w.ms[want]
+		if m.Token() <= floor {
+			t.Fatalf("waiter %s's token %x not above %x", w.names[want], m.Token(), floor)
+		}
+		floor = m.Token()
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitQueueLen waits until key's queue, as c's State sees it, holds n
+// waiters.
+func waitQueueLen(ctx context.Context, t *testing.T, c *client.Client, key string, n int) {
+	t.Helper()
+	for {
+		st, err := c.State(ctx, key)
+		if err == nil && st.QueueLen == n {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s's queue never held %d waiters (last: %+v, %v)", key, n, st, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -213,6 +213,15 @@ type Acquire struct {
 	// frees the key at once. 0 (the default) is none. A trailing field
 	// omitted when 0; a server that predates it ignores it.
 	LockDelayMs uint32
+	// WaitedMs is how long this wait has already waited elsewhere, in
+	// milliseconds, measured on the client's monotonic clock from its
+	// first send: set when a blocking acquire is re-sent to a new master
+	// (a master change, a namespace moved to another cluster). The master
+	// queues the re-sent wait as if it had arrived WaitedMs before it came,
+	// so the queue keeps the weight-then-arrival order it had before the
+	// change. Like Weight it is the client's word: a namespace's clients
+	// are trusted with their order. A trailing field omitted when 0.
+	WaitedMs uint32
 }
 
 func (*Acquire) wireMessage() {}
@@ -239,6 +248,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if m.LockDelayMs != 0 {
 		n = 14
 	}
+	if m.WaitedMs != 0 {
+		n = 15
+	}
 	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
@@ -262,6 +274,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if n > 13 {
 		w.uint(uint64(m.LockDelayMs))
 	}
+	if n > 14 {
+		w.uint(uint64(m.WaitedMs))
+	}
 	return w.err
 }
 
@@ -283,6 +298,7 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.Permits = f.u32()
 	m.Limit = f.u32()
 	m.LockDelayMs = f.u32()
+	m.WaitedMs = f.u32()
 	return f.done("Acquire")
 }
 

@@ -120,6 +120,7 @@ func frameVectors() []frameVector {
 		{"response-occupied-lock-delay", TypeResponse, 22, &Response{Status: StatusLockOccupied, RetryAfterMs: 4200, Msg: "lock-delay"}},
 		{"state-check-token", TypeState, 23, &State{Key: "order:42", Token: tok}},
 		{"release-hand-off-lock-delay", TypeRelease, 24, &Release{Key: "order:42", Owner: owner, Token: tok, HandOffID: 8, HandOffTTLMs: 30000, HandOffLockDelayMs: 5000}},
+		{"acquire-resent-waited", TypeAcquire, 25, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 12, WaitedMs: 1500}},
 	}
 }
 
@@ -180,7 +181,7 @@ var fieldNames = map[Type]string{
 	TypeScramServerFirst: "Message",
 	TypeScramClientFinal: "Message",
 	TypeScramServerFinal: "Message, ViewVersion",
-	TypeAcquire:          "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value, Permits, Limit]",
+	TypeAcquire:          "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs]",
 	TypeRenew:            "Key, Owner.Client, Owner.ID, Token, TTLMs, [Redirects, SetValue, Value]",
 	TypeRelease:          "Key, Owner.Client, Owner.ID, Token, [Redirects, HandOffID, HandOffTTLMs, HandOffValue]",
 	TypeState:            "Key, [Redirects]",
