@@ -40,6 +40,10 @@ var (
 
 	// ErrAuth reports that the cluster refused the namespace or secret
 	// (AUTH_FAILED). Retrying with the same configuration will not help.
+	// A node that refuses a namespace after the client's registry
+	// accepted it (the namespace was just added, or moved to the node's
+	// cluster, and the node has not applied it yet) is retried like an
+	// unavailable one, within MaxRetries, before a call returns ErrAuth.
 	ErrAuth = errors.New("client: authentication failed")
 
 	// ErrClosed reports a call on a closed Client, or a wait that ended

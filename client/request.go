@@ -116,6 +116,14 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			}
 			lastErr = statusErr(op, key, r)
 			res.resp = nil
+		case errors.Is(err, ErrAuth) && c.view.Load() != nil:
+			// A node refused the namespace that the client's registry
+			// (or another node) accepted with the same secret: the node
+			// has not applied the namespace yet (it was just added, or
+			// moved to this cluster). Retried as an unavailable node,
+			// within MaxRetries; the error still wraps ErrAuth.
+			lastErr = err
+			viewCh = routing
 		case errors.Is(err, ErrAuth), errors.Is(err, ErrClosed):
 			return res, err
 		case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout):
@@ -258,24 +266,34 @@ func (c *Client) unreachable(addr string) bool {
 	return f.n > 0 && time.Since(f.last) < c.backoffCeil(f.n)
 }
 
-// relayConn returns a working connection to a node other than master, to
-// relay a request through: the view subscription's, else any open one,
-// else the first candidate that can be dialed. nil if there is none.
+// relayConn returns a working connection to a node of the view other than
+// master, to relay a request through: the view subscription's, else any
+// open one, else the first candidate that can be dialed. nil if there is
+// none.
 func (c *Client) relayConn(ctx context.Context, master string) *conn {
+	// Only a node of the view relays: a registry process (whose
+	// connection may be the view subscription) serves views, not locks.
+	nodes := map[string]bool{}
+	if v := c.view.Load(); v != nil {
+		for _, n := range v.Nodes {
+			nodes[n.Addr] = true
+		}
+	}
+	relay := func(a string) bool { return a != master && nodes[a] }
 	c.mu.Lock()
-	if cn := c.subConn; cn != nil && !cn.dead() && cn.addr != master {
+	if cn := c.subConn; cn != nil && !cn.dead() && relay(cn.addr) {
 		c.mu.Unlock()
 		return cn
 	}
 	for a, cn := range c.conns {
-		if a != master && !cn.dead() {
+		if relay(a) && !cn.dead() {
 			c.mu.Unlock()
 			return cn
 		}
 	}
 	c.mu.Unlock()
 	for _, a := range c.candidates() {
-		if a == master || c.unreachable(a) {
+		if !relay(a) || c.unreachable(a) {
 			continue
 		}
 		if cn, err := c.getConn(ctx, a); err == nil {

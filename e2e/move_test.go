@@ -21,7 +21,10 @@ import (
 // read-write locks, blocking and try-locks, renewals by hand and
 // automatic, a semaphore, watches, the holder view with its
 // force-unlocks), with a kill -9 during moves: of a node of the source,
-// of a node of the target, and of the registry that drives the move.
+// of a node of the target, and of the registry that drives the move;
+// before every third move, one is aborted half-way (the source frozen
+// or copying) with a kill -9 of a source node during the abort, and must
+// roll back with the namespace still on the source.
 // The history must stay linearizable (porcupine), tokens must rise per
 // key across every move, and no two holders may believe they hold a key
 // at once.
@@ -204,19 +207,32 @@ func TestMoveUnderLoad(t *testing.T) {
 
 	from, to := "east", "west"
 	var pauses []time.Duration
+	id, aborted := uint64(0), 0
 	for i := 1; i <= moveCount; i++ {
+		if i%3 == 0 {
+			// Before every third move, one aborted half-way.
+			id++
+			if lab.abortedMove(s, id, from, to) {
+				aborted++
+			} else {
+				from, to = to, from // it flipped before the abort came: done
+			}
+			time.Sleep(2 * time.Second)
+		}
+		id++
 		cur, err := lab.move()
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		lab.change(http.MethodPut, "/registry/moves/e2e", adminapi.RegistryMove{Namespace: "e2e", ID: uint64(i), From: from, To: to,
+		lab.change(http.MethodPut, "/registry/moves/e2e", adminapi.RegistryMove{Namespace: "e2e", ID: id, From: from, To: to,
 			State: adminapi.MovePrepare, Token: cur.Token})
-		s.logf("move %d: %s to %s", i, from, to)
-		lab.fault(s, i, from, to)
-		lab.waitMove(s, i)
+		s.logf("move %d: %s to %s", id, from, to)
+		lab.fault(s, i, id, from, to)
+		lab.waitMove(s, id, adminapi.MoveDone)
+		lab.checkAssigned(to)
 		pauses = append(pauses, time.Since(start))
-		s.logf("move %d done after %v", i, time.Since(start).Round(time.Millisecond))
+		s.logf("move %d done after %v", id, time.Since(start).Round(time.Millisecond))
 		time.Sleep(2 * time.Second)
 		from, to = to, from
 	}
@@ -228,18 +244,18 @@ func TestMoveUnderLoad(t *testing.T) {
 		violations = append(violations, fmt.Sprintf("no recovery: some key was not granted within %v after the last move", recoverLimit))
 	}
 	violations = append(violations, s.check(wl)...)
-	t.Logf("%d moves (each from its record to done: %v); %d operations, %d grants, %d semaphore grants, %d watch events; holder view: %v",
-		moveCount, pauses, len(s.hx.ops)+len(s.hrw.ops)+len(s.sem.h.ops), len(s.hx.grants)+len(s.hrw.grants)+len(s.sem.h.grants),
+	t.Logf("%d moves (each from its record to done: %v), %d aborted half-way; %d operations, %d grants, %d semaphore grants, %d watch events; holder view: %v",
+		moveCount, pauses, aborted, len(s.hx.ops)+len(s.hrw.ops)+len(s.sem.h.ops), len(s.hx.grants)+len(s.hrw.grants)+len(s.sem.h.grants),
 		s.sem.grants(), wl.watchEvents(), s.hvSt)
 	for _, v := range violations {
 		t.Errorf("violation: %s", v)
 	}
 }
 
-// fault injects move i's fault, if it has one: a kill -9 of a source
-// node, of a target node, or of the driving registry, each restarted
-// after a moment.
-func (lab *moveLab) fault(s *schedule, i int, from, to string) {
+// fault injects the fault of the i-th full move (record id), if it has
+// one: a kill -9 of a source node, of a target node, or of the driving
+// registry, each restarted after a moment.
+func (lab *moveLab) fault(s *schedule, i int, id uint64, from, to string) {
 	var c *cluster
 	var p *proc
 	switch i % 3 {
@@ -253,29 +269,114 @@ func (lab *moveLab) fault(s *schedule, i int, from, to string) {
 		c = lab.registries
 		p = lab.driver()
 		if p == nil {
-			s.logf("move %d: no registry says it drives; no fault", i)
+			s.logf("move %d: no registry says it drives; no fault", id)
 			return
 		}
 	}
 	time.Sleep(time.Duration(s.rng.IntN(30)) * time.Millisecond)
-	s.logf("move %d: kill -9 %s process %d", i, map[*cluster]string{lab.lock["east"]: "east", lab.lock["west"]: "west", lab.registries: "registry"}[c], p.id)
+	s.logf("move %d: kill -9 %s process %d", id, map[*cluster]string{lab.lock["east"]: "east", lab.lock["west"]: "west", lab.registries: "registry"}[c], p.id)
 	c.kill(p)
 	time.Sleep(time.Duration(500+s.rng.IntN(1500)) * time.Millisecond)
 	c.start(p)
-	s.logf("move %d: process %d restarted", i, p.id)
+	s.logf("move %d: process %d restarted", id, p.id)
 }
 
-// waitMove waits until move i is done.
-func (lab *moveLab) waitMove(s *schedule, i int) {
+// waitMove waits until move id has ended in state want.
+func (lab *moveLab) waitMove(s *schedule, id uint64, want adminapi.MoveState) {
 	deadline := time.Now().Add(moveLimit)
 	for {
 		m, err := lab.move()
-		if err == nil && m.ID == uint64(i) && m.State == adminapi.MoveDone {
+		if err == nil && m.ID == id && m.State.Finished() {
+			if m.State != want {
+				lab.t.Fatalf("move %d ended %s, want %s", id, m.State, want)
+			}
 			return
 		}
 		if time.Now().After(deadline) {
-			lab.t.Fatalf("move %d not done within %v: %+v %v", i, moveLimit, m, err)
+			lab.t.Fatalf("move %d not %s within %v: %+v %v", id, want, moveLimit, m, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// checkAssigned checks that the registry's tables assign the namespace
+// to cluster name.
+func (lab *moveLab) checkAssigned(name string) {
+	lab.t.Helper()
+	resp, err := http.Get(lab.metaAdmin + "/registry")
+	if err != nil {
+		lab.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var reg adminapi.Registry
+	if err := json.NewDecoder(resp.Body).Decode(&reg); err != nil {
+		lab.t.Fatal(err)
+	}
+	for _, n := range reg.Namespaces {
+		if n.Name == "e2e" && n.Cluster != name {
+			lab.t.Fatalf("namespace e2e is assigned to %q, want %q", n.Cluster, name)
+		}
+	}
+}
+
+// abortedMove records move id from `from` to `to`, waits until it is
+// half-way (the source frozen, or copying), asks for its abort as
+// paxlockctl namespace move abort does, kills -9 a node of the source
+// while the abort runs, and waits until the move has rolled back with
+// the namespace still on `from`. It reports false, with the move done,
+// if the move flipped before the abort was recorded (it can then only
+// complete).
+func (lab *moveLab) abortedMove(s *schedule, id uint64, from, to string) bool {
+	t := lab.t
+	cur, err := lab.move()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab.change(http.MethodPut, "/registry/moves/e2e", adminapi.RegistryMove{Namespace: "e2e", ID: id, From: from, To: to,
+		State: adminapi.MovePrepare, Token: cur.Token})
+	s.logf("move %d: %s to %s, to be aborted half-way", id, from, to)
+	deadline := time.Now().Add(moveLimit)
+	for {
+		m, err := lab.move()
+		switch {
+		case err != nil || m.ID != id || m.State < adminapi.MoveFreeze:
+		case m.State.Flipped():
+			s.logf("move %d reached %s before the abort: it completes", id, m.State)
+			lab.waitMove(s, id, adminapi.MoveDone)
+			return false
+		default:
+			m.State = adminapi.MoveAborting
+			if lab.tryChange(http.MethodPut, "/registry/moves/e2e", m) {
+				s.logf("move %d: abort recorded half-way", id)
+				c := lab.lock[from]
+				p := c.procs[s.rng.IntN(len(c.procs))]
+				s.logf("move %d: kill -9 %s process %d during the abort", id, from, p.id)
+				c.kill(p)
+				time.Sleep(time.Duration(500+s.rng.IntN(1000)) * time.Millisecond)
+				c.start(p)
+				lab.waitMove(s, id, adminapi.MoveAborted)
+				lab.checkAssigned(from)
+				s.logf("move %d rolled back", id)
+				return true
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("move %d never reached its freeze within %v: %+v %v", id, moveLimit, m, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tryChange sends one change to the meta cluster's admin API and reports
+// whether it was answered 204.
+func (lab *moveLab) tryChange(method, path string, body any) bool {
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, lab.metaAdmin+path, bytes.NewReader(b))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusNoContent
 }

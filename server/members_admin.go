@@ -505,28 +505,12 @@ func (s *Server) changeGroup(ctx context.Context, g int, ch paxos.MemberChange, 
 			return err
 		}
 	}
-	wait := 50 * time.Millisecond
-	var last error
-	for {
-		var err error
+	return retry(ctx, 50*time.Millisecond, time.Second, func() error {
 		if s.svc.Group(g).Serving() {
-			err = s.changeLocalGroup(ctx, g, ch)
-		} else {
-			err = s.changeRemoteGroup(ctx, g, ch, auth)
+			return s.changeLocalGroup(ctx, g, ch)
 		}
-		if err == nil || errors.Is(err, paxos.ErrBadChange) {
-			return err
-		}
-		last = err
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
-		case <-t.C:
-		}
-		wait = min(2*wait, time.Second)
-	}
+		return s.changeRemoteGroup(ctx, g, ch, auth)
+	}, func(err error) bool { return errors.Is(err, paxos.ErrBadChange) })
 }
 
 // changeLocalGroup applies ch to group g, which this node masters, and

@@ -372,30 +372,15 @@ func (a *moveAct) importAll(ctx context.Context, imp adminapi.MoveImport) ([]int
 // serves g, else forwarded to the master this node knows, again and
 // again until it is taken, refused, or ctx ends.
 func (a *moveAct) onMaster(ctx context.Context, g int) error {
-	wait := 20 * time.Millisecond
-	var last error
-	for {
-		var err error
+	return retry(ctx, 20*time.Millisecond, 500*time.Millisecond, func() error {
 		if a.s.svc.Group(g).Serving() {
-			err = a.local(ctx, g, a.body)
-		} else {
-			err = a.forward(ctx, g)
+			return a.local(ctx, g, a.body)
 		}
-		switch {
-		case err == nil, errors.Is(err, group.ErrMoveConflict), errors.Is(err, group.ErrMoveBadBatch),
-			errors.Is(err, wire.ErrInvalid), errors.Is(err, group.ErrVersionRange):
-			return err
-		}
-		last = err
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
-		case <-t.C:
-		}
-		wait = min(2*wait, 500*time.Millisecond)
-	}
+		return a.forward(ctx, g)
+	}, func(err error) bool {
+		return errors.Is(err, group.ErrMoveConflict) || errors.Is(err, group.ErrMoveBadBatch) ||
+			errors.Is(err, wire.ErrInvalid) || errors.Is(err, group.ErrVersionRange)
+	})
 }
 
 // forward asks group g's master, as this node knows it, to take the step
