@@ -94,10 +94,9 @@ type Core struct {
 	// entries holds the stored entries above applied, up to last (C4);
 	// those at or below applied are read from the log.
 	entries map[uint64]Entry
-	// unsynced says entries were written write-only since the last Ready
-	// that asked for a sync (or were loaded at start, synced or not): a
-	// vote on entries syncs first (C15). entsSync says newEnts hold an
-	// entry that is not write-only.
+	// unsynced: entries written write-only (or loaded at start) may not
+	// be synced, so a vote on entries syncs first (C15); entsSync: newEnts
+	// hold an entry that is not write-only.
 	unsynced bool
 	entsSync bool
 
@@ -141,9 +140,8 @@ type Core struct {
 	lastHB      uint64
 	servingAt   uint64 // applied instance at which the master may serve
 	masterSince uint64
-	// voters are the followers asked to sync and vote on each new
-	// instance (Config.QuorumSync; nil without it): quorum-1 members
-	// besides the master, on the master only (C15).
+	// voters: the followers asked to sync and vote on new instances
+	// (Config.QuorumSync; C15)
 	voters []NodeID
 
 	// proposals of this replica still waiting for their instance to
