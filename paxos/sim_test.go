@@ -14,16 +14,23 @@ var (
 	simSeed  = flag.Int64("seed", -1, "replay one simulation seed")
 	simSeeds = flag.Int("seeds", 0, "number of simulation seeds (default 2000, 150 under -race or -short)")
 	simTrace = flag.Bool("simtrace", false, "print every simulated event")
+	// simUnsyncedApply models applies and the committed mark as the host
+	// commits them, without a sync of their own (durable only with a
+	// later synced write). Off, each is durable at a sync event of its own.
+	simUnsyncedApply = flag.Bool("unsyncedapply", false, "applies and the committed mark become durable only with a later synced write, as in the host")
 )
 
 // The simulator drives N Cores through a network that drops, duplicates,
 // reorders and delays messages, partitions and heals, and crashes and
 // restarts replicas. Each replica's Ready is carried out in the production
 // runtime's order: writes are issued at once; a Ready that needs a sync
-// (NeedsSync) becomes durable at a later sync event, with every write
-// issued before it (in order, as in one write-ahead log), and one that
-// needs none (write-only entries, applies, the committed mark) only with
-// a later synced write; Messages leave at once; MessagesAfterSync leave,
+// (NeedsSync), applies or moves the committed mark becomes durable at a
+// later sync event, with every write issued before it (in order, as in one
+// write-ahead log), and one of write-only entries alone (quorum sync) only
+// with a later synced write (-unsyncedapply treats applies and the
+// committed mark so too, as the host commits them); reads of the log see
+// every issued write, as the store's do; Messages leave at once;
+// MessagesAfterSync leave,
 // and the replica's own votes are stepped back into it, only at the sync
 // event of their Ready, once every synced write before them is durable
 // (checkVouched checks that what they vouch for is on disk). A crash keeps
@@ -95,6 +102,36 @@ func (d *simDisk) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
 	size := 0
 	for i := from; i <= to; i++ {
 		e, ok := d.log[i]
+		if !ok {
+			break
+		}
+		if len(out) > 0 && size+e.Value.Size() > maxBytes {
+			break
+		}
+		out = append(out, e)
+		size += e.Value.Size()
+	}
+	return out, nil
+}
+
+// Entries reads nd's log as the runtime's store does: every write issued,
+// durable or not (a Pebble read sees a batch once it is applied, before
+// its fsync), the later write of an instance over the earlier.
+func (nd *simNode) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
+	var out []Entry
+	size := 0
+	for i := from; i <= to; i++ {
+		e, ok := nd.disk.log[i]
+		for _, w := range nd.pending {
+			if w.durable || i < nd.disk.logStart {
+				continue
+			}
+			for _, pe := range w.entries {
+				if pe.Instance == i {
+					e, ok = pe, true
+				}
+			}
+		}
 		if !ok {
 			break
 		}
@@ -308,7 +345,7 @@ func (s *sim) start(nd *simNode) {
 		}
 		st.Entries = append(st.Entries, e)
 	}
-	c, err := NewCore(cfg, st, &nd.disk)
+	c, err := NewCore(cfg, st, nd)
 	if err != nil {
 		s.fail("NewCore: %v", err)
 		return
@@ -494,7 +531,7 @@ func (s *sim) process(nd *simNode) {
 			s.trace("node %d soft %+v", nd.id, rd.Soft)
 		}
 		nd.core.Advance(rd)
-		w.sync = rd.NeedsSync()
+		w.sync = rd.NeedsSync() || !*simUnsyncedApply && (rd.CommittedChanged || len(w.sm) > 0)
 		w.commit = rd.CommittedChanged
 		w.sent = len(w.after) == 0
 		if !w.sync && w.sent && w.holds() {
