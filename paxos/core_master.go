@@ -12,9 +12,12 @@ func (c *Core) onPromise(m Message) {
 		return
 	}
 	if m.Reject {
-		if m.Committed > c.hs.Committed && !c.learnPending {
+		if m.Committed > c.hs.Committed && (!c.learnPending || c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks)) {
 			// It knows chosen instances this replica does not (one of
-			// them may be a change that removed it): learn them.
+			// them may be a change that removed it): learn them. A Learn
+			// still pending is asked again once RetransmitTicks passed,
+			// as learnCommitted does: a candidate's Tick repeats none, so
+			// a removed node that campaigns on would never learn it.
 			c.requestLearn(m.From)
 			c.learnPending = true
 		}
