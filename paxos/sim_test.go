@@ -207,6 +207,9 @@ type sim struct {
 	failed  error
 	crashy  bool
 	nextCmd int
+	// unsyncedApply: applies and the committed mark are durable only
+	// with a later synced write (-unsyncedapply).
+	unsyncedApply bool
 
 	// checker state
 	votes      map[uint64]map[Ballot]*vote
@@ -265,6 +268,8 @@ func newSim(t *testing.T, seed int64, n int, opts ...func(*Config)) *sim {
 		proposed:   make(map[string]bool),
 		failedTags: make(map[uint64]bool),
 		restartAt:  make(map[NodeID]int64),
+
+		unsyncedApply: *simUnsyncedApply,
 	}
 	peers := make([]NodeID, n)
 	for i := range peers {
@@ -531,7 +536,7 @@ func (s *sim) process(nd *simNode) {
 			s.trace("node %d soft %+v", nd.id, rd.Soft)
 		}
 		nd.core.Advance(rd)
-		w.sync = rd.NeedsSync() || !*simUnsyncedApply && (rd.CommittedChanged || len(w.sm) > 0)
+		w.sync = rd.NeedsSync() || !s.unsyncedApply && (rd.CommittedChanged || len(w.sm) > 0)
 		w.commit = rd.CommittedChanged
 		w.sent = len(w.after) == 0
 		if !w.sync && w.sent && w.holds() {
