@@ -23,6 +23,14 @@ import (
 //	value = ballot origin | uvarint seq | uvarint len(cmds) | (uvarint len(cmd) | cmd)... [| change]
 //	change = uvarint add | uvarint remove
 //
+// In a MsgAccept the chunk carries the Accept's options instead of snapshot
+// bytes: empty, or one byte whose bit 0 is WriteOnly. Every decoder reads
+// an Accept's chunk and ignores it, those that predate the options
+// included, so a replica that does not know WriteOnly votes on a
+// write-only Accept (safe: an extra synced vote), and decoders of this
+// version ignore the options' other bits and bytes for the same reason:
+// options added later are hints an older replica may pass over.
+//
 // A stand-alone entry (AppendEntry, as stored in the log) and a stand-alone
 // value (AppendValue) are prefixed with the same version byte.
 //
@@ -56,7 +64,14 @@ const (
 	// minEntryLen is the fewest bytes an encoded entry body can take:
 	// instance, ballot (2), origin (2), seq and the command count.
 	minEntryLen = 7
+
+	// acceptWriteOnly is the bit of an Accept's options byte (its chunk)
+	// that says WriteOnly.
+	acceptWriteOnly = 1 << 0
 )
+
+// acceptOptsWriteOnly is the chunk of a write-only Accept.
+var acceptOptsWriteOnly = []byte{acceptWriteOnly}
 
 // AppendMessage appends the binary encoding of m to dst and returns the
 // extended slice. It does not allocate when dst has enough capacity.
@@ -98,8 +113,15 @@ func AppendMessage(dst []byte, m *Message) []byte {
 	for i := range m.Entries {
 		dst = appendEntryBody(dst, &m.Entries[i], ver)
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(m.Chunk)))
-	return append(dst, m.Chunk...)
+	chunk := m.Chunk
+	if m.Type == MsgAccept {
+		chunk = nil
+		if m.WriteOnly {
+			chunk = acceptOptsWriteOnly
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(chunk)))
+	return append(dst, chunk...)
 }
 
 // AppendEntry appends the binary encoding of e (a version byte and the entry)
@@ -338,6 +360,18 @@ func (d *wireDecoder) bytesField(what string) []byte {
 	return d.bytes[start:len(d.bytes):len(d.bytes)]
 }
 
+// rawField reads a length-prefixed byte string and returns it in place:
+// a view of the input, to be read at once and not kept.
+func (d *wireDecoder) rawField(what string) []byte {
+	n := d.count(what, 1)
+	if d.err != nil {
+		return nil
+	}
+	src := d.b[d.off : d.off+n]
+	d.off += n
+	return src
+}
+
 func (d *wireDecoder) ballot(what string) Ballot {
 	r := d.uvarint(what)
 	n := d.uint32v(what)
@@ -406,7 +440,14 @@ func (d *wireDecoder) message(m *Message) {
 			d.entry(&m.Entries[i])
 		}
 	}
-	m.Chunk = d.bytesField("chunk length")
+	m.WriteOnly = false
+	if t == MsgAccept {
+		opts := d.rawField("accept options length")
+		m.WriteOnly = len(opts) > 0 && opts[0]&acceptWriteOnly != 0
+		m.Chunk = nil
+	} else {
+		m.Chunk = d.bytesField("chunk length")
+	}
 	d.end()
 }
 

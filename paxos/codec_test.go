@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -82,6 +83,11 @@ func codecRandMessage(r *rand.Rand, t MsgType) Message {
 	if t == MsgSnapshot {
 		m.ChunkSeq = codecRandU64(r) // encoded in snapshot messages only
 	}
+	if t == MsgAccept {
+		// An Accept's chunk carries its options (WriteOnly) instead.
+		m.Chunk = nil
+		m.WriteOnly = r.IntN(2) == 0
+	}
 	if n := r.IntN(4); n > 0 {
 		m.Entries = make([]Entry, n)
 		for i := range m.Entries {
@@ -140,7 +146,7 @@ func TestCodecMessageRoundTrip(t *testing.T) {
 }
 
 func TestCodecDecodeDoesNotAlias(t *testing.T) {
-	m := Message{Type: MsgAccept, Group: 3, From: 1, To: 2, Chunk: []byte("chunk"),
+	m := Message{Type: MsgLearnReply, Group: 3, From: 1, To: 2, Chunk: []byte("chunk"),
 		Entries: []Entry{{Instance: 7, Value: Value{Cmds: [][]byte{[]byte("abc"), []byte("defg")}}}}}
 	enc := AppendMessage(nil, &m)
 	got, err := DecodeMessage(enc)
@@ -384,5 +390,53 @@ func TestCodecMembershipChange(t *testing.T) {
 	// Version 2 without a change field is truncated.
 	if _, err := DecodeEntry(append([]byte{codecVersionChange}, v1[1:]...)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("version 2 entry without its change field decodes: %v", err)
+	}
+}
+
+// TestCodecAcceptWriteOnly checks what keeps a write-only Accept readable
+// by every replica: a plain Accept encodes as it always did (an empty
+// chunk), a write-only one as the same bytes with the one-byte chunk {1},
+// which any decoder reads (and one that predates the options ignores),
+// and options bits or bytes this version does not know are ignored.
+func TestCodecAcceptWriteOnly(t *testing.T) {
+	m := Message{Type: MsgAccept, Group: 4, From: 1, To: 3, Ballot: Ballot{Round: 9, Node: 1}, Committed: 41,
+		Entries: []Entry{{Instance: 42, Ballot: Ballot{Round: 9, Node: 1}, Value: Value{Origin: Ballot{Round: 9, Node: 1}, Seq: 5, Cmds: [][]byte{[]byte("x")}}}}}
+	plain := AppendMessage(nil, &m)
+	if plain[len(plain)-1] != 0 {
+		t.Fatalf("a plain Accept ends with chunk length %d, want 0", plain[len(plain)-1])
+	}
+	wo := m
+	wo.WriteOnly = true
+	enc := AppendMessage(nil, &wo)
+	want := append(slices.Clone(plain[:len(plain)-1]), 1, acceptWriteOnly)
+	if !bytes.Equal(enc, want) {
+		t.Fatalf("write-only Accept encodes as\n%x, want\n%x", enc, want)
+	}
+	for _, tc := range []struct {
+		tail      []byte
+		writeOnly bool
+	}{
+		{[]byte{0}, false},
+		{[]byte{1, 1}, true},
+		{[]byte{2, 0xfe, 0xff}, false},
+		{[]byte{3, 0xff, 0xff, 0xff}, true},
+	} {
+		b := append(slices.Clone(plain[:len(plain)-1]), tc.tail...)
+		got, err := DecodeMessage(b)
+		if err != nil {
+			t.Fatalf("tail %x: %v", tc.tail, err)
+		}
+		if got.WriteOnly != tc.writeOnly || got.Chunk != nil {
+			t.Fatalf("tail %x: WriteOnly %v chunk %x, want %v and none", tc.tail, got.WriteOnly, got.Chunk, tc.writeOnly)
+		}
+	}
+	got, err := DecodeMessage(enc)
+	if err != nil || !got.WriteOnly {
+		t.Fatalf("decode write-only Accept: %+v, %v", got, err)
+	}
+	// A WriteOnly set on another type is not encoded.
+	hb := Message{Type: MsgHeartbeat, Group: 1, From: 1, To: 2, WriteOnly: true}
+	if got, err := DecodeMessage(AppendMessage(nil, &hb)); err != nil || got.WriteOnly {
+		t.Fatalf("heartbeat: %+v, %v", got, err)
 	}
 }

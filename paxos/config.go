@@ -59,6 +59,15 @@ type Config struct {
 	// MaxMsgBytes bounds the entries carried by one Promise or LearnReply.
 	MaxMsgBytes int
 
+	// QuorumSync makes a master ask only as many followers as a quorum
+	// needs (the voters) to sync and vote on each new instance; the other
+	// followers get it write-only (Message.WriteOnly), and are asked to
+	// vote only when a voter's vote has not come within RetransmitTicks.
+	// It needs every replica to decode WriteOnly (docs/design.md,
+	// "Rounds synced by exactly a quorum"). A driver that reads the
+	// default uses DefaultQuorumSync.
+	QuorumSync bool
+
 	// Seed seeds the election-timeout jitter, so that a simulation replays.
 	Seed uint64
 }
@@ -72,6 +81,10 @@ const (
 	// at once: enough to overlap one round's fsync with the next round's
 	// messages.
 	DefaultMaxInflight = 4
+	// DefaultQuorumSync is whether a node's groups sync each instance on
+	// exactly a quorum (Config.QuorumSync) when its configuration does not
+	// say (the node's quorum_sync setting).
+	DefaultQuorumSync = false
 )
 
 // EnsureDefaults fills in every unset tuning field with its default.

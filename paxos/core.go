@@ -31,9 +31,10 @@ type myProposal struct {
 // Core is the deterministic Multi-Paxos state machine of one group on one
 // replica. It is not safe for concurrent use; one goroutine drives it.
 //
-// Between any two calls from its driver, its fields satisfy C1–C14
+// Between any two calls from its driver, its fields satisfy C1–C15
 // (C1–C12 written next to the fields they relate, C13–C14 about the member
-// set in core_member.go and core_invariants.go; checkInvariants checks them,
+// set in core_member.go and core_invariants.go, C15 about quorum sync in
+// core_quorum.go; checkInvariants checks them,
 // the simulator after every event, the runtime under -tags invariants):
 //
 //	C1  applied <= hs.Committed
@@ -93,6 +94,11 @@ type Core struct {
 	// entries holds the stored entries above applied, up to last (C4);
 	// those at or below applied are read from the log.
 	entries map[uint64]Entry
+	// unsynced: entries written write-only (or loaded at start) may not
+	// be synced, so a vote on entries syncs first (C15); entsSync: newEnts
+	// hold an entry that is not write-only.
+	unsynced bool
+	entsSync bool
 
 	// acceptor lease
 	leaseBallot Ballot
@@ -134,6 +140,9 @@ type Core struct {
 	lastHB      uint64
 	servingAt   uint64 // applied instance at which the master may serve
 	masterSince uint64
+	// voters: the followers asked to sync and vote on new instances
+	// (Config.QuorumSync; C15)
+	voters []NodeID
 
 	// proposals of this replica still waiting for their instance to
 	// apply, by instance (above applied: C10)
@@ -185,6 +194,9 @@ func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
 		if e.Instance > c.applied {
 			c.entries[e.Instance] = e
 			c.last = max(c.last, e.Instance)
+			// What a restarted replica loaded may never have been
+			// synced: its first vote on entries syncs it.
+			c.unsynced = true
 		}
 	}
 	// Changes chosen above the applied state are in force already.
@@ -313,6 +325,9 @@ func (c *Core) send(m Message) {
 	m.Group = c.cfg.Group
 	m.From = c.cfg.ID
 	if afterSync(m.Type) {
+		if c.unsynced && vouchesForEntries(m) {
+			c.hsDirty = true // the sync that makes it durable covers them
+		}
 		c.msgsAfter = append(c.msgsAfter, m)
 		return
 	}
@@ -351,10 +366,18 @@ func (c *Core) setCommitted(i uint64) {
 }
 
 // store records e as accepted (or learned chosen) and schedules it to be
-// persisted.
-func (c *Core) store(e Entry) {
+// persisted and synced.
+func (c *Core) store(e Entry) { c.storeEntry(e, false) }
+
+// storeEntry is store; writeOnly asks for no sync (a non-voter's copy).
+func (c *Core) storeEntry(e Entry, writeOnly bool) {
 	if e.Instance <= c.applied || e.Instance < c.logStart {
 		return
+	}
+	if writeOnly {
+		c.unsynced = true
+	} else {
+		c.entsSync = true
 	}
 	c.entries[e.Instance] = e
 	c.newEnts = append(c.newEnts, e)
@@ -477,6 +500,7 @@ func (c *Core) stepDown(seen uint64) {
 		c.changeInst = 0
 		c.memGen++
 		c.inflight = nil
+		c.voters = nil
 		c.ackTick = nil
 		c.caughtUp = nil
 		c.leaseExpiry = 0

@@ -71,9 +71,11 @@ func (c *Core) onAccept(m Message) {
 	for _, e := range m.Entries {
 		if e.Instance > c.hs.Committed && e.Instance >= c.logStart {
 			e.Ballot = m.Ballot
-			c.store(e)
+			c.acceptEntry(e, m.WriteOnly)
 		}
-		c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Instance: e.Instance})
+		if !m.WriteOnly {
+			c.send(Message{Type: MsgAccepted, To: m.From, Ballot: m.Ballot, Instance: e.Instance})
+		}
 	}
 	if m.From != c.cfg.ID {
 		c.learnCommitted(m.Committed, m.Ballot, m.From)

@@ -8,7 +8,8 @@ import (
 
 // checkInvariants reports the first relation between the Core's fields
 // that does not hold (the list C1–C12 is written next to the fields, in
-// core.go; C13–C14, the member set and the stop rule, in core_member.go), or nil. It only reads. The simulator runs it after every event
+// core.go; C13–C14, the member set and the stop rule, in core_member.go;
+// C15, quorum sync, in core_quorum.go), or nil. It only reads. The simulator runs it after every event
 // on every live replica; the runtime runs it after every Advance when
 // built with -tags invariants (internal/invariants).
 func (c *Core) checkInvariants() error {
@@ -21,6 +22,7 @@ func (c *Core) checkInvariants() error {
 	c.checkRoles(fail)
 	c.checkReady(fail)
 	c.checkMembers(fail)
+	c.checkQuorumSync(fail)
 	return errors.Join(errs...)
 }
 

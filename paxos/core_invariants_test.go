@@ -44,6 +44,14 @@ func TestCheckInvariantsCatches(t *testing.T) {
 		{"vote before the sync", "C12:", 2, func(c *Core) { c.msgs = append(c.msgs, Message{Type: MsgAccepted, From: 2, To: 1, Group: 1}) }},
 		{"message to itself before the sync", "C12:", 1, func(c *Core) { c.msgs = append(c.msgs, Message{Type: MsgAccept, From: 1, To: 1, Group: 1}) }},
 		{"request after the sync", "C12:", 1, func(c *Core) { c.msgsAfter = append(c.msgsAfter, Message{Type: MsgPrepare, From: 1, To: 2, Group: 1}) }},
+		{"voters without quorum sync", "C15:", 1, func(c *Core) { c.voters = []NodeID{2} }},
+		{"follower with voters", "C15:", 2, func(c *Core) { c.cfg.QuorumSync = true; c.voters = []NodeID{3} }},
+		{"master votes for itself", "C15:", 1, func(c *Core) { c.cfg.QuorumSync = true; c.voters = []NodeID{1} }},
+		{"master with quorum sync and no voters", "C15:", 1, func(c *Core) { c.cfg.QuorumSync = true }},
+		{"vote on unsynced entries without a sync", "C15:", 2, func(c *Core) {
+			c.unsynced, c.hsDirty = true, false
+			c.msgsAfter = append(c.msgsAfter, Message{Type: MsgAccepted, From: 2, To: 1, Group: 1, Instance: 2})
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

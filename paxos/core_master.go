@@ -12,9 +12,12 @@ func (c *Core) onPromise(m Message) {
 		return
 	}
 	if m.Reject {
-		if m.Committed > c.hs.Committed && !c.learnPending {
+		if m.Committed > c.hs.Committed && (!c.learnPending || c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks)) {
 			// It knows chosen instances this replica does not (one of
-			// them may be a change that removed it): learn them.
+			// them may be a change that removed it): learn them. A Learn
+			// still pending is asked again once RetransmitTicks passed,
+			// as learnCommitted does: a candidate's Tick repeats none, so
+			// a removed node that campaigns on would never learn it.
 			c.requestLearn(m.From)
 			c.learnPending = true
 		}
@@ -73,6 +76,7 @@ func (c *Core) becomeMaster() {
 	c.inflight = make(map[uint64]*inflight)
 	c.ackTick = make(map[NodeID]uint64)
 	c.caughtUp = make(map[NodeID]bool)
+	c.pickVoters(c.promises)
 	c.promises = nil
 	hi := max(c.hs.Committed, c.recoverHi)
 	for i := range c.recovered {
@@ -115,7 +119,8 @@ func (c *Core) proposeAt(inst uint64, v Value) {
 	c.send(Message{Type: MsgAccept, To: c.cfg.ID, Ballot: c.ballot, Entries: ents, Committed: c.hs.Committed})
 	for _, p := range c.mem.Members {
 		if p != c.cfg.ID {
-			c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: ents, Committed: c.hs.Committed})
+			c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: ents,
+				Committed: c.hs.Committed, WriteOnly: c.writeOnlyTo(p)})
 		}
 	}
 }
@@ -285,7 +290,12 @@ func (c *Core) onHeartbeatAck(m Message) {
 	}
 }
 
+// retransmit sends the Accept of every instance whose votes did not come
+// within RetransmitTicks again, to every member that has not voted, as a
+// request to vote: with quorum sync that asks the non-voters too, and the
+// voters that failed to vote are replaced (replaceLaggards).
 func (c *Core) retransmit() {
+	var lagging []NodeID
 	// In instance order, so that a simulation replays.
 	for inst := c.hs.Committed + 1; inst < c.nextInst; inst++ {
 		f, ok := c.inflight[inst]
@@ -295,10 +305,14 @@ func (c *Core) retransmit() {
 		f.sent = c.now
 		for _, p := range c.mem.Members {
 			if p != c.cfg.ID && !slices.Contains(f.acks, p) {
-				c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: []Entry{f.entry}, Committed: c.hs.Committed})
+				c.msgs = append(c.msgs, c.acceptTo(p, f.entry, false))
+				if slices.Contains(c.voters, p) && !slices.Contains(lagging, p) {
+					lagging = append(lagging, p)
+				}
 			}
 		}
 	}
+	c.replaceLaggards(lagging)
 }
 
 func (c *Core) maybeHandOff() {

@@ -24,6 +24,7 @@ import (
 // Commands (nodes are named by number; "n=" arguments are optional):
 //
 //	init [nodes=3] [heartbeat=2] [lease=10] [retransmit=2] [inflight=4]
+//	    [quorumsync=false]
 //	    a new group, every replica a follower at tick 0
 //	campaign <node>           the node campaigns now
 //	propose <node> <cmd> [tag=<n>]
@@ -121,6 +122,7 @@ func (s *coreScript) handleInit(t *testing.T, d *datadriven.TestData) {
 	d.MaybeScanArgs(t, "lease", &cfg.LeaseTicks)
 	d.MaybeScanArgs(t, "retransmit", &cfg.RetransmitTicks)
 	d.MaybeScanArgs(t, "inflight", &cfg.MaxInflight)
+	d.MaybeScanArgs(t, "quorumsync", &cfg.QuorumSync)
 	s.tn = newTestNet(t, nodes, cfg)
 	s.tn.out = &strings.Builder{}
 }

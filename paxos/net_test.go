@@ -294,6 +294,9 @@ func fmtMsg(m Message) string {
 		fmt.Fprintf(&b, " last=%d c=%d", m.Instance, m.Committed)
 	case MsgAccept:
 		fmt.Fprintf(&b, " c=%d", m.Committed)
+		if m.WriteOnly {
+			b.WriteString(" write-only")
+		}
 	case MsgAccepted:
 		fmt.Fprintf(&b, " i=%d", m.Instance)
 	case MsgHeartbeat:

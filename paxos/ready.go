@@ -35,7 +35,10 @@ type SoftState struct {
 //  1. Write HardState (when HardStateChanged or CommittedChanged) and
 //     Entries to stable storage. The write may complete later (a
 //     pipelined driver issues it and goes on), but writes must become
-//     durable in the order of the Readys that asked for them.
+//     durable in the order of the Readys that asked for them. Entries
+//     marked WriteOnly (a non-voter's copy, Config.QuorumSync) are written
+//     in the same order but ask for no sync of their own: NeedsSync says
+//     whether this Ready needs one.
 //  2. Send Messages at once: they vouch for nothing this replica has not
 //     yet made durable (Accept, Prepare, Heartbeat, Learn, LearnReply,
 //     TimeoutNow), so they may leave before, or while, step 1 runs.
@@ -58,12 +61,20 @@ type SoftState struct {
 // and send the next Ready while this one's fsync runs.
 type Ready struct {
 	HardState HardState
-	// HardStateChanged says Promised changed: persist it before sending
-	// anything in MessagesAfterSync. CommittedChanged says only Committed
-	// changed: persist it with the next write; it may be lost in a crash.
+	// HardStateChanged says Promised changed, or that MessagesAfterSync
+	// vouch for entries that earlier Readys wrote WriteOnly: persist it
+	// before sending anything in MessagesAfterSync (its sync makes every
+	// earlier write durable with it). CommittedChanged says only
+	// Committed changed: persist it with the next write; it may be lost
+	// in a crash.
 	HardStateChanged bool
 	CommittedChanged bool
 	Entries          []Entry
+	// WriteOnly says every entry of Entries is a non-voter's copy
+	// (Config.QuorumSync): nothing this replica sends vouches for them
+	// until a later Ready that needs a sync made them durable, so this
+	// Ready asks for no sync on their account.
+	WriteOnly bool
 	// The slices Entries, Messages, MessagesAfterSync and Apply belong to
 	// the Core again once Advance(rd) returns: it reuses their backing
 	// arrays for the next Ready, so a driver copies what it keeps past
@@ -88,8 +99,11 @@ func (rd *Ready) Empty() bool {
 		len(rd.MessagesAfterSync) == 0 && len(rd.Apply) == 0 && len(rd.Failed) == 0 && len(rd.SendSnapshot) == 0 && !rd.SoftChanged
 }
 
-// NeedsSync reports whether rd asks for a durable write.
-func (rd *Ready) NeedsSync() bool { return rd.HardStateChanged || len(rd.Entries) > 0 }
+// NeedsSync reports whether rd asks for a durable write: one that must be
+// synced, with every earlier write, before MessagesAfterSync leave.
+func (rd *Ready) NeedsSync() bool {
+	return rd.HardStateChanged || len(rd.Entries) > 0 && !rd.WriteOnly
+}
 
 // afterSync reports whether a message of type t vouches for durable state
 // of its sender, and so must wait for the sync of what its sender wrote.
@@ -116,6 +130,7 @@ func (c *Core) Ready() Ready {
 		HardStateChanged:  c.hsDirty,
 		CommittedChanged:  c.commitDirty,
 		Entries:           c.newEnts,
+		WriteOnly:         len(c.newEnts) > 0 && !c.entsSync,
 		Messages:          c.msgs,
 		MessagesAfterSync: c.msgsAfter,
 		Failed:            c.failed,
@@ -149,6 +164,12 @@ func (c *Core) Ready() Ready {
 // Advance tells the Core that the driver took rd: its writes are issued
 // (not necessarily durable), its messages sent or queued behind the sync.
 func (c *Core) Advance(rd Ready) {
+	if rd.NeedsSync() {
+		// Its sync makes every earlier write durable too, the
+		// write-only ones included.
+		c.unsynced = false
+	}
+	c.entsSync = false
 	c.hsDirty = false
 	c.commitDirty = false
 	c.softDirty = false

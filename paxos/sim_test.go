@@ -14,17 +14,28 @@ var (
 	simSeed  = flag.Int64("seed", -1, "replay one simulation seed")
 	simSeeds = flag.Int("seeds", 0, "number of simulation seeds (default 2000, 150 under -race or -short)")
 	simTrace = flag.Bool("simtrace", false, "print every simulated event")
+	// simUnsyncedApply models applies and the committed mark as the host
+	// commits them, without a sync of their own (durable only with a
+	// later synced write). Off, each is durable at a sync event of its own.
+	simUnsyncedApply = flag.Bool("unsyncedapply", false, "applies and the committed mark become durable only with a later synced write, as in the host")
 )
 
 // The simulator drives N Cores through a network that drops, duplicates,
 // reorders and delays messages, partitions and heals, and crashes and
 // restarts replicas. Each replica's Ready is carried out in the production
-// runtime's order: writes are issued at once and become durable at a later
-// sync event (in order, as in one write-ahead log); Messages leave at once;
-// MessagesAfterSync leave, and the replica's own votes are stepped back into
-// it, only at the sync that made their Ready durable. A crash keeps a random
-// prefix of the issued writes and loses the rest with their after-sync
-// messages. Time is in units of 1/1000 of a nominal tick; each replica
+// runtime's order: writes are issued at once; a Ready that needs a sync
+// (NeedsSync), applies or moves the committed mark becomes durable at a
+// later sync event, with every write issued before it (in order, as in one
+// write-ahead log), and one of write-only entries alone (quorum sync) only
+// with a later synced write (-unsyncedapply treats applies and the
+// committed mark so too, as the host commits them); reads of the log see
+// every issued write, as the store's do; Messages leave at once;
+// MessagesAfterSync leave,
+// and the replica's own votes are stepped back into it, only at the sync
+// event of their Ready, once every synced write before them is durable
+// (checkVouched checks that what they vouch for is on disk). A crash keeps
+// a random prefix of the issued writes and loses the rest with their
+// after-sync messages. Time is in units of 1/1000 of a nominal tick; each replica
 // ticks at its own rate within MaxDrift.
 
 const unit = 1000
@@ -103,6 +114,36 @@ func (d *simDisk) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
 	return out, nil
 }
 
+// Entries reads nd's log as the runtime's store does: every write issued,
+// durable or not (a Pebble read sees a batch once it is applied, before
+// its fsync), the later write of an instance over the earlier.
+func (nd *simNode) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
+	var out []Entry
+	size := 0
+	for i := from; i <= to; i++ {
+		e, ok := nd.disk.log[i]
+		for _, w := range nd.pending {
+			if w.durable || i < nd.disk.logStart {
+				continue
+			}
+			for _, pe := range w.entries {
+				if pe.Instance == i {
+					e, ok = pe, true
+				}
+			}
+		}
+		if !ok {
+			break
+		}
+		if len(out) > 0 && size+e.Value.Size() > maxBytes {
+			break
+		}
+		out = append(out, e)
+		size += e.Value.Size()
+	}
+	return out, nil
+}
+
 type simNode struct {
 	id     NodeID
 	core   *Core
@@ -118,19 +159,36 @@ type simNode struct {
 	sm      []string
 	pending []*simWrite
 	wseq    uint64
+	// wrote holds the instances this incarnation wrote write-only, by
+	// ballot (quorum sync), so that its votes on them can be counted;
+	// loseAll makes its next crash keep none of its pending writes.
+	wrote   map[uint64]Ballot
+	loseAll bool
 }
 
 // simWrite is what one Ready asked to persist, issued but maybe not yet
-// durable, and the messages that wait for it.
+// durable, and the messages that wait for it. A write that asks for no
+// sync (sync false: write-only entries, or votes alone) becomes durable
+// only with a later synced write, or in a crash's kept prefix; its votes
+// leave once every earlier synced write is durable, as in the runtime.
 type simWrite struct {
 	seq     uint64
 	durable bool
+	sync    bool
+	sent    bool // its after-sync messages left (or it had none)
+	commit  bool // Committed changed
 	hard    HardState
 	entries []Entry
 	smFrom  int      // applied instance before sm
 	sm      []string // values applied by the Ready
 	mem     Membership
 	after   []Message
+}
+
+// holds reports whether w writes anything: a write that carries votes
+// alone holds nothing that a later write does not.
+func (w *simWrite) holds() bool {
+	return w.sync || w.commit || len(w.entries) > 0 || len(w.sm) > 0
 }
 
 type sim struct {
@@ -149,6 +207,9 @@ type sim struct {
 	failed  error
 	crashy  bool
 	nextCmd int
+	// unsyncedApply: applies and the committed mark are durable only
+	// with a later synced write (-unsyncedapply).
+	unsyncedApply bool
 
 	// checker state
 	votes      map[uint64]map[Ballot]*vote
@@ -159,6 +220,10 @@ type sim struct {
 	restartAt  map[NodeID]int64
 	events     int
 	idleTicks  int // ticks NextTick said could be skipped
+
+	// quorum sync: write-only Readys carried out, their writes a crash
+	// lost, and votes sent on instances the voter held write-only.
+	writeOnlyReadys, lostWriteOnly, writeOnlyVotes int
 
 	// membership: memAt[h] is the set in force after instance h of the
 	// chain of applied values (appliedVal is complete up to chainHi);
@@ -189,7 +254,9 @@ func valKey(v Value) string {
 	return fmt.Sprintf("%s/%d/%q", v.Origin, v.Seq, v.Cmds)
 }
 
-func newSim(t *testing.T, seed int64, n int) *sim {
+// newSim makes a simulation of n replicas; opts adjust the group's
+// Config before any replica starts.
+func newSim(t *testing.T, seed int64, n int, opts ...func(*Config)) *sim {
 	s := &sim{
 		t:          t,
 		seed:       seed,
@@ -201,6 +268,8 @@ func newSim(t *testing.T, seed int64, n int) *sim {
 		proposed:   make(map[string]bool),
 		failedTags: make(map[uint64]bool),
 		restartAt:  make(map[NodeID]int64),
+
+		unsyncedApply: *simUnsyncedApply,
 	}
 	peers := make([]NodeID, n)
 	for i := range peers {
@@ -217,6 +286,9 @@ func newSim(t *testing.T, seed int64, n int) *sim {
 		MaxBatchCmds:    1 + s.rng.IntN(8),
 		MaxQueue:        64,
 		MaxMsgBytes:     512 + s.rng.IntN(4096),
+	}
+	for _, o := range opts {
+		o(&s.cfg)
 	}
 	s.memAt = []Membership{{Members: peers}}
 	for _, id := range peers {
@@ -278,7 +350,7 @@ func (s *sim) start(nd *simNode) {
 		}
 		st.Entries = append(st.Entries, e)
 	}
-	c, err := NewCore(cfg, st, &nd.disk)
+	c, err := NewCore(cfg, st, nd)
 	if err != nil {
 		s.fail("NewCore: %v", err)
 		return
@@ -293,6 +365,7 @@ func (s *sim) start(nd *simNode) {
 		nd.mem = Membership{Members: nd.peers}
 	}
 	nd.pending = nil
+	nd.wrote = nil
 	if s.rng.IntN(3) == 0 {
 		c.SetPreferred(NodeID(1 + s.rng.IntN(len(s.nodes))))
 	}
@@ -309,8 +382,16 @@ func (s *sim) crash(nd *simNode) {
 	// a prefix of the unsynced ones, and their after-sync messages are
 	// never sent.
 	keep := s.rng.IntN(len(nd.pending) + 1)
+	if nd.loseAll {
+		keep, nd.loseAll = 0, false
+	}
 	for _, w := range nd.pending[:keep] {
 		s.persist(nd, w)
+	}
+	for _, w := range nd.pending[keep:] {
+		if !w.durable && !w.sync && len(w.entries) > 0 {
+			s.lostWriteOnly++
+		}
 	}
 	nd.pending = nil
 	if s.rng.IntN(2) == 0 {
@@ -357,24 +438,53 @@ func (s *sim) flush(nd *simNode) {
 	}
 }
 
-// synced handles the sync event of nd's writes up to seq: they are
-// durable, and their after-sync messages leave (to nd itself: stepped in).
+// synced handles the sync event of nd's writes up to seq: the last synced
+// write among them is durable with every write before it, and the
+// after-sync messages of them all leave (to nd itself: stepped in).
 func (s *sim) synced(nd *simNode, upto uint64) {
+	last := -1
+	for i, w := range nd.pending {
+		if w.seq > upto {
+			break
+		}
+		if w.sync {
+			last = i
+		}
+	}
+	for _, w := range nd.pending[:last+1] {
+		s.persist(nd, w)
+	}
 	var after []Message
-	n := 0
+	var committed []uint64 // the Committed of each message's Ready
 	for _, w := range nd.pending {
 		if w.seq > upto {
 			break
 		}
-		s.persist(nd, w)
-		after = append(after, w.after...)
-		n++
+		if !w.sent {
+			w.sent = true
+			after = append(after, w.after...)
+			for range w.after {
+				committed = append(committed, w.hard.Committed)
+			}
+		}
+	}
+	// A write is done once durable and its messages left; one that
+	// carries only votes writes nothing a later write does not.
+	n := 0
+	for ; n < len(nd.pending); n++ {
+		w := nd.pending[n]
+		if !w.sent || !w.durable && w.holds() {
+			break
+		}
 	}
 	nd.pending = nd.pending[n:]
 	if len(after) > 0 && s.crashy && s.rng.IntN(400) == 0 {
 		s.trace("node %d crashes after syncing, before sending", nd.id)
 		s.crash(nd)
 		return
+	}
+	for i, m := range after {
+		s.checkVouched(nd, m, committed[i])
 	}
 	for _, m := range after {
 		if m.To == nd.id {
@@ -404,6 +514,9 @@ func (s *sim) process(nd *simNode) {
 		rd := nd.core.Ready()
 		// Ready's slices are the Core's again after Advance: keep copies.
 		w := &simWrite{hard: rd.HardState, entries: slices.Clone(rd.Entries), after: slices.Clone(rd.MessagesAfterSync), smFrom: len(nd.sm)}
+		if rd.WriteOnly {
+			s.writeOnly(nd, rd.Entries)
+		}
 		for _, m := range rd.Messages {
 			s.sendMsg(m)
 		}
@@ -423,7 +536,17 @@ func (s *sim) process(nd *simNode) {
 			s.trace("node %d soft %+v", nd.id, rd.Soft)
 		}
 		nd.core.Advance(rd)
-		if rd.NeedsSync() || rd.CommittedChanged || len(w.sm) > 0 || len(w.after) > 0 {
+		w.sync = rd.NeedsSync() || !s.unsyncedApply && (rd.CommittedChanged || len(w.sm) > 0)
+		w.commit = rd.CommittedChanged
+		w.sent = len(w.after) == 0
+		if !w.sync && w.sent && w.holds() {
+			// Write-only entries, applies or the committed mark, and
+			// nothing waits for them: issued, durable with a later sync
+			// or lost in a crash.
+			nd.wseq++
+			w.seq = nd.wseq
+			nd.pending = append(nd.pending, w)
+		} else if w.sync || !w.sent {
 			nd.wseq++
 			w.seq = nd.wseq
 			nd.pending = append(nd.pending, w)
@@ -912,12 +1035,12 @@ func runSim(t *testing.T, seed int64) error {
 	return err
 }
 
-func runSimStats(t *testing.T, seed int64) (*sim, error) {
+func runSimStats(t *testing.T, seed int64, opts ...func(*Config)) (*sim, error) {
 	n := 3
 	if seed%4 == 3 {
 		n = 5
 	}
-	s := newSim(t, seed, n)
+	s := newSim(t, seed, n, opts...)
 	// 3→4→5→4→3 and a replacement, or from 5 down to 3, up to 5 and a
 	// replacement.
 	s.plan = []int{+1, +1, -1, -1, -1, +1}

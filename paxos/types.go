@@ -85,7 +85,7 @@ type MsgType uint8
 const (
 	MsgPrepare      MsgType = iota + 1 // phase 1a: Ballot, Instance = first instance asked for, Released
 	MsgPromise                         // phase 1b: Ballot, Entries (accepted at or after Instance), Committed, LogStart, Reject
-	MsgAccept                          // phase 2a: Ballot, Entries (one or more consecutive), Committed
+	MsgAccept                          // phase 2a: Ballot, Entries (one or more consecutive), Committed, WriteOnly
 	MsgAccepted                        // phase 2b: Ballot, Instance, Reject (Hint = promised)
 	MsgHeartbeat                       // lease renewal and commit notice: Ballot, Committed, Tick
 	MsgHeartbeatAck                    // Ballot, Tick (echoed), Reject
@@ -133,6 +133,11 @@ type Message struct {
 	// ChunkAck says a MsgSnapshot acknowledges chunk ChunkSeq of the
 	// stream of Instance rather than carrying one.
 	ChunkAck bool
+	// WriteOnly says, on MsgAccept, that the receiver is a non-voter for
+	// these entries (Config.QuorumSync): it stores them without asking
+	// for a sync and answers nothing. An Accept without it asks for a
+	// vote: the receiver syncs what it holds and answers Accepted.
+	WriteOnly bool
 }
 
 // Errors returned by the package.

@@ -209,6 +209,14 @@ type Config struct {
 	// everything proposed meanwhile rides in the next). See
 	// paxos.Config.MaxInflight.
 	InstanceWindow int `json:"instance_window"`
+	// QuorumSync makes each group's master ask only a quorum of the
+	// replicas (itself and quorum-1 followers) to fsync and vote on each
+	// instance; the other followers write it without an fsync and vote
+	// only when asked: a voter's vote is late, or a new master campaigns
+	// (paxos.Config.QuorumSync; docs/design.md, "Rounds synced by exactly
+	// a quorum"). Unset: paxos.DefaultQuorumSync. Nodes of mixed versions
+	// may run it: a node that predates it votes on every instance.
+	QuorumSync *bool `json:"quorum_sync,omitempty"`
 	// TLS, if set, turns on mutual TLS 1.3 between the nodes (the peer
 	// port): ca is the cluster CA's certificate (PEM), cert and key this
 	// node's certificate and key. The certificate must name the node as
@@ -423,6 +431,10 @@ func (c *Config) EnsureDefaults() {
 	if c.InstanceWindow <= 0 {
 		c.InstanceWindow = paxos.DefaultMaxInflight
 	}
+	if c.QuorumSync == nil {
+		qs := paxos.DefaultQuorumSync
+		c.QuorumSync = &qs
+	}
 	if c.ClientListener == "" {
 		c.ClientListener = ListenerNetpoll
 	}
@@ -631,4 +643,13 @@ func (c *Config) self() NodeAddr {
 		}
 	}
 	return NodeAddr{}
+}
+
+// quorumSync reports whether the node's groups sync each instance on
+// exactly a quorum: the setting, or paxos.DefaultQuorumSync when unset.
+func (c *Config) quorumSync() bool {
+	if c.QuorumSync == nil {
+		return paxos.DefaultQuorumSync
+	}
+	return *c.QuorumSync
 }

@@ -145,6 +145,7 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		CampaignSlackTicks: 2 * quick,
 		MaxDrift:           cfg.MaxDrift,
 		MaxInflight:        cfg.InstanceWindow,
+		QuorumSync:         cfg.quorumSync(),
 	}
 	svc, err := group.NewService(group.Config{
 		Groups:              cfg.Groups,

@@ -113,6 +113,8 @@ type testNode struct {
 	// cluster's; join starts its groups with ReplicaConfig.Join.
 	peers []paxos.NodeID
 	join  bool
+	// obs, when set, is the node's host Observer.
+	obs Observer
 }
 
 type testCluster struct {
@@ -123,6 +125,10 @@ type testCluster struct {
 	keep   uint64
 	// inflight is the cores' MaxInflight (0: the default).
 	inflight int
+	// quorumSync and retransmit are the cores' QuorumSync and
+	// RetransmitTicks (0: the default).
+	quorumSync bool
+	retransmit int
 	// ckptEvery, when set, runs Checkpointer state machines that
 	// checkpoint every ckptEvery instances.
 	ckptEvery uint64
@@ -175,7 +181,7 @@ func (tc *testCluster) start(id paxos.NodeID) {
 		t.Fatal(err)
 	}
 	nd.store = st
-	nd.host = New(Config{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: log})
+	nd.host = New(Config{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: log, Observer: nd.obs})
 	peers := map[paxos.NodeID]string{}
 	for pid, p := range tc.nodes {
 		if pid != id && p.addr != "127.0.0.1:0" {
@@ -213,7 +219,8 @@ func (tc *testCluster) start(id paxos.NodeID) {
 		if nd.peers != nil {
 			peers = nd.peers
 		}
-		gr, err := nd.host.AddReplica(ReplicaConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: paxos.Config{Group: paxos.GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight}}, asm)
+		gr, err := nd.host.AddReplica(ReplicaConfig{KeepLog: tc.keep, CheckpointEvery: tc.ckptEvery, Join: nd.join, Core: paxos.Config{Group: paxos.GroupID(g), Peers: peers, HeartbeatTicks: 5, LeaseTicks: 50, MaxInflight: tc.inflight,
+			QuorumSync: tc.quorumSync, RetransmitTicks: tc.retransmit}}, asm)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -465,8 +465,10 @@ func (h *Host) batchForRound() paxos.Batch {
 
 // handOff applies b (without waiting for its fsync) and queues it, with
 // the messages that wait for it, to the sync goroutine. A round whose
-// writes need no durability (applies only: a replica that loses them
-// applies the log again) is committed without a sync of its own; its
+// writes need no durability (no Ready's NeedsSync: applies, which a
+// replica that loses them applies again from the log, and a non-voter's
+// write-only entries, which no message vouches for before a later synced
+// round made them durable) is committed without a sync of its own; its
 // messages, like those of a round that wrote nothing, still queue: they
 // must wait for the earlier rounds' fsyncs. That halves the fsyncs per
 // command (a master's apply round and a follower's learn round wrote
