@@ -58,6 +58,8 @@ import (
 //	change <node> add=<id>|remove=<id> [tag=<n>]
 //	    proposes a membership change; prints the error if the Core refuses
 //	members [<node>]          the member set in force and a change pending
+//	cut <from> <to>           the link from one node to another loses every
+//	    message sent from now on (as a transport does to a removed peer)
 //
 // Delivered and dropped messages print as
 // "from->to Type b=ballot fields... instance@ballot=[cmds]"; events print as
@@ -97,6 +99,15 @@ var coreCommands = scripttest.Registry[*coreScript]{
 	"change":     (*coreScript).handleChange,
 	"members":    (*coreScript).handleMembers,
 	"idle-ticks": (*coreScript).handleIdleTicks,
+	"cut":        (*coreScript).handleCut,
+}
+
+func (s *coreScript) handleCut(t *testing.T, d *datadriven.TestData) {
+	from, to := NodeID(scripttest.PosInt(t, d, 0)), NodeID(scripttest.PosInt(t, d, 1))
+	if s.tn.cut == nil {
+		s.tn.cut = map[[2]NodeID]bool{}
+	}
+	s.tn.cut[[2]NodeID{from, to}] = true
 }
 
 // Begin implements scripttest.Env: every command but init needs the

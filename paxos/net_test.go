@@ -24,6 +24,9 @@ type testNet struct {
 	nodes []*netNode
 	queue []Message
 	out   *strings.Builder // what happened, for scripts; nil: not recorded
+	// cut holds the one-way links (from, to) that lose every message,
+	// as a transport does to a peer removed from the cluster.
+	cut map[[2]NodeID]bool
 }
 
 type netNode struct {
@@ -137,8 +140,13 @@ func (tn *testNet) handleReady(nd *netNode) {
 		}
 	}
 	d.hard = rd.HardState
-	tn.queue = append(tn.queue, rd.Messages...)
-	tn.queue = append(tn.queue, rd.MessagesAfterSync...)
+	for _, ms := range [][]Message{rd.Messages, rd.MessagesAfterSync} {
+		for _, m := range ms {
+			if !tn.cut[[2]NodeID{m.From, m.To}] {
+				tn.queue = append(tn.queue, m)
+			}
+		}
+	}
 	if rd.SoftChanged {
 		tn.logf("n%d: %s", nd.id, fmtSoft(rd.Soft))
 	}
