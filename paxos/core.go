@@ -477,7 +477,7 @@ func (c *Core) campaign(released Ballot) {
 	c.recoverHi = 0
 	c.released = released
 	c.resetElection()
-	c.broadcast(Message{Type: MsgPrepare, Ballot: c.ballot, Instance: c.hs.Committed + 1, Hint: released})
+	c.broadcast(Message{Type: MsgPrepare, Ballot: c.ballot, Instance: c.hs.Committed + 1, Hint: released, Committed: c.hs.Committed})
 }
 
 // Campaign makes this replica try to become master now.

@@ -18,7 +18,17 @@ func (c *Core) leaseBlocks(b, released Ballot) bool {
 	return false
 }
 
+// onPrepare answers a candidate's Prepare, then learns what the
+// candidate knows chosen (its Committed), whether it promised or refused:
+// a replica that missed a commit (say, of the change that removed a node
+// still campaigning with this replica's promises) would otherwise go on
+// refusing the real candidate for the removed node's sake.
 func (c *Core) onPrepare(m Message) {
+	c.promise(m)
+	c.learnFromStale(m)
+}
+
+func (c *Core) promise(m Message) {
 	reply := Message{Type: MsgPromise, To: m.From, Ballot: m.Ballot, Committed: c.hs.Committed, LogStart: c.logStart}
 	if m.Ballot.Less(c.hs.Promised) || c.leaseBlocks(m.Ballot, m.Hint) {
 		reply.Reject = true
@@ -129,11 +139,12 @@ func (c *Core) onHeartbeat(m Message) {
 	}
 }
 
-// learnFromStale learns what a master whose ballot this replica refused
-// says is chosen: what a master announces chosen is chosen, whatever
-// ballot it says it in. Without it, a replica that promised the ballot of
-// a node removed without its knowing (it has not learned the change) would
-// refuse the real master's messages without ever learning the removal.
+// learnFromStale learns what a master or candidate, whether or not this
+// replica refused its ballot, says is chosen: what a replica announces
+// chosen is chosen, whatever ballot it says it in. Without it, a replica
+// that promised the ballot of a node removed without its knowing (it has
+// not learned the change) would refuse the real master's messages without
+// ever learning the removal.
 func (c *Core) learnFromStale(m Message) {
 	if m.From != c.cfg.ID && m.Committed > c.hs.Committed && c.role == follower {
 		c.learnCommitted(m.Committed, m.Ballot, m.From)

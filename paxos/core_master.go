@@ -50,7 +50,7 @@ func (c *Core) onPromise(m Message) {
 		// ballot. Its promise counts once a reply reaches its last entry.
 		c.recoverHi = max(c.recoverHi, m.Instance)
 		next := m.Entries[len(m.Entries)-1].Instance + 1
-		c.send(Message{Type: MsgPrepare, To: m.From, Ballot: c.ballot, Instance: next, Hint: c.released})
+		c.send(Message{Type: MsgPrepare, To: m.From, Ballot: c.ballot, Instance: next, Hint: c.released, Committed: c.hs.Committed})
 		return
 	}
 	if m.Snapshot || m.Committed > c.hs.Committed {

@@ -78,7 +78,7 @@ func (c *Core) rePrepare() {
 	c.promises = make(map[NodeID]bool)
 	c.recovered = make(map[uint64]Entry)
 	c.recoverHi = 0
-	c.broadcast(Message{Type: MsgPrepare, Ballot: b, Instance: c.hs.Committed + 1, Hint: released})
+	c.broadcast(Message{Type: MsgPrepare, Ballot: b, Instance: c.hs.Committed + 1, Hint: released, Committed: c.hs.Committed})
 }
 
 // fromRemoved answers a node removed from the group, which may not know it

@@ -83,7 +83,7 @@ type MsgType uint8
 
 // Message types.
 const (
-	MsgPrepare      MsgType = iota + 1 // phase 1a: Ballot, Instance = first instance asked for, Released
+	MsgPrepare      MsgType = iota + 1 // phase 1a: Ballot, Instance = first instance asked for, Released, Committed
 	MsgPromise                         // phase 1b: Ballot, Entries (accepted at or after Instance), Committed, LogStart, Reject
 	MsgAccept                          // phase 2a: Ballot, Entries (one or more consecutive), Committed, WriteOnly
 	MsgAccepted                        // phase 2b: Ballot, Instance, Reject (Hint = promised)
