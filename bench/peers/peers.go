@@ -21,6 +21,10 @@ type Config struct {
 	RedisAddr string
 	// RedisPoll is the sleep between SET NX attempts while a key is taken.
 	RedisPoll time.Duration
+	// RedisAOFAddr is host:port of the Redis server that appends every
+	// write to its AOF and fsyncs it before answering (appendfsync
+	// always): the durable single node (system "redis-aof").
+	RedisAOFAddr string
 
 	// EtcdEndpoints are the etcd members' client URLs.
 	EtcdEndpoints []string
@@ -42,10 +46,11 @@ type Config struct {
 // scripts/cluster.sh.
 func DefaultConfig() Config {
 	return Config{
-		TTL:        10 * time.Second,
-		MaxWorkers: 64,
-		RedisAddr:  "127.0.0.1:16379",
-		RedisPoll:  2 * time.Millisecond,
+		TTL:          10 * time.Second,
+		MaxWorkers:   64,
+		RedisAddr:    "127.0.0.1:16379",
+		RedisPoll:    2 * time.Millisecond,
+		RedisAOFAddr: "127.0.0.1:16380",
 		EtcdEndpoints: []string{
 			"http://127.0.0.1:12379", "http://127.0.0.1:22379", "http://127.0.0.1:32379",
 		},
@@ -60,7 +65,7 @@ func DefaultConfig() Config {
 
 // Names lists the systems Open knows, in report order; "mem" is the
 // in-memory fake.
-var Names = []string{"paxlock", "paxlock-lq", "paxlock-tls", "redis", "etcd", "zk", "mem"}
+var Names = []string{"paxlock", "paxlock-lq", "paxlock-tls", "redis", "redis-aof", "etcd", "zk", "mem"}
 
 // Open connects to the named system and checks that it answers. A system
 // whose adapter is a placeholder returns an error wrapping load.ErrNotBuilt.
@@ -74,6 +79,8 @@ func Open(ctx context.Context, name string, cfg Config) (load.Locker, error) {
 		return OpenPaxlockTLS(ctx, cfg)
 	case "redis":
 		return OpenRedis(ctx, cfg)
+	case "redis-aof":
+		return OpenRedisAOF(ctx, cfg)
 	case "etcd":
 		return OpenEtcd(ctx, cfg)
 	case "zk", "zookeeper":

@@ -25,10 +25,11 @@ func openOrSkip(t *testing.T, name string) load.Locker {
 	cfg.MaxWorkers = 4
 	// Fail fast where nothing listens, instead of waiting out the clients' timeouts.
 	addr := map[string]string{
-		"redis":   cfg.RedisAddr,
-		"etcd":    strings.TrimPrefix(cfg.EtcdEndpoints[0], "http://"),
-		"zk":      cfg.ZKServers[0],
-		"paxlock": cfg.PaxlockRegistry[0],
+		"redis":     cfg.RedisAddr,
+		"redis-aof": cfg.RedisAOFAddr,
+		"etcd":      strings.TrimPrefix(cfg.EtcdEndpoints[0], "http://"),
+		"zk":        cfg.ZKServers[0],
+		"paxlock":   cfg.PaxlockRegistry[0],
 	}[name]
 	if addr != "" {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -51,7 +52,7 @@ func openOrSkip(t *testing.T, name string) load.Locker {
 }
 
 func TestAdaptersAgainstServers(t *testing.T) {
-	for _, name := range []string{"paxlock", "redis", "etcd", "zk"} {
+	for _, name := range []string{"paxlock", "redis", "redis-aof", "etcd", "zk"} {
 		t.Run(name, func(t *testing.T) {
 			lk := openOrSkip(t, name)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

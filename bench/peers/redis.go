@@ -35,12 +35,41 @@ return 0`)
 type redisLocker struct {
 	c    *redis.Client
 	poll time.Duration
+	aof  bool // the server fsyncs every write (system "redis-aof")
 }
 
-// OpenRedis connects to the Redis server at cfg.RedisAddr.
+// OpenRedis connects to the Redis server at cfg.RedisAddr (no
+// persistence).
 func OpenRedis(ctx context.Context, cfg Config) (load.Locker, error) {
+	return openRedis(ctx, cfg, cfg.RedisAddr, false)
+}
+
+// OpenRedisAOF connects to the Redis server at cfg.RedisAOFAddr, which
+// appends every write to its AOF and fsyncs it before answering; it
+// checks that the server is so configured.
+func OpenRedisAOF(ctx context.Context, cfg Config) (load.Locker, error) {
+	lk, err := openRedis(ctx, cfg, cfg.RedisAOFAddr, true)
+	if err != nil {
+		return nil, err
+	}
+	r := lk.(*redisLocker)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	got, err := r.c.ConfigGet(pctx, "appendfsync").Result()
+	if err != nil {
+		_ = r.c.Close()
+		return nil, fmt.Errorf("redis-aof at %s: reading appendfsync: %w", cfg.RedisAOFAddr, err)
+	}
+	if got["appendfsync"] != "always" {
+		_ = r.c.Close()
+		return nil, fmt.Errorf("redis-aof at %s: appendfsync is %q, want always (bench/scripts/peers.sh start redis-aof)", cfg.RedisAOFAddr, got["appendfsync"])
+	}
+	return r, nil
+}
+
+func openRedis(ctx context.Context, cfg Config, addr string, aof bool) (load.Locker, error) {
 	c := redis.NewClient(&redis.Options{
-		Addr:                  cfg.RedisAddr,
+		Addr:                  addr,
 		PoolSize:              cfg.MaxWorkers + 4, // never make a worker wait for a connection
 		MinIdleConns:          min(cfg.MaxWorkers, 64),
 		DialTimeout:           5 * time.Second,
@@ -57,7 +86,7 @@ func OpenRedis(ctx context.Context, cfg Config) (load.Locker, error) {
 	defer cancel()
 	if err := c.Ping(pctx).Err(); err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("redis at %s: %w (is it running? bench/scripts/peers.sh start redis)", cfg.RedisAddr, err)
+		return nil, fmt.Errorf("redis at %s: %w (is it running? bench/scripts/peers.sh start redis redis-aof)", addr, err)
 	}
 	// Load the scripts so the hot path is EVALSHA (Run falls back to EVAL).
 	for _, s := range []*redis.Script{redisRelease, redisRenew} {
@@ -70,17 +99,32 @@ func OpenRedis(ctx context.Context, cfg Config) (load.Locker, error) {
 	if poll <= 0 {
 		poll = 2 * time.Millisecond
 	}
-	return &redisLocker{c: c, poll: poll}, nil
+	return &redisLocker{c: c, poll: poll, aof: aof}, nil
 }
 
-func (r *redisLocker) Name() string    { return "redis" }
-func (r *redisLocker) Display() string { return "Redis" }
+func (r *redisLocker) Name() string {
+	if r.aof {
+		return "redis-aof"
+	}
+	return "redis"
+}
+
+func (r *redisLocker) Display() string {
+	if r.aof {
+		return "Redis (AOF, fsync always)"
+	}
+	return "Redis"
+}
 
 func (r *redisLocker) Caps() load.Caps {
+	persistence := "single instance, no persistence (save \"\", appendonly no)"
+	if r.aof {
+		persistence = "single instance, every write appended to the AOF and fsynced before the reply (appendonly yes, appendfsync always)"
+	}
 	return load.Caps{
 		Renew: true,
 		Wait:  fmt.Sprintf("client polling every ~%v", r.poll),
-		Notes: []string{"single instance, no persistence (save \"\", appendonly no)", "no fencing token"},
+		Notes: []string{persistence, "no fencing token"},
 	}
 }
 

@@ -237,7 +237,7 @@ const PaxlockNodes = 3
 
 // ForSystem returns the meter of a system of the benchmark by its short
 // name, with the servers the start scripts run for it: paxlock's three
-// paxlockd nodes, Redis's one redis-server, etcd's three members and
+// paxlockd nodes, each Redis's one redis-server, etcd's three members and
 // ZooKeeper's three java members. "mem" has no server process (the fake
 // lives in the load generator). ok is false for an unknown name.
 func ForSystem(name string, d Dirs) (m *Meter, ok bool) {
@@ -249,6 +249,8 @@ func ForSystem(name string, d Dirs) (m *Meter, ok bool) {
 		}
 	case "redis":
 		srv = []Server{{PIDFile: filepath.Join(d.Peers, "redis", "redis.pid"), Comm: "redis-server"}}
+	case "redis-aof":
+		srv = []Server{{PIDFile: filepath.Join(d.Peers, "redis-aof", "redis.pid"), Comm: "redis-server"}}
 	case "etcd":
 		for i := 1; i <= 3; i++ {
 			srv = append(srv, Server{PIDFile: filepath.Join(d.Peers, "etcd", fmt.Sprintf("m%d.pid", i)), Comm: "etcd"})

@@ -58,7 +58,7 @@ func SystemFrom(lk load.Locker, version string) System {
 
 // displayNames are the names used when a system did not run and so has no
 // Locker to ask.
-var displayNames = map[string]string{"paxlock": "paxlock", "paxlock-tls": "paxlock (TLS clients)", "paxlock-lq": "paxlock (local queue)", "redis": "Redis", "etcd": "etcd", "zk": "ZooKeeper", "mem": "in-memory fake"}
+var displayNames = map[string]string{"paxlock": "paxlock", "paxlock-tls": "paxlock (TLS clients)", "paxlock-lq": "paxlock (local queue)", "redis": "Redis", "redis-aof": "Redis (AOF, fsync always)", "etcd": "etcd", "zk": "ZooKeeper", "mem": "in-memory fake"}
 
 // DisplayName returns the human name of a system's short name.
 func DisplayName(name string) string {
@@ -157,6 +157,8 @@ func systemColor(name string, i int) string {
 		return "#c62828"
 	case "redis":
 		return "#1565c0"
+	case "redis-aof":
+		return "#00838f"
 	case "etcd":
 		return "#2e7d32"
 	case "zk":

@@ -3,13 +3,16 @@
 # compares paxlock against, all on loopback and without systemd:
 #
 #   Redis 7      one instance            127.0.0.1:16379
+#   Redis 7 AOF  one instance, appendonly with appendfsync always (every
+#                write fsynced before its reply: the durable single node)
+#                                        127.0.0.1:16380
 #   etcd 3.4     3 members               clients 127.0.0.1:{12379,22379,32379}
 #                                        peers   127.0.0.1:{12380,22380,32380}
 #   ZooKeeper    3 members (3.8)         clients 127.0.0.1:{12181,22181,32181}
 #                                        quorum  127.0.0.1:{12888,22888,32888}
 #                                        election 127.0.0.1:{13888,23888,33888}
 #
-# Usage: peers.sh start|stop|restart|status|install|clean [redis|etcd|zk|all ...]
+# Usage: peers.sh start|stop|restart|status|install|clean [redis|redis-aof|etcd|zk|all ...]
 #
 # The ports are deliberately not the packages' defaults, so a default service
 # (if one runs) never answers in place of ours. Every daemon runs in the
@@ -25,6 +28,7 @@ WAIT_SECS="${WAIT_SECS:-90}"
 ZK_HEAP="${ZK_HEAP:-512m}"
 
 REDIS_PORT=16379
+REDIS_AOF_PORT=16380
 ETCD_CLIENT_PORTS=(12379 22379 32379)
 ETCD_PEER_PORTS=(12380 22380 32380)
 ZK_CLIENT_PORTS=(12181 22181 32181)
@@ -171,6 +175,40 @@ status_redis() {
 		echo "redis: up (pid $(cat "$redis_dir/redis.pid"), 127.0.0.1:$REDIS_PORT, $(redis-cli -p $REDIS_PORT info server | tr -d '\r' | grep '^redis_version:'))"
 	else
 		echo "redis: down"
+		return 1
+	fi
+}
+
+# -------------------------------------------------------------- redis-aof --
+
+# The durable single node users compare a lock service against: every
+# write is appended to the AOF and fsynced before Redis answers it.
+redis_aof_dir="$PEERS_DIR/redis-aof"
+
+install_redis-aof() { install_redis; }
+
+start_redis-aof() {
+	if pid_alive "$redis_aof_dir/redis.pid"; then
+		log "redis-aof already running (pid $(cat "$redis_aof_dir/redis.pid"))"
+		return
+	fi
+	check_ports_free redis-aof $REDIS_AOF_PORT
+	rm -rf "$redis_aof_dir"
+	mkdir -p "$redis_aof_dir"
+	redis-server --bind 127.0.0.1 --port $REDIS_AOF_PORT --dir "$redis_aof_dir" \
+		--save '' --appendonly yes --appendfsync always --protected-mode yes --daemonize no \
+		--logfile "$redis_aof_dir/redis.log" >/dev/null 2>&1 &
+	echo $! >"$redis_aof_dir/redis.pid"
+	wait_until "redis-aof on :$REDIS_AOF_PORT" redis_aof_ready
+}
+
+redis_aof_ready() { [ "$(redis-cli -h 127.0.0.1 -p $REDIS_AOF_PORT ping 2>/dev/null)" = PONG ]; }
+stop_redis-aof() { stop_pidfile "$redis_aof_dir/redis.pid" redis-aof; }
+status_redis-aof() {
+	if pid_alive "$redis_aof_dir/redis.pid" && redis_aof_ready; then
+		echo "redis-aof: up (pid $(cat "$redis_aof_dir/redis.pid"), 127.0.0.1:$REDIS_AOF_PORT, appendfsync $(redis-cli -p $REDIS_AOF_PORT config get appendfsync | tail -1))"
+	else
+		echo "redis-aof: down"
 		return 1
 	fi
 }
@@ -358,10 +396,10 @@ systems=("$@")
 expanded=()
 for s in "${systems[@]}"; do
 	case "$s" in
-	all) expanded+=(redis etcd zk) ;;
-	redis | etcd | zk) expanded+=("$s") ;;
+	all) expanded+=(redis redis-aof etcd zk) ;;
+	redis | redis-aof | etcd | zk) expanded+=("$s") ;;
 	zookeeper) expanded+=(zk) ;;
-	*) die "unknown system '$s' (want redis, etcd, zk or all)" ;;
+	*) die "unknown system '$s' (want redis, redis-aof, etcd, zk or all)" ;;
 	esac
 done
 
@@ -381,7 +419,7 @@ restart) for s in "${expanded[@]}"; do "install_$s"; done
 status) for s in "${expanded[@]}"; do "status_$s" || rc=1; done ;;
 install) for s in "${expanded[@]}"; do "install_$s"; done ;;
 clean)
-	for s in redis etcd zk; do "stop_$s"; done
+	for s in redis redis-aof etcd zk; do "stop_$s"; done
 	rm -rf "$PEERS_DIR"
 	log "removed $PEERS_DIR"
 	;;

@@ -116,7 +116,7 @@ type flags struct {
 	idle                                         *time.Duration
 	skipDown, verbose                            *bool
 	rerender, cpuProf, pprofAddr                 *string
-	redisAddr                                    *string
+	redisAddr, redisAOF                          *string
 	redisPoll                                    *time.Duration
 	etcdEPs, zkServers, paxReg, paxNS, paxSecret *string
 	paxTLSReg, paxCA                             *string
@@ -126,7 +126,7 @@ type flags struct {
 // def's, and parses the command line.
 func parseFlags(def peers.Config) *flags {
 	f := &flags{
-		systems:   flag.String("systems", "paxlock,paxlock-tls,redis,etcd,zk", "systems to compare, in report order: paxlock, paxlock-lq (client local queueing on), paxlock-tls (the same cluster through its TLS client listeners), redis, etcd, zk, mem (in-memory fake)"),
+		systems:   flag.String("systems", "paxlock,paxlock-tls,redis,redis-aof,etcd,zk", "systems to compare, in report order: paxlock, paxlock-lq (client local queueing on), paxlock-tls (the same cluster through its TLS client listeners), redis, redis-aof (Redis fsyncing every write), etcd, zk, mem (in-memory fake)"),
 		scenarios: flag.String("scenarios", "uncontended,contended", "scenarios: uncontended, contended, renew, rw, sweep, or all"),
 		workers:   flag.Int("workers", 64, "concurrent workers (each with its own session)"),
 		duration:  flag.Duration("duration", 15*time.Second, "measured time per run"),
@@ -156,6 +156,7 @@ func parseFlags(def peers.Config) *flags {
 		pprofAddr: flag.String("pprof", "", "serve the load generator's /debug/pprof on this address (e.g. 127.0.0.1:6060)"),
 
 		redisAddr: flag.String("redis", def.RedisAddr, "Redis host:port"),
+		redisAOF:  flag.String("redis-aof", def.RedisAOFAddr, "host:port of the Redis with appendfsync always"),
 		redisPoll: flag.Duration("redis-poll", def.RedisPoll, "Redis: sleep between SET NX attempts while a key is taken"),
 		etcdEPs:   flag.String("etcd", strings.Join(def.EtcdEndpoints, ","), "etcd client URLs"),
 		zkServers: flag.String("zk", strings.Join(def.ZKServers, ","), "ZooKeeper host:port list"),
@@ -274,7 +275,7 @@ func systemsConfig(def peers.Config, f *flags, sweep []load.Scenario) peers.Conf
 	}
 	cfg := def
 	cfg.TTL, cfg.MaxWorkers = *f.ttl, maxWorkers
-	cfg.RedisAddr, cfg.RedisPoll = *f.redisAddr, *f.redisPoll
+	cfg.RedisAddr, cfg.RedisPoll, cfg.RedisAOFAddr = *f.redisAddr, *f.redisPoll, *f.redisAOF
 	cfg.EtcdEndpoints, cfg.ZKServers = splitList(*f.etcdEPs), splitList(*f.zkServers)
 	cfg.PaxlockRegistry, cfg.PaxlockNamespace = splitList(*f.paxReg), *f.paxNS
 	cfg.PaxlockTLSRegistry, cfg.PaxlockCA = splitList(*f.paxTLSReg), *f.paxCA
