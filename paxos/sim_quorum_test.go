@@ -73,13 +73,7 @@ func TestSimulationQuorumSync(t *testing.T) {
 		}
 		return
 	}
-	n := *simSeeds
-	if n == 0 {
-		n = 2000
-		if raceEnabled || testing.Short() {
-			n = 150
-		}
-	}
+	n := simSeedCount()
 	var runs, writeOnly, lost, votes int
 	for seed := range int64(n) {
 		s, err := runSimStats(t, seed, withQuorumSync)

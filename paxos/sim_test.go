@@ -98,10 +98,19 @@ type simDisk struct {
 }
 
 func (d *simDisk) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
+	return boundedEntries(from, to, maxBytes, func(i uint64) (Entry, bool) {
+		e, ok := d.log[i]
+		return e, ok
+	}), nil
+}
+
+// boundedEntries reads instances from..to with get, stopping at the first
+// missing one and before maxBytes of values (at least one entry).
+func boundedEntries(from, to uint64, maxBytes int, get func(uint64) (Entry, bool)) []Entry {
 	var out []Entry
 	size := 0
 	for i := from; i <= to; i++ {
-		e, ok := d.log[i]
+		e, ok := get(i)
 		if !ok {
 			break
 		}
@@ -111,16 +120,26 @@ func (d *simDisk) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
 		out = append(out, e)
 		size += e.Value.Size()
 	}
-	return out, nil
+	return out
+}
+
+// simSeedCount is how many seeds a simulation test runs: -seeds, else
+// 2000, or 150 under -race or -short.
+func simSeedCount() int {
+	if n := *simSeeds; n != 0 {
+		return n
+	}
+	if raceEnabled || testing.Short() {
+		return 150
+	}
+	return 2000
 }
 
 // Entries reads nd's log as the runtime's store does: every write issued,
 // durable or not (a Pebble read sees a batch once it is applied, before
 // its fsync), the later write of an instance over the earlier.
 func (nd *simNode) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
-	var out []Entry
-	size := 0
-	for i := from; i <= to; i++ {
+	return boundedEntries(from, to, maxBytes, func(i uint64) (Entry, bool) {
 		e, ok := nd.disk.log[i]
 		for _, w := range nd.pending {
 			if w.durable || i < nd.disk.logStart {
@@ -132,16 +151,8 @@ func (nd *simNode) Entries(from, to uint64, maxBytes int) ([]Entry, error) {
 				}
 			}
 		}
-		if !ok {
-			break
-		}
-		if len(out) > 0 && size+e.Value.Size() > maxBytes {
-			break
-		}
-		out = append(out, e)
-		size += e.Value.Size()
-	}
-	return out, nil
+		return e, ok
+	}), nil
 }
 
 type simNode struct {
@@ -1065,13 +1076,7 @@ func TestSimulation(t *testing.T) {
 		}
 		return
 	}
-	n := *simSeeds
-	if n == 0 {
-		n = 2000
-		if raceEnabled || testing.Short() {
-			n = 150
-		}
-	}
+	n := simSeedCount()
 	var st simStats
 	for seed := range int64(n) {
 		s, err := runSimStats(t, seed)
