@@ -4,6 +4,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -52,6 +53,7 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 	var (
 		res       result
 		lastErr   error
+		authErr   error // a node's AUTH_FAILED, retried (see below)
 		target    string
 		redirects int
 		// moved counts the attempts that followed a view moving the key's
@@ -70,7 +72,7 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			return res, ErrClosed
 		}
 		if err := ctx.Err(); err != nil {
-			return res, ctxErr(op, key, err, lastErr)
+			return res, ctxErr(op, key, err, cmp.Or(authErr, lastErr))
 		}
 		delay := time.Duration(-1) // -1: the usual backoff
 		// Routing failures wait for the backoff or a newer view, whichever
@@ -121,8 +123,10 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			// (or another node) accepted with the same secret: the node
 			// has not applied the namespace yet (it was just added, or
 			// moved to this cluster). Retried as an unavailable node,
-			// within MaxRetries; the error still wraps ErrAuth.
-			lastErr = err
+			// within MaxRetries; if no attempt gets further, the call
+			// fails with this refusal (ErrAuth), whatever the later
+			// attempts met.
+			authErr, lastErr = err, err
 			viewCh = routing
 		case errors.Is(err, ErrAuth), errors.Is(err, ErrClosed):
 			return res, err
@@ -138,7 +142,7 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			if cn != nil {
 				res.unknown = true // the request may have been sent
 			}
-			return res, ctxErr(op, key, ctx.Err(), lastErr)
+			return res, ctxErr(op, key, ctx.Err(), cmp.Or(authErr, lastErr))
 		case errors.Is(err, ErrNoMaster), errors.Is(err, ErrUnavailable), errors.Is(err, ErrOverloaded):
 			lastErr = fmt.Errorf("client: %s %q: %w", op, key, err)
 			if !errors.Is(err, ErrOverloaded) {
@@ -148,6 +152,9 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			return res, err // encoding errors, unexpected replies
 		}
 		if attempt-moved-moving >= c.cfg.MaxRetries {
+			if authErr != nil {
+				return res, authErr
+			}
 			return res, lastErr
 		}
 		if delay < 0 {
@@ -161,7 +168,7 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			if errors.Is(err, ErrClosed) {
 				return res, ErrClosed
 			}
-			return res, ctxErr(op, key, err, lastErr)
+			return res, ctxErr(op, key, err, cmp.Or(authErr, lastErr))
 		}
 	}
 }
@@ -309,9 +316,10 @@ func ctxErr(op, key string, err, last error) error {
 		err = context.Canceled
 	}
 	switch {
-	case errors.Is(last, ErrOverloaded):
-		// Refused to the end (a quota, a bound): errors.Is finds
-		// ErrOverloaded too, so the caller learns why it waited in vain.
+	case errors.Is(last, ErrOverloaded), errors.Is(last, ErrAuth):
+		// Refused to the end (a quota, a bound, a node that does not
+		// know the namespace): errors.Is finds ErrOverloaded or ErrAuth
+		// too, so the caller learns why it waited in vain.
 		return fmt.Errorf("client: %s %q: %w (last: %w)", op, key, err, last)
 	case last != nil:
 		return fmt.Errorf("client: %s %q: %w (last: %v)", op, key, err, last)
