@@ -342,12 +342,11 @@ func (d *wireDecoder) count(what string, minLen int) int {
 // bytesField reads a length-prefixed byte string and returns a copy carved
 // from d.bytes (nil in the counting pass, or when empty).
 func (d *wireDecoder) bytesField(what string) []byte {
-	n := d.count(what, 1)
+	src := d.rawField(what)
 	if d.err != nil {
 		return nil
 	}
-	src := d.b[d.off : d.off+n]
-	d.off += n
+	n := len(src)
 	if !d.fill {
 		d.nBytes += n
 		return nil

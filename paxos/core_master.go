@@ -119,8 +119,7 @@ func (c *Core) proposeAt(inst uint64, v Value) {
 	c.send(Message{Type: MsgAccept, To: c.cfg.ID, Ballot: c.ballot, Entries: ents, Committed: c.hs.Committed})
 	for _, p := range c.mem.Members {
 		if p != c.cfg.ID {
-			c.msgs = append(c.msgs, Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot, Entries: ents,
-				Committed: c.hs.Committed, WriteOnly: c.writeOnlyTo(p)})
+			c.msgs = append(c.msgs, c.acceptTo(p, ents, c.writeOnlyTo(p)))
 		}
 	}
 }
@@ -305,7 +304,7 @@ func (c *Core) retransmit() {
 		f.sent = c.now
 		for _, p := range c.mem.Members {
 			if p != c.cfg.ID && !slices.Contains(f.acks, p) {
-				c.msgs = append(c.msgs, c.acceptTo(p, f.entry, false))
+				c.msgs = append(c.msgs, c.acceptTo(p, []Entry{f.entry}, false))
 				if slices.Contains(c.voters, p) && !slices.Contains(lagging, p) {
 					lagging = append(lagging, p)
 				}

@@ -110,16 +110,16 @@ func (c *Core) replaceLaggards(lagging []NodeID) {
 		}
 		for _, p := range fresh {
 			if !slices.Contains(f.acks, p) && f.sent != c.now {
-				c.msgs = append(c.msgs, c.acceptTo(p, f.entry, false))
+				c.msgs = append(c.msgs, c.acceptTo(p, []Entry{f.entry}, false))
 			}
 		}
 	}
 }
 
-// acceptTo is the master's Accept of e to follower p.
-func (c *Core) acceptTo(p NodeID, e Entry, writeOnly bool) Message {
+// acceptTo is the master's Accept of ents to follower p.
+func (c *Core) acceptTo(p NodeID, ents []Entry, writeOnly bool) Message {
 	return Message{Type: MsgAccept, Group: c.cfg.Group, From: c.cfg.ID, To: p, Ballot: c.ballot,
-		Entries: []Entry{e}, Committed: c.hs.Committed, WriteOnly: writeOnly}
+		Entries: ents, Committed: c.hs.Committed, WriteOnly: writeOnly}
 }
 
 // acceptEntry stores e, accepted in its ballot, unless this replica holds

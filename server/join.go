@@ -188,28 +188,30 @@ func (s *Server) JoinCluster(ctx context.Context, addr string) error {
 	m := s.selfMember(group.MemberJoining)
 	body, _ := json.Marshal(m)
 	url := adminURL(addr, s.sec.adminTLS != nil) + "/members"
-	wait := 200 * time.Millisecond
-	for {
+	var refused error // an answer that retrying cannot change
+	err = retry(ctx, 200*time.Millisecond, 5*time.Second, func() error {
 		code, resp, err := adminCall(ctx, hc, http.MethodPost, url, token, body)
 		switch {
 		case err == nil && code == http.StatusOK:
-			s.log.Info("joined the cluster", "node", s.cfg.NodeID)
 			return nil
 		case err == nil && code == http.StatusConflict:
-			return fmt.Errorf("server: join: %w: %s", ErrJoinRefused, bytes.TrimSpace(resp))
+			refused = fmt.Errorf("server: join: %w: %s", ErrJoinRefused, bytes.TrimSpace(resp))
+			return refused
 		case err == nil && code < 500:
-			return fmt.Errorf("server: join: POST /members: %d %s", code, bytes.TrimSpace(resp))
+			refused = fmt.Errorf("server: join: POST /members: %d %s", code, bytes.TrimSpace(resp))
+			return refused
 		case err == nil:
 			err = fmt.Errorf("%d %s", code, bytes.TrimSpace(resp))
 		}
 		s.log.Warn("joining the cluster: not done yet; retrying", "err", err)
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("server: join: %w (last: %w)", ctx.Err(), err)
-		case <-t.C:
-		}
-		wait = min(2*wait, 5*time.Second)
+		return err
+	}, func(error) bool { return refused != nil })
+	switch {
+	case err == nil:
+		s.log.Info("joined the cluster", "node", s.cfg.NodeID)
+		return nil
+	case refused != nil:
+		return refused
 	}
+	return fmt.Errorf("server: join: %w", err)
 }
