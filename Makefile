@@ -7,7 +7,7 @@ RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./group
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
 
-.PHONY: restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-soak bench-ab bench-failover failover-check e2e backup-check chaos fuzz console-test
+.PHONY: restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-soak bench-ab pgo bench-failover failover-check e2e backup-check chaos fuzz console-test
 
 all: build
 
@@ -137,6 +137,14 @@ bench-soak: build
 	BIN=$(abspath $(BIN)) ./scripts/paxlock.sh start && \
 	./scripts/peers.sh start redis && \
 	$(GO) run ./cmd/soak -duration $(or $(SOAK),30m) -out results/soak $(SOAK_FLAGS)
+
+# pgo records the CPU profile paxlockd is built with (cmd/paxlockd/default.pgo,
+# which go build picks up by itself: profile-guided optimization) from the
+# benchmark's cluster under make bench's load (bench/scripts/pgo.sh). Refresh
+# it when the request path changes much, and judge it with make bench-ab.
+# About 1.5 minutes.
+pgo: build
+	bench/scripts/pgo.sh
 
 # bench-ab judges a performance change: a same-run A/B of two builds
 # (bench/scripts/ab.sh), ROUNDS rounds of paxlock against Redis with the
