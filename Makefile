@@ -66,10 +66,12 @@ size-check:
 # that run goroutines (RACE_PKGS) under -race, the others (the
 # single-threaded core and its 2,000-seed simulation among them) without.
 # Tests of one package run in parallel (-parallel defaults to the CPUs);
-# the cross-process suites are make e2e and make chaos.
+# the cross-process suites are make e2e and make chaos. -pgo=off: a test
+# binary gains nothing from paxlockd's profile (cmd/paxlockd/default.pgo),
+# which would rebuild every dependency once more for that one package.
 test: fmt-check vet mod-check
-	$(GO) test -tags invariants -count=1 -timeout 20m $(PLAIN_LIST)
-	$(GO) test -race -tags invariants -count=1 -timeout 20m $(RACE_LIST)
+	$(GO) test -pgo=off -tags invariants -count=1 -timeout 20m $(PLAIN_LIST)
+	$(GO) test -pgo=off -race -tags invariants -count=1 -timeout 20m $(RACE_LIST)
 
 # docker-up starts a 3-node cluster in containers on a private network
 # (deploy/docker-compose.yml, scripts/compose.sh), secure like make run;

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -251,5 +252,70 @@ func TestClientCAVouchesForNoNode(t *testing.T) {
 	}
 	if r := dialRawTLS(t, self.ClientTLS, withIssued(t, clientTLS(t, dir), ca, "ns")).hello("ns", "s3cret", 12); r.Status != wire.StatusSuccess {
 		t.Fatalf("hello with a client certificate from client_ca: %+v", r)
+	}
+}
+
+// TestClientCARotation: the TLS client listener takes a changed client_ca
+// file without a restart. With client_auth "required" and client_ca
+// holding CA A, a client certificate from A is served and one from B
+// refused at the handshake; once the file holds B instead (and the node
+// has looked at it: pki.ReloadInterval, here at once), B's is served and
+// A's refused. A file rewritten without a certificate is refused and the
+// pool in use stays.
+func TestClientCARotation(t *testing.T) {
+	t.Parallel()
+	newCA := func(name string) *pki.CA {
+		ca, err := pki.NewCA(name, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ca
+	}
+	caA, caB := newCA("clients A"), newCA("clients B")
+	var clientCA string
+	tc, dir := startSecureCluster(t, 1, func(c *Config) {
+		clientCA = filepath.Join(filepath.Dir(c.TLS.CA), "client-ca.crt")
+		if err := os.WriteFile(clientCA, caA.CertPEM, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.ClientTLS = &ClientTLS{ClientCA: clientCA, ClientAuth: ClientAuthRequired}
+	})
+	s := tc.nodes[0]
+	addr := s.cfg.self().ClientTLS
+	served := func(ca *pki.CA) bool {
+		t.Helper()
+		conf := withIssued(t, clientTLS(t, dir), ca, "ns")
+		if refusedAtHandshake(t, addr, conf) {
+			return false
+		}
+		rc := dialRawTLS(t, addr, conf)
+		defer rc.c.Close()
+		if r := rc.hello("ns", "s3cret", 7); r.Status != wire.StatusSuccess {
+			t.Fatalf("hello with a certificate from %s: %+v", ca.Cert.Subject.CommonName, r)
+		}
+		return true
+	}
+	if !served(caA) || served(caB) {
+		t.Fatal("before the rotation: want A's certificate served and B's refused")
+	}
+
+	if err := os.WriteFile(clientCA, caB.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sec.clientCAs.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if served(caA) || !served(caB) {
+		t.Fatal("after the rotation: want B's certificate served and A's refused")
+	}
+
+	if err := os.WriteFile(clientCA, []byte("garbage\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.sec.clientCAs.Reload(); err == nil {
+		t.Fatal("a client_ca file without a certificate was loaded")
+	}
+	if !served(caB) {
+		t.Fatal("a refused reload changed the pool in use")
 	}
 }

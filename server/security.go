@@ -3,7 +3,6 @@ package server
 import (
 	"crypto/subtle"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -31,9 +30,10 @@ type security struct {
 	relaySecret   string
 	relayVerifier scramauth.Verifier
 	// The TLS client listener's client certificates: the CAs they must
-	// chain to, whether one is required, and whether a client's session
-	// needs one naming its namespace (client_tls).
-	clientCAs     *x509.CertPool
+	// chain to when client_tls names client_ca (nil: the cluster CA in
+	// use), whether one is required, and whether a client's session needs
+	// one naming its namespace (client_tls).
+	clientCAs     *pki.CAPool
 	clientAuth    tls.ClientAuthType
 	bindNamespace bool
 }
@@ -54,7 +54,7 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 	} else {
 		log.Warn("peer transport is plaintext (no tls section): anyone who reaches the peer port can speak as any node; use it on trusted networks only")
 	}
-	if err := loadClientCAs(cfg, &sec); err != nil {
+	if err := loadClientCAs(cfg, &sec, log); err != nil {
 		return sec, fmt.Errorf("server: %w", err)
 	}
 	if a := cfg.AdminTLS; a != nil {

@@ -99,6 +99,9 @@ type Server struct {
 	consoleHTTP *http.Client
 	faults      *partition // nil unless Config.FaultInjection
 	sec         security   // certificates, keys and tokens, loaded by New
+	// clientTLS is the TLS client listener's configuration for the client
+	// CA pool in use (clientTLSFor), rebuilt when the pool changes.
+	clientTLS atomic.Pointer[clientTLSCached]
 	// initingNS is set while initNamespaces runs.
 	initingNS atomic.Bool
 	gossip    atomic.Pointer[nodeGossip] // set by Start; the host loop reads it
