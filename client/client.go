@@ -232,6 +232,7 @@ type dialing struct {
 type dialFailure struct {
 	n    int
 	last time.Time
+	err  error // the last dial's error
 }
 
 // processOwnerID is the Owner.ID of ProcessOwner handles; per-handle owners

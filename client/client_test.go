@@ -1145,3 +1145,36 @@ func TestNewTermReregisters(t *testing.T) {
 		t.Fatalf("Lock after the new term: %v", err)
 	}
 }
+
+// TestCallAfterRefusalIsErrAuth: once a node refuses the namespace (it was
+// removed while the client was connected) and a reconnect of the client's
+// own has met that refusal, a call ends with ErrAuth — the node is
+// skipped for the reconnect backoff, and skipping it must report its
+// refusal, not an unreachable cluster.
+func TestCallAfterRefusalIsErrAuth(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	ctx := tctx(t)
+	c, err := New(ctx, testConfig(n.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Mutex("before").TryLock(ctx); err != nil {
+		t.Fatalf("TryLock before the refusal: %v", err)
+	}
+	n.refusing.Store(true)
+	n.kick()
+	// The view subscription reconnects by itself and is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for n.refusals.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the client did not reconnect within 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := c.Mutex("after").TryLock(ctx); !errors.Is(err, ErrAuth) {
+		t.Fatalf("TryLock after the refusal: %v, want ErrAuth", err)
+	}
+}

@@ -77,7 +77,7 @@ func (c *Client) dial(addr string, d *dialing) {
 		delete(c.dialFails, addr)
 	default:
 		f := c.dialFails[addr]
-		c.dialFails[addr] = dialFailure{n: f.n + 1, last: time.Now()}
+		c.dialFails[addr] = dialFailure{n: f.n + 1, last: time.Now(), err: err}
 	}
 	c.mu.Unlock()
 	if err != nil && cn != nil {

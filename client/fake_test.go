@@ -3,6 +3,7 @@ package client
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,6 +108,10 @@ type fakeNode struct {
 	id   uint32
 	srv  *fakewire.Server
 	addr string
+	// refusing refuses every handshake AUTH_FAILED (the namespace
+	// removed); refusals counts the handshakes refused so.
+	refusing atomic.Bool
+	refusals atomic.Int64
 
 	mu      sync.Mutex
 	subs    map[*fakewire.Conn]bool // the connections subscribed to views
@@ -160,6 +165,13 @@ func newFakeNode(t testing.TB, fc *fakeCluster, id uint32) *fakeNode {
 		Verifiers:   map[string]scramauth.Verifier{fakeNS: fakeVerifier},
 		ViewVersion: func() uint64 { return fc.view().Version },
 		Closed:      n.forget,
+		Refuse: func(string) bool {
+			if !n.refusing.Load() {
+				return false
+			}
+			n.refusals.Add(1)
+			return true
+		},
 	})
 	n.addr = n.srv.Addr()
 	n.srv.Handle(wire.TypeGetView, n.serveView)

@@ -223,6 +223,13 @@ func (c *Client) attempt(ctx context.Context, stop <-chan struct{}, hash uint64,
 	err := ErrUnavailable
 	if !routed || !c.unreachable(addr) {
 		cn, err = c.getConn(ctx, addr)
+	} else if de := c.lastDialErr(addr); errors.Is(de, ErrAuth) {
+		// The node is skipped because it refused the namespace at its
+		// last dial (another call's, or a reconnect's): that refusal is
+		// this attempt's answer, not an unreachable node, so that a call
+		// after the namespace was removed or its secret changed ends with
+		// ErrAuth rather than ErrUnavailable.
+		err = de
 	}
 	if err != nil && routed && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
 		if rc := c.relayConn(ctx, addr); rc != nil {
@@ -271,6 +278,14 @@ func (c *Client) unreachable(addr string) bool {
 	}
 	f := c.dialFails[addr]
 	return f.n > 0 && time.Since(f.last) < c.backoffCeil(f.n)
+}
+
+// lastDialErr is the error of the last failed dial to addr (nil: its
+// last dial succeeded, or none failed).
+func (c *Client) lastDialErr(addr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dialFails[addr].err
 }
 
 // relayConn returns a working connection to a node of the view other than

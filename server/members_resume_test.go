@@ -195,7 +195,8 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 
 // TestMemberAddQuorumLost: two of the three nodes stop while an add is at
 // group 6. The call fails with 503 and a report (groups 0-5 done, 6-14
-// pending) once its node loses group 0, within seconds; locks held before
+// pending; fewer done if the driver's mastership of group 0 lapsed on its
+// own earlier) once its node loses group 0, within seconds; locks held before
 // are all there after the nodes return, and the add completes by itself.
 func TestMemberAddQuorumLost(t *testing.T) {
 	const k = 6
@@ -250,10 +251,26 @@ func TestMemberAddQuorumLost(t *testing.T) {
 	if err := json.Unmarshal(a.body, &rep); err != nil {
 		t.Fatalf("report %s: %v", a.body, err)
 	}
-	if rep.Op != "add" || rep.Node != 4 || !slices.Equal(rep.Done, []int{0, 1, 2, 3, 4, 5}) ||
-		!slices.Equal(rep.Pending, []int{6, 7, 8, 9, 10, 11, 12, 13, 14}) ||
+	// The groups before k were changed, k and the rest were not: unless
+	// the driver's mastership of group 0 lapsed for a lease on its own
+	// (a loaded machine) before the quorum went, and its next term
+	// resumed the change up to k. Then the report ends earlier, still
+	// with every group before its first pending one done, none after.
+	j := len(rep.Done)
+	want := func(from, to int) []int {
+		var gs []int
+		for g := from; g < to; g++ {
+			gs = append(gs, g)
+		}
+		return gs
+	}
+	if rep.Op != "add" || rep.Node != 4 || j > k || !slices.Equal(rep.Done, want(0, j)) ||
+		!slices.Equal(rep.Pending, want(j, 15)) ||
 		!strings.Contains(rep.Error, "stopped mastering the member list") || rep.Next == "" {
 		t.Fatalf("report: %+v", rep)
+	}
+	if j < k {
+		t.Logf("the driver lost group 0 on its own after group %d, before the quorum went", j-1)
 	}
 	t.Logf("the add failed after %v: %s", took.Round(time.Millisecond), rep.Error)
 	if m, _ := d.svc.Member(4); m.State != group.MemberJoining {

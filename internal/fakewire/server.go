@@ -34,6 +34,11 @@ type Config struct {
 	// Closed is told that a connection ended, after its socket was
 	// closed, on the connection's reader goroutine.
 	Closed func(c *Conn)
+	// Refuse, when set and true for a namespace, refuses its handshakes
+	// AUTH_FAILED whatever Verifiers holds: a namespace removed, or its
+	// secret changed, while clients are connected. It is asked on the
+	// connection's reader goroutine.
+	Refuse func(ns string) bool
 }
 
 // Server is a fake node listening on a loopback port: see the package
@@ -235,6 +240,9 @@ func (c *Conn) Reply(reqID uint64, r wire.Response) { c.Send(wire.TypeResponse, 
 
 // Credentials implements session.Host with Config.Verifiers.
 func (c *Conn) Credentials(ns string) (scramauth.Verifier, bool) {
+	if f := c.s.cfg.Refuse; f != nil && f(ns) {
+		return scramauth.Verifier{}, false
+	}
 	v, ok := c.s.cfg.Verifiers[ns]
 	return v, ok
 }
