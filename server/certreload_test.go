@@ -2,10 +2,13 @@ package server
 
 import (
 	"crypto/tls"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // TestCertificateReload: a node renewed with paxlockctl certs node ID
@@ -48,5 +51,72 @@ func TestCertificateReload(t *testing.T) {
 	}
 	if got := expiry(); got != float64(after.Unix()) {
 		t.Fatalf("expiry metric %v after the renewal, want %v", got, after.Unix())
+	}
+}
+
+// TestClusterCARotation: the cluster CA is replaced without restarting
+// any node for it. The CA file first holds the old and the new CA, the
+// nodes' certificates are renewed from the new one, then the file holds
+// the new CA alone; each step is picked up by every node (Reload: what
+// pki.ReloadInterval does within 10 s). A node restarted afterwards (new
+// peer handshakes with its renewed certificate, against pools that trust
+// only the new CA) rejoins, and relays a client's request to the master
+// through the master's TLS client listener, where it is recognised as a
+// node by the new CA alone.
+func TestClusterCARotation(t *testing.T) {
+	t.Parallel()
+	tc, dir := startSecureCluster(t, 3)
+	oldPEM, err := os.ReadFile(filepath.Join(dir, pki.DevCACert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := pki.NewCA("paxlock CA (next)", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reloadAll := func(step string) {
+		t.Helper()
+		for _, s := range tc.nodes {
+			if err := s.sec.peer.Reload(); err != nil {
+				t.Fatalf("%s: node %d: %v", step, s.cfg.NodeID, err)
+			}
+		}
+	}
+	write(pki.DevCACert, append(append([]byte(nil), oldPEM...), next.CertPEM...))
+	reloadAll("both CAs")
+	for _, s := range tc.nodes {
+		is, err := next.IssueNode("paxlock", s.cfg.NodeID, []string{"127.0.0.1"}, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(pki.DevNodeKey(int(s.cfg.NodeID)), is.KeyPEM)
+		write(pki.DevNodeCert(int(s.cfg.NodeID)), is.CertPEM)
+	}
+	reloadAll("renewed certificates")
+	write(pki.DevCACert, next.CertPEM)
+	reloadAll("the new CA alone")
+
+	const key = "rotated"
+	mi := tc.masterIndex("ns", key)
+	vi := (mi + 1) % 3
+	tc.stop(vi)
+	tc.start(vi)
+	tc.waitMemberList(3)
+	newTrust := &tls.Config{RootCAs: next.Pool(), MinVersion: tls.VersionTLS12}
+	mi = tc.masterIndex("ns", key)
+	via := tc.cfgs[(mi+1)%3].self()
+	rc := dialRawTLS(t, via.ClientTLS, newTrust)
+	if r := rc.hello("ns", "s3cret", 5); r.Status != wire.StatusSuccess {
+		t.Fatalf("hello through a node with a renewed certificate: %+v", r)
+	}
+	r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(5), ID: 1}, Weight: 1, TTLMs: 10000, Redirects: wire.ForwardNow})
+	if r.Status != wire.StatusSuccess || r.Token == 0 {
+		t.Fatalf("acquire relayed after the rotation: %+v", r)
 	}
 }
