@@ -120,6 +120,7 @@ func TestConsole(t *testing.T) {
 
 	// A key held by one client and waited for by another is listed.
 	const key = "console-hot"
+	tc.masterIndex("ns", key) // placement settled: both connections reach one master
 	a := tc.masterConn("ns", key, 1)
 	b := tc.masterConn("ns", key, 2)
 	r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 30000})

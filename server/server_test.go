@@ -243,26 +243,36 @@ func testKey(n uint64) string { return fmt.Sprintf("test-client-key-%04x", n) }
 
 func cid(n uint64) uint64 { return wire.ClientIDOf(testKey(n)) }
 
-// masterConn returns a connection, authenticated, to the master of key.
+// masterConn returns a connection, authenticated, to the master of key,
+// waiting for the group to have one (a group may be between masters for
+// a moment after a start or a restart).
 func (tc *testCluster) masterConn(ns, key string, client uint64) *rawConn {
+	tc.t.Helper()
 	g := wire.GroupOf(wire.KeyHash(ns, key), 15)
-	for _, s := range tc.nodes {
-		if s != nil && s.svc.Group(g).Serving() {
-			rc := dialRaw(tc.t, s.cfg.self().Client)
-			if r := rc.hello(ns, "s3cret", client); r.Status != wire.StatusSuccess {
-				tc.t.Fatalf("hello: %+v", r)
+	var master *Server
+	waitFor(tc.t, "a master for "+key, func() bool {
+		for _, s := range tc.nodes {
+			if s != nil && s.svc.Group(g).Serving() {
+				master = s
+				return true
 			}
-			return rc
 		}
+		return false
+	})
+	rc := dialRaw(tc.t, master.cfg.self().Client)
+	if r := rc.hello(ns, "s3cret", client); r.Status != wire.StatusSuccess {
+		tc.t.Fatalf("hello: %+v", r)
 	}
-	tc.t.Fatalf("no master for %s", key)
-	return nil
+	return rc
 }
 
 func TestServerLockAndRedirect(t *testing.T) {
 	t.Parallel()
 	tc := startCluster(t, 3)
 	key := "order:42"
+	// Placement settles first: the groups this test finds by Serving must
+	// not move to their preferred nodes between the look and the call.
+	tc.masterIndex("ns", key)
 	rc := tc.masterConn("ns", key, 7)
 	r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(7), ID: 1}, Weight: 1, TTLMs: 10000})
 	if r.Status != wire.StatusSuccess || r.Token == 0 {
