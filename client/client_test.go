@@ -1167,13 +1167,7 @@ func TestCallAfterRefusalIsErrAuth(t *testing.T) {
 	n.refusing.Store(true)
 	n.kick()
 	// The view subscription reconnects by itself and is refused.
-	deadline := time.Now().Add(10 * time.Second)
-	for n.refusals.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the client did not reconnect within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 30*time.Second, func() bool { return n.refusals.Load() > 0 }, "a reconnect to be refused")
 	if err := c.Mutex("after").TryLock(ctx); !errors.Is(err, ErrAuth) {
 		t.Fatalf("TryLock after the refusal: %v, want ErrAuth", err)
 	}

@@ -221,15 +221,20 @@ func (c *Client) attempt(ctx context.Context, stop <-chan struct{}, hash uint64,
 	}
 	var cn *conn
 	err := ErrUnavailable
-	if !routed || !c.unreachable(addr) {
+	skip, why := false, error(nil)
+	if routed {
+		skip, why = c.dialSkip(addr)
+	}
+	switch {
+	case !skip:
 		cn, err = c.getConn(ctx, addr)
-	} else if de := c.lastDialErr(addr); errors.Is(de, ErrAuth) {
+	case errors.Is(why, ErrAuth):
 		// The node is skipped because it refused the namespace at its
 		// last dial (another call's, or a reconnect's): that refusal is
 		// this attempt's answer, not an unreachable node, so that a call
 		// after the namespace was removed or its secret changed ends with
 		// ErrAuth rather than ErrUnavailable.
-		err = de
+		err = why
 	}
 	if err != nil && routed && errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
 		if rc := c.relayConn(ctx, addr); rc != nil {
@@ -265,27 +270,29 @@ func (c *Client) attempt(ctx context.Context, stop <-chan struct{}, hash uint64,
 // dial failed within the reconnect backoff, so that dialing it again now
 // would only wait.
 func (c *Client) unreachable(addr string) bool {
+	skip, _ := c.dialSkip(addr)
+	return skip
+}
+
+// dialSkip is unreachable, with the error of the dial that makes addr
+// unreachable (nil when it is not).
+func (c *Client) dialSkip(addr string) (bool, error) {
 	// The request path's common case, a live connection, without c.mu.
 	if m := c.connView.Load(); m != nil {
 		if cn := (*m)[addr]; cn != nil && !cn.dead() {
-			return false
+			return false, nil
 		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cn := c.conns[addr]; cn != nil && !cn.dead() {
-		return false
+		return false, nil
 	}
 	f := c.dialFails[addr]
-	return f.n > 0 && time.Since(f.last) < c.backoffCeil(f.n)
-}
-
-// lastDialErr is the error of the last failed dial to addr (nil: its
-// last dial succeeded, or none failed).
-func (c *Client) lastDialErr(addr string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.dialFails[addr].err
+	if f.n > 0 && time.Since(f.last) < c.backoffCeil(f.n) {
+		return true, f.err
+	}
+	return false, nil
 }
 
 // relayConn returns a working connection to a node of the view other than
