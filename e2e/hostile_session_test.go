@@ -36,7 +36,14 @@ func TestHostileReauthentication(t *testing.T) {
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rc := dialRaw(t, c.masterOf(key).addr)
+	target := c.masterOf(key)
+	c.waitUntil("namespace b known to the key's master", 30*time.Second, func() bool {
+		probe := dialRaw(t, target.addr)
+		defer probe.nc.Close()
+		st, err := probe.scram("b", "sb", hostileReauthKey)
+		return err == nil && st == wire.StatusSuccess
+	})
+	rc := dialRaw(t, target.addr)
 	if st, err := rc.scram("e2e", "s", hostileReauthKey); err != nil || st != wire.StatusSuccess {
 		t.Fatalf("SCRAM for namespace e2e: %v %v", st, err)
 	}
@@ -45,7 +52,7 @@ func TestHostileReauthentication(t *testing.T) {
 	if f, err := rc.reply(wid, 10*time.Second); err != nil || f.Type != wire.TypeResponse {
 		t.Fatalf("watch: %v %v", f.Type, err)
 	}
-	aid := rc.send(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: me, ID: 1}, Kind: wire.KindExclusive, TTLMs: 10_000, MaxWaitMs: 60_000, WaitID: 7})
+	aid := rc.send(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: me, ID: 1}, Kind: wire.KindExclusive, Weight: 1, TTLMs: 10_000, MaxWaitMs: 60_000, WaitID: 7})
 	f, err := rc.reply(aid, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
