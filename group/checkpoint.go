@@ -44,6 +44,7 @@ func (sm *StateMachine) Checkpoint(w paxos.Writer) {
 			clear(s.dirty)
 		}
 		sm.checkpointDelays(s, w)
+		sm.checkpointRevoked(s, w)
 		s.mu.Unlock()
 	}
 	sm.checkpointMoves(w)
@@ -59,6 +60,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
 		sm.shards[i].delays, sm.shards[i].delayDirty = nil, nil
+		sm.shards[i].revoked, sm.shards[i].revokedDirty = nil, nil
 	}
 	sm.dirtyN = 0
 	defer func() {
@@ -123,6 +125,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			return sm.loadDelay(k, v)
 		case len(k) > 0 && k[0] == movePrefix:
 			return sm.loadMove(k, v)
+		case len(k) > 0 && k[0] == revokePrefix:
+			return sm.loadRevoked(k, v)
 		case len(k) > 0 && k[0] == lockPrefix:
 			l, err := decodeRec(v)
 			if err != nil {
