@@ -91,5 +91,8 @@ func TestLockerAfterLoss(t *testing.T) {
 		t.Fatalf("Unlock after the loss panicked: %v", err)
 	}
 	l.Lock()
+	if _, _, held := n.holderOf("k"); !held {
+		t.Fatal("Locker.Lock after Unlock returned without the server granting k")
+	}
 	l.Unlock()
 }

@@ -59,8 +59,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].mu.Lock()
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
-		sm.shards[i].delays, sm.shards[i].delayDirty = nil, nil
-		sm.shards[i].revoked, sm.shards[i].revokedDirty = nil, nil
+		sm.shards[i].resetMarks()
 	}
 	sm.dirtyN = 0
 	defer func() {
@@ -121,12 +120,10 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			sm.memInit = true
 		case len(k) > 0 && k[0] == regPrefix:
 			return sm.reg.load(k, v)
-		case len(k) > 0 && k[0] == delayPrefix:
-			return sm.loadDelay(k, v)
+		case len(k) > 0 && (k[0] == delayPrefix || k[0] == revokePrefix):
+			return sm.loadMark(k, v)
 		case len(k) > 0 && k[0] == movePrefix:
 			return sm.loadMove(k, v)
-		case len(k) > 0 && k[0] == revokePrefix:
-			return sm.loadRevoked(k, v)
 		case len(k) > 0 && k[0] == lockPrefix:
 			l, err := decodeRec(v)
 			if err != nil {

@@ -205,3 +205,19 @@ func (sm *StateMachine) forEachRevoked(i int, f func(key string, m revMark)) {
 		}
 	}
 }
+
+// resetMarks empties the shard's lock-delay and revoked-holds records
+// (Load, shard locked).
+func (s *shard) resetMarks() {
+	s.delays, s.delayDirty = nil, nil
+	s.revoked, s.revokedDirty = nil, nil
+}
+
+// loadMark loads a lock-delay or revoked-holds record (Load, shards
+// locked).
+func (sm *StateMachine) loadMark(k, v []byte) error {
+	if k[0] == revokePrefix {
+		return sm.loadRevoked(k, v)
+	}
+	return sm.loadDelay(k, v)
+}

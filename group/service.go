@@ -431,18 +431,13 @@ func (s *Service) ForgetClient(id uint64, sink Sink) {
 }
 
 // RevokeClient ends what client id has over sink, whose session in
-// namespace ns lost its authentication (the namespace was removed or its
-// secret changed): every waiter of id over sink gets a Granted with
-// AUTH_FAILED, every hold of id in ns that a master on this node serves
-// gets a Lost with EventRevoked over sink — those whose grant or renewal
-// came over sink, and those whose connection the master does not know
-// (granted under another master, before a move, or over a connection
-// since closed) — and then the waiters and watches over sink are
-// forgotten as by ForgetClient. A hold whose master knows another open
-// connection of it is told there when that connection's session is
-// revoked. The hold itself stays in the lock table: nobody can renew it,
-// so it expires after its TTL. done, if not nil, is called once every
-// worker has done so: the pushes are then queued on sink.
+// namespace ns lost its authentication (namespace removed, secret
+// changed): its waiters over sink get Granted AUTH_FAILED; its holds in ns
+// whose master here knows sink, or no open connection of them (granted
+// under another master, before a move), get Lost EventRevoked over sink;
+// then its waits and watches over sink are forgotten as by ForgetClient.
+// The holds stay in the table and expire after their TTL. done, if not
+// nil, is called once every worker has done so.
 func (s *Service) RevokeClient(id uint64, ns string, sink Sink, done func()) {
 	var left atomic.Int64
 	for _, g := range s.groups {

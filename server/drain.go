@@ -88,7 +88,8 @@ func (s *Server) handOverAll(ctx context.Context) adminapi.Drained {
 
 // drainHandler is POST /drain: the node hands the groups it masters to
 // its peers and masters none until it restarts (see drain). 200 with
-// adminapi.Drained, served or not.
+// adminapi.Drained, served or not; 409 with the reason when
+// drainLeavesQuorum refuses.
 func (s *Server) drainHandler(w http.ResponseWriter, r *http.Request) {
 	if err := s.drainLeavesQuorum(); err != nil {
 		http.Error(w, err.Error(), http.StatusConflict)
