@@ -16,9 +16,11 @@ import (
 //     cure (ErrTimeout, ErrNoMaster, ErrOverloaded, ErrUnavailable, a lost
 //     connection, a lock lost before Lock returned) are retried with a
 //     backoff of 50 ms doubling to 2 s. Errors that no retry can cure —
-//     ErrClosed, ErrAuth, ErrInvalid, ErrBadRequest — panic with the error,
-//     because returning would let the caller run its critical section
-//     without the lock.
+//     ErrClosed, ErrAuth, ErrInvalid, ErrBadRequest, and ErrLockLost for a
+//     reentrant Lock whose handle's lock was lost while held (the handle
+//     answers it to every Lock until the matching Unlocks) — panic with the
+//     error, because returning would let the caller run its critical
+//     section without the lock.
 //   - Unlock releases the lock. Unlock of a Locker that is not locked
 //     panics, as sync.Mutex's does. A release that fails is not reported
 //     (the lock then expires after its TTL); a lock lost while held is not
@@ -50,7 +52,7 @@ func (l *locker) Lock() {
 		if err == nil {
 			return
 		}
-		if fatalLockErr(err) {
+		if fatalLockErr(err) || l.lostWhileHeld(err) {
 			panic(err)
 		}
 		l.m.c.log.Debug("paxlock: Locker retries", "key", l.m.Key(), "err", err, "backoff", backoff)
@@ -62,6 +64,13 @@ func (l *locker) Lock() {
 		}
 		backoff = min(2*backoff, most)
 	}
+}
+
+// lostWhileHeld reports whether err is the loss of a lock the handle
+// still counts as held (a reentrant Lock after the loss): the handle
+// refuses every Lock until the matching Unlocks, so no retry cures it.
+func (l *locker) lostWhileHeld(err error) bool {
+	return errors.Is(err, ErrLockLost) && l.m.Token() != 0
 }
 
 func (l *locker) Unlock() {

@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 func TestLocker(t *testing.T) {
@@ -61,4 +62,37 @@ func recoverErr(f func()) (err error) {
 	}()
 	f()
 	return nil
+}
+
+// TestLockerAfterLoss: a reentrant Lock of a Locker whose lock was lost
+// while held panics with an error wrapping ErrLockLost, as the doc says,
+// instead of retrying for ever; after Unlock the Locker locks again.
+func TestLockerAfterLoss(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	m := c.Mutex("k")
+	l := m.Locker()
+	l.Lock()
+	n.revoke("k")
+	waitClosed(t, m.Lost(), "the handle's Lost after the revocation")
+	res := make(chan error, 1)
+	go func() { res <- recoverErr(l.Lock) }()
+	select {
+	case err := <-res:
+		if !errors.Is(err, ErrLockLost) {
+			t.Fatalf("Lock after the loss: panic %v, want ErrLockLost", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Lock after the loss neither returned nor panicked within 30 s (retrying for ever)")
+	}
+	if err := recoverErr(l.Unlock); err != nil {
+		t.Fatalf("Unlock after the loss panicked: %v", err)
+	}
+	l.Lock()
+	if _, _, held := n.holderOf("k"); !held {
+		t.Fatal("Locker.Lock after Unlock returned without the server granting k")
+	}
+	l.Unlock()
 }

@@ -249,6 +249,10 @@ func checkPair(g *BackupGroup, k, v []byte) error {
 		if _, err := decodeDelayRecord(v); err != nil {
 			return fmt.Errorf("lock-delay %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
+	case len(k) > 0 && k[0] == revokePrefix:
+		if _, err := decodeRevoked(v); err != nil {
+			return fmt.Errorf("revoked holds %q: %w: %w", k[1:], ErrBadBackup, err)
+		}
 	case len(k) > 0 && k[0] == nsPrefix:
 		if _, err := parseNSRec(v); err != nil {
 			return fmt.Errorf("namespace %q: %w: %w", k[1:], ErrBadBackup, err)

@@ -44,6 +44,7 @@ func (sm *StateMachine) Checkpoint(w paxos.Writer) {
 			clear(s.dirty)
 		}
 		sm.checkpointDelays(s, w)
+		sm.checkpointRevoked(s, w)
 		s.mu.Unlock()
 	}
 	sm.checkpointMoves(w)
@@ -58,7 +59,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].mu.Lock()
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
-		sm.shards[i].delays, sm.shards[i].delayDirty = nil, nil
+		sm.shards[i].resetMarks()
 	}
 	sm.dirtyN = 0
 	defer func() {
@@ -119,8 +120,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			sm.memInit = true
 		case len(k) > 0 && k[0] == regPrefix:
 			return sm.reg.load(k, v)
-		case len(k) > 0 && k[0] == delayPrefix:
-			return sm.loadDelay(k, v)
+		case len(k) > 0 && (k[0] == delayPrefix || k[0] == revokePrefix):
+			return sm.loadMark(k, v)
 		case len(k) > 0 && k[0] == movePrefix:
 			return sm.loadMove(k, v)
 		case len(k) > 0 && k[0] == lockPrefix:

@@ -34,6 +34,10 @@ const (
 	// opUndelay ends key's lock-delay (token names it), then grants to
 	// grants (see lockdelay.go).
 	opUndelay op = 13
+	// opRevoke marks owner's hold with token revoked by an operator's
+	// force-unlock (see revoke_state.go): the hold stays until its
+	// holder releases it or its deadline passes.
+	opRevoke op = 14
 	// Cluster member list (group 0 only; see members.go). 16 and up, to
 	// leave the numbers right after 10 to other lock operations.
 	opMemberPut  op = 16 // data = one member record

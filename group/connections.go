@@ -122,25 +122,29 @@ func (w *worker) forget(client uint64, sink Sink) {
 }
 
 // revoke tells sink that client's waits over it failed (AUTH_FAILED) and
-// that the holds it is told about are revoked, then forgets the client
-// over sink. The holds are found in the expiry heap, whose entries name
-// the connection to tell: a scan of the heap, which is fine for what
-// revocation is (an operator removing a namespace or changing a secret).
-func (w *worker) revoke(client uint64, sink Sink) {
+// that its holds in namespace ns are revoked, then forgets the client
+// over sink. The holds are found in the expiry heap: those whose entry
+// names sink, and those of client in ns whose entry names no open
+// connection (see Service.RevokeClient). A scan of the heap, which is fine
+// for what revocation is (an operator removing a namespace or changing a
+// secret).
+func (w *worker) revoke(client uint64, ns string, sink Sink) {
 	for q := range w.waits[sink] {
 		if q.req.Owner.Client == client && !q.granting {
 			sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusAuthFailed, Owner: q.req.Owner})
 		}
 	}
-	if ref := w.refs[sink]; ref != nil {
-		for _, e := range w.expiry {
-			if e.sink != ref {
-				continue
-			}
-			if at, ok := w.g.sm.deadline(e.key, e.owner, e.token); ok && at == e.at {
-				_, name := splitFull(e.key)
-				sink.Push(&wire.Lost{Key: name, Token: e.token, Owner: e.owner, Event: wire.EventRevoked})
-			}
+	ref := w.refs[sink]
+	for _, e := range w.expiry {
+		mine := ref != nil && e.sink == ref
+		orphan := e.owner.Client == client && splitNS(e.key) == ns &&
+			(e.sink == nil || e.sink.sink == nil || closedSink(e.sink.sink))
+		if !mine && !orphan {
+			continue
+		}
+		if at, ok := w.g.sm.deadline(e.key, e.owner, e.token); ok && at == e.at {
+			_, name := splitFull(e.key)
+			sink.Push(&wire.Lost{Key: name, Token: e.token, Owner: e.owner, Event: wire.EventRevoked})
 		}
 	}
 	w.forget(client, sink)

@@ -240,29 +240,3 @@ func TestRevokeAfterMasterChange(t *testing.T) {
 		t.Fatal("ForgetClient left the connection attached")
 	}
 }
-
-// TestRevocationDroppedWithMastership: an operator waiting on a
-// revocation is told NO_MASTER when the node stops serving the group
-// (the request goes to the next master), and the next master, which
-// knows nothing of the revocation, accepts the holder's renewals.
-func TestRevocationDroppedWithMastership(t *testing.T) {
-	t.Parallel()
-	ctx := t.Context()
-	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
-	const key = "handed"
-	g := wire.GroupOf(wire.KeyHash("ns", key), c.groups)
-	hs := newSink()
-	r := c.do(hs, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), TTL: time.Hour})
-	if r.Status != wire.StatusSuccess {
-		t.Fatalf("acquire: %+v", r)
-	}
-	done := forceAsync(ctx, c.master("ns", key), key)
-	hs.push(t, "Lost EventRevoked", func(m wire.Message) bool { _, ok := m.(*wire.Lost); return ok })
-	c.takeOver(g, false)
-	if res := waitForce(t, done); !errors.Is(res.err, ErrNotMaster) {
-		t.Fatalf("ForceRelease across a master change: %+v, %v, want ErrNotMaster", res.got, res.err)
-	}
-	if rr := c.do(hs, Request{Op: OpRenew, Key: key, Owner: owner(1, 1), Token: r.Token, TTL: time.Hour}); rr.Status != wire.StatusSuccess {
-		t.Fatalf("renewal at the next master: %+v", rr)
-	}
-}

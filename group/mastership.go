@@ -7,7 +7,8 @@ import (
 )
 
 // becomeMaster gives every held lock a full TTL from now: the old master
-// may have extended it just before it lost its lease.
+// may have extended it just before it lost its lease. The holders of
+// revoked holds are told again (the revocation is in the table).
 func (w *worker) becomeMaster() {
 	w.serving = true
 	w.term++
@@ -22,6 +23,7 @@ func (w *worker) becomeMaster() {
 		}
 	})
 	w.expiry.init()
+	w.tellAllRevoked()
 }
 
 // earlyLimit bounds how long a request waits for its group's

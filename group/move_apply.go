@@ -235,9 +235,9 @@ func hasNS(full string) bool {
 	return false
 }
 
-// dropRecords deletes every lock and lock-delay record of namespace ns
-// from the table (a dropped source, an aborted target). Called with sm.mu
-// held.
+// dropRecords deletes every lock, lock-delay and revoked-holds record of
+// namespace ns from the table (a dropped source, an aborted target).
+// Called with sm.mu held.
 func (sm *StateMachine) dropRecords(ns string) {
 	for i := range sm.shards {
 		s := &sm.shards[i]
@@ -255,6 +255,7 @@ func (sm *StateMachine) dropRecords(ns string) {
 				delete(s.delays, key)
 			}
 		}
+		s.dropRevoked(ns)
 		s.mu.Unlock()
 	}
 }

@@ -133,6 +133,15 @@ func (w *worker) answerState(r *Request, key string) {
 	}
 	w.semInfo(&resp, rec, r.Key, true)
 	w.delayInfo(&resp, key)
+	if w.isRevoked(key, resp.Holder, resp.Token) {
+		// A revoked hold is not current from the force-unlock on: no
+		// time is left to it, whatever its deadline (a token check
+		// counts a hold current only while time is left), so that a
+		// resource checking tokens refuses the holder the operator
+		// cut off while the master waits for its acknowledgement.
+		resp.TTLLeftMs = 0
+		resp.Msg = "revoked by an operator; ends when its holder releases it or its deadline passes"
+	}
 	w.respond(r, resp)
 }
 

@@ -121,6 +121,9 @@ func (w *worker) notApplied(ks *keyState, p *pending, err error, now time.Time) 
 		w.ungrant(q)
 	}
 	ks.waiters = w.dropWaiters(ks.waiters)
+	if p.cmd.op == opRevoke {
+		w.revokeResult(p, nil, err)
+	}
 	if p.cmd.op == opExpire && p.req == nil {
 		// Not chosen (overload, a lost lease): the lock must still
 		// go at its deadline, so propose the Expire again shortly.
@@ -151,6 +154,8 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 		w.renewed(ks, key, name, p, out, now)
 	case opRelease, opExpire:
 		w.released(ks, key, name, p, out, now)
+	case opRevoke:
+		w.revokeResult(p, out, nil)
 	}
 	if !p.handOff {
 		w.settleGrants(ks, key, name, p, out, now)

@@ -12,11 +12,13 @@ import (
 // client does so when it hears Lost EventRevoked, or REVOKED in answer to
 // a renewal), or the hold's deadline passes, which the holder's own clock
 // reaches first (its validity never outlasts the master's deadline).
-// Meanwhile the master refuses the hold's renewals (REVOKED) and grants
-// the key to nobody, so no other owner is granted it while the revoked
-// holder could still think it holds it. The revocation is the master's
-// alone: a new master does not know it, and the operator's request, told
-// NO_MASTER, is sent again to the new master (paxlockctl does).
+// Meanwhile the master refuses the hold's renewals (REVOKED), reports its
+// token not current, and grants the key to nobody, so no other owner is
+// granted it while the revoked holder could still think it holds it. The
+// revocation is replicated (opRevoke; see revoke_state.go), so a new
+// master keeps it; the operators' requests waiting for its end are the
+// master's alone, and an operator's request told NO_MASTER is sent again
+// to the new master (paxlockctl does), which waits with it.
 
 // holdID names a hold in a worker's key space: readers granted in one
 // command share a token, so the owner is part of it.
@@ -27,14 +29,16 @@ type holdID struct {
 }
 
 // revocations are a worker's revoked holds that have not ended, each with
-// the operators' requests to answer when it does.
+// the operators' requests to answer when it does. An entry is made when
+// the force-unlock is decided, before its opRevoke is applied.
 type revocations map[holdID][]*Request
 
 // forceRelease revokes key's first hold with a token up to r.Token,
 // whoever holds it, and answers r once the hold has ended (see above);
-// LOCK_DELETED if no such hold remains. Its holder is told EventRevoked
-// through the connection its deadline names, or any connection of its
-// client to this node.
+// LOCK_DELETED if no such hold remains. The revocation is proposed
+// (opRevoke) unless a previous master's is in the table already; its
+// holder is told EventRevoked through the connection its deadline names,
+// or any connection of its client to this node.
 func (w *worker) forceRelease(r *Request, key string, ks *keyState) {
 	rec := w.g.sm.get(key)
 	var h *holder
@@ -57,10 +61,48 @@ func (w *worker) forceRelease(r *Request, key string, ks *keyState) {
 		w.revoked = make(revocations)
 	}
 	w.revoked[id] = []*Request{r}
-	_, name := splitFull(key)
-	if sink := w.holderSink(w.expiryOf(key, h.owner, h.token), h.owner.Client); sink != nil {
-		sink.Push(&wire.Lost{Key: name, Token: h.token, Owner: h.owner, Event: wire.EventRevoked})
+	if w.g.sm.revokedHold(key, h.owner, h.token) {
+		w.tellRevoked(key, h.owner, h.token) // revoked under a previous master
+		return
 	}
+	w.propose(ks, &pending{cmd: command{op: opRevoke, key: key, owner: h.owner, token: h.token}})
+}
+
+// revokeResult settles an opRevoke: once applied, the holder is told;
+// otherwise the operators waiting on it get the failure (NO_MASTER and
+// the like: they send it again) and the revocation is forgotten here.
+func (w *worker) revokeResult(p *pending, out *outcome, err error) {
+	c := &p.cmd
+	switch {
+	case err != nil || out == nil:
+		w.endRevocation(c.key, c.owner, c.token, wire.Response{Status: statusOf(err), RetryAfterMs: 50})
+	case out.status == wire.StatusSuccess:
+		w.tellRevoked(c.key, c.owner, c.token)
+	default:
+		// The hold ended meanwhile (a key's changes are serialised,
+		// so this does not happen): nothing is left to revoke.
+		w.endRevocation(c.key, c.owner, c.token, wire.Response{Status: wire.StatusLockDeleted})
+	}
+}
+
+// tellRevoked pushes Lost EventRevoked to the holder of the hold (key, o,
+// token), if this node has a connection to tell.
+func (w *worker) tellRevoked(key string, o wire.Owner, token uint64) {
+	_, name := splitFull(key)
+	if sink := w.holderSink(w.expiryOf(key, o, token), o.Client); sink != nil {
+		sink.Push(&wire.Lost{Key: name, Token: token, Owner: o, Event: wire.EventRevoked})
+	}
+}
+
+// tellAllRevoked tells the holders of the worker's revoked holds, as a
+// new master: a revocation it inherits may not have reached its holder.
+func (w *worker) tellAllRevoked() {
+	w.g.sm.forEachRevoked(w.idx, func(key string, m revMark) {
+		if sink := w.g.svc.clients.sink(m.owner.Client); sink != nil {
+			_, name := splitFull(key)
+			sink.Push(&wire.Lost{Key: name, Token: m.token, Owner: m.owner, Event: wire.EventRevoked})
+		}
+	})
 }
 
 // expiryOf returns the expiry entry of the current deadline of the hold
@@ -89,20 +131,19 @@ func (w *worker) holderSink(e expiry, client uint64) Sink {
 	return w.g.svc.clients.sink(client)
 }
 
-// isRevoked reports whether the hold (key, o, token) is revoked.
+// isRevoked reports whether the hold (key, o, token) is revoked: by a
+// force-unlock decided here, or in the table (a previous master's).
 func (w *worker) isRevoked(key string, o wire.Owner, token uint64) bool {
-	if len(w.revoked) == 0 {
-		return false
+	if len(w.revoked) > 0 {
+		if _, ok := w.revoked[holdID{key: key, owner: o, token: token}]; ok {
+			return true
+		}
 	}
-	_, ok := w.revoked[holdID{key: key, owner: o, token: token}]
-	return ok
+	return w.g.sm.revokedHold(key, o, token)
 }
 
 // revokedHolder reports whether owner o holds key under a revoked hold.
 func (w *worker) revokedHolder(key string, rec *lockRec, o wire.Owner) bool {
-	if len(w.revoked) == 0 {
-		return false
-	}
 	i := rec.find(o)
 	return i >= 0 && w.isRevoked(key, o, rec.at(i).token)
 }
@@ -123,8 +164,8 @@ func (w *worker) endRevocation(key string, o wire.Owner, token uint64, resp wire
 }
 
 // dropRevocations answers every waiting operator NO_MASTER (this node
-// stopped serving; the request goes to the next master) and forgets the
-// revocations.
+// stopped serving; the request goes to the next master) and forgets
+// them; the revocations themselves are in the table, for the next master.
 func (w *worker) dropRevocations() {
 	for _, reqs := range w.revoked {
 		for _, r := range reqs {

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -35,7 +36,7 @@ func TestRevokeClient(t *testing.T) {
 	}
 	for _, k := range []string{key, other} {
 		done := make(chan struct{})
-		c.master("ns", k).RevokeClient(1, s, func() { close(done) })
+		c.master("ns", k).RevokeClient(1, "ns", s, func() { close(done) })
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
@@ -69,5 +70,50 @@ func TestRevokeClient(t *testing.T) {
 	c.state(key)
 	if n := len(s.watchEvents(5)); n != 0 {
 		t.Fatalf("a revoked watch had %d events", n)
+	}
+}
+
+// TestRevokeClientAfterMasterChange: a namespace revocation reaches a
+// holder whose hold was granted under another master (the new master
+// knows no connection of it) through the revoked connection of its
+// client, at once, not when its validity runs out; the client's hold in
+// another namespace is not told.
+func TestRevokeClientAfterMasterChange(t *testing.T) {
+	t.Parallel()
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
+	const key = "ns-moved"
+	g := wire.GroupOf(wire.KeyHash("ns", key), c.groups)
+	hs := newSink()
+	r := c.do(hs, Request{Op: OpAcquire, Key: key, Owner: owner(4, 1), TTL: time.Hour})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", r)
+	}
+	// The same client's hold in another namespace of the same group.
+	var okey string
+	for i := 0; okey == ""; i++ {
+		if k := fmt.Sprintf("other-%d", i); wire.GroupOf(wire.KeyHash("ns2", k), c.groups) == g {
+			okey = k
+		}
+	}
+	o := c.do(hs, Request{Op: OpAcquire, Namespace: "ns2", Key: okey, Owner: owner(4, 2), TTL: time.Hour})
+	if o.Status != wire.StatusSuccess {
+		t.Fatalf("acquire in ns2: %+v", o)
+	}
+	next := c.takeOver(g, false)
+	cs := newSink()
+	c.svc(next).AttachClient(4, cs)
+	done := make(chan struct{})
+	c.svc(next).RevokeClient(4, "ns", cs, func() { close(done) })
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("RevokeClient's done was not called")
+	}
+	cs.push(t, "Lost EventRevoked for the hold granted under the previous master", func(m wire.Message) bool {
+		l, ok := m.(*wire.Lost)
+		return ok && l.Key == key && l.Token == r.Token && l.Owner == owner(4, 1) && l.Event == wire.EventRevoked
+	})
+	if n := cs.count(isLost(o.Token)); n != 0 {
+		t.Fatal("a hold in another namespace was told it was revoked")
 	}
 }

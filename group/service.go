@@ -430,15 +430,15 @@ func (s *Service) ForgetClient(id uint64, sink Sink) {
 	}
 }
 
-// RevokeClient ends what client id has over sink, whose session lost its
-// authentication (its namespace was removed or its secret changed): every
-// waiter of id over sink gets a Granted with AUTH_FAILED, every hold whose
-// master tells sink about it gets a Lost with EventRevoked (the hold itself
-// stays in the lock table: nobody can renew it, so it expires after its
-// TTL), and then the waiters and watches over sink are forgotten as by
-// ForgetClient. done, if not nil, is called once every worker has done so:
-// the pushes are then queued on sink.
-func (s *Service) RevokeClient(id uint64, sink Sink, done func()) {
+// RevokeClient ends what client id has over sink, whose session in
+// namespace ns lost its authentication (namespace removed, secret
+// changed): its waiters over sink get Granted AUTH_FAILED; its holds in ns
+// whose master here knows sink, or no open connection of them (granted
+// under another master, before a move), get Lost EventRevoked over sink;
+// then its waits and watches over sink are forgotten as by ForgetClient.
+// The holds stay in the table and expire after their TTL. done, if not
+// nil, is called once every worker has done so.
+func (s *Service) RevokeClient(id uint64, ns string, sink Sink, done func()) {
 	var left atomic.Int64
 	for _, g := range s.groups {
 		left.Add(int64(len(g.workers)))
@@ -450,7 +450,7 @@ func (s *Service) RevokeClient(id uint64, sink Sink, done func()) {
 	}
 	for _, g := range s.groups {
 		for _, w := range g.workers {
-			w.post(event{kind: evRevoke, client: id, sink: sink, revoked: countdown})
+			w.post(event{kind: evRevoke, client: id, req: &Request{Namespace: ns}, sink: sink, revoked: countdown})
 		}
 	}
 }

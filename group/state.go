@@ -11,9 +11,10 @@ import (
 
 // Keys of the state machine's keyspace (its Paxos group's, in Pebble).
 const (
-	lockPrefix  = 'l' // 'l' + full key -> lock record
-	metaPrefix  = 'm' // 'm' + name -> value
-	delayPrefix = 'd' // 'd' + full key -> lock-delay record (lockdelay.go)
+	lockPrefix   = 'l' // 'l' + full key -> lock record
+	metaPrefix   = 'm' // 'm' + name -> value
+	delayPrefix  = 'd' // 'd' + full key -> lock-delay record (lockdelay.go)
+	revokePrefix = 'k' // 'k' + full key -> revoked holds (revoke_state.go)
 )
 
 var versionKey = []byte("mversion")
@@ -61,6 +62,11 @@ type shard struct {
 	// lockdelay.go). Both are nil until the shard has had a delay.
 	delays     map[string]delayRec
 	delayDirty map[string]bool
+	// revoked holds the keys with holds an operator revoked, and
+	// revokedDirty those changed since the last checkpoint, as delays and
+	// delayDirty (see revoke_state.go).
+	revoked      map[string][]revMark
+	revokedDirty map[string]bool
 }
 
 // StateMachine is one group's replicated lock table. It implements
@@ -299,10 +305,15 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 			l.x.limit = c.limit
 		}
 		sm.applyGrants(s, &l, instance, c, out)
+	case opRevoke:
+		out.status = s.revoke(c.key, l, c.owner, c.token)
 	default:
 		out.status = wire.StatusError
 	}
 	sm.put(c.key, s, l, held)
+	if len(s.revoked) > 0 {
+		s.pruneRevoked(c.key, l) // a removed hold's revocation ends with it
+	}
 	if !held && l.n() > 0 {
 		out.key = c.key
 	}

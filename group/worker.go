@@ -36,7 +36,7 @@ type event struct {
 	client  uint64
 	sink    Sink
 	done    chan struct{}  // evStop: closed when the worker stopped
-	revoked func()         // evRevoke: called once it is handled (or dropped)
+	revoked func()         // evRevoke: called once it is handled (or dropped); req.Namespace is the session's
 	inspect func([]HotKey) // evInspect: called with the worker's hot keys (nil if dropped)
 	n       int            // evInspect: how many; evMove: the MoveState
 	list    *listQuery     // evList: what to list; its reply is called once
@@ -258,7 +258,7 @@ func (w *worker) handle(e *event) {
 	case evForget:
 		w.forget(e.client, e.sink)
 	case evRevoke:
-		w.revoke(e.client, e.sink)
+		w.revoke(e.client, e.req.Namespace, e.sink)
 		e.revoked()
 	case evTimer:
 		w.fireTimers()

@@ -191,5 +191,5 @@ func (c *conn) revoke(a *authState) {
 	}
 	c.s.log.Info("closing client connection: namespace removed or its secret changed",
 		"remote", c.remote(), "namespace", a.ns)
-	c.s.svc.RevokeClient(a.client, c, c.closeAfterFlush)
+	c.s.svc.RevokeClient(a.client, a.ns, c, c.closeAfterFlush)
 }

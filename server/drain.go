@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"time"
@@ -87,8 +88,13 @@ func (s *Server) handOverAll(ctx context.Context) adminapi.Drained {
 
 // drainHandler is POST /drain: the node hands the groups it masters to
 // its peers and masters none until it restarts (see drain). 200 with
-// adminapi.Drained, served or not.
+// adminapi.Drained, served or not; 409 with the reason when
+// drainLeavesQuorum refuses.
 func (s *Server) drainHandler(w http.ResponseWriter, r *http.Request) {
+	if err := s.drainLeavesQuorum(); err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
 	d := s.handOverAll(r.Context())
 	s.log.Info("drained on request", "groups", d.Groups, "served", d.Served, "reason", d.Reason, "took_ms", d.TookMs)
 	w.Header().Set("Content-Type", "application/json")
@@ -155,6 +161,25 @@ func (s *Server) drainReplicas() {
 			rep.Drain()
 		}
 	}
+}
+
+// errDrainMajority refuses a drain after which fewer than a quorum of the
+// nodes could master a group: losing one more node would then leave
+// groups without a master although a quorum of nodes is up.
+var errDrainMajority = errors.New("drain refused: fewer than a quorum of the nodes would be left to master the groups (the others are draining, leaving or down)")
+
+// drainLeavesQuorum refuses draining this node when the peers gossip says
+// are live and not leaving fall short of a quorum of the nodes.
+func (s *Server) drainLeavesQuorum() error {
+	g := s.gossip.Load()
+	n := len(s.nodes())
+	if g == nil || n < 2 {
+		return nil
+	}
+	if live := len(g.livePeers()); live < n/2+1 {
+		return fmt.Errorf("%w: %d of %d nodes could master after it, a quorum is %d", errDrainMajority, live, n, n/2+1)
+	}
+	return nil
 }
 
 // errNoPeerLeft ends a drain whose peers are all leaving or gone.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -136,5 +137,36 @@ func TestDrainOnRequest(t *testing.T) {
 	}
 	if err := m.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDrainMajorityRefused: with one node of three drained, draining a
+// second is refused (409 with the reason) — only one node could master
+// the groups, and losing it would leave them all masterless — and the
+// second node keeps mastering what it did.
+func TestDrainMajorityRefused(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3)
+	post := func(i int) *http.Response {
+		t.Helper()
+		resp, err := http.Post("http://"+tc.cfgs[i].AdminAddr+"/drain", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = resp.Body.Close() })
+		return resp
+	}
+	if resp := post(0); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first drain: HTTP %d", resp.StatusCode)
+	}
+	before := tc.nodes[1].mastered()
+	resp := post(1)
+	var body [512]byte
+	n, _ := resp.Body.Read(body[:])
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(body[:n]), "quorum") {
+		t.Fatalf("draining a second node of three: HTTP %d %q, want 409 naming the quorum", resp.StatusCode, body[:n])
+	}
+	if len(before) > 0 && len(tc.nodes[1].mastered()) == 0 {
+		t.Fatal("the refused drain handed the node's groups over")
 	}
 }

@@ -76,6 +76,10 @@ func (o checkOutput) table(w io.Writer) error {
 	case o.Current:
 		_, err = fmt.Fprintf(w, "%s: token %d is current (held by %s, %s left)\n", o.Key, o.Token, o.State.Holder,
 			time.Duration(o.State.TTLLeftMs)*time.Millisecond)
+	case o.State.Held && o.State.Token == o.Token:
+		// The hold is there with no time left: force-unlocked and
+		// awaiting its holder's release, or expiring now.
+		_, err = fmt.Fprintf(w, "%s: token %d is not current (held by %s with no time left: force-unlocked, or its TTL ran out; it goes once its holder releases it or its deadline passes)\n", o.Key, o.Token, o.State.Holder)
 	case o.State.Held:
 		_, err = fmt.Fprintf(w, "%s: token %d is not current (held by %s with token %d)\n", o.Key, o.Token, o.State.Holder, o.State.Token)
 	case o.State.DelayLeftMs > 0:

@@ -48,12 +48,17 @@ type holder interface {
 }
 
 // holdOptions are the client options of a run form's hold: its TTL
-// (-ttl, the client's default when 0), renewed in the background.
-func holdOptions(ttl time.Duration) []client.Option {
+// (-ttl, the client's default when 0), renewed in the background, and
+// its lock-delay (-lock-delay; none when 0).
+func holdOptions(ttl, lockDelay time.Duration) []client.Option {
 	if ttl <= 0 {
 		ttl = client.DefaultTTL
 	}
-	return []client.Option{client.TTL(ttl), client.AutoRenew()}
+	opts := []client.Option{client.TTL(ttl), client.AutoRenew()}
+	if lockDelay > 0 {
+		opts = append(opts, client.LockDelay(lockDelay))
+	}
+	return opts
 }
 
 // newHolder returns the holder of command name (lock, rlock, wlock, sem,

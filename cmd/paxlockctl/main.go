@@ -209,6 +209,7 @@ type options struct {
 	limit                 int
 	ttl, wait             time.Duration
 	killAfter             time.Duration
+	lockDelay             time.Duration // the run forms' hold's lock-delay (client.LockDelay)
 	ttlGiven, waitGiven   bool
 	limitGiven            bool
 	quota                 quotaFlags // namespace set-quota's limits
@@ -240,6 +241,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.balanced, "balanced", false, "wait: also wait until every node answers and the masters are spread evenly (each node serves groups/nodes, rounded down or up), as after a node's restart")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
 	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many); sem acquire: required: the semaphore's total of permits")
+	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "lock, rlock, wlock, sem, multi, elect with -- CMD: the hold's lock-delay: if it is lost (expired or force-unlocked), nobody new is granted the key for that long (at most "+client.MaxLockDelay.String()+"; 0: none)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lock, rlock, wlock, sem, multi, elect: the hold's TTL, renewed every TTL/3 while held (0: 30s; lock KEY HOLD: HOLD+5s, at least 10s)")
 	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD and elect: give up after this long without the hold, exit status 124 (0: try once; unset: wait until acquired or interrupted)")
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "run forms (-- CMD): when the hold is lost, SIGKILL the command this long after SIGTERM")

@@ -69,15 +69,18 @@ func runHold(ctx context.Context, o *options, _ printer, name string, args []str
 	if err := checkHoldArgs(name, args, o.limit, o.limitGiven); err != nil {
 		return err
 	}
-	if o.ttl < 0 || o.wait < 0 || o.killAfter < 0 {
-		return fmt.Errorf("%w: -ttl, -wait and -kill-after cannot be negative", errUsage)
+	if o.ttl < 0 || o.wait < 0 || o.killAfter < 0 || o.lockDelay < 0 {
+		return fmt.Errorf("%w: -ttl, -wait, -kill-after and -lock-delay cannot be negative", errUsage)
+	}
+	if o.lockDelay > client.MaxLockDelay {
+		return fmt.Errorf("%w: -lock-delay %v: at most %v", errUsage, o.lockDelay, client.MaxLockDelay)
 	}
 	c, err := o.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Close() }() // gives back whatever is still held; the run's result is what it reports
-	h, err := newHolder(c, name, args, o.limit, holdOptions(o.ttl))
+	h, err := newHolder(c, name, args, o.limit, holdOptions(o.ttl, o.lockDelay))
 	if err != nil {
 		return err
 	}
