@@ -161,6 +161,7 @@ func (c *conn) onClosed() {
 	c.closeRelays()
 	if c.sess.Authenticated() {
 		s.svc.ForgetClient(c.sess.Identity().ClientID, c)
+		s.nsConns.move(c.sess.Identity(), session.Identity{})
 	}
 }
 
@@ -411,6 +412,9 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 	m, err := c.decode(f)
 	if err != nil {
 		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+		return
+	}
+	if c.namespaceFull(f.ReqID, m) {
 		return
 	}
 	if session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
