@@ -1,0 +1,139 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// TestReauthOtherNamespaceEndsOldSession: a connection authenticated to
+// namespace "ns", with a watch and a blocked acquire there, runs SCRAM
+// again for namespace "other" with the same client key. Its blocked
+// acquire is answered Granted AUTH_FAILED, and when the key is released
+// the connection is neither granted it nor sent the key's watch events:
+// nothing of "ns" reaches a session that proves "other"'s secret.
+func TestReauthOtherNamespaceEndsOldSession(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 1)
+	const key = "reauth"
+	b := tc.masterConn("ns", key, 2)
+	held := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1, TTLMs: 30000})
+	if held.Status != wire.StatusSuccess {
+		t.Fatalf("holder: %+v", held)
+	}
+	a := tc.masterConn("ns", key, 1)
+	if r := a.call(wire.TypeWatch, &wire.Watch{Key: key, WatchID: 5, Token: held.Token, Flags: wire.FlagContinuous, MaxWaitMs: 60000}); r.Status != wire.StatusSuccess {
+		t.Fatalf("watch: %+v", r)
+	}
+	if r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 30000, MaxWaitMs: wire.WaitForever, WaitID: 77}); r.Status != wire.StatusLockWait {
+		t.Fatalf("blocking acquire: %+v", r)
+	}
+	// The handshake's replies and the pushes that come with them: the
+	// wait may be ended before the handshake's last reply is sent.
+	var pushed []wire.Message
+	call := func(typ wire.Type, m wire.Message) wire.Message {
+		id := a.send(typ, m)
+		for {
+			f, msg, err := a.read()
+			if err != nil {
+				t.Fatalf("read: %v", err)
+			}
+			if f.ReqID == id {
+				return msg
+			}
+			pushed = append(pushed, msg)
+		}
+	}
+	if r, err := testutil.ScramHello(call, "other", "x", testKey(1)); err != nil || r.Status != wire.StatusSuccess {
+		t.Fatalf("second handshake: %+v, %v", r, err)
+	}
+	if r := b.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Token: held.Token}); r.Status != wire.StatusSuccess {
+		t.Fatalf("release: %+v", r)
+	}
+	var gotWait bool
+	for {
+		var m wire.Message
+		if len(pushed) > 0 {
+			m, pushed = pushed[0], pushed[1:]
+		} else {
+			_, msg, err := a.readWithin(2 * time.Second)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			m = msg
+		}
+		switch m := m.(type) {
+		case *wire.Granted:
+			if m.WaitID != 77 || m.Status != wire.StatusAuthFailed {
+				t.Fatalf("after the handshake for another namespace: %+v, want the wait ended AUTH_FAILED", m)
+			}
+			gotWait = true
+		case *wire.WatchEvent:
+			t.Fatalf("a watch event of the old namespace after the handshake for another: %+v", m)
+		}
+	}
+	if !gotWait {
+		t.Fatal("the blocked acquire of the old namespace was never answered")
+	}
+	if st := b.call(wire.TypeState, &wire.State{Key: key}); st.Holder.Client == cid(1) {
+		t.Fatalf("the old namespace's wait was granted after the handshake for another: %+v", st)
+	}
+}
+
+// readWithin is read with a deadline of d.
+func (r *rawConn) readWithin(d time.Duration) (wire.Frame, wire.Message, error) {
+	if err := r.c.SetReadDeadline(time.Now().Add(d)); err != nil {
+		return wire.Frame{}, nil, err
+	}
+	f, buf, err := wire.ReadFrame(r.c, r.buf, wire.DefaultMaxFrame)
+	r.buf = buf
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return f, nil, os.ErrDeadlineExceeded
+		}
+		return f, nil, err
+	}
+	m, err := wire.Decode(f.Type, f.Body)
+	return f, m, err
+}
+
+// TestMaxConnsPerNamespace: with max_conns_per_namespace 2, a third
+// client session of the namespace is refused OVERLOADED with
+// RetryAfterMs at its first handshake message; another namespace is not
+// affected, a session re-authenticating to its own namespace takes no
+// second place, and once a session closes the refused client gets in.
+func TestMaxConnsPerNamespace(t *testing.T) {
+	t.Parallel()
+	tc := startClusterWith(t, 1, func(c *Config) { c.MaxConnsPerNamespace = 2 })
+	addr := tc.cfgs[0].Nodes[0].Client
+	first := dialRaw(t, addr)
+	for i, rc := range []*rawConn{first, dialRaw(t, addr)} {
+		if r := rc.hello("ns", "s3cret", uint64(i+1)); r.Status != wire.StatusSuccess {
+			t.Fatalf("session %d: %+v", i+1, r)
+		}
+	}
+	third := dialRaw(t, addr)
+	r := third.hello("ns", "s3cret", 3)
+	if r.Status != wire.StatusOverloaded || r.RetryAfterMs == 0 {
+		t.Fatalf("third session of the namespace: %+v, want OVERLOADED with RetryAfterMs", r)
+	}
+	if r := dialRaw(t, addr).hello("other", "x", 4); r.Status != wire.StatusSuccess {
+		t.Fatalf("a session of another namespace: %+v", r)
+	}
+	if r := first.hello("ns", "s3cret", 1); r.Status != wire.StatusSuccess {
+		t.Fatalf("re-authentication to the same namespace: %+v", r)
+	}
+	first.c.Close()
+	waitFor(t, "the refused client to get in after a session closed", func() bool {
+		return third.hello("ns", "s3cret", 3).Status == wire.StatusSuccess
+	})
+}
