@@ -105,6 +105,12 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	if ok && !again && rec.n() == 0 && !w.heldAdmits(r) {
 		return // the namespace's held-locks quota is reached
 	}
+	if ok && !again && rec.n() >= w.g.svc.cfg.MaxHoldersPerKey {
+		if w.holdersFull(r) {
+			return
+		}
+		ok = false // a blocking acquire waits for a holder to leave
+	}
 	if ok {
 		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}
 		if i := rec.find(r.Owner); again && i >= 0 {

@@ -38,3 +38,46 @@ func TestMaxWaitedBounded(t *testing.T) {
 		t.Fatal("the claim of a day's wait was served before the waiter ahead of it")
 	}
 }
+
+// TestMaxHoldersPerKey: with MaxHoldersPerKey 2, a third reader's
+// try-lock is answered OVERLOADED with RetryAfterMs, a third blocking
+// reader waits and is granted when a reader releases, and a semaphore
+// with room for ten permits still takes no third holder.
+func TestMaxHoldersPerKey(t *testing.T) {
+	t.Parallel()
+	c := newFakeCluster(t, 3, Config{MaxHoldersPerKey: 2})
+	s := newSink()
+	read := func(key string, o uint64, wait time.Duration, id uint64) wire.Response {
+		return c.do(s, Request{Op: OpAcquire, Key: key, Owner: owner(o, 1), Kind: wire.KindRead, TTL: time.Minute, MaxWait: wait, WaitID: id})
+	}
+	var toks []uint64
+	for o := uint64(1); o <= 2; o++ {
+		r := read("readers", o, 0, 0)
+		if r.Status != wire.StatusSuccess {
+			t.Fatalf("reader %d: %+v", o, r)
+		}
+		toks = append(toks, r.Token)
+	}
+	wantOverloaded(t, "a third reader's try-lock", read("readers", 3, 0, 0))
+	if r := read("readers", 3, -1, 33); r.Status != wire.StatusLockWait {
+		t.Fatalf("a third blocking reader: %+v, want LOCK_WAIT", r)
+	}
+	if st := c.state("readers"); st.Readers != 2 {
+		t.Fatalf("%d readers, want 2", st.Readers)
+	}
+	if r := c.do(s, Request{Op: OpRelease, Key: "readers", Owner: owner(1, 1), Token: toks[0]}); r.Status != wire.StatusSuccess {
+		t.Fatalf("release: %+v", r)
+	}
+	if g := s.granted(t, 33); g.Status != wire.StatusSuccess {
+		t.Fatalf("the waiting reader after a release: %+v", g)
+	}
+	sem := func(o uint64) wire.Response {
+		return c.do(s, Request{Op: OpAcquire, Key: "sem", Owner: owner(o, 1), Kind: wire.KindSemaphore, Permits: 1, Limit: 10, TTL: time.Minute})
+	}
+	for o := uint64(1); o <= 2; o++ {
+		if r := sem(o); r.Status != wire.StatusSuccess {
+			t.Fatalf("semaphore holder %d: %+v", o, r)
+		}
+	}
+	wantOverloaded(t, "a third semaphore holder", sem(3))
+}
