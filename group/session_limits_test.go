@@ -81,3 +81,34 @@ func TestMaxHoldersPerKey(t *testing.T) {
 	}
 	wantOverloaded(t, "a third semaphore holder", sem(3))
 }
+
+// TestQuotaRateRenew: renewals count against the namespace's rate. With
+// a rate of 1/s and a burst of 1, a renewal sent early (all its TTL
+// left) or one setting a value is refused OVERLOADED past the rate; a
+// renewal the hold needs (less than three quarters of its TTL left) is
+// never refused, but takes its token, so the next request is refused.
+func TestQuotaRateRenew(t *testing.T) {
+	t.Parallel()
+	fc := newFakeClock()
+	c := quotaCluster(t, 1, Config{Clock: fc}, Quota{Rate: 1, Burst: 1})
+	s := newSink()
+	r := c.do(s, Request{Op: OpAcquire, Namespace: "ns", Key: "held", Owner: owner(1, 1), TTL: 8 * time.Second})
+	if r.Status != wire.StatusSuccess {
+		t.Fatal(r)
+	}
+	renew := func(setValue bool) wire.Response {
+		return c.do(s, Request{Op: OpRenew, Namespace: "ns", Key: "held", Owner: owner(1, 1), Token: r.Token, SetValue: setValue, Value: "v"})
+	}
+	wantOverloaded(t, "an early renewal past the rate", renew(false))
+	fc.Advance(3 * time.Second) // 5 s of 8 left: needed; the bucket refilled
+	if r := c.do(s, Request{Op: OpState, Namespace: "ns", Key: "held"}); r.Status != wire.StatusSuccess {
+		t.Fatalf("state after the refill: %+v", r)
+	}
+	wantOverloaded(t, "a renewal setting a value past the rate", renew(true))
+	if rr := renew(false); rr.Status != wire.StatusSuccess {
+		t.Fatalf("a needed renewal past the rate: %+v", rr)
+	}
+	// The state query's token is back; the renewal's charge is not yet.
+	fc.Advance(1100 * time.Millisecond)
+	wantOverloaded(t, "a state query after a charged renewal", c.do(s, Request{Op: OpState, Namespace: "ns", Key: "held"}))
+}

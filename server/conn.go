@@ -589,13 +589,7 @@ func (c *conn) list(reqID uint64, ns string, m *wire.List) {
 	if limit == 0 {
 		limit = wire.DefaultListLimit
 	}
-	s.svc.List(ns, g, m.Prefix, m.After, limit, func(locks []wire.LockInfo, ok bool) {
-		if !ok {
-			c.Respond(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
-			return
-		}
-		c.Respond(reqID, wire.Response{Status: wire.StatusSuccess, Locks: locks})
-	})
+	s.svc.List(ns, g, m.Prefix, m.After, limit, func(r wire.Response) { c.Respond(reqID, r) })
 }
 
 // decode decodes a request body, into the connection's reused value for

@@ -2,8 +2,10 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +138,57 @@ func TestMaxConnsPerNamespace(t *testing.T) {
 	waitFor(t, "the refused client to get in after a session closed", func() bool {
 		return third.hello("ns", "s3cret", 3).Status == wire.StatusSuccess
 	})
+}
+
+// TestListPagedUnderFrameLimit: a thousand locks of one group, each with
+// a value of wire.MaxValueLen bytes, make a List answer of over 1 MiB,
+// the client's frame limit. The master answers pages that fit (More set)
+// and the client's pages, followed with Next, list every lock once.
+func TestListPagedUnderFrameLimit(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 1)
+	const n = wire.MaxListLimit
+	value := strings.Repeat("v", wire.MaxValueLen)
+	g := wire.GroupOf(wire.KeyHash("ns", "big/0"), 15)
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		if k := fmt.Sprintf("big/%06d", i); wire.GroupOf(wire.KeyHash("ns", k), 15) == g {
+			keys = append(keys, k)
+		}
+	}
+	rc := tc.masterConn("ns", keys[0], 1)
+	for i, k := range keys {
+		rc.send(wire.TypeAcquire, &wire.Acquire{Key: k, Owner: wire.Owner{Client: cid(1), ID: uint64(i + 1)}, Weight: 1, TTLMs: 120000, Value: value})
+	}
+	for range keys {
+		_, m, err := rc.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, ok := m.(*wire.Response); !ok || r.Status != wire.StatusSuccess {
+			t.Fatalf("acquire: %+v", m)
+		}
+	}
+	c := newClient(t, tc)
+	ctx := ctxT(t)
+	seen := map[string]bool{}
+	pages := 0
+	for after := ""; ; pages++ {
+		page, err := c.List(ctx, "big/", after, n)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		for _, l := range page.Locks {
+			if seen[l.Key] || l.Value != value {
+				t.Fatalf("page %d: %s listed twice or with the wrong value", pages, l.Key)
+			}
+			seen[l.Key] = true
+		}
+		if after = page.Next; after == "" {
+			break
+		}
+	}
+	if len(seen) != n || pages < 2 {
+		t.Fatalf("%d locks listed in %d pages, want %d in more than one", len(seen), pages+1, n)
+	}
 }
