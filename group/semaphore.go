@@ -332,7 +332,8 @@ func (w *worker) setPermits(r *Request, key string, ks *keyState) {
 
 // semInfo adds a semaphore's total and permits in use to resp, and with
 // holders one entry per hold (owner, permits, value, token, TTL left),
-// at most wire.MaxListLimit of them.
+// at most wire.MaxListLimit of them and listReplyBytes of them encoded
+// (More set when some were left out), so that the answer fits a frame.
 func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders bool) {
 	if !isSem(rec) {
 		return
@@ -343,7 +344,12 @@ func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders
 		return
 	}
 	now := w.clock.Now()
+	size := 0
 	for i := range min(rec.n(), wire.MaxListLimit) {
+		if size += len(name) + len(rec.value(i)) + 64; size > listReplyBytes {
+			resp.More = true
+			return
+		}
 		h := rec.at(i)
 		li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: wire.KindSemaphore, TTLLeftMs: h.ttlMs,
 			Value: rec.value(i), Permits: rec.permitsAt(i), Limit: rec.limit()}
@@ -352,4 +358,5 @@ func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders
 		}
 		resp.Locks = append(resp.Locks, li)
 	}
+	resp.More = rec.n() > wire.MaxListLimit
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -111,4 +112,30 @@ func TestQuotaRateRenew(t *testing.T) {
 	// The state query's token is back; the renewal's charge is not yet.
 	fc.Advance(1100 * time.Millisecond)
 	wantOverloaded(t, "a state query after a charged renewal", c.do(s, Request{Op: OpState, Namespace: "ns", Key: "held"}))
+}
+
+// TestSemaphoreStateFitsFrame: the State of a semaphore with a thousand
+// holders, each with a value of wire.MaxValueLen bytes, lists as many
+// holders as fit well under the frame limit and says More; its encoded
+// answer fits wire.DefaultMaxFrame.
+func TestSemaphoreStateFitsFrame(t *testing.T) {
+	t.Parallel()
+	const n = wire.MaxListLimit
+	c := newFakeCluster(t, 1, Config{MaxHoldersPerKey: n})
+	s := newSink()
+	value := strings.Repeat("v", wire.MaxValueLen)
+	for o := uint64(1); o <= n; o++ {
+		r := c.do(s, Request{Op: OpAcquire, Key: "pool", Owner: owner(o, 1), Kind: wire.KindSemaphore, Permits: 1, Limit: n, TTL: time.Minute, Value: value})
+		if r.Status != wire.StatusSuccess {
+			t.Fatalf("holder %d: %+v", o, r)
+		}
+	}
+	st := c.state("pool")
+	if st.Readers != n || !st.More || len(st.Locks) == 0 || len(st.Locks) >= n {
+		t.Fatalf("state: %d holders, %d listed, More %v; want %d, fewer listed, More", st.Readers, len(st.Locks), st.More, n)
+	}
+	frame, err := wire.AppendFrame(nil, wire.TypeResponse, 1, &st)
+	if err != nil || len(frame) > wire.DefaultMaxFrame {
+		t.Fatalf("the answer's frame: %d bytes, %v; want at most %d", len(frame), err, wire.DefaultMaxFrame)
+	}
 }

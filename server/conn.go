@@ -299,11 +299,10 @@ func (c *conn) send(typ wire.Type, reqID uint64, m wire.Message) {
 func (c *conn) appendLocked(typ wire.Type, reqID uint64, m wire.Message) {
 	out, err := c.enc.AppendFrame(c.out, typ, reqID, m)
 	if err != nil {
-		c.mu.Unlock()
-		c.s.log.Error("encode reply", "type", typ, "err", err)
-		return
+		c.unsent(typ, reqID, err) // answered ERROR, not left unanswered
+	} else {
+		c.out = out
 	}
-	c.out = out
 	if c.overLocked() {
 		return
 	}

@@ -192,3 +192,22 @@ func TestListPagedUnderFrameLimit(t *testing.T) {
 		t.Fatalf("%d locks listed in %d pages, want %d in more than one", len(seen), pages+1, n)
 	}
 }
+
+// TestOversizedReplyAnsweredError: a reply whose frame would pass the
+// frame limit a client reads is not sent; its request is answered ERROR
+// saying so, rather than not at all.
+func TestOversizedReplyAnsweredError(t *testing.T) {
+	c := &conn{s: &Server{log: testLogger(), cfg: Config{MaxOutput: 16 << 20}}}
+	c.writing = true // a write under way: the frame stays in c.out
+	big := wire.Response{Status: wire.StatusSuccess, Msg: strings.Repeat("m", wire.DefaultMaxFrame)}
+	c.mu.Lock()
+	c.appendLocked(wire.TypeResponse, 7, &big)
+	f, n, err := wire.ParseFrame(c.out, wire.DefaultMaxFrame)
+	if err != nil || n == 0 || n != len(c.out) || f.ReqID != 7 {
+		t.Fatalf("the answer: %+v, %d of %d bytes, %v", f, n, len(c.out), err)
+	}
+	m, err := wire.Decode(f.Type, f.Body)
+	if r, ok := m.(*wire.Response); err != nil || !ok || r.Status != wire.StatusError {
+		t.Fatalf("the answer: %+v, %v; want ERROR", m, err)
+	}
+}
