@@ -317,9 +317,9 @@ const (
 
 // chargeRate takes r's token from e's bucket even when it is empty (the
 // bucket then refuses the namespace's next requests for longer), and
-// counts it admitted. Charges past a second's worth of the burst are
-// dropped, so that a flood of needed charges cannot close the bucket for
-// long.
+// counts it admitted. A charge that would close the bucket for more
+// than a second (or ten requests' worth, at a rate below 10/s) beyond its
+// burst is dropped, so that charges cannot close it for long.
 func (s *Service) chargeRate(e *nsQuota, r *Request) {
 	rate := e.rate.Load()
 	if rate == 0 {
@@ -328,7 +328,11 @@ func (s *Service) chargeRate(e *nsQuota, r *Request) {
 	served, groups := s.servedOf()
 	interval := int64(time.Second) * groups / (rate * served)
 	now := s.quotaNow(r)
-	limit := int64(time.Second) + interval*s.share(max(e.burst.Load(), rate))
+	burst := e.burst.Load()
+	if burst == 0 {
+		burst = rate
+	}
+	limit := max(int64(time.Second), 10*interval) + interval*s.share(burst)
 	e.admitted.Add(1)
 	for {
 		tat := e.tat.Load()

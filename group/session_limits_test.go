@@ -1,6 +1,7 @@
 package group
 
 import (
+	"github.com/paxlock/paxlock/internal/testutil"
 	"strings"
 	"testing"
 	"time"
@@ -138,4 +139,45 @@ func TestSemaphoreStateFitsFrame(t *testing.T) {
 	if err != nil || len(frame) > wire.DefaultMaxFrame {
 		t.Fatalf("the answer's frame: %d bytes, %v; want at most %d", len(frame), err, wire.DefaultMaxFrame)
 	}
+}
+
+// TestQuotaRateList: a List counts against its namespace's rate by the
+// keys it matches: with a rate of 1/s and a burst of 1, a List past the
+// bucket is refused OVERLOADED, and one matching 250 keys costs three
+// requests, so that a state query two seconds later is still refused
+// (one that a List of few keys leaves room for).
+func TestQuotaRateList(t *testing.T) {
+	t.Parallel()
+	fc := newFakeClock()
+	c := newFakeCluster(t, 1, Config{Clock: fc})
+	s := newSink()
+	keys := keysInGroup(c.groups, "ns", 250)
+	for i, k := range keys {
+		if r := c.do(s, Request{Op: OpAcquire, Namespace: "ns", Key: k, Owner: owner(1, uint64(i+1)), TTL: time.Hour}); r.Status != wire.StatusSuccess {
+			t.Fatalf("acquire %s: %+v", k, r)
+		}
+	}
+	_, sys := c.groupMaster(NamespaceGroup)
+	if err := sys.PutNamespace(t.Context(), "ns", "pw"); err != nil {
+		t.Fatal(err)
+	}
+	q := Quota{Rate: 1, Burst: 1}
+	if err := sys.PutQuota(t.Context(), "ns", q); err != nil {
+		t.Fatal(err)
+	}
+	svc := c.svc(1)
+	testutil.Eventually(t, 10*time.Second, func() bool { return svc.QuotaUsage()["ns"].Quota == q }, "the quota to be enforced")
+	g := wire.GroupOf(wire.KeyHash("ns", keys[0]), c.groups)
+	list := func() wire.Response {
+		got := make(chan wire.Response, 1)
+		svc.List("ns", g, "", "", wire.MaxListLimit, func(r wire.Response) { got <- r })
+		return <-got
+	}
+	fc.Advance(time.Minute)
+	if r := list(); r.Status != wire.StatusSuccess || len(r.Locks) != len(keys) {
+		t.Fatalf("list: %s, %d locks; want all %d", r.Status, len(r.Locks), len(keys))
+	}
+	wantOverloaded(t, "a list past the rate", list())
+	fc.Advance(2 * time.Second)
+	wantOverloaded(t, "a state query two seconds after a list of 250 keys", c.do(s, Request{Op: OpState, Namespace: "ns", Key: keys[0]}))
 }
