@@ -413,10 +413,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
 		return
 	}
-	if c.namespaceFull(f.ReqID, m) {
-		return
-	}
-	if session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
+	if c.namespaceFull(f.ReqID, m) || session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
 		return
 	}
 	if r, ok := m.(wire.Request); ok {
