@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"fmt"
+	"github.com/paxlock/paxlock/group"
 	"net"
 	"os"
 	"strings"
@@ -209,5 +210,22 @@ func TestOversizedReplyAnsweredError(t *testing.T) {
 	m, err := wire.Decode(f.Type, f.Body)
 	if r, ok := m.(*wire.Response); err != nil || !ok || r.Status != wire.StatusError {
 		t.Fatalf("the answer: %+v, %v; want ERROR", m, err)
+	}
+}
+
+// TestSessionLimitsConfig: the session limits are read from their JSON
+// keys beside the other settings, and default when unset.
+func TestSessionLimitsConfig(t *testing.T) {
+	var c Config
+	if err := DecodeStrict([]byte(`{"max_conns_per_namespace": 5, "max_waited": "30s", "max_holders_per_key": 64}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConnsPerNamespace != 5 || time.Duration(c.MaxWaited) != 30*time.Second || c.MaxHoldersPerKey != 64 {
+		t.Fatalf("decoded %+v", c.SessionLimits)
+	}
+	var d SessionLimits
+	d.ensureDefaults()
+	if d.MaxConnsPerNamespace != DefaultMaxConnsPerNamespace || time.Duration(d.MaxWaited) != group.DefaultMaxWaited || d.MaxHoldersPerKey != group.DefaultMaxHoldersPerKey {
+		t.Fatalf("defaults %+v", d)
 	}
 }
