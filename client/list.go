@@ -47,11 +47,16 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) (Lis
 		groups = len(v.Groups)
 	}
 	var (
-		mu    sync.Mutex
-		all   []State
-		full  bool // some group may have more
-		first error
-		wg    sync.WaitGroup
+		mu   sync.Mutex
+		all  []State
+		full bool // some group may have more
+		// cut is the least last key of the groups whose answer stopped
+		// short to fit a frame (Response.More): keys after it may be
+		// missing from this page, so it ends there.
+		cut    string
+		hasCut bool
+		first  error
+		wg     sync.WaitGroup
 	)
 	for g := range groups {
 		wg.Add(1)
@@ -73,6 +78,11 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) (Lis
 				return
 			}
 			full = full || len(res.resp.Locks) >= limit
+			if n := len(res.resp.Locks); res.resp.More && n > 0 {
+				if last := res.resp.Locks[n-1].Key; !hasCut || last < cut {
+					cut, hasCut = last, true
+				}
+			}
 			for _, l := range res.resp.Locks {
 				all = append(all, State{Key: l.Key, Held: true, Holder: l.Holder, Token: l.Token, Kind: l.Kind, Readers: int(l.Readers),
 					TTLLeft: time.Duration(l.TTLLeftMs) * time.Millisecond, QueueLen: int(l.QueueLen), Value: l.Value,
@@ -85,6 +95,10 @@ func (c *Client) List(ctx context.Context, prefix, after string, limit int) (Lis
 		return ListPage{}, first
 	}
 	slices.SortFunc(all, func(a, b State) int { return strings.Compare(a.Key, b.Key) })
+	if hasCut {
+		n, _ := slices.BinarySearchFunc(all, cut, func(s State, k string) int { return strings.Compare(s.Key, k) })
+		all, full = all[:n+1], true // all[n] is the cut key itself
+	}
 	page := ListPage{Locks: all[:min(limit, len(all))]}
 	if full || len(all) > limit {
 		page.Next = page.Locks[len(page.Locks)-1].Key

@@ -27,16 +27,19 @@ type waiter struct {
 }
 
 // rankOf is the queue rank of r arriving at now: see waiter.rank. A
-// re-sent wait (Request.Waited) counts from when it first arrived at an
-// earlier master, so a master change or a namespace move keeps the
-// queue's weight-then-arrival order whatever order the waiters' clients
-// re-send in.
+// re-sent wait (Request.Waited, at most Config.MaxWaited) counts from
+// when it first arrived at an earlier master, so a master change or a
+// namespace move keeps the queue's weight-then-arrival order whatever
+// order the waiters' clients re-send in.
 func (w *worker) rankOf(now time.Time, r *Request) int64 {
 	wt := r.Weight
 	if wt == 0 {
 		wt = wire.DefaultWeight
 	}
-	return w.mono(now) - int64(r.Waited) - int64(wt)*int64(w.g.svc.cfg.WeightAging)
+	// The claim is bounded (Config.MaxWaited): beyond it a client could
+	// rank ahead of every waiter.
+	waited := min(max(r.Waited, 0), w.g.svc.cfg.MaxWaited)
+	return w.mono(now) - int64(waited) - int64(wt)*int64(w.g.svc.cfg.WeightAging)
 }
 
 // queueAhead reports whether q is served before a request of rank r that
@@ -101,6 +104,12 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	}
 	if ok && !again && rec.n() == 0 && !w.heldAdmits(r) {
 		return // the namespace's held-locks quota is reached
+	}
+	if ok && !again && rec.n() >= w.g.svc.cfg.MaxHoldersPerKey {
+		if w.holdersFull(r) {
+			return
+		}
+		ok = false // a blocking acquire waits for a holder to leave
 	}
 	if ok {
 		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}

@@ -2,7 +2,9 @@ package group
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/paxlock/paxlock/wire"
 )
@@ -14,6 +16,69 @@ const (
 	DefaultMaxNamespaceWaits   = 100000
 	DefaultMaxNamespaceWatches = 100000
 )
+
+// DefaultMaxHoldersPerKey is Config.MaxHoldersPerKey's default: a read
+// lock's readers or a semaphore's holders beyond it are refused
+// OVERLOADED, so that one key's record (copied into every State answer
+// and every snapshot) stays bounded.
+const DefaultMaxHoldersPerKey = 1024
+
+// DefaultMaxWaited is Config.MaxWaited's default. A re-sent wait ranks as
+// if it had arrived Request.Waited earlier; a claim beyond the bound
+// counts as the bound, so a client cannot jump a key's queue by more than
+// it, whatever it sends (a wait re-sent after a failover has waited
+// seconds, one after a namespace move minutes at most).
+const DefaultMaxWaited = 10 * time.Minute
+
+// EnsureDefaults fills every unset field with its default; NewService
+// calls it.
+func (c *Config) EnsureDefaults() {
+	if c.Groups <= 0 {
+		c.Groups = wire.DefaultGroups
+	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.DefaultTTL <= 0 {
+		c.DefaultTTL = DefaultTTL
+	}
+	if c.MinTTL <= 0 {
+		c.MinTTL = DefaultMinTTL
+	}
+	if c.MaxTTL <= 0 {
+		c.MaxTTL = DefaultMaxTTL
+	}
+	if c.MaxWaiters <= 0 {
+		c.MaxWaiters = DefaultMaxWaiters
+	}
+	if c.MaxHoldersPerKey <= 0 {
+		c.MaxHoldersPerKey = DefaultMaxHoldersPerKey
+	}
+	if c.MaxWaited <= 0 {
+		c.MaxWaited = DefaultMaxWaited
+	}
+	if c.MaxConnWaits <= 0 {
+		c.MaxConnWaits = DefaultMaxConnWaits
+	}
+	if c.MaxConnWatches <= 0 {
+		c.MaxConnWatches = DefaultMaxConnWatches
+	}
+	if c.MaxNamespaceWaits <= 0 {
+		c.MaxNamespaceWaits = DefaultMaxNamespaceWaits
+	}
+	if c.MaxNamespaceWatches <= 0 {
+		c.MaxNamespaceWatches = DefaultMaxNamespaceWatches
+	}
+	if c.WeightAging <= 0 {
+		c.WeightAging = DefaultWeightAging
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
 
 // overloadRetryMs is the RetryAfterMs of a wait or watch refused by a
 // bound: room comes back as waits end and watches fire.

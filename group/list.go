@@ -11,46 +11,72 @@ import (
 
 // List lists the locks held in namespace ns on lock group g whose keys
 // start with prefix and sort after after (byte order), at most limit of
-// them, in key order, and calls done once with them — or with ok false
-// when this node does not serve g. It does not block: every worker of the
-// group lists its own keys when it next runs, between requests, and the
-// last one to answer calls done (on its goroutine; done must not block).
+// them, in key order, and calls done once with the answer: SUCCESS with
+// the locks (More set when the page stopped short of limit to stay
+// within listReplyBytes), NO_MASTER when this node does not serve g, or
+// OVERLOADED over the namespace's rate quota. It does not block: every
+// worker of the group lists its own keys when it next runs, between
+// requests, and the last one to answer calls done (on its goroutine; done
+// must not block).
 //
 // A worker scans its shard of the lock table for the prefix: a list costs
 // time in proportion to the group's held keys, which is fine for what it
-// is for (operators, dashboards), not for a request path.
-func (s *Service) List(ns string, g int, prefix, after string, limit int, done func(locks []wire.LockInfo, ok bool)) {
+// is for (operators, dashboards), not for a request path. A list counts
+// against the namespace's rate as one request per wire.DefaultListLimit
+// of its keys matched (listAdmits).
+func (s *Service) List(ns string, g int, prefix, after string, limit int, done func(wire.Response)) {
 	if g < 0 || g >= len(s.groups) || limit <= 0 {
-		done(nil, false)
+		done(noMaster)
 		return
 	}
+	e := s.quota.lookup(ns)
+	if e != nil {
+		if ok, retry := s.rateOK(e, &Request{}); !ok {
+			done(wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate})
+			return
+		}
+	}
 	lg := s.groups[g]
-	q := &listQuery{ns: ns, prefix: prefix, after: after, limit: limit, left: len(lg.workers), done: done}
+	q := &listQuery{svc: s, quota: e, ns: ns, prefix: prefix, after: after, limit: limit, left: len(lg.workers), done: done}
 	for _, w := range lg.workers {
 		w.post(event{kind: evList, list: q})
 	}
 }
 
+// listReplyBytes bounds the encoded size of a List answer's locks, well
+// under the 1 MiB frame limit (wire.DefaultMaxFrame) a client reads: a
+// thousand locks with 1 KiB values would not fit in it.
+const listReplyBytes = wire.DefaultMaxFrame / 2
+
+// lockInfoBytes is a bound on the encoded size of l (its key and value,
+// and 64 bytes for its numbers and headers).
+func lockInfoBytes(l *wire.LockInfo) int { return len(l.Key) + len(l.Value) + 64 }
+
 // listQuery is one List asked of every worker of a group.
 type listQuery struct {
+	svc               *Service
+	quota             *nsQuota // the namespace's quota entry, nil if none
 	ns, prefix, after string
 	limit             int
-	done              func([]wire.LockInfo, bool)
+	done              func(wire.Response)
 
-	mu     sync.Mutex
-	left   int // workers yet to answer
-	got    []wire.LockInfo
-	failed bool // a worker did not serve the group
+	mu      sync.Mutex
+	left    int // workers yet to answer
+	got     []wire.LockInfo
+	matched int  // keys the workers matched, for the rate (listAdmits)
+	failed  bool // a worker did not serve the group
 }
 
 // reply is a worker's answer: its first locks in key order, nil if it
-// does not serve the group (or was stopped). The last answer calls done.
-func (q *listQuery) reply(locks []wire.LockInfo) {
+// does not serve the group (or was stopped), and the keys it matched. The
+// last answer calls done.
+func (q *listQuery) reply(locks []wire.LockInfo, matched int) {
 	q.mu.Lock()
 	if locks == nil {
 		q.failed = true
 	}
 	q.got = append(q.got, locks...)
+	q.matched += matched
 	q.left--
 	last := q.left == 0
 	q.mu.Unlock()
@@ -58,20 +84,44 @@ func (q *listQuery) reply(locks []wire.LockInfo) {
 		return
 	}
 	if q.failed {
-		q.done(nil, false)
+		q.done(noMaster)
 		return
 	}
+	q.svc.listAdmits(q.quota, q.matched)
 	slices.SortFunc(q.got, func(a, b wire.LockInfo) int { return strings.Compare(a.Key, b.Key) })
-	q.done(q.got[:min(q.limit, len(q.got))], true)
+	page := q.got[:min(q.limit, len(q.got))]
+	size := 0
+	for i := range page {
+		if size += lockInfoBytes(&page[i]); size > listReplyBytes {
+			q.done(wire.Response{Status: wire.StatusSuccess, Locks: page[:i], More: true})
+			return
+		}
+	}
+	q.done(wire.Response{Status: wire.StatusSuccess, Locks: page})
+}
+
+// listAdmits charges a List that matched n keys to its namespace's rate
+// (e; nil: no quota): one request per wire.DefaultListLimit keys or part
+// of it beyond the first, which List took before it started. The list is
+// answered (its cost is spent); the charge slows the namespace's next
+// requests.
+func (s *Service) listAdmits(e *nsQuota, n int) {
+	if e == nil {
+		return
+	}
+	for range (n - 1) / wire.DefaultListLimit {
+		s.chargeRate(e, &Request{})
+	}
 }
 
 // listLocks is a worker's part of a List (evList): its shard's matching
 // keys, first q.limit of them in key order, with their holder (the first
 // reader of a read lock), TTL left as this master measures it, and live
-// waiters. It returns nil when the worker does not serve the group.
-func (w *worker) listLocks(q *listQuery) []wire.LockInfo {
+// waiters, and how many keys matched. It returns nil when the worker does
+// not serve the group.
+func (w *worker) listLocks(q *listQuery) ([]wire.LockInfo, int) {
 	if !w.serving || !w.g.leaseValid() {
-		return nil
+		return nil, 0
 	}
 	from := fullKey(q.ns, q.prefix)
 	after := fullKey(q.ns, q.after)
@@ -84,6 +134,7 @@ func (w *worker) listLocks(q *listQuery) []wire.LockInfo {
 		}
 	}
 	sh.mu.RUnlock()
+	matched := len(keys)
 	slices.Sort(keys)
 	keys = keys[:min(q.limit, len(keys))]
 	out := make([]wire.LockInfo, 0, len(keys))
@@ -115,5 +166,5 @@ func (w *worker) listLocks(q *listQuery) []wire.LockInfo {
 		}
 		out = append(out, li)
 	}
-	return out
+	return out, matched
 }

@@ -42,9 +42,13 @@ import (
 //     (plus at most one per node from rounding up). A namespace whose load
 //     is concentrated on a few keys gets only the share of the nodes
 //     mastering them: one hot key on a three-node cluster gets a third.
-//   - Renewals, releases, downgrades, cancelled waits and unwatches are
-//     never refused by a quota and not counted against the rate: refusing
-//     them would turn a quota into lost locks or stranded waiters.
+//   - Releases, downgrades, cancelled waits and unwatches are never
+//     refused by a quota and not counted against the rate: refusing them
+//     would turn a quota into lost locks or stranded waiters. Renewals
+//     count against the rate; only those beyond the hold's need (setting
+//     a value, or renewing early) are refused by it (see renewAdmits).
+//   - List counts against the rate by the keys it scans, one request per
+//     wire.DefaultListLimit keys or part of it (see listAdmits).
 //
 // A refused request is answered OVERLOADED with RetryAfterMs (the rate:
 // when the bucket has room again; the others: overloadRetryMs) and a Msg
@@ -270,6 +274,73 @@ func (w *worker) rateAdmits(r *Request) bool {
 		return false
 	}
 	return true
+}
+
+// renewAdmits charges renewal r of hold i of rec to its namespace's rate.
+// A renewal is a Paxos write, and one that sets a value is fanned out to
+// the key's watchers, so renewals count; but refusing one the hold needs
+// would turn the quota into lost locks. So a renewal beyond its need —
+// one that sets a value (SetValue), or one sent while more than
+// renewNeedFrac of the hold's TTL is left (the Go client renews when a
+// third of it has passed) — is refused OVERLOADED over the rate (it
+// reports false, having answered r), and any other takes its token
+// whatever the bucket holds, so that it slows the namespace's other
+// requests instead.
+func (w *worker) renewAdmits(r *Request, rec *lockRec, i int) bool {
+	e := w.g.svc.quota.lookup(r.Namespace)
+	if e == nil || e.rate.Load() == 0 {
+		return true
+	}
+	h := rec.at(i)
+	beyond := r.SetValue
+	if !beyond && h.deadline != 0 && h.ttlMs > 0 {
+		left := w.timeOf(h.deadline).Sub(w.clock.Now())
+		beyond = left > time.Duration(h.ttlMs)*time.Millisecond*renewNeedNum/renewNeedDen
+	}
+	if !beyond {
+		w.g.svc.chargeRate(e, r)
+		return true
+	}
+	if ok, retry := w.g.svc.rateOK(e, r); !ok {
+		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate})
+		return false
+	}
+	return true
+}
+
+// A renewal sent while more than renewNeedNum/renewNeedDen of its hold's
+// TTL is left is beyond the hold's need (see renewAdmits).
+const (
+	renewNeedNum = 3
+	renewNeedDen = 4
+)
+
+// chargeRate takes r's token from e's bucket even when it is empty (the
+// bucket then refuses the namespace's next requests for longer), and
+// counts it admitted. A charge that would close the bucket for more
+// than a second (or ten requests' worth, at a rate below 10/s) beyond its
+// burst is dropped, so that charges cannot close it for long.
+func (s *Service) chargeRate(e *nsQuota, r *Request) {
+	rate := e.rate.Load()
+	if rate == 0 {
+		return
+	}
+	served, groups := s.servedOf()
+	interval := int64(time.Second) * groups / (rate * served)
+	now := s.quotaNow(r)
+	burst := e.burst.Load()
+	if burst == 0 {
+		burst = rate
+	}
+	limit := max(int64(time.Second), 10*interval) + interval*s.share(burst)
+	e.admitted.Add(1)
+	for {
+		tat := e.tat.Load()
+		next := max(tat, now) + interval
+		if next-now > limit || e.tat.CompareAndSwap(tat, next) {
+			return
+		}
+	}
 }
 
 // rateOK takes request r of e's namespace from its bucket, counting it;

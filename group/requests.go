@@ -166,6 +166,9 @@ func (w *worker) renew(r *Request, key string, ks *keyState) {
 		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
 		return
 	}
+	if !w.renewAdmits(r, rec, rec.find(r.Owner)) {
+		return
+	}
 	var ttl uint32
 	if r.TTL > 0 {
 		ttl = w.ttl(r)

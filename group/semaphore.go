@@ -246,15 +246,41 @@ func (w *worker) semMismatch(r *Request, rec *lockRec) bool {
 
 // pick chooses the waiters that get key once owner's hold with token is
 // gone from rec (the zero owner: none goes), semaphores included.
+// At most Config.MaxHoldersPerKey holders in all: the rest wait.
 func (w *worker) pick(ks *keyState, rec *lockRec, owner wire.Owner, token uint64) []*waiter {
+	rest := without(rec, owner, token)
 	if isSem(rec) || (rec.n() == 0 && len(ks.waiters) > 0 && ks.waiters[0].req.Kind == wire.KindSemaphore) {
-		return pickSemGrants(ks, rec, owner, token, 0)
+		return w.holderRoom(pickSemGrants(ks, rec, owner, token, 0), rest)
 	}
 	var kind wire.Kind
 	if rec.n() > 0 {
 		kind = rec.kind()
 	}
-	return pickGrants(ks, without(rec, owner, token), kind)
+	return w.holderRoom(pickGrants(ks, rest, kind), rest)
+}
+
+// holderRoom keeps of the waiters ws, in order, those that fit beside
+// rest holders under Config.MaxHoldersPerKey.
+func (w *worker) holderRoom(ws []*waiter, rest int) []*waiter {
+	room := max(w.g.svc.cfg.MaxHoldersPerKey-rest, 0)
+	return ws[:min(len(ws), room)]
+}
+
+// holdersFull is told of an acquire that would add a holder to a key
+// that has Config.MaxHoldersPerKey already (readers of a read lock,
+// holders of a semaphore): a key's record is copied into State answers,
+// watch events and snapshots, so it stays bounded. A try-lock is
+// answered OVERLOADED with RetryAfterMs (room comes back as holders
+// release) and it reports true; a blocking acquire is left to wait in the
+// key's queue (false).
+func (w *worker) holdersFull(r *Request) bool {
+	if r.MaxWait != 0 {
+		return false
+	}
+	max := w.g.svc.cfg.MaxHoldersPerKey
+	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs,
+		Msg: fmt.Sprintf("too many holders of this key (%d)", max)})
+	return true
 }
 
 // pickSemGrants chooses the semaphore waiters granted once owner's hold
@@ -300,13 +326,14 @@ func (w *worker) setPermits(r *Request, key string, ks *keyState) {
 		w.respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "the key is held as a lock, not a semaphore"})
 		return
 	}
-	ws := pickSemGrants(ks, rec, wire.Owner{}, 0, r.Limit)
+	ws := w.holderRoom(pickSemGrants(ks, rec, wire.Owner{}, 0, r.Limit), rec.n())
 	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opSetPermits, key: key, kind: wire.KindSemaphore, limit: r.Limit, grants: w.grantsFor(ks, ws)}})
 }
 
 // semInfo adds a semaphore's total and permits in use to resp, and with
 // holders one entry per hold (owner, permits, value, token, TTL left),
-// at most wire.MaxListLimit of them.
+// at most wire.MaxListLimit of them and listReplyBytes of them encoded
+// (More set when some were left out), so that the answer fits a frame.
 func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders bool) {
 	if !isSem(rec) {
 		return
@@ -317,7 +344,12 @@ func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders
 		return
 	}
 	now := w.clock.Now()
+	size := 0
 	for i := range min(rec.n(), wire.MaxListLimit) {
+		if size += len(name) + len(rec.value(i)) + 64; size > listReplyBytes {
+			resp.More = true
+			return
+		}
 		h := rec.at(i)
 		li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: wire.KindSemaphore, TTLLeftMs: h.ttlMs,
 			Value: rec.value(i), Permits: rec.permitsAt(i), Limit: rec.limit()}
@@ -326,4 +358,5 @@ func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders
 		}
 		resp.Locks = append(resp.Locks, li)
 	}
+	resp.More = rec.n() > wire.MaxListLimit
 }

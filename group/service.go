@@ -174,6 +174,12 @@ type Config struct {
 	DefaultTTL, MinTTL, MaxTTL time.Duration
 	// MaxWaiters bounds the waiters of one key (default 10000).
 	MaxWaiters int
+	// MaxHoldersPerKey bounds the holders of one key (the readers of a
+	// read lock, the holders of a semaphore; default 1024); MaxWaited
+	// the time a re-sent wait may claim it has waited (Request.Waited;
+	// default 10m). See limits.go.
+	MaxHoldersPerKey int
+	MaxWaited        time.Duration
 	// MaxConnWaits and MaxConnWatches bound the blocked acquires and the
 	// watches that one client connection (one Sink) may keep on this
 	// node's masters, across keys and groups (defaults 10000 each);
@@ -233,50 +239,6 @@ const (
 	DefaultMaxWaiters  = 10000
 	DefaultWeightAging = time.Second
 )
-
-// EnsureDefaults fills every unset field with its default; NewService
-// calls it.
-func (c *Config) EnsureDefaults() {
-	if c.Groups <= 0 {
-		c.Groups = wire.DefaultGroups
-	}
-	if c.Workers <= 0 {
-		c.Workers = DefaultWorkers
-	}
-	if c.DefaultTTL <= 0 {
-		c.DefaultTTL = DefaultTTL
-	}
-	if c.MinTTL <= 0 {
-		c.MinTTL = DefaultMinTTL
-	}
-	if c.MaxTTL <= 0 {
-		c.MaxTTL = DefaultMaxTTL
-	}
-	if c.MaxWaiters <= 0 {
-		c.MaxWaiters = DefaultMaxWaiters
-	}
-	if c.MaxConnWaits <= 0 {
-		c.MaxConnWaits = DefaultMaxConnWaits
-	}
-	if c.MaxConnWatches <= 0 {
-		c.MaxConnWatches = DefaultMaxConnWatches
-	}
-	if c.MaxNamespaceWaits <= 0 {
-		c.MaxNamespaceWaits = DefaultMaxNamespaceWaits
-	}
-	if c.MaxNamespaceWatches <= 0 {
-		c.MaxNamespaceWatches = DefaultMaxNamespaceWatches
-	}
-	if c.WeightAging <= 0 {
-		c.WeightAging = DefaultWeightAging
-	}
-	if c.Clock == nil {
-		c.Clock = RealClock{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-}
 
 // Service is the lock service of one node: one lock group per Paxos
 // group, each with its workers.

@@ -173,7 +173,7 @@ func (w *worker) post(e event) {
 		case evInspect:
 			e.inspect(nil)
 		case evList:
-			e.list.reply(nil)
+			e.list.reply(nil, 0)
 		case evMulti:
 			w.multiFail(e.multi, noMaster)
 		}
@@ -236,7 +236,7 @@ func (w *worker) handle(e *event) {
 			case evInspect:
 				rest[i].inspect(nil)
 			case evList:
-				rest[i].list.reply(nil)
+				rest[i].list.reply(nil, 0)
 			case evMulti:
 				w.multiFail(rest[i].multi, noMaster)
 			}

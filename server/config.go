@@ -180,6 +180,9 @@ type Config struct {
 	MaxWatchesPerConn      int `json:"max_watches_per_conn"`
 	MaxWaitsPerNamespace   int `json:"max_waits_per_namespace"`
 	MaxWatchesPerNamespace int `json:"max_watches_per_namespace"`
+	// SessionLimits bound a namespace's sessions and what a request may
+	// claim (config_session.go).
+	SessionLimits
 	// DrainTimeout bounds how long a stopping node waits for the groups it
 	// masters to be served by its peers (default 10s; negative: it stops
 	// without handing them over, and they fail over when their leases
@@ -419,6 +422,7 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxWatchesPerNamespace <= 0 {
 		c.MaxWatchesPerNamespace = group.DefaultMaxNamespaceWatches
 	}
+	c.SessionLimits.ensureDefaults()
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)
 	}

@@ -161,6 +161,7 @@ func (c *conn) onClosed() {
 	c.closeRelays()
 	if c.sess.Authenticated() {
 		s.svc.ForgetClient(c.sess.Identity().ClientID, c)
+		s.nsConns.move(c.sess.Identity(), session.Identity{})
 	}
 }
 
@@ -298,11 +299,10 @@ func (c *conn) send(typ wire.Type, reqID uint64, m wire.Message) {
 func (c *conn) appendLocked(typ wire.Type, reqID uint64, m wire.Message) {
 	out, err := c.enc.AppendFrame(c.out, typ, reqID, m)
 	if err != nil {
-		c.mu.Unlock()
-		c.s.log.Error("encode reply", "type", typ, "err", err)
-		return
+		c.unsent(typ, reqID, err) // answered ERROR, not left unanswered
+	} else {
+		c.out = out
 	}
-	c.out = out
 	if c.overLocked() {
 		return
 	}
@@ -413,7 +413,7 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
 		return
 	}
-	if session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
+	if c.namespaceFull(f.ReqID, m) || session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
 		return
 	}
 	if r, ok := m.(wire.Request); ok {
@@ -585,13 +585,7 @@ func (c *conn) list(reqID uint64, ns string, m *wire.List) {
 	if limit == 0 {
 		limit = wire.DefaultListLimit
 	}
-	s.svc.List(ns, g, m.Prefix, m.After, limit, func(locks []wire.LockInfo, ok bool) {
-		if !ok {
-			c.Respond(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
-			return
-		}
-		c.Respond(reqID, wire.Response{Status: wire.StatusSuccess, Locks: locks})
-	})
+	s.svc.List(ns, g, m.Prefix, m.After, limit, func(r wire.Response) { c.Respond(reqID, r) })
 }
 
 // decode decodes a request body, into the connection's reused value for

@@ -118,16 +118,65 @@ var errAuth = errors.New("unknown namespace")
 func (c *conn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
 
 // Accepted implements session.Host: a handshake that changes the client
-// id lets go of what the previous client left on this connection.
+// id lets go of what the previous client left on this connection, and one
+// that changes the namespace ends what the session held in the old one
+// (see leaveNamespace), so that nothing of a namespace reaches a session
+// that no longer proves its secret.
 func (c *conn) Accepted(prev, cur session.Identity) {
-	if prev.ClientID != 0 && prev.ClientID != cur.ClientID {
+	switch {
+	case prev.ClientID == 0:
+	case prev.Namespace != cur.Namespace:
+		c.leaveNamespace(prev)
+	case prev.ClientID != cur.ClientID:
 		c.s.svc.ForgetClient(prev.ClientID, c)
 	}
+	c.s.nsConns.move(prev, cur)
 	c.auth.Store(&authState{ns: cur.Namespace, v: cur.Verifier, relay: cur.Via != 0, client: cur.ClientID, gen: c.helloGen})
 	c.s.svc.AttachClient(cur.ClientID, c)
 	if c.closed.Load() {
 		c.s.svc.ForgetClient(cur.ClientID, c) // closed meanwhile
 	}
+}
+
+// leaveNamespace ends what the session prev left on this connection in its
+// namespace when a later handshake names another one: its blocked
+// acquires are answered Granted AUTH_FAILED, its holds this node tells it
+// about get Lost with EventRevoked (they stay in the lock table and
+// expire: the session can no longer renew them), and its watches are
+// dropped, as for a revoked session (group.Service.RevokeClient). The
+// workers see this before any request of the new session, which is
+// submitted after it.
+func (c *conn) leaveNamespace(prev session.Identity) {
+	c.s.log.Info("client session changed namespace: ending its waits, watches and holds in the old one",
+		"remote", c.remote(), "namespace", prev.Namespace)
+	c.s.svc.RevokeClient(prev.ClientID, c, nil)
+	if c.sess.Identity().ClientID != prev.ClientID {
+		c.s.svc.ForgetClient(prev.ClientID, c) // its sinks entry too
+	}
+}
+
+// namespaceFull answers OVERLOADED, and reports true, for a client's
+// handshake (its ScramClientFirst) that would open one more session of a
+// namespace that has SessionLimits.MaxConnsPerNamespace of them on this
+// node already. A handshake of the namespace the session already has
+// adds none. Concurrent handshakes are counted when accepted, so the
+// count may pass the bound by the handshakes under way at once.
+func (c *conn) namespaceFull(reqID uint64, m wire.Message) bool {
+	first, ok := m.(*wire.ScramClientFirst)
+	if !ok || first.Via != 0 {
+		return false
+	}
+	if c.sess.Authenticated() && c.sess.Identity().Namespace == first.Namespace {
+		return false
+	}
+	max := c.s.cfg.MaxConnsPerNamespace
+	if !c.s.nsConns.full(first.Namespace, max) {
+		return false
+	}
+	c.s.stats.overloaded.Add(1)
+	c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: uint32(nsConnsRetry / time.Millisecond),
+		Msg: fmt.Sprintf("too many connections of this namespace on this node (%d)", max)})
+	return true
 }
 
 // authState is what a connection's accepted handshake proved, and the

@@ -158,6 +158,8 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		MaxConnWatches:      cfg.MaxWatchesPerConn,
 		MaxNamespaceWaits:   cfg.MaxWaitsPerNamespace,
 		MaxNamespaceWatches: cfg.MaxWatchesPerNamespace,
+		MaxHoldersPerKey:    cfg.MaxHoldersPerKey,
+		MaxWaited:           time.Duration(cfg.MaxWaited),
 		Logger:              log,
 		Self:                paxos.NodeID(cfg.NodeID),
 		OnMaster:            s.onMaster,

@@ -86,6 +86,7 @@ type Server struct {
 	conns    sync.Map // *conn -> struct{}
 	nsGen    uint64   // the namespace table's generation checkRevoked last saw (tick only)
 	nconns   atomic.Int64
+	nsConns  nsConns // client sessions per namespace (SessionLimits.MaxConnsPerNamespace)
 	admin    *http.Server
 	clientLn string
 	tlsAddr  string // the TLS client listener's address, once open

@@ -172,7 +172,7 @@ func TestResponseTrimsTrailingZeros(t *testing.T) {
 	}
 	// Every prefix length round-trips.
 	full := Response{StatusError, 1, Owner{2, 3}, 4, 5, KindWrite, 7, 8, "r", 9, "m", "v",
-		[]LockInfo{{Key: "a", Holder: Owner{1, 2}, Token: 3, Kind: KindRead, Readers: 2, TTLLeftMs: 4, QueueLen: 5, Value: "x"}, {Key: "b", Permits: 2, Limit: 3}}, 10, 11, []uint64{12, 13}, 14}
+		[]LockInfo{{Key: "a", Holder: Owner{1, 2}, Token: 3, Kind: KindRead, Readers: 2, TTLLeftMs: 4, QueueLen: 5, Value: "x"}, {Key: "b", Permits: 2, Limit: 3}}, 10, 11, []uint64{12, 13}, 14, true}
 	for i := 0; i < reflect.TypeOf(full).NumField(); i++ {
 		r := full
 		v := reflect.ValueOf(&r).Elem()

@@ -213,7 +213,11 @@ func (m *Unwatch) Validate() error {
 // lists a namespace by asking every group and merging the answers; the
 // next page starts after the last key it kept.
 //
-// Replies: SUCCESS with Locks (empty: none); routing statuses as usual.
+// Replies: SUCCESS with Locks (empty: none), and More set when the page
+// stopped short of Limit to stay under the frame limit (the group has
+// more locks after its last one: a merged page must end there);
+// OVERLOADED with RetryAfterMs over the namespace's rate quota, which a
+// List counts against by the keys it matches; routing statuses as usual.
 type List struct {
 	// Group is the lock group, 0..groups-1 (see GroupOf).
 	Group uint32

@@ -60,6 +60,10 @@ type Response struct {
 	// KeyIndex is the index in a MultiAcquire's Keys of the key that made
 	// it fail (LOCK_OCCUPIED); a trailing field.
 	KeyIndex uint32
+	// More says a List answer stopped short of its Limit to stay under
+	// the frame limit: the group has more locks after its last key. A
+	// trailing field; an older client, which skips it, sees a short page.
+	More bool
 }
 
 func (*Response) wireMessage() {}
@@ -67,6 +71,8 @@ func (*Response) wireMessage() {}
 // responseFields is how many fields r needs: up to its last nonzero one.
 func (m *Response) responseFields() int {
 	switch {
+	case m.More:
+		return 19
 	case m.KeyIndex != 0:
 		return 18
 	case len(m.Tokens) > 0:
@@ -176,6 +182,9 @@ func (m *Response) EncodeMsgpack(e *msgpack.Encoder) error {
 	if n > 17 {
 		w.uint(uint64(m.KeyIndex))
 	}
+	if n > 18 {
+		w.uint(1) // More
+	}
 	return w.err
 }
 
@@ -219,5 +228,6 @@ func (m *Response) DecodeMsgpack(d *msgpack.Decoder) error {
 		}
 	}
 	m.KeyIndex = f.u32()
+	m.More = f.u32() != 0
 	return f.done("Response")
 }
