@@ -149,7 +149,7 @@ func (c *conn) Accepted(prev, cur session.Identity) {
 func (c *conn) leaveNamespace(prev session.Identity) {
 	c.s.log.Info("client session changed namespace: ending its waits, watches and holds in the old one",
 		"remote", c.remote(), "namespace", prev.Namespace)
-	c.s.svc.RevokeClient(prev.ClientID, c, nil)
+	c.s.svc.RevokeClient(prev.ClientID, prev.Namespace, c, nil)
 	if c.sess.Identity().ClientID != prev.ClientID {
 		c.s.svc.ForgetClient(prev.ClientID, c) // its sinks entry too
 	}
