@@ -238,8 +238,11 @@ func (c *Core) onLearnReply(m Message) {
 	}
 	c.answered(m.From)
 	if m.Snapshot {
-		if !c.needSnap && (m.Instance > c.hs.Committed || c.hs.Committed+1 >= m.LogStart) {
-			return // stale: we already have what was asked for
+		// Stale once this replica committed the instance it asked for
+		// (m.Instance) or reached the peer's log: what the snapshot would
+		// replace is then known.
+		if !c.needSnap && (m.Instance <= c.hs.Committed || c.hs.Committed+1 >= m.LogStart) {
+			return
 		}
 		c.awaitSnap = true
 		c.awaitSnapAt = c.now
