@@ -59,6 +59,26 @@ type Config struct {
 	// MaxMsgBytes bounds the entries carried by one Promise or LearnReply.
 	MaxMsgBytes int
 
+	// MaxRoundJump bounds how far above the highest round this replica
+	// has seen a ballot in a peer's message may lie (default
+	// DefaultMaxRoundJump); a message beyond it is refused unread. An
+	// honest node's round grows by one per campaign, so no honest gap
+	// comes near the default, while a ballot of round MaxUint64 would
+	// leave no higher ballot for any replica to campaign with.
+	MaxRoundJump uint64
+	// MaxInstanceAhead bounds how far above its committed instance a
+	// replica stores (and votes for) an entry a peer's Accept carries
+	// (default DefaultMaxInstanceAhead, and at least MaxInflight); a
+	// candidate refuses a promise that reports an entry, or a last
+	// instance, more than twice as far above its own committed instance.
+	// An honest master proposes at most MaxInflight instances above its
+	// committed one; a replica that lags learns first and votes later.
+	// The doubled bound on recovery covers what a restarted acceptor
+	// holds above the committed instance it reloads (at most the
+	// instances applied since its last checkpoint, see
+	// host.ReplicaConfig.CheckpointEvery).
+	MaxInstanceAhead uint64
+
 	// QuorumSync makes a master ask only as many followers as a quorum
 	// needs (the voters) to sync and vote on each new instance; the other
 	// followers get it write-only (Message.WriteOnly), and are asked to
@@ -81,6 +101,12 @@ const (
 	// at once: enough to overlap one round's fsync with the next round's
 	// messages.
 	DefaultMaxInflight = 4
+	// DefaultMaxRoundJump is Config.MaxRoundJump's default: 2^32 rounds,
+	// more campaigns than a node cut off for a century makes, while a
+	// peer must make 2^32 jumps, each promised, to exhaust the rounds.
+	DefaultMaxRoundJump = 1 << 32
+	// DefaultMaxInstanceAhead is Config.MaxInstanceAhead's default.
+	DefaultMaxInstanceAhead = 1 << 14
 	// DefaultQuorumSync is whether a node's groups sync each instance on
 	// exactly a quorum (Config.QuorumSync) when its configuration does not
 	// say (the node's quorum_sync setting).
@@ -120,6 +146,12 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxMsgBytes <= 0 {
 		c.MaxMsgBytes = 4 << 20
 	}
+	if c.MaxRoundJump == 0 {
+		c.MaxRoundJump = DefaultMaxRoundJump
+	}
+	if c.MaxInstanceAhead == 0 {
+		c.MaxInstanceAhead = max(DefaultMaxInstanceAhead, uint64(c.MaxInflight))
+	}
 }
 
 // Validate reports a configuration that cannot work.
@@ -134,6 +166,9 @@ func (c *Config) validate(peersInForce bool) error {
 	}
 	if peersInForce && !slices.Contains(c.Peers, c.ID) {
 		return fmt.Errorf("paxos: config: peers %v do not include self %d", c.Peers, c.ID)
+	}
+	if c.MaxInstanceAhead < uint64(c.MaxInflight) {
+		return fmt.Errorf("paxos: config: max instance ahead %d below max inflight %d: followers would refuse the master's window", c.MaxInstanceAhead, c.MaxInflight)
 	}
 	if c.MaxDrift >= 0.5 {
 		return fmt.Errorf("paxos: config: max drift %.2f too large", c.MaxDrift)

@@ -31,10 +31,11 @@ type myProposal struct {
 // Core is the deterministic Multi-Paxos state machine of one group on one
 // replica. It is not safe for concurrent use; one goroutine drives it.
 //
-// Between any two calls from its driver, its fields satisfy C1–C15
+// Between any two calls from its driver, its fields satisfy C1–C17
 // (C1–C12 written next to the fields they relate, C13–C14 about the member
 // set in core_member.go and core_invariants.go, C15 about quorum sync in
-// core_quorum.go; checkInvariants checks them,
+// core_quorum.go, C16–C17 about what it refuses in core_refuse.go;
+// checkInvariants checks them,
 // the simulator after every event, the runtime under -tags invariants):
 //
 //	C1  applied <= hs.Committed
@@ -154,6 +155,11 @@ type Core struct {
 	awaitSnap    bool
 	needSnap     bool
 	awaitSnapAt  uint64
+	// learnAsked: the peers sent a Learn and not yet heard back from
+	// (C16); snapFrom: the peer whose snapshot is awaited (C17).
+	learnAsked []NodeID
+	snapFrom   NodeID
+	refused    uint64 // peers' messages and entries refused (core_refuse.go)
 
 	// output
 	msgs      []Message // requests to peers; no vote, nothing to itself (C12)
@@ -200,8 +206,8 @@ func NewCore(cfg Config, st InitState, lr LogReader) (*Core, error) {
 		}
 	}
 	// Changes chosen above the applied state are in force already.
-	for i := c.applied + 1; i <= c.hs.Committed && !st.NeedSnapshot; i++ {
-		c.foldChange(i)
+	if !st.NeedSnapshot {
+		c.foldRange(c.applied+1, c.hs.Committed)
 	}
 	c.confChanged = false
 	c.maxRound = c.hs.Promised.Round
@@ -357,9 +363,7 @@ func (c *Core) setPromised(b Ballot) {
 
 func (c *Core) setCommitted(i uint64) {
 	if i > c.hs.Committed {
-		for x := c.hs.Committed + 1; x <= i; x++ {
-			c.foldChange(x)
-		}
+		c.foldRange(c.hs.Committed+1, i)
 		c.hs.Committed = i
 		c.commitDirty = true
 	}
@@ -384,44 +388,6 @@ func (c *Core) storeEntry(e Entry, writeOnly bool) {
 	if e.Instance > c.last {
 		c.last = e.Instance
 	}
-}
-
-// entriesFrom collects stored entries from `from` to `to`, bounded by
-// MaxMsgBytes. It reports whether it reached `to`.
-func (c *Core) entriesFrom(from, to uint64) ([]Entry, bool) {
-	var out []Entry
-	size := 0
-	i := from
-	if i <= c.applied && c.log != nil {
-		upto := min(to, c.applied)
-		es, err := c.log.Entries(i, upto, c.cfg.MaxMsgBytes)
-		if err != nil {
-			return nil, false
-		}
-		for _, e := range es {
-			if e.Instance != i {
-				return out, false
-			}
-			out = append(out, e)
-			size += e.Value.Size()
-			i++
-		}
-		if i <= upto {
-			return out, false
-		}
-	}
-	for ; i <= to; i++ {
-		e, ok := c.entries[i]
-		if !ok {
-			continue // a gap in what this acceptor accepted
-		}
-		if size > 0 && size+e.Value.Size() > c.cfg.MaxMsgBytes {
-			return out, false
-		}
-		out = append(out, e)
-		size += e.Value.Size()
-	}
-	return out, true
 }
 
 // Tick advances the Core's clock by one tick.
@@ -469,7 +435,9 @@ func (c *Core) campaign(released Ballot) {
 		return
 	}
 	c.role = candidate
-	c.maxRound++
+	// Saturating: a round that reached MaxUint64 (plausible keeps peers
+	// from pushing it there) does not wrap to the lowest ballot.
+	c.maxRound = satAdd(c.maxRound, 1)
 	c.ballot = Ballot{Round: c.maxRound, Node: c.cfg.ID}
 	c.prepareTick = c.now
 	c.promises = make(map[NodeID]bool)
@@ -525,6 +493,10 @@ func (c *Core) Step(m Message) {
 	// removed node is not heard again, except to tell it what it missed
 	// (fromRemoved).
 	if m.Group != c.cfg.Group || m.To != c.cfg.ID || m.From == 0 {
+		return
+	}
+	if !c.plausible(&m) {
+		c.refuse()
 		return
 	}
 	if slices.Contains(c.mem.Removed, m.From) {
@@ -635,7 +607,7 @@ func (c *Core) NextTick() uint64 {
 // sets were recorded) keeps the set the Core has.
 func (c *Core) SnapshotInstalled(applied uint64, m Membership) {
 	c.awaitSnap = false
-	if applied < c.logStart-1 || (applied <= c.applied && !c.needSnap) {
+	if applied >= instanceLimit || applied < c.logStart-1 || (applied <= c.applied && !c.needSnap) {
 		return // too old to cover what this replica truncated
 	}
 	c.needSnap = false
@@ -658,9 +630,7 @@ func (c *Core) SnapshotInstalled(applied uint64, m Membership) {
 		// this replica already knows of.
 		old := c.mem
 		c.mem = m.Clone()
-		for i := applied + 1; i <= c.hs.Committed; i++ {
-			c.foldChange(i)
-		}
+		c.foldRange(applied+1, c.hs.Committed)
 		c.quorum = c.mem.Quorum()
 		if !slices.Equal(old.Members, c.mem.Members) {
 			c.confChanged = true
@@ -668,6 +638,7 @@ func (c *Core) SnapshotInstalled(applied uint64, m Membership) {
 		c.memGen++
 	}
 	c.setCommitted(applied)
+	c.learnAsked = c.learnAsked[:0]
 	c.learnPending = true
 	c.learnSent = 0
 	if c.confChanged {

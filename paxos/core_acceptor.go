@@ -78,7 +78,15 @@ func (c *Core) onAccept(m Message) {
 	if m.From != c.cfg.ID {
 		c.heardFrom(m.From, m.Ballot)
 	}
+	window := c.acceptWindow()
 	for _, e := range m.Entries {
+		if e.Instance > window && m.From != c.cfg.ID {
+			// Beyond the instance window: no honest master proposes it
+			// while this replica is caught up, and one that lags learns
+			// (learnCommitted below) and votes on the retransmission.
+			c.refuse()
+			continue
+		}
 		if e.Instance > c.hs.Committed && e.Instance >= c.logStart {
 			e.Ballot = m.Ballot
 			c.acceptEntry(e, m.WriteOnly)
@@ -184,6 +192,7 @@ func (c *Core) requestLearn(from NodeID) {
 		}
 	}
 	c.learnSent = c.now
+	c.askedLearn(from)
 	inst := c.hs.Committed + 1
 	if c.needSnap {
 		inst = 0 // below every log start: ask for a snapshot
@@ -220,12 +229,24 @@ func (c *Core) onLearn(m Message) {
 }
 
 func (c *Core) onLearnReply(m Message) {
+	if !c.wasAsked(m.From) {
+		// Only a replica asked answers a Learn: an answer from any other
+		// would hold this one off learning (a snapshot announced that
+		// never comes) or be taken for chosen values nobody vouched for.
+		c.refuse()
+		return
+	}
+	c.answered(m.From)
 	if m.Snapshot {
-		if !c.needSnap && (m.Instance > c.hs.Committed || c.hs.Committed+1 >= m.LogStart) {
-			return // stale: we already have what was asked for
+		// Stale once this replica committed the instance it asked for
+		// (m.Instance) or reached the peer's log: what the snapshot would
+		// replace is then known.
+		if !c.needSnap && (m.Instance <= c.hs.Committed || c.hs.Committed+1 >= m.LogStart) {
+			return
 		}
 		c.awaitSnap = true
 		c.awaitSnapAt = c.now
+		c.snapFrom = m.From
 		return
 	}
 	progressed := false

@@ -9,7 +9,8 @@ import (
 // checkInvariants reports the first relation between the Core's fields
 // that does not hold (the list C1–C12 is written next to the fields, in
 // core.go; C13–C14, the member set and the stop rule, in core_member.go;
-// C15, quorum sync, in core_quorum.go), or nil. It only reads. The simulator runs it after every event
+// C15, quorum sync, in core_quorum.go; C16–C17, what it refuses, in
+// core_refuse.go), or nil. It only reads. The simulator runs it after every event
 // on every live replica; the runtime runs it after every Advance when
 // built with -tags invariants (internal/invariants).
 func (c *Core) checkInvariants() error {
@@ -23,6 +24,7 @@ func (c *Core) checkInvariants() error {
 	c.checkReady(fail)
 	c.checkMembers(fail)
 	c.checkQuorumSync(fail)
+	c.checkRefuse(fail)
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,13 @@ func (c *Core) onPromise(m Message) {
 	if c.role != candidate || m.Ballot != c.ballot || !c.mem.Contains(m.From) {
 		return
 	}
+	if !m.Reject && !c.promiseInWindow(&m) {
+		// It reports an entry no honest acceptor holds (see
+		// Config.MaxInstanceAhead): recovering it would propose every
+		// instance up to it.
+		c.refuse()
+		return
+	}
 	if m.Reject {
 		if m.Committed > c.hs.Committed && (!c.learnPending || c.now-c.learnSent >= uint64(c.cfg.RetransmitTicks)) {
 			// It knows chosen instances this replica does not (one of

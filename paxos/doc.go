@@ -16,8 +16,9 @@
 //     the contract: HasReady, Ready, Advance), core_acceptor.go (Prepare,
 //     Accept, Heartbeat, learning), core_master.go (campaign, proposing,
 //     commit, heartbeats, hand-off), core_member.go (membership changes),
-//     core_invariants.go (C1–C14), membership.go (member sets and
-//     changes), types.go (messages, ballots, entries).
+//     core_refuse.go (what it refuses from its peers), core_invariants.go
+//     (C1–C17), membership.go (member sets and changes), types.go
+//     (messages, ballots, entries).
 //   - Encodings: codec.go (messages and log entries, the peer wire
 //     format), codec_state.go (hard state, member set, snapshot chunks).
 //   - The contracts of what drives a core: statemachine.go (StateMachine,

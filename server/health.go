@@ -15,7 +15,8 @@ const ReadyMaxLag = 1000
 // Ready reports whether this node is ready to take its share of the
 // cluster's work, and if not, why, in one short line: the membership
 // layer counts a majority of the members alive (this node included), and
-// every group has a master this node knows of that is alive, with this
+// no group stopped on a failure (host.Replica.Err; /status shows it as
+// ready_reason), and every group has a master this node knows of that is alive, with this
 // node either that master and serving (holding its lease) or a follower
 // with at most ReadyMaxLag chosen instances left to apply.
 func (s *Server) Ready() (bool, string) {
@@ -39,6 +40,13 @@ func (s *Server) Ready() (bool, string) {
 	}
 	self := paxos.NodeID(s.cfg.NodeID)
 	for g, lg := range s.svc.Groups() {
+		// A group stopped on a failure (a snapshot install or its load)
+		// serves nothing on this node until it restarts.
+		if r := s.replica(g); r != nil {
+			if err := r.Err(); err != nil {
+				return false, fmt.Sprintf("group %d: stopped: %v", g, err)
+			}
+		}
 		st := lg.Consensus().Status()
 		switch {
 		case st.Master == 0:

@@ -181,7 +181,6 @@ func (h *Host) Replica(id paxos.GroupID) *Replica { return (*h.groups.Load())[id
 // the store, loads sm and adds the replica to the host's loop.
 func (h *Host) AddReplica(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, error) {
 	cfg.Core.ID = h.cfg.Self
-	cfg.Core.EnsureDefaults()
 	if cfg.KeepLog == 0 {
 		cfg.KeepLog = 20000
 	}
@@ -191,7 +190,17 @@ func (h *Host) AddReplica(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, e
 	if cfg.CheckpointEvery == 0 {
 		cfg.CheckpointEvery = 2048
 	}
+	// A restarted replica may hold entries up to a checkpoint interval
+	// above the committed instance it reloads; a candidate's recovery
+	// window (twice MaxInstanceAhead) must cover it with room to spare.
+	if cfg.Core.MaxInstanceAhead == 0 {
+		cfg.Core.MaxInstanceAhead = max(paxos.DefaultMaxInstanceAhead, 4*cfg.CheckpointEvery)
+	}
+	cfg.Core.EnsureDefaults()
 	id := cfg.Core.Group
+	if cfg.Core.MaxInstanceAhead < 2*cfg.CheckpointEvery {
+		return nil, fmt.Errorf("paxos: group %d: max instance ahead %d below twice the checkpoint interval %d", id, cfg.Core.MaxInstanceAhead, cfg.CheckpointEvery)
+	}
 	if err := h.storageFailure(); err != nil {
 		return nil, fmt.Errorf("paxos: group %d: %w", id, err)
 	}
@@ -423,9 +432,6 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 			g.resolveFailed(rd.Failed)
 			reqs = append(reqs, rd.Messages...)
 			after = append(after, rd.MessagesAfterSync...)
-			for _, p := range rd.SendSnapshot {
-				g.startStream(p)
-			}
 			g.core.Advance(*rd)
 			if invariants.Enabled {
 				g.core.AssertInvariants("Advance")
@@ -436,6 +442,13 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 		}
 		if len(reqs) > 0 {
 			h.send(reqs)
+		}
+		// Streams start once the LearnReplies that announce them left, so
+		// that their first chunk finds the receiver expecting it.
+		for i := range items {
+			for _, p := range items[i].rd.SendSnapshot {
+				items[i].g.startStream(p)
+			}
 		}
 		ok := h.handOff(b, sync, after)
 		clear(reqs)

@@ -103,6 +103,8 @@ type Replica struct {
 	base      time.Time // when the core's tick 0 happened (a host tick)
 	delivered uint64    // ticks handed to the core (the host's loop only)
 	halted    bool      // stopped by a storage failure (host's loop only)
+	// failed is the error that stopped this group alone (failStop).
+	failed atomic.Pointer[error]
 }
 
 type proposal struct {
@@ -181,7 +183,7 @@ func (g *Replica) Submit(cmd []byte, cb paxos.Callback) {
 	}
 	if !g.Status().Serving {
 		err := paxos.ErrNotMaster
-		if serr := g.host.Err(); serr != nil {
+		if serr := g.Err(); serr != nil {
 			err = serr
 		}
 		cb(paxos.Result{Err: err})
@@ -191,7 +193,7 @@ func (g *Replica) Submit(cmd []byte, cb paxos.Callback) {
 	if g.closed.Load() {
 		g.mu.Unlock()
 		err := paxos.ErrStopped
-		if serr := g.host.Err(); serr != nil {
+		if serr := g.Err(); serr != nil {
 			err = serr
 		}
 		cb(paxos.Result{Err: err})

@@ -115,6 +115,12 @@ func (g *Replica) onSnapshotMsg(m *paxos.Message) {
 			ack()
 			return
 		}
+		if !g.core.WantsSnapshot(m.From, m.Instance) {
+			// Not asked for, or not from the peer asked: installing it
+			// would clear the keyspace for a stream nobody wanted.
+			g.log.Debug("paxos: refused an unrequested snapshot", "group", g.id, "from", m.From, "applied", m.Instance)
+			return
+		}
 		if in != nil {
 			if in.from == m.From && in.applied == m.Instance {
 				ack() // a duplicate first chunk
@@ -124,7 +130,7 @@ func (g *Replica) onSnapshotMsg(m *paxos.Message) {
 		}
 		si, err := g.store.BeginInstall(g.id)
 		if err != nil {
-			g.log.Error("paxos: begin snapshot install", "group", g.id, "err", err)
+			g.failStop(fmt.Errorf("paxos: group %d: begin snapshot install: %w", g.id, err))
 			return
 		}
 		in = &snapInstall{from: m.From, applied: m.Instance, si: si}
@@ -144,28 +150,33 @@ func (g *Replica) onSnapshotMsg(m *paxos.Message) {
 		return
 	}
 	if err := in.si.AddChunk(m.Chunk); err != nil {
-		g.log.Error("paxos: snapshot chunk", "group", g.id, "from", m.From, "err", err)
+		// The keyspace is cleared and half written: the replica stops
+		// rather than apply onto it (a restart finds the install
+		// unfinished and fetches a snapshot again).
 		_ = in.si.Abort()
 		g.install = nil
+		g.failStop(fmt.Errorf("paxos: group %d: snapshot chunk %d from %d: %w", g.id, m.ChunkSeq, m.From, err))
 		return
 	}
 	in.next++
 	g.snapRecvBytes.Add(uint64(len(m.Chunk)))
 	if m.LastChunk {
 		if err := in.si.Finish(in.applied); err != nil {
-			g.log.Error("paxos: finish snapshot install", "group", g.id, "err", err)
 			g.install = nil
+			g.failStop(fmt.Errorf("paxos: group %d: finish snapshot install: %w", g.id, err))
 			return
 		}
 		g.install = nil
+		// A state machine that failed to load the installed keyspace
+		// holds partial state: the replica stops instead of serving it.
 		if err := g.sm.Load(g.store.SMReader(g.id), in.applied); err != nil {
-			g.log.Error("paxos: load installed snapshot", "group", g.id, "err", err)
+			g.failStop(fmt.Errorf("paxos: group %d: load installed snapshot: %w", g.id, err))
 			return
 		}
 		g.checkpointed = in.applied
 		mem, err := loadMembership(g.store.SMReader(g.id))
 		if err != nil {
-			g.log.Error("paxos: load installed snapshot's member set", "group", g.id, "err", err)
+			g.failStop(fmt.Errorf("paxos: group %d: load installed snapshot's member set: %w", g.id, err))
 			return
 		}
 		g.mem, g.memDirty = mem, false
@@ -174,4 +185,30 @@ func (g *Replica) onSnapshotMsg(m *paxos.Message) {
 		g.log.Info("paxos: installed snapshot", "group", g.id, "from", m.From, "applied", in.applied)
 	}
 	ack()
+}
+
+// failStop stops this group for good after its snapshot install or the
+// state machine's load of it failed, as a storage failure stops every
+// group (stopOnStorage): its proposals fail with err (which matches
+// ErrStopped), it reports no master and not serving, takes no more
+// messages, and Err reports err. The node's other groups go on. It runs on
+// the host's loop.
+func (g *Replica) failStop(err error) {
+	if g.halted {
+		return
+	}
+	stop := fmt.Errorf("%w: %w", paxos.ErrStopped, err)
+	g.failed.Store(&stop)
+	g.log.Error("paxos: group stopped", "group", g.id, "err", err)
+	g.stopOnStorage(stop)
+}
+
+// Err returns nil while the group runs, and once it stopped on a failure
+// (its storage, a snapshot install or the load of one) the error its
+// proposals get, which matches ErrStopped.
+func (g *Replica) Err() error {
+	if p := g.failed.Load(); p != nil {
+		return *p
+	}
+	return g.host.Err()
 }
