@@ -87,8 +87,12 @@ type Server struct {
 	nsGen    uint64   // the namespace table's generation checkRevoked last saw (tick only)
 	nconns   atomic.Int64
 	admin    *http.Server
-	clientLn string
-	tlsAddr  string // the TLS client listener's address, once open
+	// listeners is the client listeners' accept health (/readyz);
+	// tlsSlots bounds the TLS handshakes under way on the client port.
+	listeners listeners
+	tlsSlots  *handshakeSlots
+	clientLn  string
+	tlsAddr   string // the TLS client listener's address, once open
 
 	stats   stats
 	metrics *metrics // the /metrics registry and its instruments
@@ -159,6 +163,7 @@ func (s *Server) waitBackground(ctx context.Context) error {
 type stats struct {
 	requests, redirects, forwarded, relays, overloaded, badFrames atomic.Uint64
 	slowConsumers                                                 atomic.Uint64
+	authTimeouts                                                  atomic.Uint64 // connections closed unauthenticated at auth_timeout
 	// authLogged is when (unix nanos) an auth failure was last logged,
 	// authQuiet how many were not logged since (see logAuthFailure).
 	authLogged atomic.Int64
