@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"testing/iotest"
 	"bufio"
 	"bytes"
 	"encoding/binary"
@@ -10,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func mustFrame(t testing.TB, typ Type, reqID uint64, m Message) []byte {
