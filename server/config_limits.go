@@ -43,10 +43,13 @@ type ConnLimits struct {
 	AdminWriteTimeout Duration `json:"admin_write_timeout"`
 	AdminIdleTimeout  Duration `json:"admin_idle_timeout"`
 	// PeerIdleTimeout closes an inbound peer connection that sends
-	// nothing for this long after its handshake (default 1m; a live peer
-	// sends heartbeats many times a second). MaxPeerConnsPerNode bounds
-	// the inbound peer connections that claim one node id (default 4): a
-	// further one is refused at its handshake.
+	// nothing for this long after its handshake (default 2m; a peer with
+	// nothing to send, which masters none of the groups this node
+	// follows, dials again when it has). MaxPeerConnsPerNode bounds the
+	// inbound peer connections that claim one node id (default 4): a
+	// further one closes the oldest, so that a peer that redials is never
+	// locked out by connections it abandoned. max_tls_handshakes bounds
+	// the peer port's handshakes under way too.
 	PeerIdleTimeout     Duration `json:"peer_idle_timeout"`
 	MaxPeerConnsPerNode int      `json:"max_peer_conns_per_node"`
 }
@@ -73,7 +76,7 @@ func (l *ConnLimits) setDefaults(maxFrame, maxOutput int) {
 	setDuration(&l.AdminReadTimeout, 30*time.Second)
 	setDuration(&l.AdminWriteTimeout, time.Minute)
 	setDuration(&l.AdminIdleTimeout, 2*time.Minute)
-	setDuration(&l.PeerIdleTimeout, time.Minute)
+	setDuration(&l.PeerIdleTimeout, 2*time.Minute)
 	if l.MaxPeerConnsPerNode <= 0 {
 		l.MaxPeerConnsPerNode = 4
 	}

@@ -195,7 +195,8 @@ func (s *Server) openTransport() error {
 		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
 	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: s.sec.peer,
-		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused})
+		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused,
+		IdleTimeout: time.Duration(cfg.PeerIdleTimeout), MaxConnsPerPeer: cfg.MaxPeerConnsPerNode, MaxHandshakes: cfg.MaxTLSHandshakes})
 	if err != nil {
 		s.stopBackground()
 		s.host.Stop()

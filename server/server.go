@@ -242,7 +242,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if s.sec.adminTLS != nil {
 			ln = tls.NewListener(ln, s.sec.adminTLS)
 		}
-		s.admin = &http.Server{Handler: adminAuth(s.sec.adminToken, s.cfg.AdminPublicRead, s.adminMux()), ReadHeaderTimeout: 5 * time.Second}
+		s.admin, ln = s.adminServer(adminAuth(s.sec.adminToken, s.cfg.AdminPublicRead, s.adminMux()), ln)
 		admin := s.admin
 		if !s.goBackground(func() { _ = admin.Serve(ln) }) {
 			ln.Close()
