@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/net/netutil"
 	"net"
 	"net/http"
 	"strings"
@@ -43,6 +44,9 @@ func (s *Standalone) Report() Report {
 // AdminListen, or before Start).
 func (s *Standalone) AdminAddr() net.Addr { return s.adminAddr }
 
+// adminMaxConns bounds the status endpoint's connections at once.
+const adminMaxConns = 64
+
 // startAdmin opens the status endpoint, if configured.
 func (s *Standalone) startAdmin(ctx context.Context) error {
 	if s.cfg.AdminListen == "" {
@@ -63,7 +67,11 @@ func (s *Standalone) startAdmin(ctx context.Context) error {
 		_ = enc.Encode(s.Report())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Bounded like a node's admin endpoint: idle or stalled readers
+	// cannot hold the registry's descriptors.
+	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	ln = netutil.LimitListener(ln, adminMaxConns)
 	s.adminAddr = ln.Addr()
 	s.wg.Add(1)
 	go func() {

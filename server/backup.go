@@ -246,7 +246,7 @@ func (s *Server) imageHandler(w http.ResponseWriter, r *http.Request) {
 	defer func() { _ = src.Close() }() // a read-only view
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(appliedHeader, strconv.FormatUint(src.Applied(), 10))
-	bw := bufio.NewWriterSize(w, 64<<10)
+	bw := bufio.NewWriterSize(newStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout)), 64<<10)
 	var lb [binary.MaxVarintLen64]byte
 	for {
 		chunk, last, err := src.Next()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -281,6 +282,10 @@ type Config struct {
 	// cuts this node's Paxos traffic to and from chosen peers (make e2e
 	// uses it to partition nodes). Never enable it in production.
 	FaultInjection bool `json:"fault_injection"`
+	// ConnLimits are the bounds on connections before and around
+	// authentication, TLS handshakes, the admin endpoint's and the peer
+	// port's connections (config_limits.go).
+	ConnLimits
 
 	// storeFS, when set, is the filesystem the store uses (tests inject
 	// storage faults with it).
@@ -288,6 +293,9 @@ type Config struct {
 	// clientTLSOff serves client_tls_addr without TLS, on the same
 	// goroutines (benchmarks: TLS's own cost).
 	clientTLSOff bool
+	// wrapClientListener, when set, wraps the goroutine client listeners'
+	// net.Listener (tests inject failing accepts with it).
+	wrapClientListener func(net.Listener) net.Listener
 }
 
 // Load reads a JSON configuration file. A key that names no setting is an
@@ -426,6 +434,7 @@ func (c *Config) EnsureDefaults() {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)
 	}
+	c.ConnLimits.setDefaults(c.MaxFrame, c.MaxOutput)
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = Duration(10 * time.Second)
 	}

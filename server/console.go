@@ -322,14 +322,14 @@ func (s *Server) clusterHandler(w http.ResponseWriter, r *http.Request) {
 // "status" event at once, then one whenever it changed (looked at every
 // consoleInterval), and a comment line now and then on a quiet cluster.
 // It ends with the request or when the node shuts down.
-func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
-	h := w.Header()
+func (s *Server) eventsHandler(rw http.ResponseWriter, r *http.Request) {
+	w := newStreamWriter(rw, time.Duration(s.cfg.AdminWriteTimeout))
+	h := rw.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
+	rw.WriteHeader(http.StatusOK)
+	if err := w.Flush(); err != nil {
 		return
 	}
 	tick := time.NewTicker(consoleInterval)
@@ -359,7 +359,7 @@ func (s *Server) eventsHandler(w http.ResponseWriter, r *http.Request) {
 			_, err = io.WriteString(w, ": quiet\n\n")
 		}
 		if err == nil {
-			err = rc.Flush()
+			err = w.Flush()
 		}
 		if err != nil {
 			return

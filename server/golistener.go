@@ -60,7 +60,8 @@ func (t *tlsConn) close() {
 
 // startGoListener opens a goroutine client listener at addr, the TLS one
 // if tlsPort, and serves it in the background until Shutdown; it returns
-// the address it listens on.
+// the address it listens on. Its accept loop outlives failed accepts
+// (acceptLoop).
 func (s *Server) startGoListener(addr string, tlsPort bool) (string, error) {
 	name := "client"
 	if tlsPort {
@@ -70,53 +71,76 @@ func (s *Server) startGoListener(addr string, tlsPort bool) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("server: %s listener: %w", name, err)
 	}
-	tln := ln
-	if tlsPort && !s.cfg.clientTLSOff {
-		tln = tls.NewListener(ln, s.clientTLSConfig())
+	bound := ln.Addr().String()
+	if s.cfg.wrapClientListener != nil {
+		ln = s.cfg.wrapClientListener(ln)
 	}
-	stop := context.AfterFunc(s.life, func() { _ = tln.Close() })
+	h := s.listeners.add(name)
+	stop := context.AfterFunc(s.life, func() { _ = ln.Close() })
 	if !s.goBackground(func() {
 		defer stop()
-		for {
-			nc, err := tln.Accept()
-			if err != nil {
-				if s.life.Err() == nil && !errors.Is(err, net.ErrClosed) {
-					s.log.Error(name+" listener stopped", "err", err)
-				}
-				return
-			}
-			if !s.goBackground(func() { s.serveTLS(nc, tlsPort) }) {
-				_ = nc.Close()
-				return
-			}
-		}
+		s.acceptLoop(ln, h, func(nc net.Conn) bool {
+			return s.goBackground(func() { s.serveTLS(nc, tlsPort) })
+		})
 	}) {
 		stop()
-		_ = tln.Close()
+		_ = ln.Close()
 		return "", errors.New("server: start: shut down")
 	}
-	return ln.Addr().String(), nil
+	return bound, nil
 }
 
-// serveTLS serves one connection of a goroutine listener (the TLS one if
-// tlsPort): the handshake if TLS, then its frames until it closes.
-func (s *Server) serveTLS(nc net.Conn, tlsPort bool) {
-	tc, isTLS := nc.(*tls.Conn)
-	if isTLS {
-		ctx, cancel := context.WithTimeout(s.life, tlsHandshakeTimeout)
-		err := tc.HandshakeContext(ctx)
-		cancel()
-		if err != nil {
-			s.log.Debug("client tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
-			_ = nc.Close()
-			return
-		}
-	}
+// admitConn counts a new client connection against max_conns; past it
+// the connection is closed (OVERLOADED in the metric) and admitConn
+// reports false. On the TLS port it runs before the handshake, which
+// costs the node a descriptor, CPU and memory.
+func (s *Server) admitConn(nc net.Conn) bool {
 	if s.nconns.Add(1) > int64(s.cfg.MaxConns) {
 		s.nconns.Add(-1)
 		s.stats.overloaded.Add(1)
 		_ = nc.Close()
+		return false
+	}
+	return true
+}
+
+// tlsHandshake runs the TLS server handshake on nc within
+// tlsHandshakeTimeout, in one of the node's bounded handshake slots
+// (max_tls_handshakes); it returns nil, nc closed, if none was free or
+// the handshake failed.
+func (s *Server) tlsHandshake(nc net.Conn) *tls.Conn {
+	if !s.tlsSlots.acquire() {
+		s.log.Debug("client tls handshake refused: max_tls_handshakes under way", "remote", nc.RemoteAddr().String())
+		_ = nc.Close()
+		return nil
+	}
+	defer s.tlsSlots.release()
+	tc := tls.Server(nc, s.clientTLSConfig())
+	ctx, cancel := context.WithTimeout(s.life, tlsHandshakeTimeout)
+	err := tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		s.log.Debug("client tls handshake failed", "remote", nc.RemoteAddr().String(), "err", err)
+		_ = nc.Close()
+		return nil
+	}
+	return tc
+}
+
+// serveTLS serves one connection of a goroutine listener (the TLS one if
+// tlsPort): the max_conns check, the handshake if TLS, then its frames
+// until it closes.
+func (s *Server) serveTLS(nc net.Conn, tlsPort bool) {
+	if !s.admitConn(nc) {
 		return
+	}
+	var tc *tls.Conn
+	if tlsPort && !s.cfg.clientTLSOff {
+		if tc = s.tlsHandshake(nc); tc == nil {
+			s.nconns.Add(-1)
+			return
+		}
+		nc = tc
 	}
 	t := &tlsConn{nc: nc, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	c := &conn{s: s, tc: t, tlsPort: tlsPort}

@@ -20,6 +20,9 @@ const ReadyMaxLag = 1000
 // node either that master and serving (holding its lease) or a follower
 // with at most ReadyMaxLag chosen instances left to apply.
 func (s *Server) Ready() (bool, string) {
+	if why := s.listeners.notAccepting(); why != "" {
+		return false, why
+	}
 	v := s.view.Load()
 	alive := 0
 	for _, n := range v.Nodes {

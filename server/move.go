@@ -451,17 +451,15 @@ func (s *Server) moveExportHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	enc := json.NewEncoder(w)
-	fl, _ := w.(http.Flusher)
+	sw := newStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout))
+	enc := json.NewEncoder(sw)
 	batch := 0
 	ex, err := lg.ExportMove(ns, id, moveExportBatch, func(pairs []byte) error {
 		if err := enc.Encode(adminapi.MoveExportLine{Group: g, Batch: batch, Pairs: pairs}); err != nil {
 			return err
 		}
 		batch++
-		if fl != nil {
-			fl.Flush()
-		}
+		_ = sw.Flush() // a failed write shows in the next Encode
 		return r.Context().Err()
 	})
 	if err != nil {

@@ -64,7 +64,8 @@ func logConfig(cfg Config, log *slog.Logger) {
 // namespaces' seeds. On error its life has ended.
 func newServer(cfg Config, log *slog.Logger, sec security) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, subs: map[*conn]struct{}{}, memCh: make(chan struct{}, 1), failed: make(chan error, 1), memChange: make(chan struct{}, 1),
-		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec}
+		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec,
+		tlsSlots: newHandshakeSlots(cfg.MaxTLSHandshakes)}
 	s.reg.ch = make(chan struct{}, 1)
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
@@ -196,7 +197,8 @@ func (s *Server) openTransport() error {
 		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
 	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: s.sec.peer,
-		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused})
+		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused,
+		IdleTimeout: time.Duration(cfg.PeerIdleTimeout), MaxConnsPerPeer: cfg.MaxPeerConnsPerNode, MaxHandshakes: cfg.MaxTLSHandshakes})
 	if err != nil {
 		s.stopBackground()
 		s.host.Stop()

@@ -88,8 +88,12 @@ type Server struct {
 	nconns   atomic.Int64
 	nsConns  nsConns // client sessions per namespace (SessionLimits.MaxConnsPerNamespace)
 	admin    *http.Server
-	clientLn string
-	tlsAddr  string // the TLS client listener's address, once open
+	// listeners is the client listeners' accept health (/readyz);
+	// tlsSlots bounds the TLS handshakes under way on the client port.
+	listeners listeners
+	tlsSlots  *handshakeSlots
+	clientLn  string
+	tlsAddr   string // the TLS client listener's address, once open
 
 	stats   stats
 	metrics *metrics // the /metrics registry and its instruments
@@ -160,6 +164,7 @@ func (s *Server) waitBackground(ctx context.Context) error {
 type stats struct {
 	requests, redirects, forwarded, relays, overloaded, badFrames atomic.Uint64
 	slowConsumers                                                 atomic.Uint64
+	authTimeouts                                                  atomic.Uint64 // connections closed unauthenticated at auth_timeout
 	// authLogged is when (unix nanos) an auth failure was last logged,
 	// authQuiet how many were not logged since (see logAuthFailure).
 	authLogged atomic.Int64
@@ -238,7 +243,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if s.sec.adminTLS != nil {
 			ln = tls.NewListener(ln, s.sec.adminTLS)
 		}
-		s.admin = &http.Server{Handler: adminAuth(s.sec.adminToken, s.cfg.AdminPublicRead, s.adminMux()), ReadHeaderTimeout: 5 * time.Second}
+		s.admin, ln = s.adminServer(adminAuth(s.sec.adminToken, s.cfg.AdminPublicRead, s.adminMux()), ln)
 		admin := s.admin
 		if !s.goBackground(func() { _ = admin.Serve(ln) }) {
 			ln.Close()

@@ -107,6 +107,11 @@ func frameLen(b []byte, maxFrame int) (int, error) {
 // pass to the next call; the frame's Body aliases that buffer. maxFrame is as
 // for ParseFrame. At a clean end of stream, before any byte of a frame, it
 // returns io.EOF; in the middle of a frame, io.ErrUnexpectedEOF.
+//
+// The buffer grows with the bytes that arrive, never to the length the
+// header declares before they do: a peer that sends a header declaring a
+// large frame and then nothing costs the receiver what it sent (rounded up
+// to a doubling), not the declared length.
 func ReadFrame(r io.Reader, buf []byte, maxFrame int) (Frame, []byte, error) {
 	if maxFrame <= 0 {
 		maxFrame = DefaultMaxFrame
@@ -128,17 +133,38 @@ func ReadFrame(r io.Reader, buf []byte, maxFrame int) (Frame, []byte, error) {
 	if buf[4] != Version {
 		return Frame{}, buf[:0], fmt.Errorf("%w: %d", ErrBadVersion, buf[4])
 	}
-	if cap(buf) < total {
-		nb := make([]byte, total)
-		copy(nb, buf[:HeaderSize])
-		buf = nb
-	}
-	buf = buf[:total]
-	if _, err := io.ReadFull(r, buf[HeaderSize:]); err != nil {
+	buf, err = readGrowing(r, buf, total)
+	if err != nil {
 		return Frame{}, buf[:0], unexpected(err)
 	}
 	f, _, err := ParseFrame(buf, maxFrame)
 	return f, buf, err
+}
+
+// readChunk is the least a frame buffer grows by while a frame's body is
+// read (readGrowing).
+const readChunk = 4 << 10
+
+// readGrowing reads into buf (which holds a frame's first len(buf) bytes)
+// until it holds total bytes. Beyond buf's capacity it grows in doublings
+// of what arrived, starting at readChunk, capped at total: the memory held
+// follows the bytes received, never the length a header merely declares.
+func readGrowing(r io.Reader, buf []byte, total int) ([]byte, error) {
+	for len(buf) < total {
+		if len(buf) == cap(buf) {
+			nc := min(max(2*cap(buf), readChunk), total)
+			nb := make([]byte, len(buf), nc)
+			copy(nb, buf)
+			buf = nb
+		}
+		end := min(cap(buf), total)
+		n, err := io.ReadFull(r, buf[len(buf):end])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			return buf, err
+		}
+	}
+	return buf, nil
 }
 
 func unexpected(err error) error {

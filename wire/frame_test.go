@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 func mustFrame(t testing.TB, typ Type, reqID uint64, m Message) []byte {
@@ -232,5 +233,32 @@ func TestAppendFrameAppends(t *testing.T) {
 	both, err := AppendFrame(append([]byte(nil), a...), TypeState, 2, &State{Key: "b"})
 	if err != nil || !bytes.Equal(both, append(a, b...)) {
 		t.Fatalf("%v % x", err, both)
+	}
+}
+
+// TestReadFrameGrowsWithArrivals: a header declaring a frame of almost
+// 1 MiB followed by a few bytes and the end of the stream leaves ReadFrame
+// holding a buffer the size of what arrived (rounded up to a chunk), not
+// the declared length; a whole large frame still reads, read a byte at a
+// time.
+func TestReadFrameGrowsWithArrivals(t *testing.T) {
+	const declared = DefaultMaxFrame - 16
+	hdr := appendHeader(nil, TypeState, 7)
+	binary.BigEndian.PutUint32(hdr, uint32(declared-4))
+	stream := append(hdr, make([]byte, 100)...)
+	_, buf, err := ReadFrame(bytes.NewReader(stream), nil, 0)
+	if err != io.ErrUnexpectedEOF {
+		t.Fatalf("half-sent frame: %v", err)
+	}
+	if cap(buf) > 2*readChunk {
+		t.Fatalf("half-sent frame declaring %d bytes left a buffer of %d bytes (at most %d)", declared, cap(buf), 2*readChunk)
+	}
+	whole := append(hdr, make([]byte, declared-HeaderSize)...)
+	f, buf, err := ReadFrame(iotest.OneByteReader(bytes.NewReader(whole)), nil, 0)
+	if err != nil || f.ReqID != 7 || len(f.Body) != declared-HeaderSize || len(buf) != declared {
+		t.Fatalf("whole frame: %v, body %d, buf %d", err, len(f.Body), len(buf))
+	}
+	if cap(buf) > declared {
+		t.Fatalf("buffer %d beyond the frame's %d bytes", cap(buf), declared)
 	}
 }

@@ -257,3 +257,73 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	write("FuzzParseFrame", "stream-partial", bytesArg(stream[:len(stream)-3]), "uint16(0)")
 	write("FuzzParseFrame", "stream-small-limit", bytesArg(stream), "uint16(40)")
 }
+
+// FuzzReadFrameChunked fuzzes ReadFrame over a reader that hands out the
+// stream in pieces of the fuzzer's sizes, its buffer reused from frame to
+// frame: it agrees with ParseFrame frame by frame, and the buffer it holds
+// never grows beyond what arrived (rounded up to a doubling of a chunk),
+// whatever length a header declares.
+func FuzzReadFrameChunked(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 11, 1, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0x90}, []byte{1, 3, 7}, uint32(0))
+	f.Add([]byte{0, 0x0f, 0xff, 0xf0, 1, 9, 0, 0, 0, 0, 0, 0, 0, 1, 0x90, 0x90}, []byte{14, 1}, uint32(0))
+	f.Fuzz(func(t *testing.T, b, pieces []byte, limit uint32) {
+		maxFrame := int(limit % (2 * DefaultMaxFrame))
+		r := &pieceReader{b: b, pieces: pieces}
+		var buf []byte
+		off, most := 0, 0
+		for off < len(b) {
+			fr, n, perr := ParseFrame(b[off:], maxFrame)
+			before := r.read
+			var rf Frame
+			var err error
+			rf, buf, err = ReadFrame(r, buf, maxFrame)
+			most = max(most, r.read-before) // the buffer is reused: the most any frame brought
+			if lim := max(512, 2*max(most, readChunk)); cap(buf) > lim {
+				t.Fatalf("buffer of %d bytes after at most %d arrived (at most %d)", cap(buf), most, lim)
+			}
+			switch {
+			case perr != nil:
+				if err == nil {
+					t.Fatalf("ReadFrame accepted what ParseFrame refused: %v", perr)
+				}
+				return
+			case n == 0:
+				if err != io.ErrUnexpectedEOF {
+					t.Fatalf("ReadFrame on a partial frame: %v", err)
+				}
+				return
+			case err != nil || rf.Type != fr.Type || rf.ReqID != fr.ReqID || !bytes.Equal(rf.Body, fr.Body):
+				t.Fatalf("ReadFrame disagrees: %v %v", err, rf)
+			}
+			off += n
+		}
+		if _, _, err := ReadFrame(r, buf, maxFrame); err != io.EOF {
+			t.Fatalf("end of stream: %v", err)
+		}
+	})
+}
+
+// pieceReader reads b in pieces of the sizes pieces lists (cycled; a zero
+// size reads one byte), counting the bytes handed out.
+type pieceReader struct {
+	b      []byte
+	pieces []byte
+	i      int
+	read   int
+}
+
+func (r *pieceReader) Read(p []byte) (int, error) {
+	if len(r.b) == 0 {
+		return 0, io.EOF
+	}
+	n := 1
+	if len(r.pieces) > 0 {
+		n = max(1, int(r.pieces[r.i%len(r.pieces)]))
+		r.i++
+	}
+	n = min(n, len(p), len(r.b))
+	copy(p, r.b[:n])
+	r.b = r.b[n:]
+	r.read += n
+	return n, nil
+}

@@ -156,11 +156,8 @@ func (r *frameReader) next() (paxos.Message, error) {
 		_, _ = r.br.Discard(n)
 		return m, err
 	}
-	if cap(r.scratch) < n {
-		r.scratch = make([]byte, n)
-	}
-	b := r.scratch[:n]
-	if _, err := io.ReadFull(r.br, b); err != nil {
+	b, err := r.readLarge(n)
+	if err != nil {
 		return paxos.Message{}, unexpectedEOF(err)
 	}
 	m, err := paxos.DecodeMessage(b)
@@ -168,6 +165,30 @@ func (r *frameReader) next() (paxos.Message, error) {
 		r.scratch = nil
 	}
 	return m, err
+}
+
+// readLarge reads a frame body of n bytes, more than the reader's buffer,
+// into r.scratch. The scratch grows by doubling as the bytes arrive, never
+// to n before they do: a peer that declares a large frame and sends little
+// of it costs what it sent (rounded up to a doubling), not what it
+// declared.
+func (r *frameReader) readLarge(n int) ([]byte, error) {
+	b := r.scratch[:0]
+	for len(b) < n {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), min(max(2*cap(b), r.br.Size()), n))
+			copy(grown, b)
+			b = grown
+		}
+		k, err := io.ReadFull(r.br, b[len(b):min(cap(b), n)])
+		b = b[:len(b)+k]
+		if err != nil {
+			r.scratch = nil
+			return nil, err
+		}
+	}
+	r.scratch = b
+	return b, nil
 }
 
 func unexpectedEOF(err error) error {

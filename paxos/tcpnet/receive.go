@@ -9,54 +9,123 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"slices"
 	"time"
 
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/paxos"
 )
 
+// Backoff after a failed Accept (out of descriptors, a connection aborted
+// before it was taken): it doubles from acceptMinBackoff to
+// acceptMaxBackoff while accepts keep failing, so that the listener
+// neither spins nor stays away long once descriptors come back.
+const (
+	acceptMinBackoff = 5 * time.Millisecond
+	acceptMaxBackoff = time.Second
+)
+
+// acceptLoop accepts inbound connections until Close; a failed Accept is
+// retried after a backoff, never the end of the listener.
 func (t *Transport) acceptLoop() {
 	defer t.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := t.ln.Accept()
 		if err != nil {
 			if t.ctx.Err() != nil {
 				return
 			}
-			// Out of file descriptors and the like: wait and retry.
-			t.log.Error("accept failed; retrying", "err", err)
+			backoff = min(max(2*backoff, acceptMinBackoff), acceptMaxBackoff)
+			t.log.Error("accept failed; retrying", "err", err, "backoff", backoff)
 			select {
 			case <-t.ctx.Done():
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(backoff):
 			}
 			continue
 		}
-		t.mu.Lock()
-		if t.closed {
-			t.mu.Unlock()
-			_ = c.Close()
+		backoff = 0
+		if !t.track(c) {
 			return
 		}
-		t.inbound[c] = struct{}{}
-		t.wg.Add(1)
-		t.mu.Unlock()
-		go t.serve(c)
+	}
+}
+
+// track takes an accepted connection into t.inbound and serves it, or
+// closes it when the transport is closed (false) or it is over
+// MaxInbound or MaxHandshakes (counted as refused).
+func (t *Transport) track(c net.Conn) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		_ = c.Close()
+		return false
+	}
+	if len(t.inbound) >= t.cfg.MaxInbound {
+		_ = c.Close()
+		t.refused.Add(1)
+		t.log.Warn("peer connection refused: too many inbound connections", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxInbound)
+		return true
+	}
+	select {
+	case t.handshakes <- struct{}{}:
+	default:
+		_ = c.Close()
+		t.refused.Add(1)
+		t.log.Warn("peer connection refused: too many handshakes under way", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxHandshakes)
+		return true
+	}
+	t.inbound[c] = struct{}{}
+	t.wg.Add(1)
+	go t.serve(c)
+	return true
+}
+
+// adopt records c as an inbound connection of peer id past its
+// handshake and closes the oldest of id's others beyond MaxConnsPerPeer.
+func (t *Transport) adopt(id paxos.NodeID, c net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cs := append(t.byPeer[id], c)
+	for len(cs) > t.cfg.MaxConnsPerPeer {
+		_ = cs[0].Close() // its reader fails and forgets it
+		t.log.Warn("peer connection closed: a newer one claims the same node", "peer", id, "max", t.cfg.MaxConnsPerPeer)
+		cs = cs[1:]
+	}
+	t.byPeer[id] = cs
+}
+
+// forget drops c from t.inbound and from peer id's connections (id 0:
+// closed before its handshake ended).
+func (t *Transport) forget(id paxos.NodeID, c net.Conn) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.inbound, c)
+	if id == 0 {
+		return
+	}
+	cs := slices.DeleteFunc(t.byPeer[id], func(o net.Conn) bool { return o == c })
+	if len(cs) == 0 {
+		delete(t.byPeer, id)
+	} else {
+		t.byPeer[id] = cs
 	}
 }
 
 // serve reads frames from one inbound connection until it fails.
 func (t *Transport) serve(c net.Conn) {
 	defer t.wg.Done()
+	var from paxos.NodeID // set once the handshake is through
 	defer func() {
 		_ = c.Close()
-		t.mu.Lock()
-		delete(t.inbound, c)
-		t.mu.Unlock()
+		t.forget(from, c)
 	}()
 	remote := c.RemoteAddr().String()
 	_ = c.SetReadDeadline(time.Now().Add(tcpHandshakeTimeout))
-	br, from, err := t.handshake(c)
+	br, id, err := t.handshake(c)
+	<-t.handshakes
 	var refusal *refusedError
 	if errors.As(err, &refusal) {
 		_ = c.SetWriteDeadline(time.Now().Add(time.Second))
@@ -71,11 +140,18 @@ func (t *Transport) serve(c net.Conn) {
 		}
 		return
 	}
+	from = id
+	t.adopt(from, c)
 	_ = c.SetReadDeadline(time.Time{})
 	log := t.log.With("peer", from, "remote", remote)
 	log.Debug("inbound connection")
 	r := frameReader{br: br, max: t.cfg.MaxFrameSize}
 	for {
+		if t.cfg.IdleTimeout > 0 && !r.ready() {
+			// Once per blocking read, not per message: a peer that
+			// sends nothing for IdleTimeout is closed.
+			_ = c.SetReadDeadline(time.Now().Add(t.cfg.IdleTimeout))
+		}
 		m, err := r.next()
 		if err != nil {
 			t.logReadError(log, err)
@@ -159,6 +235,8 @@ func (t *Transport) logReadError(log *slog.Logger, err error) {
 	case t.ctx.Err() != nil:
 	case errors.Is(err, io.EOF):
 		log.Debug("inbound connection closed")
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		log.Debug("inbound connection idle; closed", "idle_timeout", t.cfg.IdleTimeout)
 	case errors.Is(err, paxos.ErrCorrupt):
 		log.Warn("peer broke framing; closing its connection", "err", err)
 	default:

@@ -38,6 +38,21 @@ const (
 	DefaultDialTimeout = time.Second
 	// DefaultWriteTimeout is the default bound on one coalesced write.
 	DefaultWriteTimeout = 5 * time.Second
+	// DefaultIdleTimeout is the default bound on an inbound connection's
+	// silence after its handshake. An honest peer that has nothing to
+	// send is closed too, and dials again when it has: that costs a dial,
+	// and the cap keeps connections nobody uses from holding descriptors.
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxConnsPerPeer is the default bound on inbound connections
+	// that claim one node id. An honest peer has one, and a second for a
+	// moment when it redials before this side saw the old one fail.
+	DefaultMaxConnsPerPeer = 4
+	// DefaultMaxInbound is the default bound on inbound connections in
+	// all, handshakes under way included.
+	DefaultMaxInbound = 1024
+	// DefaultMaxHandshakes is the default bound on inbound handshakes
+	// (TLS and the node id frame) under way at once.
+	DefaultMaxHandshakes = 64
 )
 
 const (
@@ -109,6 +124,23 @@ type Config struct {
 	// WriteTimeout bounds one coalesced write; a peer that does not drain
 	// its socket within it is disconnected (0: DefaultWriteTimeout).
 	WriteTimeout time.Duration
+	// IdleTimeout closes an inbound connection that sends nothing for
+	// this long after its handshake (0: DefaultIdleTimeout; negative:
+	// never).
+	IdleTimeout time.Duration
+	// MaxConnsPerPeer bounds the inbound connections that claim one node
+	// id: a further one closes the oldest of them, so that a peer that
+	// redials is never locked out by connections it abandoned (0:
+	// DefaultMaxConnsPerPeer).
+	MaxConnsPerPeer int
+	// MaxInbound bounds the inbound connections in all, handshakes
+	// included: beyond it a connection is closed at once and counted in
+	// Stats().Refused (0: DefaultMaxInbound).
+	MaxInbound int
+	// MaxHandshakes bounds the inbound handshakes under way at once:
+	// beyond it a connection is closed at once and counted in
+	// Stats().Refused (0: DefaultMaxHandshakes).
+	MaxHandshakes int
 }
 
 // Stats counts messages since the transport started.
@@ -148,6 +180,9 @@ type Transport struct {
 	closed   bool // under mu; isClosed mirrors it for lock-free reads
 	isClosed atomic.Bool
 	inbound  map[net.Conn]struct{}
+	byPeer   map[paxos.NodeID][]net.Conn // inbound connections past their handshake, oldest first
+
+	handshakes chan struct{} // a slot per inbound handshake under way (MaxHandshakes)
 
 	tlsServer *tls.Config // from cfg.TLS; nil: plaintext
 
@@ -226,6 +261,18 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = DefaultWriteTimeout
 	}
+	if cfg.IdleTimeout == 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxConnsPerPeer <= 0 {
+		cfg.MaxConnsPerPeer = DefaultMaxConnsPerPeer
+	}
+	if cfg.MaxInbound <= 0 {
+		cfg.MaxInbound = DefaultMaxInbound
+	}
+	if cfg.MaxHandshakes <= 0 {
+		cfg.MaxHandshakes = DefaultMaxHandshakes
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
@@ -243,6 +290,9 @@ func New(cfg Config) (*Transport, error) {
 		ctx:     ctx,
 		cancel:  cancel,
 		inbound: make(map[net.Conn]struct{}),
+		byPeer:  make(map[paxos.NodeID][]net.Conn),
+
+		handshakes: make(chan struct{}, cfg.MaxHandshakes),
 	}
 	if cfg.TLS != nil {
 		t.tlsServer = cfg.TLS.ServerConfig()
