@@ -133,7 +133,8 @@ func (a *adminClient) send(ctx context.Context, addr, method, path string, body 
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
+	if body != nil || method != http.MethodGet {
+		// The admin API takes changes only as JSON, body-less ones too.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if a.token != "" {

@@ -71,6 +71,10 @@ func (a *adminClient) request(ctx context.Context, method, addr, path string, bo
 	if err != nil {
 		return nil, err
 	}
+	if method != http.MethodGet && method != http.MethodHead {
+		// The admin API takes changes only as JSON, body-less ones too.
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
