@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/adminguard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -43,7 +44,9 @@ func (s *Standalone) Report() Report {
 // AdminListen, or before Start).
 func (s *Standalone) AdminAddr() net.Addr { return s.adminAddr }
 
-// startAdmin opens the status endpoint, if configured.
+// startAdmin opens the status endpoint, if configured: behind AdminToken
+// when set (the report names the mover's fencing token), and behind
+// adminguard's Host, Origin and Content-Type checks always.
 func (s *Standalone) startAdmin(ctx context.Context) error {
 	if s.cfg.AdminListen == "" {
 		return nil
@@ -63,7 +66,9 @@ func (s *Standalone) startAdmin(ctx context.Context) error {
 		_ = enc.Encode(s.Report())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	hosts := adminguard.Hosts{Static: append([]string{adminguard.HostOf(s.cfg.AdminListen), adminguard.HostOf(s.cfg.Listen)}, s.cfg.AdminAllowedHosts...)}
+	handler := adminguard.RequireToken(s.cfg.AdminToken, nil, adminguard.Wrap(hosts, mux))
+	s.admin = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 	s.adminAddr = ln.Addr()
 	s.wg.Add(1)
 	go func() {

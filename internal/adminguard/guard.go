@@ -20,6 +20,7 @@
 package adminguard
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"mime"
 	"net"
@@ -157,4 +158,29 @@ func crossSite(r *http.Request) string {
 		return "Sec-Fetch-Site " + s + ": only same-origin requests are served"
 	}
 	return ""
+}
+
+// RequireToken wraps next so that a request must carry
+// "Authorization: Bearer <token>" (compared in constant time), or gets
+// 401 with a WWW-Authenticate challenge; public, if set, names the
+// requests served without it. token "" returns next unchanged (an open
+// endpoint).
+func RequireToken(token string, public func(*http.Request) bool, next http.Handler) http.Handler {
+	if token == "" {
+		return next
+	}
+	want := []byte(token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if public != nil && public(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="paxlock admin"`)
+			http.Error(w, "unauthorized: send Authorization: Bearer <admin token>", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
