@@ -22,6 +22,10 @@ import (
 // devCertsDir is where make run keeps its development certificates.
 const devCertsDir = ".run/certs"
 
+// devPlainToken is where make run keeps the admin token of a plaintext
+// cluster (CLUSTER_SECURE=0).
+const devPlainToken = ".run/admin.token"
+
 // adminClient talks to the nodes' admin endpoints.
 type adminClient struct {
 	addrs  []string
@@ -32,12 +36,16 @@ type adminClient struct {
 
 // newAdminClient sets up HTTPS with the CA in caFile (if any) and the
 // bearer token from PAXLOCK_ADMIN_TOKEN or tokenFile. Unless explicit
-// (either flag given), make run's development files are used if present.
+// (either flag given), make run's development files are used if present:
+// its CA and token, or, for a plaintext cluster, its token alone.
 func newAdminClient(addrs []string, caFile, tokenFile string, explicit bool) (*adminClient, error) {
 	if !explicit {
 		ca, tok := filepath.Join(devCertsDir, pki.DevCACert), filepath.Join(devCertsDir, pki.DevAdminToken)
-		if exists(ca) && exists(tok) {
+		switch {
+		case exists(ca) && exists(tok):
 			caFile, tokenFile = ca, tok
+		case exists(devPlainToken):
+			tokenFile = devPlainToken
 		}
 	}
 	a := &adminClient{addrs: addrs, scheme: "http://", tr: &http.Transport{}}
