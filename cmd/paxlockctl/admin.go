@@ -90,8 +90,10 @@ func (a *adminClient) request(ctx context.Context, method, addr, path string, bo
 }
 
 // do sends req. A redirect (a node that cannot change namespaces points
-// at the one that can) keeps the token towards a node of -admin, the same
-// host, or, over HTTPS, any server whose certificate the CA verified.
+// at the one that can) keeps the token towards a node of -admin or the
+// same host (never from HTTPS down to plain HTTP), or, over HTTPS, any
+// server whose certificate the CA verified; elsewhere it is followed
+// without the token.
 func (a *adminClient) do(req *http.Request, timeout time.Duration) (*http.Response, error) {
 	cl := http.Client{
 		Timeout:   timeout,
@@ -101,8 +103,9 @@ func (a *adminClient) do(req *http.Request, timeout time.Duration) (*http.Respon
 				return errors.New("too many redirects")
 			}
 			r.Header.Del("Authorization")
+			downgrade := via[0].URL.Scheme == "https" && r.URL.Scheme != "https"
 			trusted := r.URL.Scheme == "https" && a.tr.TLSClientConfig != nil ||
-				slices.Contains(a.addrs, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname()
+				!downgrade && (slices.Contains(a.addrs, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname())
 			if a.token != "" && trusted {
 				r.Header.Set("Authorization", "Bearer "+a.token)
 			}
