@@ -132,3 +132,27 @@ func TestAdminCallRedirectKeepsToken(t *testing.T) {
 		t.Fatalf("the same host got Authorization %q, want the token", a)
 	}
 }
+
+// TestAdminHosts: the admin endpoint answers under its listen address's
+// host, its nodes' advertised hosts and admin_allowed_hosts, and refuses
+// another name.
+func TestAdminHosts(t *testing.T) {
+	t.Parallel()
+	s := &Server{cfg: Config{AdminAddr: "admin.internal:7301", AdminAllowedHosts: []string{"paxlock-svc"},
+		Nodes: []NodeAddr{{ID: 1, Peer: "node1.cluster.local:7201", Client: "10.0.0.1:7101"}, {ID: 2, Admin: "node2.cluster.local:7301"}}}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/backup", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	h := s.guardAdmin(mux)
+	for host, want := range map[string]int{
+		"admin.internal:7301": 200, "node1.cluster.local": 200, "NODE2.cluster.local:7301": 200,
+		"paxlock-svc:7301": 200, "10.9.9.9:7301": 200, "rebound.example:7301": 403, "cluster.local": 403,
+	} {
+		req := httptest.NewRequest(http.MethodGet, "/backup", nil)
+		req.Host = host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != want {
+			t.Errorf("GET /backup with Host %q: HTTP %d, want %d", host, rec.Code, want)
+		}
+	}
+}
