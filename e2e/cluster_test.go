@@ -249,7 +249,7 @@ func (c *cluster) partition(p *proc, peers ...int) {
 	for _, id := range peers {
 		ids = append(ids, strconv.Itoa(id))
 	}
-	resp, err := http.PostForm("http://"+p.admin+"/debug/partition", url.Values{"cut": {strings.Join(ids, ",")}})
+	resp, err := http.Post("http://"+p.admin+"/debug/partition?"+url.Values{"cut": {strings.Join(ids, ",")}}.Encode(), "application/json", nil)
 	if err != nil {
 		c.t.Fatalf("partition node %d: %v", p.id, err)
 	}

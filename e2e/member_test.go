@@ -179,6 +179,7 @@ func TestMembership(t *testing.T) {
 		var last string
 		for range 30 {
 			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, "http://"+via.admin+fmt.Sprintf("/members/%d", id), nil)
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
 			if err != nil {
 				last = err.Error()

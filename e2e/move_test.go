@@ -116,6 +116,7 @@ func (lab *moveLab) change(method, path string, body any) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		req, _ := http.NewRequest(method, lab.metaAdmin+path, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err == nil {
 			msg, _ := io.ReadAll(resp.Body)
@@ -372,6 +373,7 @@ func (lab *moveLab) abortedMove(s *schedule, id uint64, from, to string) bool {
 func (lab *moveLab) tryChange(method, path string, body any) bool {
 	b, _ := json.Marshal(body)
 	req, _ := http.NewRequest(method, lab.metaAdmin+path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return false

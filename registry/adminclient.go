@@ -21,8 +21,9 @@ const adminCallTimeout = 15 * time.Second
 // the registry installs verifiers and takes a move's steps, or the meta
 // cluster's, where it records moves): HTTPS verified against the
 // cluster's CA when it has one, the bearer token on every request, and on
-// a redirect too when it points at one of the cluster's admin addresses,
-// the same host, or an HTTPS server the cluster's CA verified.
+// a redirect too when it points at one of the cluster's admin addresses
+// or the same host (never from HTTPS down to plain HTTP), or an HTTPS
+// server the cluster's CA verified.
 type adminClient struct {
 	name   string
 	addrs  []string
@@ -71,7 +72,9 @@ func newAdminClient(name string, addrs []string, caPEM, token string) (*adminCli
 			return errors.New("too many redirects")
 		}
 		r.Header.Del("Authorization")
-		trusted := r.URL.Scheme == "https" && caPEM != "" || slices.Contains(a.addrs, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname()
+		downgrade := via[0].URL.Scheme == "https" && r.URL.Scheme != "https"
+		trusted := r.URL.Scheme == "https" && caPEM != "" ||
+			!downgrade && (slices.Contains(a.addrs, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname())
 		if token != "" && trusted {
 			r.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -133,7 +136,8 @@ func (a *adminClient) send(ctx context.Context, addr, method, path string, body 
 	if err != nil {
 		return nil, err
 	}
-	if body != nil {
+	if body != nil || method != http.MethodGet {
+		// The admin API takes changes only as JSON, body-less ones too.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if a.token != "" {

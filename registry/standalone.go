@@ -33,8 +33,15 @@ type StandaloneConfig struct {
 	AdminListen string
 	// AdminToken is the bearer token the registry sends to the lock
 	// clusters' admin endpoints when it installs namespace verifiers
-	// there (meta tables only). Never logged.
+	// there (meta tables only), and which its own status endpoint
+	// requires ("Authorization: Bearer <token>", else 401) when set.
+	// Never logged.
 	AdminToken string
+	// AdminAllowedHosts are further host names the status endpoint
+	// answers to in a request's Host header, besides IP literals,
+	// localhost and AdminListen's and Listen's hosts ("*": any); another
+	// Host is refused 403, against DNS rebinding.
+	AdminAllowedHosts []string
 
 	// Clusters maps each cluster's name to its nodes' client addresses,
 	// host:port. The registry follows every cluster listed.

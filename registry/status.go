@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/adminguard"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -47,7 +48,9 @@ func (s *Standalone) AdminAddr() net.Addr { return s.adminAddr }
 // adminMaxConns bounds the status endpoint's connections at once.
 const adminMaxConns = 64
 
-// startAdmin opens the status endpoint, if configured.
+// startAdmin opens the status endpoint, if configured: behind AdminToken
+// when set (the report names the mover's fencing token), and behind
+// adminguard's Host, Origin and Content-Type checks always.
 func (s *Standalone) startAdmin(ctx context.Context) error {
 	if s.cfg.AdminListen == "" {
 		return nil
@@ -67,9 +70,11 @@ func (s *Standalone) startAdmin(ctx context.Context) error {
 		_ = enc.Encode(s.Report())
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	hosts := adminguard.Hosts{Static: append([]string{adminguard.HostOf(s.cfg.AdminListen), adminguard.HostOf(s.cfg.Listen)}, s.cfg.AdminAllowedHosts...)}
+	handler := adminguard.RequireToken(s.cfg.AdminToken, nil, adminguard.Wrap(hosts, mux))
 	// Bounded like a node's admin endpoint: idle or stalled readers
 	// cannot hold the registry's descriptors.
-	s.admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	s.admin = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	ln = netutil.LimitListener(ln, adminMaxConns)
 	s.adminAddr = ln.Addr()

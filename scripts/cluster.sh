@@ -19,7 +19,11 @@
 # the first start. CLUSTER_SECURE=0 runs everything in plaintext instead,
 # except that the nodes share a random relay secret ($RUNDIR/relay.secret,
 # written on first start) with which a node relaying a client's request to
-# a master proves that it is a node of the cluster.
+# a master proves that it is a node of the cluster, and the admin
+# endpoints want a random token ($RUNDIR/admin.token, written on first
+# start; paxlockctl run from the repository root finds it).
+# Everything the script writes (configs naming secrets, keys, tokens, the
+# nodes' data directories, logs) is private to the user (umask 077).
 #
 # PORT_BASE (default 7000) places the ports: clients PORT_BASE+101..103,
 # TLS clients +111..113, peers +201..203, admin +301..303, gossip
@@ -28,6 +32,7 @@
 # namespace "default" with secret "paxlock") the namespaces seeded at first
 # start. scripts/multicluster.sh runs several clusters with them.
 set -euo pipefail
+umask 077
 cd "$(dirname "$0")/.."
 RUNDIR=${RUNDIR:-.run}
 BIN=${BIN:-bin}
@@ -47,7 +52,7 @@ ctl() {
   if [ "$CLUSTER_SECURE" = 1 ]; then
     "$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "$CERTS/ca.crt" -admin-token-file "$CERTS/admin.token" "$@"
   else
-    "$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "" -admin-token-file "" "$@"
+    "$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "" -admin-token-file "$RUNDIR/admin.token" "$@"
   fi
 }
 
@@ -55,7 +60,7 @@ ctl() {
 # relay secret).
 security() {
   if [ "$CLUSTER_SECURE" != 1 ]; then
-    printf '  "relay_secret_file": "%s",\n' "$RUNDIR/relay.secret"
+    printf '  "relay_secret_file": "%s",\n  "admin_token_file": "%s",\n' "$RUNDIR/relay.secret" "$RUNDIR/admin.token"
     return 0
   fi
   local i=$1
@@ -116,6 +121,7 @@ node_procs() {
 
 start() {
   mkdir -p "$RUNDIR/data"
+  chmod 700 "$RUNDIR" "$RUNDIR/data" # also when an older run made them
   if [ "$CLUSTER_SECURE" = 1 ] && [ ! -f "$CERTS/ca.crt" ]; then
     "$BIN/paxlockctl" -out "$CERTS" -cluster "$CLUSTER_NAME" -nodes $N -hosts 127.0.0.1,localhost certs >/dev/null
     echo "generated a development CA, node certificates, admin token and gossip key in $CERTS/"
@@ -123,9 +129,13 @@ start() {
   if [ "$CLUSTER_SECURE" != 1 ] && [ ! -f "$RUNDIR/relay.secret" ]; then
     (umask 077 && head -c 32 /dev/urandom | base64 > "$RUNDIR/relay.secret")
   fi
+  if [ "$CLUSTER_SECURE" != 1 ] && [ ! -f "$RUNDIR/admin.token" ]; then
+    (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$RUNDIR/admin.token")
+  fi
   for i in $(seq 1 $N); do
     if running "$i"; then echo "node $i already running (pid $(cat "$RUNDIR/n$i.pid"))"; continue; fi
     config "$i" > "$RUNDIR/n$i.json"
+    chmod 600 "$RUNDIR/n$i.json"
     GOMAXPROCS=$(node_procs) nohup "$BIN/paxlockd" -config "$RUNDIR/n$i.json" >> "$RUNDIR/n$i.log" 2>&1 &
     echo $! > "$RUNDIR/n$i.pid"
   done
@@ -164,6 +174,12 @@ TXT
                        browser warns about the development CA: accept it or
                        import $CERTS/ca.crt)
   own certificates:    docs/security.md, "Certificates"
+TXT
+  else
+    cat <<TXT
+  admin token:         $RUNDIR/admin.token (the console asks for it once; paxlockctl
+                       run from the repository root finds it, elsewhere
+                       -admin-token-file FILE or PAXLOCK_ADMIN_TOKEN)
 TXT
   fi
 }

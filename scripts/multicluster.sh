@@ -11,6 +11,7 @@
 # certificate per node naming its cluster, one admin token). Data, configs,
 # logs and pids live under $RUNDIR (default .run/multi).
 set -euo pipefail
+umask 077 # configs name secrets; data directories hold every namespace's state
 cd "$(dirname "$0")/.."
 RUNDIR=${RUNDIR:-.run/multi}
 BIN=${BIN:-bin}
@@ -80,6 +81,7 @@ running() { [ -f "$RUNDIR/r$1.pid" ] && kill -0 "$(cat "$RUNDIR/r$1.pid")" 2>/de
 
 start() {
   mkdir -p "$RUNDIR"
+  chmod 700 "$RUNDIR" # also when an older run made it
   [ -f "$RUNDIR/registry.secret" ] || (umask 077 && head -c 24 /dev/urandom | base64 > "$RUNDIR/registry.secret")
   certs
   local c i fresh=0
@@ -97,12 +99,13 @@ start() {
   for i in 1 2; do
     if running "$i"; then continue; fi
     registry_config "$i" > "$RUNDIR/r$i.json"
+    chmod 600 "$RUNDIR/r$i.json"
     nohup "$BIN/paxlockd" -role registry -config "$RUNDIR/r$i.json" >> "$RUNDIR/r$i.log" 2>&1 &
     echo $! > "$RUNDIR/r$i.pid"
   done
   for i in 1 2; do
     for _ in $(seq 1 100); do
-      curl -sf "http://127.0.0.1:760$i/status" >/dev/null 2>&1 && break
+      curl -sf -H "Authorization: Bearer $(cat "$CERTS/meta/admin.token")" "http://127.0.0.1:760$i/status" >/dev/null 2>&1 && break
       sleep 0.1
     done
   done
@@ -114,7 +117,7 @@ paxlock is running as three clusters on 127.0.0.1, data under $RUNDIR/:
   meta cluster       $(clients meta)  (the registry's tables)
   lock cluster east  $(clients east)
   lock cluster west  $(clients west)
-  registries         $REGISTRIES  (status: http://127.0.0.1:7601/status)
+  registries         $REGISTRIES  (status: http://127.0.0.1:7601/status, with the token in $CERTS/meta/admin.token)
   namespace "app", secret "app-secret", on east
 
   lock through the registries:
@@ -148,7 +151,7 @@ case "${1:-}" in
   status)
     metactl cluster list
     metactl namespace -meta list
-    for i in 1 2; do curl -s "http://127.0.0.1:760$i/status" || echo "registry $i: not running"; echo; done
+    for i in 1 2; do curl -s -H "Authorization: Bearer $(cat "$CERTS/meta/admin.token")" "http://127.0.0.1:760$i/status" || echo "registry $i: not running"; echo; done
     ;;
   *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
 esac

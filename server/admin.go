@@ -48,7 +48,8 @@ func (s *Server) Status() adminapi.Status {
 	return st
 }
 
-func (s *Server) adminMux() *http.ServeMux {
+// adminMux returns the admin endpoint's routes behind guardAdmin.
+func (s *Server) adminMux() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -90,7 +91,7 @@ func (s *Server) adminMux() *http.ServeMux {
 		mux.HandleFunc("/debug/partition", s.faults.handle)
 	}
 	mux.Handle("/metrics", s.metrics.handler())
-	return mux
+	return s.guardAdmin(mux)
 }
 
 // namespacesHandler lists (GET), adds or changes (POST

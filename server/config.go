@@ -270,6 +270,15 @@ type Config struct {
 	// without the token (default false). /healthz and /readyz never need
 	// it.
 	AdminPublicRead bool `json:"admin_public_read,omitempty"`
+	// AdminAllowedHosts are further host names (without port) the admin
+	// endpoint answers to, in the Host header of a request: the names a
+	// Docker Compose service, a Kubernetes service or a load balancer
+	// reaches it by. IP literals, localhost, *.localhost, admin_addr's
+	// host and the hosts of the nodes' addresses are always allowed;
+	// "*" allows any (turning off the check against DNS rebinding, by
+	// which a web page the operator opens reads the endpoint under its
+	// own name). Another Host is answered 403.
+	AdminAllowedHosts []string `json:"admin_allowed_hosts,omitempty"`
 	// GossipKey encrypts and authenticates gossip (memberlist's AES-GCM):
 	// 32 bytes, base64. GossipKeyFile names a file holding it instead.
 	// GossipOldKeys are further keys (base64) accepted on receipt, for

@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,8 +41,8 @@ func Joined(cfg Config) bool {
 }
 
 // adminHTTP returns a client for the cluster's admin endpoints, trusting
-// the cluster CA when cfg has one; redirects are followed by the caller
-// (Go drops the Authorization header on a redirect to another host).
+// the cluster CA when cfg has one; redirects are not followed by the
+// client but by adminCallVia, which decides where the token may go.
 func adminHTTP(cfg Config) (*http.Client, error) {
 	tr := &http.Transport{DisableKeepAlives: true}
 	if cfg.TLS != nil && cfg.TLS.CA != "" {
@@ -65,10 +67,19 @@ func adminURL(addr string, https bool) string {
 	return "http://" + addr
 }
 
-// adminCall sends a request to the admin endpoint at base, following up to
-// five redirects with the token, and returns the final answer's status and
-// body.
+// adminCall sends a request to the admin endpoint at url and returns the
+// final answer's status and body; see adminCallVia.
 func adminCall(ctx context.Context, hc *http.Client, method, url, token string, body []byte) (int, []byte, error) {
+	return adminCallVia(ctx, hc, method, url, token, body, nil)
+}
+
+// adminCallVia sends a request to the admin endpoint at url, following up
+// to five redirects, and returns the final answer's status and body. The
+// token goes only where adminRedirectTrusted allows: a redirect elsewhere
+// is refused with an error, so that a node (or whoever answers in its
+// place) cannot collect the token by naming another host.
+func adminCallVia(ctx context.Context, hc *http.Client, method, url, token string, body []byte, trusted []string) (int, []byte, error) {
+	first := url
 	for range 6 {
 		req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
 		if err != nil {
@@ -77,7 +88,8 @@ func adminCall(ctx context.Context, hc *http.Client, method, url, token string, 
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		if body != nil {
+		if body != nil || method != http.MethodGet {
+			// The admin API takes changes only as JSON, body-less ones too.
 			req.Header.Set("Content-Type", "application/json")
 		}
 		resp, err := hc.Do(req)
@@ -90,12 +102,42 @@ func adminCall(ctx context.Context, hc *http.Client, method, url, token string, 
 			return 0, nil, fmt.Errorf("server: admin call: %s %s: %w", method, url, err)
 		}
 		if resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect {
-			url = resp.Header.Get("Location")
+			loc, err := req.URL.Parse(resp.Header.Get("Location"))
+			if err != nil {
+				return 0, nil, fmt.Errorf("server: admin call: %s %s: redirect: %w", method, url, err)
+			}
+			if token != "" && !adminRedirectTrusted(hc, first, loc, trusted) {
+				return 0, nil, fmt.Errorf("server: admin call: %s %s: %w to %s: the admin token is not sent to another host over plain HTTP; call that node directly", method, url, errUntrustedRedirect, loc.Redacted())
+			}
+			url = loc.String()
 			continue
 		}
 		return resp.StatusCode, b, nil
 	}
 	return 0, nil, fmt.Errorf("server: admin call: %s %s: too many redirects", method, url)
+}
+
+// errUntrustedRedirect is adminCallVia's refusal of a redirect the token
+// may not follow.
+var errUntrustedRedirect = errors.New("redirected")
+
+// adminRedirectTrusted reports whether the admin token may follow a
+// redirect from a call first made to first, to loc: loc is HTTPS and hc
+// verifies servers against the cluster CA (only a node holds such a
+// certificate), or loc is not a downgrade to plain HTTP and names
+// first's host or one of trusted (host:port: the cluster's admin
+// addresses as this node's configuration lists them).
+func adminRedirectTrusted(hc *http.Client, first string, loc *neturl.URL, trusted []string) bool {
+	if loc.Scheme == "https" {
+		if tr, ok := hc.Transport.(*http.Transport); ok && tr.TLSClientConfig != nil && tr.TLSClientConfig.RootCAs != nil {
+			return true
+		}
+	}
+	f, err := neturl.Parse(first)
+	if err != nil || f.Scheme == "https" && loc.Scheme != "https" {
+		return false
+	}
+	return strings.EqualFold(loc.Hostname(), f.Hostname()) || slices.Contains(trusted, loc.Host)
 }
 
 // PrepareJoin reads the cluster's member list from the admin endpoint at
@@ -188,12 +230,21 @@ func (s *Server) JoinCluster(ctx context.Context, addr string) error {
 	m := s.selfMember(group.MemberJoining)
 	body, _ := json.Marshal(m)
 	url := adminURL(addr, s.sec.adminTLS != nil) + "/members"
+	var trusted []string // the token may follow a redirect to these
+	for _, n := range s.cfg.Nodes {
+		if n.Admin != "" {
+			trusted = append(trusted, n.Admin)
+		}
+	}
 	var refused error // an answer that retrying cannot change
 	err = retry(ctx, 200*time.Millisecond, 5*time.Second, func() error {
-		code, resp, err := adminCall(ctx, hc, http.MethodPost, url, token, body)
+		code, resp, err := adminCallVia(ctx, hc, http.MethodPost, url, token, body, trusted)
 		switch {
 		case err == nil && code == http.StatusOK:
 			return nil
+		case errors.Is(err, errUntrustedRedirect):
+			refused = err
+			return refused
 		case err == nil && code == http.StatusConflict:
 			refused = fmt.Errorf("server: join: %w: %s", ErrJoinRefused, bytes.TrimSpace(resp))
 			return refused

@@ -40,6 +40,7 @@ func adminOK(t *testing.T, method, url string, body any) {
 	testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequest(method, url, bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return false, err.Error()

@@ -1,14 +1,13 @@
 package server
 
 import (
-	"crypto/subtle"
 	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/internal/adminguard"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/scramauth"
 )
@@ -109,23 +108,7 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 // carry "Authorization: Bearer <token>", or gets 401 with
 // WWW-Authenticate.
 func adminAuth(token string, publicRead bool, next http.Handler) http.Handler {
-	if token == "" {
-		return next
-	}
-	want := []byte(token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if adminPublic(r, publicRead) {
-			next.ServeHTTP(w, r)
-			return
-		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), want) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="paxlock admin"`)
-			http.Error(w, "unauthorized: send Authorization: Bearer <admin token>", http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return adminguard.RequireToken(token, func(r *http.Request) bool { return adminPublic(r, publicRead) }, next)
 }
 
 // adminPublic reports whether r may be served without the token.

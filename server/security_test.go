@@ -42,8 +42,8 @@ func TestSecureCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if method == http.MethodPost && strings.HasPrefix(path, "/debug/partition") {
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if method != http.MethodGet {
+			req.Header.Set("Content-Type", "application/json")
 		}
 		if bearer != "" {
 			req.Header.Set("Authorization", "Bearer "+bearer)
@@ -68,7 +68,7 @@ func TestSecureCluster(t *testing.T) {
 		{http.MethodGet, "/debug/pprof/", "", http.StatusOK},
 		{http.MethodGet, "/debug/pprof/symbol", "", http.StatusOK},
 		{http.MethodGet, "/debug/partition", "", http.StatusOK},
-		{http.MethodPost, "/debug/partition", "cut=", http.StatusOK},
+		{http.MethodPost, "/debug/partition?cut=", "", http.StatusOK},
 	}
 	for _, p := range protected {
 		for _, bad := range []string{"", "wrong-" + token} {

@@ -32,13 +32,13 @@ port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 cluster() { RUNDIR="$RUNDIR" BIN="$BIN" "$root/scripts/cluster.sh" "$@"; }
 
 # ctl runs paxlockctl against the cluster's admin endpoints, with the
-# development CA and admin token cluster.sh generated (if it did: with
-# CLUSTER_SECURE=0 it runs plaintext).
+# development CA and admin token cluster.sh generated (with
+# CLUSTER_SECURE=0 it runs plaintext, with the token in $RUNDIR/admin.token).
 ctl() {
 	if [ -f "$RUNDIR/certs/ca.crt" ]; then
 		"$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "$RUNDIR/certs/ca.crt" -admin-token-file "$RUNDIR/certs/admin.token" "$@"
 	else
-		"$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "" -admin-token-file "" "$@"
+		"$BIN/paxlockctl" -admin "$ADMINS" -admin-ca "" -admin-token-file "$RUNDIR/admin.token" "$@"
 	fi
 }
 

@@ -22,6 +22,10 @@ import (
 // devCertsDir is where make run keeps its development certificates.
 const devCertsDir = ".run/certs"
 
+// devPlainToken is where make run keeps the admin token of a plaintext
+// cluster (CLUSTER_SECURE=0).
+const devPlainToken = ".run/admin.token"
+
 // adminClient talks to the nodes' admin endpoints.
 type adminClient struct {
 	addrs  []string
@@ -32,12 +36,16 @@ type adminClient struct {
 
 // newAdminClient sets up HTTPS with the CA in caFile (if any) and the
 // bearer token from PAXLOCK_ADMIN_TOKEN or tokenFile. Unless explicit
-// (either flag given), make run's development files are used if present.
+// (either flag given), make run's development files are used if present:
+// its CA and token, or, for a plaintext cluster, its token alone.
 func newAdminClient(addrs []string, caFile, tokenFile string, explicit bool) (*adminClient, error) {
 	if !explicit {
 		ca, tok := filepath.Join(devCertsDir, pki.DevCACert), filepath.Join(devCertsDir, pki.DevAdminToken)
-		if exists(ca) && exists(tok) {
+		switch {
+		case exists(ca) && exists(tok):
 			caFile, tokenFile = ca, tok
+		case exists(devPlainToken):
+			tokenFile = devPlainToken
 		}
 	}
 	a := &adminClient{addrs: addrs, scheme: "http://", tr: &http.Transport{}}
@@ -71,6 +79,10 @@ func (a *adminClient) request(ctx context.Context, method, addr, path string, bo
 	if err != nil {
 		return nil, err
 	}
+	if method != http.MethodGet && method != http.MethodHead {
+		// The admin API takes changes only as JSON, body-less ones too.
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if a.token != "" {
 		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
@@ -78,8 +90,10 @@ func (a *adminClient) request(ctx context.Context, method, addr, path string, bo
 }
 
 // do sends req. A redirect (a node that cannot change namespaces points
-// at the one that can) keeps the token towards a node of -admin, the same
-// host, or, over HTTPS, any server whose certificate the CA verified.
+// at the one that can) keeps the token towards a node of -admin or the
+// same host (never from HTTPS down to plain HTTP), or, over HTTPS, any
+// server whose certificate the CA verified; elsewhere it is followed
+// without the token.
 func (a *adminClient) do(req *http.Request, timeout time.Duration) (*http.Response, error) {
 	cl := http.Client{
 		Timeout:   timeout,
@@ -89,8 +103,9 @@ func (a *adminClient) do(req *http.Request, timeout time.Duration) (*http.Respon
 				return errors.New("too many redirects")
 			}
 			r.Header.Del("Authorization")
+			downgrade := via[0].URL.Scheme == "https" && r.URL.Scheme != "https"
 			trusted := r.URL.Scheme == "https" && a.tr.TLSClientConfig != nil ||
-				slices.Contains(a.addrs, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname()
+				!downgrade && (slices.Contains(a.addrs, r.URL.Host) || r.URL.Hostname() == via[0].URL.Hostname())
 			if a.token != "" && trusted {
 				r.Header.Set("Authorization", "Bearer "+a.token)
 			}

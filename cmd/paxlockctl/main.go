@@ -41,7 +41,9 @@
 // -admin-ca, when that is set, and plain HTTP otherwise. When neither
 // -admin-ca nor -admin-token-file is given and .run/certs/ (the
 // development files of make run) holds ca.crt and admin.token, those are
-// used; give either flag (even empty, -admin-ca "") to turn that off.
+// used, or else .run/admin.token (make run's plaintext cluster's token)
+// over plain HTTP; give either flag (even empty, -admin-ca "") to turn
+// that off.
 //
 // status asks every node's admin endpoint for its report and prints the
 // nodes, which node masters each group, and lock counts per group. members

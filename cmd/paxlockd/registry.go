@@ -39,8 +39,12 @@ type registryConfig struct {
 	AdminListen string `json:"admin_listen,omitempty"`
 	// AdminTokenFile holds the bearer token of the lock clusters' admin
 	// endpoints, where the registry installs namespaces' verifiers
-	// (PAXLOCK_ADMIN_TOKEN takes precedence).
+	// (PAXLOCK_ADMIN_TOKEN takes precedence); the registry's own
+	// admin_listen endpoint requires it too.
 	AdminTokenFile string `json:"admin_token_file,omitempty"`
+	// AdminAllowedHosts are further host names admin_listen answers to
+	// (see registry.StandaloneConfig.AdminAllowedHosts).
+	AdminAllowedHosts []string `json:"admin_allowed_hosts,omitempty"`
 }
 
 // metaConfig is the file's meta section.
@@ -106,7 +110,7 @@ func registryStandalone(path, metaFlag string, log *slog.Logger) (registry.Stand
 		return registry.StandaloneConfig{}, err
 	}
 	sc := registry.StandaloneConfig{Listen: rc.Listen, Clusters: rc.Clusters, Namespaces: rc.Namespaces, Secrets: rc.Secrets,
-		AdminListen: rc.AdminListen, Logger: log}
+		AdminListen: rc.AdminListen, AdminAllowedHosts: rc.AdminAllowedHosts, Logger: log}
 	if sc.AdminToken, err = secretFrom(adminapi.TokenEnv, rc.AdminTokenFile, "admin_token_file"); err != nil {
 		return sc, err
 	}

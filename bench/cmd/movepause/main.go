@@ -241,6 +241,7 @@ func (m *meta) do(method, path string, body []byte, want ...int) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	if m.token != "" {
 		req.Header.Set("Authorization", "Bearer "+m.token)
 	}
