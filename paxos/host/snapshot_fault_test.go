@@ -50,3 +50,27 @@ func TestClusterSnapshotLoadFailStops(t *testing.T) {
 		tc.waitValue(id, 1, "after", "2")
 	}
 }
+
+// TestClusterUnaskedSnapshotRefused: the first chunk of a snapshot stream
+// that a replica did not ask for (a peer's, of an instance far ahead)
+// leaves its keyspace as it was: no install begins.
+func TestClusterUnaskedSnapshotRefused(t *testing.T) {
+	tc := newTestCluster(t, 3, 1, 0)
+	tc.put(1, "k", "v")
+	tc.waitValue(1, 1, "k", "v")
+	n1 := tc.nodes[1]
+	n1.host.Deliver([]paxos.Message{{Type: paxos.MsgSnapshot, Group: 1, From: 3, To: 1,
+		Instance: 1000, ChunkSeq: 0, Chunk: []byte{}}})
+	tc.put(1, "k2", "v2")
+	tc.waitValue(1, 1, "k2", "v2")
+	found := false
+	if err := n1.store.SMReader(1).Scan(nil, func(k, _ []byte) error {
+		found = found || string(k) == "k"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !found {
+		t.Fatal("node 1's keyspace lost k after an unasked snapshot chunk")
+	}
+}
