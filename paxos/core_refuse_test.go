@@ -111,7 +111,11 @@ func FuzzHostilePeer(f *testing.F) {
 	f.Add(seed(Message{Type: MsgPrepare, Ballot: Ballot{Round: 9, Node: 3}, Instance: 1},
 		Message{Type: MsgPromise, Ballot: Ballot{Round: 1, Node: 1}, Instance: math.MaxUint64}))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		tn := newTestNet3(t)
+		// A small instance window keeps each input cheap (a promise may
+		// make a candidate recover every instance up to twice the window,
+		// which the invariant checks walk after every step) and puts its
+		// edge within the fuzzer's reach.
+		tn := newTestNet(t, 3, Config{Group: 1, HeartbeatTicks: 2, LeaseTicks: 10, MaxInflight: 4, MaxInstanceAhead: 64})
 		tn.crash(3)
 		for len(in) >= 3 {
 			n := int(binary.BigEndian.Uint16(in))

@@ -24,7 +24,14 @@ type kvSM struct {
 	mu      sync.Mutex
 	data    map[string]string
 	applied uint64
+	// failLoads, when set, fails every Load after the first (a snapshot
+	// install's), as a state machine that cannot read what was installed.
+	failLoads bool
+	loads     int
 }
+
+// errLoad is the failure a kvSM with failLoads set reports.
+var errLoad = errors.New("test: load failed")
 
 func newKV() *kvSM { return &kvSM{data: map[string]string{}} }
 
@@ -43,6 +50,10 @@ func (s *kvSM) Apply(inst uint64, cmds [][]byte, w paxos.Writer, results []any) 
 func (s *kvSM) Load(r paxos.Reader, applied uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.loads++
+	if s.failLoads && s.loads > 1 {
+		return errLoad
+	}
 	s.data = map[string]string{}
 	s.applied = applied
 	return r.Scan(nil, func(k, v []byte) error {
@@ -137,6 +148,9 @@ type testCluster struct {
 	wrapTr func(paxos.NodeID, paxos.Transport) paxos.Transport
 	// pki, when set, runs the transports with mutual TLS under its CA.
 	pki *paxostest.PKI
+	// failLoads names the nodes whose state machines fail every Load
+	// after their first (kvSM.failLoads).
+	failLoads map[paxos.NodeID]bool
 }
 
 // quietLogger discards logs unless PAXLOCK_TEST_LOG is set
@@ -211,6 +225,7 @@ func (tc *testCluster) start(id paxos.NodeID) {
 	nd.sms = map[paxos.GroupID]*kvSM{}
 	for g := 1; g <= tc.groups; g++ {
 		sm := newKV()
+		sm.failLoads = tc.failLoads[id]
 		var asm paxos.StateMachine = sm
 		if tc.ckptEvery > 0 {
 			asm = &ckptKV{kvSM: sm, dirty: map[string]bool{}}
