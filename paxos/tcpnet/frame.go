@@ -156,11 +156,8 @@ func (r *frameReader) next() (paxos.Message, error) {
 		_, _ = r.br.Discard(n)
 		return m, err
 	}
-	if cap(r.scratch) < n {
-		r.scratch = make([]byte, n)
-	}
-	b := r.scratch[:n]
-	if _, err := io.ReadFull(r.br, b); err != nil {
+	b, err := r.readBody(n)
+	if err != nil {
 		return paxos.Message{}, unexpectedEOF(err)
 	}
 	m, err := paxos.DecodeMessage(b)
@@ -168,6 +165,29 @@ func (r *frameReader) next() (paxos.Message, error) {
 		r.scratch = nil
 	}
 	return m, err
+}
+
+// readBody reads an n-byte frame body into r.scratch, growing it (doubling
+// from br's buffer size, capped at n) only as bytes arrive: a peer that
+// declares a large frame and sends little of it costs what it sent, not
+// what it declared.
+func (r *frameReader) readBody(n int) ([]byte, error) {
+	b := r.scratch[:0]
+	for len(b) < n {
+		if len(b) == cap(b) {
+			grown := make([]byte, len(b), min(max(2*cap(b), r.br.Size()), n))
+			copy(grown, b)
+			b = grown
+		}
+		k, err := io.ReadFull(r.br, b[len(b):min(cap(b), n)])
+		b = b[:len(b)+k]
+		if err != nil {
+			r.scratch = b[:0]
+			return nil, err
+		}
+	}
+	r.scratch = b[:0]
+	return b, nil
 }
 
 func unexpectedEOF(err error) error {

@@ -17,21 +17,25 @@ import (
 
 func (t *Transport) acceptLoop() {
 	defer t.wg.Done()
+	pause := 5 * time.Millisecond
 	for {
 		c, err := t.ln.Accept()
 		if err != nil {
 			if t.ctx.Err() != nil {
 				return
 			}
-			// Out of file descriptors and the like: wait and retry.
-			t.log.Error("accept failed; retrying", "err", err)
+			// Out of file descriptors and the like: wait (5 ms doubling to
+			// 1 s) and retry, so the peer port outlives a descriptor storm.
+			t.log.Error("accept failed; retrying", "err", err, "pause", pause)
 			select {
 			case <-t.ctx.Done():
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(pause):
 			}
+			pause = min(2*pause, time.Second)
 			continue
 		}
+		pause = 5 * time.Millisecond
 		t.mu.Lock()
 		if t.closed {
 			t.mu.Unlock()
