@@ -78,7 +78,7 @@ func TestMetricsScrape(t *testing.T) {
 	for _, name := range []string{
 		"paxlock_lock_grants_total", "paxlock_lock_releases_total", "paxlock_lock_expiries_total", "paxlock_lock_renewals_total",
 		"paxlock_master_elections_won_total", "paxlock_master_changes_total", "paxlock_master_lease_losses_total", "paxlock_master_handoffs_total",
-		"paxlock_auth_failures_total", "paxlock_overloaded_total", "paxlock_slow_consumers_total",
+		"paxlock_auth_failures_total", "paxlock_overloaded_total", "paxlock_accept_errors_total", "paxlock_slow_consumers_total",
 		"paxlock_paxos_propose_commit_seconds", "paxlock_paxos_commit_apply_seconds", "paxlock_storage_fsync_duration_seconds",
 		"paxlock_paxos_round_instances", "paxlock_paxos_instance_commands", "paxlock_lock_queue_wait_seconds", "paxlock_lock_hold_seconds",
 		"paxlock_group_serving", "paxlock_group_has_master", "paxlock_group_locks_held", "paxlock_locks_held", "paxlock_group_waiters", "paxlock_group_watches",
