@@ -376,6 +376,10 @@ func (c *Core) Drain() {
 	}
 }
 
+// Undrain undoes Drain: the replica campaigns again when the group has
+// no master, and takes mastership back when it is handed over.
+func (c *Core) Undrain() { c.draining = false }
+
 // TransferTo hands mastership to node id: this replica stops acting as
 // master at once, releases its lease and tells id to campaign. It does
 // nothing unless this replica is master.

@@ -79,6 +79,7 @@ func (s *Server) adminMux() http.Handler {
 	mux.HandleFunc("PUT /namespaces/{name}/quota", s.quotaHandler)
 	mux.HandleFunc("/locks/unlock", s.forceUnlockHandler)
 	mux.HandleFunc("POST /drain", s.drainHandler)
+	mux.HandleFunc("DELETE /drain", s.undrainHandler)
 	mux.HandleFunc("/members", s.membersHandler)
 	mux.HandleFunc("DELETE /members/{id}", s.memberDeleteHandler)
 	mux.HandleFunc("POST /members/groups/{g}", s.groupChangeHandler)

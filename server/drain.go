@@ -87,7 +87,8 @@ func (s *Server) handOverAll(ctx context.Context) adminapi.Drained {
 }
 
 // drainHandler is POST /drain: the node hands the groups it masters to
-// its peers and masters none until it restarts (see drain). 200 with
+// its peers and masters none until it restarts or DELETE /drain undoes
+// it (undrainHandler; see drain). 200 with
 // adminapi.Drained, served or not; 409 with the reason when
 // drainLeavesQuorum refuses.
 func (s *Server) drainHandler(w http.ResponseWriter, r *http.Request) {
@@ -220,4 +221,39 @@ func (s *Server) waitMastered(ctx context.Context, groups []int, g *nodeGossip) 
 			return ctx.Err()
 		}
 	}
+}
+
+// undrainHandler is DELETE /drain: it undoes a drain (POST /drain) of this
+// node without a restart. The node says in gossip that it is no longer
+// leaving, its replicas campaign again (host.Replica.Undrain), and
+// placement gives it back its groups as it does a node that returns. 200
+// with adminapi.Drained (Groups empty, Served true once the peers were
+// told); 409 on a node that does not gossip, whose placement has nothing
+// to undo.
+func (s *Server) undrainHandler(w http.ResponseWriter, r *http.Request) {
+	g := s.gossip.Load()
+	if g == nil {
+		http.Error(w, "undrain: this node does not gossip (no gossip address): its replicas were not drained by placement", http.StatusConflict)
+		return
+	}
+	d := adminapi.Drained{Node: s.cfg.NodeID, Groups: []int{}}
+	start := time.Now()
+	if err := g.m.UnmarkLeaving(r.Context()); err != nil {
+		d.Reason = err.Error()
+	} else {
+		d.Served = true
+	}
+	for i := range s.svc.Groups() {
+		if rep := s.replica(i); rep != nil {
+			rep.Undrain()
+		}
+	}
+	g.mu.Lock()
+	g.live = gossip.LiveIDs(g.m.Members())
+	g.placeLocked()
+	g.mu.Unlock()
+	d.TookMs = time.Since(start).Milliseconds()
+	s.log.Info("undrained on request", "told_peers", d.Served, "reason", d.Reason, "took_ms", d.TookMs)
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(d)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -168,5 +169,40 @@ func TestDrainMajorityRefused(t *testing.T) {
 	}
 	if len(before) > 0 && len(tc.nodes[1].mastered()) == 0 {
 		t.Fatal("the refused drain handed the node's groups over")
+	}
+}
+
+// TestUndrain: DELETE /drain undoes a drain without a restart: the
+// drained node masters groups again (placement gives it back those it
+// prefers), and once it does, a second node may be drained, which the
+// first drain had made refuse.
+func TestUndrain(t *testing.T) {
+	t.Parallel()
+	tc := startCluster(t, 3)
+	call := func(method string, i int) int {
+		t.Helper()
+		req, err := http.NewRequest(method, "http://"+tc.cfgs[i].AdminAddr+"/drain", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := call(http.MethodPost, 0); code != http.StatusOK {
+		t.Fatalf("drain node 1: HTTP %d", code)
+	}
+	testutil.Eventually(t, 60*time.Second, func() bool { return len(tc.nodes[0].mastered()) == 0 }, "drained node 1 masters nothing")
+	if code := call(http.MethodDelete, 0); code != http.StatusOK {
+		t.Fatalf("undrain node 1: HTTP %d", code)
+	}
+	testutil.Eventually(t, 60*time.Second, func() bool { return len(tc.nodes[0].mastered()) > 0 }, "undrained node 1 masters a group again")
+	testutil.Eventually(t, 60*time.Second, func() bool { return tc.nodes[1].drainLeavesQuorum() == nil }, "node 2 drainable once node 1 stays")
+	if code := call(http.MethodPost, 1); code != http.StatusOK {
+		t.Fatalf("drain node 2 after node 1 was undrained: HTTP %d", code)
 	}
 }

@@ -198,7 +198,7 @@ func runUnlock(ctx context.Context, o *options, p printer, _ string, args []stri
 }
 
 func runDrain(ctx context.Context, o *options, p printer, _ string, args []string) error {
-	if err := wantArgs(args, 1, 1, "drain NODE"); err != nil {
+	if err := wantArgs(args, 1, 1, "drain NODE [-undo]"); err != nil {
 		return err
 	}
 	id, err := strconv.ParseUint(args[0], 10, 32)
@@ -209,7 +209,7 @@ func runDrain(ctx context.Context, o *options, p printer, _ string, args []strin
 	if err != nil {
 		return err
 	}
-	return drain(ctx, p, ac, uint32(id), o.timeout)
+	return drain(ctx, p, ac, uint32(id), o.undo, o.timeout)
 }
 
 func runBackup(ctx context.Context, o *options, p printer, _ string, args []string) error {

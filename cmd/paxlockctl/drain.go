@@ -19,8 +19,9 @@ var errNotDrained = errors.New("not every group handed over")
 
 // drain asks node id (found among -admin's nodes by its /status) to hand
 // the groups it masters to its peers and master none until it restarts
-// (POST /drain), and prints what it did.
-func drain(ctx context.Context, p printer, ac *adminClient, id uint32, timeout time.Duration) error {
+// (POST /drain), or with undo to master again (DELETE /drain), and prints
+// what it did.
+func drain(ctx context.Context, p printer, ac *adminClient, id uint32, undo bool, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	addr := ""
@@ -32,7 +33,11 @@ func drain(ctx context.Context, p printer, ac *adminClient, id uint32, timeout t
 	if addr == "" {
 		return fmt.Errorf("drain: no node of -admin answers as node %d", id)
 	}
-	req, err := ac.request(ctx, http.MethodPost, addr, "/drain", nil)
+	method := http.MethodPost
+	if undo {
+		method = http.MethodDelete
+	}
+	req, err := ac.request(ctx, method, addr, "/drain", nil)
 	if err != nil {
 		return fmt.Errorf("drain: %w", err)
 	}
@@ -51,6 +56,9 @@ func drain(ctx context.Context, p printer, ac *adminClient, id uint32, timeout t
 	var d adminapi.Drained
 	if err := json.Unmarshal(b, &d); err != nil {
 		return fmt.Errorf("drain: node %d at %s: %w", id, addr, err)
+	}
+	if undo {
+		return p.emit(undrainOutput(d))
 	}
 	if err := p.emit(drainOutput(d)); err != nil {
 		return err
@@ -74,5 +82,17 @@ func (o drainOutput) table(w io.Writer) error {
 	default:
 		_, err = fmt.Fprintf(w, "node %d: groups %v not all handed over: %s\n", o.Node, o.Groups, o.Reason)
 	}
+	return err
+}
+
+// undrainOutput is drain -undo's output.
+type undrainOutput adminapi.Drained
+
+func (o undrainOutput) table(w io.Writer) error {
+	if !o.Served {
+		_, err := fmt.Fprintf(w, "node %d masters again; its peers were not all told (%s): placement gives it its groups back once gossip has it\n", o.Node, o.Reason)
+		return err
+	}
+	_, err := fmt.Fprintf(w, "node %d masters again: placement gives it back its groups\n", o.Node)
 	return err
 }

@@ -205,6 +205,7 @@ type options struct {
 	secretFileGiven       bool
 	outputJSON            bool
 	force                 bool
+	undo                  bool // drain -undo
 	balanced              bool
 	renew                 bool
 	meta                  bool
@@ -241,6 +242,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, check, wait, unlock: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
 	fs.BoolVar(&o.balanced, "balanced", false, "wait: also wait until every node answers and the masters are spread evenly (each node serves groups/nodes, rounded down or up), as after a node's restart")
+	fs.BoolVar(&o.undo, "undo", false, "drain NODE: undo a drain: the node masters groups again, without a restart")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
 	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many); sem acquire: required: the semaphore's total of permits")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "lock, rlock, wlock, sem, multi, elect with -- CMD: the hold's lock-delay: if it is lost (expired or force-unlocked), nobody new is granted the key for that long (at most "+client.MaxLockDelay.String()+"; 0: none)")
@@ -279,7 +281,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int,
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|set-quota NAME [-held N] [-waiters N] [-rate N] [-burst N]|member list|add ID ADDR=…|remove ID|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [node ID|client NAMESPACE]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
+const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|set-quota NAME [-held N] [-waiters N] [-rate N] [-burst N]|member list|add ID ADDR=…|remove ID|drain NODE [-undo]|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [node ID|client NAMESPACE]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
 
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the

@@ -38,7 +38,7 @@ func (m *Membership) Leave(ctx context.Context) error {
 		if err := ml.UpdateNode(timeout / 3); err != nil {
 			m.log.Debug("membership: leaving flag not broadcast", "err", err)
 		}
-		m.announceLeaving(ml, timeout/3)
+		m.announce(ml, userMsgLeaving, timeout/3)
 		if err := ml.Leave(max(timeout-time.Since(start), time.Millisecond)); err != nil {
 			return fmt.Errorf("gossip: membership: leave: %w", err)
 		}
@@ -74,7 +74,38 @@ func (m *Membership) MarkLeaving(ctx context.Context) error {
 		if err := ml.UpdateNode(timeout / 2); err != nil {
 			m.log.Debug("membership: leaving flag not broadcast", "err", err)
 		}
-		m.announceLeaving(ml, timeout/2)
+		m.announce(ml, userMsgLeaving, timeout/2)
+		return nil
+	})
+}
+
+// UnmarkLeaving undoes MarkLeaving: the metadata no longer says
+// Leaving, so that placement chooses this node again, and every live
+// member hears so directly over TCP (which clears what MarkLeaving's
+// direct notice told it). It waits until the broadcast went out or ctx
+// ends (5s if ctx has no deadline).
+func (m *Membership) UnmarkLeaving(ctx context.Context) error {
+	if err := m.acquire(ctx); err != nil {
+		return err
+	}
+	if m.phase.Load() != phaseRunning {
+		m.release()
+		return ErrNotRunning
+	}
+	m.metaMu.Lock()
+	m.meta.Leaving = false
+	meta := m.meta
+	m.metaMu.Unlock()
+	if _, err := m.setMeta(meta); err != nil {
+		m.release()
+		return fmt.Errorf("gossip: membership: unmark leaving: %w", err)
+	}
+	ml := m.ml.Load()
+	return m.runOp(ctx, func(timeout time.Duration) error {
+		if err := ml.UpdateNode(timeout / 2); err != nil {
+			m.log.Debug("membership: staying flag not broadcast", "err", err)
+		}
+		m.announce(ml, userMsgStaying, timeout/2)
 		return nil
 	})
 }
@@ -85,16 +116,19 @@ const (
 	userMsgVersion = 1
 	// userMsgLeaving's body is the sender's memberlist name.
 	userMsgLeaving = 1
+	// userMsgStaying (UnmarkLeaving) has the same body: the sender is no
+	// longer leaving.
+	userMsgStaying = 2
 )
 
-// announceLeaving tells every other live member, over TCP, that this node
-// is leaving. Gossip alone does not order the Leaving metadata before
+// announce tells every other live member, over TCP, that this node is
+// leaving (kind userMsgLeaving) or no longer is (userMsgStaying). Gossip alone does not order the Leaving metadata before
 // memberlist's leave message (a member may hear the leave first, from a
 // relay, and then drop the older metadata), so a member could not tell a
 // leave from a crash; the direct message lets it, in either order. It
 // waits at most timeout.
-func (m *Membership) announceLeaving(ml *memberlist.Memberlist, timeout time.Duration) {
-	msg := append([]byte{userMsgVersion, userMsgLeaving}, m.cfg.Name...)
+func (m *Membership) announce(ml *memberlist.Memberlist, kind byte, timeout time.Duration) {
+	msg := append([]byte{userMsgVersion, kind}, m.cfg.Name...)
 	// The addresses come from Membership's own table: the *Node values
 	// memberlist.Members returns point into its state and are written
 	// under its lock after Members returns, so reading them races.
@@ -134,14 +168,24 @@ func (m *Membership) announceLeaving(ml *memberlist.Memberlist, timeout time.Dur
 // userMsg handles a message from another Membership. It runs on
 // memberlist's receive path: it must not block or call memberlist.
 func (m *Membership) userMsg(b []byte) {
-	if len(b) < 2 || b[0] != userMsgVersion || b[1] != userMsgLeaving || len(b) > 2+MaxAddrLen {
+	if len(b) < 2 || b[0] != userMsgVersion || (b[1] != userMsgLeaving && b[1] != userMsgStaying) || len(b) > 2+MaxAddrLen {
 		return
 	}
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	r := m.members[string(b[2:])]
-	if r == nil || r.local || r.leaving {
+	if r == nil || r.local {
+		return
+	}
+	if b[1] == userMsgStaying {
+		if r.leaving && r.state.Live() {
+			r.leaving = false
+			m.notifyLocked(Event{Kind: EventUpdate, Member: r.member()})
+		}
+		return
+	}
+	if r.leaving {
 		return
 	}
 	r.leaving = true

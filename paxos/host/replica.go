@@ -245,6 +245,9 @@ func (g *Replica) SetPreferred(id paxos.NodeID) {
 // a node calls it on each replica before it stops.
 func (g *Replica) Drain() { g.control(func(c *paxos.Core) { c.Drain() }) }
 
+// Undrain undoes Drain (paxos.Core.Undrain).
+func (g *Replica) Undrain() { g.control(func(c *paxos.Core) { c.Undrain() }) }
+
 // Campaign makes this replica try to become master now.
 func (g *Replica) Campaign() { g.control(func(c *paxos.Core) { c.Campaign() }) }
 
