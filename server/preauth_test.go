@@ -1,0 +1,123 @@
+package server
+
+import (
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/wire"
+)
+
+// paddedFrame is a GetView frame padded to total bytes: its header
+// declares that length, so the frame bound sees it whole.
+func paddedFrame(t *testing.T, id uint64, total int) []byte {
+	b, err := wire.AppendFrame(nil, wire.TypeGetView, id, &wire.GetView{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = append(b, make([]byte, total-len(b))...)
+	binary.BigEndian.PutUint32(b, uint32(total-4))
+	return b
+}
+
+// waitClosed reads from c until the node closes it, within a generous
+// deadline; it fails the test if the connection stays open.
+func waitClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	buf := make([]byte, 64<<10)
+	for {
+		_, err := c.Read(buf)
+		if err == nil {
+			continue
+		}
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("connection still open")
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || err != nil {
+			return
+		}
+	}
+}
+
+// TestPreAuthFrameLimit: before authentication a frame over
+// preauth_max_frame closes the connection and counts as a bad frame; an
+// authenticated client may send frames up to max_frame.
+func TestPreAuthFrameLimit(t *testing.T) {
+	t.Parallel()
+	tc := startClusterWith(t, 1, func(c *Config) { c.PreAuthMaxFrame = 8 << 10 })
+	s := tc.nodes[0]
+	addr := s.cfg.self().Client
+	before := s.stats.badFrames.Load()
+	rc := dialRaw(t, addr)
+	if _, err := rc.c.Write(paddedFrame(t, 1, 16<<10)); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, rc.c)
+	if n := s.stats.badFrames.Load() - before; n != 1 {
+		t.Fatalf("bad frames counted: %d, want 1", n)
+	}
+
+	// Authenticated, the same frame is within max_frame: the connection
+	// stays and answers.
+	ac := dialRaw(t, addr)
+	if r := ac.hello("ns", "s3cret", 0x71); r.Status != wire.StatusSuccess {
+		t.Fatalf("hello: %+v", r)
+	}
+	before = s.stats.badFrames.Load()
+	if _, err := ac.c.Write(paddedFrame(t, 99, 16<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ac.callAny(wire.TypeGetView, &wire.GetView{}).(*wire.View); !ok {
+		t.Fatal("no view after a large frame from an authenticated client")
+	}
+	if n := s.stats.badFrames.Load() - before; n != 0 {
+		t.Fatalf("authenticated large frame counted as bad: %d", n)
+	}
+}
+
+// TestAuthTimeout: a connection that heartbeats but never authenticates
+// is closed at auth_timeout and counted; an authenticated one on the
+// same node stays.
+func TestAuthTimeout(t *testing.T) {
+	t.Parallel()
+	tc := startClusterWith(t, 1, func(c *Config) { c.AuthTimeout = Duration(2 * time.Second) })
+	s := tc.nodes[0]
+	addr := s.cfg.self().Client
+	ac := dialRaw(t, addr)
+	if r := ac.hello("ns", "s3cret", 0x72); r.Status != wire.StatusSuccess {
+		t.Fatalf("hello: %+v", r)
+	}
+	rc := dialRaw(t, addr)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // heartbeats, never reads
+		defer close(done)
+		tk := time.NewTicker(200 * time.Millisecond)
+		defer tk.Stop()
+		for id := uint64(1); ; id++ {
+			b, _ := wire.AppendFrame(nil, wire.TypeHeartbeat, id, &wire.Heartbeat{})
+			if _, err := rc.c.Write(b); err != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	waitClosed(t, rc.c)
+	close(stop)
+	<-done
+	testutil.Eventually(t, 30*time.Second, func() bool { return s.stats.authTimeouts.Load() >= 1 }, "auth timeout counted")
+	if _, ok := ac.callAny(wire.TypeGetView, &wire.GetView{}).(*wire.View); !ok {
+		t.Fatal("authenticated connection lost at auth_timeout")
+	}
+}
