@@ -121,3 +121,52 @@ func TestAuthTimeout(t *testing.T) {
 		t.Fatal("authenticated connection lost at auth_timeout")
 	}
 }
+
+// smallRcvDial dials addr with a 4 KiB socket receive buffer, so that the
+// kernel takes little of what the node sends before the node must hold it.
+func smallRcvDial(t *testing.T, addr string) net.Conn {
+	d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		})
+		return errors.Join(err, serr)
+	}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestPreAuthOutputLimit: pipelined GetViews never read by an
+// unauthenticated connection close it as a slow consumer once their
+// unread replies pass preauth_max_output, far below max_output (20,000
+// views of a one-node cluster are a few hundred KiB).
+func TestPreAuthOutputLimit(t *testing.T) {
+	t.Parallel()
+	tc := startClusterWith(t, 1, func(c *Config) { c.PreAuthMaxOutput = 64 << 10 })
+	s := tc.nodes[0]
+	before := s.stats.slowConsumers.Load()
+	c := smallRcvDial(t, s.cfg.self().Client)
+	var batch []byte
+	for id := uint64(1); id <= 200; id++ {
+		b, err := wire.AppendFrame(nil, wire.TypeGetView, id, &wire.GetView{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, b...)
+	}
+	// 20,000 replies: past preauth_max_output, well under max_output.
+	sent := 0
+	for ; sent < 20000; sent += 200 {
+		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(batch); err != nil {
+			break // closed by the node
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, func() bool { return s.stats.slowConsumers.Load() > before },
+		"slow consumer counted after %d GetViews", sent)
+	waitClosed(t, c)
+}
