@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -169,4 +170,48 @@ func TestPreAuthOutputLimit(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, func() bool { return s.stats.slowConsumers.Load() > before },
 		"slow consumer counted after %d GetViews", sent)
 	waitClosed(t, c)
+}
+
+// TestHalfSentFramesMemory: 200 connections that each send only a frame
+// header declaring ~1 MiB grow the node's heap (in this process) by at
+// most 64 KiB each: nothing is allocated from a declared length. The
+// pre-auth frame bound is raised to max_frame so that the connections stay
+// open, reading their frames.
+func TestHalfSentFramesMemory(t *testing.T) {
+	tc := startClusterWith(t, 1, func(c *Config) { c.PreAuthMaxFrame = 1 << 20 })
+	addr := tc.nodes[0].cfg.self().Client
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	const n = 200
+	before := heap()
+	hdr := make([]byte, wire.HeaderSize)
+	binary.BigEndian.PutUint32(hdr, 1<<20-4)
+	hdr[4] = wire.Version
+	hdr[5] = byte(wire.TypeGetView)
+	conns := make([]net.Conn, 0, n)
+	for range n {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if _, err := c.Write(hdr); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(time.Second) // let the node read what was sent (a bound check, not a wait on a condition)
+	after := heap()
+	if after > before && (after-before)/n > 64<<10 {
+		t.Fatalf("heap grew %d bytes per half-sent frame, want at most 64 KiB", (after-before)/n)
+	}
+	before2 := tc.nodes[0].stats.badFrames.Load()
+	if before2 != 0 {
+		t.Fatalf("%d half-sent frames refused as bad: the test measures nothing", before2)
+	}
+	t.Logf("heap in use %d → %d over %d half-sent 1 MiB frames", before, after, len(conns))
 }
