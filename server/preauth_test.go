@@ -215,3 +215,43 @@ func TestHalfSentFramesMemory(t *testing.T) {
 	}
 	t.Logf("heap in use %d → %d over %d half-sent 1 MiB frames", before, after, len(conns))
 }
+
+// TestPreAuthBoundsGnet: the gnet listener applies the same pre-auth
+// frame and output bounds as the goroutine listeners.
+func TestPreAuthBoundsGnet(t *testing.T) {
+	t.Parallel()
+	tc := startClusterWith(t, 1, func(c *Config) {
+		c.ClientListener = ListenerGnet
+		c.PreAuthMaxFrame = 8 << 10
+		c.PreAuthMaxOutput = 64 << 10
+	})
+	s := tc.nodes[0]
+	addr := s.cfg.self().Client
+	bad := s.stats.badFrames.Load()
+	rc := dialRaw(t, addr)
+	if _, err := rc.c.Write(paddedFrame(t, 1, 16<<10)); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, rc.c)
+	if n := s.stats.badFrames.Load() - bad; n != 1 {
+		t.Fatalf("bad frames counted: %d, want 1", n)
+	}
+	slow := s.stats.slowConsumers.Load()
+	c := smallRcvDial(t, addr)
+	var batch []byte
+	for id := uint64(1); id <= 200; id++ {
+		b, err := wire.AppendFrame(nil, wire.TypeGetView, id, &wire.GetView{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, b...)
+	}
+	for sent := 0; sent < 20000; sent += 200 {
+		_ = c.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := c.Write(batch); err != nil {
+			break
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, func() bool { return s.stats.slowConsumers.Load() > slow },
+		"slow consumer counted on the gnet listener")
+}
