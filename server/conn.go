@@ -66,6 +66,7 @@ type conn struct {
 
 	inflight atomic.Int64
 	lastSeen atomic.Int64 // unix nanos of the last frame
+	opened   int64        // unix nanos of the accept (auth_timeout); set before the connection is shared
 	closed   atomic.Bool
 	// queued is what gnet holds for the socket (OutboundBuffered), as the
 	// event loop last saw it; with len(out) it is the output the client
@@ -102,6 +103,9 @@ func (s *Server) sweepConns() {
 	now := time.Now().UnixNano()
 	s.conns.Range(func(k, _ any) bool {
 		c := k.(*conn)
+		if c.authExpired(now) {
+			return true
+		}
 		if now-c.lastSeen.Load() > int64(idle) {
 			s.log.Info("closing idle client connection", "remote", c.remote())
 			c.closeConn()
@@ -132,8 +136,8 @@ func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		s.stats.overloaded.Add(1)
 		return nil, gnet.Close
 	}
-	c := &conn{s: s, gc: gc}
-	c.lastSeen.Store(time.Now().UnixNano())
+	c := &conn{s: s, gc: gc, opened: time.Now().UnixNano()}
+	c.lastSeen.Store(c.opened)
 	gc.SetContext(c)
 	s.conns.Store(c, struct{}{})
 	return nil, gnet.None
@@ -204,7 +208,7 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 		if len(buf) < 4 {
 			return gnet.None
 		}
-		f, n, err := wire.ParseFrame(buf, c.s.cfg.MaxFrame)
+		f, n, err := wire.ParseFrame(buf, c.frameLimit())
 		if err != nil {
 			// Framing is broken: nothing after this can be trusted.
 			c.s.stats.badFrames.Add(1)
@@ -325,7 +329,7 @@ func (c *conn) sendRaw(frame []byte) {
 // overLocked checks the output bound; it is called with c.mu held and
 // releases it when it reports true (the connection is then closing).
 func (c *conn) overLocked() bool {
-	if int64(len(c.out))+c.queued.Load() <= int64(c.s.cfg.MaxOutput) {
+	if int64(len(c.out))+c.queued.Load() <= c.outputLimit() {
 		return false
 	}
 	c.out = nil
@@ -344,7 +348,7 @@ func (c *conn) slowConsumer() {
 	c.closed.Store(true)
 	c.s.stats.slowConsumers.Add(1)
 	c.s.log.Warn("closing client connection: slow consumer, output not read",
-		"remote", c.remote(), "limit", c.s.cfg.MaxOutput)
+		"remote", c.remote(), "limit", c.outputLimit())
 	c.closeConn()
 }
 
@@ -389,7 +393,7 @@ func (c *conn) written(gc gnet.Conn, err error) error {
 		// What the socket did not take stays in gnet's buffer.
 		q := gc.OutboundBuffered()
 		c.queued.Store(int64(q))
-		if q > c.s.cfg.MaxOutput {
+		if int64(q) > c.outputLimit() {
 			c.slowConsumer()
 			err = net.ErrClosed
 		}

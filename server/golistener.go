@@ -154,7 +154,8 @@ func (s *Server) serveTLS(nc net.Conn, tlsPort bool) {
 		}
 		c.certNamespaces = pki.ClientNamespaces(leaf)
 	}
-	c.lastSeen.Store(time.Now().UnixNano())
+	c.opened = time.Now().UnixNano()
+	c.lastSeen.Store(c.opened)
 	s.conns.Store(c, struct{}{})
 	stop := context.AfterFunc(s.life, t.close)
 	defer stop()
@@ -166,7 +167,7 @@ func (s *Server) serveTLS(nc net.Conn, tlsPort bool) {
 	br := bufio.NewReaderSize(nc, 32<<10)
 	var buf []byte
 	for {
-		f, nb, err := wire.ReadFrame(br, buf, s.cfg.MaxFrame)
+		f, nb, err := wire.ReadFrame(br, buf, c.frameLimit())
 		buf = nb
 		if err != nil {
 			var ferr error

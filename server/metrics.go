@@ -134,7 +134,7 @@ func newMetrics(s *Server) *metrics {
 		newStorageCollector(s),
 		newCertCollector(s),
 		newQuotaCollector(s),
-		newListenCollector(s),
+		newConnLimitsCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

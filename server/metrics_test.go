@@ -85,6 +85,7 @@ func TestMetricsScrape(t *testing.T) {
 		"paxlock_group_applied_instance", "paxlock_group_apply_lag_instances", "paxlock_snapshots_sent_total",
 		"paxlock_client_connections", "paxlock_storage_failed",
 		"paxlock_storage_wal_spares_taken_total", "paxlock_storage_wal_spares_missed_total",
+		"paxlock_accept_errors_total", "paxlock_tls_handshakes_refused_total", "paxlock_auth_timeouts_total",
 		"go_goroutines", "process_cpu_seconds_total",
 	} {
 		f := fams[name]

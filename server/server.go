@@ -164,6 +164,7 @@ func (s *Server) waitBackground(ctx context.Context) error {
 type stats struct {
 	requests, redirects, forwarded, relays, overloaded, badFrames atomic.Uint64
 	slowConsumers                                                 atomic.Uint64
+	authTimeouts                                                  atomic.Uint64 // connections closed unauthenticated at auth_timeout
 	// authLogged is when (unix nanos) an auth failure was last logged,
 	// authQuiet how many were not logged since (see logAuthFailure).
 	authLogged atomic.Int64
