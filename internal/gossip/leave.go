@@ -53,38 +53,21 @@ func (m *Membership) Leave(ctx context.Context) error {
 // over TCP; the node stays a live member, gossiping and reachable, until
 // Leave. It waits until the broadcast went out or ctx ends (5s if ctx has
 // no deadline).
-func (m *Membership) MarkLeaving(ctx context.Context) error {
-	if err := m.acquire(ctx); err != nil {
-		return err
-	}
-	if m.phase.Load() != phaseRunning {
-		m.release()
-		return ErrNotRunning
-	}
-	m.metaMu.Lock()
-	meta := m.meta
-	m.meta.Leaving = true
-	m.metaMu.Unlock()
-	if _, err := m.setMeta(meta); err != nil {
-		m.release()
-		return fmt.Errorf("gossip: membership: mark leaving: %w", err)
-	}
-	ml := m.ml.Load()
-	return m.runOp(ctx, func(timeout time.Duration) error {
-		if err := ml.UpdateNode(timeout / 2); err != nil {
-			m.log.Debug("membership: leaving flag not broadcast", "err", err)
-		}
-		m.announce(ml, userMsgLeaving, timeout/2)
-		return nil
-	})
-}
+func (m *Membership) MarkLeaving(ctx context.Context) error { return m.setLeaving(ctx, true) }
 
 // UnmarkLeaving undoes MarkLeaving: the metadata no longer says
 // Leaving, so that placement chooses this node again, and every live
 // member hears so directly over TCP (which clears what MarkLeaving's
 // direct notice told it). It waits until the broadcast went out or ctx
 // ends (5s if ctx has no deadline).
-func (m *Membership) UnmarkLeaving(ctx context.Context) error {
+func (m *Membership) UnmarkLeaving(ctx context.Context) error { return m.setLeaving(ctx, false) }
+
+// setLeaving is MarkLeaving (leaving) and UnmarkLeaving (not leaving).
+func (m *Membership) setLeaving(ctx context.Context, leaving bool) error {
+	what, kind := "leaving", byte(userMsgLeaving)
+	if !leaving {
+		what, kind = "staying", userMsgStaying
+	}
 	if err := m.acquire(ctx); err != nil {
 		return err
 	}
@@ -93,19 +76,19 @@ func (m *Membership) UnmarkLeaving(ctx context.Context) error {
 		return ErrNotRunning
 	}
 	m.metaMu.Lock()
-	m.meta.Leaving = false
+	m.meta.Leaving = leaving
 	meta := m.meta
 	m.metaMu.Unlock()
 	if _, err := m.setMeta(meta); err != nil {
 		m.release()
-		return fmt.Errorf("gossip: membership: unmark leaving: %w", err)
+		return fmt.Errorf("gossip: membership: mark %s: %w", what, err)
 	}
 	ml := m.ml.Load()
 	return m.runOp(ctx, func(timeout time.Duration) error {
 		if err := ml.UpdateNode(timeout / 2); err != nil {
-			m.log.Debug("membership: staying flag not broadcast", "err", err)
+			m.log.Debug("membership: "+what+" flag not broadcast", "err", err)
 		}
-		m.announce(ml, userMsgStaying, timeout/2)
+		m.announce(ml, kind, timeout/2)
 		return nil
 	})
 }
