@@ -200,7 +200,7 @@ func TestListPagedUnderFrameLimit(t *testing.T) {
 func TestOversizedReplyAnsweredError(t *testing.T) {
 	c := &conn{s: &Server{log: testLogger(), cfg: Config{MaxOutput: 16 << 20}}}
 	c.s.cfg.PreAuthMaxOutput = 16 << 20 // the bare connection is not authenticated
-	c.writing = true // a write under way: the frame stays in c.out
+	c.writing = true                    // a write under way: the frame stays in c.out
 	big := wire.Response{Status: wire.StatusSuccess, Msg: strings.Repeat("m", wire.DefaultMaxFrame)}
 	c.mu.Lock()
 	c.appendLocked(wire.TypeResponse, 7, &big)
