@@ -171,8 +171,13 @@ func TestHostileHalfSentFrames(t *testing.T) {
 }
 
 // hostilePipelineBudget is how much node memory one unauthenticated
-// connection that pipelines requests and never reads may pin.
-const hostilePipelineBudget = 4 << 20
+// connection that pipelines requests and never reads may pin, measured
+// as go_memstats_sys_bytes, which moves in the runtime's heap-arena
+// steps: a node that just started grows by one such step (4.8 MiB here)
+// whatever the test does (TestHostileHalfSentFrames sees the same step
+// with 1,000 connections). The connection's own output is capped at
+// preauth_max_output (256 KiB); without the cap it pinned ~69 MiB.
+const hostilePipelineBudget = 12 << 20
 
 // TestHostilePipelinedGetViews proves that an unauthenticated connection
 // cannot pin output it never reads: it sends 200,000 pipelined GetViews
