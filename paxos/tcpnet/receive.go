@@ -64,16 +64,16 @@ func (t *Transport) track(c net.Conn) bool {
 		return false
 	}
 	if len(t.inbound) >= t.cfg.MaxInbound {
+		t.refused.Add(1) // counted before the close the dialer observes
 		_ = c.Close()
-		t.refused.Add(1)
 		t.log.Warn("peer connection refused: too many inbound connections", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxInbound)
 		return true
 	}
 	select {
 	case t.handshakes <- struct{}{}:
 	default:
-		_ = c.Close()
 		t.refused.Add(1)
+		_ = c.Close()
 		t.log.Warn("peer connection refused: too many handshakes under way", "remote", c.RemoteAddr().String(), "max", t.cfg.MaxHandshakes)
 		return true
 	}
