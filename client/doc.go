@@ -154,4 +154,28 @@
 // ErrUnavailable, ErrInvalid, ErrBadRequest, ErrServer) and, when a context
 // ended, the context's error; test them with errors.Is. *LockedError and
 // *StatusError carry the server's details for errors.As.
+//
+// # Files by job
+//
+//   - The client and its connections: client.go (Config, Client, New,
+//     Close), connect.go (dialing a node, the handshake, a lost
+//     connection), conn.go (one multiplexed connection: calls and their
+//     replies), push.go (Granted and Lost pushes to their handles),
+//     view.go (the cluster view: refreshing it, routing a key to its
+//     master), move.go (following a namespace that moved to another
+//     cluster).
+//   - Requests: request.go (sending a request with redirects, retries and
+//     backoff), wait.go (a blocked acquire's waiter and its grant).
+//   - Locks: mutex.go (Mutex, the handle), acquire.go (Lock and TryLock:
+//     the acquire and its answer), core.go (the state shared by the handles
+//     of one owner on one key), hold.go (a held lock: validity, renewal,
+//     loss), localq.go (local queueing, Config.LocalQueue), locker.go
+//     (Mutex as a sync.Locker), rwmutex.go (RWMutex), semaphore.go
+//     (Semaphore), multilock.go (MultiLock), election.go (Election and
+//     Leader).
+//   - Reading and checking: watch.go (State, Watch and its events),
+//     check.go (CheckToken), list.go (List).
+//   - Options and errors: options.go (Option and its functions),
+//     lockdelay.go (LockDelay), errors.go (the sentinels, LockedError,
+//     StatusError).
 package client

@@ -18,4 +18,49 @@
 // granted together with others in one command shares their token.
 // A reacquire by the current owner keeps its token and refreshes its TTL,
 // which also makes a retried acquire harmless.
+//
+// Lock group 0 also holds the cluster's system tables: namespaces and
+// their verifiers, quotas, the member list, the registry's tables and
+// namespace-move records.
+//
+// # Files by job
+//
+//   - The service and its groups: service.go (Service, Group, Config,
+//     Request, Sink, Observer; Submit and the routing of a key to its
+//     worker), consensus.go (Consensus, what a group needs from its
+//     replication), clock.go (Clock, the master's monotonic clock),
+//     limits.go (Config's per-connection and per-namespace bounds and
+//     their accounting), connections.go (the connections holds and
+//     waits belong to: forgetting or revoking one), version.go (RaiseVersion, the group
+//     version in every token).
+//   - The replicated lock table: state.go (StateMachine: its shards, Apply
+//     and the dispatch by command), commands.go (the replicated commands
+//     and their encoding), record.go (a key's lock record and its holds),
+//     checkpoint.go (Checkpoint and Load of the table), semaphore.go
+//     (counting semaphores), revoke_state.go (a force-unlock's replicated
+//     mark), nslocks.go (held keys per namespace, for quotas).
+//   - The master's workers: worker.go (a worker's event loop and per-key
+//     state), requests.go (deciding a request before proposing it),
+//     acquire.go (acquires and the wait queue), results.go (a proposal's
+//     outcome back to its requests and waiters), timers.go (holds' deadlines
+//     and waits' timeouts on the worker's clock), heaps.go (the expiry and
+//     timer heaps), deadlines.go (reading and setting a hold's master
+//     deadline), mastership.go (becoming
+//     and leaving master; requests held while master-elect), watch.go
+//     (watches), revocation.go (force-unlock: revoke, then free when the
+//     holder acknowledges; reaching a client after a master change), lockdelay.go (lock-delay), multi.go
+//     (multi-lock: reservations and one command per group).
+//   - Reading the table: list.go (List), inspect.go (HotKeys for the
+//     console).
+//   - Lock group 0's system tables: namespace.go (namespaces and their
+//     SCRAM verifiers), quota.go (a namespace's quota record),
+//     quotacheck.go (enforcing quotas on the request path), members.go
+//     (the cluster's member list), registry.go (the registry's tables),
+//     registry_service.go (the Service's registry operations).
+//   - Moving a namespace: move.go (move records and their keyspace),
+//     move_apply.go (applying the move steps), move_steps.go (proposing a
+//     step; export and import of a namespace's records), move_worker.go
+//     (the workers' side of a frozen or moved namespace).
+//   - Backups: backup.go (the backup file format, writing, reading and
+//     restoring one).
 package group

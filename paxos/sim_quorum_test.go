@@ -61,7 +61,7 @@ func withQuorumSync(c *Config) { c.QuorumSync = true }
 // TestSimulationQuorumSync runs TestSimulation's seeds with quorum sync on:
 // the same faults, crashes that lose unsynced writes (write-only entries
 // among them) and membership changes, the same checks (I3 over durable
-// votes, persist before send, C1–C15 after every event), and that the runs
+// votes, persist before send, C1–C17 after every event), and that the runs
 // did what quorum sync adds: write-only writes, some of them lost in
 // crashes, and votes on entries held write-only. Replay a seed with
 //

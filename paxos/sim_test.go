@@ -834,7 +834,7 @@ func (s *sim) step() bool {
 	return true
 }
 
-// checkCores runs every live replica's own invariants (Core's C1–C14).
+// checkCores runs every live replica's own invariants (Core's C1–C17).
 func (s *sim) checkCores() {
 	for _, nd := range s.nodes {
 		if nd.up {

@@ -7,4 +7,46 @@
 // requests to group masters, publishes the cluster view, gossips
 // membership for placement (internal/gossip), and serves the admin API
 // (adminapi), metrics and the web console.
+//
+// # Files by job
+//
+//   - Wiring and lifecycle: new.go (New: storage, the host and the
+//     groups), server.go (Server, Start, Shutdown, the cluster view and
+//     its subscribers, seeding lock group 0's tables), drain.go (handing
+//     every group over before a planned stop), identity.go (the data
+//     directory's IDENTITY and incarnation), retry.go (retry with
+//     backoff), faults.go (injected partitions for tests).
+//   - Configuration: config.go (Config, its defaults and validation),
+//     config_limits.go (ConnLimits, a connection's bounds),
+//     config_session.go (SessionLimits, connections per namespace).
+//   - The client edge: conn.go (a client connection: gnet's handler,
+//     framing, replies and pushes, and handling each request),
+//     conn_preauth.go (the bounds of a connection not yet authenticated),
+//     conn_reply.go (answering a request that could not be sent),
+//     connauth.go (the session's Host: credentials, relay trust,
+//     revocation checks), golistener.go (the netpoll and TLS listeners'
+//     reader and writer goroutines), listen.go (the listeners' health),
+//     tls.go (the TLS client listener's configuration), relay.go
+//     (forwarding a request to its group's master over a relay session).
+//   - Membership: membership.go (gossip and master placement), members.go
+//     (following the member list: peers, address book, view),
+//     members_admin.go (adding and removing a node across the groups, and
+//     resuming a half-done change), members_peers.go (the PEERS file of
+//     peer incarnations), join.go (paxlockd -join and admin calls to
+//     other nodes).
+//   - The admin API: admin.go (the mux, /status, namespaces),
+//     admin_guard.go (the names the endpoint answers to, for
+//     internal/adminguard's DNS-rebinding and cross-site checks), admin_server.go (the
+//     HTTP server and streamed responses), admin_quota.go (quotas),
+//     security.go (peer and admin TLS, the admin token), health.go
+//     (/healthz, /readyz), backup.go (/backup, streaming every group's
+//     image), move.go (the namespace-move steps), registry_admin.go (the
+//     registry's tables), console.go (the web console and its /cluster
+//     snapshot; the page itself in console/).
+//   - The registry's tables served to registry processes:
+//     registry_serve.go (SubscribeRegistry).
+//   - Metrics: metrics.go (the Prometheus registry and the observers of
+//     host and group), metrics_certs.go (certificate expiry),
+//     metrics_conns.go (connection bounds), metrics_quota.go (quota
+//     usage), metrics_storage.go (Pebble and the data directory).
 package server

@@ -119,4 +119,26 @@
 // languages; testdata/vectors.txt holds hex frames of every message type,
 // key hashes, tokens and client ids that TestVectors decodes and re-encodes
 // byte for byte (go test ./wire -run TestVectors -update regenerates it).
+//
+// # Files by job
+//
+//   - frame.go: the frame header; ParseFrame, ReadFrame and their bounds.
+//   - types.go: message types, status codes, kinds, events and the
+//     protocol's constants.
+//   - codec.go: Message, Codec, AppendFrame and Decode: encoding and
+//     decoding a frame's body.
+//   - messages.go: Request and Routed, Hello, and the lock requests
+//     Acquire, Renew and Release with the owner they name.
+//   - multi.go: MultiAcquire.
+//   - query.go: State, Watch, Unwatch, List, CancelWait, Heartbeat,
+//     GetView and SubscribeView.
+//   - auth.go: the SCRAM handshake's messages.
+//   - response.go: Response, the reply to every request.
+//   - push.go: the pushes: Granted, Lost, watch events.
+//   - view.go: View, the cluster view.
+//   - registry.go: SubscribeRegistry and RegistryTables, a registry's
+//     feed from the meta cluster.
+//   - hash.go: KeyHash, GroupOf, WorkerOf, MakeToken and the validation
+//     of keys, values and namespaces, with their bounds.
+//   - owner.go: ClientIDOf, a client id derived from its key.
 package wire

@@ -30,4 +30,19 @@
 // node among all configured nodes while that node is live, and spreads
 // only the groups of absent nodes. CheckBalanced and Misplaced judge a
 // cluster view against that rule.
+//
+// # Files by job
+//
+//   - membership.go: Membership, one node's view of the members, over
+//     memberlist.
+//   - config.go: MembershipConfig and Timing.
+//   - delegates.go: memberlist's delegates (metadata, leaving notices).
+//   - events.go: Subscribe and the notification of changes.
+//   - member.go: Member, its State and Event.
+//   - meta.go: NodeMeta and its binary encoding.
+//   - leave.go: Leave and MarkLeaving, a planned departure.
+//   - seeds.go: rejoining the configured seeds that are missing.
+//   - placement.go: PreferredMaster, StickyPreferredMaster and the checks
+//     of a view against them.
+//   - logging.go: memberlist's log into slog.
 package gossip

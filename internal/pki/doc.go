@@ -20,4 +20,17 @@
 // and is for TLS client use only; a node whose client_tls section sets
 // bind_namespace accepts a client's session for a namespace only from a
 // connection whose certificate names it.
+//
+// # Files by job
+//
+//   - pki.go: node identities (the URI scheme, ValidCluster) and the peer
+//     transport's TLS configurations with their identity checks.
+//   - client.go: client identities (paxlock-client:<namespace>).
+//   - gen.go: a CA and the certificates it issues.
+//   - issue.go: loading a CA and writing node and client certificates
+//     (paxlockctl certs node, certs client).
+//   - dev.go: WriteDev, a development CA with node and client files.
+//   - capool.go: CA pools read from PEM files.
+//   - reload.go: certificates, keys and CA files read again when their
+//     contents change.
 package pki

@@ -13,5 +13,5 @@
 //   - frame.go: the wire format: the handshake frame, refusals, message
 //     frames.
 //   - rtt_linux.go: the kernel's round-trip time of a connection, for
-//     metrics.
+//     metrics (rtt_other.go: none elsewhere).
 package tcpnet
