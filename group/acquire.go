@@ -74,12 +74,27 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		w.setPermits(r, key, ks)
 		return
 	}
-	rec := w.g.sm.get(key)
-	if r.Kind == wire.KindSemaphore && w.semMismatch(r, rec) {
+	// What the decision reads of the record: its holds (n), a semaphore
+	// total r does not match (limit, when sem), whether r can be granted
+	// and is a reacquire (again: r.Owner's hold has token and value).
+	var n int
+	var ok, again, sem bool
+	var limit uint32
+	var token uint64
+	var value string
+	w.g.sm.view(key, func(rec *lockRec) {
+		n, limit = rec.n(), rec.limit()
+		sem = r.Kind == wire.KindSemaphore && semMismatch(r, rec)
+		if ok, again = canGrantReq(rec, r); again {
+			i := rec.find(r.Owner)
+			token, value = rec.at(i).token, rec.value(i)
+		}
+	})
+	if sem {
+		w.refuseSemLimit(r, limit)
 		return
 	}
-	ok, again := canGrantReq(rec, r)
-	if again && w.revokedHolder(key, rec, r.Owner) {
+	if again && w.isRevoked(key, r.Owner, token) {
 		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
 		return
 	}
@@ -102,10 +117,10 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 			ok = false
 		}
 	}
-	if ok && !again && rec.n() == 0 && !w.heldAdmits(r) {
+	if ok && !again && n == 0 && !w.heldAdmits(r) {
 		return // the namespace's held-locks quota is reached
 	}
-	if ok && !again && rec.n() >= w.g.svc.cfg.MaxHoldersPerKey {
+	if ok && !again && n >= w.g.svc.cfg.MaxHoldersPerKey {
 		if w.holdersFull(r) {
 			return
 		}
@@ -113,20 +128,21 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	}
 	if ok {
 		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}
-		if i := rec.find(r.Owner); again && i >= 0 {
-			p.valueChanged = rec.value(i) != r.Value
+		if again {
+			p.valueChanged = value != r.Value
 		}
 		w.propose(ks, p)
 		return
 	}
-	w.wait(r, key, ks, rec, now, delayed)
+	w.wait(r, key, ks, n > 0, now, delayed)
 }
 
 // wait answers an acquire that cannot be granted now: a re-sent wait
 // takes over its waiter, a try-lock (MaxWait 0) is LOCK_OCCUPIED (with
 // what is left of a lock-delay, delayed), and a blocking acquire joins
-// the key's queue in rank order. now is the time acquire read, or zero.
-func (w *worker) wait(r *Request, key string, ks *keyState, rec *lockRec, now time.Time, delayed time.Duration) {
+// the key's queue in rank order. held is whether acquire found the key
+// held; now is the time acquire read, or zero.
+func (w *worker) wait(r *Request, key string, ks *keyState, held bool, now time.Time, delayed time.Duration) {
 	// Re-sent by a client after a reconnect: the same wait, a new sink.
 	if r.WaitID != 0 {
 		for _, q := range ks.waiters {
@@ -142,7 +158,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, rec *lockRec, now ti
 	}
 	if r.MaxWait == 0 {
 		resp := wire.Response{Status: wire.StatusLockOccupied}
-		w.occupiedInfo(&resp, ks, rec)
+		w.g.sm.view(key, func(rec *lockRec) { w.occupiedInfo(&resp, ks, rec) })
 		if delayed > 0 {
 			resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)
 			resp.Msg = "lock-delay"
@@ -181,8 +197,8 @@ func (w *worker) wait(r *Request, key string, ks *keyState, rec *lockRec, now ti
 	w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 	// A free key with waiters (say, the head timed out at the wrong
 	// moment) is handed on at once.
-	if rec.n() == 0 {
-		w.grantWaiters(key, ks, nil)
+	if !held {
+		w.grantWaiters(key, ks)
 	}
 }
 
@@ -224,11 +240,12 @@ func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
 
 // grantWaiters hands a key that is free (or read-held) to its head
 // waiters with one command.
-func (w *worker) grantWaiters(key string, ks *keyState, rec *lockRec) {
+func (w *worker) grantWaiters(key string, ks *keyState) {
 	if ks.busy || w.delayHolds(key, ks) || len(ks.waiters) == 0 {
 		return
 	}
-	ws := w.pick(ks, rec, wire.Owner{}, 0)
+	var ws []*waiter
+	w.g.sm.view(key, func(rec *lockRec) { ws = w.pick(ks, rec, wire.Owner{}, 0) })
 	if len(ws) == 0 {
 		return
 	}
@@ -245,11 +262,11 @@ func (w *worker) cancelWait(r *Request, key string, ks *keyState) {
 	ks.waiters = w.dropWaiters(ks.waiters)
 	resp := wire.Response{Status: wire.StatusSuccess}
 	// If the grant won the race, say so: the owner holds the lock.
-	if rec := w.g.sm.get(key); rec != nil {
+	w.g.sm.view(key, func(rec *lockRec) {
 		if i := rec.find(r.Owner); i >= 0 {
 			resp.Token = rec.at(i).token
 		}
-	}
+	})
 	w.respond(r, resp)
 }
 

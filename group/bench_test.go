@@ -3,6 +3,7 @@ package group
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -127,4 +128,69 @@ func BenchmarkAcquireRelease15Groups(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// lastSink keeps the last answer it was given.
+type lastSink struct{ last wire.Response }
+
+func (s *lastSink) Respond(_ uint64, r wire.Response) { s.last = r }
+func (s *lastSink) Push(wire.Message)                 {}
+
+// BenchmarkRequestPath measures requests the master's worker decides from
+// a key's record, on one worker over auto-chosen fake consensus (no
+// store, no network), against a key read-held by 1 or 256 readers with
+// values of wire.MaxValueLen bytes: State (answered from the record),
+// try-lock (a write try-lock answered LOCK_OCCUPIED, no proposal), renew
+// (of one reader: the decision, the proposal and its apply), and pair
+// (acquire+release of a free key, the uncontended hot path; one op is
+// the pair). B/op and allocs/op include the request and its answer.
+func BenchmarkRequestPath(b *testing.B) {
+	val := strings.Repeat("v", wire.MaxValueLen)
+	for _, readers := range []int{1, 256} {
+		r := newWorkerRig(b)
+		r.fg.auto = true
+		r.master(true)
+		s := &lastSink{}
+		tokens := make([]uint64, readers)
+		for i := range readers {
+			r.request(Request{Op: OpAcquire, Key: "k", Kind: wire.KindRead, Owner: owner(1, uint64(i+1)), TTL: time.Hour, Value: val, Sink: s})
+			if s.last.Status != wire.StatusSuccess {
+				b.Fatalf("reader %d: %+v", i, s.last)
+			}
+			tokens[i] = s.last.Token
+		}
+		run := func(name string, req Request, want wire.Status) {
+			b.Run(fmt.Sprintf("%s/readers=%d", name, readers), func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					r.request(req)
+				}
+				if s.last.Status != want {
+					b.Fatalf("answered %+v, want %v", s.last, want)
+				}
+			})
+		}
+		run("state", Request{Op: OpState, Key: "k", Owner: owner(2, 1), Sink: s}, wire.StatusSuccess)
+		run("trylock", Request{Op: OpAcquire, Key: "k", Kind: wire.KindWrite, Owner: owner(2, 1), TTL: time.Minute, Sink: s}, wire.StatusLockOccupied)
+		last := owner(1, uint64(readers))
+		run("renew", Request{Op: OpRenew, Key: "k", Owner: last, Token: tokens[readers-1], TTL: time.Hour, Sink: s}, wire.StatusSuccess)
+	}
+	b.Run("pair", func(b *testing.B) {
+		r := newWorkerRig(b)
+		r.fg.auto = true
+		r.master(true)
+		s := &lastSink{}
+		o := owner(3, 1)
+		b.ReportAllocs()
+		for b.Loop() {
+			r.request(Request{Op: OpAcquire, Key: "free", Owner: o, TTL: time.Minute, Sink: s})
+			if s.last.Status != wire.StatusSuccess {
+				b.Fatalf("acquire: %+v", s.last)
+			}
+			r.request(Request{Op: OpRelease, Key: "free", Owner: o, Token: s.last.Token, Sink: s})
+			if s.last.Status != wire.StatusSuccess {
+				b.Fatalf("release: %+v", s.last)
+			}
+		}
+	})
 }

@@ -88,15 +88,16 @@ func (w *worker) hotKeys(n int) []HotKey {
 	out = out[:min(n, len(out))]
 	now := w.clock.Now()
 	for i := range out {
-		rec := w.g.sm.get(fullKey(out[i].Namespace, out[i].Key))
-		for j := range min(rec.n(), maxHotHolders) {
-			h := rec.at(j)
-			left := int64(h.ttlMs)
-			if h.deadline != 0 {
-				left = int64(max(w.timeOf(h.deadline).Sub(now), 0) / time.Millisecond)
+		w.g.sm.view(fullKey(out[i].Namespace, out[i].Key), func(rec *lockRec) {
+			for j := range min(rec.n(), maxHotHolders) {
+				h := rec.at(j)
+				left := int64(h.ttlMs)
+				if h.deadline != 0 {
+					left = int64(max(w.timeOf(h.deadline).Sub(now), 0) / time.Millisecond)
+				}
+				out[i].Holders = append(out[i].Holders, HolderInfo{Owner: h.owner.String(), Kind: rec.kind().String(), Token: h.token, TTLLeftMs: left})
 			}
-			out[i].Holders = append(out[i].Holders, HolderInfo{Owner: h.owner.String(), Kind: rec.kind().String(), Token: h.token, TTLLeftMs: left})
-		}
+		})
 	}
 	return out
 }

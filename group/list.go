@@ -140,22 +140,11 @@ func (w *worker) listLocks(q *listQuery) ([]wire.LockInfo, int) {
 	out := make([]wire.LockInfo, 0, len(keys))
 	now := w.clock.Now()
 	for _, k := range keys {
-		rec := w.g.sm.get(k)
-		if rec.n() == 0 {
+		var li wire.LockInfo
+		held := false
+		w.g.sm.view(k, func(rec *lockRec) { li, held = w.lockInfo(k, rec, now) })
+		if !held {
 			continue
-		}
-		h := rec.at(0)
-		_, name := splitFull(k)
-		li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: rec.kind(), TTLLeftMs: h.ttlMs, Value: rec.value(0)}
-		if h.deadline != 0 {
-			li.TTLLeftMs = uint32(max(w.timeOf(h.deadline).Sub(now), 0) / time.Millisecond)
-		}
-		if rec.kind() == wire.KindRead {
-			li.Readers = uint32(rec.n())
-		}
-		if isSem(rec) {
-			li.Readers, li.Limit = uint32(rec.n()), rec.limit()
-			li.Permits = uint32(min(rec.inUse(wire.Owner{}, 0), 1<<32-1))
 		}
 		if ks := w.keys[k]; ks != nil {
 			for _, wq := range ks.waiters {
@@ -167,4 +156,26 @@ func (w *worker) listLocks(q *listQuery) ([]wire.LockInfo, int) {
 		out = append(out, li)
 	}
 	return out, matched
+}
+
+// lockInfo is what a listing says of key k's record rec (under view), and
+// whether it is held.
+func (w *worker) lockInfo(k string, rec *lockRec, now time.Time) (wire.LockInfo, bool) {
+	if rec.n() == 0 {
+		return wire.LockInfo{}, false
+	}
+	h := rec.at(0)
+	_, name := splitFull(k)
+	li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: rec.kind(), TTLLeftMs: h.ttlMs, Value: rec.value(0)}
+	if h.deadline != 0 {
+		li.TTLLeftMs = uint32(max(w.timeOf(h.deadline).Sub(now), 0) / time.Millisecond)
+	}
+	if rec.kind() == wire.KindRead {
+		li.Readers = uint32(rec.n())
+	}
+	if isSem(rec) {
+		li.Readers, li.Limit = uint32(rec.n()), rec.limit()
+		li.Permits = uint32(min(rec.inUse(wire.Owner{}, 0), 1<<32-1))
+	}
+	return li, true
 }

@@ -398,7 +398,7 @@ func (w *worker) endDelay(key string, ks *keyState) bool {
 	}
 	var ws []*waiter
 	if len(ks.waiters) > 0 {
-		ws = w.pick(ks, w.g.sm.get(key), wire.Owner{}, 0)
+		w.g.sm.view(key, func(rec *lockRec) { ws = w.pick(ks, rec, wire.Owner{}, 0) })
 	}
 	w.propose(ks, &pending{grants: ws, cmd: command{op: opUndelay, key: key, token: d.id, grants: w.grantsFor(ks, ws)}})
 	return true

@@ -167,8 +167,8 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 			ks.multis = append(ks.multis, m) // resume goes on with it
 			return resp, false, true
 		}
-		rec := w.g.sm.get(e.key)
-		grantable, again := rec.canGrant(e.owner, wire.KindExclusive)
+		var grantable, again bool
+		w.g.sm.view(e.key, func(rec *lockRec) { grantable, again = rec.canGrant(e.owner, wire.KindExclusive) })
 		var delayed time.Duration
 		if grantable && !again {
 			switch st, left := w.delayCheck(e.key, ks); st {
@@ -183,7 +183,7 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 			// Held, in a lock-delay, or queued for: a multi-acquire
 			// never overtakes a waiter.
 			resp = wire.Response{Status: wire.StatusLockOccupied, KeyIndex: uint32(e.orig)}
-			w.occupiedInfo(&resp, ks, rec)
+			w.g.sm.view(e.key, func(rec *lockRec) { w.occupiedInfo(&resp, ks, rec) })
 			resp.QueueLen = uint32(len(ks.waiters))
 			if delayed > 0 {
 				resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)

@@ -276,7 +276,8 @@ func (w *worker) rateAdmits(r *Request) bool {
 	return true
 }
 
-// renewAdmits charges renewal r of hold i of rec to its namespace's rate.
+// renewAdmits charges renewal r of hold h (a copy of the record's) to its
+// namespace's rate.
 // A renewal is a Paxos write, and one that sets a value is fanned out to
 // the key's watchers, so renewals count; but refusing one the hold needs
 // would turn the quota into lost locks. So a renewal beyond its need —
@@ -286,12 +287,11 @@ func (w *worker) rateAdmits(r *Request) bool {
 // reports false, having answered r), and any other takes its token
 // whatever the bucket holds, so that it slows the namespace's other
 // requests instead.
-func (w *worker) renewAdmits(r *Request, rec *lockRec, i int) bool {
+func (w *worker) renewAdmits(r *Request, h *holder) bool {
 	e := w.g.svc.quota.lookup(r.Namespace)
 	if e == nil || e.rate.Load() == 0 {
 		return true
 	}
-	h := rec.at(i)
 	beyond := r.SetValue
 	if !beyond && h.deadline != 0 && h.ttlMs > 0 {
 		left := w.timeOf(h.deadline).Sub(w.clock.Now())

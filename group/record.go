@@ -211,19 +211,6 @@ func (l *lockRec) holds() []holder {
 	return out
 }
 
-// clone returns a deep copy of l (nil for nil).
-func (l *lockRec) clone() *lockRec {
-	if l == nil {
-		return nil
-	}
-	cp := &lockRec{first: l.first}
-	if l.x != nil {
-		cp.x = &recExt{more: append([]holder(nil), l.x.more...), vals: append([]string(nil), l.x.vals...),
-			limit: l.x.limit, perm: append([]uint32(nil), l.x.perm...), delays: append([]uint32(nil), l.x.delays...)}
-	}
-	return cp
-}
-
 func (l *lockRec) find(o wire.Owner) int {
 	for i := range l.n() {
 		if l.at(i).owner == o {

@@ -90,7 +90,8 @@ func (w *worker) decide(r *Request, fresh bool) {
 	w.tidy(key, ks)
 }
 
-// occupiedInfo fills the holder fields of a response from rec.
+// occupiedInfo fills the holder fields of a response from rec (under
+// view).
 func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
 	if rec.n() == 0 {
 		return
@@ -112,9 +113,23 @@ func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
 }
 
 func (w *worker) answerState(r *Request, key string) {
-	rec := w.g.sm.get(key)
-	if rec.n() == 0 {
-		resp := wire.Response{Status: wire.StatusLockDeleted}
+	resp := wire.Response{Status: wire.StatusLockDeleted}
+	w.g.sm.view(key, func(rec *lockRec) {
+		if rec.n() == 0 {
+			return
+		}
+		resp.Status = wire.StatusSuccess
+		w.occupiedInfo(&resp, w.keys[key], rec)
+		// Report the hold with the token asked about (a token check),
+		// else the asker's own hold if it has one.
+		if i := rec.findToken(r.Token); r.Token != 0 && i >= 0 {
+			w.holdInfo(&resp, rec, i)
+		} else if i := rec.find(r.Owner); i >= 0 && i != 0 {
+			resp.Holder, resp.Token, resp.Value = rec.at(i).owner, rec.at(i).token, rec.value(i)
+		}
+		w.semInfo(&resp, rec, r.Key, true)
+	})
+	if resp.Status == wire.StatusLockDeleted {
 		if ks := w.keys[key]; ks != nil {
 			resp.QueueLen = uint32(len(ks.waiters))
 		}
@@ -122,16 +137,6 @@ func (w *worker) answerState(r *Request, key string) {
 		w.respond(r, resp)
 		return
 	}
-	resp := wire.Response{Status: wire.StatusSuccess}
-	w.occupiedInfo(&resp, w.keys[key], rec)
-	// Report the hold with the token asked about (a token check), else
-	// the asker's own hold if it has one.
-	if i := rec.findToken(r.Token); r.Token != 0 && i >= 0 {
-		w.holdInfo(&resp, rec, i)
-	} else if i := rec.find(r.Owner); i >= 0 && i != 0 {
-		resp.Holder, resp.Token, resp.Value = rec.at(i).owner, rec.at(i).token, rec.value(i)
-	}
-	w.semInfo(&resp, rec, r.Key, true)
 	w.delayInfo(&resp, key)
 	if w.isRevoked(key, resp.Holder, resp.Token) {
 		// A revoked hold is not current from the force-unlock on: no
@@ -145,8 +150,8 @@ func (w *worker) answerState(r *Request, key string) {
 	w.respond(r, resp)
 }
 
-// holdInfo makes hold i of rec the one resp names: holder, token, value
-// and TTL left.
+// holdInfo makes hold i of rec (under view) the one resp names: holder,
+// token, value and TTL left.
 func (w *worker) holdInfo(resp *wire.Response, rec *lockRec, i int) {
 	h := rec.at(i)
 	resp.Holder, resp.Token, resp.Value, resp.TTLLeftMs = h.owner, h.token, rec.value(i), h.ttlMs
@@ -157,8 +162,14 @@ func (w *worker) holdInfo(resp *wire.Response, rec *lockRec, i int) {
 }
 
 func (w *worker) renew(r *Request, key string, ks *keyState) {
-	rec := w.g.sm.get(key)
-	if st := checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
+	var st wire.Status
+	var h holder // r.Owner's hold, when st is SUCCESS
+	w.g.sm.view(key, func(rec *lockRec) {
+		if st = checkHolder(rec, r.Owner, r.Token); st == wire.StatusSuccess {
+			h = *rec.at(rec.find(r.Owner))
+		}
+	})
+	if st != wire.StatusSuccess {
 		w.respond(r, wire.Response{Status: st})
 		return
 	}
@@ -166,7 +177,7 @@ func (w *worker) renew(r *Request, key string, ks *keyState) {
 		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
 		return
 	}
-	if !w.renewAdmits(r, rec, rec.find(r.Owner)) {
+	if !w.renewAdmits(r, &h) {
 		return
 	}
 	var ttl uint32
@@ -213,41 +224,59 @@ func without(rec *lockRec, owner wire.Owner, token uint64) int {
 // wire.FlagDowngrade). The state machine decides; the master only names
 // the hold's token and answers what it can without a round.
 func (w *worker) downgrade(r *Request, key string, ks *keyState) {
-	rec := w.g.sm.get(key)
-	i := rec.find(r.Owner)
+	n, i := 0, -1
+	var h holder // r.Owner's hold, when i >= 0
+	w.g.sm.view(key, func(rec *lockRec) {
+		if n, i = rec.n(), rec.find(r.Owner); i >= 0 {
+			h = *rec.at(i)
+		}
+	})
 	switch {
-	case rec.n() == 0:
+	case n == 0:
 		w.respond(r, wire.Response{Status: wire.StatusLockDeleted})
 		return
 	case i < 0:
 		w.respond(r, wire.Response{Status: wire.StatusLockChangedOwner})
 		return
-	case rec.at(i).kind == wire.KindExclusive:
+	case h.kind == wire.KindExclusive:
 		w.respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "an exclusive lock cannot be downgraded; use a read-write lock"})
 		return
-	case w.isRevoked(key, r.Owner, rec.at(i).token):
+	case w.isRevoked(key, r.Owner, h.token):
 		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
 		return
 	}
-	w.propose(ks, &pending{req: r, cmd: command{op: opDowngrade, key: key, owner: r.Owner, kind: wire.KindRead, token: rec.at(i).token, ttlMs: w.ttl(r)}})
+	w.propose(ks, &pending{req: r, cmd: command{op: opDowngrade, key: key, owner: r.Owner, kind: wire.KindRead, token: h.token, ttlMs: w.ttl(r)}})
 }
 
 func (w *worker) release(r *Request, key string, ks *keyState) {
-	rec := w.g.sm.get(key)
-	if st := checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
-		if !r.HandOff.IsZero() && st != wire.StatusLockDeleted {
-			// A retried hand-off that was applied: the hand-off owner
-			// holds the key now. Say so again.
-			if i := rec.find(r.HandOff); i >= 0 {
-				h := rec.at(i)
-				w.respond(r, wire.Response{Status: wire.StatusSuccess, Holder: r.HandOff, Token: h.token, TTLLeftMs: h.ttlMs})
+	var st wire.Status
+	var ws []*waiter
+	var rest int
+	var kind wire.Kind
+	var handOff *holder // the hand-off owner's hold, a copy
+	w.g.sm.view(key, func(rec *lockRec) {
+		if st = checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
+			if r.HandOff.IsZero() || st == wire.StatusLockDeleted {
 				return
 			}
+			if i := rec.find(r.HandOff); i >= 0 {
+				h := *rec.at(i)
+				handOff = &h
+			}
+			return
+		}
+		ws, rest, kind = w.pick(ks, rec, r.Owner, r.Token), without(rec, r.Owner, r.Token), rec.kind()
+	})
+	if st != wire.StatusSuccess {
+		if handOff != nil {
+			// A retried hand-off that was applied: the hand-off owner
+			// holds the key now. Say so again.
+			w.respond(r, wire.Response{Status: wire.StatusSuccess, Holder: r.HandOff, Token: handOff.token, TTLLeftMs: handOff.ttlMs})
+			return
 		}
 		w.respond(r, wire.Response{Status: st})
 		return
 	}
-	ws := w.pick(ks, rec, r.Owner, r.Token)
 	if w.isRevoked(key, r.Owner, r.Token) {
 		// The holder acknowledges a revocation: the key goes as after a
 		// force-unlock (an involuntary end, EventRevoked to watchers).
@@ -255,14 +284,13 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		w.propose(ks, &pending{req: r, lost: e, forced: true, grants: ws, cmd: command{op: opExpire, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}})
 		return
 	}
-	rest := without(rec, r.Owner, r.Token)
 	p := &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}}
-	if !r.HandOff.IsZero() && rest == 0 && len(ks.waiters) == 0 && exclusive(rec.kind()) {
+	if !r.HandOff.IsZero() && rest == 0 && len(ks.waiters) == 0 && exclusive(kind) {
 		// The local queue's hand-off: nobody waits here, so the key
 		// goes on to the same client's next waiter in this command,
 		// with a new token (grants are applied after the release).
 		p.handOff = true
-		p.cmd.grants = []grant{{owner: r.HandOff, kind: rec.kind(), ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
+		p.cmd.grants = []grant{{owner: r.HandOff, kind: kind, ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
 	}
 	if w.g.svc.obs != nil {
 		p.grantedAt, _ = w.g.sm.grantedAt(key, r.Owner, r.Token)

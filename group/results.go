@@ -195,11 +195,11 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 		}
 		ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
 		if p.cmd.ttlMs == 0 {
-			if rec := w.g.sm.get(key); rec != nil {
+			w.g.sm.view(key, func(rec *lockRec) {
 				if i := rec.find(p.req.Owner); i >= 0 {
 					ttl = time.Duration(rec.at(i).ttlMs) * time.Millisecond
 				}
-			}
+			})
 		}
 		w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 		resp.TTLLeftMs = uint32(ttl / time.Millisecond)
@@ -277,7 +277,7 @@ func (w *worker) resume(key string, ks *keyState) {
 		}
 	}
 	if !ks.busy {
-		w.grantWaiters(key, ks, w.g.sm.get(key))
+		w.grantWaiters(key, ks)
 	}
 	w.tidy(key, ks)
 }

@@ -40,15 +40,17 @@ type revocations map[holdID][]*Request
 // holder is told EventRevoked through the connection its deadline names,
 // or any connection of its client to this node.
 func (w *worker) forceRelease(r *Request, key string, ks *keyState) {
-	rec := w.g.sm.get(key)
-	var h *holder
-	for i := range rec.n() {
-		if rec.at(i).token <= r.Token {
-			h = rec.at(i)
-			break
+	var h holder // the hold revoked, a copy
+	found := false
+	w.g.sm.view(key, func(rec *lockRec) {
+		for i := range rec.n() {
+			if rec.at(i).token <= r.Token {
+				h, found = *rec.at(i), true
+				return
+			}
 		}
-	}
-	if h == nil {
+	})
+	if !found {
 		w.respond(r, wire.Response{Status: wire.StatusLockDeleted})
 		return
 	}
@@ -140,12 +142,6 @@ func (w *worker) isRevoked(key string, o wire.Owner, token uint64) bool {
 		}
 	}
 	return w.g.sm.revokedHold(key, o, token)
-}
-
-// revokedHolder reports whether owner o holds key under a revoked hold.
-func (w *worker) revokedHolder(key string, rec *lockRec, o wire.Owner) bool {
-	i := rec.find(o)
-	return i >= 0 && w.isRevoked(key, o, rec.at(i).token)
 }
 
 // endRevocation answers the operators waiting on the revoked hold

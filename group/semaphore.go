@@ -232,16 +232,18 @@ func canGrantReq(rec *lockRec, r *Request) (ok, again bool) {
 	return rec.canGrant(r.Owner, r.Kind)
 }
 
-// semMismatch refuses a semaphore acquire whose total is not the
-// semaphore's, and reports whether it did.
-func (w *worker) semMismatch(r *Request, rec *lockRec) bool {
-	if !isSem(rec) || rec.limit() == r.Limit || rec.find(r.Owner) >= 0 {
-		return false
-	}
+// semMismatch reports whether semaphore acquire r names a total that is
+// not that of the semaphore rec (under view) and is no reacquire.
+func semMismatch(r *Request, rec *lockRec) bool {
+	return isSem(rec) && rec.limit() != r.Limit && rec.find(r.Owner) < 0
+}
+
+// refuseSemLimit answers a semaphore acquire whose total is not the
+// semaphore's, limit.
+func (w *worker) refuseSemLimit(r *Request, limit uint32) {
 	_, name := splitFull(w.key(r))
-	w.respond(r, wire.Response{Status: wire.StatusBadRequest, Permits: rec.limit(),
-		Msg: fmt.Sprintf("semaphore %q has %d permits, the request says %d", name, rec.limit(), r.Limit)})
-	return true
+	w.respond(r, wire.Response{Status: wire.StatusBadRequest, Permits: limit,
+		Msg: fmt.Sprintf("semaphore %q has %d permits, the request says %d", name, limit, r.Limit)})
 }
 
 // pick chooses the waiters that get key once owner's hold with token is
@@ -317,16 +319,22 @@ func pickSemGrants(ks *keyState, rec *lockRec, owner wire.Owner, token uint64, l
 // with the grants a higher total allows. A semaphore without holders keeps
 // no total: SUCCESS at once.
 func (w *worker) setPermits(r *Request, key string, ks *keyState) {
-	rec := w.g.sm.get(key)
+	var n int
+	var sem bool
+	var ws []*waiter
+	w.g.sm.view(key, func(rec *lockRec) {
+		if n, sem = rec.n(), isSem(rec); sem {
+			ws = w.holderRoom(pickSemGrants(ks, rec, wire.Owner{}, 0, r.Limit), n)
+		}
+	})
 	switch {
-	case rec.n() == 0:
+	case n == 0:
 		w.respond(r, wire.Response{Status: wire.StatusSuccess, Permits: r.Limit})
 		return
-	case !isSem(rec):
+	case !sem:
 		w.respond(r, wire.Response{Status: wire.StatusBadRequest, Msg: "the key is held as a lock, not a semaphore"})
 		return
 	}
-	ws := w.holderRoom(pickSemGrants(ks, rec, wire.Owner{}, 0, r.Limit), rec.n())
 	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opSetPermits, key: key, kind: wire.KindSemaphore, limit: r.Limit, grants: w.grantsFor(ks, ws)}})
 }
 

@@ -169,8 +169,7 @@ func (w *worker) expire(e expiry, now time.Time) {
 	}
 	var ws []*waiter
 	if len(ks.waiters) > 0 {
-		rec := w.g.sm.get(e.key)
-		ws = w.pick(ks, rec, e.owner, e.token)
+		w.g.sm.view(e.key, func(rec *lockRec) { ws = w.pick(ks, rec, e.owner, e.token) })
 	}
 	forced := w.isRevoked(e.key, e.owner, e.token)
 	w.propose(ks, &pending{lost: e, forced: forced, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})

@@ -67,15 +67,16 @@ func (w *worker) watch(r *Request, key string) {
 	wt := &watcher{id: r.WatchID, key: key, sink: r.Sink, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous)}
 	w.respond(r, wire.Response{Status: wire.StatusSuccess})
 	// Already past the watcher's token: tell it at once.
-	rec := w.g.sm.get(key)
 	var cur uint64
 	var holder wire.Owner
 	var value string
-	for i := range rec.n() {
-		if h := rec.at(i); h.token > cur {
-			cur, holder, value = h.token, h.owner, rec.value(i)
+	w.g.sm.view(key, func(rec *lockRec) {
+		for i := range rec.n() {
+			if h := rec.at(i); h.token > cur {
+				cur, holder, value = h.token, h.owner, rec.value(i)
+			}
 		}
-	}
+	})
 	switch {
 	case cur > r.Token:
 		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder, Value: value})

@@ -17,7 +17,7 @@ import (
 // when the test submits it, a proposal's outcome when the test chooses or
 // fails it, a deadline when the test advances the clock.
 type workerRig struct {
-	t  *testing.T
+	t  testing.TB
 	fc *clock.Fake
 	fg *fakeGroup
 	sm *StateMachine
@@ -25,7 +25,7 @@ type workerRig struct {
 	w  *worker
 }
 
-func newWorkerRig(t *testing.T) *workerRig {
+func newWorkerRig(t testing.TB) *workerRig {
 	fc := newFakeClock()
 	fg := newFakeGroup(1)
 	svc, err := NewServiceWith(Config{Groups: 1, Workers: 1, Clock: fc, Logger: testutil.Logger()},
