@@ -147,6 +147,12 @@ func (c *cluster) add(id int, nodes []nodeAddrs, admin, netns string, extra map[
 // addresses, so an admin request to one that does not serve a key's
 // group is redirected to the one that does.
 func startCluster(t testing.TB, n int) *cluster {
+	return startClusterWith(t, n, nil)
+}
+
+// startClusterWith is startCluster with extra settings in every node's
+// configuration.
+func startClusterWith(t testing.TB, n int, extra map[string]any) *cluster {
 	dir := t.TempDir()
 	c := newCluster(t, buildPaxlockd(t, dir), dir)
 	var nodes []nodeAddrs
@@ -154,7 +160,11 @@ func startCluster(t testing.TB, n int) *cluster {
 		nodes = append(nodes, nodeAddrs{ID: i, Peer: freePort(t), Client: freePort(t), Admin: freePort(t)})
 	}
 	for i := 1; i <= n; i++ {
-		c.add(i, nodes, nodes[i-1].Admin, "", map[string]any{"fault_injection": true})
+		cfg := map[string]any{"fault_injection": true}
+		for k, v := range extra {
+			cfg[k] = v
+		}
+		c.add(i, nodes, nodes[i-1].Admin, "", cfg)
 	}
 	return c
 }

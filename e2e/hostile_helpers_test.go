@@ -30,10 +30,17 @@ import (
 // every node reports ready; it skips without PAXLOCK_E2E.
 func hostileSetup(t *testing.T) *cluster {
 	t.Helper()
+	return hostileSetupWith(t, nil)
+}
+
+// hostileSetupWith is hostileSetup with extra settings in every node's
+// configuration.
+func hostileSetupWith(t *testing.T, extra map[string]any) *cluster {
+	t.Helper()
 	if os.Getenv("PAXLOCK_E2E") == "" {
 		t.Skip("set PAXLOCK_E2E=1 (make hostile) to run the adversarial suite")
 	}
-	c := startCluster(t, 3)
+	c := startClusterWith(t, 3, extra)
 	for _, p := range c.procs {
 		c.waitUntil(fmt.Sprintf("node %d ready", p.id), time.Minute, func() bool { return readyz(http.DefaultClient, p) == http.StatusOK })
 	}

@@ -20,6 +20,17 @@ type ConnLimits struct {
 	// Heartbeat are served before authentication; pipelined and never
 	// read, they stop here.
 	PreAuthMaxOutput int `json:"preauth_max_output"`
+	// MaxOutputTotal bounds the replies and pushes queued, unread, for
+	// all the node's client connections together (default 1 GiB: 64
+	// connections at max_output, 4,096 unauthenticated ones at
+	// preauth_max_output, where max_conns × max_output would be 160 GiB).
+	// When queuing takes the node past it, the connections holding the
+	// most beyond their fair share (max_output_total over the open
+	// connections) are closed as slow consumers
+	// (paxlock_output_budget_closes_total, and
+	// paxlock_slow_consumers_total); paxlock_output_queued_bytes is the
+	// output queued now.
+	MaxOutputTotal int64 `json:"max_output_total"`
 	// AuthTimeout is how long a client connection may stay
 	// unauthenticated (default 10s): one whose handshake is not accepted
 	// by then is closed, heartbeats or not (paxlock_auth_timeouts_total).
@@ -66,6 +77,9 @@ func (l *ConnLimits) setDefaults(maxFrame, maxOutput int) {
 		l.PreAuthMaxOutput = 256 << 10
 	}
 	l.PreAuthMaxOutput = min(l.PreAuthMaxOutput, maxOutput)
+	if l.MaxOutputTotal <= 0 {
+		l.MaxOutputTotal = 1 << 30
+	}
 	setDuration(&l.AuthTimeout, 10*time.Second)
 	if l.MaxTLSHandshakes <= 0 {
 		l.MaxTLSHandshakes = 256

@@ -73,6 +73,10 @@ type conn struct {
 	// has not read, bounded by Config.MaxOutput.
 	queued atomic.Int64
 	slow   atomic.Bool // closed as a slow consumer
+	// charged is the node's output budget's charge for this connection
+	// (outbudget.go), written under mu; released is set once it is
+	// returned, after which nothing is charged.
+	charged atomic.Int64
 
 	mu      sync.Mutex
 	enc     wire.Codec
@@ -80,17 +84,13 @@ type conn struct {
 	out     []byte
 	flight  []byte
 	writing bool
-}
-
-func (h *handler) OnBoot(eng gnet.Engine) gnet.Action {
-	h.s.eng = eng
-	return gnet.None
+	// flightLen is the burst handed to gnet's AsyncWrite and not yet
+	// written (gnet only).
+	flightLen int
+	released  bool
 }
 
 func (h *handler) OnTick() (time.Duration, gnet.Action) {
-	// The first tick runs after the loops are registered (see the gnet
-	// notes): only then is the listener ready.
-	h.s.bootOnce.Do(func() { close(h.s.booted) })
 	h.s.sweepConns()
 	return time.Second, gnet.None
 }
@@ -160,6 +160,7 @@ func (c *conn) onClosed() {
 	c.closed.Store(true)
 	s.nconns.Add(-1)
 	s.conns.Delete(c)
+	c.releaseOutput()
 	s.subscribe(c, false)
 	s.reg.drop(c)
 	c.closeRelays()
@@ -202,7 +203,12 @@ func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
 	c.lastSeen.Store(time.Now().UnixNano())
 	// Refresh the output the client has not read (see written): it may
 	// have drained since the last write.
-	c.queued.Store(int64(gc.OutboundBuffered()))
+	if q := int64(gc.OutboundBuffered()); q != c.queued.Load() {
+		c.mu.Lock()
+		c.queued.Store(q)
+		c.accountLocked()
+		c.mu.Unlock()
+	}
 	for {
 		buf, _ := gc.Peek(-1)
 		if len(buf) < 4 {
@@ -307,10 +313,7 @@ func (c *conn) appendLocked(typ wire.Type, reqID uint64, m wire.Message) {
 	} else {
 		c.out = out
 	}
-	if c.overLocked() {
-		return
-	}
-	c.flushLocked()
+	c.queuedLocked()
 }
 
 // sendRaw sends a frame encoded elsewhere (a relayed reply or push).
@@ -320,10 +323,21 @@ func (c *conn) sendRaw(frame []byte) {
 	}
 	c.mu.Lock()
 	c.out = append(c.out, frame...)
+	c.queuedLocked()
+}
+
+// queuedLocked sends what was just queued in c.out, within the
+// connection's output bound and the node's (max_output_total); it is
+// called with c.mu held and releases it.
+func (c *conn) queuedLocked() {
 	if c.overLocked() {
 		return
 	}
+	over := c.accountLocked()
 	c.flushLocked()
+	if over {
+		c.s.enforceOutputBudget()
+	}
 }
 
 // overLocked checks the output bound; it is called with c.mu held and
@@ -349,6 +363,7 @@ func (c *conn) slowConsumer() {
 	c.s.stats.slowConsumers.Add(1)
 	c.s.log.Warn("closing client connection: slow consumer, output not read",
 		"remote", c.remote(), "limit", c.outputLimit())
+	c.releaseOutput()
 	c.closeConn()
 }
 
@@ -367,10 +382,13 @@ func (c *conn) flushLocked() {
 	c.writing = true
 	c.flight, c.out = c.out, c.flight[:0]
 	buf := c.flight
+	c.flightLen = len(buf)
 	c.mu.Unlock()
 	if err := c.gc.AsyncWrite(buf, c.written); err != nil {
 		c.mu.Lock()
 		c.writing = false
+		c.flightLen = 0
+		c.accountLocked()
 		c.mu.Unlock()
 	}
 }
@@ -381,6 +399,11 @@ func (c *conn) flushLocked() {
 func (c *conn) written(gc gnet.Conn, err error) error {
 	for {
 		c.mu.Lock()
+		// The burst is written: what the socket did not take stays in
+		// gnet's buffer.
+		c.flightLen = 0
+		c.queued.Store(int64(gc.OutboundBuffered()))
+		c.accountLocked()
 		if err != nil || len(c.out) == 0 {
 			c.writing = false
 			c.mu.Unlock()
@@ -388,12 +411,10 @@ func (c *conn) written(gc gnet.Conn, err error) error {
 		}
 		c.flight, c.out = c.out, c.flight[:0]
 		buf := c.flight
+		c.flightLen = len(buf)
 		c.mu.Unlock()
 		_, err = gc.Write(buf)
-		// What the socket did not take stays in gnet's buffer.
-		q := gc.OutboundBuffered()
-		c.queued.Store(int64(q))
-		if int64(q) > c.outputLimit() {
+		if q := gc.OutboundBuffered(); int64(q) > c.outputLimit() {
 			c.slowConsumer()
 			err = net.ErrClosed
 		}

@@ -217,12 +217,13 @@ func (c *conn) writeTLS() {
 			t.close()
 			return
 		}
+		c.mu.Lock()
 		c.queued.Store(0)
+		c.accountLocked()
 		if cap(buf) > 1<<20 {
-			c.mu.Lock()
 			c.flight = nil // do not keep a burst's buffer forever
-			c.mu.Unlock()
 		}
+		c.mu.Unlock()
 		t.kick() // look again: more may have been queued, or closing set
 
 	}

@@ -9,6 +9,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type connLimitsCollector struct {
 	s                                   *Server
 	acceptErrors, tlsRefused, authTimes *prometheus.Desc
+	outQueued, budgetCloses             *prometheus.Desc
 }
 
 func newConnLimitsCollector(s *Server) *connLimitsCollector {
@@ -17,6 +18,8 @@ func newConnLimitsCollector(s *Server) *connLimitsCollector {
 		acceptErrors: prometheus.NewDesc("paxlock_accept_errors_total", "Failed accepts on a client listener (each retried with backoff).", []string{"listener"}, nil),
 		tlsRefused:   prometheus.NewDesc("paxlock_tls_handshakes_refused_total", "Client TLS connections closed before their handshake, max_tls_handshakes being under way.", nil, nil),
 		authTimes:    prometheus.NewDesc("paxlock_auth_timeouts_total", "Client connections closed for not authenticating within auth_timeout.", nil, nil),
+		outQueued:    prometheus.NewDesc("paxlock_output_queued_bytes", "Replies and pushes queued for all client connections, not yet read by their clients (bounded by max_output_total).", nil, nil),
+		budgetCloses: prometheus.NewDesc("paxlock_output_budget_closes_total", "Client connections closed as slow consumers because the node's queued output passed max_output_total (also counted in paxlock_slow_consumers_total).", nil, nil),
 	}
 }
 
@@ -25,6 +28,8 @@ func (c *connLimitsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.acceptErrors
 	ch <- c.tlsRefused
 	ch <- c.authTimes
+	ch <- c.outQueued
+	ch <- c.budgetCloses
 }
 
 // Collect implements prometheus.Collector.
@@ -39,4 +44,6 @@ func (c *connLimitsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.tlsRefused, prometheus.CounterValue, float64(refused))
 	ch <- prometheus.MustNewConstMetric(c.authTimes, prometheus.CounterValue, float64(s.stats.authTimeouts.Load()))
+	ch <- prometheus.MustNewConstMetric(c.outQueued, prometheus.GaugeValue, float64(s.outBudget.queued.Load()))
+	ch <- prometheus.MustNewConstMetric(c.budgetCloses, prometheus.CounterValue, float64(s.outBudget.closes.Load()))
 }

@@ -86,6 +86,7 @@ func TestMetricsScrape(t *testing.T) {
 		"paxlock_client_connections", "paxlock_storage_failed",
 		"paxlock_storage_wal_spares_taken_total", "paxlock_storage_wal_spares_missed_total",
 		"paxlock_accept_errors_total", "paxlock_tls_handshakes_refused_total", "paxlock_auth_timeouts_total",
+		"paxlock_output_queued_bytes", "paxlock_output_budget_closes_total",
 		"go_goroutines", "process_cpu_seconds_total",
 	} {
 		f := fams[name]

@@ -64,7 +64,7 @@ func logConfig(cfg Config, log *slog.Logger) {
 // namespaces' seeds. On error its life has ended.
 func newServer(cfg Config, log *slog.Logger, sec security) (*Server, error) {
 	s := &Server{cfg: cfg, log: log, subs: map[*conn]struct{}{}, memCh: make(chan struct{}, 1), failed: make(chan error, 1), memChange: make(chan struct{}, 1),
-		booted: make(chan struct{}), runErr: make(chan error, 1), sec: sec,
+		sec:      sec,
 		tlsSlots: newHandshakeSlots(cfg.MaxTLSHandshakes)}
 	s.reg.ch = make(chan struct{}, 1)
 	s.life, s.endLife = context.WithCancel(context.Background())

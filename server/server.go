@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -77,17 +76,18 @@ type Server struct {
 	// (registry_serve.go).
 	reg regServe
 
-	// client listener
-	eng      gnet.Engine
-	booted   chan struct{}
-	bootOnce sync.Once
-	running  atomic.Bool // the client listener's event loop was started
-	runErr   chan error
-	conns    sync.Map // *conn -> struct{}
-	nsGen    uint64   // the namespace table's generation checkRevoked last saw (tick only)
-	nconns   atomic.Int64
-	nsConns  nsConns // client sessions per namespace (SessionLimits.MaxConnsPerNamespace)
-	admin    *http.Server
+	// client listener: with client_listener gnet, gnetLoops runs the
+	// connections' event loops (gnetlistener.go), running is set once
+	// they are started, and gnetAccepting is closed when the accept loop
+	// that hands them connections has returned.
+	gnetLoops     *gnet.Client
+	running       atomic.Bool
+	gnetAccepting chan struct{}
+	conns         sync.Map // *conn -> struct{}
+	nsGen         uint64   // the namespace table's generation checkRevoked last saw (tick only)
+	nconns        atomic.Int64
+	nsConns       nsConns // client sessions per namespace (SessionLimits.MaxConnsPerNamespace)
+	admin         *http.Server
 	// listeners is the client listeners' accept health (/readyz);
 	// tlsSlots bounds the TLS handshakes under way on the client port.
 	listeners listeners
@@ -95,8 +95,11 @@ type Server struct {
 	clientLn  string
 	tlsAddr   string // the TLS client listener's address, once open
 
-	stats   stats
-	metrics *metrics // the /metrics registry and its instruments
+	stats stats
+	// outBudget is the client connections' queued output, bounded by
+	// max_output_total (outbudget.go).
+	outBudget outputBudget
+	metrics   *metrics // the /metrics registry and its instruments
 	// masterLog remembers the last master changes for the console;
 	// consoleHTTP (made once, under consoleOnce) reads peers' status.
 	masterLog   masterLog
@@ -171,44 +174,6 @@ type stats struct {
 	authQuiet  atomic.Uint64
 }
 
-// startGnet serves the client port addr with gnet and returns once it
-// accepts connections.
-func (s *Server) startGnet(ctx context.Context, addr string) error {
-	opts := []gnet.Option{
-		gnet.WithTicker(true),
-		// A restarted node must rebind its port while connections of the
-		// previous process linger in TIME_WAIT.
-		gnet.WithReuseAddr(true),
-		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithLogger(gnetLogger{s.log}),
-		gnet.WithReadBufferCap(64 << 10),
-	}
-	if s.cfg.EventLoops > 0 {
-		opts = append(opts, gnet.WithNumEventLoop(s.cfg.EventLoops))
-	} else {
-		opts = append(opts, gnet.WithMulticore(true))
-	}
-	if !s.goBackground(func() {
-		err := gnet.Run(&handler{s: s}, "tcp://"+addr, opts...)
-		s.runErr <- err
-		s.bootOnce.Do(func() { close(s.booted) })
-	}) {
-		return errors.New("server: start: shut down")
-	}
-	s.running.Store(true)
-	select {
-	case <-s.booted:
-	case <-ctx.Done():
-		return fmt.Errorf("server: start: %w", ctx.Err())
-	}
-	select {
-	case err := <-s.runErr:
-		return fmt.Errorf("server: client listener: %w", err)
-	default:
-	}
-	return nil
-}
-
 // Start opens the client listener (and the admin endpoint) and returns
 // once they accept connections.
 func (s *Server) Start(ctx context.Context) error {
@@ -221,7 +186,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if !s.goBackground(s.sweepLoop) {
 			return errors.New("server: start: shut down")
 		}
-	} else if err := s.startGnet(ctx, self.Client); err != nil {
+	} else if err := s.startGnet(self.Client); err != nil {
 		return err
 	}
 	if self.ClientTLS != "" {
@@ -285,16 +250,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.stopBackground()
 	var errs []error
 	if s.running.Load() {
-		// A listener still booting is stopped once it has booted (or
-		// failed).
-		select {
-		case <-s.booted:
-			if err := s.eng.Stop(ctx); err != nil && !errors.Is(err, context.Canceled) {
-				errs = append(errs, err)
-			}
-		case <-ctx.Done():
-			errs = append(errs, fmt.Errorf("server: shutdown: client listener still booting: %w", ctx.Err()))
-		}
+		errs = append(errs, s.stopGnet(ctx))
 	}
 	if s.admin != nil {
 		errs = append(errs, s.admin.Shutdown(ctx))
@@ -565,18 +521,3 @@ func (s *Server) WaitReady(ctx context.Context) error {
 
 // View returns the node's current cluster view.
 func (s *Server) View() *wire.View { return s.view.Load() }
-
-type gnetLogger struct{ l *slog.Logger }
-
-func (g gnetLogger) Debugf(format string, args ...any) {}
-func (g gnetLogger) Infof(format string, args ...any)  {}
-func (g gnetLogger) Warnf(format string, args ...any) {
-	g.l.Warn("gnet: " + fmt.Sprintf(format, args...))
-}
-func (g gnetLogger) Errorf(format string, args ...any) {
-	g.l.Error("gnet: " + fmt.Sprintf(format, args...))
-}
-func (g gnetLogger) Fatalf(format string, args ...any) {
-	g.l.Error("gnet: fatal: " + fmt.Sprintf(format, args...))
-	os.Exit(1)
-}
