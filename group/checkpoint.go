@@ -59,6 +59,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].mu.Lock()
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
+		sm.shards[i].nsKeys = nil
 		sm.shards[i].resetMarks()
 	}
 	sm.dirtyN = 0
@@ -133,7 +134,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			i := wire.WorkerOf(hashFull(key), sm.workers)
 			recs[i] = append(recs[i], loaded{key, l})
 			sm.count++
-			sm.countNS(key, 1)
+			sm.countNS(key, 1, int64(l.n()))
 		case string(k) == string(versionKey):
 			v, n := binary.Uvarint(v)
 			if n <= 0 {
@@ -147,6 +148,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		m := make(map[string]*lockRec, len(rs))
 		for _, x := range rs {
 			m[x.key] = x.l
+			sm.shards[i].index(x.key)
 		}
 		sm.shards[i].locks = m
 		recs[i] = nil
