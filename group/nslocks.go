@@ -61,4 +61,3 @@ func (sm *StateMachine) HoldersByNamespace() map[string]int64 {
 	}
 	return out
 }
-
