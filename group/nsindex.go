@@ -31,8 +31,12 @@ const nsIndexDegree = 8
 // nsIndexFree bounds the freed nodes a shard keeps for reuse.
 const nsIndexFree = 16
 
-// nsTree is one namespace's keys in one shard.
-type nsTree = btree.BTreeG[string]
+// nsTree is one namespace's keys in one shard; nsFreeList a shard's
+// freed nodes of its trees.
+type (
+	nsTree     = btree.BTreeG[string]
+	nsFreeList = btree.FreeListG[string]
+)
 
 func lessString(a, b string) bool { return a < b }
 

@@ -4,10 +4,10 @@ import (
 	"strings"
 )
 
-// nsCount is what one group's table holds of a namespace: its held keys
+// nsUse is what one group's table holds of a namespace: its held keys
 // and their holders (a writer, each reader of a read lock, each holder of
 // a semaphore's permits), which the held quota counts.
-type nsCount struct {
+type nsUse struct {
 	keys, holders int64
 }
 
@@ -27,7 +27,7 @@ func (sm *StateMachine) countNS(key string, dKeys, dHolders int64) {
 	switch {
 	case !ok:
 		if sm.nsHeld == nil {
-			sm.nsHeld = make(map[string]nsCount)
+			sm.nsHeld = make(map[string]nsUse)
 		}
 		sm.nsHeld[strings.Clone(ns)] = c // not a slice of the key, which it would keep
 	case c.keys <= 0:

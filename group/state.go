@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/google/btree"
-
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -72,7 +70,7 @@ type shard struct {
 	// nsKeys holds each namespace's held keys in order, nsFree the freed
 	// nodes of their trees (nsindex.go).
 	nsKeys map[string]*nsTree
-	nsFree *btree.FreeListG[string]
+	nsFree *nsFreeList
 }
 
 // StateMachine is one group's replicated lock table. It implements
@@ -107,12 +105,12 @@ type StateMachine struct {
 	// by mu.
 	outcomes []outcome
 
-	nsMu       sync.RWMutex       // guards the namespace table
-	namespaces map[string]nsRec   // name -> the SCRAM verifier record (group 0)
-	nsInit     bool               // the configured namespaces were installed
-	nsGen      uint64             // counts changes of the table; see NamespaceGeneration
-	nsHeld     map[string]nsCount // held keys and holders per namespace, guarded by mu (nslocks.go)
-	quotas     map[string]Quota   // name -> its quota (group 0), guarded by nsMu (quota.go)
+	nsMu       sync.RWMutex     // guards the namespace table
+	namespaces map[string]nsRec // name -> the SCRAM verifier record (group 0)
+	nsInit     bool             // the configured namespaces were installed
+	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
+	nsHeld     map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
+	quotas     map[string]Quota // name -> its quota (group 0), guarded by nsMu (quota.go)
 	// quotaObs is told of every change of quotas (set before the group
 	// starts); quota is the node's quota table, whose held counts this
 	// group's apply moves, and gid the group's index in it (quotacheck.go).
