@@ -126,19 +126,7 @@ func (w *worker) listLocks(q *listQuery) ([]wire.LockInfo, int) {
 	if !w.serving || !w.g.leaseValid() {
 		return nil, 0
 	}
-	from := fullKey(q.ns, q.prefix)
-	var after string
-	if q.after != "" {
-		after = fullKey(q.ns, q.after)
-	}
-	sh := &w.g.sm.shards[w.idx]
-	keys := make([]string, 0, min(q.limit, listPrealloc))
-	sh.mu.RLock()
-	scanned := sh.scanNS(q.ns, from, after, func(k string) bool {
-		keys = append(keys, k)
-		return len(keys) < q.limit
-	})
-	sh.mu.RUnlock()
+	keys, scanned := w.g.sm.listKeys(w.idx, q.ns, q.prefix, q.after, q.limit)
 	out := make([]wire.LockInfo, 0, len(keys))
 	now := w.clock.Now()
 	for _, k := range keys {
@@ -169,6 +157,25 @@ func (w *worker) listLocks(q *listQuery) ([]wire.LockInfo, int) {
 		out = append(out, li)
 	}
 	return out, scanned
+}
+
+// listKeys returns shard i's first limit full keys of namespace ns whose
+// names start with prefix and sort after after ("": from the first), in
+// order, and how many keys it visited for them (what the rate charges).
+func (sm *StateMachine) listKeys(i int, ns, prefix, after string, limit int) ([]string, int) {
+	from := fullKey(ns, prefix)
+	if after != "" {
+		after = fullKey(ns, after)
+	}
+	sh := &sm.shards[i]
+	keys := make([]string, 0, min(limit, listPrealloc))
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	scanned := sh.scanNS(ns, from, after, func(k string) bool {
+		keys = append(keys, k)
+		return len(keys) < limit
+	})
+	return keys, scanned
 }
 
 // listPrealloc bounds the keys a worker's part of a List allocates room
