@@ -248,11 +248,14 @@ func BenchmarkNSIndexMemory(b *testing.B) {
 		keys[i] = fullKey(fmt.Sprintf("ns%d", i%4), fmt.Sprintf("lock/%08d", i))
 	}
 	slices.Sort(keys)
-	for _, order := range []string{"random", "sorted"} {
+	for _, order := range []string{"random", "sorted", "reversed"} {
 		b.Run(order, func(b *testing.B) {
 			ks := slices.Clone(keys)
-			if order == "random" {
+			switch order {
+			case "random":
 				rand.New(rand.NewPCG(3, 4)).Shuffle(len(ks), func(i, j int) { ks[i], ks[j] = ks[j], ks[i] })
+			case "reversed":
+				slices.Reverse(ks)
 			}
 			for range b.N {
 				shards := make([]shard, 8)
@@ -268,5 +271,24 @@ func BenchmarkNSIndexMemory(b *testing.B) {
 				runtime.KeepAlive(shards)
 			}
 		})
+	}
+}
+
+// BenchmarkNSIndexChurn measures an index insert and delete (a key taken
+// and freed) beside 128k indexed keys of the namespace.
+func BenchmarkNSIndexChurn(b *testing.B) {
+	var s shard
+	for i := range 1 << 17 {
+		s.index(fullKey("ns", fmt.Sprintf("lock/%08d", i*2)))
+	}
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = fullKey("ns", fmt.Sprintf("lock/%08d", rand.IntN(1<<18)|1))
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		k := keys[i%len(keys)]
+		s.index(k)
+		s.unindex(k)
 	}
 }
