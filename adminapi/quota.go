@@ -2,8 +2,9 @@ package adminapi
 
 // NamespaceQuota is a namespace's quota, the body of PUT
 // /namespaces/{name}/quota; 0 in a field means unlimited. Held bounds the
-// keys the namespace holds at once, Waiters its blocked acquires queued at
-// once, Rate its new requests per second (acquires, state queries,
+// namespace's holders at once (each writer, each reader of a read lock,
+// each holder of semaphore permits), Waiters its blocked acquires queued
+// at once, Rate its new requests per second (acquires, state queries,
 // watches), all cluster-wide; Burst is how many requests above Rate may
 // pass at once (0: Rate). Every field 0 removes the quota.
 type NamespaceQuota struct {
@@ -19,8 +20,9 @@ type NamespaceQuota struct {
 type QuotaStatus struct {
 	Namespace string         `json:"namespace"`
 	Quota     NamespaceQuota `json:"quota"`
-	// Held is the namespace's held keys, cluster-wide, as the node's
-	// replicas have applied them.
+	// Held is the namespace's holders (each writer, reader and semaphore
+	// permit holder), cluster-wide, as the node's replicas have applied
+	// them.
 	Held int64 `json:"held"`
 	// Waiters is the namespace's blocked acquires queued on the node's
 	// masters; NodeWaiters, NodeRate and NodeBurst are the node's shares

@@ -117,8 +117,8 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 			ok = false
 		}
 	}
-	if ok && !again && n == 0 && !w.heldAdmits(r) {
-		return // the namespace's held-locks quota is reached
+	if ok && !again && !w.heldAdmits(r) {
+		return // the namespace's held quota (its holders) is reached
 	}
 	if ok && !again && n >= w.g.svc.cfg.MaxHoldersPerKey {
 		if w.holdersFull(r) {

@@ -59,6 +59,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].mu.Lock()
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
+		sm.shards[i].nsKeys = nil
 		sm.shards[i].resetMarks()
 	}
 	sm.dirtyN = 0
@@ -101,11 +102,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	// Records are gathered per shard first and each shard's map made at
 	// its final size: growing the maps one insert at a time cost about a
 	// quarter of a restart's Load in table splits.
-	type loaded struct {
-		key string
-		l   *lockRec
-	}
-	recs := make([][]loaded, len(sm.shards))
+	recs := make([][]loadedRec, len(sm.shards))
 	err := r.Scan(nil, func(k, v []byte) error {
 		switch {
 		case len(k) > 0 && k[0] == nsPrefix:
@@ -131,9 +128,9 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			}
 			key := string(k[1:])
 			i := wire.WorkerOf(hashFull(key), sm.workers)
-			recs[i] = append(recs[i], loaded{key, l})
+			recs[i] = append(recs[i], loadedRec{key, l})
 			sm.count++
-			sm.countNS(key, 1)
+			sm.countNS(key, 1, int64(l.n()))
 		case string(k) == string(versionKey):
 			v, n := binary.Uvarint(v)
 			if n <= 0 {
@@ -143,17 +140,36 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		}
 		return nil
 	})
-	for i, rs := range recs {
-		m := make(map[string]*lockRec, len(rs))
-		for _, x := range rs {
-			m[x.key] = x.l
-		}
-		sm.shards[i].locks = m
-		recs[i] = nil
-	}
+	sm.install(recs)
 	sm.publishGates()
 	if hadQuotas || len(sm.quotas) > 0 {
 		sm.quotasChanged() // the refresh it starts waits for nsMu
 	}
 	return err
+}
+
+// loadedRec is a lock record Load read, with its key.
+type loadedRec struct {
+	key string
+	l   *lockRec
+}
+
+// install makes each shard's lock table of the records Load read for it
+// (in key order), at its final size, and indexes them; the shards are
+// locked.
+func (sm *StateMachine) install(recs [][]loadedRec) {
+	for i, rs := range recs {
+		m := make(map[string]*lockRec, len(rs))
+		for _, x := range rs {
+			m[x.key] = x.l
+		}
+		// The scan is in key order: indexed backwards, the B-tree's
+		// splits leave full nodes of tight capacity behind (forwards,
+		// half-full ones of double capacity: BenchmarkNSIndexMemory).
+		for j := len(rs) - 1; j >= 0; j-- {
+			sm.shards[i].index(rs[j].key)
+		}
+		sm.shards[i].locks = m
+		recs[i] = nil
+	}
 }

@@ -19,11 +19,14 @@ import (
 // requests, and the last one to answer calls done (on its goroutine; done
 // must not block).
 //
-// A worker scans its shard of the lock table for the prefix: a list costs
-// time in proportion to the group's held keys, which is fine for what it
-// is for (operators, dashboards), not for a request path. A list counts
+// A worker walks its shard's index of the namespace's keys (nsindex.go)
+// from the prefix or the cursor after, and stops after limit keys: a list
+// costs time in proportion to its page, whatever the namespace's
+// neighbours hold. The cursor is a key, not a position, so a client
+// paging with after = its last key neither skips nor repeats a key held
+// throughout, whatever is taken or freed between its pages. A list counts
 // against the namespace's rate as one request per wire.DefaultListLimit
-// of its keys matched (listAdmits).
+// of the keys its workers visited (listAdmits).
 func (s *Service) List(ns string, g int, prefix, after string, limit int, done func(wire.Response)) {
 	if g < 0 || g >= len(s.groups) || limit <= 0 {
 		done(noMaster)
@@ -63,20 +66,20 @@ type listQuery struct {
 	mu      sync.Mutex
 	left    int // workers yet to answer
 	got     []wire.LockInfo
-	matched int  // keys the workers matched, for the rate (listAdmits)
+	scanned int  // keys the workers visited, for the rate (listAdmits)
 	failed  bool // a worker did not serve the group
 }
 
 // reply is a worker's answer: its first locks in key order, nil if it
-// does not serve the group (or was stopped), and the keys it matched. The
+// does not serve the group (or was stopped), and the keys it visited. The
 // last answer calls done.
-func (q *listQuery) reply(locks []wire.LockInfo, matched int) {
+func (q *listQuery) reply(locks []wire.LockInfo, scanned int) {
 	q.mu.Lock()
 	if locks == nil {
 		q.failed = true
 	}
 	q.got = append(q.got, locks...)
-	q.matched += matched
+	q.scanned += scanned
 	q.left--
 	last := q.left == 0
 	q.mu.Unlock()
@@ -87,7 +90,7 @@ func (q *listQuery) reply(locks []wire.LockInfo, matched int) {
 		q.done(noMaster)
 		return
 	}
-	q.svc.listAdmits(q.quota, q.matched)
+	q.svc.listAdmits(q.quota, q.scanned)
 	slices.SortFunc(q.got, func(a, b wire.LockInfo) int { return strings.Compare(a.Key, b.Key) })
 	page := q.got[:min(q.limit, len(q.got))]
 	size := 0
@@ -100,7 +103,7 @@ func (q *listQuery) reply(locks []wire.LockInfo, matched int) {
 	q.done(wire.Response{Status: wire.StatusSuccess, Locks: page})
 }
 
-// listAdmits charges a List that matched n keys to its namespace's rate
+// listAdmits charges a List that visited n keys to its namespace's rate
 // (e; nil: no quota): one request per wire.DefaultListLimit keys or part
 // of it beyond the first, which List took before it started. The list is
 // answered (its cost is spent); the charge slows the namespace's next
@@ -114,29 +117,16 @@ func (s *Service) listAdmits(e *nsQuota, n int) {
 	}
 }
 
-// listLocks is a worker's part of a List (evList): its shard's matching
-// keys, first q.limit of them in key order, with their holder (the first
-// reader of a read lock), TTL left as this master measures it, and live
-// waiters, and how many keys matched. It returns nil when the worker does
-// not serve the group.
+// listLocks is a worker's part of a List (evList): its shard's first
+// q.limit keys of the namespace under the prefix after the cursor, in key
+// order, with their holder (the first reader of a read lock), TTL left as
+// this master measures it, and live waiters, and how many keys it visited.
+// It returns nil when the worker does not serve the group.
 func (w *worker) listLocks(q *listQuery) ([]wire.LockInfo, int) {
 	if !w.serving || !w.g.leaseValid() {
 		return nil, 0
 	}
-	from := fullKey(q.ns, q.prefix)
-	after := fullKey(q.ns, q.after)
-	sh := &w.g.sm.shards[w.idx]
-	var keys []string
-	sh.mu.RLock()
-	for k := range sh.locks {
-		if strings.HasPrefix(k, from) && (q.after == "" || k > after) {
-			keys = append(keys, k)
-		}
-	}
-	sh.mu.RUnlock()
-	matched := len(keys)
-	slices.Sort(keys)
-	keys = keys[:min(q.limit, len(keys))]
+	keys, scanned := w.g.sm.listKeys(w.idx, q.ns, q.prefix, q.after, q.limit)
 	out := make([]wire.LockInfo, 0, len(keys))
 	now := w.clock.Now()
 	for _, k := range keys {
@@ -155,7 +145,7 @@ func (w *worker) listLocks(q *listQuery) ([]wire.LockInfo, int) {
 		}
 		out = append(out, li)
 	}
-	return out, matched
+	return out, scanned
 }
 
 // lockInfo is what a listing says of key k's record rec (under view), and
@@ -179,3 +169,26 @@ func (w *worker) lockInfo(k string, rec *lockRec, now time.Time) (wire.LockInfo,
 	}
 	return li, true
 }
+
+// listKeys returns shard i's first limit full keys of namespace ns whose
+// names start with prefix and sort after after ("": from the first), in
+// order, and how many keys it visited for them (what the rate charges).
+func (sm *StateMachine) listKeys(i int, ns, prefix, after string, limit int) ([]string, int) {
+	from := fullKey(ns, prefix)
+	if after != "" {
+		after = fullKey(ns, after)
+	}
+	sh := &sm.shards[i]
+	keys := make([]string, 0, min(limit, listPrealloc))
+	sh.mu.RLock()
+	defer sh.mu.RUnlock()
+	scanned := sh.scanNS(ns, from, after, func(k string) bool {
+		keys = append(keys, k)
+		return len(keys) < limit
+	})
+	return keys, scanned
+}
+
+// listPrealloc bounds the keys a worker's part of a List allocates room
+// for before it knows how many there are.
+const listPrealloc = 256

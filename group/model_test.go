@@ -759,6 +759,8 @@ func checkReload(t *testing.T, where string, sm *StateMachine, kv *memKV, inst u
 	if a, b := dumpSM(re), dumpSM(sm); !reflect.DeepEqual(a, b) {
 		t.Fatalf("%s: reloaded state differs\n loaded: %v\n live:   %v", where, a, b)
 	}
+	checkNSIndex(t, where+" (live)", sm)
+	checkNSIndex(t, where+" (reloaded)", re)
 	if re.Version() != sm.Version() || re.Count() != sm.Count() || re.Applied() != inst {
 		t.Fatalf("%s: reloaded version %d count %d applied %d, live %d %d %d", where, re.Version(), re.Count(), re.Applied(), sm.Version(), sm.Count(), inst)
 	}

@@ -271,7 +271,7 @@ type MoveInfo struct {
 func (sm *StateMachine) MoveInfo(ns string) MoveInfo {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	info := MoveInfo{Locks: sm.nsHeld[ns]}
+	info := MoveInfo{Locks: sm.nsHeld[ns].keys}
 	if r := sm.moves[ns]; r != nil {
 		info.State, info.ID, info.MovedTo, info.Batches = r.st, r.id, r.movedTo, len(r.batches)
 	}

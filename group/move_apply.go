@@ -53,7 +53,7 @@ func (sm *StateMachine) applyMoveStep(c *command) *outcome {
 		switch {
 		case same && (st == MoveIncoming || st == MoveOwned):
 			return &outcome{status: wire.StatusSuccess} // repeated
-		case st == MoveNone && sm.nsHeld[ns] > 0:
+		case st == MoveNone && sm.nsHeld[ns].keys > 0:
 			return conflict // the group serves the namespace: it is not incoming
 		case st == MoveNone:
 			sm.setMove(ns, &moveRec{st: MoveIncoming, id: id})
@@ -157,11 +157,11 @@ func (sm *StateMachine) applyImport(ns string, r *moveRec, id string, data []byt
 		s := sm.shardOf(x.key)
 		s.mu.Lock()
 		l := s.locks[x.key]
-		held := l.n() > 0
-		if held {
-			s.locks[x.key] = x.l // replaced: put counts only a new key
+		was := l.n()
+		if was > 0 {
+			s.locks[x.key] = x.l // replaced: put indexes only a new key
 		}
-		sm.put(x.key, s, x.l, held)
+		sm.put(x.key, s, x.l, was)
 		s.mu.Unlock()
 	}
 	for _, x := range delays {
@@ -242,12 +242,12 @@ func (sm *StateMachine) dropRecords(ns string) {
 	for i := range sm.shards {
 		s := &sm.shards[i]
 		s.mu.Lock()
-		for key, l := range s.locks {
-			if splitNS(key) == ns {
-				l.first = holder{}
-				l.x = nil
-				sm.put(key, s, l, true)
-			}
+		for _, key := range s.nsKeysOf(ns) {
+			l := s.locks[key]
+			was := l.n()
+			l.first = holder{}
+			l.x = nil
+			sm.put(key, s, l, was)
 		}
 		for key := range s.delays {
 			if splitNS(key) == ns {

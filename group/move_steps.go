@@ -163,13 +163,7 @@ func (sm *StateMachine) shardPairs(i int, ns string) (pairs []byte, locks, n int
 	s := &sm.shards[i]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var keys []string
-	for key, l := range s.locks {
-		if l.n() > 0 && splitNS(key) == ns {
-			keys = append(keys, key)
-		}
-	}
-	slices.Sort(keys)
+	keys := s.nsKeysOf(ns) // in key order
 	var k, v []byte
 	for _, key := range keys {
 		k = append(append(k[:0], lockPrefix), key...)

@@ -355,10 +355,10 @@ func (sm *StateMachine) applyMulti(instance uint64, c *command) *outcome {
 	for i, k := range keys {
 		s := &sm.shards[idx[i]]
 		l := s.locks[k.Key]
-		held := l.n() > 0
+		was := l.n()
 		_, mo.tokens[i] = sm.grant(&l, instance, grant{owner: k.Owner, kind: wire.KindExclusive, ttlMs: c.ttlMs, value: c.value})
-		sm.put(k.Key, s, l, held)
-		if !held {
+		sm.put(k.Key, s, l, was)
+		if was == 0 {
 			mo.keys[i] = k.Key
 		}
 	}

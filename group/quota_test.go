@@ -62,10 +62,11 @@ func quotaCluster(t *testing.T, n int, cfg Config, q Quota) *fakeCluster {
 	return c
 }
 
-// TestQuotaHeld: a namespace holds at most its quota of keys, counted
-// over every group and master; at the limit an acquire of a free key is
-// OVERLOADED (naming the quota) while a re-acquire, a reader joining a
-// read-held key and another namespace go on; a release makes room.
+// TestQuotaHeld: a namespace has at most its quota of holders, counted
+// over every group and master: a writer, each reader of a read lock. At
+// the limit an acquire that would add a holder — of a free key, or a
+// reader joining a read-held key — is OVERLOADED (naming the quota),
+// while a re-acquire and another namespace go on; a release makes room.
 func TestQuotaHeld(t *testing.T) {
 	t.Parallel()
 	c := quotaCluster(t, 3, Config{}, Quota{Held: 3})
@@ -73,24 +74,27 @@ func TestQuotaHeld(t *testing.T) {
 	acq := func(ns, key string, o wire.Owner, k wire.Kind) wire.Response {
 		return c.do(s, Request{Op: OpAcquire, Namespace: ns, Key: key, Owner: o, Kind: k, TTL: 10 * time.Second})
 	}
+	// Three holders on two keys: k1 is read by two.
+	holds := []struct {
+		key string
+		o   wire.Owner
+	}{{"k0", owner(1, 1)}, {"k1", owner(1, 2)}, {"k1", owner(2, 1)}}
 	var toks []uint64
-	for i := range 3 {
-		r := acq("ns", fmt.Sprintf("k%d", i), owner(1, uint64(i+1)), wire.KindRead)
+	for _, h := range holds {
+		r := acq("ns", h.key, h.o, wire.KindRead)
 		if r.Status != wire.StatusSuccess {
-			t.Fatalf("acquire %d: %+v", i, r)
+			t.Fatalf("acquire %s by %v: %+v", h.key, h.o, r)
 		}
 		toks = append(toks, r.Token)
 	}
 	r := acq("ns", "k3", owner(1, 9), wire.KindExclusive)
-	wantOverloaded(t, "a fourth key", r)
+	wantOverloaded(t, "a fourth holder on a free key", r)
 	if r.Msg != msgQuotaHeld {
 		t.Fatalf("refusal says %q", r.Msg)
 	}
+	wantOverloaded(t, "a reader joining a read-held key at the limit", acq("ns", "k0", owner(2, 2), wire.KindRead))
 	if r := acq("ns", "k0", owner(1, 1), wire.KindRead); r.Status != wire.StatusSuccess {
 		t.Fatalf("re-acquire at the limit: %+v", r)
-	}
-	if r := acq("ns", "k1", owner(2, 1), wire.KindRead); r.Status != wire.StatusSuccess {
-		t.Fatalf("a reader joining a read-held key at the limit: %+v", r)
 	}
 	for i := range 5 {
 		if r := acq("other", fmt.Sprintf("k%d", i), owner(3, uint64(i+1)), wire.KindExclusive); r.Status != wire.StatusSuccess {
@@ -100,27 +104,90 @@ func TestQuotaHeld(t *testing.T) {
 	for _, id := range c.peers {
 		u := c.svc(id).QuotaUsage()["ns"]
 		if u.Held != 3 {
-			t.Fatalf("node %d counts %d held keys, want 3", id, u.Held)
+			t.Fatalf("node %d counts %d holders, want 3", id, u.Held)
 		}
 	}
-	if r := c.do(s, Request{Op: OpRelease, Namespace: "ns", Key: "k2", Owner: owner(1, 3), Token: toks[2]}); r.Status != wire.StatusSuccess {
+	if r := c.do(s, Request{Op: OpRelease, Namespace: "ns", Key: "k1", Owner: owner(2, 1), Token: toks[2]}); r.Status != wire.StatusSuccess {
 		t.Fatalf("release: %+v", r)
 	}
-	if r := acq("ns", "k3", owner(1, 9), wire.KindExclusive); r.Status != wire.StatusSuccess {
-		t.Fatalf("acquire after a release: %+v", r)
+	for _, id := range c.peers {
+		testutil.Eventually(t, 10*time.Second, func() bool { return c.svc(id).QuotaUsage()["ns"].Held == 2 }, "node %d to count the release", id)
+	}
+	if r := acq("ns", "k0", owner(2, 2), wire.KindRead); r.Status != wire.StatusSuccess {
+		t.Fatalf("a reader joining after a release: %+v", r)
 	}
 	var refused uint64
 	for _, id := range c.peers {
 		refused += c.svc(id).QuotaUsage()["ns"].Refused[QuotaHeld]
 	}
-	if refused != 1 {
-		t.Fatalf("%d held refusals counted, want 1", refused)
+	if refused != 2 {
+		t.Fatalf("%d held refusals counted, want 2", refused)
 	}
 	// Over every key of a multi-acquire.
 	keys := keysInGroup(c.groups, "ns", 2)
 	m := Request{Namespace: "ns", TTL: 10 * time.Second, Sink: s, ReqID: 1 << 40}
 	c.master("ns", keys[0]).SubmitMulti(&m, []MultiKey{{Key: keys[0], Owner: owner(4, 1)}, {Key: keys[1], Owner: owner(4, 2)}})
 	wantOverloaded(t, "a multi-acquire past the quota", s.response(t, m.ReqID))
+}
+
+// TestQuotaHeldCountsHolders: n readers of one key, or n holders of one
+// semaphore's permits, against a held quota of n-1: the n-th is refused
+// OVERLOADED, and the quota's use is n-1 holders (on one key).
+func TestQuotaHeldCountsHolders(t *testing.T) {
+	t.Parallel()
+	const n = 5
+	for _, kind := range []wire.Kind{wire.KindRead, wire.KindSemaphore} {
+		c := quotaCluster(t, 1, Config{}, Quota{Held: n - 1})
+		s := newSink()
+		for o := uint64(1); o <= n; o++ {
+			r := c.do(s, Request{Op: OpAcquire, Namespace: "ns", Key: "shared", Owner: owner(o, 1), Kind: kind, Permits: 1, Limit: 2 * n, TTL: time.Minute})
+			if o < n && r.Status != wire.StatusSuccess {
+				t.Fatalf("%s holder %d: %+v", kind, o, r)
+			}
+			if o == n {
+				wantOverloaded(t, fmt.Sprintf("%s holder %d against a quota of %d", kind, o, n-1), r)
+			}
+		}
+		if u := c.svc(1).QuotaUsage()["ns"]; u.Held != n-1 {
+			t.Fatalf("%s: %d holders counted, want %d", kind, u.Held, n-1)
+		}
+	}
+}
+
+// TestQuotaHeldHandover: a released key goes to no more waiting readers
+// than the quota has room for beside the hold it frees; the others stay
+// queued and are granted when a holder leaves.
+func TestQuotaHeldHandover(t *testing.T) {
+	t.Parallel()
+	c := quotaCluster(t, 1, Config{}, Quota{Held: 2})
+	s := newSink()
+	w := c.do(s, Request{Op: OpAcquire, Namespace: "ns", Key: "k", Owner: owner(1, 1), TTL: time.Minute})
+	if w.Status != wire.StatusSuccess {
+		t.Fatalf("writer: %+v", w)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		r := c.do(s, Request{Op: OpAcquire, Namespace: "ns", Key: "k", Owner: owner(2, i), Kind: wire.KindRead, TTL: time.Minute, MaxWait: -1, WaitID: i})
+		if r.Status != wire.StatusLockWait {
+			t.Fatalf("reader %d: %+v", i, r)
+		}
+	}
+	if r := c.do(s, Request{Op: OpRelease, Namespace: "ns", Key: "k", Owner: owner(1, 1), Token: w.Token}); r.Status != wire.StatusSuccess {
+		t.Fatalf("release: %+v", r)
+	}
+	g1, g2 := s.granted(t, 1), s.granted(t, 2)
+	grantedN := func() int { return s.count(func(m wire.Message) bool { _, ok := m.(*wire.Granted); return ok }) }
+	if n := grantedN(); n != 2 {
+		t.Fatalf("%d readers granted on the release, want 2 (the quota)", n)
+	}
+	if u := c.svc(1).QuotaUsage()["ns"]; u.Held != 2 {
+		t.Fatalf("%d holders counted, want 2", u.Held)
+	}
+	if r := c.do(s, Request{Op: OpRelease, Namespace: "ns", Key: "k", Owner: owner(2, 1), Token: g1.Token}); r.Status != wire.StatusSuccess {
+		t.Fatalf("release of a reader: %+v", r)
+	}
+	if g := s.granted(t, 3); g.Status != wire.StatusSuccess || g.Token == g2.Token {
+		t.Fatalf("the third reader: %+v", g)
+	}
 }
 
 // keysInGroup returns n keys of namespace ns in one lock group.

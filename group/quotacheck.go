@@ -18,17 +18,25 @@ import (
 // nothing else), then, for a namespace with a quota, atomics in its
 // entry. Nothing is allocated and no lock is taken per request.
 //
-//   - Held keys: a node replicates every lock group, so a master sums the
-//     namespace's held keys over its replicas of all groups (kept as one
-//     counter that every replica's apply moves). An acquire that would
-//     hold a free key is refused while the sum is at the limit. The sum
-//     lags: a grant counts on a node once that node has applied it — on
-//     the grant's own master when it is chosen, on the other nodes when
+//   - Held: the quota counts holders, not keys — a writer, each reader
+//     of a read lock, each holder of a semaphore's permits, each key of a
+//     multi-acquire — so that readers and permit holders, bounded per key
+//     only by Config.MaxHoldersPerKey, are bounded per namespace too. A
+//     node replicates every lock group, so a master sums the namespace's
+//     holders over its replicas of all groups (kept as one counter that
+//     every replica's apply moves by the holders each command adds or
+//     removes). An acquire that would add a holder is refused while the
+//     sum is at the limit; a release, expiry or force-unlock hands the key
+//     to at most as many waiters as the holds it frees plus the quota's
+//     room (at least the head waiter when the key is left free, so that
+//     its queue cannot stall), the others staying queued (heldRoom). The
+//     sum lags: a grant counts on a node once that node has applied it —
+//     on the grant's own master when it is chosen, on the other nodes when
 //     the group's next Accept or heartbeat says it is chosen (within a
 //     round on a busy group, within the heartbeat, 250 ms by default, on
 //     an idle one) — so masters deciding meanwhile each see room for the
-//     last keys. A namespace at its limit overshoots by its grants of free
-//     keys within that lag, cluster-wide: TestQuotaHeldOvershoot's 16
+//     last holders. A namespace at its limit overshoots by its grants
+//     within that lag, cluster-wide: TestQuotaHeldOvershoot's 16
 //     acquirers taking fresh keys flat out against a quota of 40 on three
 //     in-process nodes end with 57 to 68 held. A quota bounds resource
 //     use; it is not a safety property, so that overshoot is accepted.
@@ -82,7 +90,7 @@ func (k QuotaKind) String() string {
 // The Msg of a refusal by each quota (constant: a refusal allocates
 // nothing either).
 const (
-	msgQuotaHeld    = "namespace quota: held locks at the limit"
+	msgQuotaHeld    = "namespace quota: holders at the limit"
 	msgQuotaWaiters = "namespace quota: blocked acquires at the limit"
 	msgQuotaRate    = "namespace quota: requests per second over the limit"
 )
@@ -93,12 +101,12 @@ const (
 type nsQuota struct {
 	name                       string
 	held, waiters, rate, burst atomic.Int64
-	// heldUse is the namespace's held keys summed over the groups whose
+	// heldUse is the namespace's holders summed over the groups whose
 	// ready flag is set; counted says every group's is (until then the
 	// held limit is not enforced).
 	heldUse atomic.Int64
 	counted atomic.Bool
-	// ready[g]: group g's held keys are in heldUse, and its apply moves
+	// ready[g]: group g's holders are in heldUse, and its apply moves
 	// heldUse; guarded by group g's StateMachine.mu.
 	ready []bool
 	// tat is the rate's bucket: the theoretical arrival time (ns on the
@@ -143,7 +151,7 @@ func (t *quotaTable) lookup(ns string) *nsQuota {
 
 // refresh rebuilds the table from group 0's records: entries of
 // namespaces that keep a quota keep their counts; a new entry is
-// published first and then counts each group's held keys under that
+// published first and then counts each group's holders under that
 // group's lock, so that no grant or release is missed or counted twice.
 func (t *quotaTable) refresh(s *Service) {
 	t.mu.Lock()
@@ -177,16 +185,16 @@ func (t *quotaTable) refresh(s *Service) {
 	}
 }
 
-// countQuotaHeld adds the group's held keys of e's namespace to e and
+// countQuotaHeld adds the group's holders of e's namespace to e and
 // makes the group's apply move e from now on.
 func (sm *StateMachine) countQuotaHeld(e *nsQuota) {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
-	e.heldUse.Add(sm.nsHeld[e.name])
+	e.heldUse.Add(sm.nsHeld[e.name].holders)
 	e.ready[sm.gid] = true
 }
 
-// quotaHeld moves the held keys of namespace ns's quota entry by d, if it
+// quotaHeld moves the holders of namespace ns's quota entry by d, if it
 // has one that counts this group; sm.mu is held.
 func (sm *StateMachine) quotaHeld(ns string, d int64) {
 	if e := sm.quota.lookup(ns); e != nil && e.ready[sm.gid] {
@@ -194,11 +202,11 @@ func (sm *StateMachine) quotaHeld(ns string, d int64) {
 	}
 }
 
-// uncountQuotaHeld takes the group's held keys out of every quota entry,
+// uncountQuotaHeld takes the group's holders out of every quota entry,
 // before Load counts them again; sm.mu is held.
 func (sm *StateMachine) uncountQuotaHeld() {
-	for ns, n := range sm.nsHeld {
-		sm.quotaHeld(ns, -n)
+	for ns, c := range sm.nsHeld {
+		sm.quotaHeld(ns, -c.holders)
 	}
 }
 
@@ -359,8 +367,8 @@ func (s *Service) rateOK(e *nsQuota, r *Request) (bool, uint32) {
 	return false, uint32(max((wait+time.Millisecond-1)/time.Millisecond, 1))
 }
 
-// heldOK reports whether namespace ns may hold n more keys; refused, it
-// counts the refusal.
+// heldOK reports whether namespace ns may have n more holders; refused,
+// it counts the refusal.
 func (s *Service) heldOK(ns string, n int64) bool {
 	e := s.quota.lookup(ns)
 	if e == nil {
@@ -374,7 +382,30 @@ func (s *Service) heldOK(ns string, n int64) bool {
 	return false
 }
 
-// heldAdmits checks an acquire that would hold a free key against its
+// heldRoom returns how many of n waiters may be granted a key of
+// namespace ns by a command that removes gone of its holds and leaves
+// rest: as many as the namespace's held quota has room for beside the
+// holds the command frees, and at least one when it leaves the key free
+// (its queue would otherwise stall with no holder left to free it). The
+// waiters left out stay queued, and the key's next release picks again.
+func (s *Service) heldRoom(ns string, n, gone, rest int) int {
+	e := s.quota.lookup(ns)
+	if e == nil {
+		return n
+	}
+	lim := e.held.Load()
+	if lim == 0 || !e.counted.Load() {
+		return n
+	}
+	room := max(lim-e.heldUse.Load(), 0) + int64(gone)
+	if rest == 0 {
+		room = max(room, 1)
+	}
+	return int(min(room, int64(n)))
+}
+
+// heldAdmits checks an acquire that would add a holder (of a free key, a
+// reader beside others, a semaphore's new holder) against its
 // namespace's held quota; at the limit, it answers r OVERLOADED and
 // reports false.
 func (w *worker) heldAdmits(r *Request) bool {
@@ -386,8 +417,8 @@ func (w *worker) heldAdmits(r *Request) bool {
 }
 
 // multiAdmits checks a multi-acquire, once, against its namespace's rate
-// and held quotas (every key counted as a new one); refused, it returns
-// the answer.
+// and held quotas (every key counted as a new holder); refused, it
+// returns the answer.
 func (s *Service) multiAdmits(m *multiAcq) (wire.Response, bool) {
 	if m.admitted {
 		return wire.Response{}, true
@@ -432,7 +463,7 @@ func (s *Service) refusedWaiter(ns string) {
 // it.
 type QuotaUsage struct {
 	Quota Quota
-	// Held is the namespace's held keys, cluster-wide, as this node's
+	// Held is the namespace's holders, cluster-wide, as this node's
 	// replicas have applied them.
 	Held int64
 	// Waiters is the namespace's blocked acquires queued on this node's

@@ -251,14 +251,21 @@ func (w *worker) refuseSemLimit(r *Request, limit uint32) {
 // At most Config.MaxHoldersPerKey holders in all: the rest wait.
 func (w *worker) pick(ks *keyState, rec *lockRec, owner wire.Owner, token uint64) []*waiter {
 	rest := without(rec, owner, token)
+	var ws []*waiter
 	if isSem(rec) || (rec.n() == 0 && len(ks.waiters) > 0 && ks.waiters[0].req.Kind == wire.KindSemaphore) {
-		return w.holderRoom(pickSemGrants(ks, rec, owner, token, 0), rest)
+		ws = pickSemGrants(ks, rec, owner, token, 0)
+	} else {
+		var kind wire.Kind
+		if rec.n() > 0 {
+			kind = rec.kind()
+		}
+		ws = pickGrants(ks, rest, kind)
 	}
-	var kind wire.Kind
-	if rec.n() > 0 {
-		kind = rec.kind()
+	ws = w.holderRoom(ws, rest)
+	if len(ws) > 0 {
+		ws = ws[:w.g.svc.heldRoom(ws[0].req.Namespace, len(ws), rec.n()-rest, rest)]
 	}
-	return w.holderRoom(pickGrants(ks, rest, kind), rest)
+	return ws
 }
 
 // holderRoom keeps of the waiters ws, in order, those that fit beside

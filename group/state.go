@@ -67,6 +67,10 @@ type shard struct {
 	// delayDirty (see revoke_state.go).
 	revoked      map[string][]revMark
 	revokedDirty map[string]bool
+	// nsKeys holds each namespace's held keys in order, nsFree the freed
+	// nodes of their trees (nsindex.go).
+	nsKeys map[string]*nsTree
+	nsFree *nsFreeList
 }
 
 // StateMachine is one group's replicated lock table. It implements
@@ -105,7 +109,7 @@ type StateMachine struct {
 	namespaces map[string]nsRec // name -> the SCRAM verifier record (group 0)
 	nsInit     bool             // the configured namespaces were installed
 	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
-	nsHeld     map[string]int64 // held keys per namespace, guarded by mu (nslocks.go)
+	nsHeld     map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
 	quotas     map[string]Quota // name -> its quota (group 0), guarded by nsMu (quota.go)
 	// quotaObs is told of every change of quotas (set before the group
 	// starts); quota is the node's quota table, whose held counts this
@@ -295,7 +299,8 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := s.locks[c.key]
-	held := l.n() > 0
+	was := l.n()
+	held := was > 0
 	out := sm.newOutcome()
 	switch c.op {
 	case opAcquire:
@@ -325,7 +330,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	default:
 		out.status = wire.StatusError
 	}
-	sm.put(c.key, s, l, held)
+	sm.put(c.key, s, l, was)
 	if len(s.revoked) > 0 {
 		s.pruneRevoked(c.key, l) // a removed hold's revocation ends with it
 	}
@@ -456,21 +461,27 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, g grant) (wire.Stat
 	return wire.StatusSuccess, tok
 }
 
-// put keeps key's record after a change (or drops it when empty) and
-// notes the key for the next checkpoint.
-func (sm *StateMachine) put(key string, s *shard, l *lockRec, wasHeld bool) {
+// put keeps key's record after a change (or drops it when empty), counts
+// its keys and holders (it had was holds before), and notes the key for
+// the next checkpoint.
+func (sm *StateMachine) put(key string, s *shard, l *lockRec, was int) {
+	wasHeld := was > 0
+	var keys int64
 	if l.n() == 0 {
 		if !wasHeld {
 			return // nothing changed: a refused or empty command
 		}
 		delete(s.locks, key)
+		s.unindex(key)
 		sm.count--
-		sm.countNS(key, -1)
+		keys = -1
 	} else if !wasHeld {
 		s.locks[key] = l
+		s.index(key)
 		sm.count++
-		sm.countNS(key, 1)
+		keys = 1
 	}
+	sm.countNS(key, keys, int64(l.n()-was))
 	if _, ok := s.dirty[key]; !ok {
 		s.dirty[key] = wasHeld
 		sm.dirtyN++

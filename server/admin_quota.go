@@ -89,7 +89,7 @@ func (s *Server) quotaHandler(w http.ResponseWriter, r *http.Request) {
 }
 
 // mergeQuotas merges the nodes' quota statuses into one per namespace,
-// sorted: the quota and held keys of the node that has applied the most
+// sorted: the quota and holders of the node that has applied the most
 // (each node counts every group), waiters and refusals summed (each node
 // counts its own masters').
 func mergeQuotas(all []adminapi.QuotaStatus) []adminapi.QuotaStatus {

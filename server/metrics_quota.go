@@ -23,11 +23,11 @@ func newQuotaCollector(s *Server) *quotaCollector {
 	return &quotaCollector{
 		s: s,
 		limit: prometheus.NewDesc("paxlock_namespace_quota_limit",
-			"A namespace's quota, cluster-wide, by kind (held keys, waiters, rate in requests per second, burst); only the limits set.", nsKind, nil),
+			"A namespace's quota, cluster-wide, by kind (held: holders, waiters, rate in requests per second, burst); only the limits set.", nsKind, nil),
 		nodeLimit: prometheus.NewDesc("paxlock_namespace_quota_node_limit",
 			"This node's share of a namespace's waiters, rate and burst quotas (in proportion to the groups it masters).", nsKind, nil),
 		use: prometheus.NewDesc("paxlock_namespace_quota_use",
-			"What counts against a namespace's quota: held keys cluster-wide as this node has applied them (held), blocked acquires queued on this node's masters (waiters).", nsKind, nil),
+			"What counts against a namespace's quota: holders (each writer, reader and semaphore permit holder) cluster-wide as this node has applied them (held), blocked acquires queued on this node's masters (waiters).", nsKind, nil),
 		admitted: prometheus.NewDesc("paxlock_namespace_quota_admitted_total",
 			"Requests of a namespace with a rate quota that this node checked and admitted.", ns, nil),
 		refused: prometheus.NewDesc("paxlock_namespace_quota_refusals_total",

@@ -72,7 +72,7 @@ func (f *quotaFlag) Set(s string) error {
 type quotaFlags struct{ held, waiters, rate, burst quotaFlag }
 
 func addQuotaFlags(fs *flag.FlagSet, q *quotaFlags) {
-	fs.Var(&q.held, "held", "namespace set-quota: most keys the namespace holds at once, cluster-wide (0: unlimited)")
+	fs.Var(&q.held, "held", "namespace set-quota: most holders the namespace has at once, cluster-wide: each writer, each reader of a read lock, each holder of semaphore permits (0: unlimited)")
 	fs.Var(&q.waiters, "waiters", "namespace set-quota: most blocked acquires the namespace queues at once, cluster-wide (0: unlimited)")
 	fs.Var(&q.rate, "rate", "namespace set-quota: most new requests per second (acquires, state queries, watches), cluster-wide (0: unlimited)")
 	fs.Var(&q.burst, "burst", "namespace set-quota: requests above -rate that may pass at once (0: the rate)")

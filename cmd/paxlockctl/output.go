@@ -172,7 +172,7 @@ func (o namespacesOutput) table(w io.Writer) error {
 	for _, n := range o.Namespaces {
 		line := n
 		if q, ok := quotas[n]; ok {
-			line = fmt.Sprintf("%s\tquota: %s; %d keys held", n, quotaText(q.Quota), q.Held)
+			line = fmt.Sprintf("%s\tquota: %s; %d holders", n, quotaText(q.Quota), q.Held)
 		}
 		if _, err := fmt.Fprintln(w, line); err != nil {
 			return err

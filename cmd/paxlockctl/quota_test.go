@@ -83,7 +83,7 @@ func TestNamespaceSetQuota(t *testing.T) {
 	}
 	s.mu.Unlock()
 	code, out, _ = runCtl(t, "", append(flags, "namespace", "list")...)
-	if code != 0 || !strings.Contains(out, "orders\tquota: held 5, waiters 7, rate unlimited/s, burst unlimited; 3 keys held") || !strings.Contains(out, "default\n") {
+	if code != 0 || !strings.Contains(out, "orders\tquota: held 5, waiters 7, rate unlimited/s, burst unlimited; 3 holders") || !strings.Contains(out, "default\n") {
 		t.Errorf("namespace list: exit %d, %q", code, out)
 	}
 	code, out, _ = runCtl(t, "", append(flags, "namespace", "list", "-o", "json")...)
