@@ -31,24 +31,6 @@ func (s *Server) registryRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /registry/moves/{name}", s.registryChange)
 }
 
-// registryGetHandler answers this node's replica of the tables, without
-// the verifiers.
-func (s *Server) registryGetHandler(w http.ResponseWriter, _ *http.Request) {
-	t := s.svc.RegistryTables()
-	out := adminapi.Registry{Version: t.Version, Clusters: t.Clusters, Namespaces: []adminapi.RegistryNamespace{}, Moves: t.Moves}
-	if out.Clusters == nil {
-		out.Clusters = []adminapi.RegistryCluster{}
-	}
-	if out.Moves == nil {
-		out.Moves = []adminapi.RegistryMove{}
-	}
-	for _, n := range t.Namespaces {
-		out.Namespaces = append(out.Namespaces, n.RegistryNamespace)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
-}
-
 // registryChange serves PUT and DELETE of /registry/clusters/{name},
 // /registry/namespaces/{name} (the secret in the body; the verifier is
 // derived here and the secret neither stored nor logged) and

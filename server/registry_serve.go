@@ -18,6 +18,12 @@ type regServe struct {
 	mu   sync.Mutex
 	subs map[*conn]*regSub
 	snap *regSnap // the newest tables paged, shared by the subscribers
+	// pageBytes bounds a page's body (0: wire.RegistryPageBytes; tests
+	// set less, so that small tables take many pages).
+	pageBytes int
+	// replyBytes bounds a GET /registry reply (0:
+	// adminapi.RegistryPageBytes; tests set less).
+	replyBytes int
 }
 
 // regSub is one subscription.
@@ -127,7 +133,7 @@ func (s *Server) registrySnap() *regSnap {
 		return s.reg.snap
 	}
 	m := registryMessage(s.svc.RegistryTables())
-	s.reg.snap = &regSnap{version: m.Version, pages: wire.PageRegistryTables(m, wire.RegistryPageBytes)}
+	s.reg.snap = &regSnap{version: m.Version, pages: wire.PageRegistryTables(m, s.reg.pageBytes)}
 	return s.reg.snap
 }
 
