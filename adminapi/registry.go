@@ -19,7 +19,24 @@ type Registry struct {
 	Clusters   []RegistryCluster   `json:"clusters"`
 	Namespaces []RegistryNamespace `json:"namespaces"`
 	Moves      []RegistryMove      `json:"moves"`
+	// Next, in a page (GET /registry?limit=N&after=CURSOR), is the
+	// cursor of the next page ("" after the last): pages list clusters,
+	// then namespaces, then moves, each by name, under RegistryPageBytes
+	// of JSON. Pages are read from the tables as they are: a client that
+	// needs one version reads them again while Version changes between
+	// its pages. GET /registry without limit or after answers the whole
+	// tables, or 413 when they are over RegistryPageBytes.
+	Next string `json:"next,omitempty"`
 }
+
+// RegistryPageBytes bounds a reply of GET /registry: a page's JSON, or
+// the whole tables' when not paged. RegistryPageLimit is a page's default
+// and RegistryPageMaxLimit its highest number of entries.
+const (
+	RegistryPageBytes    = 1 << 20
+	RegistryPageLimit    = 1000
+	RegistryPageMaxLimit = 10000
+)
 
 // RegistryCluster is one lock cluster the registry serves.
 type RegistryCluster struct {

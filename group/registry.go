@@ -138,6 +138,9 @@ type registryTables struct {
 	namespaces map[string]regNS
 	moves      map[string]adminapi.RegistryMove
 	obs        func() // told of every change (set before the group starts)
+	// propose serialises this node's registry proposals, so that each
+	// one's RegistryLimits check sees the outcome of the one before.
+	propose sync.Mutex
 }
 
 func (t *registryTables) reset() {

@@ -132,6 +132,15 @@ func (s *Service) DeleteRegistryMove(ctx context.Context, ns string, token uint6
 }
 
 func (s *Service) proposeRegistry(ctx context.Context, c *command) error {
+	t := &s.groups[NamespaceGroup].sm.reg
+	t.propose.Lock()
+	defer t.propose.Unlock()
+	if !s.groups[NamespaceGroup].px.Status().Serving {
+		return ErrNotSystemMaster // redirected, not judged on a replica that may be behind
+	}
+	if err := s.registryRoom(c); err != nil {
+		return err
+	}
 	st, err := s.proposeSystem(ctx, c, "registry change")
 	if err != nil {
 		return err

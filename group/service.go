@@ -224,6 +224,8 @@ type Config struct {
 	// (Service.RegistryTables; applied or loaded from a snapshot on group
 	// 0). It runs on the paxos host's loop and must not block.
 	OnRegistry func()
+	// Registry bounds the registry's tables (registry_limits.go).
+	Registry RegistryLimits
 	// Join: this node is being added to running Paxos groups (see
 	// host.ReplicaConfig.Join); NewService only.
 	Join bool

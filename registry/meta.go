@@ -192,8 +192,8 @@ func (s *Standalone) metaSession(addr string) (bool, error) {
 	}
 	stop := context.AfterFunc(s.ctx, func() { sc.Close(s.ctx.Err()) })
 	defer stop()
-	h := &metaHandler{s: s, addr: addr, sc: sc}
-	if err := sc.Append(wire.TypeSubscribeRegistry, metaSubID, &wire.SubscribeRegistry{Version: s.tablesVersion()}); err != nil {
+	h := &metaHandler{s: s, addr: addr, sc: sc, reqID: metaSubID, asking: true}
+	if err := sc.Append(wire.TypeSubscribeRegistry, metaSubID, &wire.SubscribeRegistry{Version: s.tablesVersion(), Paged: true}); err != nil {
 		sc.Close(err)
 		return false, fmt.Errorf("meta %s: %w", addr, err)
 	}
@@ -205,11 +205,20 @@ func (s *Standalone) metaSession(addr string) (bool, error) {
 }
 
 // metaSubID is the request id of the subscription (the handshake's are
-// below it).
+// below it, the later page requests' above it).
 const metaSubID = 2
 
 // metaHandler is the registry's side of one meta session. Its methods run
 // on the session's reader.
+//
+// The registry subscribes asking for pages. A node of the earlier
+// protocol ignores that and sends the tables whole (unpaged), as before.
+// A node that pages answers page 0 of its tables and announces each later
+// version with a push that carries none: the registry asks for the pages
+// of one version at a time, one page outstanding, and applies the tables
+// once it has the last one, so it never holds a mix of two versions; a
+// newer version announced meanwhile is asked for from page 0 once that
+// one is applied.
 type metaHandler struct {
 	s       *Standalone
 	addr    string
@@ -217,6 +226,11 @@ type metaHandler struct {
 	codec   wire.Codec
 	got     bool
 	refused error
+
+	asm    wire.RegistryAssembly
+	reqID  uint64 // the request outstanding (metaSubID, then page requests)
+	asking bool   // a request is outstanding
+	newest uint64 // the newest version announced
 }
 
 // Frame implements session.Handler: the subscription's reply and pushes
@@ -232,14 +246,19 @@ func (h *metaHandler) Frame(f wire.Frame, _ []byte) {
 		if !h.got {
 			h.got = true
 			h.s.meta.set(true, h.addr, nil)
-			h.s.log.Info("registry: subscribed to the meta cluster's tables", "node", h.addr, "version", t.Version)
+			h.s.log.Info("registry: subscribed to the meta cluster's tables", "node", h.addr, "version", t.Version, "paged", t.Paged)
 		}
-		if !t.Unchanged && t.Version > h.s.tablesVersion() {
-			h.s.applyTables(t)
-			h.s.log.Info("registry: tables", "version", t.Version, "clusters", len(t.Clusters), "namespaces", len(t.Namespaces))
+		switch {
+		case !t.Paged:
+			h.apply(t) // a node of the earlier protocol: the tables whole
+		case f.Type == wire.TypeRegistryChanged:
+			h.newest = max(h.newest, t.Version)
+			h.askNewest()
+		case f.ReqID == h.reqID:
+			h.page(t)
 		}
 	case wire.TypeResponse:
-		if f.ReqID != metaSubID {
+		if f.ReqID != h.reqID {
 			return
 		}
 		var r wire.Response
@@ -248,6 +267,52 @@ func (h *metaHandler) Frame(f wire.Frame, _ []byte) {
 		}
 		h.refused = fmt.Errorf("meta %s: subscribe: %s %s", h.addr, r.Status, r.Msg)
 		h.sc.Close(h.refused)
+	}
+}
+
+// page takes the reply to the request outstanding.
+func (h *metaHandler) page(t *wire.RegistryTables) {
+	h.asking = false
+	if t.Unchanged {
+		h.asm.Reset()
+		h.askNewest()
+		return
+	}
+	whole, err := h.asm.Add(t)
+	switch {
+	case err != nil:
+		h.sc.Close(fmt.Errorf("meta %s: %w", h.addr, err))
+		return
+	case whole == nil:
+		v, p := h.asm.Next()
+		h.ask(&wire.SubscribeRegistry{Version: v, Paged: true, Page: p})
+		return
+	}
+	h.apply(whole)
+	h.askNewest()
+}
+
+// askNewest asks for page 0 of the newest version announced, when it is
+// newer than the tables and no request is outstanding.
+func (h *metaHandler) askNewest() {
+	if !h.asking && h.newest > h.s.tablesVersion() {
+		h.ask(&wire.SubscribeRegistry{Version: h.s.tablesVersion(), Paged: true})
+	}
+}
+
+func (h *metaHandler) ask(m *wire.SubscribeRegistry) {
+	h.reqID++
+	h.asking = true
+	if err := h.sc.Append(wire.TypeSubscribeRegistry, h.reqID, m); err != nil {
+		h.sc.Close(err)
+	}
+}
+
+// apply makes t the registry's tables when it is newer than them.
+func (h *metaHandler) apply(t *wire.RegistryTables) {
+	if !t.Unchanged && t.Version > h.s.tablesVersion() {
+		h.s.applyTables(t)
+		h.s.log.Info("registry: tables", "version", t.Version, "clusters", len(t.Clusters), "namespaces", len(t.Namespaces))
 	}
 }
 

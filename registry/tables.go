@@ -160,6 +160,21 @@ func (s *Standalone) recheckLocked(c *rconn) {
 	s.log.Info("registry: namespace changed cluster, pushing its view", "namespace", ns, "cluster", cl.name, "epoch", e.epoch)
 }
 
+// Tables returns a copy of the tables the registry serves (nil before
+// any); it holds the namespaces' verifiers.
+func (s *Standalone) Tables() *wire.RegistryTables {
+	s.tmu.RLock()
+	defer s.tmu.RUnlock()
+	if s.tables == nil {
+		return nil
+	}
+	t := *s.tables
+	t.Clusters = slices.Clone(t.Clusters)
+	t.Namespaces = slices.Clone(t.Namespaces)
+	t.Moves = slices.Clone(t.Moves)
+	return &t
+}
+
 // tablesVersion is the version of the tables the registry has (0 before
 // any, and for static tables).
 func (s *Standalone) tablesVersion() uint64 {

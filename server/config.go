@@ -242,6 +242,8 @@ type Config struct {
 	// client_tls bind_namespace, such a session also needs a client
 	// certificate naming the namespace. Unset: no session may subscribe.
 	RegistryNamespace string `json:"registry_namespace,omitempty"`
+	// RegistryLimits bound the registry's tables (config_registry.go).
+	RegistryLimits
 	// AdminTLS, if set, serves the admin endpoint over HTTPS with its cert
 	// and key; when both are empty, the node's tls cert and key are used.
 	AdminTLS *AdminTLS `json:"admin_tls,omitempty"`
@@ -440,6 +442,7 @@ func (c *Config) EnsureDefaults() {
 		c.MaxWatchesPerNamespace = group.DefaultMaxNamespaceWatches
 	}
 	c.SessionLimits.ensureDefaults()
+	c.RegistryLimits.ensureDefaults()
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)
 	}

@@ -167,6 +167,7 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		Observer:            s.metrics,
 		OnMembers:           s.membersChanged,
 		OnRegistry:          s.registryChanged,
+		Registry:            cfg.RegistryLimits.group(),
 		Join:                cfg.Join,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {

@@ -31,24 +31,6 @@ func (s *Server) registryRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /registry/moves/{name}", s.registryChange)
 }
 
-// registryGetHandler answers this node's replica of the tables, without
-// the verifiers.
-func (s *Server) registryGetHandler(w http.ResponseWriter, _ *http.Request) {
-	t := s.svc.RegistryTables()
-	out := adminapi.Registry{Version: t.Version, Clusters: t.Clusters, Namespaces: []adminapi.RegistryNamespace{}, Moves: t.Moves}
-	if out.Clusters == nil {
-		out.Clusters = []adminapi.RegistryCluster{}
-	}
-	if out.Moves == nil {
-		out.Moves = []adminapi.RegistryMove{}
-	}
-	for _, n := range t.Namespaces {
-		out.Namespaces = append(out.Namespaces, n.RegistryNamespace)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(out)
-}
-
 // registryChange serves PUT and DELETE of /registry/clusters/{name},
 // /registry/namespaces/{name} (the secret in the body; the verifier is
 // derived here and the secret neither stored nor logged) and
@@ -96,7 +78,7 @@ func (s *Server) registryChange(w http.ResponseWriter, r *http.Request) {
 
 // registryAnswer maps a change's outcome to HTTP: 204, a redirect to
 // group 0's master, 400 (bad input), 404 (unknown), 409 (refused by the
-// tables' rules) or 500.
+// tables' rules or their limits, group.ErrRegistryFull) or 500.
 func (s *Server) registryAnswer(w http.ResponseWriter, r *http.Request, name string, err error) {
 	switch {
 	case err == nil:
@@ -106,7 +88,8 @@ func (s *Server) registryAnswer(w http.ResponseWriter, r *http.Request, name str
 		s.redirectToSystemMaster(w, r, "registry tables")
 	case errors.Is(err, group.ErrRegistryUnknown):
 		http.Error(w, fmt.Sprintf("%s: %v (a namespace needs a known cluster; a move step needs its move)", name, err), http.StatusNotFound)
-	case errors.Is(err, group.ErrRegistryInUse), errors.Is(err, group.ErrRegistryMoveConflict), errors.Is(err, group.ErrStaleMoveToken):
+	case errors.Is(err, group.ErrRegistryInUse), errors.Is(err, group.ErrRegistryMoveConflict), errors.Is(err, group.ErrStaleMoveToken),
+		errors.Is(err, group.ErrRegistryFull):
 		http.Error(w, fmt.Sprintf("%s: %v", name, err), http.StatusConflict)
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)

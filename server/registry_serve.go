@@ -5,6 +5,7 @@
 package server
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/paxlock/paxlock/group"
@@ -15,7 +16,27 @@ import (
 type regServe struct {
 	ch   chan struct{} // wakes followRegistry (cap 1)
 	mu   sync.Mutex
-	subs map[*conn]struct{}
+	subs map[*conn]*regSub
+	snap *regSnap // the newest tables paged, shared by the subscribers
+	// pageBytes bounds a page's body (0: wire.RegistryPageBytes; tests
+	// set less, so that small tables take many pages).
+	pageBytes int
+	// replyBytes bounds a GET /registry reply (0:
+	// adminapi.RegistryPageBytes; tests set less).
+	replyBytes int
+}
+
+// regSub is one subscription.
+type regSub struct {
+	reqID uint64 // the SubscribeRegistry's (an unpaged push's refusal names it)
+	paged bool
+	pin   *regSnap // the version whose pages this subscriber is asking for
+}
+
+// regSnap is one version of the tables, paged (wire.PageRegistryTables).
+type regSnap struct {
+	version uint64
+	pages   []wire.RegistryTables
 }
 
 // drop forgets c's subscription, if any.
@@ -37,9 +58,11 @@ func (s *Server) registryChanged() {
 	}
 }
 
-// followRegistry pushes the tables to the subscribers after every change
-// until the node shuts down. Changes that come faster than a push are
-// folded into the next one: a push carries the whole tables.
+// followRegistry tells the subscribers of every change until the node
+// shuts down. Changes that come faster than a push are folded into the
+// next one. A paged subscriber is sent only the new version, and asks for
+// its pages; an unpaged one (a registry of the earlier protocol) is sent
+// the whole tables, or refused ERROR when they do not fit one frame.
 func (s *Server) followRegistry() {
 	for {
 		select {
@@ -48,25 +71,70 @@ func (s *Server) followRegistry() {
 		case <-s.reg.ch:
 		}
 		s.reg.mu.Lock()
-		subs := make([]*conn, 0, len(s.reg.subs))
-		for c := range s.reg.subs {
-			subs = append(subs, c)
+		subs := make(map[*conn]regSub, len(s.reg.subs))
+		for c, sub := range s.reg.subs {
+			subs[c] = *sub
 		}
 		s.reg.mu.Unlock()
 		if len(subs) == 0 {
 			continue
 		}
-		frame, err := registryFrame(wire.TypeRegistryChanged, 0, registryMessage(s.svc.RegistryTables()))
+		notice, err := registryFrame(wire.TypeRegistryChanged, 0, &wire.RegistryTables{Version: s.svc.RegistryVersion(), Paged: true})
 		if err != nil {
 			s.log.Error("registry tables: encoding a push", "err", err)
 			continue
 		}
-		for _, c := range subs {
-			if !c.revoked.Load() {
-				c.sendRaw(frame)
+		var whole []byte
+		for c, sub := range subs {
+			switch {
+			case c.revoked.Load():
+			case sub.paged:
+				c.sendRaw(notice)
+			default:
+				if whole == nil {
+					whole = s.wholeRegistryFrame(wire.TypeRegistryChanged, 0, s.svc.RegistryTables())
+				}
+				c.sendUnpaged(sub.reqID, whole)
 			}
 		}
 	}
+}
+
+// wholeRegistryFrame encodes t whole (the earlier protocol's form); nil
+// when it does not fit wire.MaxRegistryFrame and the node's max_output.
+func (s *Server) wholeRegistryFrame(typ wire.Type, reqID uint64, t group.RegistryTables) []byte {
+	frame, err := registryFrame(typ, reqID, registryMessage(t))
+	if err != nil || len(frame) > s.cfg.MaxOutput {
+		return nil
+	}
+	return frame
+}
+
+// sendUnpaged sends an unpaged subscriber the whole tables, or, when they
+// did not fit (frame nil), refuses its subscription ERROR and forgets it:
+// a registry of the earlier protocol logs why and retries, and pages the
+// tables once it is upgraded.
+func (c *conn) sendUnpaged(reqID uint64, frame []byte) {
+	if frame != nil {
+		c.sendRaw(frame)
+		return
+	}
+	c.s.reg.drop(c)
+	c.Reply(reqID, wire.Response{Status: wire.StatusError, Msg: fmt.Sprintf(
+		"registry tables over %d bytes travel only in pages: upgrade the registry process", min(wire.MaxRegistryFrame, c.s.cfg.MaxOutput))})
+}
+
+// registrySnap returns the newest tables paged, paging them when they
+// changed since the last call.
+func (s *Server) registrySnap() *regSnap {
+	s.reg.mu.Lock()
+	defer s.reg.mu.Unlock()
+	if s.reg.snap != nil && s.reg.snap.version == s.svc.RegistryVersion() {
+		return s.reg.snap
+	}
+	m := registryMessage(s.svc.RegistryTables())
+	s.reg.snap = &regSnap{version: m.Version, pages: wire.PageRegistryTables(m, s.reg.pageBytes)}
+	return s.reg.snap
 }
 
 // registryFrame encodes tables into a frame of up to wire.MaxRegistryFrame.
@@ -108,9 +176,14 @@ func registryMessage(t group.RegistryTables) *wire.RegistryTables {
 // than group 0's master, and a registry that moves to another node may
 // be served an older version than it had. That is fine because versions
 // only rise: a registry keeps the newest tables it has seen and ignores
-// older ones, and a lagging node pushes the newer tables once it applies
-// them. The subscriber is recorded before the tables are read, so no
+// older ones, and a lagging node pushes the newer version once it applies
+// it. The subscriber is recorded before the tables are read, so no
 // change falls between the reply and the first push.
+//
+// A paged subscriber's page 0 pins that version's pages for it, and its
+// later pages are served from them, whatever changed meanwhile: every
+// page it gathers is of one version, and it gets to the end of one
+// however fast the tables change.
 func (c *conn) subscribeRegistry(reqID uint64, m *wire.SubscribeRegistry) {
 	s := c.s
 	ns := s.cfg.RegistryNamespace
@@ -118,22 +191,65 @@ func (c *conn) subscribeRegistry(reqID uint64, m *wire.SubscribeRegistry) {
 		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "only a session of the node's registry_namespace may subscribe to the registry tables"})
 		return
 	}
+	if m.Page > 0 {
+		c.registryPage(reqID, m)
+		return
+	}
 	s.reg.mu.Lock()
 	if s.reg.subs == nil {
-		s.reg.subs = map[*conn]struct{}{}
+		s.reg.subs = map[*conn]*regSub{}
 	}
-	s.reg.subs[c] = struct{}{}
+	if s.reg.subs[c] == nil {
+		s.reg.subs[c] = &regSub{reqID: reqID}
+	}
+	s.reg.subs[c].paged = m.Paged
 	s.reg.mu.Unlock()
 	if c.closed.Load() {
 		s.reg.drop(c) // closed meanwhile: onClosed may have run before the put
 		return
 	}
-	t := s.svc.RegistryTables()
-	msg := &wire.RegistryTables{Version: t.Version, Unchanged: true}
-	if m.Version != t.Version {
-		msg = registryMessage(t)
+	if !m.Paged {
+		t := s.svc.RegistryTables()
+		if m.Version == t.Version {
+			c.sendRegistry(reqID, &wire.RegistryTables{Version: t.Version, Unchanged: true})
+			return
+		}
+		c.sendUnpaged(reqID, s.wholeRegistryFrame(wire.TypeRegistryTables, reqID, t))
+		return
 	}
-	frame, err := registryFrame(wire.TypeRegistryTables, reqID, msg)
+	snap := s.registrySnap()
+	s.reg.mu.Lock()
+	if sub := s.reg.subs[c]; sub != nil {
+		sub.pin = snap
+	}
+	s.reg.mu.Unlock()
+	if m.Version == snap.version {
+		c.sendRegistry(reqID, &wire.RegistryTables{Version: snap.version, Unchanged: true, Paged: true})
+		return
+	}
+	c.sendRegistry(reqID, &snap.pages[0])
+}
+
+// registryPage serves a later page of the version pinned for c.
+func (c *conn) registryPage(reqID uint64, m *wire.SubscribeRegistry) {
+	s := c.s
+	s.reg.mu.Lock()
+	var pin *regSnap
+	if sub := s.reg.subs[c]; sub != nil {
+		pin = sub.pin
+	}
+	s.reg.mu.Unlock()
+	if pin == nil || pin.version != m.Version || int(m.Page) >= len(pin.pages) {
+		c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: fmt.Sprintf(
+			"registry tables: page %d of version %d is not served on this connection: ask for page 0", m.Page, m.Version)})
+		return
+	}
+	c.sendRegistry(reqID, &pin.pages[m.Page])
+}
+
+// sendRegistry sends one reply of tables.
+func (c *conn) sendRegistry(reqID uint64, t *wire.RegistryTables) {
+	frame, err := registryFrame(wire.TypeRegistryTables, reqID, t)
 	if err != nil {
 		c.Reply(reqID, wire.Response{Status: wire.StatusError, Msg: "registry tables: " + err.Error()})
 		return

@@ -5,6 +5,8 @@
 package wire
 
 import (
+	"fmt"
+
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -27,8 +29,18 @@ const (
 type SubscribeRegistry struct {
 	// Version is the version of the tables the subscriber has (0: none).
 	// When the node's are that version, the reply says Unchanged and
-	// carries no tables.
+	// carries no tables. With Page above 0 it is instead the version
+	// being paged.
 	Version uint64
+	// Paged asks for the tables in pages (RegistryTables.Paged) and for
+	// pushes that only announce a new version. Without it (a subscriber
+	// of an earlier protocol) the tables travel whole in one frame, and
+	// a node whose tables do not fit MaxRegistryFrame answers ERROR.
+	Paged bool
+	// Page, above 0, asks for that page of the version the node serves
+	// this subscriber: the one whose page 0 it last answered. A page of
+	// any other version is refused BAD_REQUEST.
+	Page uint32
 }
 
 func (*SubscribeRegistry) wireMessage() {}
@@ -36,8 +48,15 @@ func (*SubscribeRegistry) wireMessage() {}
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *SubscribeRegistry) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(1)
+	if !m.Paged && m.Page == 0 {
+		w.array(1) // the earlier protocol's form
+		w.uint(m.Version)
+		return w.err
+	}
+	w.array(3)
 	w.uint(m.Version)
+	w.boolean(m.Paged)
+	w.uint(uint64(m.Page))
 	return w.err
 }
 
@@ -45,11 +64,18 @@ func (m *SubscribeRegistry) EncodeMsgpack(e *msgpack.Encoder) error {
 func (m *SubscribeRegistry) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
 	m.Version = f.u64()
+	m.Paged = f.boolean()
+	m.Page = f.u32()
 	return f.done("SubscribeRegistry")
 }
 
-// Validate always succeeds.
-func (*SubscribeRegistry) Validate() error { return nil }
+// Validate refuses a page asked for without Paged.
+func (m *SubscribeRegistry) Validate() error {
+	if m.Page > 0 && !m.Paged {
+		return fmt.Errorf("%w: SubscribeRegistry: a page needs Paged", ErrInvalid)
+	}
+	return nil
+}
 
 // RegistryTables is the registry's tables at one version: the reply to
 // SubscribeRegistry and the body of the RegistryChanged push. Versions
@@ -64,6 +90,17 @@ type RegistryTables struct {
 	Clusters   []RegistryCluster
 	Namespaces []RegistryNamespace
 	Moves      []RegistryMove
+	// Paged (sent only to a subscriber that asked for pages) says the
+	// lists are page Page of the tables at Version, under
+	// RegistryPageBytes; More says pages follow, to be asked for with
+	// SubscribeRegistry{Version, Paged, Page+1}. Pages list clusters,
+	// then namespaces, then moves, each by ascending name, so that the
+	// pages of one version concatenate to its tables (RegistryAssembly).
+	// A RegistryChanged push that is Paged carries no lists: it announces
+	// Version, whose pages the subscriber then asks for from page 0.
+	Paged bool
+	Page  uint32
+	More  bool
 }
 
 // RegistryCluster is a lock cluster of the registry.
@@ -102,7 +139,11 @@ func (*RegistryTables) wireMessage() {}
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *RegistryTables) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(5)
+	if m.Paged || m.Page != 0 || m.More {
+		w.array(8)
+	} else {
+		w.array(5) // the earlier protocol's form
+	}
 	w.uint(m.Version)
 	w.boolean(m.Unchanged)
 	w.array(len(m.Clusters))
@@ -141,6 +182,11 @@ func (m *RegistryTables) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(uint64(v.State))
 		w.uint(v.Step)
 		w.uint(v.Token)
+	}
+	if m.Paged || m.Page != 0 || m.More {
+		w.boolean(m.Paged)
+		w.uint(uint64(m.Page))
+		w.boolean(m.More)
 	}
 	return w.err
 }
@@ -200,6 +246,7 @@ func (m *RegistryTables) decode(d *msgpack.Decoder) error {
 			}
 		}
 	}
+	m.Paged, m.Page, m.More = f.boolean(), f.u32(), f.boolean()
 	return f.done("RegistryTables")
 }
 
@@ -216,7 +263,9 @@ func (f *fieldReader) strList() []string {
 	return out
 }
 
-// MaxRegistryFrame bounds a RegistryTables frame, header included: the
-// tables travel whole, and a meta cluster's node and a registry process
-// both accept frames of this size on a registry subscription.
+// MaxRegistryFrame bounds a RegistryTables frame of the earlier,
+// unpaged protocol, header included: there the tables travel whole, and a
+// registry process still accepts frames of this size from a meta node
+// that does not page them (a rolling upgrade). A paged frame stays under
+// RegistryPageBytes plus its header.
 const MaxRegistryFrame = 64 << 20

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/paxlock/paxlock/adminapi"
@@ -93,20 +94,52 @@ func registryChange(ctx context.Context, p printer, ac *adminClient, what string
 	return fmt.Errorf("%s %s: HTTP %d: %s", what, args[0], code, strings.TrimSpace(string(b)))
 }
 
-// fetchRegistry reads GET /registry from the first node that answers.
+// fetchRegistry reads the tables from the first node that answers, in
+// pages of GET /registry, all of one version: it reads them again from
+// the first page when the version changed between two pages, a few times
+// at most.
 func fetchRegistry(ctx context.Context, ac *adminClient) (adminapi.Registry, error) {
+	const tries = 5
 	var reg adminapi.Registry
-	code, b, err := ac.change(ctx, http.MethodGet, "/registry", nil)
-	switch {
-	case err != nil:
-		return reg, fmt.Errorf("registry: %w", err)
-	case code != http.StatusOK:
-		return reg, fmt.Errorf("registry: HTTP %d: %s", code, strings.TrimSpace(string(b)))
+	for range tries {
+		var err error
+		var same bool
+		if reg, same, err = fetchRegistryOnce(ctx, ac); err != nil || same {
+			return reg, err
+		}
 	}
-	if err := json.Unmarshal(b, &reg); err != nil {
-		return reg, fmt.Errorf("registry: %w", err)
+	return reg, fmt.Errorf("registry: the tables changed while being read, %d times: try again", tries)
+}
+
+// fetchRegistryOnce reads every page once; same reports that they were
+// all of one version.
+func fetchRegistryOnce(ctx context.Context, ac *adminClient) (reg adminapi.Registry, same bool, err error) {
+	after := ""
+	for first := true; first || after != ""; first = false {
+		code, b, err := ac.change(ctx, http.MethodGet, "/registry?limit="+strconv.Itoa(adminapi.RegistryPageLimit)+"&after="+url.QueryEscape(after), nil)
+		switch {
+		case err != nil:
+			return reg, false, fmt.Errorf("registry: %w", err)
+		case code != http.StatusOK:
+			return reg, false, fmt.Errorf("registry: HTTP %d: %s", code, strings.TrimSpace(string(b)))
+		}
+		var page adminapi.Registry
+		if err := json.Unmarshal(b, &page); err != nil {
+			return reg, false, fmt.Errorf("registry: %w", err)
+		}
+		if !first && page.Version != reg.Version {
+			return reg, false, nil
+		}
+		reg.Version = page.Version
+		reg.Clusters = append(reg.Clusters, page.Clusters...)
+		reg.Namespaces = append(reg.Namespaces, page.Namespaces...)
+		reg.Moves = append(reg.Moves, page.Moves...)
+		if page.Next != "" && page.Next == after {
+			return reg, false, fmt.Errorf("registry: page cursor %q does not advance past %q", page.Next, after)
+		}
+		after = page.Next
 	}
-	return reg, nil
+	return reg, true, nil
 }
 
 // clustersOutput is cluster list's output.

@@ -76,3 +76,45 @@ func TestRegistryCommands(t *testing.T) {
 		t.Errorf("requests\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestFetchRegistryPagesOneVersion: the tables are read page by page
+// (?limit=&after=, each reply's next), and read again from the first page
+// when the version changed between two pages, so what is printed is one
+// version's every entry.
+func TestFetchRegistryPagesOneVersion(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		calls++
+		version := uint64(2)
+		if calls == 1 {
+			version = 1 // the first page of a version that changes before the second
+		}
+		mu.Unlock()
+		page := adminapi.Registry{Version: version}
+		switch r.URL.Query().Get("after") {
+		case "":
+			page.Clusters, page.Next = []adminapi.RegistryCluster{{Name: "east", Client: []string{"e:1"}}}, "c:east"
+		case "c:east":
+			page.Namespaces, page.Next = []adminapi.RegistryNamespace{{Name: "a", Cluster: "east"}}, "n:a"
+		case "n:a":
+			page.Namespaces = []adminapi.RegistryNamespace{{Name: "b", Cluster: "east"}}
+		default:
+			http.Error(w, "bad cursor", http.StatusBadRequest)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(page)
+	}))
+	defer srv.Close()
+	flags := []string{"-admin", strings.TrimPrefix(srv.URL, "http://"), "-admin-ca", "", "-admin-token-file", ""}
+	code, out, errOut := runCtl(t, "", append(flags, "namespace", "-meta", "list")...)
+	if code != 0 || !strings.Contains(out, "a\teast") || !strings.Contains(out, "b\teast") {
+		t.Fatalf("namespace -meta list over pages: exit %d, %q %q", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if calls != 5 { // 2 pages of the changing read, then 3
+		t.Fatalf("%d requests, want 5 (the read started over after the version changed)", calls)
+	}
+}
