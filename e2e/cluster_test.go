@@ -54,8 +54,11 @@ type nodeAddrs struct {
 	ID     int    `json:"id"`
 	Peer   string `json:"peer"`
 	Client string `json:"client"`
-	Gossip string `json:"gossip,omitempty"`
-	Admin  string `json:"admin,omitempty"`
+	// ClientTLS is the TLS client listener (relays between nodes whose
+	// peers run TLS use it).
+	ClientTLS string `json:"client_tls_addr,omitempty"`
+	Gossip    string `json:"gossip,omitempty"`
+	Admin     string `json:"admin,omitempty"`
 }
 
 func freePort(t testing.TB) string {

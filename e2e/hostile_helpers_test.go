@@ -11,11 +11,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -41,10 +43,50 @@ func hostileSetupWith(t *testing.T, extra map[string]any) *cluster {
 		t.Skip("set PAXLOCK_E2E=1 (make hostile) to run the adversarial suite")
 	}
 	c := startClusterWith(t, 3, extra)
+	c.waitReady()
+	return c
+}
+
+// hostileSecureSetup starts a 3-node loopback cluster whose peers run
+// mutual TLS under a cluster CA (what CLUSTER_SECURE=1 runs on the peer
+// port; relays go through the TLS client listeners, with the node
+// certificates), and waits until every node reports ready. The admin
+// endpoints stay plain HTTP without a token, so that the suite's checks
+// read them as on the plaintext cluster. It returns the cluster and the
+// directory of its material (pki.WriteDev's files: the CA's key too, from
+// which a test mints the certificate a compromised node would hold); it
+// skips without PAXLOCK_E2E.
+func hostileSecureSetup(t *testing.T) (*cluster, string) {
+	t.Helper()
+	if os.Getenv("PAXLOCK_E2E") == "" {
+		t.Skip("set PAXLOCK_E2E=1 (make hostile) to run the adversarial suite")
+	}
+	dir := t.TempDir()
+	certs := filepath.Join(dir, "certs")
+	if _, err := pki.WriteDev(certs, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1", "localhost"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newCluster(t, buildPaxlockd(t, dir), dir)
+	var nodes []nodeAddrs
+	for i := 1; i <= 3; i++ {
+		nodes = append(nodes, nodeAddrs{ID: i, Peer: freePort(t), Client: freePort(t), ClientTLS: freePort(t), Admin: freePort(t)})
+	}
+	for i := 1; i <= 3; i++ {
+		c.add(i, nodes, nodes[i-1].Admin, "", map[string]any{"tls": map[string]string{
+			"ca":   filepath.Join(certs, pki.DevCACert),
+			"cert": filepath.Join(certs, pki.DevNodeCert(i)),
+			"key":  filepath.Join(certs, pki.DevNodeKey(i)),
+		}})
+	}
+	c.waitReady()
+	return c, certs
+}
+
+// waitReady waits until every node of c answers /readyz 200.
+func (c *cluster) waitReady() {
 	for _, p := range c.procs {
 		c.waitUntil(fmt.Sprintf("node %d ready", p.id), time.Minute, func() bool { return readyz(http.DefaultClient, p) == http.StatusOK })
 	}
-	return c
 }
 
 // readyz returns the status of p's /readyz (0 if it did not answer).

@@ -71,16 +71,26 @@ func nodeGroups(t *testing.T, p *proc) []groupStatus {
 	return st.Groups
 }
 
-// hostilePeer connects to addr's peer port claiming to be node from (no
-// TLS: the cluster's peers run without it, so reaching the port is
-// enough) and sends msgs.
-func hostilePeer(t *testing.T, addr string, from paxos.NodeID, msgs []paxos.Message) {
+// peerDialer opens a connection to a node's peer port at addr: plain
+// TCP, or TLS with some node's certificate.
+type peerDialer func(t *testing.T, addr string) net.Conn
+
+// plainPeer dials addr without TLS: on a cluster whose peers run
+// without it (CLUSTER_SECURE=0), reaching the port is enough.
+func plainPeer(t *testing.T, addr string) net.Conn {
 	t.Helper()
 	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(func() { nc.Close() })
+	return nc
+}
+
+// hostilePeer sends, on a connection to a node's peer port, the
+// handshake claiming to be node from and msgs.
+func hostilePeer(t *testing.T, nc net.Conn, from paxos.NodeID, msgs []paxos.Message) {
+	t.Helper()
 	hello := append([]byte{0, 0, 0, 0}, "PXLK"...)
 	hello = append(hello, hostilePeerHandshakeVersion)
 	hello = binary.AppendUvarint(hello, uint64(from))
@@ -96,7 +106,13 @@ func hostilePeer(t *testing.T, addr string, from paxos.NodeID, msgs []paxos.Mess
 	if _, err := nc.Write(out); err != nil {
 		t.Fatalf("hostile peer: write: %v", err)
 	}
-	time.Sleep(time.Second) // let the node read them before the close
+}
+
+// refusedPeerMessages is node p's paxlock_peer_messages_refused_total
+// for reason (-1: absent).
+func refusedPeerMessages(t *testing.T, p *proc, reason string) float64 {
+	t.Helper()
+	return metric(t, p, `paxlock_peer_messages_refused_total{reason="`+reason+`"}`)
 }
 
 // everyGroupServes takes and releases a fresh key in each of the 15
@@ -136,17 +152,24 @@ func everyGroupServes(ctx context.Context, c *cluster, p *proc, round string) ma
 }
 
 // TestHostilePeer proves that a peer that reaches node 1's peer port and
-// claims to be node 2 cannot stall, brick or wipe any group: it sends an
-// Accept with ballot round MaxUint64 (group gA), an entry at instance
-// MaxUint64 (gB), an Accept whose ballot names node 3 (gC), and chunk 0,
-// the last, of a snapshot nobody asked for (gD, a group node 1 masters);
-// none of them the namespace table's group, which the checks need.
-// Then, and again after node 1 restarts, a client of node 1 alone takes
-// and releases a lock in every one of the 15 groups, every node is ready,
-// and the lock taken in each group before the attack is still held with
-// its token and value.
+// claims to be node 2 cannot stall, brick or wipe any group, on a
+// cluster whose peers run without TLS (hostilePeerAttack).
 func TestHostilePeer(t *testing.T) {
-	c := hostileSetup(t)
+	hostilePeerAttack(t, hostileSetup(t), plainPeer)
+}
+
+// hostilePeerAttack has a peer that dial connects to node 1's peer port
+// and claims to be node 2: it sends an Accept with ballot round MaxUint64
+// (group gA), an entry at instance MaxUint64 (gB), an Accept whose ballot
+// names node 3 (gC), and chunk 0, the last, of a snapshot nobody asked
+// for (gD, a group node 1 masters); none of them the namespace table's
+// group, which the checks need. Node 1's /metrics counts each refusal by
+// its reason (paxlock_peer_messages_refused_total) before the connection
+// closes. Then, and again after node 1 restarts, a client of node 1 alone
+// takes and releases a lock in every one of the 15 groups, every node is
+// ready, and the lock taken in each group before the attack is still
+// held with its token and value.
+func hostilePeerAttack(t *testing.T, c *cluster, dial peerDialer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	holder := c.newClient(ctx)
@@ -160,42 +183,24 @@ func TestHostilePeer(t *testing.T) {
 		}
 	}
 	p := c.procs[0]
-	gs := nodeGroups(t, p)
-	gD := -1
-	for _, g := range gs {
-		// Not the namespace table's group: the checks' clients need it.
-		if g.Serving && g.Group != group.NamespaceGroup {
-			gD = g.Group
-			break
+	gA, gB, gC, gD, attack := hostileMessages(t, p)
+	t.Logf("attacking node 1: MaxUint64 ballot in group %d, instance MaxUint64 in group %d, node 3's ballot from node 2 in group %d, unrequested snapshot in group %d",
+		gA, gB, gC, gD)
+	nc := dial(t, peerAddr(t, p))
+	hostilePeer(t, nc, 2, attack)
+	reasons := []string{"round_jump", "instance_ahead", "foreign_ballot", "unrequested_snapshot"}
+	c.waitUntil("node 1 to count each hostile message refused", time.Minute, func() bool {
+		for _, r := range reasons {
+			if refusedPeerMessages(t, p, r) < 1 {
+				return false
+			}
 		}
+		return true
+	})
+	for _, r := range reasons {
+		t.Logf("node 1: paxlock_peer_messages_refused_total{reason=%q} %v", r, refusedPeerMessages(t, p, r))
 	}
-	if gD < 0 {
-		gD = 4
-	}
-	var rest []int
-	for g := range 15 {
-		if g != gD && g != group.NamespaceGroup {
-			rest = append(rest, g)
-		}
-	}
-	gA, gB, gC := rest[0], rest[1], rest[2]
-	applied := func(g int) uint64 {
-		i := slices.IndexFunc(gs, func(s groupStatus) bool { return s.Group == g })
-		return gs[i].Applied
-	}
-	rid := group.ReplicationID
-	plausible := paxos.Ballot{Round: hostileRound, Node: 2}
-	attack := []paxos.Message{
-		{Type: paxos.MsgAccept, Group: rid(gA), From: 2, To: 1, Ballot: paxos.Ballot{Round: math.MaxUint64, Node: 2}},
-		{Type: paxos.MsgAccept, Group: rid(gB), From: 2, To: 1, Ballot: plausible,
-			Entries: []paxos.Entry{{Instance: math.MaxUint64, Ballot: plausible, Value: paxos.Value{Origin: plausible, Seq: 1}}}},
-		{Type: paxos.MsgAccept, Group: rid(gC), From: 2, To: 1, Ballot: paxos.Ballot{Round: hostileRound, Node: 3},
-			Entries: []paxos.Entry{{Instance: applied(gC) + 1, Ballot: paxos.Ballot{Round: hostileRound, Node: 3}, Value: paxos.Value{Origin: paxos.Ballot{Round: hostileRound, Node: 3}, Seq: 1}}}},
-		{Type: paxos.MsgSnapshot, Group: rid(gD), From: 2, To: 1, Instance: applied(gD) + 1, ChunkSeq: 0, LastChunk: true},
-	}
-	t.Logf("attacking node 1: MaxUint64 ballot in group %d, instance MaxUint64 in group %d, node 3's ballot from node 2 in group %d, unrequested snapshot in group %d (mastered by node 1: %v)",
-		gA, gB, gC, gD, gs[slices.IndexFunc(gs, func(s groupStatus) bool { return s.Group == gD })].Serving)
-	hostilePeer(t, peerAddr(t, p), 2, attack)
+	nc.Close()
 
 	check := func(stage string) {
 		t.Helper()
@@ -236,4 +241,46 @@ func TestHostilePeer(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	check("after node 1 restarted")
+}
+
+// hostileMessages picks the groups hostilePeerAttack attacks on node p
+// (gD one p masters, if any) and builds the messages, from node 2.
+func hostileMessages(t *testing.T, p *proc) (gA, gB, gC, gD int, attack []paxos.Message) {
+	t.Helper()
+	gs := nodeGroups(t, p)
+	gD = -1
+	for _, g := range gs {
+		// Not the namespace table's group: the checks' clients need it.
+		if g.Serving && g.Group != group.NamespaceGroup {
+			gD = g.Group
+			break
+		}
+	}
+	if gD < 0 {
+		gD = 4
+	}
+	var rest []int
+	for g := range 15 {
+		if g != gD && g != group.NamespaceGroup {
+			rest = append(rest, g)
+		}
+	}
+	gA, gB, gC = rest[0], rest[1], rest[2]
+	applied := func(g int) uint64 {
+		i := slices.IndexFunc(gs, func(s groupStatus) bool { return s.Group == g })
+		return gs[i].Applied
+	}
+	rid := group.ReplicationID
+	plausible := paxos.Ballot{Round: hostileRound, Node: 2}
+	attack = []paxos.Message{
+		{Type: paxos.MsgAccept, Group: rid(gA), From: 2, To: 1, Ballot: paxos.Ballot{Round: math.MaxUint64, Node: 2}},
+		{Type: paxos.MsgAccept, Group: rid(gB), From: 2, To: 1, Ballot: plausible,
+			Entries: []paxos.Entry{{Instance: math.MaxUint64, Ballot: plausible, Value: paxos.Value{Origin: plausible, Seq: 1}}}},
+		{Type: paxos.MsgAccept, Group: rid(gC), From: 2, To: 1, Ballot: paxos.Ballot{Round: hostileRound, Node: 3},
+			Entries: []paxos.Entry{{Instance: applied(gC) + 1, Ballot: paxos.Ballot{Round: hostileRound, Node: 3}, Value: paxos.Value{Origin: paxos.Ballot{Round: hostileRound, Node: 3}, Seq: 1}}}},
+		// Ahead of what the holders' renewals apply meanwhile, so that
+		// it is a snapshot to refuse, not one already applied.
+		{Type: paxos.MsgSnapshot, Group: rid(gD), From: 2, To: 1, Instance: applied(gD) + 1000, ChunkSeq: 0, LastChunk: true},
+	}
+	return gA, gB, gC, gD, attack
 }

@@ -159,7 +159,7 @@ type Core struct {
 	// (C16); snapFrom: the peer whose snapshot is awaited (C17).
 	learnAsked []NodeID
 	snapFrom   NodeID
-	refused    uint64 // peers' messages and entries refused (core_refuse.go)
+	refused    Refusals // peers' messages and entries refused, by reason (core_refuse.go)
 
 	// output
 	msgs      []Message // requests to peers; no vote, nothing to itself (C12)
@@ -495,8 +495,8 @@ func (c *Core) Step(m Message) {
 	if m.Group != c.cfg.Group || m.To != c.cfg.ID || m.From == 0 {
 		return
 	}
-	if !c.plausible(&m) {
-		c.refuse()
+	if why, ok := c.plausible(&m); !ok {
+		c.refuse(why)
 		return
 	}
 	if slices.Contains(c.mem.Removed, m.From) {

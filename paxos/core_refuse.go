@@ -50,25 +50,87 @@ func ownBallot(t MsgType) bool {
 // plausible reports whether a peer's message m is one an honest replica
 // could send: a ballot of a proposer's message is the sender's own, and no
 // ballot lies more than MaxRoundJump rounds above the highest round this
-// replica has seen. Step drops the others unread.
-func (c *Core) plausible(m *Message) bool {
+// replica has seen. Step drops the others unread; why says which rule
+// m broke.
+func (c *Core) plausible(m *Message) (why RefuseReason, ok bool) {
 	if m.From == c.cfg.ID {
-		return true
+		return 0, true
 	}
 	if ownBallot(m.Type) && m.Ballot.Node != m.From {
-		return false
+		return RefusedForeignBallot, false
 	}
 	limit := satAdd(c.maxRound, c.cfg.MaxRoundJump)
-	return m.Ballot.Round <= limit && m.Hint.Round <= limit
+	if m.Ballot.Round > limit || m.Hint.Round > limit {
+		return RefusedRoundJump, false
+	}
+	return 0, true
+}
+
+// RefuseReason is why a replica refused a peer's message or entry.
+type RefuseReason uint8
+
+// The reasons a replica refuses what a peer sent.
+const (
+	// RefusedForeignBallot: a Prepare, Accept, Heartbeat or TimeoutNow
+	// whose ballot is not its sender's.
+	RefusedForeignBallot RefuseReason = iota
+	// RefusedRoundJump: a ballot more than Config.MaxRoundJump rounds
+	// above the highest round the replica has seen.
+	RefusedRoundJump
+	// RefusedInstanceAhead: an Accept's entry beyond the instance window
+	// (Config.MaxInstanceAhead), or a promise reporting one beyond the
+	// recovery window.
+	RefusedInstanceAhead
+	// RefusedUnasked: a Learn answer from a peer this replica did not
+	// ask.
+	RefusedUnasked
+	// RefusedSnapshot: a snapshot stream WantsSnapshot did not want. The
+	// runtime that installs snapshots counts it; a Core never does.
+	RefusedSnapshot
+	// NumRefuseReasons is the number of reasons, the length of Refusals.
+	NumRefuseReasons
+)
+
+// refuseNames are the reasons' names, as metrics label them.
+var refuseNames = [NumRefuseReasons]string{
+	RefusedForeignBallot: "foreign_ballot",
+	RefusedRoundJump:     "round_jump",
+	RefusedInstanceAhead: "instance_ahead",
+	RefusedUnasked:       "unasked_answer",
+	RefusedSnapshot:      "unrequested_snapshot",
+}
+
+// String returns the reason's name (foreign_ballot, round_jump, ...).
+func (r RefuseReason) String() string {
+	if r < NumRefuseReasons {
+		return refuseNames[r]
+	}
+	return "unknown"
+}
+
+// Refusals counts refused messages and entries, by RefuseReason.
+type Refusals [NumRefuseReasons]uint64
+
+// Total returns the refusals of every reason.
+func (r *Refusals) Total() uint64 {
+	var n uint64
+	for _, v := range r {
+		n += v
+	}
+	return n
 }
 
 // refuse counts one refused message or entry.
-func (c *Core) refuse() { c.refused++ }
+func (c *Core) refuse(why RefuseReason) { c.refused[why]++ }
 
 // Refused returns how many peers' messages and entries the Core refused
 // as no honest replica sends them (a foreign or far-off ballot, an entry
 // beyond the instance window, an answer to a question not asked).
-func (c *Core) Refused() uint64 { return c.refused }
+func (c *Core) Refused() uint64 { return c.refused.Total() }
+
+// Refusals returns the Core's refusals by reason (Refused is their sum).
+// Like every Core method it is for the goroutine that drives the Core.
+func (c *Core) Refusals() Refusals { return c.refused }
 
 // acceptWindow returns the highest instance this replica stores from a
 // peer's Accept: MaxInstanceAhead above its committed instance.

@@ -21,8 +21,8 @@ func TestRefuseMaxRoundAccept(t *testing.T) {
 	hostile(tn, 2, Message{Type: MsgAccept, Ballot: Ballot{Round: math.MaxUint64, Node: 3},
 		Entries: []Entry{{Instance: 1, Value: Value{Cmds: [][]byte{[]byte("x")}}}}})
 	c := tn.core(2)
-	if c.hs.Promised.Round == math.MaxUint64 || c.maxRound == math.MaxUint64 || c.Refused() == 0 {
-		t.Fatalf("promised %s, max round %d, refused %d", c.hs.Promised, c.maxRound, c.Refused())
+	if c.hs.Promised.Round == math.MaxUint64 || c.maxRound == math.MaxUint64 || c.Refused() == 0 || c.Refusals()[RefusedRoundJump] != c.Refused() {
+		t.Fatalf("promised %s, max round %d, refused %v", c.hs.Promised, c.maxRound, c.Refusals())
 	}
 	tn.crash(1)
 	tn.tick(300)
@@ -39,8 +39,8 @@ func TestRefuseForeignBallot(t *testing.T) {
 	before := tn.core(2).hs.Promised
 	hostile(tn, 2, Message{Type: MsgAccept, Ballot: Ballot{Round: before.Round + 1, Node: 1},
 		Entries: []Entry{{Instance: 5, Value: Value{Cmds: [][]byte{[]byte("x")}}}}})
-	if c := tn.core(2); c.hs.Promised != before || c.Refused() != 1 || len(c.entries) != 0 {
-		t.Fatalf("promised %s (was %s), refused %d, entries %d", c.hs.Promised, before, c.Refused(), len(c.entries))
+	if c := tn.core(2); c.hs.Promised != before || c.Refused() != 1 || c.Refusals()[RefusedForeignBallot] != 1 || len(c.entries) != 0 {
+		t.Fatalf("promised %s (was %s), refused %v, entries %d", c.hs.Promised, before, c.Refusals(), len(c.entries))
 	}
 }
 
@@ -52,8 +52,8 @@ func TestRefuseEntryBeyondWindow(t *testing.T) {
 	b := Ballot{Round: tn.core(2).maxRound + 1, Node: 3}
 	hostile(tn, 2, Message{Type: MsgAccept, Ballot: b, Entries: []Entry{{Instance: math.MaxUint64, Value: Value{Cmds: [][]byte{[]byte("x")}}}}})
 	c := tn.core(2)
-	if c.last == math.MaxUint64 || c.Refused() != 1 {
-		t.Fatalf("last %d, refused %d", c.last, c.Refused())
+	if c.last == math.MaxUint64 || c.Refused() != 1 || c.Refusals()[RefusedInstanceAhead] != 1 {
+		t.Fatalf("last %d, refused %v", c.last, c.Refusals())
 	}
 	tn.queue = nil
 	tn.crash(1)
@@ -83,8 +83,8 @@ func TestRefuseUnaskedSnapshot(t *testing.T) {
 	tn.elect(1)
 	hostile(tn, 2, Message{Type: MsgLearnReply, Snapshot: true, Instance: 1, LogStart: 100, Committed: 200})
 	c := tn.core(2)
-	if c.awaitSnap || c.WantsSnapshot(3, 150) || c.Refused() != 1 {
-		t.Fatalf("await %v, wants %v, refused %d", c.awaitSnap, c.WantsSnapshot(3, 150), c.Refused())
+	if c.awaitSnap || c.WantsSnapshot(3, 150) || c.Refused() != 1 || c.Refusals()[RefusedUnasked] != 1 {
+		t.Fatalf("await %v, wants %v, refused %v", c.awaitSnap, c.WantsSnapshot(3, 150), c.Refusals())
 	}
 }
 

@@ -297,6 +297,9 @@ type Config struct {
 	// authentication, TLS handshakes, the admin endpoint's and the peer
 	// port's connections (config_limits.go).
 	ConnLimits
+	// ConsensusLimits bound what the consensus core takes from a peer
+	// (config_consensus.go).
+	ConsensusLimits
 
 	// storeFS, when set, is the filesystem the store uses (tests inject
 	// storage faults with it).
@@ -456,6 +459,7 @@ func (c *Config) EnsureDefaults() {
 	if c.InstanceWindow <= 0 {
 		c.InstanceWindow = paxos.DefaultMaxInflight
 	}
+	c.ConsensusLimits.ensureDefaults(c.InstanceWindow)
 	if c.QuorumSync == nil {
 		qs := paxos.DefaultQuorumSync
 		c.QuorumSync = &qs
@@ -555,6 +559,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("client_tls_addr: the TLS client listener serves the node's certificate from the tls section, which is not set"))
 	}
 	errs = append(errs, c.validateClientTLS()...)
+	errs = append(errs, c.ConsensusLimits.validate(c.InstanceWindow)...)
 	if a := c.AdminTLS; a != nil && (a.Cert == "") != (a.Key == "") {
 		errs = append(errs, errors.New("admin_tls: set both cert and key, or neither (the node's tls cert and key)"))
 	}

@@ -135,6 +135,7 @@ func newMetrics(s *Server) *metrics {
 		newCertCollector(s),
 		newQuotaCollector(s),
 		newConnLimitsCollector(s),
+		newPeerRefusalsCollector(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

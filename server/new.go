@@ -148,6 +148,7 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		MaxInflight:        cfg.InstanceWindow,
 		QuorumSync:         cfg.quorumSync(),
 	}
+	cfg.ConsensusLimits.apply(&pcfg)
 	svc, err := group.NewService(group.Config{
 		Groups:              cfg.Groups,
 		Workers:             cfg.Workers,

@@ -188,7 +188,7 @@ func (h *Host) AddReplica(cfg ReplicaConfig, sm paxos.StateMachine) (*Replica, e
 		cfg.SnapshotChunk = 1 << 20
 	}
 	if cfg.CheckpointEvery == 0 {
-		cfg.CheckpointEvery = 2048
+		cfg.CheckpointEvery = DefaultCheckpointEvery
 	}
 	// A restarted replica may hold entries up to a checkpoint interval
 	// above the committed instance it reloads; a candidate's recovery

@@ -21,8 +21,10 @@ type ReplicaConfig struct {
 	// SnapshotChunk is the size of snapshot chunks (default 1 MiB).
 	SnapshotChunk int
 	// CheckpointEvery is how many applied instances a Checkpointer state
-	// machine may run ahead of its last checkpoint (default 2048): the
-	// most a restart replays from the log.
+	// machine may run ahead of its last checkpoint (default
+	// DefaultCheckpointEvery): the most a restart replays from the log.
+	// Core.MaxInstanceAhead must be at least twice it (default: the
+	// larger of paxos.DefaultMaxInstanceAhead and four times it).
 	CheckpointEvery uint64
 	// Join says this node is being added to a running group, with
 	// Core.Peers the set that includes it: when the store holds nothing of
@@ -31,6 +33,9 @@ type ReplicaConfig struct {
 	// empty store means a group that starts from nothing with Core.Peers.
 	Join bool
 }
+
+// DefaultCheckpointEvery is ReplicaConfig.CheckpointEvery's default.
+const DefaultCheckpointEvery = 2048
 
 // Replica is this node's replica of one Paxos group: it runs the group's
 // Core with storage, transport and ticks, and applies chosen commands to
@@ -88,6 +93,10 @@ type Replica struct {
 
 	// snapshot transfers, see Snapshots
 	snapSent, snapSentBytes, snapInstalled, snapRecvBytes atomic.Uint64
+	// refusals are the core's refusals as of the last publish, and the
+	// snapshot streams this runtime refused (refusals.go).
+	refusals    [paxos.NumRefuseReasons]atomic.Uint64
+	refusedSeen uint64 // the core's Refused() as last published (the host's loop only)
 
 	// owned by the host's loop
 	inboxSpare []paxos.Message
@@ -499,6 +508,7 @@ func (g *Replica) publish() {
 	g.applied.Store(g.core.AppliedIndex())
 	g.logStart.Store(g.core.LogStart())
 	g.publishMembership()
+	g.publishRefusals()
 	// Mastership changes rarely (an election, a hand-off, a lease renewed
 	// by a heartbeat round): keep the snapshot rather than allocate one per
 	// group and round.

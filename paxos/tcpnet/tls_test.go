@@ -82,7 +82,7 @@ func TestTCPTransportTLSExchange(t *testing.T) {
 // from another CA, with one of another cluster, or with a valid
 // certificate of node 2 that claims to be node 3, is refused on the peer
 // port (and logged), and nothing it sent reaches the handler; node 3 with
-// its own certificate gets through.
+// its own certificate gets through, but not a message it sends as node 2.
 func TestTCPTransportTLSRefused(t *testing.T) {
 	pk := paxostest.NewPKI(t, "alpha")
 	other := paxostest.NewPKI(t, "alpha") // another CA, same cluster name
@@ -129,16 +129,17 @@ func TestTCPTransportTLSRefused(t *testing.T) {
 		t.Errorf("refusals do not name the remote address:\n%s", logs.String())
 	}
 
-	// Node 3 with its own certificate is accepted; what it sends is the
-	// first and only message the handler ever sees.
+	// Node 3 with its own certificate is accepted; a message it sends
+	// in node 2's name is rejected, and its own is the first and only
+	// message the handler ever sees.
 	good := pk.Cert("alpha", 3)
-	conn := tlsDialAs(t, a, &good, 3, tcpTestMessage(3, 1, 0, 99))
+	conn := tlsDialAs(t, a, &good, 3, tcpTestMessage(2, 1, 0, 98), tcpTestMessage(3, 1, 0, 99))
 	defer conn.Close()
 	testutil.Eventually(t, 30*time.Second, func() bool { return in.count() > 0 }, "node 3's message")
 	if got := in.snapshot(); len(got) != 1 || got[0].Committed != 99 {
 		t.Fatalf("handler got %+v, want only node 3's message 99", got)
 	}
-	if st := a.Stats(); st.Refused != uint64(len(cases)+1) || st.Received != 1 {
+	if st := a.Stats(); st.Refused != uint64(len(cases)+1) || st.Received != 1 || st.Rejected != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }
