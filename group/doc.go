@@ -38,7 +38,8 @@
 //     and their encoding), record.go (a key's lock record and its holds),
 //     checkpoint.go (Checkpoint and Load of the table), semaphore.go
 //     (counting semaphores), revoke_state.go (a force-unlock's replicated
-//     mark), nslocks.go (held keys per namespace, for quotas).
+//     mark), nslocks.go (holders per namespace, for quotas), nsindex.go
+//     (each shard's keys by namespace, in order, for List).
 //   - The master's workers: worker.go (a worker's event loop and per-key
 //     state), requests.go (deciding a request before proposing it),
 //     acquire.go (acquires and the wait queue), results.go (a proposal's
@@ -50,12 +51,14 @@
 //     (watches), revocation.go (force-unlock: revoke, then free when the
 //     holder acknowledges; reaching a client after a master change), lockdelay.go (lock-delay), multi.go
 //     (multi-lock: reservations and one command per group).
-//   - Reading the table: list.go (List), inspect.go (HotKeys for the
+//   - Reading the table: state.go's view (a record read in place under
+//     its shard's lock), list.go (List), inspect.go (HotKeys for the
 //     console).
 //   - Lock group 0's system tables: namespace.go (namespaces and their
 //     SCRAM verifiers), quota.go (a namespace's quota record),
 //     quotacheck.go (enforcing quotas on the request path), members.go
 //     (the cluster's member list), registry.go (the registry's tables),
+//     registry_limits.go (RegistryLimits, the tables' bounds),
 //     registry_service.go (the Service's registry operations).
 //   - Moving a namespace: move.go (move records and their keyspace),
 //     move_apply.go (applying the move steps), move_steps.go (proposing a

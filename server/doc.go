@@ -18,14 +18,20 @@
 //     backoff), faults.go (injected partitions for tests).
 //   - Configuration: config.go (Config, its defaults and validation),
 //     config_limits.go (ConnLimits, a connection's bounds),
-//     config_session.go (SessionLimits, connections per namespace).
+//     config_session.go (SessionLimits, connections per namespace),
+//     config_consensus.go (ConsensusLimits, what a group's core takes
+//     from a peer), config_registry.go (RegistryLimits, the registry's
+//     tables).
 //   - The client edge: conn.go (a client connection: gnet's handler,
 //     framing, replies and pushes, and handling each request),
 //     conn_preauth.go (the bounds of a connection not yet authenticated),
 //     conn_reply.go (answering a request that could not be sent),
 //     connauth.go (the session's Host: credentials, relay trust,
 //     revocation checks), golistener.go (the netpoll and TLS listeners'
-//     reader and writer goroutines), listen.go (the listeners' health),
+//     reader and writer goroutines), gnetlistener.go (the gnet
+//     listener: the node's accept loop enrolling into gnet's event
+//     loops), outbudget.go (max_output_total, the node-wide budget of
+//     queued output), listen.go (the listeners' health),
 //     tls.go (the TLS client listener's configuration), relay.go
 //     (forwarding a request to its group's master over a relay session).
 //   - Membership: membership.go (gossip and master placement), members.go
@@ -41,12 +47,13 @@
 //     security.go (peer and admin TLS, the admin token), health.go
 //     (/healthz, /readyz), backup.go (/backup, streaming every group's
 //     image), move.go (the namespace-move steps), registry_admin.go (the
-//     registry's tables), console.go (the web console and its /cluster
+//     registry's tables), registry_page.go (GET /registry in pages), console.go (the web console and its /cluster
 //     snapshot; the page itself in console/).
 //   - The registry's tables served to registry processes:
 //     registry_serve.go (SubscribeRegistry).
 //   - Metrics: metrics.go (the Prometheus registry and the observers of
 //     host and group), metrics_certs.go (certificate expiry),
-//     metrics_conns.go (connection bounds), metrics_quota.go (quota
+//     metrics_conns.go (connection bounds), metrics_peers.go (peer
+//     messages refused), metrics_quota.go (quota
 //     usage), metrics_storage.go (Pebble and the data directory).
 package server

@@ -138,6 +138,8 @@
 //   - view.go: View, the cluster view.
 //   - registry.go: SubscribeRegistry and RegistryTables, a registry's
 //     feed from the meta cluster.
+//   - registry_page.go: the tables in pages under RegistryPageBytes, and
+//     RegistryAssembly, which gathers one version's pages.
 //   - hash.go: KeyHash, GroupOf, WorkerOf, MakeToken and the validation
 //     of keys, values and namespaces, with their bounds.
 //   - owner.go: ClientIDOf, a client id derived from its key.

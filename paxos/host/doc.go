@@ -19,4 +19,6 @@
 //   - snapshot.go: streaming snapshots to lagging replicas and installing
 //     them.
 //   - backup.go: OpenImage, a consistent image of a group for a backup.
+//   - refusals.go: the core's and the host's refusals of peer messages,
+//     counted by reason (Replica.Refusals).
 package host
