@@ -72,7 +72,7 @@ func testClientListener(t *testing.T, listener string) {
 
 // TestClientListenerChecked: client_listener names gnet or netpoll; the
 // defaults are netpoll and an instance window of 4, the settings that
-// measured best (docs/performance.md, 2026-11-24, 9e782a0, a 2-core AMD
+// measured best (bench/results/history/2026-11-24.md, 9e782a0, a 2-core AMD
 // EPYC VM).
 func TestClientListenerChecked(t *testing.T) {
 	t.Parallel()

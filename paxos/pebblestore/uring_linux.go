@@ -24,7 +24,7 @@ import (
 // (0.1–0.4 ms here). The runtime's sysmon then polls every 20 µs and hands
 // the P to another thread, so every fsync costs thread wake-ups and
 // context switches besides the kernel's own work (a node profile of
-// 2026-11-23 on a 2-core AMD EPYC VM, docs/performance.md: 18% of a
+// 2026-11-23 on a 2-core AMD EPYC VM, bench/results/history/2026-11-23.md: 18% of a
 // node's CPU in fdatasync and 11% in sysmon). Measured in a same-run
 // A/B against Redis on that VM: contended 0.22× → 0.34× Redis, 16% less
 // CPU per op; uncontended unchanged.
