@@ -160,6 +160,7 @@ type Core struct {
 	learnAsked []NodeID
 	snapFrom   NodeID
 	refused    Refusals // peers' messages and entries refused, by reason (core_refuse.go)
+	refusedBy  NodeID   // the sender of the last one refused
 
 	// output
 	msgs      []Message // requests to peers; no vote, nothing to itself (C12)
@@ -496,7 +497,7 @@ func (c *Core) Step(m Message) {
 		return
 	}
 	if why, ok := c.plausible(&m); !ok {
-		c.refuse(why)
+		c.refuse(why, m.From)
 		return
 	}
 	if slices.Contains(c.mem.Removed, m.From) {

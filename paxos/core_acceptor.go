@@ -84,7 +84,7 @@ func (c *Core) onAccept(m Message) {
 			// Beyond the instance window: no honest master proposes it
 			// while this replica is caught up, and one that lags learns
 			// (learnCommitted below) and votes on the retransmission.
-			c.refuse(RefusedInstanceAhead)
+			c.refuse(RefusedInstanceAhead, m.From)
 			continue
 		}
 		if e.Instance > c.hs.Committed && e.Instance >= c.logStart {
@@ -233,7 +233,7 @@ func (c *Core) onLearnReply(m Message) {
 		// Only a replica asked answers a Learn: an answer from any other
 		// would hold this one off learning (a snapshot announced that
 		// never comes) or be taken for chosen values nobody vouched for.
-		c.refuse(RefusedUnasked)
+		c.refuse(RefusedUnasked, m.From)
 		return
 	}
 	c.answered(m.From)

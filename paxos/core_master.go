@@ -15,7 +15,7 @@ func (c *Core) onPromise(m Message) {
 		// It reports an entry no honest acceptor holds (see
 		// Config.MaxInstanceAhead): recovering it would propose every
 		// instance up to it.
-		c.refuse(RefusedInstanceAhead)
+		c.refuse(RefusedInstanceAhead, m.From)
 		return
 	}
 	if m.Reject {

@@ -120,8 +120,11 @@ func (r *Refusals) Total() uint64 {
 	return n
 }
 
-// refuse counts one refused message or entry.
-func (c *Core) refuse(why RefuseReason) { c.refused[why]++ }
+// refuse counts one refused message or entry, sent by from.
+func (c *Core) refuse(why RefuseReason, from NodeID) {
+	c.refused[why]++
+	c.refusedBy = from
+}
 
 // Refused returns how many peers' messages and entries the Core refused
 // as no honest replica sends them (a foreign or far-off ballot, an entry
@@ -131,6 +134,10 @@ func (c *Core) Refused() uint64 { return c.refused.Total() }
 // Refusals returns the Core's refusals by reason (Refused is their sum).
 // Like every Core method it is for the goroutine that drives the Core.
 func (c *Core) Refusals() Refusals { return c.refused }
+
+// LastRefused returns the peer whose message the Core refused last (0:
+// none yet).
+func (c *Core) LastRefused() NodeID { return c.refusedBy }
 
 // acceptWindow returns the highest instance this replica stores from a
 // peer's Accept: MaxInstanceAhead above its committed instance.

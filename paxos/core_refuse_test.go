@@ -39,7 +39,7 @@ func TestRefuseForeignBallot(t *testing.T) {
 	before := tn.core(2).hs.Promised
 	hostile(tn, 2, Message{Type: MsgAccept, Ballot: Ballot{Round: before.Round + 1, Node: 1},
 		Entries: []Entry{{Instance: 5, Value: Value{Cmds: [][]byte{[]byte("x")}}}}})
-	if c := tn.core(2); c.hs.Promised != before || c.Refused() != 1 || c.Refusals()[RefusedForeignBallot] != 1 || len(c.entries) != 0 {
+	if c := tn.core(2); c.hs.Promised != before || c.Refused() != 1 || c.Refusals()[RefusedForeignBallot] != 1 || c.LastRefused() != 3 || len(c.entries) != 0 {
 		t.Fatalf("promised %s (was %s), refused %v, entries %d", c.hs.Promised, before, c.Refusals(), len(c.entries))
 	}
 }

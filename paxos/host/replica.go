@@ -97,6 +97,8 @@ type Replica struct {
 	// snapshot streams this runtime refused (refusals.go).
 	refusals    [paxos.NumRefuseReasons]atomic.Uint64
 	refusedSeen uint64 // the core's Refused() as last published (the host's loop only)
+	// refusalLogged is when the last refusal was logged (the host's loop only).
+	refusalLogged time.Time
 
 	// owned by the host's loop
 	inboxSpare []paxos.Message

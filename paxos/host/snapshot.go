@@ -118,8 +118,8 @@ func (g *Replica) onSnapshotMsg(m *paxos.Message) {
 		if !g.core.WantsSnapshot(m.From, m.Instance) {
 			// Not asked for, or not from the peer asked: installing it
 			// would clear the keyspace for a stream nobody wanted.
-			g.log.Debug("paxos: refused an unrequested snapshot", "group", g.id, "from", m.From, "applied", m.Instance)
 			g.refusals[paxos.RefusedSnapshot].Add(1)
+			g.logRefusal(m.From)
 			return
 		}
 		if in != nil {
