@@ -71,9 +71,20 @@ func clientFor(t testing.TB, tc *testCluster, ns, secret string) *client.Client 
 // path.
 func fetchBackup(t testing.TB, admin, dir string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + admin + "/backup")
-	if err != nil {
-		t.Fatal(err)
+	// 503: a group between masters (a lease lapsed on a loaded machine);
+	// the backup is asked again, as an operator would, for up to 30 s.
+	var resp *http.Response
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		var err error
+		resp, err = http.Get("http://" + admin + "/backup")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			break
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -195,7 +195,25 @@ func (r *rawConn) read() (wire.Frame, wire.Message, error) {
 }
 
 // call sends a request and returns its Response, skipping pushes.
+//
+// A NO_MASTER answer (a group between masters: on a loaded machine a
+// lease may lapse right after a cluster's start) is retried after its
+// RetryAfterMs, as a client does, for up to 30 s; the last answer is
+// returned.
 func (r *rawConn) call(typ wire.Type, m wire.Message) *wire.Response {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp := r.callOnce(typ, m)
+		if resp.Status != wire.StatusNoMaster || time.Now().After(deadline) {
+			return resp
+		}
+		time.Sleep(time.Duration(max(resp.RetryAfterMs, 10)) * time.Millisecond)
+	}
+}
+
+// callOnce sends m and returns its answer, skipping pushes and other
+// replies.
+func (r *rawConn) callOnce(typ wire.Type, m wire.Message) *wire.Response {
 	id := r.send(typ, m)
 	for {
 		f, msg, err := r.read()
