@@ -40,24 +40,24 @@ func (sm *StateMachine) countNS(key string, dKeys, dHolders int64) {
 // HeldByNamespace returns the number of held keys per namespace in this
 // group's table (namespaces without one are absent).
 func (sm *StateMachine) HeldByNamespace() map[string]int64 {
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
-	out := make(map[string]int64, len(sm.nsHeld))
-	for ns, c := range sm.nsHeld {
-		out[ns] = c.keys
-	}
-	return out
+	return sm.useByNamespace(func(u nsUse) int64 { return u.keys })
 }
 
 // HoldersByNamespace returns the number of holders per namespace in this
 // group's table (what the held quota counts; namespaces without a held
 // key are absent).
 func (sm *StateMachine) HoldersByNamespace() map[string]int64 {
+	return sm.useByNamespace(func(u nsUse) int64 { return u.holders })
+}
+
+// useByNamespace returns one count of each namespace's use of this
+// group's table, read under sm.mu.
+func (sm *StateMachine) useByNamespace(count func(nsUse) int64) map[string]int64 {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
 	out := make(map[string]int64, len(sm.nsHeld))
 	for ns, c := range sm.nsHeld {
-		out[ns] = c.holders
+		out[ns] = count(c)
 	}
 	return out
 }
