@@ -111,11 +111,49 @@ func (c *Client) installView(v *wire.View, force bool) bool {
 			rereg = append(rereg, w)
 		}
 	}
+	dial := c.newHoldMastersLocked(cur, v)
 	c.mu.Unlock()
 	for _, w := range rereg {
 		w.reregister()
 	}
+	for _, addr := range dial {
+		go c.connectTo(addr)
+	}
 	return true
+}
+
+// newHoldMastersLocked lists the masters in view v of the groups where
+// the client holds a lock and whose master is not the one of view cur;
+// c.mu is held. The client connects to each, so that the new master can
+// tell it of a loss (a force-unlock's revocation, an expiry) over a
+// connection of its own: a hold granted under another master names no
+// connection on the new one.
+func (c *Client) newHoldMastersLocked(cur, v *wire.View) []string {
+	var out []string
+	for _, h := range c.holds {
+		g := wire.GroupOf(h.hash, len(v.Groups))
+		addr, ok := v.MasterAddr(g)
+		if !ok || slices.Contains(out, addr) {
+			continue
+		}
+		if cur != nil && len(cur.Groups) == len(v.Groups) {
+			if was, ok := cur.MasterAddr(g); ok && was == addr {
+				continue
+			}
+		}
+		out = append(out, addr)
+	}
+	return out
+}
+
+// connectTo opens a connection to addr if the client has none, within
+// the request timeout.
+func (c *Client) connectTo(addr string) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.DialTimeout)
+	defer cancel()
+	if _, err := c.getConn(ctx, addr); err != nil {
+		c.log.Debug("paxlock: connect to a new master of a held lock", "addr", addr, "err", err)
+	}
 }
 
 // newTerm reports whether view v names a master for group g other than

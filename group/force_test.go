@@ -240,3 +240,46 @@ func TestRevokeAfterMasterChange(t *testing.T) {
 		t.Fatal("ForgetClient left the connection attached")
 	}
 }
+
+// TestRevokeToldOnLaterAttach: a force-unlock decided by a master that has
+// no connection of the holder's client reaches the holder when the client
+// connects to that node later, not only when the hold's TTL runs out; a
+// connection of another client is told nothing.
+func TestRevokeToldOnLaterAttach(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
+	const key = "unreached"
+	g := wire.GroupOf(wire.KeyHash("ns", key), c.groups)
+	r := c.do(newSink(), Request{Op: OpAcquire, Key: key, Owner: owner(7, 1), TTL: time.Hour})
+	if r.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", r)
+	}
+	next := c.takeOver(g, true)
+	svc := c.svc(next)
+	done := forceAsync(ctx, svc, key)
+	sm := svc.groups[g].sm
+	stranger := newSink()
+	stranger.wait(t, "the revocation applied", func() bool {
+		return sm.revokedHold(fullKey("ns", key), owner(7, 1), r.Token)
+	})
+	svc.AttachClient(8, stranger)
+	cs := newSink()
+	svc.AttachClient(7, cs)
+	cs.push(t, "Lost EventRevoked once the holder's client connects", func(m wire.Message) bool {
+		l, ok := m.(*wire.Lost)
+		return ok && l.Key == key && l.Token == r.Token && l.Owner == owner(7, 1) && l.Event == wire.EventRevoked
+	})
+	stranger.mu.Lock()
+	told := len(stranger.pushes)
+	stranger.mu.Unlock()
+	if told != 0 {
+		t.Fatalf("another client's connection was told %d pushes", told)
+	}
+	if rr := c.do(cs, Request{Op: OpRelease, Key: key, Owner: owner(7, 1), Token: r.Token}); rr.Status != wire.StatusSuccess {
+		t.Fatalf("acknowledgement: %+v", rr)
+	}
+	if res := waitForce(t, done); res.err != nil || len(res.got) != 1 {
+		t.Fatalf("ForceRelease: %+v, %v", res.got, res.err)
+	}
+}

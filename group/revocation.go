@@ -229,5 +229,32 @@ func (c *clientSinks) sink(id uint64) Sink {
 // AttachClient records sink, a connection whose handshake proved client
 // id, so that the masters on this node can tell the client about holds
 // whose own connection they do not know (granted under another master).
+// The workers that have revoked holds in their table tell the client of
+// its own over sink at once: a revocation decided while the holder had no
+// connection to this node (the master changed since the grant) reaches
+// the holder when it connects, not only when its TTL runs out.
 // ForgetClient undoes it.
-func (s *Service) AttachClient(id uint64, sink Sink) { s.clients.add(id, sink) }
+func (s *Service) AttachClient(id uint64, sink Sink) {
+	s.clients.add(id, sink)
+	for _, g := range s.groups {
+		for _, w := range g.workers {
+			if g.sm.hasRevoked(w.idx) {
+				w.post(event{kind: evAttach, client: id, sink: sink})
+			}
+		}
+	}
+}
+
+// tellClientRevoked pushes Lost EventRevoked over sink for each revoked
+// hold of client in the worker's table, if the worker is serving.
+func (w *worker) tellClientRevoked(client uint64, sink Sink) {
+	if !w.serving || closedSink(sink) {
+		return
+	}
+	w.g.sm.forEachRevoked(w.idx, func(key string, m revMark) {
+		if m.owner.Client == client {
+			_, name := splitFull(key)
+			sink.Push(&wire.Lost{Key: name, Token: m.token, Owner: m.owner, Event: wire.EventRevoked})
+		}
+	})
+}

@@ -194,6 +194,14 @@ func (sm *StateMachine) revokedHold(key string, o wire.Owner, token uint64) bool
 	return false
 }
 
+// hasRevoked reports whether shard i has a revoked hold.
+func (sm *StateMachine) hasRevoked(i int) bool {
+	s := &sm.shards[i]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.revoked) > 0
+}
+
 // forEachRevoked calls f for every mark of shard i under its read lock.
 func (sm *StateMachine) forEachRevoked(i int, f func(key string, m revMark)) {
 	s := &sm.shards[i]

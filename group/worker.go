@@ -25,6 +25,7 @@ const (
 	evMultiDone // a multi-acquire's outcome, for key n
 	evMultiUndo // a failed multi-acquire gives back key n's reservation
 	evMove      // a namespace's move state was applied: req.Namespace, MoveState(n) (move_worker.go)
+	evAttach    // a connection of client was attached: tell it its revoked holds (revocation.go)
 )
 
 type event struct {
@@ -257,6 +258,8 @@ func (w *worker) handle(e *event) {
 		w.releaseEarly()
 	case evForget:
 		w.forget(e.client, e.sink)
+	case evAttach:
+		w.tellClientRevoked(e.client, e.sink)
 	case evRevoke:
 		w.revoke(e.client, e.req.Namespace, e.sink)
 		e.revoked()
