@@ -23,7 +23,10 @@
 //     from a peer), config_registry.go (RegistryLimits, the registry's
 //     tables).
 //   - The client edge: conn.go (a client connection: gnet's handler,
-//     framing, replies and pushes, and handling each request),
+//     framing, replies and pushes), request.go (handleFrame: each
+//     request's prelude and its route to the lock service, a forward or
+//     a redirect), translate.go (a wire request as the lock service's
+//     group.Request),
 //     conn_preauth.go (the bounds of a connection not yet authenticated),
 //     conn_reply.go (answering a request that could not be sent),
 //     connauth.go (the session's Host: credentials, relay trust,
