@@ -11,7 +11,7 @@
 // # Files by job
 //
 //   - Wiring and lifecycle: new.go (New: storage, the host and the
-//     groups), server.go (Server, Start, Shutdown, the background work
+//     groups, undone in one place when a step fails), server.go (Server, Start, Shutdown, the background work
 //     Shutdown waits for), view.go (the cluster view: the groups'
 //     masters, the alive flags, its subscribers), seed.go (seeding lock
 //     group 0's namespace table on a new cluster), drain.go (handing
