@@ -27,22 +27,27 @@
 //     config_consensus.go (ConsensusLimits, what a group's core takes
 //     from a peer), config_registry.go (RegistryLimits, the registry's
 //     tables).
-//   - The client edge: conn.go (a client connection: gnet's handler,
-//     framing, replies and pushes), request.go (handleFrame: each
+//   - The client edge: conn.go (a client connection: conn, its engine
+//     interface frameConn, its end, the sweep of idle and unauthenticated
+//     connections), conn_output.go (replies and pushes: the group.Sink,
+//     the output bound, slow consumers), request.go (handleFrame: each
 //     request's prelude and its route to the lock service, a forward or
 //     a redirect), translate.go (a wire request as the lock service's
-//     group.Request),
-//     conn_preauth.go (the bounds of a connection not yet authenticated),
-//     conn_reply.go (answering a request that could not be sent),
-//     connauth.go (the session's Host: credentials, relay trust,
-//     revocation checks), golistener.go (the netpoll and TLS listeners'
-//     reader and writer goroutines), gnetlistener.go (the gnet
-//     listener: the node's accept loop enrolling into gnet's event
-//     loops), outbudget.go (max_output_total, the node-wide budget of
-//     queued output), listen.go (the listeners' health),
-//     tls.go (the TLS client listener's configuration), relay.go
-//     (forwarding a request to its group's master over a relay session,
-//     and the address to relay to).
+//     group.Request), conn_preauth.go (the bounds of a connection not yet
+//     authenticated), conn_reply.go (answering a request that could not
+//     be sent), connauth.go (the session's Host: credentials, relay
+//     trust, revocation checks), outbudget.go (max_output_total, the
+//     node-wide budget of queued output), relay.go (forwarding a request
+//     to its group's master over a relay session, and the address to
+//     relay to).
+//   - The listeners and their engines (frameConn): gnetconn.go (gnetConn
+//     and gnet's event handler: the event loops read and write),
+//     gnetlistener.go (the gnet listener: the node's accept loop
+//     enrolling into gnet's event loops), goconn.go (goConn: a reader and
+//     a writer goroutine per connection, TLS or plain), golistener.go
+//     (the netpoll and TLS listeners, the TLS handshake), tls.go (the TLS
+//     client listener's configuration), listen.go (the listeners'
+//     health).
 //   - Membership: membership.go (gossip and master placement), members.go
 //     (following the member list: peers, address book, view),
 //     members_admin.go (the admin endpoints: GET, POST and DELETE
