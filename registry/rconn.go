@@ -157,14 +157,14 @@ func (c *rconn) readLoop() {
 // registryMsg is the BAD_REQUEST message for lock requests.
 const registryMsg = "this is a paxlock registry: it serves the handshake, Heartbeat, GetView and SubscribeView only; send lock requests to the group's master named in the view"
 
+// decode decodes a request's body.
+func (c *rconn) decode(f wire.Frame) (wire.Message, error) { return c.codec.Decode(f.Type, f.Body) }
+
+// handle answers one frame: the session's own requests, and BAD_REQUEST
+// for any other.
 func (c *rconn) handle(f wire.Frame) {
-	if !f.Type.IsRequest() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
-		return
-	}
-	m, err := c.codec.Decode(f.Type, f.Body)
-	if err != nil {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+	m, ok := session.DecodeRequest(f, c.decode, c)
+	if !ok {
 		return
 	}
 	if !c.sess.Handle(f.ReqID, m, c) {

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,16 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Duration is a time.Duration that reads and writes as a string such as
@@ -381,98 +376,6 @@ func (c Config) LogValue() slog.Value {
 	return slog.AnyValue(json.RawMessage(b))
 }
 
-// EnsureDefaults fills every unset field with its default: the lock
-// service's from package group, the consensus's from package paxos.
-func (c *Config) EnsureDefaults() {
-	if c.Groups <= 0 {
-		c.Groups = wire.DefaultGroups
-	}
-	if c.ClusterName == "" {
-		c.ClusterName = "paxlock"
-	}
-	if c.Workers <= 0 {
-		c.Workers = group.DefaultWorkers
-	}
-	if c.Tick <= 0 {
-		c.Tick = Duration(10 * time.Millisecond)
-	}
-	if c.Lease <= 0 {
-		c.Lease = Duration(time.Second)
-	}
-	if c.Heartbeat <= 0 {
-		// Four renewals per lease: enough margin for a lost heartbeat or
-		// two, and an idle node wakes 4 times a second per peer rather
-		// than 10 (see Heartbeat).
-		c.Heartbeat = min(Duration(250*time.Millisecond), c.Lease/4)
-	}
-	if c.MaxDrift <= 0 {
-		c.MaxDrift = paxos.DefaultMaxDrift
-	}
-	if c.DefaultTTL <= 0 {
-		c.DefaultTTL = Duration(group.DefaultTTL)
-	}
-	if c.MinTTL <= 0 {
-		c.MinTTL = Duration(group.DefaultMinTTL)
-	}
-	if c.MaxTTL <= 0 {
-		c.MaxTTL = Duration(group.DefaultMaxTTL)
-	}
-	if c.WeightAging <= 0 {
-		c.WeightAging = Duration(group.DefaultWeightAging)
-	}
-	if c.MaxFrame <= 0 {
-		c.MaxFrame = 1 << 20
-	}
-	if c.MaxConns <= 0 {
-		c.MaxConns = 10000
-	}
-	if c.MaxInflight <= 0 {
-		c.MaxInflight = 4096
-	}
-	if c.MaxOutput <= 0 {
-		c.MaxOutput = 16 << 20
-	}
-	if c.MaxWaitsPerConn <= 0 {
-		c.MaxWaitsPerConn = group.DefaultMaxConnWaits
-	}
-	if c.MaxWatchesPerConn <= 0 {
-		c.MaxWatchesPerConn = group.DefaultMaxConnWatches
-	}
-	if c.MaxWaitsPerNamespace <= 0 {
-		c.MaxWaitsPerNamespace = group.DefaultMaxNamespaceWaits
-	}
-	if c.MaxWatchesPerNamespace <= 0 {
-		c.MaxWatchesPerNamespace = group.DefaultMaxNamespaceWatches
-	}
-	c.SessionLimits.ensureDefaults()
-	c.RegistryLimits.ensureDefaults()
-	if c.IdleTimeout <= 0 {
-		c.IdleTimeout = Duration(2 * time.Minute)
-	}
-	c.ConnLimits.setDefaults(c.MaxFrame, c.MaxOutput)
-	if c.DrainTimeout == 0 {
-		c.DrainTimeout = Duration(10 * time.Second)
-	}
-	if c.ForwardAfter == 0 {
-		c.ForwardAfter = 2
-	}
-	if c.InstanceWindow <= 0 {
-		c.InstanceWindow = paxos.DefaultMaxInflight
-	}
-	c.ConsensusLimits.ensureDefaults(c.InstanceWindow)
-	if c.QuorumSync == nil {
-		qs := paxos.DefaultQuorumSync
-		c.QuorumSync = &qs
-	}
-	if c.ClientListener == "" {
-		c.ClientListener = ListenerNetpoll
-	}
-	if c.GossipTiming == "" {
-		c.GossipTiming = GossipLAN
-	}
-	sort.Slice(c.Nodes, func(i, j int) bool { return c.Nodes[i].ID < c.Nodes[j].ID })
-}
-
 // The client listeners Config.ClientListener names.
 const (
 	// ListenerGnet serves the client port with gnet's event loops.
@@ -491,179 +394,6 @@ const (
 	// shutdowns settle ten times sooner.
 	GossipLocal = "local"
 )
-
-// Validate reports a configuration that cannot start.
-func (c *Config) Validate() error {
-	var errs []error
-	if c.RegistryNamespace != "" {
-		if err := wire.ValidateNamespace(c.RegistryNamespace); err != nil {
-			errs = append(errs, fmt.Errorf("registry_namespace: %w", err))
-		}
-	}
-	switch c.ClientListener {
-	case "", ListenerGnet, ListenerNetpoll:
-	default:
-		errs = append(errs, fmt.Errorf("client_listener: %q is neither %q nor %q", c.ClientListener, ListenerGnet, ListenerNetpoll))
-	}
-	switch c.GossipTiming {
-	case "", GossipLAN, GossipLocal:
-	default:
-		errs = append(errs, fmt.Errorf("gossip_timing: %q is neither %q nor %q", c.GossipTiming, GossipLAN, GossipLocal))
-	}
-	if c.NodeID == 0 {
-		errs = append(errs, errors.New("node_id must be set and nonzero"))
-	}
-	if c.DataDir == "" {
-		errs = append(errs, errors.New("data_dir must be set"))
-	}
-	seen := map[uint32]bool{}
-	self := false
-	for _, n := range c.Nodes {
-		if n.ID == 0 || seen[n.ID] {
-			errs = append(errs, fmt.Errorf("nodes: id %d is zero or repeated", n.ID))
-		}
-		seen[n.ID] = true
-		if n.Peer == "" || n.Client == "" {
-			errs = append(errs, fmt.Errorf("nodes: node %d needs peer and client addresses", n.ID))
-		}
-		if n.ID == c.NodeID {
-			self = true
-		}
-	}
-	if !self {
-		errs = append(errs, fmt.Errorf("nodes: this node (%d) is not listed", c.NodeID))
-	}
-	if c.Lease < 5*c.Tick || c.Heartbeat < c.Tick || c.Heartbeat*3 > c.Lease {
-		errs = append(errs, errors.New("timing: need lease >= 5 ticks, heartbeat >= 1 tick and heartbeat <= lease/3"))
-	}
-	if c.MinTTL > c.MaxTTL || c.DefaultTTL < c.MinTTL || c.DefaultTTL > c.MaxTTL {
-		errs = append(errs, errors.New("ttl: need min_ttl <= default_ttl <= max_ttl"))
-	}
-	if c.WeightAging > Duration(time.Hour) {
-		errs = append(errs, fmt.Errorf("weight_aging: %v is more than 1h", time.Duration(c.WeightAging)))
-	}
-	for _, n := range c.Namespaces {
-		if err := wire.ValidateNamespace(n.Name); err != nil {
-			errs = append(errs, fmt.Errorf("namespaces: %q: %w", n.Name, err))
-		}
-	}
-	if c.TLS != nil {
-		if c.TLS.CA == "" || c.TLS.Cert == "" || c.TLS.Key == "" {
-			errs = append(errs, errors.New("tls: needs ca, cert and key"))
-		}
-		if err := pki.ValidCluster(c.ClusterName); err != nil {
-			errs = append(errs, fmt.Errorf("tls: %w", err))
-		}
-	}
-	if c.TLS == nil && c.self().ClientTLS != "" {
-		errs = append(errs, errors.New("client_tls_addr: the TLS client listener serves the node's certificate from the tls section, which is not set"))
-	}
-	errs = append(errs, c.validateClientTLS()...)
-	errs = append(errs, c.ConsensusLimits.validate(c.InstanceWindow)...)
-	if a := c.AdminTLS; a != nil && (a.Cert == "") != (a.Key == "") {
-		errs = append(errs, errors.New("admin_tls: set both cert and key, or neither (the node's tls cert and key)"))
-	}
-	if a := c.AdminTLS; a != nil && a.Cert == "" && c.TLS == nil {
-		errs = append(errs, errors.New("admin_tls: without cert and key it uses the node's tls section, which is not set"))
-	}
-	if c.GossipKey != "" && c.GossipKeyFile != "" {
-		errs = append(errs, errors.New("gossip_key and gossip_key_file: set one"))
-	}
-	if _, err := c.gossipKeys(); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := c.adminToken(); err != nil {
-		errs = append(errs, err)
-	}
-	if _, err := c.relaySecret(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("config: %w", err)
-	}
-	return nil
-}
-
-// gossipKeys decodes the gossip keys: the primary first (nil if none).
-// It reads GossipKeyFile.
-func (c *Config) gossipKeys() ([][]byte, error) {
-	primary := c.GossipKey
-	if c.GossipKeyFile != "" {
-		b, err := os.ReadFile(c.GossipKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("gossip_key_file: %w", err)
-		}
-		primary = string(bytes.TrimSpace(b))
-	}
-	if primary == "" {
-		if len(c.GossipOldKeys) > 0 {
-			return nil, errors.New("gossip_old_keys without gossip_key")
-		}
-		return nil, nil
-	}
-	var keys [][]byte
-	for i, s := range append([]string{primary}, c.GossipOldKeys...) {
-		k, err := base64.StdEncoding.DecodeString(strings.TrimSpace(s))
-		if err != nil || len(k) != 32 {
-			what := "gossip_key"
-			if i > 0 {
-				what = fmt.Sprintf("gossip_old_keys[%d]", i-1)
-			}
-			return nil, fmt.Errorf("%s: want 32 bytes in base64 (e.g. openssl rand -base64 32)", what)
-		}
-		keys = append(keys, k)
-	}
-	return keys, nil
-}
-
-// adminToken returns the admin bearer token: PAXLOCK_ADMIN_TOKEN if set,
-// else AdminTokenFile's content; "" if neither.
-func (c *Config) adminToken() (string, error) {
-	if t := strings.TrimSpace(os.Getenv(adminapi.TokenEnv)); t != "" {
-		return t, nil
-	}
-	if c.AdminTokenFile == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(c.AdminTokenFile)
-	if err != nil {
-		return "", fmt.Errorf("admin_token_file: %w", err)
-	}
-	t := strings.TrimSpace(string(b))
-	if t == "" {
-		return "", fmt.Errorf("admin_token_file %s is empty", c.AdminTokenFile)
-	}
-	return t, nil
-}
-
-// RelaySecretEnv is the environment variable that holds the cluster's
-// relay secret, for paxlockd (over relay_secret_file).
-const RelaySecretEnv = "PAXLOCK_RELAY_SECRET"
-
-// MinRelaySecretLen is the shortest relay secret a node accepts (e.g.
-// openssl rand -base64 32 writes 44 bytes).
-const MinRelaySecretLen = 16
-
-// relaySecret returns the cluster's relay secret: PAXLOCK_RELAY_SECRET
-// if set, else RelaySecretFile's content; "" if neither.
-func (c *Config) relaySecret() (string, error) {
-	sec := strings.TrimSpace(os.Getenv(RelaySecretEnv))
-	what := RelaySecretEnv
-	if sec == "" {
-		if c.RelaySecretFile == "" {
-			return "", nil
-		}
-		b, err := os.ReadFile(c.RelaySecretFile)
-		if err != nil {
-			return "", fmt.Errorf("relay_secret_file: %w", err)
-		}
-		sec, what = strings.TrimSpace(string(b)), "relay_secret_file "+c.RelaySecretFile
-	}
-	if len(sec) < MinRelaySecretLen {
-		return "", fmt.Errorf("%s: the relay secret has %d bytes, want at least %d (e.g. openssl rand -base64 32)", what, len(sec), MinRelaySecretLen)
-	}
-	return sec, nil
-}
 
 // self returns this node's addresses.
 func (c *Config) self() NodeAddr {

@@ -1,33 +1,41 @@
 package server
 
 import (
-	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/panjf2000/gnet/v2"
-
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
 
-// handler is the gnet event handler for client connections.
-type handler struct {
-	gnet.BuiltinEventEngine
-	s *Server
+// frameConn is a client connection's engine: it reads the client's
+// frames into conn.handleFrame, one at a time (gnet's event loop, or the
+// connection's reader goroutine), and sends the frames conn queues in
+// conn.out, a burst per write, double-buffered (conn.flight) so that a
+// burst accumulates while the previous one is on its way. gnetConn is the
+// gnet listener's engine, goConn the goroutine listeners' (TLS and
+// netpoll).
+type frameConn interface {
+	// remote is the client's address, for logs.
+	remote() string
+	// flushLocked starts sending conn.out unless a write under way will;
+	// it is called with conn.mu held and releases it.
+	flushLocked()
+	// closeAfterFlush closes the connection once the frames already
+	// queued have been sent (or the write failed).
+	closeAfterFlush()
+	// close closes the connection; the engine then runs conn.onClosed,
+	// once, on the goroutine that served it. Safe from any goroutine.
+	close()
 }
 
-// conn is one client connection. It is the group.Sink for its requests:
-// replies and pushes are encoded into a buffer and written with one
-// AsyncWrite per burst, double-buffered so that a burst accumulates while
-// the previous one is on its way.
+// conn is one client connection, whichever its engine (frameConn). It is
+// the group.Sink for its requests: replies and pushes are encoded into
+// out, which the engine sends.
 type conn struct {
 	s  *Server
-	gc gnet.Conn // the gnet listener's connection; nil for a goroutine listener's
-	tc *tlsConn  // a goroutine listener's connection (TLS or netpoll); nil for a gnet one
+	fc frameConn // the connection's engine; set before the connection is shared
 	// tlsPort: the connection came in on client_tls_addr (it is served
 	// the view naming the nodes' TLS client addresses).
 	tlsPort bool
@@ -68,8 +76,9 @@ type conn struct {
 	lastSeen atomic.Int64 // unix nanos of the last frame
 	opened   int64        // unix nanos of the accept (auth_timeout); set before the connection is shared
 	closed   atomic.Bool
-	// queued is what gnet holds for the socket (OutboundBuffered), as the
-	// event loop last saw it; with len(out) it is the output the client
+	// queued is what the engine holds for the socket: gnet's
+	// OutboundBuffered as the event loop last saw it, or the goroutine
+	// writer's write under way; with len(out) it is the output the client
 	// has not read, bounded by Config.MaxOutput.
 	queued atomic.Int64
 	slow   atomic.Bool // closed as a slow consumer
@@ -78,21 +87,16 @@ type conn struct {
 	// returned, after which nothing is charged.
 	charged atomic.Int64
 
-	mu      sync.Mutex
-	enc     wire.Codec
-	resp    wire.Response // scratch for Respond and reply, under mu: no allocation per reply
-	out     []byte
-	flight  []byte
-	writing bool
-	// flightLen is the burst handed to gnet's AsyncWrite and not yet
-	// written (gnet only).
+	mu     sync.Mutex
+	enc    wire.Codec
+	resp   wire.Response // scratch for Respond and reply, under mu: no allocation per reply
+	out    []byte
+	flight []byte // the burst the engine writes or wrote last
+	// flightLen is the burst an engine took out of out that queued does
+	// not count yet: one handed to gnet's AsyncWrite and not yet written
+	// (gnetConn; always 0 for goConn).
 	flightLen int
 	released  bool
-}
-
-func (h *handler) OnTick() (time.Duration, gnet.Action) {
-	h.s.sweepConns()
-	return time.Second, gnet.None
 }
 
 // sweepConns runs every second (gnet's tick, or sweepLoop without gnet):
@@ -129,29 +133,6 @@ func (s *Server) sweepLoop() {
 	}
 }
 
-func (h *handler) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
-	s := h.s
-	if s.nconns.Add(1) > int64(s.cfg.MaxConns) {
-		s.nconns.Add(-1)
-		s.stats.overloaded.Add(1)
-		return nil, gnet.Close
-	}
-	c := &conn{s: s, gc: gc, opened: time.Now().UnixNano()}
-	c.lastSeen.Store(c.opened)
-	gc.SetContext(c)
-	s.conns.Store(c, struct{}{})
-	return nil, gnet.None
-}
-
-func (h *handler) OnClose(gc gnet.Conn, err error) gnet.Action {
-	c, ok := gc.Context().(*conn)
-	if !ok {
-		return gnet.None
-	}
-	c.onClosed()
-	return gnet.None
-}
-
 // onClosed forgets a connection that closed: its view subscription, its
 // relays, its client's waits and watches. It runs once, on the goroutine
 // that served the connection.
@@ -171,501 +152,12 @@ func (c *conn) onClosed() {
 }
 
 // closeAfterFlush closes the connection after the replies and pushes
-// already queued have been sent (gnet's Close does the same).
-func (c *conn) closeAfterFlush() {
-	if c.tc != nil {
-		c.tc.closeAfterFlush()
-		return
-	}
-	_ = c.gc.Close()
-}
+// already queued have been sent.
+func (c *conn) closeAfterFlush() { c.fc.closeAfterFlush() }
 
 // remote is the client's address, for logs.
-func (c *conn) remote() string {
-	if c.tc != nil {
-		return c.tc.nc.RemoteAddr().String()
-	}
-	return c.gc.RemoteAddr().String()
-}
+func (c *conn) remote() string { return c.fc.remote() }
 
 // closeConn closes the connection; the goroutine serving it then runs
 // onClosed. Safe from any goroutine.
-func (c *conn) closeConn() {
-	if c.tc != nil {
-		c.tc.close()
-		return
-	}
-	_ = c.gc.Close()
-}
-
-func (h *handler) OnTraffic(gc gnet.Conn) gnet.Action {
-	c := gc.Context().(*conn)
-	c.lastSeen.Store(time.Now().UnixNano())
-	// Refresh the output the client has not read (see written): it may
-	// have drained since the last write.
-	if q := int64(gc.OutboundBuffered()); q != c.queued.Load() {
-		c.mu.Lock()
-		c.queued.Store(q)
-		c.accountLocked()
-		c.mu.Unlock()
-	}
-	for {
-		buf, _ := gc.Peek(-1)
-		if len(buf) < 4 {
-			return gnet.None
-		}
-		f, n, err := wire.ParseFrame(buf, c.frameLimit())
-		if err != nil {
-			// Framing is broken: nothing after this can be trusted.
-			c.s.stats.badFrames.Add(1)
-			c.s.log.Warn("closing client connection: bad frame", "remote", gc.RemoteAddr().String(), "err", err)
-			return gnet.Close
-		}
-		if n == 0 {
-			return gnet.None
-		}
-		// The frame's body aliases gnet's buffer: decode before Discard.
-		c.handleFrame(f, buf[:n])
-		if _, err := gc.Discard(n); err != nil {
-			return gnet.Close
-		}
-	}
-}
-
-// Respond implements group.Sink.
-func (c *conn) Respond(reqID uint64, r wire.Response) {
-	c.inflight.Add(-1)
-	c.sendResponse(reqID, r)
-}
-
-// Closed reports whether the connection has closed; the lock service
-// then makes no new reference to it (a hold's Lost has nobody to go to).
-func (c *conn) Closed() bool { return c.closed.Load() }
-
-// Push implements group.Sink.
-func (c *conn) Push(m wire.Message) {
-	var typ wire.Type
-	switch m.(type) {
-	case *wire.Granted:
-		typ = wire.TypeGranted
-	case *wire.Lost:
-		typ = wire.TypeLost
-	case *wire.WatchEvent:
-		typ = wire.TypeWatchEvent
-	case *wire.View:
-		typ = wire.TypeViewChanged
-	default:
-		return
-	}
-	c.send(typ, 0, m)
-}
-
-// Reply answers a request without going through a group; it implements
-// session.Host.
-func (c *conn) Reply(reqID uint64, r wire.Response) { c.sendResponse(reqID, r) }
-
-// ViewVersion implements session.Host.
-func (c *conn) ViewVersion() uint64 { return c.s.view.Load().Version }
-
-// view is the view this connection is served: a TLS connection's names
-// the nodes' TLS client addresses.
-func (c *conn) view() *wire.View {
-	if c.tlsPort {
-		return c.s.tlsView.Load()
-	}
-	return c.s.view.Load()
-}
-
-// ServeView implements session.Host: the node's view, and its changes as
-// pushes to a subscriber.
-func (c *conn) ServeView(reqID uint64, subscribe bool) {
-	if subscribe {
-		c.s.subscribe(c, true)
-	}
-	c.send(wire.TypeView, reqID, c.view())
-}
-
-// sendResponse encodes r from the connection's scratch Response, so that
-// r does not escape to the heap.
-func (c *conn) sendResponse(reqID uint64, r wire.Response) {
-	if c.closed.Load() {
-		return
-	}
-	c.mu.Lock()
-	c.resp = r
-	c.appendLocked(wire.TypeResponse, reqID, &c.resp)
-}
-
-func (c *conn) send(typ wire.Type, reqID uint64, m wire.Message) {
-	if c.closed.Load() {
-		return
-	}
-	c.mu.Lock()
-	c.appendLocked(typ, reqID, m)
-}
-
-// appendLocked encodes one frame into c.out and flushes; it is called with
-// c.mu held and releases it.
-func (c *conn) appendLocked(typ wire.Type, reqID uint64, m wire.Message) {
-	out, err := c.enc.AppendFrame(c.out, typ, reqID, m)
-	if err != nil {
-		c.unsent(typ, reqID, err) // answered ERROR, not left unanswered
-	} else {
-		c.out = out
-	}
-	c.queuedLocked()
-}
-
-// sendRaw sends a frame encoded elsewhere (a relayed reply or push).
-func (c *conn) sendRaw(frame []byte) {
-	if c.closed.Load() {
-		return
-	}
-	c.mu.Lock()
-	c.out = append(c.out, frame...)
-	c.queuedLocked()
-}
-
-// queuedLocked sends what was just queued in c.out, within the
-// connection's output bound and the node's (max_output_total); it is
-// called with c.mu held and releases it.
-func (c *conn) queuedLocked() {
-	if c.overLocked() {
-		return
-	}
-	over := c.accountLocked()
-	c.flushLocked()
-	if over {
-		c.s.enforceOutputBudget()
-	}
-}
-
-// overLocked checks the output bound; it is called with c.mu held and
-// releases it when it reports true (the connection is then closing).
-func (c *conn) overLocked() bool {
-	if int64(len(c.out))+c.queued.Load() <= c.outputLimit() {
-		return false
-	}
-	c.out = nil
-	c.mu.Unlock()
-	c.slowConsumer()
-	return true
-}
-
-// slowConsumer closes a connection whose client does not read what it is
-// sent, once: further replies and pushes are dropped, and OnClose forgets
-// its waits and watches. Safe from any goroutine.
-func (c *conn) slowConsumer() {
-	if !c.slow.CompareAndSwap(false, true) {
-		return
-	}
-	c.closed.Store(true)
-	c.s.stats.slowConsumers.Add(1)
-	c.s.log.Warn("closing client connection: slow consumer, output not read",
-		"remote", c.remote(), "limit", c.outputLimit())
-	c.releaseOutput()
-	c.closeConn()
-}
-
-// flushLocked starts writing c.out unless a write is under way (whose
-// callback sends it); it is called with c.mu held and releases it.
-func (c *conn) flushLocked() {
-	if c.tc != nil {
-		c.mu.Unlock()
-		c.tc.kick()
-		return
-	}
-	if c.writing {
-		c.mu.Unlock()
-		return
-	}
-	c.writing = true
-	c.flight, c.out = c.out, c.flight[:0]
-	buf := c.flight
-	c.flightLen = len(buf)
-	c.mu.Unlock()
-	if err := c.gc.AsyncWrite(buf, c.written); err != nil {
-		c.mu.Lock()
-		c.writing = false
-		c.flightLen = 0
-		c.accountLocked()
-		c.mu.Unlock()
-	}
-}
-
-// written runs on the event loop after a burst went out; it sends what
-// accumulated meanwhile, writing directly since it is on the loop (gnet
-// buffers what the socket does not take).
-func (c *conn) written(gc gnet.Conn, err error) error {
-	for {
-		c.mu.Lock()
-		// The burst is written: what the socket did not take stays in
-		// gnet's buffer.
-		c.flightLen = 0
-		c.queued.Store(int64(gc.OutboundBuffered()))
-		c.accountLocked()
-		if err != nil || len(c.out) == 0 {
-			c.writing = false
-			c.mu.Unlock()
-			return nil
-		}
-		c.flight, c.out = c.out, c.flight[:0]
-		buf := c.flight
-		c.flightLen = len(buf)
-		c.mu.Unlock()
-		_, err = gc.Write(buf)
-		if q := gc.OutboundBuffered(); int64(q) > c.outputLimit() {
-			c.slowConsumer()
-			err = net.ErrClosed
-		}
-	}
-}
-
-// handleFrame serves one request; raw is its whole frame.
-func (c *conn) handleFrame(f wire.Frame, raw []byte) {
-	s := c.s
-	s.stats.requests.Add(1)
-	if c.revoked.Load() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "session revoked: namespace removed or its secret changed"})
-		return
-	}
-	if !f.Type.IsRequest() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
-		return
-	}
-	m, err := c.decode(f)
-	if err != nil {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
-		return
-	}
-	if c.namespaceFull(f.ReqID, m) || session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
-		return
-	}
-	if r, ok := m.(wire.Request); ok {
-		if err := r.Validate(); err != nil {
-			c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
-			return
-		}
-	}
-	if !c.sess.Authenticated() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "authenticate first (SCRAM handshake)"})
-		return
-	}
-	id := c.sess.Identity()
-	if sr, ok := m.(*wire.SubscribeRegistry); ok {
-		c.subscribeRegistry(f.ReqID, sr)
-		return
-	}
-	if l, ok := m.(*wire.List); ok {
-		c.list(f.ReqID, id.Namespace, l)
-		return
-	}
-	if ma, ok := m.(*wire.MultiAcquire); ok {
-		c.multiAcquire(f.ReqID, raw, ma)
-		return
-	}
-	r := &group.Request{Namespace: id.Namespace, ReqID: f.ReqID, Sink: c, Start: group.Nanotime()}
-	switch m := m.(type) {
-	case *wire.Acquire:
-		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
-		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
-		r.MaxWait = waitDuration(m.MaxWaitMs)
-		r.Waited = time.Duration(m.WaitedMs) * time.Millisecond
-		r.WaitID, r.Value = m.WaitID, m.Value
-		r.Permits, r.Limit = m.Permits, m.Limit
-		r.LockDelayMs = uint16(min(m.LockDelayMs, wire.MaxLockDelayMs)) // validated: at most the limit
-	case *wire.Renew:
-		r.Op, r.Key, r.Owner, r.Token = group.OpRenew, m.Key, m.Owner, m.Token
-		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
-		r.SetValue, r.Value = m.SetValue, m.Value
-	case *wire.Release:
-		r.Op, r.Key, r.Owner, r.Token = group.OpRelease, m.Key, m.Owner, m.Token
-		if m.HandOffID != 0 {
-			r.HandOff = wire.Owner{Client: m.Owner.Client, ID: m.HandOffID}
-			r.TTL = time.Duration(m.HandOffTTLMs) * time.Millisecond
-			r.Value = m.HandOffValue
-			r.LockDelayMs = uint16(min(m.HandOffLockDelayMs, wire.MaxLockDelayMs)) // validated: at most the limit
-		}
-	case *wire.State:
-		r.Op, r.Key, r.Token = group.OpState, m.Key, m.Token
-	case *wire.Watch:
-		r.Op, r.Key, r.WatchID, r.Token, r.Flags = group.OpWatch, m.Key, m.WatchID, m.Token, m.Flags
-		r.MaxWait = waitDuration(m.MaxWaitMs)
-	case *wire.Unwatch:
-		r.Op, r.Key, r.WatchID = group.OpUnwatch, m.Key, m.WatchID
-	case *wire.CancelWait:
-		r.Op, r.Key, r.Owner, r.WaitID = group.OpCancelWait, m.Key, m.Owner, m.WaitID
-	default:
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "unsupported request " + f.Type.String()})
-		return
-	}
-	// Owners are bound to the session: its Hello proved the client id
-	// with the client's key (wire.ClientIDOf), and a request for another
-	// client's owner (a holder copied from a State answer, say) is not
-	// this connection's to make. AUTH_FAILED, not LOCK_CHANGED_OWNER: the
-	// request is refused for who sent it, before any lock is looked at,
-	// and a client must not read it as news about the lock. Acquire,
-	// Renew, Release and CancelWait carry an Owner (validated nonzero);
-	// State, Watch and Unwatch carry none, and watches are bound to the
-	// connection that made them.
-	if r.Owner.Client != 0 && r.Owner.Client != id.ClientID {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "owner's client id is not this session's"})
-		return
-	}
-	r.Hash = wire.KeyHash(id.Namespace, r.Key)
-	g := wire.GroupOf(r.Hash, s.cfg.Groups)
-	lg := s.svc.Group(g)
-	forward := false
-	// A master-elect (elected, applying what was chosen before its
-	// ballot) takes the request: its worker decides it the moment the
-	// node serves. The view already names this node, so a redirect could
-	// only answer NO_MASTER and send the client into its backoff.
-	if !lg.Serving() && !lg.Elected() {
-		rt, _ := m.(wire.Routed)
-		if forward = rt != nil && c.forwardable(g, rt); !forward {
-			c.redirect(f.ReqID, g)
-			return
-		}
-	}
-	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
-		c.inflight.Add(-1)
-		s.stats.overloaded.Add(1)
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
-		return
-	}
-	if forward {
-		c.forward(g, raw, f.ReqID)
-		return
-	}
-	s.svc.Submit(r)
-}
-
-// multiAcquire serves a MultiAcquire: its keys must share a lock group,
-// whose master decides them in one command (group.SubmitMulti); a
-// node that is not that master redirects or forwards it like any routed
-// request.
-func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
-	s := c.s
-	id := c.sess.Identity()
-	if m.Client != id.ClientID {
-		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "owner's client id is not this session's"})
-		return
-	}
-	g := -1
-	keys := make([]group.MultiKey, len(m.Keys))
-	for i, k := range m.Keys {
-		kg := wire.GroupOf(wire.KeyHash(id.Namespace, k), s.cfg.Groups)
-		if g >= 0 && kg != g {
-			c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: "multi-acquire: keys of different lock groups"})
-			return
-		}
-		g = kg
-		keys[i] = group.MultiKey{Key: k, Owner: m.Owner(i)}
-	}
-	if !s.svc.Group(g).Serving() {
-		if !c.forwardable(g, m) {
-			c.redirect(reqID, g)
-			return
-		}
-		if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
-			c.inflight.Add(-1)
-			c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10})
-			return
-		}
-		c.forward(g, raw, reqID)
-		return
-	}
-	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
-		c.inflight.Add(-1)
-		s.stats.overloaded.Add(1)
-		c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
-		return
-	}
-	r := &group.Request{Namespace: id.Namespace, ReqID: reqID, Sink: c, Start: group.Nanotime(),
-		Owner: keys[0].Owner, Kind: wire.KindExclusive, TTL: time.Duration(m.TTLMs) * time.Millisecond, Value: m.Value}
-	s.svc.SubmitMulti(r, keys)
-}
-
-// list answers a List: the master of its group lists the namespace's
-// locks (see group.Service.List); another node redirects, and nothing
-// forwards it (a client asks every group's master, so a redirect is cheap).
-func (c *conn) list(reqID uint64, ns string, m *wire.List) {
-	s := c.s
-	g := int(m.Group)
-	if g >= s.cfg.Groups {
-		c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: fmt.Sprintf("list: group %d out of range (0..%d)", g, s.cfg.Groups-1)})
-		return
-	}
-	if !s.svc.Group(g).Serving() {
-		c.redirect(reqID, g)
-		return
-	}
-	if c.inflight.Add(1) > int64(s.cfg.MaxInflight) {
-		c.inflight.Add(-1)
-		s.stats.overloaded.Add(1)
-		c.Reply(reqID, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 10, Msg: "too many requests in flight on this connection"})
-		return
-	}
-	limit := int(m.Limit)
-	if limit == 0 {
-		limit = wire.DefaultListLimit
-	}
-	s.svc.List(ns, g, m.Prefix, m.After, limit, func(r wire.Response) { c.Respond(reqID, r) })
-}
-
-// decode decodes a request body, into the connection's reused value for
-// the hot request types.
-func (c *conn) decode(f wire.Frame) (wire.Message, error) {
-	var m wire.Message
-	switch f.Type {
-	case wire.TypeAcquire:
-		m = &c.acq
-	case wire.TypeRelease:
-		m = &c.rel
-	case wire.TypeRenew:
-		m = &c.ren
-	case wire.TypeState:
-		m = &c.st
-	default:
-		return c.dec.Decode(f.Type, f.Body)
-	}
-	if err := c.dec.DecodeInto(f.Body, m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// forwardable reports whether this node, which is not group g's master,
-// should forward rt to the master rather than redirect the client: the
-// client has used up the redirect budget (or cannot reach the master at
-// all), the request did not come through another node's relay, and the
-// master is known, is another node, and can be relayed to (see
-// relayAddr). See wire.Routed.
-func (c *conn) forwardable(g int, rt wire.Routed) bool {
-	after := c.s.cfg.ForwardAfter
-	if after < 0 || c.sess.Identity().Via != 0 || int(rt.RedirectCount()) < after {
-		return false
-	}
-	gv := c.s.view.Load().Groups[g]
-	return gv.Master != 0 && gv.Master != c.s.cfg.NodeID && c.s.relayAddr(gv.Master) != ""
-}
-
-// redirect tells the client where group g's master is, or that it has
-// none right now.
-func (c *conn) redirect(reqID uint64, g int) {
-	v := c.view()
-	gv := v.Groups[g]
-	if gv.Master != 0 && gv.Master != c.s.cfg.NodeID && gv.Addr != "" {
-		c.s.stats.redirects.Add(1)
-		c.Reply(reqID, wire.Response{Status: wire.StatusMasterRedirect, Redirect: gv.Addr, ViewVersion: v.Version})
-		return
-	}
-	c.Reply(reqID, wire.Response{Status: wire.StatusNoMaster, RetryAfterMs: 50})
-}
-
-func waitDuration(ms uint32) time.Duration {
-	if ms == wire.WaitForever {
-		return -1
-	}
-	return time.Duration(ms) * time.Millisecond
-}
+func (c *conn) closeConn() { c.fc.close() }

@@ -242,3 +242,9 @@ func (c *conn) revoke(a *authState) {
 		"remote", c.remote(), "namespace", a.ns)
 	c.s.svc.RevokeClient(a.client, a.ns, c, c.closeAfterFlush)
 }
+
+// credentials returns a namespace's verifier from the replicated
+// namespace table (the configured namespaces seed it on a new cluster).
+func (s *Server) credentials(ns string) (scramauth.Verifier, bool) {
+	return s.svc.Credentials(ns, s.seedVerifiers, s.seedSecrets)
+}

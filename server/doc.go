@@ -11,33 +11,49 @@
 // # Files by job
 //
 //   - Wiring and lifecycle: new.go (New: storage, the host and the
-//     groups), server.go (Server, Start, Shutdown, the cluster view and
-//     its subscribers, seeding lock group 0's tables), drain.go (handing
+//     groups, undone in one place when a step fails), server.go (Server, Start, Shutdown, the background work
+//     Shutdown waits for), view.go (the cluster view: the groups'
+//     masters, the alive flags, its subscribers), seed.go (seeding lock
+//     group 0's namespace table on a new cluster), drain.go (handing
 //     every group over before a planned stop), identity.go (the data
 //     directory's IDENTITY and incarnation), retry.go (retry with
 //     backoff), faults.go (injected partitions for tests).
-//   - Configuration: config.go (Config, its defaults and validation),
+//   - Configuration: config.go (Config, Load, its log form),
+//     config_defaults.go (EnsureDefaults), config_validate.go
+//     (Validate), config_secrets.go (the gossip keys, admin token and
+//     relay secret, read from files or the environment),
 //     config_limits.go (ConnLimits, a connection's bounds),
 //     config_session.go (SessionLimits, connections per namespace),
 //     config_consensus.go (ConsensusLimits, what a group's core takes
 //     from a peer), config_registry.go (RegistryLimits, the registry's
 //     tables).
-//   - The client edge: conn.go (a client connection: gnet's handler,
-//     framing, replies and pushes, and handling each request),
-//     conn_preauth.go (the bounds of a connection not yet authenticated),
-//     conn_reply.go (answering a request that could not be sent),
-//     connauth.go (the session's Host: credentials, relay trust,
-//     revocation checks), golistener.go (the netpoll and TLS listeners'
-//     reader and writer goroutines), gnetlistener.go (the gnet
-//     listener: the node's accept loop enrolling into gnet's event
-//     loops), outbudget.go (max_output_total, the node-wide budget of
-//     queued output), listen.go (the listeners' health),
-//     tls.go (the TLS client listener's configuration), relay.go
-//     (forwarding a request to its group's master over a relay session).
+//   - The client edge: conn.go (a client connection: conn, its engine
+//     interface frameConn, its end, the sweep of idle and unauthenticated
+//     connections), conn_output.go (replies and pushes: the group.Sink,
+//     the output bound, slow consumers), request.go (handleFrame: each
+//     request's prelude and its route to the lock service, a forward or
+//     a redirect), translate.go (a wire request as the lock service's
+//     group.Request), conn_preauth.go (the bounds of a connection not yet
+//     authenticated), conn_reply.go (answering a request that could not
+//     be sent), connauth.go (the session's Host: credentials, relay
+//     trust, revocation checks), outbudget.go (max_output_total, the
+//     node-wide budget of queued output), relay.go (forwarding a request
+//     to its group's master over a relay session, and the address to
+//     relay to).
+//   - The listeners and their engines (frameConn): gnetconn.go (gnetConn
+//     and gnet's event handler: the event loops read and write),
+//     gnetlistener.go (the gnet listener: the node's accept loop
+//     enrolling into gnet's event loops), goconn.go (goConn: a reader and
+//     a writer goroutine per connection, TLS or plain), golistener.go
+//     (the netpoll and TLS listeners, the TLS handshake), tls.go (the TLS
+//     client listener's configuration), listen.go (the listeners'
+//     health).
 //   - Membership: membership.go (gossip and master placement), members.go
 //     (following the member list: peers, address book, view),
-//     members_admin.go (adding and removing a node across the groups, and
-//     resuming a half-done change), members_peers.go (the PEERS file of
+//     members_admin.go (the admin endpoints: GET, POST and DELETE
+//     /members, a group's change), members_change.go (adding and
+//     removing a node across the groups), members_resume.go (resuming a
+//     half-done change), members_peers.go (the PEERS file of
 //     peer incarnations), join.go (paxlockd -join and admin calls to
 //     other nodes).
 //   - The admin API: admin.go (the mux, /status, namespaces),

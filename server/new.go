@@ -17,8 +17,10 @@ import (
 )
 
 // New opens the node's storage, starts its Paxos groups and lock service,
-// and returns a Server that Start will open to clients.
-func New(cfg Config, log *slog.Logger) (*Server, error) {
+// and returns a Server that Start will open to clients. A step that fails
+// undoes the ones before it, in one place: the node's life ends (its
+// background work stops), then what was opened is closed, the last first.
+func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -31,23 +33,50 @@ func New(cfg Config, log *slog.Logger) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := newServer(cfg, log, sec)
+	secrets, verifiers, err := seedNamespaces(cfg)
 	if err != nil {
 		return nil, err
 	}
+	s := newServer(cfg, log, sec, secrets, verifiers)
+	var undo cleanups
+	defer func() {
+		if err != nil {
+			s.stopBackground()
+			if uerr := undo.run(); uerr != nil {
+				err = errors.Join(err, uerr)
+			}
+		}
+	}()
 	peers := s.initView()
-	if err := s.openStorage(); err != nil {
+	if err = s.openStorage(); err != nil {
 		return nil, err
 	}
-	if err := s.startGroups(peers); err != nil {
+	undo.push(s.store.Close)
+	if err = s.startGroups(peers); err != nil {
 		return nil, err
 	}
-	if err := s.openTransport(); err != nil {
+	undo.push(s.stopGroups)
+	if err = s.openTransport(); err != nil {
 		return nil, err
 	}
 	s.applyMembers() // the list loaded from the store, if any
 	s.host.Start()
 	return s, nil
+}
+
+// cleanups is what New undoes when a later step fails: each step that
+// opened something pushes its undoing, and run undoes them in the reverse
+// order, every one, joining their errors.
+type cleanups []func() error
+
+func (u *cleanups) push(f func() error) { *u = append(*u, f) }
+
+func (u cleanups) run() error {
+	var errs []error
+	for i := len(u) - 1; i >= 0; i-- {
+		errs = append(errs, u[i]())
+	}
+	return errors.Join(errs...)
 }
 
 // logConfig logs the effective configuration, and warns of an even
@@ -60,25 +89,32 @@ func logConfig(cfg Config, log *slog.Logger) {
 	}
 }
 
-// newServer makes the Server, its life and metrics, and the configured
-// namespaces' seeds. On error its life has ended.
-func newServer(cfg Config, log *slog.Logger, sec security) (*Server, error) {
+// seedNamespaces returns the configured namespaces' secrets and the
+// verifiers that seed the replicated namespace table on a new cluster,
+// by name.
+func seedNamespaces(cfg Config) (map[string]string, map[string]scramauth.Verifier, error) {
+	secrets, verifiers := map[string]string{}, map[string]scramauth.Verifier{}
+	for _, n := range cfg.Namespaces { // names checked by Validate
+		v, err := group.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
+		if err != nil {
+			return nil, nil, fmt.Errorf("server: namespace %q: %w", n.Name, err)
+		}
+		secrets[n.Name], verifiers[n.Name] = n.Secret, v
+	}
+	return secrets, verifiers, nil
+}
+
+// newServer makes the Server, its life and metrics, with the configured
+// namespaces' seeds (seedNamespaces).
+func newServer(cfg Config, log *slog.Logger, sec security, secrets map[string]string, verifiers map[string]scramauth.Verifier) *Server {
 	s := &Server{cfg: cfg, log: log, subs: map[*conn]struct{}{}, memCh: make(chan struct{}, 1), failed: make(chan error, 1), memChange: make(chan struct{}, 1),
 		sec:      sec,
 		tlsSlots: newHandshakeSlots(cfg.MaxTLSHandshakes)}
 	s.reg.ch = make(chan struct{}, 1)
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.metrics = newMetrics(s)
-	s.seedSecrets, s.seedVerifiers = map[string]string{}, map[string]scramauth.Verifier{}
-	for _, n := range cfg.Namespaces { // names checked by Validate
-		v, err := group.SeedVerifier(cfg.ClusterName, n.Name, n.Secret)
-		if err != nil {
-			s.endLife()
-			return nil, fmt.Errorf("server: namespace %q: %w", n.Name, err)
-		}
-		s.seedSecrets[n.Name], s.seedVerifiers[n.Name] = n.Secret, v
-	}
-	return s, nil
+	s.seedSecrets, s.seedVerifiers = secrets, verifiers
+	return s
 }
 
 // initView stores the address book of the configured nodes and builds
@@ -98,21 +134,18 @@ func (s *Server) initView() []paxos.NodeID {
 }
 
 // openStorage checks the data directory's identity, loads the peers'
-// incarnations and opens the store. On error the node's life has ended.
+// incarnations and opens the store.
 func (s *Server) openStorage() error {
 	cfg, log := s.cfg, s.log
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		s.endLife()
 		return fmt.Errorf("server: data dir: %w", err)
 	}
 	idn, err := checkIdentity(cfg.DataDir, cfg)
 	if err != nil {
-		s.endLife()
 		return err
 	}
 	s.incarnation = idn.Incarnation
 	if s.peerIncs, err = openPeerIncarnations(cfg.DataDir, log); err != nil {
-		s.endLife()
 		return err
 	}
 	if idn.Joined {
@@ -122,7 +155,6 @@ func (s *Server) openStorage() error {
 	}
 	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
 	if err != nil {
-		s.endLife()
 		return err
 	}
 	s.store = st
@@ -130,8 +162,7 @@ func (s *Server) openStorage() error {
 }
 
 // startGroups makes the Paxos host on the store and the lock service's
-// groups over peers. On error the node's life has ended and the store is
-// closed.
+// groups over peers.
 func (s *Server) startGroups(peers []paxos.NodeID) error {
 	cfg, log, st := s.cfg, s.log, s.store
 	tick := time.Duration(cfg.Tick)
@@ -172,17 +203,24 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		Join:                cfg.Join,
 	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
 	if err != nil {
-		s.endLife()
-		return errors.Join(err, st.Close())
+		return err
 	}
 	s.svc = svc
 	return nil
 }
 
+// stopGroups stops what startGroups started, for New's undoing: the
+// host and the lock service's groups, and then the background work (it
+// watches the node's life, which has ended).
+func (s *Server) stopGroups() error {
+	s.host.Stop()
+	s.svc.Close()
+	_ = s.waitBackground(context.Background()) // nil: it waits without a bound
+	return nil
+}
+
 // openTransport opens the peer transport (behind the fault injector when
-// Config.FaultInjection) and gives it to the host. On error the node's
-// life has ended, its background work is done, the groups are stopped
-// and the store is closed.
+// Config.FaultInjection) and gives it to the host.
 func (s *Server) openTransport() error {
 	cfg, log := s.cfg, s.log
 	self := cfg.self()
@@ -202,11 +240,7 @@ func (s *Server) openTransport() error {
 		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused,
 		IdleTimeout: time.Duration(cfg.PeerIdleTimeout), MaxConnsPerPeer: cfg.MaxPeerConnsPerNode, MaxHandshakes: cfg.MaxTLSHandshakes})
 	if err != nil {
-		s.stopBackground()
-		s.host.Stop()
-		s.svc.Close()
-		_ = s.waitBackground(context.Background()) // its work watches life, which has ended
-		return errors.Join(err, s.store.Close())
+		return err
 	}
 	s.tr = tr
 	if s.faults != nil {

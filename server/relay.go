@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -252,4 +253,21 @@ func (r *relay) fail(err error) {
 		c.s.log.Info("relay to master broke; closing its client connection", "node", r.node, "err", err)
 		c.closeConn()
 	}
+}
+
+// relayAddr is where this node relays requests for node id, the master
+// of their group: its TLS client listener when the peers use TLS (the
+// relay proves there with this node's certificate that it is this node),
+// its plain one when the peers run without TLS and the cluster has a
+// relay secret (the relay proves it with SCRAM); "" if it has none, or
+// without either proof (no relays at all).
+func (s *Server) relayAddr(id uint32) string {
+	a := s.addr(paxos.NodeID(id))
+	switch {
+	case s.sec.peer != nil:
+		return a.ClientTLS
+	case s.sec.relaySecret != "":
+		return a.Client
+	}
+	return "" // nothing to prove a relay with: no relays
 }

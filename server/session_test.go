@@ -3,12 +3,13 @@ package server
 import (
 	"errors"
 	"fmt"
-	"github.com/paxlock/paxlock/group"
 	"net"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paxlock/paxlock/group"
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
@@ -199,8 +200,8 @@ func TestListPagedUnderFrameLimit(t *testing.T) {
 // saying so, rather than not at all.
 func TestOversizedReplyAnsweredError(t *testing.T) {
 	c := &conn{s: &Server{log: testLogger(), cfg: Config{MaxOutput: 16 << 20}}}
-	c.s.cfg.PreAuthMaxOutput = 16 << 20 // the bare connection is not authenticated
-	c.writing = true                    // a write under way: the frame stays in c.out
+	c.s.cfg.PreAuthMaxOutput = 16 << 20   // the bare connection is not authenticated
+	c.fc = &gnetConn{c: c, writing: true} // a write under way: the frame stays in c.out
 	big := wire.Response{Status: wire.StatusSuccess, Msg: strings.Repeat("m", wire.DefaultMaxFrame)}
 	c.mu.Lock()
 	c.appendLocked(wire.TypeResponse, 7, &big)

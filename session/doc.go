@@ -26,4 +26,7 @@
 //   - handshake.go: the handshakes a Conn runs (Handshake and its
 //     Exchange, SCRAM, RelayHello) and RefusedError.
 //   - accept.go: the accepting side: Accepted, its Host and Identity.
+//   - admit.go: the prelude every accepting side runs on a request
+//     (DecodeRequest, Accepted.Admit), shared by the node, the registry
+//     and internal/fakewire.
 package session

@@ -321,34 +321,19 @@ func (c *Conn) serve() {
 	}
 }
 
-// handle answers one frame in the order a node does: the frame's type,
-// its body, the session's own requests, the request's validity, the
-// handshake, and then the request's Handler.
+// handle answers one frame in the order a node does (session's
+// DecodeRequest and Accepted.Admit, the prelude the node runs too): the
+// frame's type, its body, the session's own requests, the request's
+// validity, the handshake, and then the request's Handler.
 func (c *Conn) handle(f wire.Frame, dec *wire.Codec) {
-	if !f.Type.IsRequest() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "not a request type: " + f.Type.String()})
-		return
-	}
-	m, err := dec.Decode(f.Type, f.Body)
-	if err != nil {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
+	m, ok := session.DecodeRequest(f, func(f wire.Frame) (wire.Message, error) { return dec.Decode(f.Type, f.Body) }, c)
+	if !ok {
 		return
 	}
 	if obs := c.s.cfg.Observe; obs != nil {
 		obs(c, f.ReqID, m)
 	}
-	if session.IsSessionType(f.Type) && c.sess.Handle(f.ReqID, m, c) {
-		return
+	if c.sess.Admit(f.ReqID, m, c) {
+		c.dispatch(f.Type, f.ReqID, m)
 	}
-	if r, ok := m.(wire.Request); ok {
-		if err := r.Validate(); err != nil {
-			c.Reply(f.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: err.Error()})
-			return
-		}
-	}
-	if !c.sess.Authenticated() {
-		c.Reply(f.ReqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "authenticate first (SCRAM handshake)"})
-		return
-	}
-	c.dispatch(f.Type, f.ReqID, m)
 }
