@@ -305,6 +305,10 @@ type Config struct {
 	// wrapClientListener, when set, wraps the goroutine client listeners'
 	// net.Listener (tests inject failing accepts with it).
 	wrapClientListener func(net.Listener) net.Listener
+
+	// hooks are the package tests' fault knobs for this node's cluster
+	// (testhooks.go); nil in production.
+	hooks *testHooks
 }
 
 // Load reads a JSON configuration file. A key that names no setting is an

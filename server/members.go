@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/group"
@@ -235,7 +234,7 @@ func (s *Server) admitPeer(id paxos.NodeID, inc uint64) error {
 // this node, IDENTITY) told it, now or in an earlier run (PEERS): the nodes
 // of the configuration that seeded the list. Idempotent; the work runs in the background.
 func (s *Server) recordIncarnations() {
-	if holdIncarnations.Load() || !s.svc.Group(group.NamespaceGroup).Serving() {
+	if h := s.cfg.hooks; (h != nil && h.holdIncarnations.Load()) || !s.svc.Group(group.NamespaceGroup).Serving() {
 		return
 	}
 	list, _ := s.svc.Members()
@@ -269,10 +268,6 @@ func (s *Server) recordIncarnations() {
 		})
 	}
 }
-
-// holdIncarnations, when set (tests), keeps recordIncarnations from
-// recording anything: the member list stays as during bootstrap.
-var holdIncarnations atomic.Bool
 
 // peerRefused is the transport's Refused: a peer refused this node (its
 // id removed, its data directory not the one the cluster knows, another

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
@@ -204,17 +203,14 @@ var errLeaving = errors.New("removing the master of the member list")
 // it.
 var errGroupMaster = errors.New("not the group's master")
 
-// failGroupChange, when set (tests), is called as node's procedure
-// starts group g's change, and fails it at once with the error it
-// returns.
-var failGroupChange atomic.Pointer[func(node uint32, g int) error]
-
 // changeGroup applies ch to group g through its master, retrying while a
 // change is in progress or the master is moving, until ctx ends.
 func (s *Server) changeGroup(ctx context.Context, g int, ch paxos.MemberChange, auth string) error {
-	if f := failGroupChange.Load(); f != nil {
-		if err := (*f)(s.cfg.NodeID, g); err != nil {
-			return err
+	if h := s.cfg.hooks; h != nil {
+		if f := h.failGroupChange.Load(); f != nil {
+			if err := (*f)(s.cfg.NodeID, g); err != nil {
+				return err
+			}
 		}
 	}
 	return retry(ctx, 50*time.Millisecond, time.Second, func() error {

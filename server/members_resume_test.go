@@ -94,7 +94,7 @@ func (tc *testCluster) converged(id uint32, state group.MemberState, want []uint
 
 // dieAfter makes node driver's member changes fail from group k on, as
 // if it died there, and returns a channel closed when it gets there.
-func dieAfter(t *testing.T, driver uint32, k int) <-chan struct{} {
+func dieAfter(tc *testCluster, driver uint32, k int) <-chan struct{} {
 	reached := make(chan struct{})
 	var once sync.Once
 	hook := func(node uint32, g int) error {
@@ -104,8 +104,8 @@ func dieAfter(t *testing.T, driver uint32, k int) <-chan struct{} {
 		once.Do(func() { close(reached) })
 		return errors.New("injected: the driving master died here")
 	}
-	failGroupChange.Store(&hook)
-	t.Cleanup(func() { failGroupChange.Store(nil) })
+	tc.hooks.failGroupChange.Store(&hook)
+	tc.t.Cleanup(func() { tc.hooks.failGroupChange.Store(nil) })
 	return reached
 }
 
@@ -156,7 +156,7 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 	s4 := tc.startJoiner(4)
 	d := tc.systemMaster()
 	driver := d.cfg.NodeID
-	reached := dieAfter(t, driver, k)
+	reached := dieAfter(tc, driver, k)
 	answer := adminAsync(http.MethodPost, "http://"+d.cfg.AdminAddr+"/members", s4.selfMember(group.MemberJoining))
 	awaitClosed(t, "the add's driver to reach group 6", reached)
 	if a := <-answer; a.code != http.StatusServiceUnavailable {
@@ -174,7 +174,7 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 	if driver == target {
 		target = 3
 	}
-	reached = dieAfter(t, driver, k)
+	reached = dieAfter(tc, driver, k)
 	answer = adminAsync(http.MethodDelete, fmt.Sprintf("http://%s/members/%d", d.cfg.AdminAddr, target), nil)
 	awaitClosed(t, "the remove's driver to reach group 6", reached)
 	if a := <-answer; a.code != http.StatusServiceUnavailable {
@@ -199,6 +199,7 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 // own earlier) once its node loses group 0, within seconds; locks held before
 // are all there after the nodes return, and the add completes by itself.
 func TestMemberAddQuorumLost(t *testing.T) {
+	t.Parallel()
 	const k = 6
 	tc := startCluster(t, 3)
 	tc.waitMemberList(3)
@@ -229,8 +230,8 @@ func TestMemberAddQuorumLost(t *testing.T) {
 		}
 		return nil
 	}
-	failGroupChange.Store(&hook)
-	defer failGroupChange.Store(nil)
+	tc.hooks.failGroupChange.Store(&hook)
+	defer tc.hooks.failGroupChange.Store(nil)
 	start := time.Now()
 	answer := adminAsync(http.MethodPost, "http://"+d.cfg.AdminAddr+"/members", s4.selfMember(group.MemberJoining))
 	awaitClosed(t, "the add to reach group 6", reached)
@@ -334,9 +335,8 @@ func TestMemberRemoveDeadSystemMaster(t *testing.T) {
 // to on their own disks; restarted too, they refuse the new directory and
 // the wiped node is told to take a new id.
 func TestMemberIncarnationBootstrapWindow(t *testing.T) {
-	holdIncarnations.Store(true)
-	defer holdIncarnations.Store(false)
-	tc := startCluster(t, 3)
+	t.Parallel()
+	tc := startClusterWith(t, 3, func(c *Config) { c.hooks.holdIncarnations.Store(true) })
 	tc.waitMemberList(3)
 	m := tc.systemMaster()
 	var w *Server

@@ -175,6 +175,7 @@ func TestMembersAddRemove(t *testing.T) {
 // (not placed), and running it again finishes it without redoing the
 // groups done.
 func TestMemberChangeResumes(t *testing.T) {
+	t.Parallel()
 	tc := startCluster(t, 3)
 	for _, s := range tc.nodes {
 		waitFor(t, "member list installed", func() bool { l, ok := s.svc.Members(); return ok && len(l) == 3 })
@@ -198,8 +199,8 @@ func TestMemberChangeResumes(t *testing.T) {
 		}
 		return nil
 	}
-	failGroupChange.Store(&hook)
-	defer failGroupChange.Store(nil)
+	tc.hooks.failGroupChange.Store(&hook)
+	defer tc.hooks.failGroupChange.Store(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	rep, err := m.AddMember(ctx, n4, "")
@@ -215,7 +216,7 @@ func TestMemberChangeResumes(t *testing.T) {
 	if ids := m.placementIDs(); slices.Contains(ids, 4) {
 		t.Fatalf("a joining node is placed: %v", ids)
 	}
-	failGroupChange.Store(nil)
+	tc.hooks.failGroupChange.Store(nil)
 	waitFor(t, "the master of group 0 still serving", func() bool { m = master(); return m != nil })
 	if rep, err := m.AddMember(ctx, n4, ""); err != nil {
 		t.Fatalf("rerun: %v %+v", err, rep)

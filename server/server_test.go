@@ -46,6 +46,9 @@ type testCluster struct {
 	t     testing.TB
 	cfgs  []Config
 	nodes []*Server
+	// hooks are the cluster's nodes' test hooks (every configuration
+	// of the cluster points to them, a joiner's too).
+	hooks *testHooks
 }
 
 func startCluster(t testing.TB, n int) *testCluster {
@@ -74,7 +77,7 @@ func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 	for i := range n {
 		nodes = append(nodes, NodeAddr{ID: uint32(i + 1), Peer: ports[4*i], Client: ports[4*i+1], Gossip: ports[4*i+2], Admin: ports[4*i+3]})
 	}
-	tc := &testCluster{t: t}
+	tc := &testCluster{t: t, hooks: &testHooks{}}
 	for i := range n {
 		cfg := Config{
 			NodeID:     uint32(i + 1),
@@ -90,6 +93,7 @@ func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 			Heartbeat:       Duration(50 * time.Millisecond),
 			GossipTiming:    GossipLocal,
 			RelaySecretFile: relaySecret,
+			hooks:           tc.hooks,
 		}
 		if tune != nil {
 			tune(&cfg)
