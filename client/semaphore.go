@@ -74,9 +74,10 @@ func (f *semFields) limit() uint32 {
 // and no waiter is ahead of it, so a large request at the head is not
 // overtaken by smaller ones behind it.
 type Semaphore struct {
-	m   *Mutex
-	f   *semFields
-	err error
+	onMutex // Key, Token, ValidUntil, Lost, Context: the handle's grant
+	m       *Mutex
+	f       *semFields
+	err     error
 
 	mu   sync.Mutex
 	held int // permits the handle holds (its last grant's)
@@ -99,11 +100,10 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) *Semaphore 
 	f.total.Store(uint32(max(0, min(permits, 1<<31))))
 	s.m = c.newMutex(name, wire.KindSemaphore, c.newOwner(o), o)
 	s.m.sem = f
+	m := s.m
+	s.onMutex = onMutex{key: name, cur: func() *Mutex { return m }}
 	return s
 }
-
-// Key returns the semaphore's name.
-func (s *Semaphore) Key() string { return s.m.Key() }
 
 // Permits returns the total the handle assumes (its constructor's, or the
 // last SetPermits).
@@ -119,21 +119,6 @@ func (s *Semaphore) Held() int {
 	}
 	return s.held
 }
-
-// Token returns the fencing token of the handle's grant, 0 if none.
-func (s *Semaphore) Token() uint64 { return s.m.Token() }
-
-// Lost returns a channel closed when the handle's grant is lost (see
-// Mutex.Lost); closed if the handle holds nothing.
-func (s *Semaphore) Lost() <-chan struct{} { return s.m.Lost() }
-
-// ValidUntil returns until when the client guarantees the handle's
-// permits (see Mutex.ValidUntil); the zero time if it holds none.
-func (s *Semaphore) ValidUntil() time.Time { return s.m.ValidUntil() }
-
-// Context returns a context cancelled the moment the handle's grant ends
-// (see Mutex.Context); already cancelled if it holds none.
-func (s *Semaphore) Context() context.Context { return s.m.Context() }
 
 func (s *Semaphore) check(n int) error {
 	switch {
