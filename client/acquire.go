@@ -13,10 +13,12 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// granted is an acquire's success: the token, the effective TTL and the
-// local time the TTL counts from. A queued grant (pushed, not answered)
-// must go through confirmQueued before it counts as held.
-type granted struct {
+// acquired is an acquire's success, the hold to be: the token, the
+// effective TTL and the local time the TTL counts from. A queued grant
+// (pushed, not answered) must go through confirmQueued before it counts
+// as held. (A wait's pushed outcome, whatever its status, is a
+// waitOutcome.)
+type acquired struct {
 	token  uint64
 	ttl    time.Duration // 0: unknown (queued grant from an older server)
 	from   time.Time
@@ -26,7 +28,7 @@ type granted struct {
 // stale reports whether a third of the grant's TTL or more has passed
 // since the time it counts from: confirmQueued renews such a grant before
 // Lock reports it held.
-func (g granted) stale() bool { return g.ttl > 0 && time.Since(g.from) >= g.ttl/3 }
+func (g acquired) stale() bool { return g.ttl > 0 && time.Since(g.from) >= g.ttl/3 }
 
 // effTTL is the TTL a successful acquire or renewal asking for asked is
 // counted with: the server's answer (leftMs, the TTL it applied) when it
@@ -81,7 +83,7 @@ func (m *Mutex) lock(ctx context.Context, block bool) error {
 		lc.mu.Unlock()
 		return nil
 	}
-	var g granted
+	var g acquired
 	if block {
 		var limit time.Time
 		if m.opts.maxWait > 0 {
@@ -163,7 +165,7 @@ func (m *Mutex) lockedErr(r *wire.Response) error {
 	}
 }
 
-func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, handedOff *bool) (granted, error) {
+func (m *Mutex) acquireTry(ctx context.Context, lc *ownerLock, handedOff *bool) (acquired, error) {
 	from := time.Now()
 	res, err := m.c.do(ctx, "trylock", m.key, m.hash, wire.TypeAcquire, m.acquireMsg(0, 0))
 	if err != nil {
@@ -175,16 +177,16 @@ func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, handedOff *bool) (
 				lc.cleanup(0)
 			})
 		}
-		return granted{}, err
+		return acquired{}, err
 	}
 	r := res.resp
 	switch r.Status {
 	case wire.StatusSuccess:
-		return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}, nil
+		return acquired{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}, nil
 	case wire.StatusLockOccupied:
-		return granted{}, m.lockedErr(r)
+		return acquired{}, m.lockedErr(r)
 	}
-	return granted{}, statusErr("trylock", m.key, r)
+	return acquired{}, statusErr("trylock", m.key, r)
 }
 
 // acquireBlocking queues on the server and waits for the Granted push,
@@ -193,33 +195,27 @@ func (m *Mutex) acquireTry(ctx context.Context, lc *lockCore, handedOff *bool) (
 //
 // A grant pushed by the master is returned with queued set, counted from
 // the send time of the wait's first Acquire (see confirmQueued).
-func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Time, handedOff *bool) (granted, error) {
+func (m *Mutex) acquireBlocking(ctx context.Context, lc *ownerLock, limit time.Time, handedOff *bool) (acquired, error) {
 	c := m.c
-	w := &waiter{
-		id:     c.nextWait.Add(1),
-		core:   lc,
-		hash:   m.hash,
-		ch:     make(chan grant, 1),
-		resend: make(chan struct{}, 1),
-	}
+	w := lc.newWaiter()
 	if !c.addWaiter(w) {
-		return granted{}, ErrClosed
+		return acquired{}, ErrClosed
 	}
 	queued := false // a registration may be live on the server
-	abandon := func(cause error) (granted, error) {
+	abandon := func(cause error) (acquired, error) {
 		if !queued {
 			c.removeWaiter(w)
-			return granted{}, cause
+			return acquired{}, cause
 		}
 		if c.isClosed() {
 			// Close leaves the queue for it (leaveAtClose).
-			return granted{}, cause
+			return acquired{}, cause
 		}
 		*handedOff = c.goClean(func() {
 			defer m.leave(lc)
 			lc.abandon(w)
 		})
-		return granted{}, cause
+		return acquired{}, cause
 	}
 	// first is when the wait's first Acquire was sent. Every Acquire
 	// that can have queued this wait (its WaitID is new) was sent at or
@@ -248,7 +244,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 		switch r.Status {
 		case wire.StatusSuccess:
 			c.removeWaiter(w)
-			return granted{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}, nil
+			return acquired{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}, nil
 		case wire.StatusLockWait:
 			queued = true
 			c.setWaiterConn(w, res.cn, res.master)
@@ -257,10 +253,10 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 			}
 		case wire.StatusLockOccupied:
 			c.removeWaiter(w)
-			return granted{}, m.lockedErr(r)
+			return acquired{}, m.lockedErr(r)
 		default:
 			c.removeWaiter(w)
-			return granted{}, statusErr("lock", m.key, r)
+			return acquired{}, statusErr("lock", m.key, r)
 		}
 		select {
 		case g := <-w.ch:
@@ -270,7 +266,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 				// first, and the outcome goes back to the wait, whose
 				// grant Close gives back (leaveAtClose).
 				w.deliver(g)
-				return granted{}, ErrClosed
+				return acquired{}, ErrClosed
 			}
 			switch g.status {
 			case wire.StatusSuccess:
@@ -279,17 +275,17 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 				// us; how late the push is, nobody knows.
 				c.removeWaiter(w)
 				ttl := min(m.opts.ttl, time.Duration(g.ttlMs)*time.Millisecond)
-				return granted{token: g.token, ttl: ttl, from: first, queued: true}, nil
+				return acquired{token: g.token, ttl: ttl, from: first, queued: true}, nil
 			case wire.StatusTimeout:
 				c.removeWaiter(w)
-				return granted{}, m.timeoutErr(byCtx)
+				return acquired{}, m.timeoutErr(byCtx)
 			case wire.StatusNoMaster, wire.StatusMoving, wire.StatusMoved:
 				// Left the queue (a master change, a namespace move):
 				// re-sent below, to whichever master the view names.
 				c.refreshWide()
 			default:
 				c.removeWaiter(w)
-				return granted{}, fmt.Errorf("client: lock %q: grant with status %s: %w", m.key, g.status, statusSentinel(g.status))
+				return acquired{}, fmt.Errorf("client: lock %q: grant with status %s: %w", m.key, g.status, statusSentinel(g.status))
 			}
 		case <-w.resend:
 		case <-ctx.Done():
@@ -297,12 +293,12 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 		case <-c.done:
 			// The wait stays registered: Close leaves the queue for it
 			// and gives back a grant that raced (leaveAtClose).
-			return granted{}, ErrClosed
+			return acquired{}, ErrClosed
 		}
 		// Re-send after a short pause.
 		if err := c.sleep(ctx, c.backoff(min(n, 3))); err != nil {
 			if errors.Is(err, ErrClosed) {
-				return granted{}, ErrClosed // as above
+				return acquired{}, ErrClosed // as above
 			}
 			return abandon(ctxErr("lock", m.key, err, nil))
 		}
@@ -319,7 +315,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *lockCore, limit time.Ti
 // expired while its push was on the way, or the process paused): the
 // caller queues anew. When the Renew cannot be made, the lock is given
 // back in the background and the error returned.
-func (m *Mutex) confirmQueued(ctx context.Context, lc *lockCore, g granted, handedOff *bool) (_ granted, again bool, _ error) {
+func (m *Mutex) confirmQueued(ctx context.Context, lc *ownerLock, g acquired, handedOff *bool) (_ acquired, again bool, _ error) {
 	if g.ttl > 0 && !g.stale() {
 		g.queued = false
 		return g, false, nil
@@ -343,12 +339,12 @@ func (m *Mutex) confirmQueued(ctx context.Context, lc *lockCore, g granted, hand
 			if !errors.Is(err, ErrClosed) {
 				giveBack()
 			}
-			return granted{}, false, err
+			return acquired{}, false, err
 		}
 		r := res.resp
 		switch {
 		case r.Status == wire.StatusSuccess:
-			ng := granted{token: g.token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, g.ttl), from: from}
+			ng := acquired{token: g.token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, g.ttl), from: from}
 			if attempt < maxConfirms && time.Since(from) >= ng.ttl/3 {
 				g = ng
 				continue
@@ -357,10 +353,10 @@ func (m *Mutex) confirmQueued(ctx context.Context, lc *lockCore, g granted, hand
 		case lostStatus(r.Status):
 			c.log.Warn("paxlock: a queued grant ended before it could be confirmed; waiting again",
 				"key", m.key, "token", g.token, "status", r.Status)
-			return granted{}, true, nil
+			return acquired{}, true, nil
 		}
 		giveBack()
-		return granted{}, false, statusErr("lock", m.key, r)
+		return acquired{}, false, statusErr("lock", m.key, r)
 	}
 }
 

@@ -165,10 +165,12 @@
 //     master), move.go (following a namespace that moved to another
 //     cluster).
 //   - Requests: request.go (sending a request with redirects, retries and
-//     backoff), wait.go (a blocked acquire's waiter and its grant).
-//   - Locks: mutex.go (Mutex, the handle), acquire.go (Lock and TryLock:
-//     the acquire and its answer), core.go (the state shared by the handles
-//     of one owner on one key), hold.go (a held lock: validity, renewal,
+//     backoff).
+//   - Locks: handle.go (Handle, the contract every handle shares),
+//     mutex.go (Mutex, the handle), acquire.go (Lock and TryLock: the
+//     acquire and its answer), ownerlock.go (ownerLock, one owner's lock
+//     on one key: its slot, count and hold, the waiter of its blocking
+//     acquire, and their clean-ups), hold.go (a held lock: validity, renewal,
 //     loss), localq.go (local queueing, Config.LocalQueue), locker.go
 //     (Mutex as a sync.Locker), rwmutex.go (RWMutex), semaphore.go
 //     (Semaphore), multilock.go (MultiLock), election.go (Election and

@@ -45,7 +45,7 @@ var errReleased = fmt.Errorf("client: lock released: %w", ErrNotHeld)
 // Lost channel and the Context).
 type hold struct {
 	c         *Client
-	core      *lockCore
+	state     *ownerLock
 	key       string
 	hash      uint64
 	owner     wire.Owner
@@ -73,9 +73,9 @@ type hold struct {
 	expT       *time.Timer
 }
 
-func (c *Client) newHold(lc *lockCore, g granted, o options) *hold {
+func (c *Client) newHold(lc *ownerLock, g acquired, o options) *hold {
 	h := &hold{
-		c: c, core: lc, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
+		c: c, state: lc, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
 		onTrouble: o.onTrouble,
 		reqTTL:    o.ttl, ttl: g.ttl,
 		validUntil: c.validUntil(g.from, g.ttl),
@@ -224,7 +224,7 @@ func (h *hold) markLost(err error, local bool) {
 	h.mu.Unlock()
 	h.forget()
 	// Local waiters must not wait for an Unlock of a lock that is gone.
-	h.c.passLocal(h.core)
+	h.c.passLocal(h.state)
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }
 
@@ -241,7 +241,7 @@ func (h *hold) revoked(err error) {
 		<-ended
 		ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.RequestTimeout)
 		defer cancel()
-		if _, err := h.core.sendRelease(ctx, h.token); err != nil {
+		if _, err := h.state.sendRelease(ctx, h.token); err != nil {
 			h.c.log.Debug("paxlock: acknowledging a revoked lock failed; the server frees it at its deadline", "key", h.key, "token", h.token, "err", err)
 		}
 	})

@@ -58,11 +58,11 @@ func (c *Client) onGranted(g *wire.Granted) {
 	if w.abandoned {
 		delete(c.waits, g.WaitID)
 		c.mu.Unlock()
-		if g.Status != wire.StatusSuccess || !c.goClean(func() { w.core.releaseOrphan(w, g.Token) }) {
-			c.unrefCore(w.core)
+		if g.Status != wire.StatusSuccess || !c.goClean(func() { w.state.releaseOrphan(w, g.Token) }) {
+			c.unrefOwnerLock(w.state)
 		}
 		return
 	}
 	c.mu.Unlock()
-	w.deliver(grant{status: g.Status, token: g.Token, ttlMs: g.TTLMs})
+	w.deliver(waitOutcome{status: g.Status, token: g.Token, ttlMs: g.TTLMs})
 }
