@@ -164,8 +164,9 @@
 //     view.go (the cluster view: refreshing it, routing a key to its
 //     master), move.go (following a namespace that moved to another
 //     cluster).
-//   - Requests: request.go (sending a request with redirects, retries and
-//     backoff).
+//   - Requests: request.go (sending a request: its attempts, redirects,
+//     relays and backoff), retry.go (the retry policy: what each answer's
+//     status or attempt's error leads to, as a table).
 //   - Locks: handle.go (Handle, the contract every handle shares),
 //     mutex.go (Mutex, the handle), acquire.go (Lock and TryLock: the
 //     acquire and its answer), ownerlock.go (ownerLock, one owner's lock

@@ -85,71 +85,55 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 		}
 		r, cn, master, err := c.attempt(ctx, stop, hash, target, typ, m, redirects)
 		target = ""
-		switch {
-		case err == nil:
+		var p retryPolicy
+		if err == nil {
 			res.resp, res.cn, res.master = r, cn, master
-			switch r.Status {
-			case wire.StatusMasterRedirect:
-				c.refresh()
-				redirects++
-				if r.Redirect != "" && r.Redirect != cn.addr {
-					target = r.Redirect
-					if redirects <= 2 {
-						delay = 0 // follow a redirect at once, twice
-					}
-				}
-			case wire.StatusNoMaster:
-				c.refreshWide()
-				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
-				viewCh = routing
-			case wire.StatusOverloaded:
-				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
-			case wire.StatusMoving:
-				moving++
-				delay = time.Duration(max(r.RetryAfterMs, 1)) * time.Millisecond
-				viewCh = routing
-			case wire.StatusMoved:
-				c.followMoved(r.Redirect, cn.addr)
-				viewCh = routing
-			case wire.StatusTimeout:
-				res.unknown = true
-			default:
+			if p = statusRetry[r.Status]; !p.retry {
 				return res, nil // an answer for the caller, AUTH_FAILED included
 			}
+			switch p.view {
+			case viewRefresh:
+				c.refresh()
+			case viewRefreshWide:
+				c.refreshWide()
+			case viewFollowMoved:
+				c.followMoved(r.Redirect, cn.addr)
+			}
+			follow := false
+			if r.Status == wire.StatusMasterRedirect {
+				redirects++
+				if follow = r.Redirect != "" && r.Redirect != cn.addr; follow {
+					target = r.Redirect
+				}
+			}
+			delay = p.delay(c, attempt, r, redirects, follow)
 			lastErr = statusErr(op, key, r)
 			res.resp = nil
-		case errors.Is(err, ErrAuth) && c.view.Load() != nil:
-			// A node refused the namespace that the client's registry
-			// (or another node) accepted with the same secret: the node
-			// has not applied the namespace yet (it was just added, or
-			// moved to this cluster). Retried as an unavailable node,
-			// within MaxRetries; if no attempt gets further, the call
-			// fails with this refusal (ErrAuth), whatever the later
-			// attempts met.
-			authErr, lastErr = err, err
+		} else {
+			var ctxEnded bool
+			p, ctxEnded = errorPolicy(err, ctx.Err() != nil, c.view.Load() != nil)
+			switch {
+			case ctxEnded:
+				if cn != nil {
+					res.unknown = true // the request may have been sent
+				}
+				return res, ctxErr(op, key, ctx.Err(), cmp.Or(authErr, lastErr))
+			case !p.retry:
+				return res, err
+			}
+			lastErr = attemptErr(op, key, cn, err)
+			if errors.Is(err, ErrAuth) {
+				// If no attempt gets further, the call fails with this
+				// refusal, whatever the later attempts met.
+				authErr = err
+			}
+		}
+		res.unknown = res.unknown || p.unknown
+		if p.wake {
 			viewCh = routing
-		case errors.Is(err, ErrAuth), errors.Is(err, ErrClosed):
-			return res, err
-		case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout):
-			res.unknown = true
-			viewCh = routing
-			if errors.Is(err, errAttemptTimeout) {
-				lastErr = fmt.Errorf("%w: %s %q at %s: %w", ErrTimeout, op, key, cn.addr, err)
-			} else {
-				lastErr = fmt.Errorf("%w: %s %q: %w", ErrUnavailable, op, key, err)
-			}
-		case ctx.Err() != nil:
-			if cn != nil {
-				res.unknown = true // the request may have been sent
-			}
-			return res, ctxErr(op, key, ctx.Err(), cmp.Or(authErr, lastErr))
-		case errors.Is(err, ErrNoMaster), errors.Is(err, ErrUnavailable), errors.Is(err, ErrOverloaded):
-			lastErr = fmt.Errorf("client: %s %q: %w", op, key, err)
-			if !errors.Is(err, ErrOverloaded) {
-				viewCh = routing
-			}
-		default:
-			return res, err // encoding errors, unexpected replies
+		}
+		if p.free {
+			moving++
 		}
 		if attempt-moved-moving >= c.cfg.MaxRetries {
 			if authErr != nil {
