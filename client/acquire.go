@@ -234,8 +234,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *ownerLock, limit time.T
 		if first.IsZero() {
 			first = from
 		}
-		before := c.view.Load()
-		res, err := c.doWait(ctx, m.key, m.hash, m.acquireMsg(wait, w.id), first)
+		res, err := c.doWait(ctx, w, m.key, m.acquireMsg(wait, w.id), first)
 		if err != nil {
 			queued = queued || res.unknown
 			return abandon(err)
@@ -246,11 +245,7 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *ownerLock, limit time.T
 			c.removeWaiter(w)
 			return acquired{token: r.Token, ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}, nil
 		case wire.StatusLockWait:
-			queued = true
-			c.setWaiterConn(w, res.cn, res.master)
-			if res.cn.dead() || c.movedSince(before, m.hash, res.master) {
-				w.signalResend()
-			}
+			queued = true // doWait bound w to the node that queued it
 		case wire.StatusLockOccupied:
 			c.removeWaiter(w)
 			return acquired{}, m.lockedErr(r)
@@ -281,8 +276,8 @@ func (m *Mutex) acquireBlocking(ctx context.Context, lc *ownerLock, limit time.T
 				return acquired{}, m.timeoutErr(byCtx)
 			case wire.StatusNoMaster, wire.StatusMoving, wire.StatusMoved:
 				// Left the queue (a master change, a namespace move):
-				// re-sent below, to whichever master the view names.
-				c.refreshWide()
+				// re-sent below, to whichever master the view names
+				// (onGranted asked for a fresh one).
 			default:
 				c.removeWaiter(w)
 				return acquired{}, fmt.Errorf("client: lock %q: grant with status %s: %w", m.key, g.status, statusSentinel(g.status))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/wire"
@@ -41,6 +42,26 @@ type Mutex struct {
 	value string // the holder value acquires send (Value option, SetValue)
 
 	sem *semFields // a Semaphore's permits and total; nil for locks
+}
+
+// semFields are a Semaphore's numbers, read by Mutex.acquireMsg.
+type semFields struct {
+	n     atomic.Uint32 // permits the (next) acquire takes
+	total atomic.Uint32 // the total the handle assumes
+}
+
+func (f *semFields) permits() uint32 {
+	if f == nil {
+		return 0
+	}
+	return f.n.Load()
+}
+
+func (f *semFields) limit() uint32 {
+	if f == nil {
+		return 0
+	}
+	return f.total.Load()
 }
 
 // Mutex returns a handle on the exclusive lock key. It sends nothing; an

@@ -318,16 +318,3 @@ func (c *Client) setWaiterConn(w *waiter, cn *conn, master string) {
 	w.conn, w.master = cn, master
 	c.mu.Unlock()
 }
-
-// movedSince reports whether the current view, compared with before (the
-// view when a wait or watch was sent), names another master than addr for
-// hash's group or a new term of it (see newTerm). A view that arrived
-// while the request was in flight is handled here, since updateView did
-// not yet know where the request went.
-func (c *Client) movedSince(before *wire.View, hash uint64, addr string) bool {
-	v := c.view.Load()
-	if v == nil || v == before {
-		return false
-	}
-	return newTerm(before, v, wire.GroupOf(hash, len(v.Groups)), addr)
-}

@@ -64,5 +64,11 @@ func (c *Client) onGranted(g *wire.Granted) {
 		return
 	}
 	c.mu.Unlock()
+	switch g.Status {
+	case wire.StatusNoMaster, wire.StatusMoving, wire.StatusMoved:
+		// The wait left the queue (a master change, a namespace move):
+		// its Lock re-sends it to whichever master a fresh view names.
+		c.refreshWide()
+	}
 	w.deliver(waitOutcome{status: g.Status, token: g.Token, ttlMs: g.TTLMs})
 }

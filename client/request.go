@@ -1,5 +1,6 @@
 // This file sends requests: one attempt, the retries with backoff,
-// redirects and the answers' routing.
+// redirects and the answers' routing, and the millisecond fields of the
+// requests' messages.
 
 package client
 
@@ -37,15 +38,28 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 	return c.doEach(ctx, op, key, hash, typ, m, nil)
 }
 
-// doWait is do for a blocking acquire whose wait was first sent at
-// first: each attempt says how long the wait has waited by then
-// (wire.Acquire.WaitedMs), so that a master it reaches after a master
-// change or a namespace move queues it where its first arrival put it,
-// however long the attempts in between waited out MOVING or NO_MASTER.
-func (c *Client) doWait(ctx context.Context, key string, hash uint64, m *wire.Acquire, first time.Time) (result, error) {
-	return c.doEach(ctx, "lock", key, hash, wire.TypeAcquire, m, func() {
+// doWait is do for the Acquire m of the blocking acquire w, whose wait
+// was first sent at first: each attempt says how long the wait has waited
+// by then (wire.Acquire.WaitedMs), so that a master it reaches after a
+// master change or a namespace move queues it where its first arrival
+// put it, however long the attempts in between waited out MOVING or
+// NO_MASTER. When the answer is LOCK_WAIT, w is bound to the node that
+// queued it, and told to re-send at once if that node's connection is
+// already gone or a view that arrived meanwhile names another master.
+func (c *Client) doWait(ctx context.Context, w *waiter, key string, m *wire.Acquire, first time.Time) (result, error) {
+	before := c.view.Load()
+	res, err := c.doEach(ctx, "lock", key, w.hash, wire.TypeAcquire, m, func() {
 		m.WaitedMs = waitedMs(time.Since(first))
 	})
+	if err == nil && res.resp.Status == wire.StatusLockWait {
+		// Bound first, checked after: a view that arrives later finds
+		// the waiter bound (updateView signals it).
+		c.setWaiterConn(w, res.cn, res.master)
+		if res.cn.dead() || c.movedSince(before, w.hash, res.master) {
+			w.signalResend()
+		}
+	}
+	return res, err
 }
 
 // doEach is do, calling before (when not nil) ahead of every attempt.
@@ -155,6 +169,19 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			return res, ctxErr(op, key, err, cmp.Or(authErr, lastErr))
 		}
 	}
+}
+
+// movedSince reports whether the current view, compared with before (the
+// view when a wait or watch was sent), names another master than addr for
+// hash's group or a new term of it (see newTerm). A view that arrived
+// while the request was in flight is handled here, since updateView did
+// not yet know where the request went.
+func (c *Client) movedSince(before *wire.View, hash uint64, addr string) bool {
+	v := c.view.Load()
+	if v == nil || v == before {
+		return false
+	}
+	return newTerm(before, v, wire.GroupOf(hash, len(v.Groups)), addr)
 }
 
 // sleepOrMove is sleepOrView for a routing failure of hash's request
@@ -331,4 +358,32 @@ func ctxErr(op, key string, err, last error) error {
 		return fmt.Errorf("client: %s %q: %w (last: %v)", op, key, err, last)
 	}
 	return fmt.Errorf("client: %s %q: %w", op, key, err)
+}
+
+// The millisecond fields of the requests.
+
+// waitMs converts a positive remaining wait into MaxWaitMs (at least 1).
+func waitMs(d time.Duration) uint32 {
+	if d >= maxTTLField {
+		return uint32(maxTTLField / time.Millisecond)
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return uint32(max(ms, 1))
+}
+
+// waitedMs converts the time a wait has waited into WaitedMs (0 on its
+// first send).
+func waitedMs(d time.Duration) uint32 {
+	return uint32(min(max(d, 0), maxTTLField) / time.Millisecond)
+}
+
+// ttlMs converts a TTL into TTLMs: at least 1 ms, at most maxTTLField.
+func ttlMs(d time.Duration) uint32 {
+	return uint32(min(max(d, time.Millisecond), maxTTLField) / time.Millisecond)
+}
+
+// lockDelayMs converts a lock-delay into Acquire.LockDelayMs, rounding
+// up: a delay is never shortened.
+func lockDelayMs(d time.Duration) uint32 {
+	return uint32(min((d+time.Millisecond-1)/time.Millisecond, wire.MaxLockDelayMs))
 }

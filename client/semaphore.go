@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/wire"
@@ -34,26 +33,6 @@ func (e *PermitsError) Error() string {
 
 // Unwrap returns ErrPermitsMismatch.
 func (e *PermitsError) Unwrap() error { return ErrPermitsMismatch }
-
-// semFields are a Semaphore's numbers, read by Mutex.acquireMsg.
-type semFields struct {
-	n     atomic.Uint32 // permits the (next) acquire takes
-	total atomic.Uint32 // the total the handle assumes
-}
-
-func (f *semFields) permits() uint32 {
-	if f == nil {
-		return 0
-	}
-	return f.n.Load()
-}
-
-func (f *semFields) limit() uint32 {
-	if f == nil {
-		return 0
-	}
-	return f.total.Load()
-}
 
 // Semaphore is a handle on a counting semaphore: a name with a total of
 // permits, of which holders take some with Acquire and give them back with
