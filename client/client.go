@@ -499,12 +499,6 @@ func (c *Client) isClosed() bool {
 	}
 }
 
-// validUntil is when a lock granted for ttl on a request sent at from
-// stops being valid on the client's clock.
-func (c *Client) validUntil(from time.Time, ttl time.Duration) time.Time {
-	return from.Add(ttl - time.Duration(float64(ttl)*c.cfg.ClockDrift))
-}
-
 // backoff is the pause before attempt n (n >= 1), with jitter: between
 // half and all of backoffCeil(n).
 func (c *Client) backoff(n int) time.Duration {

@@ -92,6 +92,30 @@ func (c *Client) newHold(lc *ownerLock, g acquired, o options) *hold {
 	return h
 }
 
+// validUntil is when a lock granted for ttl on a request sent at from
+// stops being valid on the client's clock.
+func (c *Client) validUntil(from time.Time, ttl time.Duration) time.Time {
+	return from.Add(ttl - time.Duration(float64(ttl)*c.cfg.ClockDrift))
+}
+
+// effTTL is the TTL a successful acquire or renewal asking for asked is
+// counted with: the server's answer (leftMs, the TTL it applied) when it
+// gives one, else known, the effective TTL known from before (0 if none),
+// else asked. Never more than asked: the server may round a TTL up to
+// its minimum, and counting less than it applied is safe.
+func effTTL(asked time.Duration, leftMs uint32, known time.Duration) time.Duration {
+	switch {
+	case leftMs > 0:
+		return min(asked, time.Duration(leftMs)*time.Millisecond)
+	case known > 0:
+		// A server answered without the TTL (a result that arrived
+		// after a master change): it applied asked clamped to its
+		// bounds, and the last effective TTL was within them.
+		return min(asked, known)
+	}
+	return asked
+}
+
 // valid reports whether the hold is held and valid now. A hold whose
 // validity has passed is marked lost here, at once, even if its expiry
 // timer has not run yet: a process that was paused past the validity

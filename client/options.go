@@ -30,7 +30,7 @@ type options struct {
 	continuous   bool
 	value        string
 	onTrouble    func(RenewTrouble)
-	lockDelay    time.Duration // see LockDelay (lockdelay.go)
+	lockDelay    time.Duration // see LockDelay
 	err          error
 }
 
