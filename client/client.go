@@ -214,12 +214,12 @@ type Client struct {
 	waits     map[uint64]*waiter
 	watches   map[uint64]*Watcher
 	holds     map[holdKey]*hold
-	procCores map[coreKey]*lockCore
+	procLocks map[lockKey]*ownerLock
 
 	// lqMu guards the local queues (localQs, their fields and
-	// lockCore.lq); see localq.go.
+	// ownerLock.lq); see localq.go.
 	lqMu    sync.Mutex
-	localQs map[coreKey]*localQueue
+	localQs map[lockKey]*localQueue
 }
 
 // dialing is a connection attempt other callers can wait for.
@@ -263,8 +263,8 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		waits:     make(map[uint64]*waiter),
 		watches:   make(map[uint64]*Watcher),
 		holds:     make(map[holdKey]*hold),
-		procCores: make(map[coreKey]*lockCore),
-		localQs:   make(map[coreKey]*localQueue),
+		procLocks: make(map[lockKey]*ownerLock),
+		localQs:   make(map[lockKey]*localQueue),
 	}
 	// The key proves the client's id to the servers (see
 	// wire.ClientIDOf): 26 base32 characters of crypto/rand, 130 bits.
@@ -379,7 +379,7 @@ func (c *Client) leaveQueues(ctx context.Context, waits []*waiter) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.core.leaveAtClose(ctx, w)
+			w.state.leaveAtClose(ctx, w)
 		}()
 	}
 	wg.Wait()
@@ -497,12 +497,6 @@ func (c *Client) isClosed() bool {
 	default:
 		return false
 	}
-}
-
-// validUntil is when a lock granted for ttl on a request sent at from
-// stops being valid on the client's clock.
-func (c *Client) validUntil(from time.Time, ttl time.Duration) time.Time {
-	return from.Add(ttl - time.Duration(float64(ttl)*c.cfg.ClockDrift))
 }
 
 // backoff is the pause before attempt n (n >= 1), with jitter: between

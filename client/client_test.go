@@ -246,7 +246,7 @@ func TestProcessOwner(t *testing.T) {
 		t.Fatal("still held")
 	}
 	c.mu.Lock()
-	left := len(c.procCores)
+	left := len(c.procLocks)
 	c.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d process cores left after release", left)

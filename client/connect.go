@@ -158,7 +158,7 @@ func (c *Client) onConnLost(cn *conn, cause error) {
 	closed := c.netClosed
 	c.mu.Unlock()
 	for _, w := range orphans {
-		c.unrefCore(w.core)
+		c.unrefOwnerLock(w.state)
 	}
 	if closed || !live {
 		return

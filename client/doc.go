@@ -164,18 +164,30 @@
 //     view.go (the cluster view: refreshing it, routing a key to its
 //     master), move.go (following a namespace that moved to another
 //     cluster).
-//   - Requests: request.go (sending a request with redirects, retries and
-//     backoff), wait.go (a blocked acquire's waiter and its grant).
-//   - Locks: mutex.go (Mutex, the handle), acquire.go (Lock and TryLock:
-//     the acquire and its answer), core.go (the state shared by the handles
-//     of one owner on one key), hold.go (a held lock: validity, renewal,
-//     loss), localq.go (local queueing, Config.LocalQueue), locker.go
-//     (Mutex as a sync.Locker), rwmutex.go (RWMutex), semaphore.go
-//     (Semaphore), multilock.go (MultiLock), election.go (Election and
-//     Leader).
+//   - Requests: request.go (sending a request: its attempts, redirects,
+//     relays and backoff; a blocking acquire bound to the node that
+//     queued it; the millisecond fields of the messages), retry.go (the
+//     retry policy: what each answer's status or attempt's error leads
+//     to, as a table).
+//   - Locks: handle.go (Handle, the contract every handle shares, and its
+//     one implementation for the handles built on a Mutex), mutex.go
+//     (Mutex, the handle), ownerlock.go (one owner's lock on one key, in
+//     one piece: its slot, count and hold, Lock and TryLock with the
+//     waiter of a blocking acquire and the confirmation of a late grant,
+//     and the clean-ups when an acquire gave up), hold.go (a held lock:
+//     validity, renewal, loss), localq.go (local queueing,
+//     Config.LocalQueue), locker.go (Mutex as a sync.Locker), rwmutex.go
+//     (RWMutex), semaphore.go (Semaphore), multilock.go (MultiLock),
+//     election.go (Election and Leader).
 //   - Reading and checking: watch.go (State, Watch and its events),
 //     check.go (CheckToken), list.go (List).
-//   - Options and errors: options.go (Option and its functions),
-//     lockdelay.go (LockDelay), errors.go (the sentinels, LockedError,
-//     StatusError).
+//   - Options and errors: options.go (Option and its functions, LockDelay
+//     among them), errors.go (the sentinels, LockedError, StatusError, and
+//     the errors of an acquire that found the key held or waited too
+//     long).
+//
+// Mutex.Lock runs through mutex.go (the handle: its checks and its
+// owner's slot), ownerlock.go (the acquire), hold.go (the hold it
+// grants), localq.go (with Config.LocalQueue), request.go (the requests),
+// and the client's lifecycle (client.go) and errors (errors.go).
 package client

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/paxlock/paxlock/wire"
 )
@@ -30,9 +29,10 @@ import (
 // An Election is one candidate: its methods are safe for concurrent use,
 // and a process that wants several candidates makes several Elections.
 type Election struct {
-	c    *Client
-	key  string
-	opts []Option
+	onMutex // Key, Token, ValidUntil, Lost, Context: the leadership's
+	c       *Client
+	key     string
+	opts    []Option
 
 	cmu sync.Mutex // one Campaign at a time
 
@@ -59,11 +59,17 @@ type Leader struct {
 // a leader that vanished keeps leadership, default DefaultTTL), Weight,
 // MaxWait; AutoRenew is always on.
 func (c *Client) Election(name string, opts ...Option) *Election {
-	return &Election{c: c, key: name, opts: slices.Clone(opts)}
+	e := &Election{c: c, key: name, opts: slices.Clone(opts)}
+	e.onMutex = onMutex{key: name, cur: e.leader}
+	return e
 }
 
-// Key returns the election's key.
-func (e *Election) Key() string { return e.key }
+// leader returns the leadership lock once Campaign won, else nil.
+func (e *Election) leader() *Mutex {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.m
+}
 
 // Campaign waits until this candidate is the leader, then returns with
 // value published as the leader's value (at most wire.MaxValueLen bytes:
@@ -164,50 +170,6 @@ func (e *Election) IsLeader() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.m != nil && e.m.Held()
-}
-
-// Token returns this candidate's fencing token while it leads, else 0.
-func (e *Election) Token() uint64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.m == nil {
-		return 0
-	}
-	return e.m.Token()
-}
-
-// Lost returns a channel closed when this candidate's leadership ends
-// without Resign (closed at once if it does not lead).
-func (e *Election) Lost() <-chan struct{} {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.m == nil {
-		return closedChan
-	}
-	return e.m.Lost()
-}
-
-// ValidUntil returns until when the client guarantees this candidate's
-// leadership (see Mutex.ValidUntil); the zero time if it does not lead.
-func (e *Election) ValidUntil() time.Time {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.m == nil {
-		return time.Time{}
-	}
-	return e.m.ValidUntil()
-}
-
-// Context returns a context cancelled the moment this candidate's
-// leadership ends, by a loss or by Resign (see Mutex.Context); already
-// cancelled if it does not lead.
-func (e *Election) Context() context.Context {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.m == nil {
-		return notHeldContext
-	}
-	return e.m.Context()
 }
 
 // Leader returns the current leader, or an error wrapping ErrNoLeader if

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -219,3 +220,22 @@ var errConnLost = errors.New("connection lost")
 
 // errAttemptTimeout is one attempt's RequestTimeout passing.
 var errAttemptTimeout = errors.New("no reply within the request timeout")
+
+// lockedErr is the *LockedError of an acquire answered LOCK_OCCUPIED.
+func (m *Mutex) lockedErr(r *wire.Response) error {
+	return &LockedError{
+		Key: m.key, Holder: r.Holder, Token: r.Token, Kind: r.Kind,
+		TTLLeft: time.Duration(r.TTLLeftMs) * time.Millisecond, QueueLen: int(r.QueueLen),
+		Value: r.Value, Permits: int(r.Permits), InUse: int(r.InUse),
+		RetryAfter: time.Duration(r.RetryAfterMs) * time.Millisecond,
+	}
+}
+
+// timeoutErr is the error of a blocking acquire whose wait ran out: by
+// ctx's deadline when byCtx, else by MaxWait.
+func (m *Mutex) timeoutErr(byCtx bool) error {
+	if byCtx {
+		return fmt.Errorf("client: lock %q: %w: %w", m.key, ErrTimeout, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("client: lock %q: %w: MaxWait %v passed", m.key, ErrTimeout, m.opts.maxWait)
+}

@@ -45,7 +45,7 @@ var errReleased = fmt.Errorf("client: lock released: %w", ErrNotHeld)
 // Lost channel and the Context).
 type hold struct {
 	c         *Client
-	core      *lockCore
+	state     *ownerLock
 	key       string
 	hash      uint64
 	owner     wire.Owner
@@ -73,9 +73,9 @@ type hold struct {
 	expT       *time.Timer
 }
 
-func (c *Client) newHold(lc *lockCore, g granted, o options) *hold {
+func (c *Client) newHold(lc *ownerLock, g acquired, o options) *hold {
 	h := &hold{
-		c: c, core: lc, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
+		c: c, state: lc, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
 		onTrouble: o.onTrouble,
 		reqTTL:    o.ttl, ttl: g.ttl,
 		validUntil: c.validUntil(g.from, g.ttl),
@@ -90,6 +90,30 @@ func (c *Client) newHold(lc *lockCore, g granted, o options) *hold {
 	c.holds[holdKey{key: h.key, token: h.token, owner: h.owner.ID}] = h
 	c.mu.Unlock()
 	return h
+}
+
+// validUntil is when a lock granted for ttl on a request sent at from
+// stops being valid on the client's clock.
+func (c *Client) validUntil(from time.Time, ttl time.Duration) time.Time {
+	return from.Add(ttl - time.Duration(float64(ttl)*c.cfg.ClockDrift))
+}
+
+// effTTL is the TTL a successful acquire or renewal asking for asked is
+// counted with: the server's answer (leftMs, the TTL it applied) when it
+// gives one, else known, the effective TTL known from before (0 if none),
+// else asked. Never more than asked: the server may round a TTL up to
+// its minimum, and counting less than it applied is safe.
+func effTTL(asked time.Duration, leftMs uint32, known time.Duration) time.Duration {
+	switch {
+	case leftMs > 0:
+		return min(asked, time.Duration(leftMs)*time.Millisecond)
+	case known > 0:
+		// A server answered without the TTL (a result that arrived
+		// after a master change): it applied asked clamped to its
+		// bounds, and the last effective TTL was within them.
+		return min(asked, known)
+	}
+	return asked
 }
 
 // valid reports whether the hold is held and valid now. A hold whose
@@ -224,7 +248,7 @@ func (h *hold) markLost(err error, local bool) {
 	h.mu.Unlock()
 	h.forget()
 	// Local waiters must not wait for an Unlock of a lock that is gone.
-	h.c.passLocal(h.core)
+	h.c.passLocal(h.state)
 	h.c.log.Warn("paxlock: lock lost", "key", h.key, "token", h.token, "err", err)
 }
 
@@ -241,7 +265,7 @@ func (h *hold) revoked(err error) {
 		<-ended
 		ctx, cancel := context.WithTimeout(h.c.ctx, h.c.cfg.RequestTimeout)
 		defer cancel()
-		if _, err := h.core.sendRelease(ctx, h.token); err != nil {
+		if _, err := h.state.sendRelease(ctx, h.token); err != nil {
 			h.c.log.Debug("paxlock: acknowledging a revoked lock failed; the server frees it at its deadline", "key", h.key, "token", h.token, "err", err)
 		}
 	})

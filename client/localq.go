@@ -33,8 +33,8 @@ const localAging = time.Second
 // localQueue is the local queue of one key and kind. Guarded by
 // Client.lqMu.
 type localQueue struct {
-	k       coreKey
-	active  *lockCore // the active handle's core; nil when none
+	k       lockKey
+	active  *ownerLock // the active handle's core; nil when none
 	waiters []*localWaiter
 	seq     uint64
 }
@@ -42,7 +42,7 @@ type localQueue struct {
 // localWaiter is a blocking Lock waiting in a local queue.
 type localWaiter struct {
 	m    *Mutex
-	lc   *lockCore
+	lc   *ownerLock
 	rank int64 // arrival (ns since the queue's clock origin) minus weight × localAging
 	seq  uint64
 	ch   chan localTurn // cap 1; written once, by whoever removed the waiter
@@ -59,7 +59,7 @@ var localEpoch = time.Now()
 // localEligible reports whether a blocking Lock of m goes through the
 // local queue.
 func (m *Mutex) localEligible() bool {
-	return m.c.cfg.LocalQueue && m.core != nil && (m.kind == wire.KindExclusive || m.kind == wire.KindWrite)
+	return m.c.cfg.LocalQueue && m.state != nil && (m.kind == wire.KindExclusive || m.kind == wire.KindWrite)
 }
 
 // waitLocal enters the local queue of m's key. It returns with active
@@ -68,12 +68,12 @@ func (m *Mutex) localEligible() bool {
 // (ctx, MaxWait, Close) after leaving the queue. A hold handed on while
 // the wait was giving up is released in the background (handedOff: that
 // clean-up keeps the slot).
-func (m *Mutex) waitLocal(ctx context.Context, lc *lockCore, limit time.Time, handedOff *bool) (h *hold, active bool, err error) {
+func (m *Mutex) waitLocal(ctx context.Context, lc *ownerLock, limit time.Time, handedOff *bool) (h *hold, active bool, err error) {
 	c := m.c
 	c.lqMu.Lock()
-	lq := c.localQs[coreKey{key: m.key, kind: m.kind}]
+	lq := c.localQs[lockKey{key: m.key, kind: m.kind}]
 	if lq == nil {
-		lq = &localQueue{k: coreKey{key: m.key, kind: m.kind}}
+		lq = &localQueue{k: lockKey{key: m.key, kind: m.kind}}
 		c.localQs[lq.k] = lq
 	}
 	if lq.active == nil {
@@ -173,7 +173,7 @@ func (lq *localQueue) popLocal() *localWaiter {
 // takeNext ends lc's active role and returns the local waiter it goes to
 // (removed from the queue; it must be given a turn), or nil when lc was not
 // active or nobody waits (the queue then has no active handle).
-func (c *Client) takeNext(lc *lockCore) *localWaiter {
+func (c *Client) takeNext(lc *ownerLock) *localWaiter {
 	c.lqMu.Lock()
 	defer c.lqMu.Unlock()
 	lq := lc.lq
@@ -196,14 +196,14 @@ func (c *Client) takeNext(lc *lockCore) *localWaiter {
 // passLocal gives lc's active role (if it has it) to the next local
 // waiter, which then acquires on the server itself. Used when lc's Lock
 // failed or gave up, and when its hold is lost or downgraded.
-func (c *Client) passLocal(lc *lockCore) {
+func (c *Client) passLocal(lc *ownerLock) {
 	if w := c.takeNext(lc); w != nil {
 		w.ch <- localTurn{}
 	}
 }
 
 // giveHold hands w a hold granted to it by a hand-off.
-func (c *Client) giveHold(w *localWaiter, g granted) {
+func (c *Client) giveHold(w *localWaiter, g acquired) {
 	h := c.newHold(w.lc, g, w.m.opts)
 	w.ch <- localTurn{h: h}
 }
@@ -234,7 +234,7 @@ func (c *Client) endClean() {
 // handOff is Unlock of the active handle when a local waiter is next: one
 // Release that asks the server to hand the key on to next. Whatever the
 // outcome, next is given either a hold or the active role.
-func (m *Mutex) handOff(ctx context.Context, lc *lockCore, h *hold, next *localWaiter) error {
+func (m *Mutex) handOff(ctx context.Context, lc *ownerLock, h *hold, next *localWaiter) error {
 	c := m.c
 	local, valid, lost := h.finish()
 	if lost != nil {
@@ -263,7 +263,7 @@ func (m *Mutex) handOff(ctx context.Context, lc *lockCore, h *hold, next *localW
 		if res.unknown {
 			// The hand-off may have been applied: ask whether next holds.
 			if tok := m.probeHolder(nm); tok != 0 {
-				c.giveHold(next, granted{token: tok, ttl: ttl, from: from})
+				c.giveHold(next, acquired{token: tok, ttl: ttl, from: from})
 				return nil
 			}
 		}
@@ -273,7 +273,7 @@ func (m *Mutex) handOff(ctx context.Context, lc *lockCore, h *hold, next *localW
 	r := res.resp
 	switch {
 	case r.Status == wire.StatusSuccess && r.Holder == nm.owner && r.Token != 0:
-		c.giveHold(next, granted{token: r.Token, ttl: effTTL(ttl, r.TTLLeftMs, 0), from: from})
+		c.giveHold(next, acquired{token: r.Token, ttl: effTTL(ttl, r.TTLLeftMs, 0), from: from})
 		return nil
 	case r.Status == wire.StatusSuccess:
 		next.ch <- localTurn{}
@@ -316,7 +316,7 @@ func (c *Client) LocalWaiters(key string) int {
 	defer c.lqMu.Unlock()
 	n := 0
 	for _, k := range []wire.Kind{wire.KindExclusive, wire.KindWrite} {
-		if lq := c.localQs[coreKey{key: key, kind: k}]; lq != nil {
+		if lq := c.localQs[lockKey{key: key, kind: k}]; lq != nil {
 			n += len(lq.waiters)
 		}
 	}

@@ -188,7 +188,7 @@ func (ml *MultiLock) tryGroup(ctx context.Context, i, j int) error {
 	if len(ms) > wire.MaxMultiKeys {
 		return errMultiUnsupported // more than one request can carry
 	}
-	cores := make([]*lockCore, 0, len(ms))
+	cores := make([]*ownerLock, 0, len(ms))
 	handedOff := false
 	defer func() {
 		if !handedOff {
@@ -237,7 +237,7 @@ func (ml *MultiLock) tryGroup(ctx context.Context, i, j int) error {
 	switch {
 	case r.Status == wire.StatusSuccess && len(r.Tokens) == len(ms):
 		for k, m := range ms {
-			g := granted{token: r.Tokens[k], ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}
+			g := acquired{token: r.Tokens[k], ttl: effTTL(m.opts.ttl, r.TTLLeftMs, 0), from: from}
 			h := ml.c.newHold(cores[k], g, m.opts)
 			cores[k].mu.Lock()
 			cores[k].h, cores[k].count = h, 1

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/wire"
@@ -34,13 +35,33 @@ type Mutex struct {
 	opts  options
 	err   error // a bad key or option, reported by every method
 	owner wire.Owner
-	core  *lockCore // nil for a ProcessOwner handle: looked up per call
-	other *Mutex    // the other side of an RWMutex
+	state *ownerLock // nil for a ProcessOwner handle: looked up per call
+	other *Mutex     // the other side of an RWMutex
 
 	valMu sync.Mutex
 	value string // the holder value acquires send (Value option, SetValue)
 
 	sem *semFields // a Semaphore's permits and total; nil for locks
+}
+
+// semFields are a Semaphore's numbers, read by Mutex.acquireMsg.
+type semFields struct {
+	n     atomic.Uint32 // permits the (next) acquire takes
+	total atomic.Uint32 // the total the handle assumes
+}
+
+func (f *semFields) permits() uint32 {
+	if f == nil {
+		return 0
+	}
+	return f.n.Load()
+}
+
+func (f *semFields) limit() uint32 {
+	if f == nil {
+		return 0
+	}
+	return f.total.Load()
 }
 
 // Mutex returns a handle on the exclusive lock key. It sends nothing; an
@@ -71,7 +92,7 @@ func (c *Client) newMutex(key string, kind wire.Kind, owner wire.Owner, o option
 	}
 	m.hash = wire.KeyHash(c.cfg.Namespace, key)
 	if !o.processOwner {
-		m.core = newCore(c, key, m.hash, kind, owner, false)
+		m.state = newOwnerLock(c, key, m.hash, kind, owner, false)
 	}
 	return m
 }
@@ -129,7 +150,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 }
 
 // unlockHeld is Unlock with the core's slot held.
-func (m *Mutex) unlockHeld(ctx context.Context, lc *lockCore) error {
+func (m *Mutex) unlockHeld(ctx context.Context, lc *ownerLock) error {
 	lc.mu.Lock()
 	if lc.count == 0 {
 		lc.mu.Unlock()
@@ -367,35 +388,35 @@ func (m *Mutex) wrap(op string, err error) error {
 
 // enter returns the handle's core with its operation slot taken;
 // m.leave(lc) gives the slot back.
-func (m *Mutex) enter(ctx context.Context) (*lockCore, error) {
-	lc := m.core
+func (m *Mutex) enter(ctx context.Context) (*ownerLock, error) {
+	lc := m.state
 	if lc == nil {
-		lc = m.c.refCore(coreKey{key: m.key, kind: m.kind}, m)
+		lc = m.c.refOwnerLock(lockKey{key: m.key, kind: m.kind}, m)
 	}
 	if err := lc.take(ctx); err != nil {
-		m.c.unrefCore(lc)
+		m.c.unrefOwnerLock(lc)
 		return nil, err
 	}
 	return lc, nil
 }
 
 // leave gives back the slot enter took.
-func (m *Mutex) leave(lc *lockCore) {
+func (m *Mutex) leave(lc *ownerLock) {
 	lc.give()
-	m.c.unrefCore(lc)
+	m.c.unrefOwnerLock(lc)
 }
 
 // peek returns the handle's core without taking its slot, or nil.
-func (m *Mutex) peek() *lockCore {
+func (m *Mutex) peek() *ownerLock {
 	if m == nil || m.c == nil || m.err != nil {
 		return nil
 	}
-	if m.core != nil {
-		return m.core
+	if m.state != nil {
+		return m.state
 	}
 	m.c.mu.Lock()
 	defer m.c.mu.Unlock()
-	return m.c.procCores[coreKey{key: m.key, kind: m.kind}]
+	return m.c.procLocks[lockKey{key: m.key, kind: m.kind}]
 }
 
 // checkOther refuses to take one side of an RWMutex while the handle holds

@@ -58,11 +58,17 @@ func (c *Client) onGranted(g *wire.Granted) {
 	if w.abandoned {
 		delete(c.waits, g.WaitID)
 		c.mu.Unlock()
-		if g.Status != wire.StatusSuccess || !c.goClean(func() { w.core.releaseOrphan(w, g.Token) }) {
-			c.unrefCore(w.core)
+		if g.Status != wire.StatusSuccess || !c.goClean(func() { w.state.releaseOrphan(w, g.Token) }) {
+			c.unrefOwnerLock(w.state)
 		}
 		return
 	}
 	c.mu.Unlock()
-	w.deliver(grant{status: g.Status, token: g.Token, ttlMs: g.TTLMs})
+	switch g.Status {
+	case wire.StatusNoMaster, wire.StatusMoving, wire.StatusMoved:
+		// The wait left the queue (a master change, a namespace move):
+		// its Lock re-sends it to whichever master a fresh view names.
+		c.refreshWide()
+	}
+	w.deliver(waitOutcome{status: g.Status, token: g.Token, ttlMs: g.TTLMs})
 }

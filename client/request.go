@@ -1,5 +1,6 @@
 // This file sends requests: one attempt, the retries with backoff,
-// redirects and the answers' routing.
+// redirects and the answers' routing, and the millisecond fields of the
+// requests' messages.
 
 package client
 
@@ -37,15 +38,28 @@ func (c *Client) do(ctx context.Context, op, key string, hash uint64, typ wire.T
 	return c.doEach(ctx, op, key, hash, typ, m, nil)
 }
 
-// doWait is do for a blocking acquire whose wait was first sent at
-// first: each attempt says how long the wait has waited by then
-// (wire.Acquire.WaitedMs), so that a master it reaches after a master
-// change or a namespace move queues it where its first arrival put it,
-// however long the attempts in between waited out MOVING or NO_MASTER.
-func (c *Client) doWait(ctx context.Context, key string, hash uint64, m *wire.Acquire, first time.Time) (result, error) {
-	return c.doEach(ctx, "lock", key, hash, wire.TypeAcquire, m, func() {
+// doWait is do for the Acquire m of the blocking acquire w, whose wait
+// was first sent at first: each attempt says how long the wait has waited
+// by then (wire.Acquire.WaitedMs), so that a master it reaches after a
+// master change or a namespace move queues it where its first arrival
+// put it, however long the attempts in between waited out MOVING or
+// NO_MASTER. When the answer is LOCK_WAIT, w is bound to the node that
+// queued it, and told to re-send at once if that node's connection is
+// already gone or a view that arrived meanwhile names another master.
+func (c *Client) doWait(ctx context.Context, w *waiter, key string, m *wire.Acquire, first time.Time) (result, error) {
+	before := c.view.Load()
+	res, err := c.doEach(ctx, "lock", key, w.hash, wire.TypeAcquire, m, func() {
 		m.WaitedMs = waitedMs(time.Since(first))
 	})
+	if err == nil && res.resp.Status == wire.StatusLockWait {
+		// Bound first, checked after: a view that arrives later finds
+		// the waiter bound (updateView signals it).
+		c.setWaiterConn(w, res.cn, res.master)
+		if res.cn.dead() || c.movedSince(before, w.hash, res.master) {
+			w.signalResend()
+		}
+	}
+	return res, err
 }
 
 // doEach is do, calling before (when not nil) ahead of every attempt.
@@ -85,71 +99,55 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 		}
 		r, cn, master, err := c.attempt(ctx, stop, hash, target, typ, m, redirects)
 		target = ""
-		switch {
-		case err == nil:
+		var p retryPolicy
+		if err == nil {
 			res.resp, res.cn, res.master = r, cn, master
-			switch r.Status {
-			case wire.StatusMasterRedirect:
-				c.refresh()
-				redirects++
-				if r.Redirect != "" && r.Redirect != cn.addr {
-					target = r.Redirect
-					if redirects <= 2 {
-						delay = 0 // follow a redirect at once, twice
-					}
-				}
-			case wire.StatusNoMaster:
-				c.refreshWide()
-				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
-				viewCh = routing
-			case wire.StatusOverloaded:
-				delay = max(time.Duration(r.RetryAfterMs)*time.Millisecond, c.backoff(attempt+1))
-			case wire.StatusMoving:
-				moving++
-				delay = time.Duration(max(r.RetryAfterMs, 1)) * time.Millisecond
-				viewCh = routing
-			case wire.StatusMoved:
-				c.followMoved(r.Redirect, cn.addr)
-				viewCh = routing
-			case wire.StatusTimeout:
-				res.unknown = true
-			default:
+			if p = statusRetry[r.Status]; !p.retry {
 				return res, nil // an answer for the caller, AUTH_FAILED included
 			}
+			switch p.view {
+			case viewRefresh:
+				c.refresh()
+			case viewRefreshWide:
+				c.refreshWide()
+			case viewFollowMoved:
+				c.followMoved(r.Redirect, cn.addr)
+			}
+			follow := false
+			if r.Status == wire.StatusMasterRedirect {
+				redirects++
+				if follow = r.Redirect != "" && r.Redirect != cn.addr; follow {
+					target = r.Redirect
+				}
+			}
+			delay = p.delay(c, attempt, r, redirects, follow)
 			lastErr = statusErr(op, key, r)
 			res.resp = nil
-		case errors.Is(err, ErrAuth) && c.view.Load() != nil:
-			// A node refused the namespace that the client's registry
-			// (or another node) accepted with the same secret: the node
-			// has not applied the namespace yet (it was just added, or
-			// moved to this cluster). Retried as an unavailable node,
-			// within MaxRetries; if no attempt gets further, the call
-			// fails with this refusal (ErrAuth), whatever the later
-			// attempts met.
-			authErr, lastErr = err, err
+		} else {
+			var ctxEnded bool
+			p, ctxEnded = errorPolicy(err, ctx.Err() != nil, c.view.Load() != nil)
+			switch {
+			case ctxEnded:
+				if cn != nil {
+					res.unknown = true // the request may have been sent
+				}
+				return res, ctxErr(op, key, ctx.Err(), cmp.Or(authErr, lastErr))
+			case !p.retry:
+				return res, err
+			}
+			lastErr = attemptErr(op, key, cn, err)
+			if errors.Is(err, ErrAuth) {
+				// If no attempt gets further, the call fails with this
+				// refusal, whatever the later attempts met.
+				authErr = err
+			}
+		}
+		res.unknown = res.unknown || p.unknown
+		if p.wake {
 			viewCh = routing
-		case errors.Is(err, ErrAuth), errors.Is(err, ErrClosed):
-			return res, err
-		case errors.Is(err, errConnLost), errors.Is(err, errAttemptTimeout):
-			res.unknown = true
-			viewCh = routing
-			if errors.Is(err, errAttemptTimeout) {
-				lastErr = fmt.Errorf("%w: %s %q at %s: %w", ErrTimeout, op, key, cn.addr, err)
-			} else {
-				lastErr = fmt.Errorf("%w: %s %q: %w", ErrUnavailable, op, key, err)
-			}
-		case ctx.Err() != nil:
-			if cn != nil {
-				res.unknown = true // the request may have been sent
-			}
-			return res, ctxErr(op, key, ctx.Err(), cmp.Or(authErr, lastErr))
-		case errors.Is(err, ErrNoMaster), errors.Is(err, ErrUnavailable), errors.Is(err, ErrOverloaded):
-			lastErr = fmt.Errorf("client: %s %q: %w", op, key, err)
-			if !errors.Is(err, ErrOverloaded) {
-				viewCh = routing
-			}
-		default:
-			return res, err // encoding errors, unexpected replies
+		}
+		if p.free {
+			moving++
 		}
 		if attempt-moved-moving >= c.cfg.MaxRetries {
 			if authErr != nil {
@@ -171,6 +169,19 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 			return res, ctxErr(op, key, err, cmp.Or(authErr, lastErr))
 		}
 	}
+}
+
+// movedSince reports whether the current view, compared with before (the
+// view when a wait or watch was sent), names another master than addr for
+// hash's group or a new term of it (see newTerm). A view that arrived
+// while the request was in flight is handled here, since updateView did
+// not yet know where the request went.
+func (c *Client) movedSince(before *wire.View, hash uint64, addr string) bool {
+	v := c.view.Load()
+	if v == nil || v == before {
+		return false
+	}
+	return newTerm(before, v, wire.GroupOf(hash, len(v.Groups)), addr)
 }
 
 // sleepOrMove is sleepOrView for a routing failure of hash's request
@@ -347,4 +358,32 @@ func ctxErr(op, key string, err, last error) error {
 		return fmt.Errorf("client: %s %q: %w (last: %v)", op, key, err, last)
 	}
 	return fmt.Errorf("client: %s %q: %w", op, key, err)
+}
+
+// The millisecond fields of the requests.
+
+// waitMs converts a positive remaining wait into MaxWaitMs (at least 1).
+func waitMs(d time.Duration) uint32 {
+	if d >= maxTTLField {
+		return uint32(maxTTLField / time.Millisecond)
+	}
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return uint32(max(ms, 1))
+}
+
+// waitedMs converts the time a wait has waited into WaitedMs (0 on its
+// first send).
+func waitedMs(d time.Duration) uint32 {
+	return uint32(min(max(d, 0), maxTTLField) / time.Millisecond)
+}
+
+// ttlMs converts a TTL into TTLMs: at least 1 ms, at most maxTTLField.
+func ttlMs(d time.Duration) uint32 {
+	return uint32(min(max(d, time.Millisecond), maxTTLField) / time.Millisecond)
+}
+
+// lockDelayMs converts a lock-delay into Acquire.LockDelayMs, rounding
+// up: a delay is never shortened.
+func lockDelayMs(d time.Duration) uint32 {
+	return uint32(min((d+time.Millisecond-1)/time.Millisecond, wire.MaxLockDelayMs))
 }

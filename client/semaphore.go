@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/paxlock/paxlock/wire"
@@ -35,26 +34,6 @@ func (e *PermitsError) Error() string {
 // Unwrap returns ErrPermitsMismatch.
 func (e *PermitsError) Unwrap() error { return ErrPermitsMismatch }
 
-// semFields are a Semaphore's numbers, read by Mutex.acquireMsg.
-type semFields struct {
-	n     atomic.Uint32 // permits the (next) acquire takes
-	total atomic.Uint32 // the total the handle assumes
-}
-
-func (f *semFields) permits() uint32 {
-	if f == nil {
-		return 0
-	}
-	return f.n.Load()
-}
-
-func (f *semFields) limit() uint32 {
-	if f == nil {
-		return 0
-	}
-	return f.total.Load()
-}
-
 // Semaphore is a handle on a counting semaphore: a name with a total of
 // permits, of which holders take some with Acquire and give them back with
 // Release. A handle is one holder: it holds the permits of one Acquire at
@@ -74,9 +53,10 @@ func (f *semFields) limit() uint32 {
 // and no waiter is ahead of it, so a large request at the head is not
 // overtaken by smaller ones behind it.
 type Semaphore struct {
-	m   *Mutex
-	f   *semFields
-	err error
+	onMutex // Key, Token, ValidUntil, Lost, Context: the handle's grant
+	m       *Mutex
+	f       *semFields
+	err     error
 
 	mu   sync.Mutex
 	held int // permits the handle holds (its last grant's)
@@ -99,11 +79,10 @@ func (c *Client) Semaphore(name string, permits int, opts ...Option) *Semaphore 
 	f.total.Store(uint32(max(0, min(permits, 1<<31))))
 	s.m = c.newMutex(name, wire.KindSemaphore, c.newOwner(o), o)
 	s.m.sem = f
+	m := s.m
+	s.onMutex = onMutex{key: name, cur: func() *Mutex { return m }}
 	return s
 }
-
-// Key returns the semaphore's name.
-func (s *Semaphore) Key() string { return s.m.Key() }
 
 // Permits returns the total the handle assumes (its constructor's, or the
 // last SetPermits).
@@ -119,21 +98,6 @@ func (s *Semaphore) Held() int {
 	}
 	return s.held
 }
-
-// Token returns the fencing token of the handle's grant, 0 if none.
-func (s *Semaphore) Token() uint64 { return s.m.Token() }
-
-// Lost returns a channel closed when the handle's grant is lost (see
-// Mutex.Lost); closed if the handle holds nothing.
-func (s *Semaphore) Lost() <-chan struct{} { return s.m.Lost() }
-
-// ValidUntil returns until when the client guarantees the handle's
-// permits (see Mutex.ValidUntil); the zero time if it holds none.
-func (s *Semaphore) ValidUntil() time.Time { return s.m.ValidUntil() }
-
-// Context returns a context cancelled the moment the handle's grant ends
-// (see Mutex.Context); already cancelled if it holds none.
-func (s *Semaphore) Context() context.Context { return s.m.Context() }
 
 func (s *Semaphore) check(n int) error {
 	switch {
