@@ -1172,3 +1172,27 @@ func TestCallAfterRefusalIsErrAuth(t *testing.T) {
 		t.Fatalf("TryLock after the refusal: %v, want ErrAuth", err)
 	}
 }
+
+// TestHolderConnectsToNewMaster: when the view names a new master for a
+// group where the client holds a lock, the client opens a connection to
+// it without waiting for a request of its own, so that the new master can
+// tell it of a loss (a force-unlock, an expiry) over it.
+func TestHolderConnectsToNewMaster(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster(t, 2)
+	a, b := fc.nodes[0], fc.nodes[1]
+	holder := newTestClient(t, testConfig(a.addr))
+	ctx := tctx(t)
+	m := holder.Mutex("k", TTL(time.Hour))
+	if err := m.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.conns(); n != 0 {
+		t.Fatalf("b has %d connections before it masters anything", n)
+	}
+	fc.setMaster(b)
+	testutil.Eventually(t, 30*time.Second, func() bool { return b.conns() == 1 }, "the holder's connection to the new master")
+	if !m.Held() {
+		t.Fatal("the hold ended with the master change")
+	}
+}
