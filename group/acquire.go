@@ -158,7 +158,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, held bool, now time.
 	}
 	if r.MaxWait == 0 {
 		resp := wire.Response{Status: wire.StatusLockOccupied}
-		w.g.sm.view(key, func(rec *lockRec) { w.occupiedInfo(&resp, ks, rec) })
+		w.g.sm.view(key, func(rec *lockRec) { w.occupiedInfo(&resp, key, ks, rec) })
 		if delayed > 0 {
 			resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)
 			resp.Msg = "lock-delay"

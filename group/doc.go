@@ -45,8 +45,8 @@
 //     acquire.go (acquires and the wait queue), results.go (a proposal's
 //     outcome back to its requests and waiters), timers.go (holds' deadlines
 //     and waits' timeouts on the worker's clock), heaps.go (the expiry and
-//     timer heaps), deadlines.go (reading and setting a hold's master
-//     deadline), mastership.go (becoming
+//     timer heaps), deadlines.go (each hold's master deadline and age,
+//     the worker's own, never in a replicated record), mastership.go (becoming
 //     and leaving master; requests held while master-elect), watch.go
 //     (watches), revocation.go (force-unlock: revoke, then free when the
 //     holder acknowledges; reaching a client after a master change), lockdelay.go (lock-delay), multi.go

@@ -183,7 +183,7 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 			// Held, in a lock-delay, or queued for: a multi-acquire
 			// never overtakes a waiter.
 			resp = wire.Response{Status: wire.StatusLockOccupied, KeyIndex: uint32(e.orig)}
-			w.g.sm.view(e.key, func(rec *lockRec) { w.occupiedInfo(&resp, ks, rec) })
+			w.g.sm.view(e.key, func(rec *lockRec) { w.occupiedInfo(&resp, e.key, ks, rec) })
 			resp.QueueLen = uint32(len(ks.waiters))
 			if delayed > 0 {
 				resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)

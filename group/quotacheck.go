@@ -284,8 +284,8 @@ func (w *worker) rateAdmits(r *Request) bool {
 	return true
 }
 
-// renewAdmits charges renewal r of hold h (a copy of the record's) to its
-// namespace's rate.
+// renewAdmits charges renewal r of hold h (a copy of the record's, with
+// the master's deadline for it, 0 when unknown) to its namespace's rate.
 // A renewal is a Paxos write, and one that sets a value is fanned out to
 // the key's watchers, so renewals count; but refusing one the hold needs
 // would turn the quota into lost locks. So a renewal beyond its need —
@@ -295,14 +295,14 @@ func (w *worker) rateAdmits(r *Request) bool {
 // reports false, having answered r), and any other takes its token
 // whatever the bucket holds, so that it slows the namespace's other
 // requests instead.
-func (w *worker) renewAdmits(r *Request, h *holder) bool {
+func (w *worker) renewAdmits(r *Request, h *holder, deadline int64) bool {
 	e := w.g.svc.quota.lookup(r.Namespace)
 	if e == nil || e.rate.Load() == 0 {
 		return true
 	}
 	beyond := r.SetValue
-	if !beyond && h.deadline != 0 && h.ttlMs > 0 {
-		left := w.timeOf(h.deadline).Sub(w.clock.Now())
+	if !beyond && deadline != 0 && h.ttlMs > 0 {
+		left := w.timeOf(deadline).Sub(w.clock.Now())
 		beyond = left > time.Duration(h.ttlMs)*time.Millisecond*renewNeedNum/renewNeedDen
 	}
 	if !beyond {

@@ -215,9 +215,9 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 // answer and the end of a revocation.
 func (w *worker) released(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
 	obs := w.g.svc.obs
-	// The hold's deadline went with its record (a failed Expire
-	// found the hold gone already).
+	// A failed Expire found the hold gone already.
 	if out.status == wire.StatusSuccess {
+		w.dropDeadline(key, p.cmd.owner, p.cmd.token)
 		ev := wire.EventReleased
 		if p.cmd.op == opRelease || p.forced && p.req != nil {
 			w.staled() // the released hold's entry

@@ -112,7 +112,7 @@ func (w *worker) tellAllRevoked() {
 // pays for it); the entry with no sink if there is none.
 func (w *worker) expiryOf(key string, o wire.Owner, token uint64) expiry {
 	e := expiry{key: key, token: token, owner: o}
-	if at, ok := w.g.sm.deadline(key, o, token); ok {
+	if at, ok := w.deadline(key, o, token); ok {
 		for _, x := range w.expiry {
 			if x.key == key && x.owner == o && x.token == token && x.at == at {
 				return x

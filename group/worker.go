@@ -76,12 +76,15 @@ type worker struct {
 	running bool // a goroutine is running the worker (see post)
 	serving bool
 
-	keys    map[string]*keyState
-	term    uint64 // counts mastership changes; see onResult
-	seq     uint64
-	timers  timerHeap  // waiters' and watches' deadlines
-	expiry  expiryHeap // holds' deadlines
-	stale   int        // entries of expiry known to be stale, roughly
+	keys   map[string]*keyState
+	term   uint64 // counts mastership changes; see onResult
+	seq    uint64
+	timers timerHeap  // waiters' and watches' deadlines
+	expiry expiryHeap // holds' deadlines
+	// times is the master's deadline and age of every hold it set one
+	// for: master-only soft state, never replicated (see holdTime).
+	times   map[holdID]holdTime
+	stale   int // entries of expiry known to be stale, roughly
 	timer   Timer
 	timerAt time.Time
 	base    time.Time // origin of mono
@@ -118,6 +121,7 @@ func newWorker(g *Group, idx int) *worker {
 		idx:      idx,
 		clock:    g.svc.cfg.Clock,
 		keys:     make(map[string]*keyState),
+		times:    make(map[holdID]holdTime),
 		base:     g.svc.cfg.Clock.Now().Add(-time.Second), // mono(now) > 0
 		refs:     make(map[Sink]*sinkRef),
 		waits:    make(map[Sink]map[*waiter]struct{}),
