@@ -130,6 +130,17 @@ func (w *worker) dropDeadline(key string, o wire.Owner, token uint64) {
 	delete(w.times, holdID{key, o, token})
 }
 
+// dropNamespaceDeadlines forgets the deadlines of namespace ns's holds
+// (it moved away): their expiry entries, if any are left, no longer match,
+// and the records they were set on are not kept alive.
+func (w *worker) dropNamespaceDeadlines(ns string) {
+	for id := range w.times {
+		if splitNS(id.key) == ns {
+			delete(w.times, id)
+		}
+	}
+}
+
 // liveDeadlines drops the deadlines of holds that are gone and keeps the
 // entries of the expiry heap whose hold still has that deadline, in
 // place.
