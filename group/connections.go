@@ -49,7 +49,7 @@ func (w *worker) unindex(q *waiter) {
 	if m := w.waits[q.req.Sink]; m != nil {
 		if _, ok := m[q]; ok {
 			w.nwait.Add(-1)
-			w.g.svc.use.give(useWait, q.req.Sink, q.req.Namespace)
+			w.use.give(useWait, q.req.Sink, q.req.Namespace)
 		}
 		delete(m, q)
 		if len(m) == 0 {

@@ -157,7 +157,7 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 	if g, moving := w.g.sm.gateNS(m.req.Namespace); moving {
 		return g.response(), false, false
 	}
-	if resp, ok := w.g.svc.multiAdmits(m); !ok {
+	if resp, ok := w.adm.multiAdmits(m); !ok {
 		return resp, false, false
 	}
 	for ; m.next < len(m.ents) && m.ents[m.next].worker == w.idx; m.next++ {
@@ -268,7 +268,7 @@ func (w *worker) multiDone(m *multiAcq, n int, res paxos.Result) {
 		if k := out.multi.keys[n]; k != "" {
 			key = k
 		}
-		if obs := w.g.svc.obs; obs != nil {
+		if obs := w.obs; obs != nil {
 			obs.Count(StatGrant)
 		}
 		w.hold(key, tok, e.owner, m.req.Sink, w.clock.Now().Add(time.Duration(m.ttl)*time.Millisecond))

@@ -273,11 +273,11 @@ func (w *worker) rateAdmits(r *Request) bool {
 	if r.Op == OpAcquire && r.Flags.Has(wire.FlagDowngrade) {
 		return true
 	}
-	e := w.g.svc.quota.lookup(r.Namespace)
+	e := w.quota.lookup(r.Namespace)
 	if e == nil {
 		return true
 	}
-	if ok, retry := w.g.svc.rateOK(e, r); !ok {
+	if ok, retry := w.adm.rateOK(e, r); !ok {
 		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate})
 		return false
 	}
@@ -296,7 +296,7 @@ func (w *worker) rateAdmits(r *Request) bool {
 // whatever the bucket holds, so that it slows the namespace's other
 // requests instead.
 func (w *worker) renewAdmits(r *Request, h *holder, deadline int64) bool {
-	e := w.g.svc.quota.lookup(r.Namespace)
+	e := w.quota.lookup(r.Namespace)
 	if e == nil || e.rate.Load() == 0 {
 		return true
 	}
@@ -306,10 +306,10 @@ func (w *worker) renewAdmits(r *Request, h *holder, deadline int64) bool {
 		beyond = left > time.Duration(h.ttlMs)*time.Millisecond*renewNeedNum/renewNeedDen
 	}
 	if !beyond {
-		w.g.svc.chargeRate(e, r)
+		w.adm.chargeRate(e, r)
 		return true
 	}
-	if ok, retry := w.g.svc.rateOK(e, r); !ok {
+	if ok, retry := w.adm.rateOK(e, r); !ok {
 		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate})
 		return false
 	}
@@ -409,7 +409,7 @@ func (s *Service) heldRoom(ns string, n, gone, rest int) int {
 // namespace's held quota; at the limit, it answers r OVERLOADED and
 // reports false.
 func (w *worker) heldAdmits(r *Request) bool {
-	if w.g.svc.heldOK(r.Namespace, 1) {
+	if w.adm.heldOK(r.Namespace, 1) {
 		return true
 	}
 	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs, Msg: msgQuotaHeld})

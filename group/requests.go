@@ -7,7 +7,7 @@ import (
 )
 
 func (w *worker) ttl(r *Request) uint32 {
-	cfg := &w.g.svc.cfg
+	cfg := w.cfg
 	d := r.TTL
 	if d <= 0 {
 		d = cfg.DefaultTTL
@@ -287,7 +287,7 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		p.handOff = true
 		p.cmd.grants = []grant{{owner: r.HandOff, kind: kind, ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
 	}
-	if w.g.svc.obs != nil {
+	if w.obs != nil {
 		p.grantedAt, _ = w.grantedAt(key, r.Owner, r.Token)
 	}
 	w.propose(ks, p)

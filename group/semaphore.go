@@ -262,7 +262,7 @@ func (w *worker) pick(ks *keyState, rec *lockRec, owner wire.Owner, token uint64
 	}
 	ws = w.holderRoom(ws, rest)
 	if len(ws) > 0 {
-		ws = ws[:w.g.svc.heldRoom(ws[0].req.Namespace, len(ws), rec.n()-rest, rest)]
+		ws = ws[:w.adm.heldRoom(ws[0].req.Namespace, len(ws), rec.n()-rest, rest)]
 	}
 	return ws
 }
@@ -270,7 +270,7 @@ func (w *worker) pick(ks *keyState, rec *lockRec, owner wire.Owner, token uint64
 // holderRoom keeps of the waiters ws, in order, those that fit beside
 // rest holders under Config.MaxHoldersPerKey.
 func (w *worker) holderRoom(ws []*waiter, rest int) []*waiter {
-	room := max(w.g.svc.cfg.MaxHoldersPerKey-rest, 0)
+	room := max(w.cfg.MaxHoldersPerKey-rest, 0)
 	return ws[:min(len(ws), room)]
 }
 
@@ -285,7 +285,7 @@ func (w *worker) holdersFull(r *Request) bool {
 	if r.MaxWait != 0 {
 		return false
 	}
-	max := w.g.svc.cfg.MaxHoldersPerKey
+	max := w.cfg.MaxHoldersPerKey
 	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs,
 		Msg: fmt.Sprintf("too many holders of this key (%d)", max)})
 	return true
