@@ -38,8 +38,8 @@ func (w *worker) rankOf(now time.Time, r *Request) int64 {
 	}
 	// The claim is bounded (Config.MaxWaited): beyond it a client could
 	// rank ahead of every waiter.
-	waited := min(max(r.Waited, 0), w.g.svc.cfg.MaxWaited)
-	return w.mono(now) - int64(waited) - int64(wt)*int64(w.g.svc.cfg.WeightAging)
+	waited := min(max(r.Waited, 0), w.cfg.MaxWaited)
+	return w.mono(now) - int64(waited) - int64(wt)*int64(w.cfg.WeightAging)
 }
 
 // queueAhead reports whether q is served before a request of rank r that
@@ -120,7 +120,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 	if ok && !again && !w.heldAdmits(r) {
 		return // the namespace's held quota (its holders) is reached
 	}
-	if ok && !again && n >= w.g.svc.cfg.MaxHoldersPerKey {
+	if ok && !again && n >= w.cfg.MaxHoldersPerKey {
 		if w.holdersFull(r) {
 			return
 		}
@@ -149,7 +149,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, held bool, now time.
 			if q.req.Owner == r.Owner && q.req.WaitID == r.WaitID {
 				w.unindex(q)
 				q.req = r
-				w.g.svc.use.take(&w.g.svc.cfg, useWait, r.Sink, r.Namespace, false, 0)
+				w.use.take(w.cfg, useWait, r.Sink, r.Namespace, false, 0)
 				w.index(q)
 				w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 				return
@@ -158,7 +158,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, held bool, now time.
 	}
 	if r.MaxWait == 0 {
 		resp := wire.Response{Status: wire.StatusLockOccupied}
-		w.g.sm.view(key, func(rec *lockRec) { w.occupiedInfo(&resp, ks, rec) })
+		w.g.sm.view(key, func(rec *lockRec) { w.occupiedInfo(&resp, key, ks, rec) })
 		if delayed > 0 {
 			resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)
 			resp.Msg = "lock-delay"
@@ -166,7 +166,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, held bool, now time.
 		w.respond(r, resp)
 		return
 	}
-	if len(ks.waiters) >= w.g.svc.cfg.MaxWaiters {
+	if len(ks.waiters) >= w.cfg.MaxWaiters {
 		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: 100, Msg: "too many waiters on key"})
 		return
 	}
@@ -178,7 +178,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, held bool, now time.
 		now = w.clock.Now()
 	}
 	q := &waiter{req: r, key: key, seq: w.seq, rank: w.rankOf(now, r)}
-	if w.g.svc.obs != nil {
+	if w.obs != nil {
 		q.since = w.mono(now)
 	}
 	w.index(q)

@@ -49,7 +49,7 @@ func (w *worker) unindex(q *waiter) {
 	if m := w.waits[q.req.Sink]; m != nil {
 		if _, ok := m[q]; ok {
 			w.nwait.Add(-1)
-			w.g.svc.use.give(useWait, q.req.Sink, q.req.Namespace)
+			w.use.give(useWait, q.req.Sink, q.req.Namespace)
 		}
 		delete(m, q)
 		if len(m) == 0 {
@@ -142,7 +142,7 @@ func (w *worker) revoke(client uint64, ns string, sink Sink) {
 		if !mine && !orphan {
 			continue
 		}
-		if at, ok := w.g.sm.deadline(e.key, e.owner, e.token); ok && at == e.at {
+		if at, ok := w.deadline(e.key, e.owner, e.token); ok && at == e.at {
 			_, name := splitFull(e.key)
 			sink.Push(&wire.Lost{Key: name, Token: e.token, Owner: e.owner, Event: wire.EventRevoked})
 		}

@@ -40,13 +40,13 @@
 //     (counting semaphores), revoke_state.go (a force-unlock's replicated
 //     mark), nslocks.go (holders per namespace, for quotas), nsindex.go
 //     (each shard's keys by namespace, in order, for List).
-//   - The master's workers: worker.go (a worker's event loop and per-key
-//     state), requests.go (deciding a request before proposing it),
+//   - The master's workers: worker.go (a worker's event loop, per-key state
+//     and what its service hands it: workerEnv), requests.go (deciding a request before proposing it),
 //     acquire.go (acquires and the wait queue), results.go (a proposal's
 //     outcome back to its requests and waiters), timers.go (holds' deadlines
 //     and waits' timeouts on the worker's clock), heaps.go (the expiry and
-//     timer heaps), deadlines.go (reading and setting a hold's master
-//     deadline), mastership.go (becoming
+//     timer heaps), deadlines.go (each hold's master deadline and age,
+//     the worker's own, never in a replicated record), mastership.go (becoming
 //     and leaving master; requests held while master-elect), watch.go
 //     (watches), revocation.go (force-unlock: revoke, then free when the
 //     holder acknowledges; reaching a client after a master change), lockdelay.go (lock-delay), multi.go

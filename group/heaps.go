@@ -8,8 +8,8 @@ import (
 
 // expiry is a hold's deadline on the master. A hold is named by token and
 // owner (readers granted in one command share a token). The expiry heap
-// holds one entry per deadline set; the hold's record in the state machine carries the
-// current one (holder.deadline), so an entry whose hold was renewed,
+// holds one entry per deadline set; the worker's times carry the current
+// one (holdTime.at), so an entry whose hold was renewed,
 // released or expired meanwhile is recognised and skipped when it comes
 // up. A held key needs no keyState on the master: this entry (56 bytes)
 // is all it costs there.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
 )
@@ -88,13 +87,11 @@ func (w *worker) hotKeys(n int) []HotKey {
 	out = out[:min(n, len(out))]
 	now := w.clock.Now()
 	for i := range out {
-		w.g.sm.view(fullKey(out[i].Namespace, out[i].Key), func(rec *lockRec) {
+		key := fullKey(out[i].Namespace, out[i].Key)
+		w.g.sm.view(key, func(rec *lockRec) {
 			for j := range min(rec.n(), maxHotHolders) {
 				h := rec.at(j)
-				left := int64(h.ttlMs)
-				if h.deadline != 0 {
-					left = int64(max(w.timeOf(h.deadline).Sub(now), 0) / time.Millisecond)
-				}
+				left := int64(w.ttlLeft(key, rec, j, now))
 				out[i].Holders = append(out[i].Holders, HolderInfo{Owner: h.owner.String(), Kind: rec.kind().String(), Token: h.token, TTLLeftMs: left})
 			}
 		})

@@ -182,17 +182,16 @@ func (u *usage) give(k useKind, sink Sink, ns string) {
 // queued or a watch about to be set; beyond a bound it answers r
 // OVERLOADED with RetryAfterMs and reports false.
 func (w *worker) admit(k useKind, r *Request) bool {
-	svc := w.g.svc
 	var quota int64
 	if k == useWait {
-		quota = svc.waitersQuota(r.Namespace)
+		quota = w.adm.waitersQuota(r.Namespace)
 	}
-	msg, byQuota := svc.use.take(&svc.cfg, k, r.Sink, r.Namespace, true, quota)
+	msg, byQuota := w.use.take(w.cfg, k, r.Sink, r.Namespace, true, quota)
 	if msg == "" {
 		return true
 	}
 	if byQuota {
-		svc.refusedWaiter(r.Namespace)
+		w.adm.refusedWaiter(r.Namespace)
 	}
 	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs, Msg: msg})
 	return false
@@ -201,7 +200,7 @@ func (w *worker) admit(k useKind, r *Request) bool {
 // giveUsage gives back the places of every wait and watch indexed by the
 // worker, which is about to drop them all (loseMastership).
 func (w *worker) giveUsage() {
-	u := &w.g.svc.use
+	u := w.use
 	for _, m := range w.waits {
 		for q := range m {
 			u.give(useWait, q.req.Sink, q.req.Namespace)

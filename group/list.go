@@ -156,10 +156,7 @@ func (w *worker) lockInfo(k string, rec *lockRec, now time.Time) (wire.LockInfo,
 	}
 	h := rec.at(0)
 	_, name := splitFull(k)
-	li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: rec.kind(), TTLLeftMs: h.ttlMs, Value: rec.value(0)}
-	if h.deadline != 0 {
-		li.TTLLeftMs = uint32(max(w.timeOf(h.deadline).Sub(now), 0) / time.Millisecond)
-	}
+	li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: rec.kind(), TTLLeftMs: w.ttlLeft(k, rec, 0, now), Value: rec.value(0)}
 	if rec.kind() == wire.KindRead {
 		li.Readers = uint32(rec.n())
 	}

@@ -14,12 +14,15 @@ func (w *worker) becomeMaster() {
 	w.term++
 	now := w.mono(w.clock.Now())
 	w.expiry, w.stale = w.expiry[:0], 0
-	w.g.sm.forEachMut(w.idx, func(key string, l *lockRec) {
+	clear(w.times)
+	w.g.sm.forEach(w.idx, func(key string, l *lockRec) {
 		for i := range l.n() {
 			h := l.at(i)
-			h.deadline = now + int64(time.Duration(h.ttlMs)*time.Millisecond)
-			h.age = encodeHeld(time.Duration(h.ttlMs) * time.Millisecond) // held since now, as far as this master knows
-			w.expiry = append(w.expiry, expiry{at: h.deadline, key: key, token: h.token, owner: h.owner})
+			ttl := time.Duration(h.ttlMs) * time.Millisecond
+			at := now + int64(ttl)
+			// Held since now, as far as this master knows.
+			w.times[holdID{key, h.owner, h.token}] = holdTime{rec: l, at: at, age: ttl}
+			w.expiry = append(w.expiry, expiry{at: at, key: key, token: h.token, owner: h.owner})
 		}
 	})
 	w.expiry.init()
@@ -105,7 +108,8 @@ func (w *worker) loseMastership() {
 	w.nwatch.Store(0)
 	clear(w.defers)
 	w.timers = nil
-	w.expiry = nil // the records' deadlines are reset when mastership returns
+	w.expiry = nil
+	clear(w.times) // set anew when mastership returns
 	w.stale = 0
 	for _, m := range multis {
 		w.multiFail(m, noMaster)

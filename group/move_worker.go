@@ -87,6 +87,9 @@ func (w *worker) stopNamespace(ns string, g gate, dropWatches bool) {
 			delete(w.delays, key)
 		}
 	}
+	if dropWatches {
+		w.dropNamespaceDeadlines(ns) // its records go
+	}
 }
 
 // serveNamespace gives namespace ns's holds and lock-delays on the

@@ -157,7 +157,7 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 	if g, moving := w.g.sm.gateNS(m.req.Namespace); moving {
 		return g.response(), false, false
 	}
-	if resp, ok := w.g.svc.multiAdmits(m); !ok {
+	if resp, ok := w.adm.multiAdmits(m); !ok {
 		return resp, false, false
 	}
 	for ; m.next < len(m.ents) && m.ents[m.next].worker == w.idx; m.next++ {
@@ -183,7 +183,7 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 			// Held, in a lock-delay, or queued for: a multi-acquire
 			// never overtakes a waiter.
 			resp = wire.Response{Status: wire.StatusLockOccupied, KeyIndex: uint32(e.orig)}
-			w.g.sm.view(e.key, func(rec *lockRec) { w.occupiedInfo(&resp, ks, rec) })
+			w.g.sm.view(e.key, func(rec *lockRec) { w.occupiedInfo(&resp, e.key, ks, rec) })
 			resp.QueueLen = uint32(len(ks.waiters))
 			if delayed > 0 {
 				resp.RetryAfterMs = uint32((delayed + time.Millisecond - 1) / time.Millisecond)
@@ -268,7 +268,7 @@ func (w *worker) multiDone(m *multiAcq, n int, res paxos.Result) {
 		if k := out.multi.keys[n]; k != "" {
 			key = k
 		}
-		if obs := w.g.svc.obs; obs != nil {
+		if obs := w.obs; obs != nil {
 			obs.Count(StatGrant)
 		}
 		w.hold(key, tok, e.owner, m.req.Sink, w.clock.Now().Add(time.Duration(m.ttl)*time.Millisecond))

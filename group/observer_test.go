@@ -86,49 +86,26 @@ func TestMasterEventsCounted(t *testing.T) {
 	}
 }
 
-// TestHeldCode: hold ages round-trip through their 16-bit code exactly
-// (to the millisecond) up to 32.767 s and within 0.1 % beyond.
-func TestHeldCode(t *testing.T) {
-	t.Parallel()
-	for _, d := range []time.Duration{0, time.Millisecond, 1500 * time.Microsecond, 30 * time.Second, 32767 * time.Millisecond,
-		32768 * time.Millisecond, time.Minute, 24 * time.Hour, 400 * 24 * time.Hour} {
-		got := encodeHeld(d).duration()
-		want := d.Round(time.Millisecond)
-		if want < 32768*time.Millisecond {
-			if got != want {
-				t.Errorf("%v: decoded %v, want %v", d, got, want)
-			}
-			continue
-		}
-		if diff := (got - want).Abs(); diff > want/1000 {
-			t.Errorf("%v: decoded %v, off by %v (more than 0.1%%)", d, got, diff)
-		}
-	}
-	if got := encodeHeld(-time.Second).duration(); got != 0 {
-		t.Errorf("a negative age decodes as %v, want 0", got)
-	}
-}
-
 // TestHoldAgeAcrossRenewals: a hold's grant time, read back from its
 // deadline and age, stays where it was through renewals that move the
 // deadline later or earlier.
 func TestHoldAgeAcrossRenewals(t *testing.T) {
 	t.Parallel()
-	sm := NewStateMachine(1)
+	r := newWorkerRig(t)
 	o := wire.Owner{Client: 1, ID: 1}
 	key := fullKey("ns", "k")
-	out := sm.apply(7, &command{op: opAcquire, key: key, owner: o, ttlMs: 10000}, nopWriter{})
+	out := r.apply(7, command{op: opAcquire, key: key, owner: o, ttlMs: 10000})
 	if out.status != wire.StatusSuccess {
 		t.Fatalf("acquire: %v", out.status)
 	}
 	const ms = int64(time.Millisecond)
 	granted := 5000 * ms
-	if _, ok := sm.setDeadline(key, o, out.token, granted+10000*ms); !ok {
+	if _, ok := r.w.setDeadline(key, o, out.token, granted+10000*ms); !ok {
 		t.Fatal("no hold")
 	}
 	for _, at := range []int64{granted + 17000*ms, granted + 90000*ms, granted + 60000*ms, granted + 3*3600000*ms} {
-		sm.setDeadline(key, o, out.token, at)
-		got, ok := sm.grantedAt(key, o, out.token)
+		r.w.setDeadline(key, o, out.token, at)
+		got, ok := r.w.grantedAt(key, o, out.token)
 		if !ok {
 			t.Fatal("grant time unknown")
 		}

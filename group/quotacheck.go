@@ -273,19 +273,19 @@ func (w *worker) rateAdmits(r *Request) bool {
 	if r.Op == OpAcquire && r.Flags.Has(wire.FlagDowngrade) {
 		return true
 	}
-	e := w.g.svc.quota.lookup(r.Namespace)
+	e := w.quota.lookup(r.Namespace)
 	if e == nil {
 		return true
 	}
-	if ok, retry := w.g.svc.rateOK(e, r); !ok {
+	if ok, retry := w.adm.rateOK(e, r); !ok {
 		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate})
 		return false
 	}
 	return true
 }
 
-// renewAdmits charges renewal r of hold h (a copy of the record's) to its
-// namespace's rate.
+// renewAdmits charges renewal r of hold h (a copy of the record's, with
+// the master's deadline for it, 0 when unknown) to its namespace's rate.
 // A renewal is a Paxos write, and one that sets a value is fanned out to
 // the key's watchers, so renewals count; but refusing one the hold needs
 // would turn the quota into lost locks. So a renewal beyond its need —
@@ -295,21 +295,21 @@ func (w *worker) rateAdmits(r *Request) bool {
 // reports false, having answered r), and any other takes its token
 // whatever the bucket holds, so that it slows the namespace's other
 // requests instead.
-func (w *worker) renewAdmits(r *Request, h *holder) bool {
-	e := w.g.svc.quota.lookup(r.Namespace)
+func (w *worker) renewAdmits(r *Request, h *holder, deadline int64) bool {
+	e := w.quota.lookup(r.Namespace)
 	if e == nil || e.rate.Load() == 0 {
 		return true
 	}
 	beyond := r.SetValue
-	if !beyond && h.deadline != 0 && h.ttlMs > 0 {
-		left := w.timeOf(h.deadline).Sub(w.clock.Now())
+	if !beyond && deadline != 0 && h.ttlMs > 0 {
+		left := w.timeOf(deadline).Sub(w.clock.Now())
 		beyond = left > time.Duration(h.ttlMs)*time.Millisecond*renewNeedNum/renewNeedDen
 	}
 	if !beyond {
-		w.g.svc.chargeRate(e, r)
+		w.adm.chargeRate(e, r)
 		return true
 	}
-	if ok, retry := w.g.svc.rateOK(e, r); !ok {
+	if ok, retry := w.adm.rateOK(e, r); !ok {
 		w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: retry, Msg: msgQuotaRate})
 		return false
 	}
@@ -409,7 +409,7 @@ func (s *Service) heldRoom(ns string, n, gone, rest int) int {
 // namespace's held quota; at the limit, it answers r OVERLOADED and
 // reports false.
 func (w *worker) heldAdmits(r *Request) bool {
-	if w.g.svc.heldOK(r.Namespace, 1) {
+	if w.adm.heldOK(r.Namespace, 1) {
 		return true
 	}
 	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs, Msg: msgQuotaHeld})

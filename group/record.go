@@ -3,65 +3,18 @@ package group
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/paxlock/paxlock/wire"
 )
 
-// holder is one owner's hold on a key.
+// holder is one owner's hold on a key: what every replica applies. The
+// master's deadline for it is its worker's (see holdTime).
 type holder struct {
 	owner wire.Owner
 	token uint64
 	ttlMs uint32
 	kind  wire.Kind // the hold's kind; all holds of a key have the same
 	used  bool      // set on every hold in a record (see lockRec.first)
-	// age is how long before deadline the hold was granted (or this node
-	// became master, whichever was later), as a heldCode: the master
-	// reads the hold's age at release from it, for metrics. It sits in
-	// what would be padding, so it costs no memory; master-only soft
-	// state, like deadline.
-	age heldCode
-	// deadline is the master's deadline for the hold, in nanoseconds on
-	// its worker's monotonic clock (see worker.mono), 0 when unknown. It
-	// is master-only soft state kept here because the record exists
-	// anyway: never encoded, replicated or compared.
-	deadline int64
-}
-
-// heldCode is a duration in 16 bits: whole milliseconds up to 32.767 s
-// exactly, longer ones (up to 69 years) as 10 significant bits of
-// milliseconds and a 5-bit exponent, within 0.1 %. A hold's grant time
-// needs a field of its own otherwise, and one more field would take
-// lockRec from 48 to 64 bytes per held key.
-type heldCode uint16
-
-func encodeHeld(d time.Duration) heldCode {
-	ms := (d + time.Millisecond/2) / time.Millisecond
-	switch {
-	case ms <= 0:
-		return 0
-	case ms < 1<<15:
-		return heldCode(ms)
-	}
-	e := 0
-	for ms>>e >= 1<<10 {
-		e++
-	}
-	m := (ms + 1<<(e-1)) >> e // rounded to nearest
-	if m == 1<<10 {
-		m, e = 1<<9, e+1
-	}
-	if e > 31 {
-		e, m = 31, 1<<10-1
-	}
-	return heldCode(1<<15 | e<<10 | int(m))
-}
-
-func (c heldCode) duration() time.Duration {
-	if c&(1<<15) == 0 {
-		return time.Duration(c) * time.Millisecond
-	}
-	return time.Duration(int64(c&(1<<10-1))<<((c>>10)&31)) * time.Millisecond
 }
 
 // lockRec is a key's lock: a writer (kind exclusive or write) or readers.

@@ -7,7 +7,7 @@ import (
 )
 
 func (w *worker) ttl(r *Request) uint32 {
-	cfg := &w.g.svc.cfg
+	cfg := w.cfg
 	d := r.TTL
 	if d <= 0 {
 		d = cfg.DefaultTTL
@@ -92,7 +92,7 @@ func (w *worker) decide(r *Request, fresh bool) {
 
 // occupiedInfo fills the holder fields of a response from rec (under
 // view).
-func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
+func (w *worker) occupiedInfo(resp *wire.Response, key string, ks *keyState, rec *lockRec) {
 	if rec.n() == 0 {
 		return
 	}
@@ -101,15 +101,11 @@ func (w *worker) occupiedInfo(resp *wire.Response, ks *keyState, rec *lockRec) {
 	if rec.kind() == wire.KindRead {
 		resp.Readers = uint32(rec.n())
 	}
-	resp.TTLLeftMs = h.ttlMs
-	if h.deadline != 0 {
-		left := w.timeOf(h.deadline).Sub(w.clock.Now())
-		resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
-	}
+	resp.TTLLeftMs = w.ttlLeft(key, rec, 0, w.clock.Now())
 	if ks != nil {
 		resp.QueueLen = uint32(len(ks.waiters))
 	}
-	w.semInfo(resp, rec, "", false)
+	w.semInfo(resp, key, rec, "", false)
 }
 
 func (w *worker) answerState(r *Request, key string) {
@@ -119,15 +115,15 @@ func (w *worker) answerState(r *Request, key string) {
 			return
 		}
 		resp.Status = wire.StatusSuccess
-		w.occupiedInfo(&resp, w.keys[key], rec)
+		w.occupiedInfo(&resp, key, w.keys[key], rec)
 		// Report the hold with the token asked about (a token check),
 		// else the asker's own hold if it has one.
 		if i := rec.findToken(r.Token); r.Token != 0 && i >= 0 {
-			w.holdInfo(&resp, rec, i)
+			w.holdInfo(&resp, key, rec, i)
 		} else if i := rec.find(r.Owner); i >= 0 && i != 0 {
 			resp.Holder, resp.Token, resp.Value = rec.at(i).owner, rec.at(i).token, rec.value(i)
 		}
-		w.semInfo(&resp, rec, r.Key, true)
+		w.semInfo(&resp, key, rec, r.Key, true)
 	})
 	if resp.Status == wire.StatusLockDeleted {
 		if ks := w.keys[key]; ks != nil {
@@ -152,21 +148,20 @@ func (w *worker) answerState(r *Request, key string) {
 
 // holdInfo makes hold i of rec (under view) the one resp names: holder,
 // token, value and TTL left.
-func (w *worker) holdInfo(resp *wire.Response, rec *lockRec, i int) {
+func (w *worker) holdInfo(resp *wire.Response, key string, rec *lockRec, i int) {
 	h := rec.at(i)
-	resp.Holder, resp.Token, resp.Value, resp.TTLLeftMs = h.owner, h.token, rec.value(i), h.ttlMs
-	if h.deadline != 0 {
-		left := w.timeOf(h.deadline).Sub(w.clock.Now())
-		resp.TTLLeftMs = uint32(max(left, 0) / time.Millisecond)
-	}
+	resp.Holder, resp.Token, resp.Value = h.owner, h.token, rec.value(i)
+	resp.TTLLeftMs = w.ttlLeft(key, rec, i, w.clock.Now())
 }
 
 func (w *worker) renew(r *Request, key string, ks *keyState) {
 	var st wire.Status
 	var h holder // r.Owner's hold, when st is SUCCESS
+	var dl int64 // its deadline, 0 when unknown
 	w.g.sm.view(key, func(rec *lockRec) {
 		if st = checkHolder(rec, r.Owner, r.Token); st == wire.StatusSuccess {
 			h = *rec.at(rec.find(r.Owner))
+			dl = w.deadlineIn(key, rec, &h)
 		}
 	})
 	if st != wire.StatusSuccess {
@@ -177,7 +172,7 @@ func (w *worker) renew(r *Request, key string, ks *keyState) {
 		w.respond(r, wire.Response{Status: wire.StatusRevoked, Msg: "force-unlocked by an operator; release the token"})
 		return
 	}
-	if !w.renewAdmits(r, &h) {
+	if !w.renewAdmits(r, &h, dl) {
 		return
 	}
 	var ttl uint32
@@ -292,8 +287,8 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		p.handOff = true
 		p.cmd.grants = []grant{{owner: r.HandOff, kind: kind, ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
 	}
-	if w.g.svc.obs != nil {
-		p.grantedAt, _ = w.g.sm.grantedAt(key, r.Owner, r.Token)
+	if w.obs != nil {
+		p.grantedAt, _ = w.grantedAt(key, r.Owner, r.Token)
 	}
 	w.propose(ks, p)
 }

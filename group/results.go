@@ -165,7 +165,7 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 // acquired answers an applied acquire and, when it was granted, records
 // the hold's deadline and tells the key's watchers.
 func (w *worker) acquired(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
-	obs := w.g.svc.obs
+	obs := w.obs
 	resp := wire.Response{Status: out.status, Token: out.token}
 	if out.status == wire.StatusSuccess {
 		if obs != nil {
@@ -187,7 +187,7 @@ func (w *worker) acquired(ks *keyState, key, name string, p *pending, out *outco
 // renewed answers an applied renew and, when it succeeded, moves the
 // hold's deadline and tells the watchers of a changed value.
 func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
-	obs := w.g.svc.obs
+	obs := w.obs
 	resp := wire.Response{Status: out.status, Token: out.token}
 	if out.status == wire.StatusSuccess {
 		if obs != nil {
@@ -214,10 +214,10 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 // holder's Lost push, the watchers' event, a hand-off's new hold, the
 // answer and the end of a revocation.
 func (w *worker) released(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
-	obs := w.g.svc.obs
-	// The hold's deadline went with its record (a failed Expire
-	// found the hold gone already).
+	obs := w.obs
+	// A failed Expire found the hold gone already.
 	if out.status == wire.StatusSuccess {
+		w.dropDeadline(key, p.cmd.owner, p.cmd.token)
 		ev := wire.EventReleased
 		if p.cmd.op == opRelease || p.forced && p.req != nil {
 			w.staled() // the released hold's entry
@@ -300,7 +300,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		q.granting = false
 		tok := out.grants[j]
 		q.gone = true
-		if obs := w.g.svc.obs; obs != nil {
+		if obs := w.obs; obs != nil {
 			obs.Count(StatGrant)
 			if q.since != 0 {
 				obs.Waited(time.Duration(w.mono(now) - q.since))
@@ -325,7 +325,7 @@ func (w *worker) settleHandOff(ks *keyState, key, name string, p *pending, out *
 	}
 	g := p.cmd.grants[0]
 	tok := out.grants[0]
-	if obs := w.g.svc.obs; obs != nil {
+	if obs := w.obs; obs != nil {
 		obs.Count(StatGrant)
 	}
 	w.hold(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))

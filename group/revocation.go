@@ -100,7 +100,7 @@ func (w *worker) tellRevoked(key string, o wire.Owner, token uint64) {
 // new master: a revocation it inherits may not have reached its holder.
 func (w *worker) tellAllRevoked() {
 	w.g.sm.forEachRevoked(w.idx, func(key string, m revMark) {
-		if sink := w.g.svc.clients.sink(m.owner.Client); sink != nil {
+		if sink := w.clients.sink(m.owner.Client); sink != nil {
 			_, name := splitFull(key)
 			sink.Push(&wire.Lost{Key: name, Token: m.token, Owner: m.owner, Event: wire.EventRevoked})
 		}
@@ -112,7 +112,7 @@ func (w *worker) tellAllRevoked() {
 // pays for it); the entry with no sink if there is none.
 func (w *worker) expiryOf(key string, o wire.Owner, token uint64) expiry {
 	e := expiry{key: key, token: token, owner: o}
-	if at, ok := w.g.sm.deadline(key, o, token); ok {
+	if at, ok := w.deadline(key, o, token); ok {
 		for _, x := range w.expiry {
 			if x.key == key && x.owner == o && x.token == token && x.at == at {
 				return x
@@ -130,7 +130,7 @@ func (w *worker) holderSink(e expiry, client uint64) Sink {
 	if e.sink != nil && e.sink.sink != nil {
 		return e.sink.sink
 	}
-	return w.g.svc.clients.sink(client)
+	return w.clients.sink(client)
 }
 
 // isRevoked reports whether the hold (key, o, token) is revoked: by a

@@ -81,8 +81,19 @@ func TestRevocationSurvivesMasterChange(t *testing.T) {
 	if w := c.do(ws, Request{Op: OpWatch, Key: key, WatchID: 7, Token: r.Token, Flags: wire.FlagContinuous, MaxWait: -1}); w.Status != wire.StatusSuccess {
 		t.Fatalf("watch: %+v", w)
 	}
+	// The holder may have heard of the revocation when it attached; the
+	// retry tells it once more, which shows the retry is waiting.
+	told := cs.count(isLost(r.Token))
 	done = forceAsync(ctx, c.svc(next), key) // the operator's retry
-	cs.push(t, "Lost EventRevoked from the next master", isLost(r.Token))
+	cs.wait(t, "Lost EventRevoked from the next master's retry", func() bool {
+		n := 0
+		for _, m := range cs.pushes {
+			if isLost(r.Token)(m) {
+				n++
+			}
+		}
+		return n > told
+	})
 	notYet(t, done, "the retry before the acknowledgement")
 	if rr := c.do(cs, Request{Op: OpRelease, Key: key, Owner: owner(1, 1), Token: r.Token}); rr.Status != wire.StatusSuccess {
 		t.Fatalf("acknowledgement at the next master: %+v", rr)

@@ -33,7 +33,6 @@ package group
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 
 	"github.com/paxlock/paxlock/wire"
 )
@@ -263,7 +262,7 @@ func (w *worker) pick(ks *keyState, rec *lockRec, owner wire.Owner, token uint64
 	}
 	ws = w.holderRoom(ws, rest)
 	if len(ws) > 0 {
-		ws = ws[:w.g.svc.heldRoom(ws[0].req.Namespace, len(ws), rec.n()-rest, rest)]
+		ws = ws[:w.adm.heldRoom(ws[0].req.Namespace, len(ws), rec.n()-rest, rest)]
 	}
 	return ws
 }
@@ -271,7 +270,7 @@ func (w *worker) pick(ks *keyState, rec *lockRec, owner wire.Owner, token uint64
 // holderRoom keeps of the waiters ws, in order, those that fit beside
 // rest holders under Config.MaxHoldersPerKey.
 func (w *worker) holderRoom(ws []*waiter, rest int) []*waiter {
-	room := max(w.g.svc.cfg.MaxHoldersPerKey-rest, 0)
+	room := max(w.cfg.MaxHoldersPerKey-rest, 0)
 	return ws[:min(len(ws), room)]
 }
 
@@ -286,7 +285,7 @@ func (w *worker) holdersFull(r *Request) bool {
 	if r.MaxWait != 0 {
 		return false
 	}
-	max := w.g.svc.cfg.MaxHoldersPerKey
+	max := w.cfg.MaxHoldersPerKey
 	w.respond(r, wire.Response{Status: wire.StatusOverloaded, RetryAfterMs: overloadRetryMs,
 		Msg: fmt.Sprintf("too many holders of this key (%d)", max)})
 	return true
@@ -345,11 +344,11 @@ func (w *worker) setPermits(r *Request, key string, ks *keyState) {
 	w.propose(ks, &pending{req: r, grants: ws, cmd: command{op: opSetPermits, key: key, kind: wire.KindSemaphore, limit: r.Limit, grants: w.grantsFor(ks, ws)}})
 }
 
-// semInfo adds a semaphore's total and permits in use to resp, and with
+// semInfo adds a semaphore's (key's record rec, under view) total and permits in use to resp, and with
 // holders one entry per hold (owner, permits, value, token, TTL left),
 // at most wire.MaxListLimit of them and listReplyBytes of them encoded
 // (More set when some were left out), so that the answer fits a frame.
-func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders bool) {
+func (w *worker) semInfo(resp *wire.Response, key string, rec *lockRec, name string, holders bool) {
 	if !isSem(rec) {
 		return
 	}
@@ -366,11 +365,8 @@ func (w *worker) semInfo(resp *wire.Response, rec *lockRec, name string, holders
 			return
 		}
 		h := rec.at(i)
-		li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: wire.KindSemaphore, TTLLeftMs: h.ttlMs,
+		li := wire.LockInfo{Key: name, Holder: h.owner, Token: h.token, Kind: wire.KindSemaphore, TTLLeftMs: w.ttlLeft(key, rec, i, now),
 			Value: rec.value(i), Permits: rec.permitsAt(i), Limit: rec.limit()}
-		if h.deadline != 0 {
-			li.TTLLeftMs = uint32(max(w.timeOf(h.deadline).Sub(now), 0) / time.Millisecond)
-		}
 		resp.Locks = append(resp.Locks, li)
 	}
 	resp.More = rec.n() > wire.MaxListLimit

@@ -323,12 +323,13 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 	cfg.EnsureDefaults()
 	_, real := cfg.Clock.(RealClock)
 	s := &Service{cfg: cfg, obs: cfg.Observer, quotaBase: cfg.Clock.Now(), realClock: real}
+	env := workerEnv{cfg: &s.cfg, obs: s.obs, use: &s.use, quota: &s.quota, clients: &s.clients, adm: s}
 	for g := 0; g < cfg.Groups; g++ {
 		sm := NewStateMachine(cfg.Workers)
 		sm.quota, sm.gid = &s.quota, g
 		lg := &Group{svc: s, id: g, sm: sm, self: cfg.Self}
 		for i := 0; i < cfg.Workers; i++ {
-			lg.workers = append(lg.workers, newWorker(lg, i))
+			lg.workers = append(lg.workers, newWorker(lg, i, env))
 		}
 		sm.observe(lg.masterChanged)
 		sm.moveObs = lg.moveChanged

@@ -9,17 +9,17 @@ import (
 
 // mono converts a time on the worker's clock to nanoseconds since a second
 // before the worker started (so > 0; 0 means unknown), the form stored in
-// holder.deadline and expiry.at.
+// holdTime.at and expiry.at.
 func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
 
 // timeOf is the inverse of mono.
 func (w *worker) timeOf(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
 
-// hold records a hold's deadline on the master's clock: in its record,
-// and as an entry of the expiry heap that says whom to tell.
+// hold records a hold's deadline on the master's clock: in the worker's
+// times, and as an entry of the expiry heap that says whom to tell.
 func (w *worker) hold(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
 	ns := w.mono(at)
-	if prev, ok := w.g.sm.setDeadline(key, o, token, ns); ok {
+	if prev, ok := w.setDeadline(key, o, token, ns); ok {
 		if prev != 0 {
 			w.staled() // the entry of the deadline it had
 		}
@@ -36,7 +36,7 @@ func (w *worker) staled() {
 	w.stale++
 	if n := len(w.expiry); n >= 1024 && w.stale > n/2 {
 		w.stale = 0
-		w.expiry = w.g.sm.liveDeadlines(w.idx, w.expiry)
+		w.liveDeadlines()
 		w.expiry.init()
 		if n := len(w.expiry); cap(w.expiry) > 4*n {
 			w.expiry = append(expiryHeap(nil), w.expiry...)
@@ -153,7 +153,7 @@ func (w *worker) ungrant(q *waiter) {
 // expire proposes the Expire of the hold whose deadline e passed, unless
 // the hold was renewed or ended meanwhile.
 func (w *worker) expire(e expiry, now time.Time) {
-	dl, ok := w.g.sm.deadline(e.key, e.owner, e.token)
+	dl, ok := w.deadline(e.key, e.owner, e.token)
 	if !ok || dl != e.at {
 		return // renewed or gone
 	}
@@ -179,7 +179,7 @@ func (w *worker) expire(e expiry, now time.Time) {
 // its Expire is proposed again.
 func (w *worker) retryExpire(e expiry, now time.Time) {
 	e.at = w.mono(now.Add(10 * time.Millisecond))
-	if _, ok := w.g.sm.setDeadline(e.key, e.owner, e.token, e.at); ok {
+	if _, ok := w.setDeadline(e.key, e.owner, e.token, e.at); ok {
 		w.expiry.push(e)
 	}
 }

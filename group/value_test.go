@@ -11,12 +11,13 @@ import (
 )
 
 // TestHeldKeyWithoutValueDoesNotGrow: a held key's record stays one
-// 48-byte object when its hold has no value (1M held locks per node
-// depend on it); a value lives out of line and goes with the hold.
+// object of at most 48 bytes when its hold has no value (1M held locks
+// per node depend on it); a value lives out of line and goes with the
+// hold.
 func TestHeldKeyWithoutValueDoesNotGrow(t *testing.T) {
 	t.Parallel()
-	if n := unsafe.Sizeof(lockRec{}); n != 48 {
-		t.Fatalf("lockRec is %d bytes, want 48", n)
+	if n := unsafe.Sizeof(lockRec{}); n > 48 {
+		t.Fatalf("lockRec is %d bytes, want at most 48", n)
 	}
 	sm := NewStateMachine(1)
 	kv := newMemKV()

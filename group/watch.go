@@ -35,7 +35,7 @@ func (w *worker) unindexWatch(wt *watcher) {
 		if _, ok := m[wt]; ok {
 			w.nwatch.Add(-1)
 			ns, _ := splitFull(wt.key)
-			w.g.svc.use.give(useWatch, wt.sink, ns)
+			w.use.give(useWatch, wt.sink, ns)
 		}
 		delete(m, wt)
 		if len(m) == 0 {
@@ -81,7 +81,7 @@ func (w *worker) watch(r *Request, key string) {
 	case cur > r.Token:
 		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventAcquired, Token: cur, Holder: holder, Value: value})
 		if !wt.continuous {
-			w.g.svc.use.give(useWatch, r.Sink, r.Namespace) // ended at once: not set
+			w.use.give(useWatch, r.Sink, r.Namespace) // ended at once: not set
 			return
 		}
 		wt.token = cur
@@ -89,7 +89,7 @@ func (w *worker) watch(r *Request, key string) {
 		// The lock the watcher knew of is gone.
 		r.Sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: r.Key, Event: wire.EventReleased, Token: r.Token})
 		if !wt.continuous {
-			w.g.svc.use.give(useWatch, r.Sink, r.Namespace)
+			w.use.give(useWatch, r.Sink, r.Namespace)
 			return
 		}
 	}

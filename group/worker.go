@@ -62,12 +62,37 @@ func (ks *keyState) empty() bool {
 	return !ks.busy && len(ks.deferred) == 0 && len(ks.waiters) == 0 && len(ks.watchers) == 0 && len(ks.multis) == 0
 }
 
+// workerEnv is what a worker is handed by its service at construction:
+// all it reads of the node beyond its group's table and consensus.
+type workerEnv struct {
+	cfg     *Config      // the service's, with defaults
+	obs     Observer     // cfg.Observer, nil for none
+	use     *usage       // waits and watches per connection and namespace
+	quota   *quotaTable  // the namespaces' quotas
+	clients *clientSinks // the node's connections by client id
+	adm     admission    // the service's quota decisions
+}
+
+// admission is what a worker asks the service on the request path: the
+// namespaces' rate and held quotas are shared by all of the node's
+// groups, and its share of them depends on how many it serves.
+type admission interface {
+	rateOK(e *nsQuota, r *Request) (bool, uint32)
+	chargeRate(e *nsQuota, r *Request)
+	heldOK(ns string, n int64) bool
+	heldRoom(ns string, n, gone, rest int) int
+	multiAdmits(m *multiAcq) (wire.Response, bool)
+	waitersQuota(ns string) int64
+	refusedWaiter(ns string)
+}
+
 // worker decides for the keys that hash to it, on the master. All its
 // state is owned by its goroutine; everything reaches it as an event.
 type worker struct {
 	g     *Group
 	idx   int
 	clock Clock
+	workerEnv
 
 	mu      sync.Mutex
 	q       []event
@@ -76,12 +101,15 @@ type worker struct {
 	running bool // a goroutine is running the worker (see post)
 	serving bool
 
-	keys    map[string]*keyState
-	term    uint64 // counts mastership changes; see onResult
-	seq     uint64
-	timers  timerHeap  // waiters' and watches' deadlines
-	expiry  expiryHeap // holds' deadlines
-	stale   int        // entries of expiry known to be stale, roughly
+	keys   map[string]*keyState
+	term   uint64 // counts mastership changes; see onResult
+	seq    uint64
+	timers timerHeap  // waiters' and watches' deadlines
+	expiry expiryHeap // holds' deadlines
+	// times is the master's deadline and age of every hold it set one
+	// for: master-only soft state, never replicated (see holdTime).
+	times   map[holdID]holdTime
+	stale   int // entries of expiry known to be stale, roughly
 	timer   Timer
 	timerAt time.Time
 	base    time.Time // origin of mono
@@ -112,17 +140,19 @@ type worker struct {
 	delays map[string]int64
 }
 
-func newWorker(g *Group, idx int) *worker {
+func newWorker(g *Group, idx int, env workerEnv) *worker {
 	return &worker{
-		g:        g,
-		idx:      idx,
-		clock:    g.svc.cfg.Clock,
-		keys:     make(map[string]*keyState),
-		base:     g.svc.cfg.Clock.Now().Add(-time.Second), // mono(now) > 0
-		refs:     make(map[Sink]*sinkRef),
-		waits:    make(map[Sink]map[*waiter]struct{}),
-		watching: make(map[Sink]map[*watcher]struct{}),
-		defers:   make(map[Sink]map[string]int),
+		g:         g,
+		idx:       idx,
+		clock:     env.cfg.Clock,
+		workerEnv: env,
+		keys:      make(map[string]*keyState),
+		times:     make(map[holdID]holdTime),
+		base:      env.cfg.Clock.Now().Add(-time.Second), // mono(now) > 0
+		refs:      make(map[Sink]*sinkRef),
+		waits:     make(map[Sink]map[*waiter]struct{}),
+		watching:  make(map[Sink]map[*watcher]struct{}),
+		defers:    make(map[Sink]map[string]int),
 	}
 }
 
@@ -285,7 +315,7 @@ func (w *worker) handle(e *event) {
 func (w *worker) respond(r *Request, resp wire.Response) {
 	if r != nil && r.Sink != nil {
 		r.Sink.Respond(r.ReqID, resp)
-		if obs := w.g.svc.obs; obs != nil && r.Start != 0 {
+		if obs := w.obs; obs != nil && r.Start != 0 {
 			obs.Responded(r.Op, resp.Status, time.Duration(Nanotime()-r.Start))
 		}
 	}

@@ -131,7 +131,7 @@ func TestFailedExpireIsRetried(t *testing.T) {
 	r.master(true)
 	r.fg.reject = paxos.ErrNotMaster
 	deadline := func() (time.Time, bool) {
-		ns, ok := r.sm.deadline(key, a, 3)
+		ns, ok := r.w.deadline(key, a, 3)
 		return r.w.timeOf(ns), ok && ns != 0
 	}
 	if d, _ := deadline(); !d.Equal(r.fc.Now().Add(time.Second)) {
@@ -191,7 +191,7 @@ func TestExpiryHeapDropsStaleEntries(t *testing.T) {
 			t.Fatalf("deadline %d after %d", e.at, last)
 		}
 		last = e.at
-		if dl, ok := r.sm.deadline(e.key, e.owner, e.token); ok && dl == e.at {
+		if dl, ok := r.w.deadline(e.key, e.owner, e.token); ok && dl == e.at {
 			live++
 		}
 	}
