@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/backup"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -293,4 +294,13 @@ type countingDiscard struct{ n int64 }
 func (c *countingDiscard) Write(p []byte) (int, error) {
 	c.n += int64(len(p))
 	return len(p), nil
+}
+
+// TestBackupKeysAgree: the keys package backup counts are the state
+// machine's lock-record prefix and group-version key.
+func TestBackupKeysAgree(t *testing.T) {
+	if backup.LockPrefix != lockPrefix || !bytes.Equal(backup.VersionKey, versionKey) {
+		t.Fatalf("backup counts prefix %q and version key %q; the state machine uses %q and %q",
+			backup.LockPrefix, backup.VersionKey, lockPrefix, versionKey)
+	}
 }

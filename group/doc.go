@@ -64,6 +64,7 @@
 //     move_apply.go (applying the move steps), move_steps.go (proposing a
 //     step; export and import of a namespace's records), move_worker.go
 //     (the workers' side of a frozen or moved namespace).
-//   - Backups: backup.go (the backup file format, writing, reading and
-//     restoring one).
+//   - Backups: backup.go (a group's image into a backup file, every
+//     record checked while reading one, restoring one; the file format is
+//     package backup's).
 package group

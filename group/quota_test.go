@@ -406,8 +406,7 @@ func TestQuotaSnapshotAndBackup(t *testing.T) {
 	if got := load(); len(got) != 0 || len(sm.quotas) != 0 {
 		t.Fatalf("after the namespace's removal: loaded %v, kept %v", got, sm.quotas)
 	}
-	var g BackupGroup
-	if err := checkPair(&g, quotaKey("t"), []byte{7}); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair(quotaKey("t"), []byte{7}); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("a damaged quota in a backup: %v", err)
 	}
 }
