@@ -121,29 +121,28 @@ func parseMember(b []byte) (Member, error) {
 }
 
 // memberOutcome is the outcome of a member-list change (opMemberPut,
-// opMemberInit) as every replica of group 0 computes it. It travels to
-// the proposer in outcome.status, whose type it shares (so its values are
-// wire.Status numbers), and never leaves the node: proposeMember turns it
-// into an error.
-type memberOutcome wire.Status
+// opMemberInit) as every replica of group 0 computes it. It is the
+// applied command's result itself, and never leaves the node:
+// proposeMember turns it into an error.
+type memberOutcome uint8
 
 // Member-list change outcomes.
 const (
 	// memberApplied: the change was applied, or was a no-op (the list
 	// installed already).
-	memberApplied = memberOutcome(wire.StatusSuccess)
+	memberApplied memberOutcome = iota + 1
 	// memberBadRecord: the command's member record does not decode.
-	memberBadRecord = memberOutcome(wire.StatusBadRequest)
+	memberBadRecord
 	// memberIDRemoved: the id was removed from the cluster, and ids are
 	// never reused (ErrMemberRemoved).
-	memberIDRemoved = memberOutcome(wire.StatusLockDeleted)
+	memberIDRemoved
 	// memberOtherIncarnation: the list holds the id with another data
 	// directory (ErrIncarnation).
-	memberOtherIncarnation = memberOutcome(wire.StatusLockChangedOwner)
+	memberOtherIncarnation
 )
 
 // String returns applied, bad record, id removed, other incarnation, or
-// the wire status of another value.
+// the number of another value.
 func (o memberOutcome) String() string {
 	switch o {
 	case memberApplied:
@@ -155,11 +154,8 @@ func (o memberOutcome) String() string {
 	case memberOtherIncarnation:
 		return "other incarnation"
 	}
-	return wire.Status(o).String()
+	return fmt.Sprintf("memberOutcome(%d)", uint8(o))
 }
-
-// outcome is o as the result of an applied command.
-func (o memberOutcome) outcome() *outcome { return &outcome{status: wire.Status(o)} }
 
 // applyMember applies opMemberPut and opMemberInit (group 0). A put of a
 // removed id, or of a known incarnation with another one, is refused with
@@ -167,7 +163,7 @@ func (o memberOutcome) outcome() *outcome { return &outcome{status: wire.Status(
 // initialised; Init installs the configured nodes only into a list never
 // initialised, so a node an operator removed does not come back from a
 // configuration file.
-func (sm *StateMachine) applyMember(c *command, w paxos.Writer) *outcome {
+func (sm *StateMachine) applyMember(c *command, w paxos.Writer) memberOutcome {
 	sm.memMu.Lock()
 	out, changed := sm.applyMemberLocked(c, w)
 	obs := sm.memObs
@@ -178,33 +174,33 @@ func (sm *StateMachine) applyMember(c *command, w paxos.Writer) *outcome {
 	return out
 }
 
-func (sm *StateMachine) applyMemberLocked(c *command, w paxos.Writer) (*outcome, bool) {
+func (sm *StateMachine) applyMemberLocked(c *command, w paxos.Writer) (memberOutcome, bool) {
 	wasInit := sm.memInit
 	var recs []Member
 	switch c.op {
 	case opMemberInit:
 		if wasInit {
-			return memberApplied.outcome(), false
+			return memberApplied, false
 		}
 		r := reader{b: c.data}
 		for len(r.b) > 0 {
 			m, err := decodeMember(&r)
 			if err != nil {
-				return memberBadRecord.outcome(), false
+				return memberBadRecord, false
 			}
 			recs = append(recs, m)
 		}
 	case opMemberPut:
 		m, err := parseMember(c.data)
 		if err != nil {
-			return memberBadRecord.outcome(), false
+			return memberBadRecord, false
 		}
 		if old, ok := sm.members[m.ID]; ok {
 			switch {
 			case old.State == MemberRemoved && m.State != MemberRemoved:
-				return memberIDRemoved.outcome(), false
+				return memberIDRemoved, false
 			case old.Incarnation != 0 && m.Incarnation != 0 && old.Incarnation != m.Incarnation:
-				return memberOtherIncarnation.outcome(), false
+				return memberOtherIncarnation, false
 			case m.Incarnation == 0:
 				m.Incarnation = old.Incarnation
 			}
@@ -220,7 +216,7 @@ func (sm *StateMachine) applyMemberLocked(c *command, w paxos.Writer) (*outcome,
 		w.Set(memberKey(m.ID), appendMember(nil, m))
 	}
 	sm.memGen++
-	return memberApplied.outcome(), true
+	return memberApplied, true
 }
 
 func (sm *StateMachine) loadMember(k, v []byte) error {
@@ -299,16 +295,17 @@ func (s *Service) MembersInitialised() bool {
 }
 
 func (s *Service) proposeMember(ctx context.Context, c *command) error {
-	st, err := s.proposeSystem(ctx, c, "member change")
-	switch {
-	case err != nil:
+	res, err := s.proposeTable(ctx, c, "member change")
+	if err != nil {
 		return err
-	case memberOutcome(st) == memberIDRemoved:
-		return ErrMemberRemoved
-	case memberOutcome(st) == memberOtherIncarnation:
-		return ErrIncarnation
-	case memberOutcome(st) != memberApplied:
-		return fmt.Errorf("group: member change: %s", st)
 	}
-	return nil
+	switch o, _ := res.(memberOutcome); o {
+	case memberApplied:
+		return nil
+	case memberIDRemoved:
+		return ErrMemberRemoved
+	case memberOtherIncarnation:
+		return ErrIncarnation
+	}
+	return fmt.Errorf("group: member change: %v", res)
 }

@@ -44,7 +44,7 @@ func TestMemberListOps(t *testing.T) {
 	want := []memberOutcome{memberApplied, memberApplied, memberApplied, memberApplied, memberApplied,
 		memberIDRemoved, memberOtherIncarnation, memberBadRecord}
 	for i, r := range results {
-		if o, _ := r.(*outcome); o == nil || memberOutcome(o.status) != want[i] {
+		if o, _ := r.(memberOutcome); o != want[i] {
 			t.Errorf("command %d: %+v, want status %s", i, r, want[i])
 		}
 	}

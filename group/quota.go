@@ -96,18 +96,34 @@ func decodeQuota(b []byte) (Quota, error) {
 
 func quotaKey(ns string) []byte { return append([]byte{quotaPrefix}, ns...) }
 
+// quotaOutcome is the outcome of a quota-table change as every replica
+// of group 0 computes it: the applied command's result itself, which
+// PutQuota turns into an error.
+type quotaOutcome uint8
+
+// Quota-table change outcomes.
+const (
+	// quotaApplied: the quota was set or removed.
+	quotaApplied quotaOutcome = iota + 1
+	// quotaBadRecord: the command's quota does not decode.
+	quotaBadRecord
+	// quotaNoNamespace: the namespace is not in the namespace table
+	// (ErrUnknownNamespace).
+	quotaNoNamespace
+)
+
 // applyQuota applies opNamespaceQuota: key = namespace, data = the
 // encoded Quota (a zero one removes the record). A namespace that does
-// not exist is refused with LOCK_DELETED.
-func (sm *StateMachine) applyQuota(c *command, w paxos.Writer) *outcome {
+// not exist is refused (quotaNoNamespace).
+func (sm *StateMachine) applyQuota(c *command, w paxos.Writer) quotaOutcome {
 	q, err := decodeQuota(c.data)
 	if err != nil {
-		return &outcome{status: wire.StatusBadRequest}
+		return quotaBadRecord
 	}
 	sm.nsMu.Lock()
 	if _, ok := sm.namespaces[c.key]; !ok {
 		sm.nsMu.Unlock()
-		return &outcome{status: wire.StatusLockDeleted}
+		return quotaNoNamespace
 	}
 	if q.IsZero() {
 		delete(sm.quotas, c.key)
@@ -118,7 +134,7 @@ func (sm *StateMachine) applyQuota(c *command, w paxos.Writer) *outcome {
 	}
 	sm.nsMu.Unlock()
 	sm.quotasChanged()
-	return &outcome{status: wire.StatusSuccess}
+	return quotaApplied
 }
 
 // dropQuota removes namespace ns's quota with the namespace; sm.nsMu is
@@ -167,14 +183,16 @@ func (s *Service) PutQuota(ctx context.Context, ns string, q Quota) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
-	st, err := s.proposeSystem(ctx, &command{op: opNamespaceQuota, key: ns, data: encodeQuota(q)}, "quota change")
-	switch {
-	case err != nil:
+	res, err := s.proposeTable(ctx, &command{op: opNamespaceQuota, key: ns, data: encodeQuota(q)}, "quota change")
+	if err != nil {
 		return err
-	case st == wire.StatusLockDeleted:
+	}
+	switch o, _ := res.(quotaOutcome); o {
+	case quotaApplied:
+	case quotaNoNamespace:
 		return ErrUnknownNamespace
-	case st != wire.StatusSuccess:
-		return fmt.Errorf("group: quota change: %s", st)
+	default:
+		return fmt.Errorf("group: quota change: %v", res)
 	}
 	s.quota.refresh(s)
 	return nil

@@ -367,14 +367,14 @@ func TestQuotaSnapshotAndBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := Quota{Held: 10, Rate: 50, Burst: 5}
-	outs := applyCommitted(t, st, gid, sm, 1, []command{
+	outs := applyCommittedResults(t, st, gid, sm, 1, []command{
 		{op: opNamespacePut, key: "t", data: rec},
 		{op: opNamespaceQuota, key: "t", data: encodeQuota(q)},
 		{op: opNamespaceQuota, key: "unknown", data: encodeQuota(q)},
 		{op: opNamespaceQuota, key: "t", data: []byte{1, 2}},
 	})
-	if outs[1].status != wire.StatusSuccess || outs[2].status != wire.StatusLockDeleted || outs[3].status != wire.StatusBadRequest {
-		t.Fatalf("outcomes %v %v %v", outs[1].status, outs[2].status, outs[3].status)
+	if outs[1] != quotaApplied || outs[2] != quotaNoNamespace || outs[3] != quotaBadRecord {
+		t.Fatalf("outcomes %v %v %v", outs[1], outs[2], outs[3])
 	}
 	load := func() map[string]Quota {
 		got := NewStateMachine(2)

@@ -76,19 +76,30 @@ var (
 )
 
 // regOutcome is the outcome of a registry change as every replica
-// computes it, carried in outcome.status like memberOutcome.
-type regOutcome wire.Status
+// computes it. Like memberOutcome it is the applied command's result
+// itself, and never leaves the node: proposeRegistry turns it into an
+// error.
+type regOutcome uint8
 
+// Registry change outcomes.
 const (
-	regApplied    = regOutcome(wire.StatusSuccess)
-	regBadRecord  = regOutcome(wire.StatusBadRequest)
-	regUnknown    = regOutcome(wire.StatusLockDeleted)
-	regInUse      = regOutcome(wire.StatusLockOccupied)
-	regStaleToken = regOutcome(wire.StatusTokenError)
-	regConflict   = regOutcome(wire.StatusLockChangedOwner)
+	// regApplied: the change was applied.
+	regApplied regOutcome = iota + 1
+	// regBadRecord: the command's record is malformed or incomplete.
+	regBadRecord
+	// regUnknown: the cluster, namespace or move named is not in the
+	// tables (ErrRegistryUnknown).
+	regUnknown
+	// regInUse: the cluster serves namespaces or takes part in a move
+	// (ErrRegistryInUse).
+	regInUse
+	// regStaleToken: the mover's fencing token is below the highest the
+	// move's record has seen (ErrStaleMoveToken).
+	regStaleToken
+	// regConflict: the change conflicts with a namespace move
+	// (ErrRegistryMoveConflict).
+	regConflict
 )
-
-func (o regOutcome) outcome() *outcome { return &outcome{status: wire.Status(o)} }
 
 // err is the proposer's error for o, nil for regApplied.
 func (o regOutcome) err() error {
@@ -106,7 +117,7 @@ func (o regOutcome) err() error {
 	case regConflict:
 		return ErrRegistryMoveConflict
 	}
-	return fmt.Errorf("group: registry change: %s", wire.Status(o))
+	return fmt.Errorf("group: registry change: outcome %d", uint8(o))
 }
 
 // RegistryNamespace is one namespace's assignment with its verifier.
@@ -298,7 +309,7 @@ func parseRegMove(ns string, b []byte) (adminapi.RegistryMove, error) {
 // applyRegistry applies opRegCluster, opRegNamespace and opRegMove
 // (group 0). A refused change writes nothing and leaves the version;
 // every applied one raises it.
-func (sm *StateMachine) applyRegistry(c *command, w paxos.Writer) *outcome {
+func (sm *StateMachine) applyRegistry(c *command, w paxos.Writer) regOutcome {
 	t := &sm.reg
 	t.mu.Lock()
 	var o regOutcome
@@ -319,7 +330,7 @@ func (sm *StateMachine) applyRegistry(c *command, w paxos.Writer) *outcome {
 	if o == regApplied && obs != nil {
 		obs()
 	}
-	return o.outcome()
+	return o
 }
 
 func (t *registryTables) applyCluster(c *command, w paxos.Writer) regOutcome {

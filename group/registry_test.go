@@ -52,7 +52,7 @@ func applyReg(t *testing.T, sm *StateMachine, kv *memKV, from uint64, cmds [][]b
 	for i, c := range cmds {
 		res := make([]any, 1)
 		sm.Apply(from+uint64(i), [][]byte{c}, kv, res)
-		if o, _ := res[0].(*outcome); o == nil || regOutcome(o.status) != want[i] {
+		if o, _ := res[0].(regOutcome); o != want[i] {
 			t.Errorf("command %d: %+v, want status %v", i, res[0], want[i].err())
 		}
 	}

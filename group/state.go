@@ -244,7 +244,7 @@ func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, re
 			results[i] = &outcome{status: wire.StatusError}
 			continue
 		}
-		results[i] = sm.apply(instance, &c, w)
+		results[i] = sm.applyCommand(instance, &c, w)
 	}
 	news := sm.moveNews
 	sm.moveNews = nil
@@ -259,18 +259,10 @@ func (sm *StateMachine) token(instance uint64) uint64 {
 	return sm.version<<48 | instance&(1<<48-1)
 }
 
-// apply applies one decoded command chosen at instance and returns its
-// outcome.
+// apply applies one decoded command of the lock table (or a move step)
+// chosen at instance and returns its outcome.
 func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outcome {
 	switch c.op {
-	case opNamespacePut, opNamespaceDelete, opNamespaceInit:
-		return sm.applyNamespace(c, w)
-	case opMemberPut, opMemberInit:
-		return sm.applyMember(c, w)
-	case opRegCluster, opRegNamespace, opRegMove:
-		return sm.applyRegistry(c, w)
-	case opNamespaceQuota:
-		return sm.applyQuota(c, w)
 	case opFreeze, opUnfreeze, opImport, opOwn, opDropNamespace, opIncoming:
 		return sm.applyMove(c)
 	}
