@@ -9,6 +9,7 @@ import (
 	"github.com/paxlock/paxlock/backup"
 	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 )
 
 // Backups: the lock service's side of a backup file (package backup is
@@ -110,7 +111,7 @@ func (w *BackupWriter) Close() error {
 // nodes, and its first master of group 0 seeds the list from the new
 // configuration's nodes, as in any new cluster.
 func clusterOwn(k []byte) bool {
-	return (len(k) > 0 && k[0] == memberPrefix) || bytes.Equal(k, memberInitKey)
+	return systable.IsMemberKey(k)
 }
 
 // checkPair checks a keyspace pair the lock service knows. Keys it does

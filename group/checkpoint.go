@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -79,17 +80,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	sm.quotas = make(map[string]Quota)
 	sm.nsInit = false
 	sm.nsGen++
-	sm.memMu.Lock()
-	sm.members = make(map[uint32]Member)
-	sm.memInit = false
-	sm.memGen++
-	defer func() {
-		obs := sm.memObs
-		sm.memMu.Unlock()
-		if obs != nil {
-			obs()
-		}
-	}()
+	defer sm.members.BeginLoad()()
 	sm.reg.mu.Lock()
 	sm.reg.reset()
 	defer func() {
@@ -111,10 +102,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			return sm.loadQuota(k, v)
 		case string(k) == string(nsInitKey):
 			sm.nsInit = true
-		case len(k) > 0 && k[0] == memberPrefix:
-			return sm.loadMember(k, v)
-		case string(k) == string(memberInitKey):
-			sm.memInit = true
+		case systable.IsMemberKey(k):
+			return sm.members.LoadPair(k, v)
 		case len(k) > 0 && k[0] == regPrefix:
 			return sm.reg.load(k, v)
 		case len(k) > 0 && (k[0] == delayPrefix || k[0] == revokePrefix):

@@ -20,8 +20,8 @@
 // which also makes a retried acquire harmless.
 //
 // Lock group 0 also holds the cluster's system tables: namespaces and
-// their verifiers, quotas, the member list, the registry's tables and
-// namespace-move records.
+// their verifiers, quotas, the member list (package systable), the
+// registry's tables and namespace-move records.
 //
 // # Files by job
 //
@@ -59,7 +59,8 @@
 //     (never a lock status): namespace.go (namespaces and their SCRAM
 //     verifiers; nsOutcome), quota.go (a namespace's quota record;
 //     quotaOutcome), quotacheck.go (enforcing quotas on the request
-//     path), members.go (the cluster's member list; memberOutcome),
+//     path), members.go (the Service's side of the cluster's member
+//     list, package systable's Members),
 //     registry.go (the registry's tables; regOutcome),
 //     registry_limits.go (RegistryLimits, the tables' bounds),
 //     registry_service.go (the Service's registry operations).

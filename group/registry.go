@@ -40,6 +40,9 @@ const (
 	maxRegAddrs = 64
 	// maxRegCA bounds a cluster record's CA certificate (PEM).
 	maxRegCA = 64 << 10
+	// maxRegAddr bounds one address in a cluster record (as long as a
+	// member record's).
+	maxRegAddr = 1024
 )
 
 var regVersionKey = []byte{regPrefix, 'v'}
@@ -76,9 +79,9 @@ var (
 )
 
 // regOutcome is the outcome of a registry change as every replica
-// computes it. Like memberOutcome it is the applied command's result
-// itself, and never leaves the node: proposeRegistry turns it into an
-// error.
+// computes it. Like systable.MemberOutcome it is the applied command's
+// result itself, and never leaves the node: proposeRegistry turns it into
+// an error.
 type regOutcome uint8
 
 // Registry change outcomes.
@@ -185,7 +188,7 @@ func (r *reader) strs(limit int) []string {
 	}
 	out := make([]string, 0, n)
 	for i := uint64(0); i < n && !r.err; i++ {
-		out = append(out, r.str(maxMemberAddr))
+		out = append(out, r.str(maxRegAddr))
 	}
 	return out
 }
@@ -198,7 +201,7 @@ func validRegCluster(c adminapi.RegistryCluster) error {
 		return fmt.Errorf("%w: cluster %q: 1 to %d client addresses and at most %d admin addresses", wire.ErrInvalid, c.Name, maxRegAddrs, maxRegAddrs)
 	}
 	for _, a := range append(append([]string(nil), c.Client...), c.Admin...) {
-		if a == "" || len(a) > maxMemberAddr {
+		if a == "" || len(a) > maxRegAddr {
 			return fmt.Errorf("%w: cluster %q: address %q", wire.ErrInvalid, c.Name, a)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -118,11 +119,7 @@ type StateMachine struct {
 	quota    *quotaTable
 	gid      int
 
-	memMu   sync.RWMutex      // guards the member list
-	members map[uint32]Member // node id -> record (group 0)
-	memInit bool              // the configured nodes were installed
-	memGen  uint64            // counts changes of the list
-	memObs  func()            // told of every change of the list (set before the group starts)
+	members systable.Members // the cluster's member list (group 0)
 
 	// Move records (move.go), guarded by mu: moves by namespace,
 	// moveDirty those changed since the last checkpoint, moveNews the
@@ -139,7 +136,7 @@ type StateMachine struct {
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), quotas: make(map[string]Quota), members: make(map[uint32]Member)}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), quotas: make(map[string]Quota)}
 	sm.reg.reset()
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)

@@ -12,8 +12,8 @@ import (
 // group 0's also holds the system tables (namespaces and their verifiers,
 // quotas, the member list, the registry's tables). applyCommand sends a
 // command to the table it changes, and each system table answers with an
-// outcome type of its own (nsOutcome, quotaOutcome, memberOutcome,
-// regOutcome), never a lock status: the proposer (proposeTable) turns it
+// outcome type of its own (nsOutcome, quotaOutcome,
+// systable.MemberOutcome, regOutcome), never a lock status: the proposer (proposeTable) turns it
 // into an error, and none of them reaches the wire.
 
 // applyCommand applies one decoded command chosen at instance to the
@@ -23,8 +23,10 @@ func (sm *StateMachine) applyCommand(instance uint64, c *command, w paxos.Writer
 	switch c.op {
 	case opNamespacePut, opNamespaceDelete, opNamespaceInit:
 		return sm.applyNamespace(c, w)
-	case opMemberPut, opMemberInit:
-		return sm.applyMember(c, w)
+	case opMemberPut:
+		return sm.members.ApplyPut(c.data, w)
+	case opMemberInit:
+		return sm.members.ApplyInit(c.data, w)
 	case opRegCluster, opRegNamespace, opRegMove:
 		return sm.applyRegistry(c, w)
 	case opNamespaceQuota:
