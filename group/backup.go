@@ -122,6 +122,12 @@ func checkPair(k, v []byte) error {
 	if len(k) == 0 {
 		return nil
 	}
+	if systable.IsQuotaKey(k) {
+		if _, err := systable.DecodeQuota(v); err != nil {
+			return fmt.Errorf("quota of namespace %q: %w: %w", k[1:], ErrBadBackup, err)
+		}
+		return nil
+	}
 	switch k[0] {
 	case lockPrefix:
 		if _, err := decodeRec(v); err != nil {
@@ -146,10 +152,6 @@ func checkPair(k, v []byte) error {
 	case regPrefix:
 		if err := checkRegPair(k, v); err != nil {
 			return fmt.Errorf("registry record %q: %w", k, err)
-		}
-	case quotaPrefix:
-		if _, err := decodeQuota(v); err != nil {
-			return fmt.Errorf("quota of namespace %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
 	}
 	return nil

@@ -76,8 +76,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	sm.nsMu.Lock()
 	defer sm.nsMu.Unlock()
 	sm.namespaces = make(map[string]nsRec)
-	hadQuotas := len(sm.quotas) > 0
-	sm.quotas = make(map[string]Quota)
+	endQuotas := sm.quotas.BeginLoad()
 	sm.nsInit = false
 	sm.nsGen++
 	defer sm.members.BeginLoad()()
@@ -98,8 +97,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		switch {
 		case len(k) > 0 && k[0] == nsPrefix:
 			return sm.loadNamespace(k, v)
-		case len(k) > 0 && k[0] == quotaPrefix:
-			return sm.loadQuota(k, v)
+		case systable.IsQuotaKey(k):
+			return sm.quotas.LoadPair(k, v)
 		case string(k) == string(nsInitKey):
 			sm.nsInit = true
 		case systable.IsMemberKey(k):
@@ -131,7 +130,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	})
 	sm.install(recs)
 	sm.publishGates()
-	if hadQuotas || len(sm.quotas) > 0 {
+	if endQuotas() {
 		sm.quotasChanged() // the refresh it starts waits for nsMu
 	}
 	return err

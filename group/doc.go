@@ -20,8 +20,8 @@
 // which also makes a retried acquire harmless.
 //
 // Lock group 0 also holds the cluster's system tables: namespaces and
-// their verifiers, quotas, the member list (package systable), the
-// registry's tables and namespace-move records.
+// their verifiers, quotas and the member list (these two in package
+// systable), the registry's tables and namespace-move records.
 //
 // # Files by job
 //
@@ -57,8 +57,9 @@
 //     console).
 //   - Lock group 0's system tables, each with an outcome type of its own
 //     (never a lock status): namespace.go (namespaces and their SCRAM
-//     verifiers; nsOutcome), quota.go (a namespace's quota record;
-//     quotaOutcome), quotacheck.go (enforcing quotas on the request
+//     verifiers; nsOutcome), quota.go (applying a quota change next to
+//     the namespace table, the Service's side of package systable's
+//     Quotas), quotacheck.go (enforcing quotas on the request
 //     path), members.go (the Service's side of the cluster's member
 //     list, package systable's Members),
 //     registry.go (the registry's tables; regOutcome),

@@ -190,8 +190,7 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) nsOutcome {
 		sm.nsMu.Lock()
 		_, ok := sm.namespaces[c.key]
 		delete(sm.namespaces, c.key)
-		_, hadQuota := sm.quotas[c.key]
-		sm.dropQuota(c.key, w)
+		hadQuota := sm.quotas.Drop(c.key, w)
 		sm.nsMu.Unlock()
 		if hadQuota {
 			sm.quotasChanged()

@@ -111,7 +111,7 @@ type StateMachine struct {
 	nsInit     bool             // the configured namespaces were installed
 	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
 	nsHeld     map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
-	quotas     map[string]Quota // name -> its quota (group 0), guarded by nsMu (quota.go)
+	quotas     systable.Quotas  // the namespaces' quotas (group 0; quota.go)
 	// quotaObs is told of every change of quotas (set before the group
 	// starts); quota is the node's quota table, whose held counts this
 	// group's apply moves, and gid the group's index in it (quotacheck.go).
@@ -136,7 +136,7 @@ type StateMachine struct {
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), quotas: make(map[string]Quota)}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec)}
 	sm.reg.reset()
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)

@@ -12,7 +12,7 @@ import (
 // group 0's also holds the system tables (namespaces and their verifiers,
 // quotas, the member list, the registry's tables). applyCommand sends a
 // command to the table it changes, and each system table answers with an
-// outcome type of its own (nsOutcome, quotaOutcome,
+// outcome type of its own (nsOutcome, systable.QuotaOutcome,
 // systable.MemberOutcome, regOutcome), never a lock status: the proposer (proposeTable) turns it
 // into an error, and none of them reaches the wire.
 

@@ -9,6 +9,8 @@
 //
 //   - members.go: Members, the cluster's member list (a record per node
 //     id with its state, incarnation and addresses); MemberOutcome.
+//   - quotas.go: Quotas, the namespaces' quotas (a record per namespace
+//     with one); Quota; QuotaOutcome.
 //   - reader.go: reader, the bounds-checked decoder of the tables'
 //     records.
 package systable
