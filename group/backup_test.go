@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/backup"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -32,7 +34,7 @@ func backupFixture(t *testing.T) (*pebblestore.Store, []*StateMachine) {
 	o := func(n uint64) wire.Owner { return wire.Owner{Client: n, ID: n} }
 	applyCommitted(t, st, ReplicationID(0), sms[0], 3, []command{
 		{op: opNamespacePut, key: "tenant", data: rec},
-		{op: opMemberInit, data: appendMember(nil, Member{ID: 1, State: MemberActive, Peer: "p1"})},
+		{op: opMemberInit, data: systable.AppendMember(nil, Member{ID: 1, State: MemberActive, Peer: "p1"})},
 		{op: opAcquire, key: fullKey("ns", "a"), owner: o(1), kind: wire.KindExclusive, ttlMs: 60000, value: "va"},
 		{op: opAcquire, key: fullKey("tenant", "b"), owner: o(2), kind: wire.KindRead, ttlMs: 60000},
 	})
@@ -143,8 +145,8 @@ func TestBackupRestoreStateMachines(t *testing.T) {
 	}
 	// The old cluster's member list stays behind: the new cluster seeds
 	// its own from its configuration.
-	if len(sms[0].members) != 1 || len(got.members) != 0 || got.memInit {
-		t.Fatalf("member list: backed up %v, restored %v (init %v), want none restored", sms[0].members, got.members, got.memInit)
+	if sms[0].members.Len() != 1 || got.members.Len() != 0 || got.members.Initialised() {
+		t.Fatalf("member list: backed up %d records, restored %d (init %v), want none restored", sms[0].members.Len(), got.members.Len(), got.members.Initialised())
 	}
 }
 
@@ -293,4 +295,13 @@ type countingDiscard struct{ n int64 }
 func (c *countingDiscard) Write(p []byte) (int, error) {
 	c.n += int64(len(p))
 	return len(p), nil
+}
+
+// TestBackupKeysAgree: the keys package backup counts are the state
+// machine's lock-record prefix and group-version key.
+func TestBackupKeysAgree(t *testing.T) {
+	if backup.LockPrefix != lockPrefix || !bytes.Equal(backup.VersionKey, versionKey) {
+		t.Fatalf("backup counts prefix %q and version key %q; the state machine uses %q and %q",
+			backup.LockPrefix, backup.VersionKey, lockPrefix, versionKey)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -75,21 +76,10 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	sm.nsMu.Lock()
 	defer sm.nsMu.Unlock()
 	sm.namespaces = make(map[string]nsRec)
-	hadQuotas := len(sm.quotas) > 0
-	sm.quotas = make(map[string]Quota)
+	endQuotas := sm.quotas.BeginLoad()
 	sm.nsInit = false
 	sm.nsGen++
-	sm.memMu.Lock()
-	sm.members = make(map[uint32]Member)
-	sm.memInit = false
-	sm.memGen++
-	defer func() {
-		obs := sm.memObs
-		sm.memMu.Unlock()
-		if obs != nil {
-			obs()
-		}
-	}()
+	defer sm.members.BeginLoad()()
 	sm.reg.mu.Lock()
 	sm.reg.reset()
 	defer func() {
@@ -107,14 +97,12 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		switch {
 		case len(k) > 0 && k[0] == nsPrefix:
 			return sm.loadNamespace(k, v)
-		case len(k) > 0 && k[0] == quotaPrefix:
-			return sm.loadQuota(k, v)
+		case systable.IsQuotaKey(k):
+			return sm.quotas.LoadPair(k, v)
 		case string(k) == string(nsInitKey):
 			sm.nsInit = true
-		case len(k) > 0 && k[0] == memberPrefix:
-			return sm.loadMember(k, v)
-		case string(k) == string(memberInitKey):
-			sm.memInit = true
+		case systable.IsMemberKey(k):
+			return sm.members.LoadPair(k, v)
 		case len(k) > 0 && k[0] == regPrefix:
 			return sm.reg.load(k, v)
 		case len(k) > 0 && (k[0] == delayPrefix || k[0] == revokePrefix):
@@ -142,7 +130,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	})
 	sm.install(recs)
 	sm.publishGates()
-	if hadQuotas || len(sm.quotas) > 0 {
+	if endQuotas() {
 		sm.quotasChanged() // the refresh it starts waits for nsMu
 	}
 	return err

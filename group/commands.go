@@ -38,7 +38,7 @@ const (
 	// force-unlock (see revoke_state.go): the hold stays until its
 	// holder releases it or its deadline passes.
 	opRevoke op = 14
-	// Cluster member list (group 0 only; see members.go). 16 and up, to
+	// Cluster member list (group 0 only; see systable.Members). 16 and up, to
 	// leave the numbers right after 10 to other lock operations.
 	opMemberPut  op = 16 // data = one member record
 	opMemberInit op = 17 // data = the configured nodes' records, once

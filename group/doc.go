@@ -20,8 +20,8 @@
 // which also makes a retried acquire harmless.
 //
 // Lock group 0 also holds the cluster's system tables: namespaces and
-// their verifiers, quotas, the member list, the registry's tables and
-// namespace-move records.
+// their verifiers, quotas and the member list (these two in package
+// systable), the registry's tables and namespace-move records.
 //
 // # Files by job
 //
@@ -34,8 +34,9 @@
 //     waits belong to: forgetting or revoking one), version.go (RaiseVersion, the group
 //     version in every token).
 //   - The replicated lock table: state.go (StateMachine: its shards, Apply
-//     and the dispatch by command), commands.go (the replicated commands
-//     and their encoding), record.go (a key's lock record and its holds),
+//     and the lock table's commands), tables.go (sending a command to the
+//     table it changes; proposing a change to a system table),
+//     commands.go (the replicated commands and their encoding), record.go (a key's lock record and its holds),
 //     checkpoint.go (Checkpoint and Load of the table), semaphore.go
 //     (counting semaphores), revoke_state.go (a force-unlock's replicated
 //     mark), nslocks.go (holders per namespace, for quotas), nsindex.go
@@ -54,16 +55,21 @@
 //   - Reading the table: state.go's view (a record read in place under
 //     its shard's lock), list.go (List), inspect.go (HotKeys for the
 //     console).
-//   - Lock group 0's system tables: namespace.go (namespaces and their
-//     SCRAM verifiers), quota.go (a namespace's quota record),
-//     quotacheck.go (enforcing quotas on the request path), members.go
-//     (the cluster's member list), registry.go (the registry's tables),
+//   - Lock group 0's system tables, each with an outcome type of its own
+//     (never a lock status): namespace.go (namespaces and their SCRAM
+//     verifiers; nsOutcome), quota.go (applying a quota change next to
+//     the namespace table, the Service's side of package systable's
+//     Quotas), quotacheck.go (enforcing quotas on the request
+//     path), members.go (the Service's side of the cluster's member
+//     list, package systable's Members),
+//     registry.go (the registry's tables; regOutcome),
 //     registry_limits.go (RegistryLimits, the tables' bounds),
 //     registry_service.go (the Service's registry operations).
 //   - Moving a namespace: move.go (move records and their keyspace),
 //     move_apply.go (applying the move steps), move_steps.go (proposing a
 //     step; export and import of a namespace's records), move_worker.go
 //     (the workers' side of a frozen or moved namespace).
-//   - Backups: backup.go (the backup file format, writing, reading and
-//     restoring one).
+//   - Backups: backup.go (a group's image into a backup file, every
+//     record checked while reading one, restoring one; the file format is
+//     package backup's).
 package group

@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/systable"
 )
 
 // TestMemberListOps applies the member-list commands (the configured
@@ -17,21 +17,21 @@ func TestMemberListOps(t *testing.T) {
 	kv := newMemKV()
 	sm := NewStateMachine(1)
 	changes := 0
-	sm.memObs = func() { changes++ }
+	sm.members.SetObserver(func() { changes++ })
 	seed := []Member{
 		{ID: 1, State: MemberActive, Peer: "p1", Client: "c1"},
 		{ID: 2, State: MemberActive, Peer: "p2", Client: "c2", Admin: "a2"},
 	}
 	var initData []byte
 	for _, m := range seed {
-		initData = appendMember(initData, m)
+		initData = systable.AppendMember(initData, m)
 	}
 	put := func(m Member) []byte {
-		return appendCommand(nil, &command{op: opMemberPut, data: appendMember(nil, m)})
+		return appendCommand(nil, &command{op: opMemberPut, data: systable.AppendMember(nil, m)})
 	}
 	cmds := [][]byte{
 		appendCommand(nil, &command{op: opMemberInit, data: initData}),
-		appendCommand(nil, &command{op: opMemberInit, data: appendMember(nil, Member{ID: 9, State: MemberActive, Peer: "p9"})}), // once only
+		appendCommand(nil, &command{op: opMemberInit, data: systable.AppendMember(nil, Member{ID: 9, State: MemberActive, Peer: "p9"})}), // once only
 		put(Member{ID: 3, State: MemberJoining, Incarnation: 77, Peer: "p3", Client: "c3", ClientTLS: "t3", Gossip: "g3"}),
 		put(Member{ID: 3, State: MemberActive, Peer: "p3", Client: "c3", ClientTLS: "t3", Gossip: "g3"}), // incarnation kept
 		put(Member{ID: 1, State: MemberRemoved}),
@@ -41,10 +41,10 @@ func TestMemberListOps(t *testing.T) {
 	}
 	results := make([]any, len(cmds))
 	sm.Apply(1, cmds, kv, results)
-	want := []memberOutcome{memberApplied, memberApplied, memberApplied, memberApplied, memberApplied,
-		memberIDRemoved, memberOtherIncarnation, memberBadRecord}
+	want := []systable.MemberOutcome{systable.MemberApplied, systable.MemberApplied, systable.MemberApplied, systable.MemberApplied, systable.MemberApplied,
+		systable.MemberIDRemoved, systable.MemberOtherIncarnation, systable.MemberBadRecord}
 	for i, r := range results {
-		if o, _ := r.(*outcome); o == nil || memberOutcome(o.status) != want[i] {
+		if o, _ := r.(systable.MemberOutcome); o != want[i] {
 			t.Errorf("command %d: %+v, want status %s", i, r, want[i])
 		}
 	}
@@ -65,7 +65,7 @@ func TestMemberListOps(t *testing.T) {
 
 	loaded := NewStateMachine(1)
 	loadedChanges := 0
-	loaded.memObs = func() { loadedChanges++ }
+	loaded.members.SetObserver(func() { loadedChanges++ })
 	if err := loaded.Load(kv, 1); err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -77,30 +77,5 @@ func TestMemberListOps(t *testing.T) {
 	}
 	if m, ok := svc2.Member(1); !ok || m.Live() {
 		t.Errorf("node 1: %+v %v, want a removed record", m, ok)
-	}
-}
-
-func TestMemberRecordRoundTrip(t *testing.T) {
-	t.Parallel()
-	m := Member{ID: 1<<32 - 1, State: MemberLeaving, Incarnation: 1 << 63, Peer: "h:1", Client: "h:2", ClientTLS: "h:3", Gossip: "h:4", Admin: "h:5"}
-	got, err := parseMember(appendMember(nil, m))
-	if err != nil || got != m {
-		t.Fatalf("round trip: %+v %v", got, err)
-	}
-	b := appendMember(nil, m)
-	for i := range b {
-		if _, err := parseMember(b[:i]); err == nil {
-			t.Fatalf("a record cut at %d parsed", i)
-		}
-	}
-	for _, bad := range []Member{{ID: 0, State: MemberActive, Peer: "p"}, {ID: 1, State: 9, Peer: "p"}, {ID: 1, State: MemberJoining}} {
-		if _, err := parseMember(appendMember(nil, bad)); err == nil {
-			t.Errorf("%+v parsed", bad)
-		}
-	}
-	for st := MemberJoining; st <= MemberRemoved; st++ {
-		if p, err := adminapi.ParseMemberState(st.String()); err != nil || p != st {
-			t.Errorf("state %d: %v %v", st, p, err)
-		}
 	}
 }

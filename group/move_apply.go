@@ -1,6 +1,7 @@
 package group
 
 import (
+	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -129,7 +130,7 @@ func (sm *StateMachine) setMove(ns string, r *moveRec) {
 }
 
 // applyImport applies an import batch of incoming namespace ns: data is
-// the source group and batch number, then pairs (appendPair) of lock
+// the source group and batch number, then pairs (codec.AppendPair) of lock
 // records ('l') and lock-delay records ('d') of ns. A batch applied
 // already changes nothing. Imported holds keep their owners, tokens,
 // TTLs, values and lock-delays; their deadlines are the master's, set
@@ -199,7 +200,7 @@ func decodeImport(ns string, pairs []byte) ([]importedRec, []importedDelay, erro
 		recs   []importedRec
 		delays []importedDelay
 	)
-	err := eachPair(pairs, func(k, v []byte) error {
+	err := codec.EachPair(pairs, func(k, v []byte) error {
 		if len(k) < 2 || splitNS(string(k[1:])) != ns || !hasNS(string(k[1:])) {
 			return ErrMoveBadBatch
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -115,7 +116,7 @@ type MoveExport struct {
 // have applied the group's freeze of move id (else ErrMoveConflict):
 // nothing of the namespace changes after it, so every replica that has
 // applied it holds the same records, those of the freeze point. It
-// calls f with batches of pairs (appendPair: 'l' + full key -> lock
+// calls f with batches of pairs (codec.AppendPair: 'l' + full key -> lock
 // record, 'd' + full key -> lock-delay record, the backup encoding) of
 // about maxBytes each (a larger record gets a batch of its own).
 func (g *Group) ExportMove(ns, id string, maxBytes int, f func(pairs []byte) error) (MoveExport, error) {
@@ -138,13 +139,13 @@ func (g *Group) ExportMove(ns, id string, maxBytes int, f func(pairs []byte) err
 		pairs, locks, n := g.sm.shardPairs(i, ns)
 		ex.Locks += locks
 		ex.Pairs += n
-		err := eachPair(pairs, func(k, v []byte) error {
+		err := codec.EachPair(pairs, func(k, v []byte) error {
 			if len(buf) > 0 && len(buf)+len(k)+len(v)+2*binary.MaxVarintLen64 > maxBytes {
 				if err := flush(); err != nil {
 					return err
 				}
 			}
-			buf = appendPair(buf, k, v)
+			buf = codec.AppendPair(buf, k, v)
 			return nil
 		})
 		if err != nil {
@@ -168,7 +169,7 @@ func (sm *StateMachine) shardPairs(i int, ns string) (pairs []byte, locks, n int
 	for _, key := range keys {
 		k = append(append(k[:0], lockPrefix), key...)
 		v = encodeRec(v[:0], s.locks[key])
-		pairs = appendPair(pairs, k, v)
+		pairs = codec.AppendPair(pairs, k, v)
 		locks++
 		n++
 	}
@@ -182,7 +183,7 @@ func (sm *StateMachine) shardPairs(i int, ns string) (pairs []byte, locks, n int
 	for _, key := range keys {
 		k = append(append(k[:0], delayPrefix), key...)
 		v = encodeDelay(v[:0], s.delays[key])
-		pairs = appendPair(pairs, k, v)
+		pairs = codec.AppendPair(pairs, k, v)
 		n++
 	}
 	return pairs, locks, n
@@ -194,7 +195,7 @@ func (sm *StateMachine) shardPairs(i int, ns string) (pairs []byte, locks, n int
 // kind is ErrMoveBadBatch.
 func (s *Service) SplitImport(ns string, pairs []byte) (map[int][]byte, error) {
 	out := make(map[int][]byte)
-	err := eachPair(pairs, func(k, v []byte) error {
+	err := codec.EachPair(pairs, func(k, v []byte) error {
 		if len(k) < 2 || (k[0] != lockPrefix && k[0] != delayPrefix) {
 			return ErrMoveBadBatch
 		}
@@ -203,7 +204,7 @@ func (s *Service) SplitImport(ns string, pairs []byte) (map[int][]byte, error) {
 			return fmt.Errorf("%w: a record of another namespace", ErrMoveBadBatch)
 		}
 		g := wire.GroupOf(hashFull(full), len(s.groups))
-		out[g] = appendPair(out[g], k, v)
+		out[g] = codec.AppendPair(out[g], k, v)
 		return nil
 	})
 	if err != nil {

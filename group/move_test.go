@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -326,7 +327,7 @@ func TestMoveStepConflicts(t *testing.T) {
 	if err := g.MoveStep(ctx, StepOwn, "ns", "other", "", 0); !errors.Is(err, ErrMoveConflict) {
 		t.Fatalf("own of another move: %v", err)
 	}
-	other := appendPair(nil, append([]byte{lockPrefix}, fullKey("ns2", "k")...), encodeRec(nil, &lockRec{first: holder{owner: owner(1, 1), token: 5, ttlMs: 1000, used: true}}))
+	other := codec.AppendPair(nil, append([]byte{lockPrefix}, fullKey("ns2", "k")...), encodeRec(nil, &lockRec{first: holder{owner: owner(1, 1), token: 5, ttlMs: 1000, used: true}}))
 	if err := g.Import(ctx, "ns", "m", 0, 0, other, 0); !errors.Is(err, ErrMoveBadBatch) {
 		t.Fatalf("import of another namespace's record: %v", err)
 	}

@@ -131,11 +131,28 @@ func (r *nsRec) legacyVerifier(secret string) (scramauth.Verifier, bool) {
 
 var nsInitKey = []byte("mnsinit")
 
+// nsOutcome is the outcome of a namespace-table change as every replica
+// of group 0 computes it: the applied command's result itself, which
+// proposeNamespace turns into an error.
+type nsOutcome uint8
+
+// Namespace-table change outcomes.
+const (
+	// nsApplied: the change was applied, or was a no-op (the table
+	// initialised already).
+	nsApplied nsOutcome = iota + 1
+	// nsBadRecord: the command's name or record is malformed.
+	nsBadRecord
+	// nsUnknown: the namespace to delete is not in the table
+	// (ErrUnknownNamespace).
+	nsUnknown
+)
+
 // applyNamespace applies opNamespacePut, opNamespaceDelete and
 // opNamespaceInit. Any of them marks the table initialised; Init installs
 // the configured namespaces only into a table never initialised, so a
 // namespace an operator removed does not come back from a config file.
-func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
+func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) nsOutcome {
 	key := append([]byte{nsPrefix}, c.key...)
 	sm.nsMu.Lock()
 	wasInit := sm.nsInit
@@ -148,11 +165,11 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
 	switch c.op {
 	case opNamespaceInit:
 		if wasInit {
-			return &outcome{status: wire.StatusSuccess}
+			return nsApplied
 		}
 		recs, err := decodeNSList(c.data)
 		if err != nil {
-			return &outcome{status: wire.StatusBadRequest}
+			return nsBadRecord
 		}
 		sm.nsMu.Lock()
 		for name, r := range recs {
@@ -163,7 +180,7 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
 	case opNamespacePut:
 		r, err := parseNSRec(c.data)
 		if err != nil || wire.ValidateNamespace(c.key) != nil {
-			return &outcome{status: wire.StatusBadRequest}
+			return nsBadRecord
 		}
 		sm.nsMu.Lock()
 		sm.namespaces[c.key] = r
@@ -173,18 +190,17 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) *outcome {
 		sm.nsMu.Lock()
 		_, ok := sm.namespaces[c.key]
 		delete(sm.namespaces, c.key)
-		_, hadQuota := sm.quotas[c.key]
-		sm.dropQuota(c.key, w)
+		hadQuota := sm.quotas.Drop(c.key, w)
 		sm.nsMu.Unlock()
 		if hadQuota {
 			sm.quotasChanged()
 		}
 		if !ok {
-			return &outcome{status: wire.StatusLockDeleted}
+			return nsUnknown
 		}
 		w.Delete(key)
 	}
-	return &outcome{status: wire.StatusSuccess}
+	return nsApplied
 }
 
 func (sm *StateMachine) loadNamespace(k, v []byte) error {
@@ -324,38 +340,17 @@ func (s *Service) DeleteNamespace(ctx context.Context, ns string) error {
 }
 
 func (s *Service) proposeNamespace(ctx context.Context, c *command) error {
-	st, err := s.proposeSystem(ctx, c, "namespace change")
-	switch {
-	case err != nil:
-		return err
-	case st == wire.StatusLockDeleted:
-		return ErrUnknownNamespace
-	case st != wire.StatusSuccess:
-		return fmt.Errorf("group: namespace change: %s", st)
-	}
-	return nil
-}
-
-// proposeSystem proposes c in the namespace group, which this node must
-// master (else ErrNotSystemMaster), and returns the status of its
-// outcome; what names the change in errors.
-func (s *Service) proposeSystem(ctx context.Context, c *command, what string) (wire.Status, error) {
-	px := s.groups[NamespaceGroup].px
-	if !px.Status().Serving {
-		return 0, ErrNotSystemMaster
-	}
-	res, err := propose(ctx, px, appendCommand(nil, c))
+	res, err := s.proposeTable(ctx, c, "namespace change")
 	if err != nil {
-		if errors.Is(err, paxos.ErrNotMaster) {
-			return 0, ErrNotSystemMaster
-		}
-		return 0, fmt.Errorf("group: %s: %w", what, err)
+		return err
 	}
-	out, _ := res.Value.(*outcome)
-	if out == nil {
-		return 0, fmt.Errorf("group: %s: no outcome", what)
+	switch o, _ := res.(nsOutcome); o {
+	case nsApplied:
+		return nil
+	case nsUnknown:
+		return ErrUnknownNamespace
 	}
-	return out.status, nil
+	return fmt.Errorf("group: namespace change: %v", res)
 }
 
 // NamespacesInitialised reports whether the namespace table was ever

@@ -48,11 +48,11 @@ func TestNamespaceRecordsOfBothVersions(t *testing.T) {
 	results := make([]any, len(cmds))
 	sm.Apply(1, cmds, kv, results)
 	for i, r := range results[:3] {
-		if o, _ := r.(*outcome); o == nil || o.status != 0 {
+		if o, _ := r.(nsOutcome); o != nsApplied {
 			t.Fatalf("command %d: %+v", i, r)
 		}
 	}
-	if o, _ := results[3].(*outcome); o == nil || o.status == 0 {
+	if o, _ := results[3].(nsOutcome); o != nsBadRecord {
 		t.Fatalf("a malformed record was applied: %+v", results[3])
 	}
 

@@ -13,31 +13,9 @@ import (
 
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
-
-// TestQuotaRecord: a quota encodes and decodes to itself; limits out of
-// range, a burst without a rate and damaged records are refused.
-func TestQuotaRecord(t *testing.T) {
-	t.Parallel()
-	for _, q := range []Quota{{Held: 1}, {Waiters: 7, Rate: 100, Burst: 20}, {Held: MaxQuota, Waiters: MaxQuota, Rate: MaxQuota, Burst: MaxQuota}} {
-		got, err := decodeQuota(encodeQuota(q))
-		if err != nil || got != q {
-			t.Fatalf("%+v decoded as %+v, %v", q, got, err)
-		}
-	}
-	for _, q := range []Quota{{Held: -1}, {Rate: MaxQuota + 1}, {Burst: 5}} {
-		if err := q.Validate(); !errors.Is(err, wire.ErrInvalid) {
-			t.Fatalf("%+v: %v, want ErrInvalid", q, err)
-		}
-	}
-	good := encodeQuota(Quota{Rate: 3})
-	for _, b := range [][]byte{nil, {9, 0, 0, 0, 0}, good[:len(good)-1], append(append([]byte(nil), good...), 0), encodeQuota(Quota{Burst: 2})} {
-		if _, err := decodeQuota(b); err == nil {
-			t.Fatalf("damaged record %x decoded", b)
-		}
-	}
-}
 
 // quotaCluster is a fake cluster of n nodes with namespaces "ns" and
 // "other", "ns" with quota q, known to every node's quota table.
@@ -367,21 +345,21 @@ func TestQuotaSnapshotAndBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := Quota{Held: 10, Rate: 50, Burst: 5}
-	outs := applyCommitted(t, st, gid, sm, 1, []command{
+	outs := applyCommittedResults(t, st, gid, sm, 1, []command{
 		{op: opNamespacePut, key: "t", data: rec},
-		{op: opNamespaceQuota, key: "t", data: encodeQuota(q)},
-		{op: opNamespaceQuota, key: "unknown", data: encodeQuota(q)},
+		{op: opNamespaceQuota, key: "t", data: systable.EncodeQuota(q)},
+		{op: opNamespaceQuota, key: "unknown", data: systable.EncodeQuota(q)},
 		{op: opNamespaceQuota, key: "t", data: []byte{1, 2}},
 	})
-	if outs[1].status != wire.StatusSuccess || outs[2].status != wire.StatusLockDeleted || outs[3].status != wire.StatusBadRequest {
-		t.Fatalf("outcomes %v %v %v", outs[1].status, outs[2].status, outs[3].status)
+	if outs[1] != systable.QuotaApplied || outs[2] != systable.QuotaNoNamespace || outs[3] != systable.QuotaBadRecord {
+		t.Fatalf("outcomes %v %v %v", outs[1], outs[2], outs[3])
 	}
 	load := func() map[string]Quota {
 		got := NewStateMachine(2)
 		if err := got.Load(st.SMReader(gid), 1); err != nil {
 			t.Fatal(err)
 		}
-		return got.quotas
+		return got.quotas.All()
 	}
 	if got := load(); !reflect.DeepEqual(got, map[string]Quota{"t": q}) {
 		t.Fatalf("loaded %v", got)
@@ -399,15 +377,14 @@ func TestQuotaSnapshotAndBackup(t *testing.T) {
 	if err := restored.Load(dst.SMReader(gid), RestoredApplied); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(restored.quotas, map[string]Quota{"t": q}) {
-		t.Fatalf("restored %v", restored.quotas)
+	if !reflect.DeepEqual(restored.quotas.All(), map[string]Quota{"t": q}) {
+		t.Fatalf("restored %v", restored.quotas.All())
 	}
 	applyCommitted(t, st, gid, sm, 2, []command{{op: opNamespaceDelete, key: "t"}})
-	if got := load(); len(got) != 0 || len(sm.quotas) != 0 {
-		t.Fatalf("after the namespace's removal: loaded %v, kept %v", got, sm.quotas)
+	if got := load(); len(got) != 0 || len(sm.quotas.All()) != 0 {
+		t.Fatalf("after the namespace's removal: loaded %v, kept %v", got, sm.quotas.All())
 	}
-	var g BackupGroup
-	if err := checkPair(&g, quotaKey("t"), []byte{7}); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair(systable.QuotaKey("t"), []byte{7}); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("a damaged quota in a backup: %v", err)
 	}
 }

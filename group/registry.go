@@ -40,6 +40,9 @@ const (
 	maxRegAddrs = 64
 	// maxRegCA bounds a cluster record's CA certificate (PEM).
 	maxRegCA = 64 << 10
+	// maxRegAddr bounds one address in a cluster record (as long as a
+	// member record's).
+	maxRegAddr = 1024
 )
 
 var regVersionKey = []byte{regPrefix, 'v'}
@@ -76,19 +79,30 @@ var (
 )
 
 // regOutcome is the outcome of a registry change as every replica
-// computes it, carried in outcome.status like memberOutcome.
-type regOutcome wire.Status
+// computes it. Like systable.MemberOutcome it is the applied command's
+// result itself, and never leaves the node: proposeRegistry turns it into
+// an error.
+type regOutcome uint8
 
+// Registry change outcomes.
 const (
-	regApplied    = regOutcome(wire.StatusSuccess)
-	regBadRecord  = regOutcome(wire.StatusBadRequest)
-	regUnknown    = regOutcome(wire.StatusLockDeleted)
-	regInUse      = regOutcome(wire.StatusLockOccupied)
-	regStaleToken = regOutcome(wire.StatusTokenError)
-	regConflict   = regOutcome(wire.StatusLockChangedOwner)
+	// regApplied: the change was applied.
+	regApplied regOutcome = iota + 1
+	// regBadRecord: the command's record is malformed or incomplete.
+	regBadRecord
+	// regUnknown: the cluster, namespace or move named is not in the
+	// tables (ErrRegistryUnknown).
+	regUnknown
+	// regInUse: the cluster serves namespaces or takes part in a move
+	// (ErrRegistryInUse).
+	regInUse
+	// regStaleToken: the mover's fencing token is below the highest the
+	// move's record has seen (ErrStaleMoveToken).
+	regStaleToken
+	// regConflict: the change conflicts with a namespace move
+	// (ErrRegistryMoveConflict).
+	regConflict
 )
-
-func (o regOutcome) outcome() *outcome { return &outcome{status: wire.Status(o)} }
 
 // err is the proposer's error for o, nil for regApplied.
 func (o regOutcome) err() error {
@@ -106,7 +120,7 @@ func (o regOutcome) err() error {
 	case regConflict:
 		return ErrRegistryMoveConflict
 	}
-	return fmt.Errorf("group: registry change: %s", wire.Status(o))
+	return fmt.Errorf("group: registry change: outcome %d", uint8(o))
 }
 
 // RegistryNamespace is one namespace's assignment with its verifier.
@@ -174,7 +188,7 @@ func (r *reader) strs(limit int) []string {
 	}
 	out := make([]string, 0, n)
 	for i := uint64(0); i < n && !r.err; i++ {
-		out = append(out, r.str(maxMemberAddr))
+		out = append(out, r.str(maxRegAddr))
 	}
 	return out
 }
@@ -187,7 +201,7 @@ func validRegCluster(c adminapi.RegistryCluster) error {
 		return fmt.Errorf("%w: cluster %q: 1 to %d client addresses and at most %d admin addresses", wire.ErrInvalid, c.Name, maxRegAddrs, maxRegAddrs)
 	}
 	for _, a := range append(append([]string(nil), c.Client...), c.Admin...) {
-		if a == "" || len(a) > maxMemberAddr {
+		if a == "" || len(a) > maxRegAddr {
 			return fmt.Errorf("%w: cluster %q: address %q", wire.ErrInvalid, c.Name, a)
 		}
 	}
@@ -298,7 +312,7 @@ func parseRegMove(ns string, b []byte) (adminapi.RegistryMove, error) {
 // applyRegistry applies opRegCluster, opRegNamespace and opRegMove
 // (group 0). A refused change writes nothing and leaves the version;
 // every applied one raises it.
-func (sm *StateMachine) applyRegistry(c *command, w paxos.Writer) *outcome {
+func (sm *StateMachine) applyRegistry(c *command, w paxos.Writer) regOutcome {
 	t := &sm.reg
 	t.mu.Lock()
 	var o regOutcome
@@ -319,7 +333,7 @@ func (sm *StateMachine) applyRegistry(c *command, w paxos.Writer) *outcome {
 	if o == regApplied && obs != nil {
 		obs()
 	}
-	return o.outcome()
+	return o
 }
 
 func (t *registryTables) applyCluster(c *command, w paxos.Writer) regOutcome {

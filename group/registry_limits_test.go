@@ -32,6 +32,9 @@ func TestRegistryLimitsRefuseNewEntries(t *testing.T) {
 	}
 	cmds = append(cmds, r.move(adminapi.RegistryMove{Namespace: "ns0", ID: 1, From: "a", To: "b", State: adminapi.MovePrepare, Token: 1}))
 	want := make([]regOutcome, len(cmds))
+	for i := range want {
+		want[i] = regApplied
+	}
 	applyReg(t, sm, kv, 1, cmds, want)
 
 	cluster := func(name string) *command {

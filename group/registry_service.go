@@ -141,9 +141,13 @@ func (s *Service) proposeRegistry(ctx context.Context, c *command) error {
 	if err := s.registryRoom(c); err != nil {
 		return err
 	}
-	st, err := s.proposeSystem(ctx, c, "registry change")
+	res, err := s.proposeTable(ctx, c, "registry change")
 	if err != nil {
 		return err
 	}
-	return regOutcome(st).err()
+	o, ok := res.(regOutcome)
+	if !ok {
+		return fmt.Errorf("group: registry change: %v", res)
+	}
+	return o.err()
 }

@@ -52,7 +52,7 @@ func applyReg(t *testing.T, sm *StateMachine, kv *memKV, from uint64, cmds [][]b
 	for i, c := range cmds {
 		res := make([]any, 1)
 		sm.Apply(from+uint64(i), [][]byte{c}, kv, res)
-		if o, _ := res[0].(*outcome); o == nil || regOutcome(o.status) != want[i] {
+		if o, _ := res[0].(regOutcome); o != want[i] {
 			t.Errorf("command %d: %+v, want status %v", i, res[0], want[i].err())
 		}
 	}
@@ -202,17 +202,16 @@ func TestRegistryBackupPairs(t *testing.T) {
 	t.Parallel()
 	v, _ := scramauth.NewVerifier("s")
 	good := appendRegNS(nil, regNS{cluster: "a", epoch: 3, v: v}, true)
-	var g BackupGroup
-	if err := checkPair(&g, regKey(regNSTag, "app"), good); err != nil {
+	if err := checkPair(regKey(regNSTag, "app"), good); err != nil {
 		t.Fatalf("good namespace record: %v", err)
 	}
-	if err := checkPair(&g, regKey(regNSTag, "app"), good[:len(good)-1]); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair(regKey(regNSTag, "app"), good[:len(good)-1]); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("truncated namespace record: %v, want ErrBadBackup", err)
 	}
-	if err := checkPair(&g, regKey(regClusterTag, "a"), appendRegCluster(nil, adminapi.RegistryCluster{Name: "a"})); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair(regKey(regClusterTag, "a"), appendRegCluster(nil, adminapi.RegistryCluster{Name: "a"})); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("cluster without addresses: %v, want ErrBadBackup", err)
 	}
-	if err := checkPair(&g, regVersionKey, []byte{0x80}); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair(regVersionKey, []byte{0x80}); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("bad version: %v, want ErrBadBackup", err)
 	}
 }

@@ -334,7 +334,7 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 		sm.observe(lg.masterChanged)
 		sm.moveObs = lg.moveChanged
 		if g == NamespaceGroup {
-			sm.memObs = cfg.OnMembers
+			sm.members.SetObserver(cfg.OnMembers)
 			sm.reg.obs = cfg.OnRegistry
 			sm.quotaObs = func() {
 				if s.quotaLive.Load() {

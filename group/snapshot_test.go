@@ -25,8 +25,22 @@ func openStore(t *testing.T, dir string) *pebblestore.Store {
 
 // applyCommitted applies cmds at inst to sm through a Pebble batch of
 // group gid and commits it with a checkpoint at the applied instance, as
-// host.Replica does at its checkpoints.
+// host.Replica does at its checkpoints. It returns the lock table's
+// outcomes, nil for a system table's command (applyCommittedResults has
+// those).
 func applyCommitted(t *testing.T, st *pebblestore.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []*outcome {
+	t.Helper()
+	res := applyCommittedResults(t, st, gid, sm, inst, cmds)
+	outs := make([]*outcome, len(res))
+	for i, r := range res {
+		outs[i], _ = r.(*outcome)
+	}
+	return outs
+}
+
+// applyCommittedResults is applyCommitted returning every table's
+// outcome as Apply gave it.
+func applyCommittedResults(t *testing.T, st *pebblestore.Store, gid paxos.GroupID, sm *StateMachine, inst uint64, cmds []command) []any {
 	t.Helper()
 	b := st.NewBatch()
 	defer b.Close()
@@ -41,11 +55,7 @@ func applyCommitted(t *testing.T, st *pebblestore.Store, gid paxos.GroupID, sm *
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
 	}
-	outs := make([]*outcome, len(res))
-	for i, r := range res {
-		outs[i] = r.(*outcome)
-	}
-	return outs
+	return res
 }
 
 // TestSnapshotRestorePebble: the lock table written to a Pebble keyspace

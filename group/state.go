@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -110,7 +111,7 @@ type StateMachine struct {
 	nsInit     bool             // the configured namespaces were installed
 	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
 	nsHeld     map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
-	quotas     map[string]Quota // name -> its quota (group 0), guarded by nsMu (quota.go)
+	quotas     systable.Quotas  // the namespaces' quotas (group 0; quota.go)
 	// quotaObs is told of every change of quotas (set before the group
 	// starts); quota is the node's quota table, whose held counts this
 	// group's apply moves, and gid the group's index in it (quotacheck.go).
@@ -118,11 +119,7 @@ type StateMachine struct {
 	quota    *quotaTable
 	gid      int
 
-	memMu   sync.RWMutex      // guards the member list
-	members map[uint32]Member // node id -> record (group 0)
-	memInit bool              // the configured nodes were installed
-	memGen  uint64            // counts changes of the list
-	memObs  func()            // told of every change of the list (set before the group starts)
+	members systable.Members // the cluster's member list (group 0)
 
 	// Move records (move.go), guarded by mu: moves by namespace,
 	// moveDirty those changed since the last checkpoint, moveNews the
@@ -139,7 +136,7 @@ type StateMachine struct {
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec), quotas: make(map[string]Quota), members: make(map[uint32]Member)}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec)}
 	sm.reg.reset()
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
@@ -244,7 +241,7 @@ func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, re
 			results[i] = &outcome{status: wire.StatusError}
 			continue
 		}
-		results[i] = sm.apply(instance, &c, w)
+		results[i] = sm.applyCommand(instance, &c, w)
 	}
 	news := sm.moveNews
 	sm.moveNews = nil
@@ -259,18 +256,10 @@ func (sm *StateMachine) token(instance uint64) uint64 {
 	return sm.version<<48 | instance&(1<<48-1)
 }
 
-// apply applies one decoded command chosen at instance and returns its
-// outcome.
+// apply applies one decoded command of the lock table (or a move step)
+// chosen at instance and returns its outcome.
 func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outcome {
 	switch c.op {
-	case opNamespacePut, opNamespaceDelete, opNamespaceInit:
-		return sm.applyNamespace(c, w)
-	case opMemberPut, opMemberInit:
-		return sm.applyMember(c, w)
-	case opRegCluster, opRegNamespace, opRegMove:
-		return sm.applyRegistry(c, w)
-	case opNamespaceQuota:
-		return sm.applyQuota(c, w)
 	case opFreeze, opUnfreeze, opImport, opOwn, opDropNamespace, opIncoming:
 		return sm.applyMove(c)
 	}

@@ -12,20 +12,20 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/backup"
 )
 
 // backupOutput is backup's output: the file written and what it holds.
 type backupOutput struct {
-	File    string              `json:"file"`
-	Bytes   int64               `json:"bytes"`
-	Cluster string              `json:"cluster"`
-	Node    uint32              `json:"node"` // the node that gave it
-	Time    time.Time           `json:"time"`
-	Commit  string              `json:"commit"`
-	SHA256  string              `json:"sha256"`
-	Locks   int64               `json:"locks"`
-	Groups  []group.BackupGroup `json:"groups"`
+	File    string         `json:"file"`
+	Bytes   int64          `json:"bytes"`
+	Cluster string         `json:"cluster"`
+	Node    uint32         `json:"node"` // the node that gave it
+	Time    time.Time      `json:"time"`
+	Commit  string         `json:"commit"`
+	SHA256  string         `json:"sha256"`
+	Locks   int64          `json:"locks"`
+	Groups  []backup.Group `json:"groups"`
 }
 
 func (o backupOutput) table(w io.Writer) error {
@@ -41,8 +41,11 @@ func (o backupOutput) table(w io.Writer) error {
 
 // backupCmd downloads a backup (GET /backup) from the first node that
 // gives one into a temporary file next to file, checks it whole
-// (structure, records, checksum) and only then renames it to file, which
-// it never overwrites.
+// (structure, each group's counts, checksum: package backup) and only
+// then renames it to file, which it never overwrites. What a record's
+// value means is the lock service's: the node checked every record as it
+// wrote the file, and a restore checks them again before it writes
+// anything.
 func backupCmd(ctx context.Context, p printer, a *adminClient, file string) error {
 	if _, err := os.Lstat(file); err == nil {
 		return fmt.Errorf("%s exists: not overwritten", file)
@@ -78,7 +81,7 @@ func backupCmd(ctx context.Context, p printer, a *adminClient, file string) erro
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	info, err := group.ReadBackup(tmp, group.BackupVisitor{})
+	info, err := backup.Read(tmp, backup.Visitor{})
 	if err != nil {
 		return fmt.Errorf("the backup received is not valid: %w", err)
 	}

@@ -1,0 +1,16 @@
+// Package systable holds lock group 0's system tables, each a type of its
+// own with its ops, its outcomes (statuses of its own, never a lock
+// status), its load from a checkpoint and its records' encoding. Package
+// group's state machine holds one of each next to its lock table and sends
+// each command to the table it changes; a table knows nothing of locks,
+// commands' framing or Paxos beyond the keyspace writer it writes to.
+//
+// # Files by job
+//
+//   - members.go: Members, the cluster's member list (a record per node
+//     id with its state, incarnation and addresses); MemberOutcome.
+//   - quotas.go: Quotas, the namespaces' quotas (a record per namespace
+//     with one); Quota; QuotaOutcome.
+//   - reader.go: reader, the bounds-checked decoder of the tables'
+//     records.
+package systable

@@ -1,0 +1,31 @@
+package systable
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/paxlock/paxlock/wire"
+)
+
+// TestQuotaRecord: a quota encodes and decodes to itself; limits out of
+// range, a burst without a rate and damaged records are refused.
+func TestQuotaRecord(t *testing.T) {
+	t.Parallel()
+	for _, q := range []Quota{{Held: 1}, {Waiters: 7, Rate: 100, Burst: 20}, {Held: MaxQuota, Waiters: MaxQuota, Rate: MaxQuota, Burst: MaxQuota}} {
+		got, err := DecodeQuota(EncodeQuota(q))
+		if err != nil || got != q {
+			t.Fatalf("%+v decoded as %+v, %v", q, got, err)
+		}
+	}
+	for _, q := range []Quota{{Held: -1}, {Rate: MaxQuota + 1}, {Burst: 5}} {
+		if err := q.Validate(); !errors.Is(err, wire.ErrInvalid) {
+			t.Fatalf("%+v: %v, want ErrInvalid", q, err)
+		}
+	}
+	good := EncodeQuota(Quota{Rate: 3})
+	for _, b := range [][]byte{nil, {9, 0, 0, 0, 0}, good[:len(good)-1], append(append([]byte(nil), good...), 0), EncodeQuota(Quota{Burst: 2})} {
+		if _, err := DecodeQuota(b); err == nil {
+			t.Fatalf("damaged record %x decoded", b)
+		}
+	}
+}
