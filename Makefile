@@ -2,6 +2,7 @@
 GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
+TEST_PARALLEL ?= 4
 RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./cmd/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/...
 # The package lists, computed when a recipe needs them.
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
@@ -67,15 +68,17 @@ size-check:
 # them) under -race, the others (the single-threaded core and its
 # 2,000-seed simulation among them) without, so that the dependency tree
 # (Pebble, gnet, memberlist...) is compiled in one flavour only. Tests of
-# one package run in parallel (-parallel defaults to the CPUs); the
-# cross-process suites are make e2e and make chaos. -pgo=off: a test
+# one package run in parallel, TEST_PARALLEL at once under -race (the
+# node's tests mostly wait on leases and the network: 4 at once halve the
+# server package's time on 2 cores at the same CPU; 8 starve each
+# other's leases); the cross-process suites are make e2e and make chaos. -pgo=off: a test
 # binary gains nothing from paxlockd's profile (cmd/paxlockd/default.pgo),
 # which would rebuild every dependency once more for that one package.
 # go vet is make lint's (golangci-lint runs it, and make vet alone): it
 # compiles the tree in a flavour of its own, which no test shares.
 test: fmt-check mod-check
 	$(GO) test -pgo=off -tags invariants -count=1 -timeout 20m $(PLAIN_LIST)
-	$(GO) test -pgo=off -race -tags invariants -count=1 -timeout 20m $(RACE_LIST)
+	$(GO) test -pgo=off -race -tags invariants -count=1 -timeout 20m -parallel $(TEST_PARALLEL) $(RACE_LIST)
 
 # docker-up starts a 3-node cluster in containers on a private network
 # (deploy/docker-compose.yml, scripts/compose.sh), secure like make run;
