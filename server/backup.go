@@ -20,6 +20,7 @@ import (
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
+	"github.com/paxlock/paxlock/server/adminhttp"
 )
 
 // backupGroupTimeout bounds the wait for one group's image to be opened
@@ -246,7 +247,7 @@ func (s *Server) imageHandler(w http.ResponseWriter, r *http.Request) {
 	defer func() { _ = src.Close() }() // a read-only view
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(appliedHeader, strconv.FormatUint(src.Applied(), 10))
-	bw := bufio.NewWriterSize(newStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout)), 64<<10)
+	bw := bufio.NewWriterSize(adminhttp.NewStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout)), 64<<10)
 	var lb [binary.MaxVarintLen64]byte
 	for {
 		chunk, last, err := src.Next()

@@ -23,6 +23,7 @@ import (
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/server/adminhttp"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -451,7 +452,7 @@ func (s *Server) moveExportHandler(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	sw := newStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout))
+	sw := adminhttp.NewStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout))
 	enc := json.NewEncoder(sw)
 	batch := 0
 	ex, err := lg.ExportMove(ns, id, moveExportBatch, func(pairs []byte) error {
