@@ -45,13 +45,13 @@ func (s *Server) Status() adminapi.Status {
 }
 
 // adminHandler returns the admin endpoint's handler (adminhttp), over
-// this node; the membership, backup and move endpoints are still served
+// this node; the backup and move endpoints are still served
 // here (adminRoutes).
 func (s *Server) adminHandler() http.Handler {
 	cfg := adminhttp.Config{
 		Node: adminNode{s}, Token: s.sec.adminToken, PublicRead: s.cfg.AdminPublicRead,
 		Hosts: s.adminHosts(), HTTPS: s.sec.adminTLS != nil,
-		WriteTimeout: time.Duration(s.cfg.AdminWriteTimeout), Done: s.life.Done(),
+		WriteTimeout: time.Duration(s.cfg.AdminWriteTimeout), MemberChangeTimeout: MemberChangeTimeout, Done: s.life.Done(),
 		Metrics: s.metrics.handler(), Routes: s.adminRoutes, Log: s.log,
 	}
 	if s.faults != nil {
@@ -62,9 +62,6 @@ func (s *Server) adminHandler() http.Handler {
 
 // adminRoutes adds the admin routes whose handlers are the node's own.
 func (s *Server) adminRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/members", s.membersHandler)
-	mux.HandleFunc("DELETE /members/{id}", s.memberDeleteHandler)
-	mux.HandleFunc("POST /members/groups/{g}", s.groupChangeHandler)
 	mux.HandleFunc("/backup", s.backupHandler)
 	mux.HandleFunc("GET /backup/image", s.imageHandler)
 	s.registerMoves(mux)

@@ -6,6 +6,7 @@ import (
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/server/adminhttp"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -112,3 +113,38 @@ func (n adminNode) Drain(ctx context.Context) (adminapi.Drained, error) {
 }
 
 func (n adminNode) Undrain(ctx context.Context) (adminapi.Drained, error) { return n.undrain(ctx) }
+
+func (n adminNode) NodeID() uint32 { return n.cfg.NodeID }
+func (n adminNode) Groups() int    { return len(n.svc.Groups()) }
+
+func (n adminNode) ServesSystem() bool { return n.svc.Group(group.NamespaceGroup).Serving() }
+
+func (n adminNode) AwaitSystemMaster(ctx context.Context) (uint32, bool) {
+	m, ok := n.awaitSystemMaster(ctx)
+	return uint32(m), ok
+}
+
+// AwaitHandOver waits, within ctx and MemberChangeTimeout, until group
+// 0 has a master other than this node.
+func (n adminNode) AwaitHandOver(ctx context.Context) (uint32, bool) {
+	var m paxos.NodeID
+	ok := waitUntil(ctx, MemberChangeTimeout, func() bool {
+		m = n.svc.SystemMaster()
+		return m != 0 && m != paxos.NodeID(n.cfg.NodeID)
+	})
+	return uint32(m), ok
+}
+
+// BeginMemberChange takes the node's one member-change slot (memChange).
+func (n adminNode) BeginMemberChange(ctx context.Context) (func(), bool) {
+	select {
+	case n.memChange <- struct{}{}:
+		return func() { <-n.memChange }, true
+	case <-ctx.Done():
+		return nil, false
+	}
+}
+
+func (n adminNode) ChangeGroup(ctx context.Context, g int, ch paxos.MemberChange) error {
+	return n.changeLocalGroup(ctx, g, ch)
+}

@@ -51,8 +51,8 @@
 //     health).
 //   - Membership: membership.go (gossip and master placement), members.go
 //     (following the member list: peers, address book, view),
-//     members_admin.go (the admin endpoints: GET, POST and DELETE
-//     /members, a group's change), members_change.go (adding and
+//     members_admin.go (the members report, waiting for group 0's
+//     master), members_change.go (adding and
 //     removing a node across the groups), members_resume.go (resuming a
 //     half-done change), members_peers.go (the PEERS file of
 //     peer incarnations), join.go (paxlockd -join and admin calls to

@@ -8,7 +8,7 @@
 // report and procedure is the node's, asked through the Node interface,
 // which package server implements; it does not import server. Routes
 // lets the node serve further routes of its own behind the same guard
-// (membership, backups, namespace moves).
+// (backups, namespace moves).
 //
 // Errors from Node are the lock service's (group's sentinels,
 // wire.ErrInvalid): a handler maps them to an HTTP status, and sends
@@ -27,6 +27,9 @@
 //     console/, GET /cluster and the /events stream).
 //   - The namespace table: namespaces.go (/namespaces and their quotas),
 //     unlock.go (POST /locks/unlock, an operator's force-unlock).
+//   - Membership: members.go (MemberNode; GET, POST and DELETE
+//     /members, POST /members/groups/{g}, a group's change of
+//     acceptors).
 //   - The registry's tables: registry.go (their changes),
 //     registry_page.go (GET /registry, whole or in pages).
 package adminhttp

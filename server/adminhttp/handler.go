@@ -24,6 +24,9 @@ type Config struct {
 	// WriteTimeout is the admin write timeout a stream extends before
 	// each write (0: none).
 	WriteTimeout time.Duration
+	// MemberChangeTimeout bounds one group's change of acceptors, and a
+	// member change's wait for group 0's master.
+	MemberChangeTimeout time.Duration
 	// Done ends the streams (/events) when the node shuts down.
 	Done <-chan struct{}
 	// Metrics serves /metrics; Partition, when set, /debug/partition.
@@ -66,6 +69,9 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("PUT /namespaces/{name}/quota", h.quota)
 	mux.HandleFunc("/locks/unlock", h.forceUnlock)
 	mux.HandleFunc("POST /drain", h.drain)
+	mux.HandleFunc("/members", h.members)
+	mux.HandleFunc("DELETE /members/{id}", h.memberDelete)
+	mux.HandleFunc("POST /members/groups/{g}", h.groupChange)
 	mux.HandleFunc("DELETE /drain", h.undrain)
 	if cfg.Routes != nil {
 		cfg.Routes(mux)

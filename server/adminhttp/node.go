@@ -72,6 +72,8 @@ type Node interface {
 	// cannot serve is redirected.
 	SystemMaster() uint32
 	AdminAddr(id uint32) string
+
+	MemberNode
 }
 
 // Routes adds the routes that the node serves itself (their handlers
