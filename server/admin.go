@@ -45,7 +45,7 @@ func (s *Server) Status() adminapi.Status {
 }
 
 // adminHandler returns the admin endpoint's handler (adminhttp), over
-// this node; the backup and move endpoints are still served
+// this node; the namespace-move endpoints are still served
 // here (adminRoutes).
 func (s *Server) adminHandler() http.Handler {
 	cfg := adminhttp.Config{
@@ -62,8 +62,6 @@ func (s *Server) adminHandler() http.Handler {
 
 // adminRoutes adds the admin routes whose handlers are the node's own.
 func (s *Server) adminRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("/backup", s.backupHandler)
-	mux.HandleFunc("GET /backup/image", s.imageHandler)
 	s.registerMoves(mux)
 }
 

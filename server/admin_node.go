@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"io"
+	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
@@ -147,4 +149,14 @@ func (n adminNode) BeginMemberChange(ctx context.Context) (func(), bool) {
 
 func (n adminNode) ChangeGroup(ctx context.Context, g int, ch paxos.MemberChange) error {
 	return n.changeLocalGroup(ctx, g, ch)
+}
+
+func (n adminNode) ClusterName() string { return n.cfg.ClusterName }
+
+func (n adminNode) OpenImage(ctx context.Context, g int) (paxos.SnapshotSource, error) {
+	return n.openImage(ctx, g)
+}
+
+func (n adminNode) WriteBackup(ctx context.Context, w io.Writer, at time.Time) (int, int64, error) {
+	return n.writeBackup(ctx, w, at)
 }

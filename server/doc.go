@@ -64,8 +64,8 @@
 //     the endpoint answers to, for internal/adminguard's DNS-rebinding
 //     checks), admin_quota.go (quotas and their use, merged over the
 //     nodes), security.go (peer and admin TLS, the admin token),
-//     health.go (Ready), backup.go (/backup, streaming every group's
-//     image), move.go (the namespace-move steps), console.go (the
+//     health.go (Ready), backup.go (a backup of every group's image from
+//     its master; Restore), move.go (the namespace-move steps), console.go (the
 //     console's /cluster snapshot gathered from every node, the master
 //     changes a node saw).
 //   - The registry's tables served to registry processes:

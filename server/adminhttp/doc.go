@@ -8,7 +8,7 @@
 // report and procedure is the node's, asked through the Node interface,
 // which package server implements; it does not import server. Routes
 // lets the node serve further routes of its own behind the same guard
-// (backups, namespace moves).
+// (namespace moves).
 //
 // Errors from Node are the lock service's (group's sentinels,
 // wire.ErrInvalid): a handler maps them to an HTTP status, and sends
@@ -30,6 +30,9 @@
 //   - Membership: members.go (MemberNode; GET, POST and DELETE
 //     /members, POST /members/groups/{g}, a group's change of
 //     acceptors).
+//   - Backups: backup.go (BackupNode; GET /backup, and GET
+//     /backup/image, one group's image between nodes, with ReadImage,
+//     its reader).
 //   - The registry's tables: registry.go (their changes),
 //     registry_page.go (GET /registry, whole or in pages).
 package adminhttp

@@ -70,6 +70,8 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("/locks/unlock", h.forceUnlock)
 	mux.HandleFunc("POST /drain", h.drain)
 	mux.HandleFunc("/members", h.members)
+	mux.HandleFunc("/backup", h.backup)
+	mux.HandleFunc("GET /backup/image", h.image)
 	mux.HandleFunc("DELETE /members/{id}", h.memberDelete)
 	mux.HandleFunc("POST /members/groups/{g}", h.groupChange)
 	mux.HandleFunc("DELETE /drain", h.undrain)

@@ -74,6 +74,7 @@ type Node interface {
 	AdminAddr(id uint32) string
 
 	MemberNode
+	BackupNode
 }
 
 // Routes adds the routes that the node serves itself (their handlers
