@@ -45,24 +45,18 @@ func (s *Server) Status() adminapi.Status {
 }
 
 // adminHandler returns the admin endpoint's handler (adminhttp), over
-// this node; the namespace-move endpoints are still served
-// here (adminRoutes).
+// this node.
 func (s *Server) adminHandler() http.Handler {
 	cfg := adminhttp.Config{
 		Node: adminNode{s}, Token: s.sec.adminToken, PublicRead: s.cfg.AdminPublicRead,
 		Hosts: s.adminHosts(), HTTPS: s.sec.adminTLS != nil,
 		WriteTimeout: time.Duration(s.cfg.AdminWriteTimeout), MemberChangeTimeout: MemberChangeTimeout, Done: s.life.Done(),
-		Metrics: s.metrics.handler(), Routes: s.adminRoutes, Log: s.log,
+		Metrics: s.metrics.handler(), Log: s.log,
 	}
 	if s.faults != nil {
 		cfg.Partition = s.faults.handle
 	}
 	return adminhttp.New(cfg)
-}
-
-// adminRoutes adds the admin routes whose handlers are the node's own.
-func (s *Server) adminRoutes(mux *http.ServeMux) {
-	s.registerMoves(mux)
 }
 
 // adminAddr returns node id's admin address, "" when id is this node,
@@ -72,18 +66,6 @@ func (s *Server) adminAddr(id uint32) string {
 		return n.Admin
 	}
 	return ""
-}
-
-// redirectTo redirects an admin request to node id's admin address (307,
-// so a POST stays a POST and keeps its body). It reports false when id is
-// this node, unknown, or has no admin address.
-func (s *Server) redirectTo(w http.ResponseWriter, r *http.Request, id uint32) bool {
-	addr := s.adminAddr(id)
-	if addr == "" {
-		return false
-	}
-	adminhttp.Redirect(w, r, s.sec.adminTLS != nil, addr)
-	return true
 }
 
 // adminServer returns the admin endpoint's server for handler h, and ln

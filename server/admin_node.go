@@ -160,3 +160,19 @@ func (n adminNode) OpenImage(ctx context.Context, g int) (paxos.SnapshotSource, 
 func (n adminNode) WriteBackup(ctx context.Context, w io.Writer, at time.Time) (int, int64, error) {
 	return n.writeBackup(ctx, w, at)
 }
+
+func (n adminNode) MoveStep(ns, step string, body []byte) (adminhttp.MoveStep, error) {
+	a, err := n.moveAction(ns, step, body)
+	if err != nil {
+		return nil, err
+	}
+	return moveStepOf{a}, nil
+}
+
+func (n adminNode) MoveFrozen(ns, id string, g int) (uint32, string, bool) {
+	return n.moveFrozen(ns, id, g)
+}
+
+func (n adminNode) ExportMove(ns, id string, g int, emit func(pairs []byte) error) (adminapi.MoveExportLine, error) {
+	return n.exportMove(ns, id, g, emit)
+}

@@ -58,14 +58,15 @@
 //     peer incarnations), join.go (paxlockd -join and admin calls to
 //     other nodes).
 //   - The admin API, whose HTTP side is package adminhttp: admin.go
-//     (the endpoint wired: adminhttp's Config, the routes still served
-//     here, redirects, the HTTP server's bounds), admin_node.go
+//     (the endpoint wired: adminhttp's Config, the HTTP server's
+//     bounds), admin_node.go
 //     (adminNode, the node as adminhttp.Node), admin_guard.go (the names
 //     the endpoint answers to, for internal/adminguard's DNS-rebinding
 //     checks), admin_quota.go (quotas and their use, merged over the
 //     nodes), security.go (peer and admin TLS, the admin token),
 //     health.go (Ready), backup.go (a backup of every group's image from
-//     its master; Restore), move.go (the namespace-move steps), console.go (the
+//     its master; Restore), move.go (the namespace-move steps, taken in
+//     every group on its master), console.go (the
 //     console's /cluster snapshot gathered from every node, the master
 //     changes a node saw).
 //   - The registry's tables served to registry processes:

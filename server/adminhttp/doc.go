@@ -6,9 +6,7 @@
 // DNS-rebinding requests (internal/adminguard), the bounds of its HTTP
 // server, and the web console's page. It does nothing itself: every
 // report and procedure is the node's, asked through the Node interface,
-// which package server implements; it does not import server. Routes
-// lets the node serve further routes of its own behind the same guard
-// (namespace moves).
+// which package server implements; it does not import server.
 //
 // Errors from Node are the lock service's (group's sentinels,
 // wire.ErrInvalid): a handler maps them to an HTTP status, and sends
@@ -17,9 +15,9 @@
 // # Files by job
 //
 //   - The endpoint: handler.go (Config, New: the mux and its guards),
-//     node.go (Node, what the handlers ask of the node; Routes),
+//     node.go (Node, what the handlers ask of the node),
 //     auth.go (RequireToken, Public: the paths served without the
-//     token), redirect.go (Redirect, to another node's admin endpoint),
+//     token), redirect.go (to another node's admin endpoint),
 //     stream.go (NewServer and Limits, the HTTP server's bounds;
 //     StreamWriter, a streamed answer's write deadline).
 //   - Reports: status.go (/status, /healthz, /readyz, and POST and
@@ -33,6 +31,8 @@
 //   - Backups: backup.go (BackupNode; GET /backup, and GET
 //     /backup/image, one group's image between nodes, with ReadImage,
 //     its reader).
+//   - Namespace moves: moves.go (MoveNode, MoveStep; GET /moves/{ns},
+//     its export, and POST of each step).
 //   - The registry's tables: registry.go (their changes),
 //     registry_page.go (GET /registry, whole or in pages).
 package adminhttp

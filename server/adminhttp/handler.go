@@ -32,8 +32,6 @@ type Config struct {
 	// Metrics serves /metrics; Partition, when set, /debug/partition.
 	Metrics   http.Handler
 	Partition http.HandlerFunc
-	// Routes adds the node's own routes (nil: none).
-	Routes Routes
 	// Log receives the changes made through the endpoint.
 	Log *slog.Logger
 }
@@ -75,9 +73,7 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("DELETE /members/{id}", h.memberDelete)
 	mux.HandleFunc("POST /members/groups/{g}", h.groupChange)
 	mux.HandleFunc("DELETE /drain", h.undrain)
-	if cfg.Routes != nil {
-		cfg.Routes(mux)
-	}
+	h.moveRoutes(mux)
 	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/readyz", h.readyz)
 	if cfg.Partition != nil {

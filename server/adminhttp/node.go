@@ -2,7 +2,6 @@ package adminhttp
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/paxlock/paxlock/adminapi"
 )
@@ -75,9 +74,5 @@ type Node interface {
 
 	MemberNode
 	BackupNode
+	MoveNode
 }
-
-// Routes adds the routes that the node serves itself (their handlers
-// still on the node) to the admin endpoint's mux, behind the same guard
-// and token.
-type Routes func(mux *http.ServeMux)

@@ -5,25 +5,19 @@ import (
 	"net/http"
 )
 
-// Redirect redirects an admin request to the admin endpoint at addr
-// (307, so a POST stays a POST and keeps its body), over HTTPS when
-// https is set.
-func Redirect(w http.ResponseWriter, r *http.Request, https bool, addr string) {
-	scheme := "http://"
-	if https {
-		scheme = "https://"
-	}
-	http.Redirect(w, r, scheme+addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
-}
-
-// redirectTo redirects r to node id's admin endpoint. It reports false
-// when id is this node, unknown, or has no admin address.
+// redirectTo redirects r to node id's admin endpoint (307, so a POST
+// stays a POST and keeps its body; HTTPS when Config.HTTPS says so). It
+// reports false when id is this node, unknown, or has no admin address.
 func (h *handler) redirectTo(w http.ResponseWriter, r *http.Request, id uint32) bool {
 	addr := h.Node.AdminAddr(id)
 	if addr == "" {
 		return false
 	}
-	Redirect(w, r, h.HTTPS, addr)
+	scheme := "http://"
+	if h.HTTPS {
+		scheme = "https://"
+	}
+	http.Redirect(w, r, scheme+addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 	return true
 }
 
