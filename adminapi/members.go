@@ -120,3 +120,11 @@ type MemberChangeError struct {
 	// Next says how the change will finish.
 	Next string `json:"next,omitempty"`
 }
+
+// GroupChange is the body of POST /members/groups/{g}: one acceptor
+// added to or removed from lock group g, on its master (a step of a
+// member change, between nodes).
+type GroupChange struct {
+	Add    uint32 `json:"add,omitempty"`
+	Remove uint32 `json:"remove,omitempty"`
+}

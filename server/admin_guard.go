@@ -1,8 +1,6 @@
 package server
 
 import (
-	"net/http"
-
 	"github.com/paxlock/paxlock/internal/adminguard"
 )
 
@@ -37,11 +35,4 @@ func nodeHosts(n NodeAddr) []string {
 		}
 	}
 	return out
-}
-
-// guardAdmin puts mux behind adminguard's checks: JSON-only changes,
-// Origin and Sec-Fetch-Site from this endpoint only, and a Host that
-// names it (against DNS rebinding).
-func (s *Server) guardAdmin(mux *http.ServeMux) http.Handler {
-	return adminguard.Wrap(s.adminHosts(), mux)
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/adminguard"
 )
 
 // TestAdminRefusesCrossSite: with no admin token, a form or text/plain
@@ -142,7 +143,7 @@ func TestAdminHosts(t *testing.T) {
 		Nodes: []NodeAddr{{ID: 1, Peer: "node1.cluster.local:7201", Client: "10.0.0.1:7101"}, {ID: 2, Admin: "node2.cluster.local:7301"}}}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/backup", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	h := s.guardAdmin(mux)
+	h := adminguard.Wrap(s.adminHosts(), mux)
 	for host, want := range map[string]int{
 		"admin.internal:7301": 200, "node1.cluster.local": 200, "NODE2.cluster.local:7301": 200,
 		"paxlock-svc:7301": 200, "10.9.9.9:7301": 200, "rebound.example:7301": 403, "cluster.local": 403,

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -20,57 +18,36 @@ import (
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
+	"github.com/paxlock/paxlock/server/adminhttp"
 )
 
 // backupGroupTimeout bounds the wait for one group's image to be opened
 // (the host's loop takes it between rounds).
 const backupGroupTimeout = 30 * time.Second
 
-// backupHandler streams a backup of every group (GET /backup; the admin
-// token is required even with admin_public_read): per group, the image of
-// its master at the instance it applied (see backupGroup), written by
-// group.BackupWriter.
-// A node that is not ready (see Ready: a follower more than ReadyMaxLag
-// instances behind, no quorum) answers 503, so the backup is never taken
-// from a stale replica; paxlockctl then asks the next node. A failure
-// after the first byte ends the response without its checksum record,
-// which the reader reports as a truncated file.
-func (s *Server) backupHandler(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		http.Error(w, "use GET", http.StatusMethodNotAllowed)
-		return
-	}
-	if ok, why := s.Ready(); !ok {
-		http.Error(w, "this node is not ready to give a backup: "+why, http.StatusServiceUnavailable)
-		return
-	}
+// writeBackup writes a backup of every group, taken at at, to w (GET
+// /backup): per group, the image of its master at the instance it
+// applied (see backupGroup), written by group.BackupWriter.
+func (s *Server) writeBackup(ctx context.Context, w io.Writer, at time.Time) (int, int64, error) {
 	groups := s.svc.Groups()
 	commit := "unknown"
 	if in, ok := buildinfo.Read(); ok {
 		commit = in.String()
 	}
-	hdr := group.BackupHeader{Cluster: s.cfg.ClusterName, Time: time.Now().UTC(), Node: s.cfg.NodeID, Commit: commit, Groups: len(groups)}
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", fmt.Sprintf("paxlock-%s-%s.backup", hdr.Cluster, hdr.Time.Format("20060102T150405Z"))))
-	start := time.Now()
-	cw := &countWriter{w: w}
-	bw, err := group.NewBackupWriter(cw, hdr)
+	hdr := group.BackupHeader{Cluster: s.cfg.ClusterName, Time: at, Node: s.cfg.NodeID, Commit: commit, Groups: len(groups)}
+	bw, err := group.NewBackupWriter(w, hdr)
 	var locks int64
 	peers := s.peerAdminClient()
 	defer peers.CloseIdleConnections()
 	for g := 0; err == nil && g < len(groups); g++ {
 		var gi group.BackupGroup
-		gi, err = s.backupGroup(r.Context(), bw, g, groups[g], peers)
+		gi, err = s.backupGroup(ctx, bw, g, groups[g], peers)
 		locks += gi.Locks
 	}
 	if err == nil {
 		err = bw.Close()
 	}
-	if err != nil {
-		s.log.Error("backup failed", "remote", r.RemoteAddr, "err", err)
-		return
-	}
-	s.log.Info("backup served", "remote", r.RemoteAddr, "groups", len(groups), "locks", locks, "bytes", cw.n, "took", time.Since(start).Round(time.Millisecond))
+	return len(groups), locks, err
 }
 
 // backupGroup writes group g's image into bw, always the image of the
@@ -143,9 +120,6 @@ func (s *Server) peerAdminClient() *http.Client {
 	return &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
-// appliedHeader carries an image's applied instance in GET /backup/image.
-const appliedHeader = "X-Paxlock-Applied"
-
 // remoteImage opens group g's image on node id, its master.
 func (s *Server) remoteImage(ctx context.Context, cl *http.Client, id uint32, g int) (paxos.SnapshotSource, error) {
 	addr := s.addr(paxos.NodeID(id)).Admin
@@ -167,114 +141,26 @@ func (s *Server) remoteImage(ctx context.Context, cl *http.Client, id uint32, g 
 	if err != nil {
 		return nil, err
 	}
-	applied, perr := strconv.ParseUint(resp.Header.Get(appliedHeader), 10, 64)
+	applied, perr := strconv.ParseUint(resp.Header.Get(adminhttp.AppliedHeader), 10, 64)
 	if resp.StatusCode != http.StatusOK || perr != nil {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		_ = resp.Body.Close() // an error answer, read
 		return nil, fmt.Errorf("node %d: %s: %s", id, resp.Status, strings.TrimSpace(string(b)))
 	}
-	return &remoteSource{body: resp.Body, br: bufio.NewReaderSize(resp.Body, 64<<10), applied: applied}, nil
+	return adminhttp.ReadImage(resp.Body, applied), nil
 }
 
-// remoteSource is a paxos.SnapshotSource read from GET /backup/image:
-// chunks, each a uvarint length and the chunk, ended by a zero length
-// (a body that ends before it is an error, not a shorter image).
-type remoteSource struct {
-	body    io.Closer
-	br      *bufio.Reader
-	applied uint64
-	buf     []byte
-	done    bool
-}
-
-func (r *remoteSource) Applied() uint64 { return r.applied }
-
-func (r *remoteSource) Next() ([]byte, bool, error) {
-	if r.done {
-		return nil, true, nil
-	}
-	n, err := binary.ReadUvarint(r.br)
-	if err != nil {
-		return nil, false, fmt.Errorf("server: backup image: %w", io.ErrUnexpectedEOF)
-	}
-	if n == 0 {
-		r.done = true
-		return nil, true, nil
-	}
-	if n > maxImageChunk {
-		return nil, false, fmt.Errorf("server: backup image: chunk of %d bytes", n)
-	}
-	if uint64(cap(r.buf)) < n {
-		r.buf = make([]byte, n)
-	}
-	r.buf = r.buf[:n]
-	if _, err := io.ReadFull(r.br, r.buf); err != nil {
-		return nil, false, fmt.Errorf("server: backup image: %w", io.ErrUnexpectedEOF)
-	}
-	return r.buf, false, nil
-}
-
-func (r *remoteSource) Close() error { return r.body.Close() }
-
-// maxImageChunk bounds a chunk of GET /backup/image (chunks are about
-// host.ReplicaConfig.SnapshotChunk, 1 MiB).
-const maxImageChunk = 64 << 20
-
-// imageHandler streams this node's image of one group it masters (GET
-// /backup/image?group=N), for the node that gathers a backup: 409 when
-// this node does not serve the group.
-func (s *Server) imageHandler(w http.ResponseWriter, r *http.Request) {
-	groups := s.svc.Groups()
-	g, err := strconv.Atoi(r.URL.Query().Get("group"))
-	if err != nil || g < 0 || g >= len(groups) {
-		http.Error(w, "group: want 0 to "+strconv.Itoa(len(groups)-1), http.StatusBadRequest)
-		return
-	}
-	lg := groups[g]
+// openImage opens this node's image of group g, which it must serve
+// (adminhttp.ErrNotServing), waiting up to backupGroupTimeout (GET
+// /backup/image).
+func (s *Server) openImage(ctx context.Context, g int) (paxos.SnapshotSource, error) {
 	rep := s.replica(g)
-	if rep == nil || !lg.Serving() {
-		http.Error(w, "this node does not serve the group", http.StatusConflict)
-		return
+	if rep == nil || !s.svc.Group(g).Serving() {
+		return nil, adminhttp.ErrNotServing
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), backupGroupTimeout)
-	src, err := rep.OpenImage(ctx)
-	cancel()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	defer func() { _ = src.Close() }() // a read-only view
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(appliedHeader, strconv.FormatUint(src.Applied(), 10))
-	bw := bufio.NewWriterSize(newStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout)), 64<<10)
-	var lb [binary.MaxVarintLen64]byte
-	for {
-		chunk, last, err := src.Next()
-		if err != nil {
-			s.log.Error("backup image failed", "group", g, "err", err)
-			return // no terminator: the reader sees a cut image
-		}
-		if len(chunk) > 0 {
-			_, _ = bw.Write(lb[:binary.PutUvarint(lb[:], uint64(len(chunk)))])
-			_, _ = bw.Write(chunk)
-		}
-		if last {
-			break
-		}
-	}
-	_, _ = bw.Write([]byte{0})
-	_ = bw.Flush() // a failed write shows as a cut image on the other side
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
+	ctx, cancel := context.WithTimeout(ctx, backupGroupTimeout)
+	defer cancel()
+	return rep.OpenImage(ctx)
 }
 
 // ErrDataDirNotEmpty is returned by Restore when the data directory

@@ -1,26 +1,22 @@
 package server
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"crypto/tls"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
-	"path"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/server/adminhttp"
 )
 
 // This file is the web console at the admin address: a page (console/,
@@ -29,9 +25,6 @@ import (
 // status, and every peer's /status?detail=1 over the peers' admin
 // addresses with this node's admin token — so the browser talks to one
 // origin with one certificate, and sends the token (if any) to it only.
-
-//go:embed console
-var consoleFiles embed.FS
 
 // Console limits.
 const (
@@ -42,12 +35,7 @@ const (
 	// and /cluster lists.
 	ConsoleMasterChanges = 32
 	// consolePeerTimeout bounds a peer's answer to /status?detail=1.
-	consolePeerTimeout = 2 * time.Second
-	// consoleInterval is how often /events looks for a change.
-	consoleInterval = time.Second
-	// consoleHeartbeat is how often /events sends something on an
-	// unchanged cluster, so that proxies and the page see it alive.
-	consoleHeartbeat = 15 * time.Second
+	consolePeerTimeout = adminhttp.DetailTimeout
 )
 
 // masterLog remembers the last ConsoleMasterChanges master changes a node
@@ -277,99 +265,4 @@ func mergeMasterChanges(all []adminapi.MasterChange, n int) []adminapi.MasterCha
 		return cmp.Or(b.Time.Compare(a.Time), cmp.Compare(a.Group, b.Group))
 	})
 	return out[:min(n, len(out))]
-}
-
-// consolePage serves the console's page; consoleAsset its script and
-// style sheet.
-func consolePage(w http.ResponseWriter, r *http.Request) {
-	serveConsoleFile(w, "console/index.html")
-}
-
-func consoleAsset(w http.ResponseWriter, r *http.Request) {
-	serveConsoleFile(w, "console/"+r.PathValue("file"))
-}
-
-func serveConsoleFile(w http.ResponseWriter, name string) {
-	b, err := fs.ReadFile(consoleFiles, name)
-	if err != nil {
-		http.Error(w, "404 page not found", http.StatusNotFound)
-		return
-	}
-	ct := "text/html; charset=utf-8"
-	switch path.Ext(name) {
-	case ".js":
-		ct = "text/javascript; charset=utf-8"
-	case ".css":
-		ct = "text/css; charset=utf-8"
-	}
-	h := w.Header()
-	h.Set("Content-Type", ct)
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Content-Type-Options", "nosniff")
-	// Everything comes from this origin; nothing may be framed.
-	h.Set("Content-Security-Policy", "default-src 'self'; frame-ancestors 'none'")
-	_, _ = w.Write(b)
-}
-
-// clusterHandler answers GET /cluster with the adminapi.ClusterStatus.
-func (s *Server) clusterHandler(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(s.ClusterStatus(r.Context()))
-}
-
-// eventsHandler streams the adminapi.ClusterStatus as server-sent events: one
-// "status" event at once, then one whenever it changed (looked at every
-// consoleInterval), and a comment line now and then on a quiet cluster.
-// It ends with the request or when the node shuts down.
-func (s *Server) eventsHandler(rw http.ResponseWriter, r *http.Request) {
-	w := newStreamWriter(rw, time.Duration(s.cfg.AdminWriteTimeout))
-	h := rw.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Accel-Buffering", "no")
-	rw.WriteHeader(http.StatusOK)
-	if err := w.Flush(); err != nil {
-		return
-	}
-	tick := time.NewTicker(consoleInterval)
-	defer tick.Stop()
-	var last []byte
-	quiet := time.Now()
-	for {
-		cs := s.ClusterStatus(r.Context())
-		b, err := json.Marshal(cs)
-		if err != nil {
-			return
-		}
-		// The time always moves; compare the rest.
-		at := cs.Time
-		cs.Time = time.Time{}
-		b2, err := json.Marshal(cs)
-		if err != nil {
-			return
-		}
-		switch {
-		case !bytes.Equal(b2, last):
-			last = b2
-			quiet = time.Now()
-			_, err = fmt.Fprintf(w, "event: status\nid: %s\ndata: %s\n\n", strconv.FormatInt(at.UnixMilli(), 10), b)
-		case time.Since(quiet) >= consoleHeartbeat:
-			quiet = time.Now()
-			_, err = io.WriteString(w, ": quiet\n\n")
-		}
-		if err == nil {
-			err = w.Flush()
-		}
-		if err != nil {
-			return
-		}
-		select {
-		case <-r.Context().Done():
-			return
-		case <-s.life.Done():
-			return
-		case <-tick.C:
-		}
-	}
 }

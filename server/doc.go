@@ -6,7 +6,8 @@
 // event loops; TLS on a listener of its own), forwards or redirects
 // requests to group masters, publishes the cluster view, gossips
 // membership for placement (internal/gossip), and serves the admin API
-// (adminapi), metrics and the web console.
+// (adminhttp, whose bodies are adminapi's), metrics and the web
+// console.
 //
 // # Files by job
 //
@@ -50,21 +51,24 @@
 //     health).
 //   - Membership: membership.go (gossip and master placement), members.go
 //     (following the member list: peers, address book, view),
-//     members_admin.go (the admin endpoints: GET, POST and DELETE
-//     /members, a group's change), members_change.go (adding and
+//     members_admin.go (the members report, waiting for group 0's
+//     master), members_change.go (adding and
 //     removing a node across the groups), members_resume.go (resuming a
 //     half-done change), members_peers.go (the PEERS file of
 //     peer incarnations), join.go (paxlockd -join and admin calls to
 //     other nodes).
-//   - The admin API: admin.go (the mux, /status, namespaces),
-//     admin_guard.go (the names the endpoint answers to, for
-//     internal/adminguard's DNS-rebinding and cross-site checks), admin_server.go (the
-//     HTTP server and streamed responses), admin_quota.go (quotas),
-//     security.go (peer and admin TLS, the admin token), health.go
-//     (/healthz, /readyz), backup.go (/backup, streaming every group's
-//     image), move.go (the namespace-move steps), registry_admin.go (the
-//     registry's tables), registry_page.go (GET /registry in pages), console.go (the web console and its /cluster
-//     snapshot; the page itself in console/).
+//   - The admin API, whose HTTP side is package adminhttp: admin.go
+//     (the endpoint wired: adminhttp's Config, the HTTP server's
+//     bounds), admin_node.go
+//     (adminNode, the node as adminhttp.Node), admin_guard.go (the names
+//     the endpoint answers to, for internal/adminguard's DNS-rebinding
+//     checks), admin_quota.go (quotas and their use, merged over the
+//     nodes), security.go (peer and admin TLS, the admin token),
+//     health.go (Ready), backup.go (a backup of every group's image from
+//     its master; Restore), move.go (the namespace-move steps, taken in
+//     every group on its master), console.go (the
+//     console's /cluster snapshot gathered from every node, the master
+//     changes a node saw).
 //   - The registry's tables served to registry processes:
 //     registry_serve.go (SubscribeRegistry).
 //   - Metrics: metrics.go (the Prometheus registry and the observers of

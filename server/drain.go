@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
@@ -84,22 +82,6 @@ func (s *Server) handOverAll(ctx context.Context) adminapi.Drained {
 	}
 	d.Served = true
 	return d
-}
-
-// drainHandler is POST /drain: the node hands the groups it masters to
-// its peers and masters none until it restarts or DELETE /drain undoes
-// it (undrainHandler; see drain). 200 with
-// adminapi.Drained, served or not; 409 with the reason when
-// drainLeavesQuorum refuses.
-func (s *Server) drainHandler(w http.ResponseWriter, r *http.Request) {
-	if err := s.drainLeavesQuorum(); err != nil {
-		http.Error(w, err.Error(), http.StatusConflict)
-		return
-	}
-	d := s.handOverAll(r.Context())
-	s.log.Info("drained on request", "groups", d.Groups, "served", d.Served, "reason", d.Reason, "took_ms", d.TookMs)
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(d)
 }
 
 // place points every group at the node placement gives it when this node
@@ -223,22 +205,20 @@ func (s *Server) waitMastered(ctx context.Context, groups []int, g *nodeGossip) 
 	}
 }
 
-// undrainHandler is DELETE /drain: it undoes a drain (POST /drain) of this
-// node without a restart. The node says in gossip that it is no longer
-// leaving, its replicas campaign again (host.Replica.Undrain), and
-// placement gives it back its groups as it does a node that returns. 200
-// with adminapi.Drained (Groups empty, Served true once the peers were
-// told); 409 on a node that does not gossip, whose placement has nothing
-// to undo.
-func (s *Server) undrainHandler(w http.ResponseWriter, r *http.Request) {
+// undrain undoes a drain (POST /drain) of this node without a restart
+// (DELETE /drain). The node says in gossip that it is no longer leaving,
+// its replicas campaign again (host.Replica.Undrain), and placement gives
+// it back its groups as it does a node that returns. The adminapi.Drained
+// has Groups empty and Served true once the peers were told; an error: a
+// node that does not gossip, whose placement has nothing to undo.
+func (s *Server) undrain(ctx context.Context) (adminapi.Drained, error) {
 	g := s.gossip.Load()
 	if g == nil {
-		http.Error(w, "undrain: this node does not gossip (no gossip address): its replicas were not drained by placement", http.StatusConflict)
-		return
+		return adminapi.Drained{}, errors.New("undrain: this node does not gossip (no gossip address): its replicas were not drained by placement")
 	}
 	d := adminapi.Drained{Node: s.cfg.NodeID, Groups: []int{}}
 	start := time.Now()
-	if err := g.m.UnmarkLeaving(r.Context()); err != nil {
+	if err := g.m.UnmarkLeaving(ctx); err != nil {
 		d.Reason = err.Error()
 	} else {
 		d.Served = true
@@ -253,7 +233,5 @@ func (s *Server) undrainHandler(w http.ResponseWriter, r *http.Request) {
 	g.placeLocked()
 	g.mu.Unlock()
 	d.TookMs = time.Since(start).Milliseconds()
-	s.log.Info("undrained on request", "told_peers", d.Served, "reason", d.Reason, "took_ms", d.TookMs)
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(d)
+	return d, nil
 }

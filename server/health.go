@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net/http"
 
 	"github.com/paxlock/paxlock/paxos"
 )
@@ -68,21 +67,4 @@ func (s *Server) Ready() (bool, string) {
 		}
 	}
 	return true, "ready"
-}
-
-// healthzHandler answers 200 while the process serves its admin endpoint.
-func (s *Server) healthzHandler(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "ok")
-}
-
-// readyzHandler answers 200 when Ready does, 503 with its reason when not.
-func (s *Server) readyzHandler(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	ok, why := s.Ready()
-	if !ok {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
-	fmt.Fprintln(w, why)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
+	"github.com/paxlock/paxlock/server/adminhttp"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -196,12 +197,13 @@ func groupHas(rep *host.Replica, ch paxos.MemberChange) bool {
 }
 
 // errLeaving says the node being removed is this one, the master of
-// group 0: it is marked leaving, and the next master of group 0 finishes.
-var errLeaving = errors.New("removing the master of the member list")
+// group 0: it is marked leaving, and the next master of group 0 finishes
+// (the admin endpoint sends the request there).
+var errLeaving = adminhttp.ErrLeaving
 
 // errGroupMaster says the node asked to change a group does not master
-// it.
-var errGroupMaster = errors.New("not the group's master")
+// it (the admin endpoint answers 409).
+var errGroupMaster = adminhttp.ErrNotGroupMaster
 
 // changeGroup applies ch to group g through its master, retrying while a
 // change is in progress or the master is moving, until ctx ends.
@@ -259,7 +261,7 @@ func (s *Server) changeRemoteGroup(ctx context.Context, g int, ch paxos.MemberCh
 	if s.sec.adminTLS != nil {
 		scheme = "https://"
 	}
-	body, _ := json.Marshal(groupChange{Add: uint32(ch.Add), Remove: uint32(ch.Remove)})
+	body, _ := json.Marshal(adminapi.GroupChange{Add: uint32(ch.Add), Remove: uint32(ch.Remove)})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+n.Admin+"/members/groups/"+strconv.Itoa(g), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("group change request: %w", err)

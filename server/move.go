@@ -1,8 +1,9 @@
 package server
 
-// Moving a namespace between clusters: the admin endpoints a move's
-// driver calls on the source and target clusters (adminapi/move.go lists
-// them; docs/design.md, "Moving a namespace", is the protocol). A step is
+// Moving a namespace between clusters: the steps behind the admin
+// endpoints a move's driver calls on the source and target clusters
+// (adminhttp/moves.go serves them; adminapi/move.go lists them;
+// docs/design.md, "Moving a namespace", is the protocol). A step is
 // taken in every lock group on its master: this node proposes it in the
 // groups it serves and forwards it, with ?group=G, to the masters of the
 // others, retrying until each took it or the request's time is up.
@@ -26,15 +27,9 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// moveStepTimeout bounds one move step over every group.
-const moveStepTimeout = 30 * time.Second
-
 // moveExportBatch is about how many bytes of pairs one export batch
 // holds: one import proposal, well under a Paxos batch's limit.
 const moveExportBatch = 256 << 10
-
-// maxMoveBody bounds a step's body (an import batch's pairs in base64).
-const maxMoveBody = 4 << 20
 
 var moveSteps = map[string]group.MoveStep{
 	"incoming": group.StepIncoming,
@@ -47,12 +42,6 @@ var moveSteps = map[string]group.MoveStep{
 // errMoveGroupMaster: this node does not serve the group a ?group=G step
 // names.
 var errMoveGroupMaster = errors.New("not the group's master")
-
-func (s *Server) registerMoves(mux *http.ServeMux) {
-	mux.HandleFunc("GET /moves/{ns}", s.moveStatusHandler)
-	mux.HandleFunc("GET /moves/{ns}/export", s.moveExportHandler)
-	mux.HandleFunc("POST /moves/{ns}/{step}", s.moveStepHandler)
-}
 
 // MoveStatus returns namespace ns's move state in every lock group, as
 // this node's replicas have applied it.
@@ -78,82 +67,6 @@ func (s *Server) MoveStatus(ns string) adminapi.MoveStatus {
 		st.Verifier = rec
 	}
 	return st
-}
-
-func (s *Server) moveStatusHandler(w http.ResponseWriter, r *http.Request) {
-	ns := r.PathValue("ns")
-	if err := wire.ValidateNamespace(ns); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(s.MoveStatus(ns))
-}
-
-// moveStepHandler serves POST /moves/{ns}/{step}.
-func (s *Server) moveStepHandler(w http.ResponseWriter, r *http.Request) {
-	ns, step := r.PathValue("ns"), r.PathValue("step")
-	if err := wire.ValidateNamespace(ns); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMoveBody))
-	if err != nil {
-		http.Error(w, "body: "+err.Error(), http.StatusRequestEntityTooLarge)
-		return
-	}
-	act, err := s.moveAction(ns, step, body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), moveStepTimeout)
-	defer cancel()
-	if q := r.URL.Query().Get("group"); q != "" {
-		g, err := strconv.Atoi(q)
-		if err != nil || g < 0 || g >= len(s.svc.Groups()) {
-			http.Error(w, "group: want a group number of this cluster", http.StatusBadRequest)
-			return
-		}
-		err = act.local(ctx, g, act.body)
-		s.answerMove(w, ns, step, []int{g}, []error{err})
-		return
-	}
-	groups, errs := act.all(ctx)
-	s.answerMove(w, ns, step, groups, errs)
-}
-
-// answerMove writes a step's MoveResult: 409 when a group refused it,
-// 503 when one could not take it, 200 when all did.
-func (s *Server) answerMove(w http.ResponseWriter, ns, step string, groups []int, errs []error) {
-	res := adminapi.MoveResult{Done: []int{}, Pending: []int{}}
-	code := http.StatusOK
-	for i, err := range errs {
-		if err == nil {
-			res.Done = append(res.Done, groups[i])
-			continue
-		}
-		res.Pending = append(res.Pending, groups[i])
-		c := http.StatusServiceUnavailable
-		switch {
-		case errors.Is(err, group.ErrMoveConflict):
-			c = http.StatusConflict
-		case errors.Is(err, group.ErrMoveBadBatch), errors.Is(err, wire.ErrInvalid), errors.Is(err, group.ErrVersionRange):
-			c = http.StatusBadRequest
-		}
-		if res.Error == "" || c != http.StatusServiceUnavailable && code == http.StatusServiceUnavailable {
-			res.Error = fmt.Sprintf("group %d: %v", groups[i], err)
-			code = c
-		}
-	}
-	if code == http.StatusOK {
-		s.log.Info("namespace move step", "namespace", ns, "step", step, "groups", len(res.Done))
-	} else {
-		s.log.Warn("namespace move step not taken", "namespace", ns, "step", step, "pending", res.Pending, "err", res.Error)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(res)
 }
 
 // moveAct is a step: local takes it in group g, which this node must
@@ -425,46 +338,36 @@ func (a *moveAct) forward(ctx context.Context, g int) error {
 	return fmt.Errorf("node %d: %s: %s", m, resp.Status, res.Error)
 }
 
-// moveExportHandler serves GET /moves/{ns}/export?group=G&id=ID: group G's
-// records of the namespace from this node's replica, which must have
-// applied the group's freeze of move ID; a node whose replica has not
-// redirects to the group's master (307).
-func (s *Server) moveExportHandler(w http.ResponseWriter, r *http.Request) {
-	ns := r.PathValue("ns")
-	q := r.URL.Query()
-	g, err := strconv.Atoi(q.Get("group"))
-	if err != nil || g < 0 || g >= len(s.svc.Groups()) {
-		http.Error(w, "group: want a group number of this cluster", http.StatusBadRequest)
-		return
-	}
-	id := q.Get("id")
-	if err := wire.ValidateNamespace(ns); err != nil || id == "" {
-		http.Error(w, "want a namespace and ?id=", http.StatusBadRequest)
-		return
-	}
+// moveStepOf is a moveAct as adminhttp.MoveStep.
+type moveStepOf struct{ a *moveAct }
+
+func (m moveStepOf) InGroup(ctx context.Context, g int) error { return m.a.local(ctx, g, m.a.body) }
+
+func (m moveStepOf) Everywhere(ctx context.Context) ([]int, []error) { return m.a.all(ctx) }
+
+// moveFrozen reports whether this node's replica of group g applied the
+// freeze of move id of namespace ns; when not, why it is not, and the
+// group's master when this node does not serve it (0 otherwise).
+func (s *Server) moveFrozen(ns, id string, g int) (uint32, string, bool) {
 	lg := s.svc.Group(g)
-	if info := lg.StateMachine().MoveInfo(ns); info.State != group.MoveFrozen || info.ID != id {
-		if m := lg.Consensus().Status().Master; !lg.Serving() && s.redirectTo(w, r, uint32(m)) {
-			return
-		}
-		http.Error(w, fmt.Sprintf("group %d: namespace %q is %s (move %q), not frozen by move %q", g, ns, info.State, info.ID, id), http.StatusConflict)
-		return
+	info := lg.StateMachine().MoveInfo(ns)
+	if info.State == group.MoveFrozen && info.ID == id {
+		return 0, "", true
 	}
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	sw := newStreamWriter(w, time.Duration(s.cfg.AdminWriteTimeout))
-	enc := json.NewEncoder(sw)
-	batch := 0
-	ex, err := lg.ExportMove(ns, id, moveExportBatch, func(pairs []byte) error {
-		if err := enc.Encode(adminapi.MoveExportLine{Group: g, Batch: batch, Pairs: pairs}); err != nil {
-			return err
-		}
-		batch++
-		_ = sw.Flush() // a failed write shows in the next Encode
-		return r.Context().Err()
-	})
+	var m uint32
+	if !lg.Serving() {
+		m = uint32(lg.Consensus().Status().Master)
+	}
+	return m, fmt.Sprintf("group %d: namespace %q is %s (move %q), not frozen by move %q", g, ns, info.State, info.ID, id), false
+}
+
+// exportMove gives group g's records of ns, frozen by move id, to emit
+// in batches of about moveExportBatch bytes, and returns the end line's
+// figures.
+func (s *Server) exportMove(ns, id string, g int, emit func(pairs []byte) error) (adminapi.MoveExportLine, error) {
+	ex, err := s.svc.Group(g).ExportMove(ns, id, moveExportBatch, emit)
 	if err != nil {
-		_ = enc.Encode(adminapi.MoveExportLine{Group: g, Batch: batch, Error: err.Error()})
-		return
+		return adminapi.MoveExportLine{}, err
 	}
-	_ = enc.Encode(adminapi.MoveExportLine{Group: g, Batch: batch, End: true, Version: ex.Version, Applied: ex.Applied, Batches: ex.Batches, Locks: ex.Locks})
+	return adminapi.MoveExportLine{Version: ex.Version, Applied: ex.Applied, Batches: ex.Batches, Locks: ex.Locks}, nil
 }

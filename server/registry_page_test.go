@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -162,24 +161,4 @@ func checkRegistryHTTPPages(t *testing.T, node *Server) {
 	if !reflect.DeepEqual(names, wantNames) || pages < 3 {
 		t.Fatalf("%d pages listed %d entries, want %d in order over several pages", pages, len(names), len(wantNames))
 	}
-}
-
-// FuzzRegistryCursor: a GET /registry cursor (outside input) is refused
-// wire.ErrInvalid or parsed to one that prints back as it was given.
-func FuzzRegistryCursor(f *testing.F) {
-	for _, s := range []string{"", "c:east", "n:app", "m:x", "n:", "z:a", "n:a:b"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := parseRegistryCursor(s)
-		if err != nil {
-			if !errors.Is(err, wire.ErrInvalid) {
-				t.Fatalf("%q: %v does not wrap ErrInvalid", s, err)
-			}
-			return
-		}
-		if s != "" && c.String() != s {
-			t.Fatalf("%q parsed to %q", s, c.String())
-		}
-	})
 }

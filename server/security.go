@@ -4,10 +4,8 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"net/http"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/internal/adminguard"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/scramauth"
 )
@@ -99,29 +97,4 @@ func loadSecurity(cfg *Config, log *slog.Logger) (security, error) {
 		log.Warn("gossip is not encrypted (no gossip_key): anyone who reaches the gossip port can join and read it")
 	}
 	return sec, nil
-}
-
-// adminAuth wraps the admin endpoint's handler: with a token, every
-// request but /healthz, /readyz and the console's page (which holds no
-// data: its script asks for the token and sends it) — and, with public
-// read, GET /status, /metrics, /namespaces, /cluster and /events — must
-// carry "Authorization: Bearer <token>", or gets 401 with
-// WWW-Authenticate.
-func adminAuth(token string, publicRead bool, next http.Handler) http.Handler {
-	return adminguard.RequireToken(token, func(r *http.Request) bool { return adminPublic(r, publicRead) }, next)
-}
-
-// adminPublic reports whether r may be served without the token.
-func adminPublic(r *http.Request, publicRead bool) bool {
-	switch r.URL.Path {
-	case "/healthz", "/readyz":
-		return true
-	case "/", "/console", "/console/index.html", "/console/console.js", "/console/console.css":
-		return r.Method == http.MethodGet || r.Method == http.MethodHead
-	case "/status", "/metrics", "/cluster", "/events":
-		return publicRead
-	case "/namespaces":
-		return publicRead && (r.Method == http.MethodGet || r.Method == http.MethodHead)
-	}
-	return false
 }

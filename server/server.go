@@ -202,7 +202,7 @@ func (s *Server) Start(ctx context.Context) error {
 		if s.sec.adminTLS != nil {
 			ln = tls.NewListener(ln, s.sec.adminTLS)
 		}
-		s.admin, ln = s.adminServer(adminAuth(s.sec.adminToken, s.cfg.AdminPublicRead, s.adminMux()), ln)
+		s.admin, ln = s.adminServer(s.adminHandler(), ln)
 		admin := s.admin
 		if !s.goBackground(func() { _ = admin.Serve(ln) }) {
 			ln.Close()

@@ -1,8 +1,8 @@
 // This file is the admin API of the registry's tables on a meta
-// cluster's node: GET /registry, and the changes of clusters, namespace
-// assignments and moves, proposed to lock group 0 like /namespaces.
+// cluster's node: the changes of clusters, namespace assignments and
+// moves, proposed to lock group 0 like /namespaces.
 
-package server
+package adminhttp
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
@@ -21,24 +20,24 @@ import (
 // registryBodyLimit bounds a change's body (a cluster's CA included).
 const registryBodyLimit = 128 << 10
 
-func (s *Server) registryRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /registry", s.registryGetHandler)
-	mux.HandleFunc("PUT /registry/clusters/{name}", s.registryChange)
-	mux.HandleFunc("DELETE /registry/clusters/{name}", s.registryChange)
-	mux.HandleFunc("PUT /registry/namespaces/{name}", s.registryChange)
-	mux.HandleFunc("DELETE /registry/namespaces/{name}", s.registryChange)
-	mux.HandleFunc("PUT /registry/moves/{name}", s.registryChange)
-	mux.HandleFunc("DELETE /registry/moves/{name}", s.registryChange)
+func (h *handler) registryRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /registry", h.registryGet)
+	mux.HandleFunc("PUT /registry/clusters/{name}", h.registryChange)
+	mux.HandleFunc("DELETE /registry/clusters/{name}", h.registryChange)
+	mux.HandleFunc("PUT /registry/namespaces/{name}", h.registryChange)
+	mux.HandleFunc("DELETE /registry/namespaces/{name}", h.registryChange)
+	mux.HandleFunc("PUT /registry/moves/{name}", h.registryChange)
+	mux.HandleFunc("DELETE /registry/moves/{name}", h.registryChange)
 }
 
 // registryChange serves PUT and DELETE of /registry/clusters/{name},
 // /registry/namespaces/{name} (the secret in the body; the verifier is
-// derived here and the secret neither stored nor logged) and
+// derived by the node and the secret neither stored nor logged) and
 // /registry/moves/{namespace} (fenced: DELETE takes ?token=). A node
 // that does not master group 0 redirects to the one that does.
-func (s *Server) registryChange(w http.ResponseWriter, r *http.Request) {
+func (h *handler) registryChange(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(r.Context(), changeTimeout)
 	defer cancel()
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, registryBodyLimit))
 	dec.DisallowUnknownFields()
@@ -48,44 +47,44 @@ func (s *Server) registryChange(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == "/registry/clusters/"+name && put:
 		var b adminapi.RegistryClusterPut
 		if err = decodeBody(dec, &b); err == nil {
-			err = s.svc.PutRegistryCluster(ctx, adminapi.RegistryCluster{Name: name, Client: b.Client, Admin: b.Admin, CA: b.CA})
+			err = h.Node.PutRegistryCluster(ctx, adminapi.RegistryCluster{Name: name, Client: b.Client, Admin: b.Admin, CA: b.CA})
 		}
 	case r.URL.Path == "/registry/clusters/"+name:
-		err = s.svc.DeleteRegistryCluster(ctx, name)
+		err = h.Node.DeleteRegistryCluster(ctx, name)
 	case r.URL.Path == "/registry/namespaces/"+name && put:
 		var b adminapi.RegistryNamespacePut
 		if err = decodeBody(dec, &b); err == nil {
-			err = s.svc.PutRegistryNamespace(ctx, name, b.Cluster, b.Secret)
+			err = h.Node.PutRegistryNamespace(ctx, name, b.Cluster, b.Secret)
 		}
 	case r.URL.Path == "/registry/namespaces/"+name:
-		err = s.svc.DeleteRegistryNamespace(ctx, name)
+		err = h.Node.DeleteRegistryNamespace(ctx, name)
 	case put:
 		var b adminapi.RegistryMove
 		if err = decodeBody(dec, &b); err == nil {
 			b.Namespace = name
-			err = s.svc.PutRegistryMove(ctx, b)
+			err = h.Node.PutRegistryMove(ctx, b)
 		}
 	default:
 		var tok uint64
 		if tok, err = strconv.ParseUint(r.URL.Query().Get("token"), 10, 64); err == nil {
-			err = s.svc.DeleteRegistryMove(ctx, name, tok)
+			err = h.Node.DeleteRegistryMove(ctx, name, tok)
 		} else {
 			err = fmt.Errorf("%w: ?token= the mover's fencing token", wire.ErrInvalid)
 		}
 	}
-	s.registryAnswer(w, r, name, err)
+	h.registryAnswer(w, r, name, err)
 }
 
 // registryAnswer maps a change's outcome to HTTP: 204, a redirect to
 // group 0's master, 400 (bad input), 404 (unknown), 409 (refused by the
 // tables' rules or their limits, group.ErrRegistryFull) or 500.
-func (s *Server) registryAnswer(w http.ResponseWriter, r *http.Request, name string, err error) {
+func (h *handler) registryAnswer(w http.ResponseWriter, r *http.Request, name string, err error) {
 	switch {
 	case err == nil:
-		s.log.Info("registry changed", "path", r.URL.Path, "method", r.Method)
+		h.Log.Info("registry changed", "path", r.URL.Path, "method", r.Method)
 		w.WriteHeader(http.StatusNoContent)
 	case errors.Is(err, group.ErrNotSystemMaster):
-		s.redirectToSystemMaster(w, r, "registry tables")
+		h.redirectToSystemMaster(w, r, "registry tables")
 	case errors.Is(err, group.ErrRegistryUnknown):
 		http.Error(w, fmt.Sprintf("%s: %v (a namespace needs a known cluster; a move step needs its move)", name, err), http.StatusNotFound)
 	case errors.Is(err, group.ErrRegistryInUse), errors.Is(err, group.ErrRegistryMoveConflict), errors.Is(err, group.ErrStaleMoveToken),

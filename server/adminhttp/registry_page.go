@@ -2,7 +2,7 @@
 // (clusters, then namespaces, then moves, each by name), pages bounded in
 // entries and in bytes of JSON (adminapi.RegistryPageBytes).
 
-package server
+package adminhttp
 
 import (
 	"cmp"
@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -52,7 +51,7 @@ func (c registryCursor) before(table int, name string) bool {
 // registryPage returns the page of t after cur: at most limit entries
 // and budget bytes of entries' JSON (at least one entry), and the cursor
 // of the next page ("" when none).
-func registryPage(t group.RegistryTables, cur registryCursor, limit, budget int) adminapi.Registry {
+func registryPage(t adminapi.Registry, cur registryCursor, limit, budget int) adminapi.Registry {
 	out := adminapi.Registry{Version: t.Version, Clusters: []adminapi.RegistryCluster{},
 		Namespaces: []adminapi.RegistryNamespace{}, Moves: []adminapi.RegistryMove{}}
 	n, size := 0, 0
@@ -78,7 +77,7 @@ func registryPage(t group.RegistryTables, cur registryCursor, limit, budget int)
 		}
 	}
 	for i := range t.Namespaces {
-		ns := t.Namespaces[i].RegistryNamespace
+		ns := t.Namespaces[i]
 		if !take(1, ns.Name, ns, func() { out.Namespaces = append(out.Namespaces, ns) }) {
 			return out
 		}
@@ -92,17 +91,15 @@ func registryPage(t group.RegistryTables, cur registryCursor, limit, budget int)
 	return out
 }
 
-// registryGetHandler answers this node's replica of the tables, without
-// the verifiers: a page with ?limit= or ?after= (see adminapi.Registry),
-// else the whole tables, or 413 when they are over
-// adminapi.RegistryPageBytes (a client that does not page is told so,
-// never given part of the tables).
-func (s *Server) registryGetHandler(w http.ResponseWriter, r *http.Request) {
+// registryGet answers this node's replica of the tables, without the
+// verifiers: a page with ?limit= or ?after= (see adminapi.Registry), else
+// the whole tables, or 413 when they are over adminapi.RegistryPageBytes
+// (a client that does not page is told so, never given part of the
+// tables).
+func (h *handler) registryGet(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	t := s.svc.RegistryTables()
-	s.reg.mu.Lock()
-	budget := cmp.Or(s.reg.replyBytes, adminapi.RegistryPageBytes)
-	s.reg.mu.Unlock()
+	t := h.Node.Registry()
+	budget := cmp.Or(h.Node.RegistryReplyBytes(), adminapi.RegistryPageBytes)
 	if !q.Has("limit") && !q.Has("after") {
 		out := registryPage(t, registryCursor{table: -1}, len(t.Clusters)+len(t.Namespaces)+len(t.Moves), 1<<62)
 		b, err := json.Marshal(out)

@@ -1,0 +1,38 @@
+// Package adminhttp is a paxlock node's admin endpoint, the HTTP side of
+// the admin API whose bodies are package adminapi's: the routes, each
+// request's parsing and validation, the JSON answers and their status
+// codes, redirects of what only another node can do (group 0's master,
+// a key's group master), the token and the guard against cross-site and
+// DNS-rebinding requests (internal/adminguard), the bounds of its HTTP
+// server, and the web console's page. It does nothing itself: every
+// report and procedure is the node's, asked through the Node interface,
+// which package server implements; it does not import server.
+//
+// Errors from Node are the lock service's (group's sentinels,
+// wire.ErrInvalid): a handler maps them to an HTTP status, and sends
+// their text, which never holds a secret.
+//
+// # Files by job
+//
+//   - The endpoint: handler.go (Config, New: the mux and its guards),
+//     node.go (Node, what the handlers ask of the node),
+//     auth.go (RequireToken, Public: the paths served without the
+//     token), redirect.go (to another node's admin endpoint),
+//     stream.go (NewServer and Limits, the HTTP server's bounds;
+//     StreamWriter, a streamed answer's write deadline).
+//   - Reports: status.go (/status, /healthz, /readyz, and POST and
+//     DELETE /drain), console.go (the console's page and files in
+//     console/, GET /cluster and the /events stream).
+//   - The namespace table: namespaces.go (/namespaces and their quotas),
+//     unlock.go (POST /locks/unlock, an operator's force-unlock).
+//   - Membership: members.go (MemberNode; GET, POST and DELETE
+//     /members, POST /members/groups/{g}, a group's change of
+//     acceptors).
+//   - Backups: backup.go (BackupNode; GET /backup, and GET
+//     /backup/image, one group's image between nodes, with ReadImage,
+//     its reader).
+//   - Namespace moves: moves.go (MoveNode, MoveStep; GET /moves/{ns},
+//     its export, and POST of each step).
+//   - The registry's tables: registry.go (their changes),
+//     registry_page.go (GET /registry, whole or in pages).
+package adminhttp
