@@ -19,7 +19,9 @@ import (
 // move's export) extend the write deadline as they write (StreamWriter):
 // a stream that keeps moving is never cut, one whose reader stalls is.
 
-// headerTimeout bounds reading a request's headers.
+// headerTimeout bounds reading a request's headers, or ReadTimeout
+// when that is shorter: half a request is closed within the read
+// timeout, whichever part of it is missing.
 const headerTimeout = 5 * time.Second
 
 // Limits bound the admin endpoint's connections.
@@ -31,9 +33,13 @@ type Limits struct {
 // NewServer returns the admin endpoint's server for handler h, and ln
 // bounded to l.MaxConns connections.
 func NewServer(h http.Handler, ln net.Listener, l Limits) (*http.Server, net.Listener) {
+	header := headerTimeout
+	if l.ReadTimeout > 0 {
+		header = min(header, l.ReadTimeout)
+	}
 	srv := &http.Server{
 		Handler:           h,
-		ReadHeaderTimeout: headerTimeout,
+		ReadHeaderTimeout: header,
 		ReadTimeout:       l.ReadTimeout,
 		WriteTimeout:      l.WriteTimeout,
 		IdleTimeout:       l.IdleTimeout,
