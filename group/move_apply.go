@@ -5,18 +5,31 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// applyMove applies a move command (ops 22..27) and returns its outcome:
-// SUCCESS, also for a step repeated with the same id (every step is
-// idempotent); LOCK_OCCUPIED when the namespace's move state does not
-// allow the step or the command's mover token (c.token) is below the
-// highest applied (ErrMoveConflict); BAD_REQUEST for a malformed
-// command. Called with sm.mu held.
-func (sm *StateMachine) applyMove(c *command) *outcome {
+// moveOutcome is the outcome of a move step as every replica of the
+// group computes it, which proposeMove turns into an error.
+type moveOutcome uint8
+
+// Move step outcomes.
+const (
+	// moveApplied: the step was applied, or repeated with the same id
+	// (every step is idempotent).
+	moveApplied moveOutcome = iota + 1
+	// moveConflict: the namespace's move state does not allow the step,
+	// or the command's mover token is below the highest applied
+	// (ErrMoveConflict).
+	moveConflict
+	// moveBadCommand: the command is malformed (ErrMoveBadBatch).
+	moveBadCommand
+)
+
+// applyMove applies a move command (ops 22..27) and returns its outcome.
+// Called with sm.mu held.
+func (sm *StateMachine) applyMove(c *command) moveOutcome {
 	if r := sm.moves[c.key]; r != nil && c.token < r.fence {
-		return &outcome{status: wire.StatusLockOccupied}
+		return moveConflict
 	}
 	out := sm.applyMoveStep(c)
-	if out.status == wire.StatusSuccess && c.token > 0 {
+	if out == moveApplied && c.token > 0 {
 		sm.raiseFence(c.key, c.token)
 	}
 	return out
@@ -36,11 +49,11 @@ func (sm *StateMachine) raiseFence(ns string, token uint64) {
 }
 
 // applyMoveStep applies a move command whose token passed the fence.
-func (sm *StateMachine) applyMoveStep(c *command) *outcome {
+func (sm *StateMachine) applyMoveStep(c *command) moveOutcome {
 	ns := c.key
 	id, rest, ok := splitMoveData(c.data)
 	if !ok || id == "" || wire.ValidateNamespace(ns) != nil {
-		return &outcome{status: wire.StatusBadRequest}
+		return moveBadCommand
 	}
 	r := sm.moves[ns]
 	st := MoveNone
@@ -48,12 +61,12 @@ func (sm *StateMachine) applyMoveStep(c *command) *outcome {
 		st = r.st
 	}
 	same := r != nil && r.id == id && st != MoveNone
-	conflict := &outcome{status: wire.StatusLockOccupied}
+	conflict := moveConflict
 	switch c.op {
 	case opIncoming:
 		switch {
 		case same && (st == MoveIncoming || st == MoveOwned):
-			return &outcome{status: wire.StatusSuccess} // repeated
+			return moveApplied // repeated
 		case st == MoveNone && sm.nsHeld[ns].keys > 0:
 			return conflict // the group serves the namespace: it is not incoming
 		case st == MoveNone:
@@ -113,7 +126,7 @@ func (sm *StateMachine) applyMoveStep(c *command) *outcome {
 	case opImport:
 		return sm.applyImport(ns, r, id, rest)
 	}
-	return &outcome{status: wire.StatusSuccess}
+	return moveApplied
 }
 
 // setMove replaces ns's move record (nil: none). Called with sm.mu held.
@@ -135,24 +148,24 @@ func (sm *StateMachine) setMove(ns string, r *moveRec) {
 // already changes nothing. Imported holds keep their owners, tokens,
 // TTLs, values and lock-delays; their deadlines are the master's, set
 // when the namespace is owned (worker.onMove). Called with sm.mu held.
-func (sm *StateMachine) applyImport(ns string, r *moveRec, id string, data []byte) *outcome {
+func (sm *StateMachine) applyImport(ns string, r *moveRec, id string, data []byte) moveOutcome {
 	if r == nil || r.id != id || r.st != MoveIncoming {
 		if r != nil && r.id == id && r.st == MoveOwned {
-			return &outcome{status: wire.StatusSuccess} // a late repeat
+			return moveApplied // a late repeat
 		}
-		return &outcome{status: wire.StatusLockOccupied}
+		return moveConflict
 	}
 	rd := reader{b: data}
 	b := batchID{src: rd.u32(), batch: rd.u32()}
 	if rd.err {
-		return &outcome{status: wire.StatusBadRequest}
+		return moveBadCommand
 	}
 	if _, done := r.batches[b]; done {
-		return &outcome{status: wire.StatusSuccess}
+		return moveApplied
 	}
 	recs, delays, err := decodeImport(ns, rd.b)
 	if err != nil {
-		return &outcome{status: wire.StatusBadRequest}
+		return moveBadCommand
 	}
 	for _, x := range recs {
 		s := sm.shardOf(x.key)
@@ -180,7 +193,7 @@ func (sm *StateMachine) applyImport(ns string, r *moveRec, id string, data []byt
 	}
 	r.batches[b] = struct{}{}
 	sm.noteMove(ns)
-	return &outcome{status: wire.StatusSuccess}
+	return moveApplied
 }
 
 type importedRec struct {

@@ -85,16 +85,14 @@ func (g *Group) proposeMove(ctx context.Context, c *command) error {
 	case err != nil:
 		return fmt.Errorf("group: move step in group %d: %w", g.id, err)
 	}
-	out, _ := res.Value.(*outcome)
-	switch {
-	case out == nil:
-		return fmt.Errorf("group: move step in group %d: no outcome", g.id)
-	case out.status == wire.StatusLockOccupied:
+	switch o, _ := res.Value.(moveOutcome); o {
+	case moveApplied:
+	case moveConflict:
 		return fmt.Errorf("group %d: %w", g.id, ErrMoveConflict)
-	case out.status == wire.StatusBadRequest:
+	case moveBadCommand:
 		return fmt.Errorf("group %d: %w", g.id, ErrMoveBadBatch)
-	case out.status != wire.StatusSuccess:
-		return fmt.Errorf("group: move step in group %d: %s", g.id, out.status)
+	default:
+		return fmt.Errorf("group: move step in group %d: outcome %v", g.id, res.Value)
 	}
 	return nil
 }

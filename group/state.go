@@ -256,13 +256,9 @@ func (sm *StateMachine) token(instance uint64) uint64 {
 	return sm.version<<48 | instance&(1<<48-1)
 }
 
-// apply applies one decoded command of the lock table (or a move step)
-// chosen at instance and returns its outcome.
+// apply applies one decoded command of the lock table chosen at
+// instance and returns its outcome.
 func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outcome {
-	switch c.op {
-	case opFreeze, opUnfreeze, opImport, opOwn, opDropNamespace, opIncoming:
-		return sm.applyMove(c)
-	}
 	if c.op != opSetVersion {
 		// Nothing of a namespace that is moving or moved changes here.
 		if st := sm.moveBlocks(c.key); st != 0 {

@@ -31,6 +31,8 @@ func (sm *StateMachine) applyCommand(instance uint64, c *command, w paxos.Writer
 		return sm.applyRegistry(c, w)
 	case opNamespaceQuota:
 		return sm.applyQuota(c, w)
+	case opFreeze, opUnfreeze, opImport, opOwn, opDropNamespace, opIncoming:
+		return sm.applyMove(c)
 	}
 	return sm.apply(instance, c, w)
 }
