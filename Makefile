@@ -3,6 +3,7 @@ GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
 TEST_PARALLEL ?= 4
+BENCH_CPU_BUDGET ?= 0.5
 RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./cmd/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/...
 # The package lists, computed when a recipe needs them.
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
@@ -125,7 +126,13 @@ restart: build
 # /tmp/paxlock-bench-peers; BENCH_KEEP=1 keeps it and the logs). Results go
 # to bench/results/, with CPU per op of every system (servers from their pid
 # files, the load generator from getrusage). Extra lockbench flags:
-# make bench BENCH_FLAGS='-repeats 5'. About 7-9 minutes on 2 cores.
+# make bench BENCH_FLAGS='-repeats 5'. Then the same systems again on equal
+# machines (bench/results/equal/): every server process (each paxlock node,
+# each peer server) held to BENCH_CPU_BUDGET cores (default 0.5) with a
+# cgroup CPU quota of its own, the load generator outside, as if each ran
+# on a machine of its own; skipped with a message where cgroups are not
+# writable, and with BENCH_CPU_BUDGET=0. Flags of that run only:
+# EQUAL_FLAGS. About 13-15 minutes on 2 cores.
 bench: build
 	cd bench && trap './scripts/paxlock.sh stop; if [ -n "$(BENCH_KEEP)" ]; then ./scripts/peers.sh stop all; else ./scripts/peers.sh clean; fi' EXIT INT TERM; \
 	BIN=$(abspath $(BIN)) ./scripts/paxlock.sh start && \
@@ -133,7 +140,13 @@ bench: build
 	$(GO) run ./cmd/lockbench -scenarios uncontended,contended,sweep \
 		-workers 64 -keys 16 -duration 8s -warmup 2s -repeats 3 \
 		-sweep 1,4,8,16,64,256 -sweep-duration 3s -sweep-warmup 1s \
-		-out results $(BENCH_FLAGS)
+		-out results $(BENCH_FLAGS) && \
+	if [ "$(BENCH_CPU_BUDGET)" != 0 ]; then \
+	$(GO) run ./cmd/lockbench -systems paxlock,redis,redis-aof,etcd,zk -scenarios uncontended,contended,sweep \
+		-workers 64 -keys 16 -duration 8s -warmup 2s -repeats 2 \
+		-sweep 1,4,64,256 -sweep-duration 3s -sweep-warmup 1s -idle 0 \
+		-cpu-budget $(BENCH_CPU_BUDGET) -cpu-period 20ms -cpu-budget-optional \
+		-out results/equal $(EQUAL_FLAGS); fi
 
 # bench-soak loads a fresh 3-node cluster (bench/scripts/paxlock.sh)
 # continuously at 64 workers for SOAK (default 30m) and records every
@@ -159,8 +172,10 @@ pgo: build
 # (bench/scripts/ab.sh), ROUNDS rounds of paxlock against Redis with the
 # two builds in alternating order, each on a fresh cluster, and a table of
 # every round with the medians. A is a git revision; B defaults to the
-# working tree. make bench-ab A=main [B=HEAD] [ROUNDS=4]. About 1.5 minutes
-# a round.
+# working tree. make bench-ab A=main [B=HEAD] [ROUNDS=4]. On equal machines
+# (each node and the peer held to 0.5 core) against Redis fsyncing every
+# write: make bench-ab A=main AB_CPU_BUDGET=0.5 AB_PEER=redis-aof. About 1.5
+# minutes a round.
 bench-ab:
 	@test -n "$(A)" || { echo "usage: make bench-ab A=<git revision> [B=<revision>, default: the working tree] [ROUNDS=4]" >&2; exit 2; }
 	ROUNDS=$(or $(ROUNDS),4) bench/scripts/ab.sh $(A) $(or $(B),.)

@@ -50,6 +50,20 @@ func cpuCell(x load.Result) string {
 	return fmt.Sprintf("%s (%s + %s)", fmtUs(c.TotalUsPerOp), fmtUs(c.ServerUsPerOp), fmtUs(c.ClientUsPerOp))
 }
 
+// perProcCell is a summary cell: the servers' µs of CPU per op divided
+// among their processes, what one node (or one peer server) spends.
+func perProcCell(x load.Result) string {
+	c := x.CPU
+	if !c.ServersKnown() || c.ServerProcs == 0 {
+		return "—"
+	}
+	unit := "procs"
+	if c.ServerProcs == 1 {
+		unit = "proc"
+	}
+	return fmt.Sprintf("%s (%d %s)", fmtUs(c.ServerUsPerOp/float64(c.ServerProcs)), c.ServerProcs, unit)
+}
+
 // commandCell is a summary cell: µs of CPU per replicated command.
 func commandCell(x load.Result) string {
 	c := x.CPU

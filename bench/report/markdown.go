@@ -31,6 +31,9 @@ func (r *Report) Markdown(svgs []string) string {
 		fmt.Fprintf(&b, "Load average (1, 5, 15 min) at start: %s; at end: %s (on %d cores; anything above that means other work competed with the run).\n\n",
 			r.LoadAvgStart, r.LoadAvgEnd, r.Machine.Cores)
 	}
+	if r.CPUBudget != nil {
+		fmt.Fprintf(&b, "**Equal machines:** %s\n\n", r.CPUBudget)
+	}
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	}
@@ -184,6 +187,12 @@ func (r *Report) summaryMetrics(g group) []summaryMetric {
 			}
 			return x.CPU.TotalUsPerOp, true
 		}, cpuCell})
+		ms = append(ms, summaryMetric{"servers' CPU µs/op per server process", func(x load.Result) (float64, bool) {
+			if !x.CPU.ServersKnown() || x.CPU.ServerProcs == 0 {
+				return 0, false
+			}
+			return x.CPU.ServerUsPerOp / float64(x.CPU.ServerProcs), true
+		}, perProcCell})
 		if groupHasCommands(g) {
 			ms = append(ms, summaryMetric{"CPU µs per replicated command", func(x load.Result) (float64, bool) {
 				if x.CPU == nil || x.CPU.CommandsPerOp == 0 {

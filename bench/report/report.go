@@ -3,9 +3,11 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/paxlock/paxlock/bench/load"
@@ -29,6 +31,39 @@ type Report struct {
 	// IdleCPU is every system's CPU use with no load, measured before the
 	// runs with all systems connected.
 	IdleCPU []load.IdleCPU `json:"idle_cpu,omitempty"`
+	// CPUBudget, set for an equal-machines run, is the CPU budget every
+	// server process was held to.
+	CPUBudget *CPUBudget `json:"cpu_budget,omitempty"`
+}
+
+// CPUBudget is an equal-machines run's budget: every server process of
+// every system held to the same cgroup CPU quota, the load generator
+// outside them.
+type CPUBudget struct {
+	Cores    float64 `json:"cores"`
+	PeriodMs float64 `json:"period_ms"`
+	// Mechanism is the cgroup files that enforced it.
+	Mechanism string `json:"mechanism"`
+	// Procs is how many server processes each system had limited.
+	Procs map[string]int `json:"procs"`
+	// ThrottledPeriods is, per system, how many periods the kernel
+	// throttled its processes (all together) for spending the budget.
+	ThrottledPeriods map[string]uint64 `json:"throttled_periods,omitempty"`
+}
+
+// String says the budget in one sentence for the report's heading.
+func (c *CPUBudget) String() string {
+	quota := c.Cores * c.PeriodMs
+	var ps []string
+	for _, n := range slices.Sorted(maps.Keys(c.Procs)) {
+		t := ""
+		if th, ok := c.ThrottledPeriods[n]; ok {
+			t = fmt.Sprintf(", throttled in %d periods", th)
+		}
+		ps = append(ps, fmt.Sprintf("%s %d%s", n, c.Procs[n], t))
+	}
+	return fmt.Sprintf("every server process held to %g core (%g ms of CPU per %g ms, %s), as if each ran on a machine of its own; the load generator outside the budgets. Processes limited: %s.",
+		c.Cores, quota, c.PeriodMs, c.Mechanism, strings.Join(ps, "; "))
 }
 
 // System describes one system of the run, including those that could not

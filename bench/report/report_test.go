@@ -279,6 +279,8 @@ func TestMarkdownCPU(t *testing.T) {
 	for _, want := range []string{
 		// summary: total (servers + client), ratio on the total
 		"|  | CPU µs/op: total (servers + client) | 120 (100 + 20.0) | 220 (200 + 20.0) | n/a (client 20.0) | 420 (400 + 20.0) | 0.55× | n/a | 0.29× |",
+		// per server process: the servers' figure over 3 processes each
+		"|  | servers' CPU µs/op per server process | 33.3 (3 procs) | 66.7 (3 procs) | — | 133 (3 procs) | 0.50× | n/a | 0.25× |",
 		// paxlock's 120 µs per op over 2 commands, uncontended only
 		"|  | CPU µs per replicated command | 60.0 (2 per op) | — | — | — |",
 		"- etcd, uncontended 64w: servers' CPU n/a: pid file: open /p/etcd/m1.pid",
@@ -382,5 +384,21 @@ func TestFmtCPU(t *testing.T) {
 		if got := fmtCores(in); got != want {
 			t.Errorf("fmtCores(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestMarkdownCPUBudget(t *testing.T) {
+	r := withCPU(fixture(true))
+	if strings.Contains(r.Markdown(nil), "Equal machines") {
+		t.Fatal("equal-machines heading without a budget")
+	}
+	r.CPUBudget = &CPUBudget{Cores: 0.5, PeriodMs: 20, Mechanism: "cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us",
+		Procs: map[string]int{"paxlock": 3, "redis": 1}, ThrottledPeriods: map[string]uint64{"paxlock": 812, "redis": 0}}
+	md := r.Markdown(nil)
+	want := "**Equal machines:** every server process held to 0.5 core (10 ms of CPU per 20 ms, cgroup v1 cpu.cfs_quota_us / cpu.cfs_period_us), " +
+		"as if each ran on a machine of its own; the load generator outside the budgets. " +
+		"Processes limited: paxlock 3, throttled in 812 periods; redis 1, throttled in 0 periods."
+	if !strings.Contains(md, want) {
+		t.Errorf("markdown lacks %q", want)
 	}
 }

@@ -23,6 +23,11 @@
 #                    of one build: ab.sh . . with CLUSTER_EXTRA_B='"instance_window": 1'
 #   ENV_A, ENV_B     NAME=value words set in that side's nodes' environment,
 #                    for runtime settings: ENV_B='GOGC=400 GOMAXPROCS=1'
+#   AB_PEER          the peer each round compares with (default redis;
+#                    redis-aof is Redis fsyncing every write)
+#   AB_CPU_BUDGET    equal machines: every server process (each node and
+#                    the peer) held to this many cores with a cgroup CPU
+#                    quota of its own (lockbench -cpu-budget), e.g. 0.5
 #   AB_DIR           where builds, results and report go (default
 #                    ${TMPDIR:-/tmp}/paxlock-ab; emptied first)
 #
@@ -37,6 +42,9 @@ root=$(cd "$bench/.." && pwd)
 AB_DIR="${AB_DIR:-${TMPDIR:-/tmp}/paxlock-ab}"
 ROUNDS="${ROUNDS:-4}"
 AB_FLAGS="${AB_FLAGS:--scenarios uncontended,contended -workers 64 -duration 8s -warmup 2s}"
+AB_PEER="${AB_PEER:-redis}"
+case "$AB_PEER" in redis | redis-aof | etcd | zk) ;; *) echo "ab: AB_PEER must be redis, redis-aof, etcd or zk, not '$AB_PEER'" >&2; exit 1 ;; esac
+if [ -n "${AB_CPU_BUDGET:-}" ]; then AB_FLAGS="$AB_FLAGS -cpu-budget $AB_CPU_BUDGET"; fi
 
 log() { printf 'ab: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -90,7 +98,7 @@ cleanup() {
 	rm -rf "$AB_DIR/bin-a" "$AB_DIR/bin-b"
 }
 trap cleanup EXIT INT TERM
-"$here/peers.sh" start redis
+"$here/peers.sh" start "$AB_PEER"
 
 # one SIDE ROUND runs lockbench against a fresh cluster of that side's build.
 one() {
@@ -99,7 +107,7 @@ one() {
 	# shellcheck disable=SC2086 # envs is a list of NAME=value words
 	env $envs CLUSTER_EXTRA="$extra" BIN="$AB_DIR/bin-$s" "$here/paxlock.sh" start
 	# shellcheck disable=SC2086 # AB_FLAGS is a list of flags
-	"$AB_DIR/lockbench" -systems paxlock,redis -idle 0 $AB_FLAGS -out "$AB_DIR/$n-$s" >"$AB_DIR/$n-$s.log" 2>&1 ||
+	"$AB_DIR/lockbench" -systems "paxlock,$AB_PEER" -idle 0 $AB_FLAGS -out "$AB_DIR/$n-$s" >"$AB_DIR/$n-$s.log" 2>&1 ||
 		{ BIN="$AB_DIR/bin-$s" "$here/paxlock.sh" stop; die "lockbench failed in round $n ($s); see $AB_DIR/$n-$s.log"; }
 	BIN="$AB_DIR/bin-$s" "$here/paxlock.sh" stop
 	rm -rf "$PEERS_DIR/paxlock"

@@ -121,8 +121,20 @@ type side struct {
 	ok                   bool
 }
 
-// figures reads paxlock's and Redis's results of scenario sc from r.
-func figures(r *report.Report, sc string) side {
+// peerOf is the system a round compares paxlock with: the first other
+// system that ran (Redis by default; ab.sh's AB_PEER), by name and display
+// name.
+func peerOf(r *report.Report) (name, display string) {
+	for _, s := range r.Systems {
+		if s.Name != "paxlock" && s.Ran() {
+			return s.Name, s.Display
+		}
+	}
+	return "redis", "Redis"
+}
+
+// figures reads paxlock's and the peer's results of scenario sc from r.
+func figures(r *report.Report, sc, peer string) side {
 	var s side
 	var redis float64
 	for _, res := range r.Results {
@@ -140,7 +152,7 @@ func figures(r *report.Report, sc string) side {
 			if res.Acquire != nil {
 				s.p99 = res.Acquire.P99Ms
 			}
-		case "redis":
+		case peer:
 			redis = res.OpsPerSec.Median
 		}
 	}
@@ -162,14 +174,18 @@ func scenarios(rs []round) []string {
 }
 
 func write(w io.Writer, la, lb string, rs []round) {
+	peer, pd := peerOf(rs[0].a)
 	fmt.Fprintf(w, "# A/B: %s (A) against %s (B), %d rounds\n\n", la, lb, len(rs))
+	if rs[0].a.CPUBudget != nil {
+		fmt.Fprintf(w, "Equal machines: %s\n\n", rs[0].a.CPUBudget)
+	}
 	for _, sc := range scenarios(rs) {
 		fmt.Fprintf(w, "## %s\n\n", sc)
-		fmt.Fprintln(w, "| round | A ops/s | A / Redis | A CPU µs/op | A acquire p99 ms | B ops/s | B / Redis | B CPU µs/op | B acquire p99 ms |")
+		fmt.Fprintf(w, "| round | A ops/s | A / %[1]s | A CPU µs/op | A acquire p99 ms | B ops/s | B / %[1]s | B CPU µs/op | B acquire p99 ms |\n", pd)
 		fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 		var as, bs []side
 		for _, r := range rs {
-			a, b := figures(r.a, sc), figures(r.b, sc)
+			a, b := figures(r.a, sc, peer), figures(r.b, sc, peer)
 			if !a.ok || !b.ok {
 				continue
 			}
@@ -189,8 +205,8 @@ func write(w io.Writer, la, lb string, rs []round) {
 				wins++
 			}
 		}
-		fmt.Fprintf(w, "B / A: ops/s %s, ratio to Redis %s, CPU per op %s; B's ratio to Redis above A's in %d of %d rounds.\n",
-			change(ma.ops, mb.ops), change(ma.ratio, mb.ratio), change(ma.cpu, mb.cpu), wins, len(as))
+		fmt.Fprintf(w, "B / A: ops/s %s, ratio to %s %s, CPU per op %s; B's ratio to %s above A's in %d of %d rounds.\n",
+			change(ma.ops, mb.ops), pd, change(ma.ratio, mb.ratio), change(ma.cpu, mb.cpu), pd, wins, len(as))
 		if ea, eb := errs(as), errs(bs); ea+eb > 0 {
 			fmt.Fprintf(w, "Errors: A %d, B %d (see each round's results.md).\n", ea, eb)
 		}

@@ -89,10 +89,19 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	bs, err := applyBudgets(f, meters, lockers, rep)
+	defer bs.release()
+	switch {
+	case errors.Is(err, errBudgetSkipped):
+		return nil
+	case err != nil:
+		return err
+	}
 	results, err := runSuite(ctx, f, lockers, scs, sweep, meters)
 	if err != nil {
 		return err
 	}
+	bs.throttled(rep)
 	return writeReport(rep, results, *f.out)
 }
 
@@ -120,6 +129,9 @@ type flags struct {
 	redisPoll                                    *time.Duration
 	etcdEPs, zkServers, paxReg, paxNS, paxSecret *string
 	paxTLSReg, paxCA                             *string
+	cpuBudget                                    *float64
+	cpuPeriod                                    *time.Duration
+	cpuOptional                                  *bool
 }
 
 // parseFlags defines the flags, with the systems' addresses defaulting to
@@ -155,16 +167,19 @@ func parseFlags(def peers.Config) *flags {
 		cpuProf:   flag.String("cpuprofile", "", "write the load generator's CPU profile (clients included) to this file"),
 		pprofAddr: flag.String("pprof", "", "serve the load generator's /debug/pprof on this address (e.g. 127.0.0.1:6060)"),
 
-		redisAddr: flag.String("redis", def.RedisAddr, "Redis host:port"),
-		redisAOF:  flag.String("redis-aof", def.RedisAOFAddr, "host:port of the Redis with appendfsync always"),
-		redisPoll: flag.Duration("redis-poll", def.RedisPoll, "Redis: sleep between SET NX attempts while a key is taken"),
-		etcdEPs:   flag.String("etcd", strings.Join(def.EtcdEndpoints, ","), "etcd client URLs"),
-		zkServers: flag.String("zk", strings.Join(def.ZKServers, ","), "ZooKeeper host:port list"),
-		paxReg:    flag.String("paxlock-registry", strings.Join(def.PaxlockRegistry, ","), "paxlock registry addresses"),
-		paxNS:     flag.String("paxlock-namespace", def.PaxlockNamespace, "paxlock namespace"),
-		paxSecret: flag.String("paxlock-secret", "", "paxlock namespace secret (default: PAXLOCK_SECRET, else scripts/cluster.sh's)"),
-		paxTLSReg: flag.String("paxlock-tls-registry", strings.Join(def.PaxlockTLSRegistry, ","), "paxlock TLS client listeners (paxlock-tls)"),
-		paxCA:     flag.String("paxlock-ca", "", "CA certificate of the paxlock cluster's TLS listeners (default: <paxlock-rundir>/certs/ca.crt)"),
+		redisAddr:   flag.String("redis", def.RedisAddr, "Redis host:port"),
+		redisAOF:    flag.String("redis-aof", def.RedisAOFAddr, "host:port of the Redis with appendfsync always"),
+		redisPoll:   flag.Duration("redis-poll", def.RedisPoll, "Redis: sleep between SET NX attempts while a key is taken"),
+		etcdEPs:     flag.String("etcd", strings.Join(def.EtcdEndpoints, ","), "etcd client URLs"),
+		zkServers:   flag.String("zk", strings.Join(def.ZKServers, ","), "ZooKeeper host:port list"),
+		paxReg:      flag.String("paxlock-registry", strings.Join(def.PaxlockRegistry, ","), "paxlock registry addresses"),
+		paxNS:       flag.String("paxlock-namespace", def.PaxlockNamespace, "paxlock namespace"),
+		paxSecret:   flag.String("paxlock-secret", "", "paxlock namespace secret (default: PAXLOCK_SECRET, else scripts/cluster.sh's)"),
+		paxTLSReg:   flag.String("paxlock-tls-registry", strings.Join(def.PaxlockTLSRegistry, ","), "paxlock TLS client listeners (paxlock-tls)"),
+		cpuBudget:   flag.Float64("cpu-budget", 0, "equal machines: hold every server process (each node, each peer server) to this many cores with a cgroup CPU quota of its own, the load generator outside (0: no budget; needs writable cgroups)"),
+		cpuPeriod:   flag.Duration("cpu-period", 20*time.Millisecond, "the CPU budget's enforcement period (cfs_period_us / cpu.max)"),
+		cpuOptional: flag.Bool("cpu-budget-optional", false, "with -cpu-budget, skip the run (exit 0, saying why) where cgroups are not writable instead of failing"),
+		paxCA:       flag.String("paxlock-ca", "", "CA certificate of the paxlock cluster's TLS listeners (default: <paxlock-rundir>/certs/ca.crt)"),
 	}
 	flag.Usage = func() {
 		fmt.Fprintf(flag.CommandLine.Output(), "usage: lockbench [flags]\n\nStart the servers first: bench/scripts/paxlock.sh start; bench/scripts/peers.sh start all\n\n")
