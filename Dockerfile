@@ -11,7 +11,7 @@
 # by the unprivileged user the node runs as) and its addresses should bind
 # an interface the container has (0.0.0.0 or the container's own address;
 # bind_host 0.0.0.0 where the nodes list names hosts). The health check
-# asks the node's own /healthz over loopback (paxlockd -health): with a
+# asks the node for /healthz on its own admin address (paxlockd -health): with a
 # configuration elsewhere than /etc/paxlock/paxlockd.json, override it
 # (docker run --health-cmd, or healthcheck in Compose as
 # deploy/docker-compose.yml does).

@@ -26,7 +26,8 @@
 // SIGINT stops accepting, fails what is in flight and closes its store.
 // Unknown keys in either configuration are an error naming the key.
 // -health healthz|readyz asks the node of -config for that endpoint on
-// its own admin port over loopback and exits 0 on 200, 1 otherwise: the
+// its own admin address (loopback for 0.0.0.0) and exits 0 on 200, 1
+// otherwise: the
 // container image's health check, which has no curl to call.
 // -check-config validates a file as a start would (exit status 0, or 1
 // and the error) without opening storage or listening; -version prints
@@ -131,7 +132,7 @@ func parseFlags() *options {
 	flag.BoolVar(&f.version, "version", false, "print the version and build information, then exit")
 	flag.StringVar(&f.join, "join", "", "add this node to the running cluster whose member's admin endpoint is at this address (host:port or URL): with an empty data directory, the node reads the member list there, starts, and asks to be added; with a data directory, it restarts as usual")
 	flag.StringVar(&f.restore, "restore", "", "seed the empty data directory with this backup (paxlockctl backup), then start")
-	flag.StringVar(&f.health, "health", "", "probe the node of -config on its own admin endpoint over loopback and exit 0 if it answers 200: healthz (the process serves) or readyz (quorum and client listener); a container's health check")
+	flag.StringVar(&f.health, "health", "", "probe the node of -config on its own admin address (loopback where it binds 0.0.0.0) and exit 0 if it answers 200: healthz (the process serves) or readyz (quorum and client listener); a container's health check")
 	flag.StringVar(&f.check, "check-config", "", "validate this configuration file (with -role and the override flags) and exit: 0 if it could start, 1 with the error if not")
 	flag.Parse()
 	return f
