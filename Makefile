@@ -20,19 +20,20 @@ BUILDVCS ?= auto
 build:
 	$(GO) build -buildvcs=$(BUILDVCS) -o $(BIN)/ ./cmd/...
 
-# static builds paxlockd without cgo into $(BIN)/docker, the build context
-# of the Docker image (with an empty data directory for it).
+# static builds paxlockd without cgo into bin/docker, what the Docker image
+# packages (with an empty data directory for it).
 static:
-	mkdir -p $(BIN)/docker/data
-	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=$(BUILDVCS) -ldflags='-s -w' -o $(BIN)/docker/paxlockd ./cmd/paxlockd
+	mkdir -p bin/docker/data
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=$(BUILDVCS) -ldflags='-s -w' -o bin/docker/paxlockd ./cmd/paxlockd
 
 # docker-image builds $(IMAGE):$(IMAGE_TAG) FROM scratch with the static
-# paxlockd only (see Dockerfile); nothing is pulled.
+# paxlockd only (see Dockerfile: docker build . packages bin/docker/);
+# nothing is pulled.
 DOCKER    ?= docker
 IMAGE     ?= paxlock/paxlockd
 IMAGE_TAG ?= dev
 docker-image: static
-	$(DOCKER) build -f Dockerfile -t $(IMAGE):$(IMAGE_TAG) $(BIN)/docker
+	$(DOCKER) build -t $(IMAGE):$(IMAGE_TAG) .
 
 vet:
 	$(GO) vet -pgo=off ./...

@@ -88,6 +88,15 @@ case "${1:-}" in
     echo "$out"
     echo "$out" | grep -q "fencing token" && echo "$out" | grep -q "^released" || { echo "the lock was not taken and released" >&2; exit 1; }
     ctl status
+    # The image's health check (paxlockd -health healthz) reports each
+    # node healthy within its first interval once the node serves.
+    for _ in $(seq 1 45); do
+      states=$(for c in $(compose ps -q); do docker inspect --format '{{.State.Health.Status}}' "$c"; done | sort | uniq -c | tr -s ' ')
+      [ "$states" = " 3 healthy" ] && break
+      sleep 2
+    done
+    echo "health: $states"
+    [ "$states" = " 3 healthy" ] || { echo "the nodes' health checks did not report healthy" >&2; exit 1; }
     ;;
   *) echo "usage: $0 up|down|test" >&2; exit 2 ;;
 esac

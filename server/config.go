@@ -115,6 +115,14 @@ type Config struct {
 	DisableWALSpares bool `json:"disable_wal_spares"`
 	// AdminAddr serves /status and /metrics over HTTP ("" disables it).
 	AdminAddr string `json:"admin_addr"`
+	// BindHost, if set, is the IP address the node's peer, client and
+	// client TLS listeners bind (and gossip, advertising its entry's
+	// address), with the ports of its own entry in Nodes; the entry's
+	// hosts stay what other nodes and clients dial. 0.0.0.0 where those
+	// hosts are names that resolve only once the node runs, as a
+	// Kubernetes StatefulSet's pod names do. See NodeIDPlaceholder for
+	// one file serving every node.
+	BindHost string `json:"bind_host,omitempty"`
 	// ClusterName keeps clusters apart in gossip (default "paxlock").
 	ClusterName string `json:"cluster_name"`
 	// GossipTiming sets how fast gossip probes and spreads news:

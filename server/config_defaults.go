@@ -12,6 +12,7 @@ import (
 // EnsureDefaults fills every unset field with its default: the lock
 // service's from package group, the consensus's from package paxos.
 func (c *Config) EnsureDefaults() {
+	c.expandNodeID()
 	if c.Groups <= 0 {
 		c.Groups = wire.DefaultGroups
 	}

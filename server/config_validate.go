@@ -12,6 +12,9 @@ import (
 // Validate reports a configuration that cannot start.
 func (c *Config) Validate() error {
 	var errs []error
+	if err := c.validateBindHost(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.RegistryNamespace != "" {
 		if err := wire.ValidateNamespace(c.RegistryNamespace); err != nil {
 			errs = append(errs, fmt.Errorf("registry_namespace: %w", err))

@@ -53,11 +53,14 @@ func (s *Server) startGossip(ctx context.Context) error {
 	g.ids = s.placementIDs()
 	mcfg := gossip.MembershipConfig{
 		NodeID: s.cfg.NodeID,
-		Bind:   self.Gossip,
+		Bind:   s.cfg.bindAddr(self.Gossip),
 		Seeds:  seeds,
 		Label:  s.cfg.ClusterName,
 		Meta:   g.meta,
 		Logger: s.log,
+	}
+	if s.cfg.BindHost != "" {
+		mcfg.Advertise = self.Gossip
 	}
 	g.metaWait = 2 * time.Second // ten LAN gossip rounds
 	if s.cfg.GossipTiming == GossipLocal {

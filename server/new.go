@@ -236,7 +236,7 @@ func (s *Server) openTransport() error {
 		handler = s.faults.Deliver
 		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
-	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: self.Peer, Peers: others, Handler: handler, Logger: log, TLS: s.sec.peer,
+	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: cfg.bindAddr(self.Peer), Peers: others, Handler: handler, Logger: log, TLS: s.sec.peer,
 		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused,
 		IdleTimeout: time.Duration(cfg.PeerIdleTimeout), MaxConnsPerPeer: cfg.MaxPeerConnsPerNode, MaxHandshakes: cfg.MaxTLSHandshakes})
 	if err != nil {

@@ -174,17 +174,17 @@ func (s *Server) Start(ctx context.Context) error {
 	self := s.cfg.self()
 	s.clientLn = self.Client
 	if s.cfg.ClientListener == ListenerNetpoll {
-		if _, err := s.startGoListener(self.Client, false); err != nil {
+		if _, err := s.startGoListener(s.cfg.bindAddr(self.Client), false); err != nil {
 			return err
 		}
 		if !s.goBackground(s.sweepLoop) {
 			return errors.New("server: start: shut down")
 		}
-	} else if err := s.startGnet(self.Client); err != nil {
+	} else if err := s.startGnet(s.cfg.bindAddr(self.Client)); err != nil {
 		return err
 	}
 	if self.ClientTLS != "" {
-		if err := s.startTLS(self.ClientTLS); err != nil {
+		if err := s.startTLS(s.cfg.bindAddr(self.ClientTLS)); err != nil {
 			return err
 		}
 	}

@@ -1,9 +1,10 @@
 // Command paxlockd runs one paxlock node, or a standalone registry.
 //
-//	paxlockd -config node1.json [-id N] [-data DIR] [-admin ADDR] [-log-format text|json]
+//	paxlockd -config node1.json [-id N | -id-from-hostname] [-data DIR] [-admin ADDR] [-log-format text|json]
 //	paxlockd -role registry -config registry.json [-meta ADDRS]
 //	paxlockd -check-config node1.json [-role registry] [-id N] [-data DIR] [-admin ADDR]
 //	paxlockd -version
+//	paxlockd -config node1.json -health healthz|readyz
 //	paxlockd -config node1.json -restore FILE [flags]
 //
 // A standalone registry serves the cluster views of several clusters and
@@ -24,6 +25,10 @@
 // it, starts the Paxos groups before it accepts clients, and on SIGTERM or
 // SIGINT stops accepting, fails what is in flight and closes its store.
 // Unknown keys in either configuration are an error naming the key.
+// -health healthz|readyz asks the node of -config for that endpoint on
+// its own admin address (loopback for 0.0.0.0) and exits 0 on 200, 1
+// otherwise: the
+// container image's health check, which has no curl to call.
 // -check-config validates a file as a start would (exit status 0, or 1
 // and the error) without opening storage or listening; -version prints
 // the module version, VCS revision and time, and Go version the binary
@@ -67,8 +72,17 @@ func run() error {
 		fmt.Println(buildinfo.Line("paxlockd"))
 		return nil
 	}
+	if err := f.resolveID(); err != nil {
+		return err
+	}
 	if f.role != "node" && f.role != "registry" {
 		return fmt.Errorf("-role %q: want node or registry", f.role)
+	}
+	if f.health != "" {
+		if f.health != "healthz" && f.health != "readyz" {
+			return errHealthEndpoint
+		}
+		return probeHealth(context.Background(), f.path, "/"+f.health, f.override)
 	}
 	if f.check != "" {
 		if err := checkConfig(f.check, f.role, f.meta, f.override); err != nil {
@@ -98,8 +112,9 @@ func run() error {
 // options are paxlockd's command-line flags.
 type options struct {
 	path, data, admin, level, format, role, join, restore, check, meta string
+	health                                                             string
 	id                                                                 uint
-	version                                                            bool
+	version, idFromHost                                                bool
 }
 
 // parseFlags defines the flags and parses the command line.
@@ -107,6 +122,7 @@ func parseFlags() *options {
 	f := &options{}
 	flag.StringVar(&f.path, "config", "", "JSON configuration file (required)")
 	flag.UintVar(&f.id, "id", 0, "node id (overrides the file)")
+	flag.BoolVar(&f.idFromHost, "id-from-hostname", false, "node id from the host name's ordinal suffix plus one ($HOSTNAME, else the system's host name): paxlock-0 is node 1, as a Kubernetes StatefulSet names its pods")
 	flag.StringVar(&f.data, "data", "", "data directory (overrides the file)")
 	flag.StringVar(&f.admin, "admin", "", "admin HTTP address (overrides the file)")
 	flag.StringVar(&f.level, "log-level", "info", "debug, info, warn or error")
@@ -116,6 +132,7 @@ func parseFlags() *options {
 	flag.BoolVar(&f.version, "version", false, "print the version and build information, then exit")
 	flag.StringVar(&f.join, "join", "", "add this node to the running cluster whose member's admin endpoint is at this address (host:port or URL): with an empty data directory, the node reads the member list there, starts, and asks to be added; with a data directory, it restarts as usual")
 	flag.StringVar(&f.restore, "restore", "", "seed the empty data directory with this backup (paxlockctl backup), then start")
+	flag.StringVar(&f.health, "health", "", "probe the node of -config on its own admin address (loopback where it binds 0.0.0.0) and exit 0 if it answers 200: healthz (the process serves) or readyz (quorum and client listener); a container's health check")
 	flag.StringVar(&f.check, "check-config", "", "validate this configuration file (with -role and the override flags) and exit: 0 if it could start, 1 with the error if not")
 	flag.Parse()
 	return f
