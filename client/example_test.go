@@ -1,24 +1,38 @@
 package client_test
 
-// These examples need a running cluster, so they have no Output lines: they
-// are compiled by go test and shown by go doc, never run.
+// These examples run against a 3-node cluster started in this process by
+// package paxlocktest (connect below); a program names its own registry,
+// namespace and secret, as ExampleNew shows.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/paxlocktest"
 )
 
+var (
+	exampleOnce    sync.Once
+	exampleCluster *paxlocktest.Cluster
+)
+
+// connect returns a client of the examples' cluster, started on first use
+// and stopped after every test and example (client.AfterTests).
 func connect(ctx context.Context) *client.Client {
-	c, err := client.New(ctx, client.Config{
-		Registry:  []string{"127.0.0.1:7100", "127.0.0.1:7101", "127.0.0.1:7102"},
-		Namespace: "orders",
-		Secret:    "orders-secret",
+	exampleOnce.Do(func() {
+		cl, err := paxlocktest.Start(context.Background(), 3, paxlocktest.Options{Namespace: "orders", Secret: "orders-secret"})
+		if err != nil {
+			log.Fatal(err)
+		}
+		exampleCluster = cl
+		client.AfterTests = append(client.AfterTests, func() { _ = cl.Close() })
 	})
+	c, err := client.New(ctx, exampleCluster.ClientConfig())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +86,8 @@ func ExampleClient_Mutex() {
 		case <-work.Done():
 		}
 	}()
-	fmt.Println("writing with fencing token", m.Token())
+	fmt.Println("writing, every write fenced with token", m.Token() > 0)
+	// Output: writing, every write fenced with token true
 }
 
 // TryLock never waits; the error names the holder.
@@ -97,6 +112,7 @@ func ExampleMutex_TryLock() {
 		}
 	}()
 	fmt.Println("generating the report")
+	// Output: generating the report
 }
 
 // A handle is reentrant: the lock is released by the last Unlock.
@@ -109,7 +125,12 @@ func ExampleMutex_Lock_reentrant() {
 	_ = m.Lock(ctx)
 	_ = m.Lock(ctx)   // same handle: counts, keeps the token
 	_ = m.Unlock(ctx) // still held
+	fmt.Println("held:", m.Held())
 	_ = m.Unlock(ctx) // released
+	fmt.Println("held:", m.Held())
+	// Output:
+	// held: true
+	// held: false
 }
 
 // Every ProcessOwner handle of a key shares one owner, like WLock's process
@@ -125,9 +146,11 @@ func ExampleProcessOwner() {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = c.Mutex("migration", client.ProcessOwner()).Unlock(ctx)
+		err := c.Mutex("migration", client.ProcessOwner()).Unlock(ctx)
+		fmt.Println("released in another goroutine:", err == nil)
 	}()
 	<-done
+	// Output: released in another goroutine: true
 }
 
 // Readers share the lock; a writer excludes them, and waiting writers go
@@ -141,14 +164,17 @@ func ExampleClient_RWMutex() {
 	if err := rw.RLock(ctx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("reading with token", rw.Reader().Token())
+	fmt.Println("reading")
 	_ = rw.RUnlock(ctx)
 
 	if err := rw.Lock(ctx); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("writing with token", rw.Writer().Token())
+	fmt.Println("writing with a token above the reader's:", rw.Writer().Token() > 0)
 	_ = rw.Unlock(ctx)
+	// Output:
+	// reading
+	// writing with a token above the reader's: true
 }
 
 // Watch a key continuously; the client re-registers the watch after a
@@ -158,24 +184,34 @@ func ExampleClient_Watch() {
 	c := connect(ctx)
 	defer c.Close()
 
-	w, err := c.Watch(ctx, "config:flags", 0, client.Continuous(), client.MaxWait(time.Hour))
+	w, err := c.Watch(ctx, "config:flags", 0, client.Continuous(), client.MaxWait(5*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer w.Close()
+	go func() { // another process takes and frees the key
+		m := c.Mutex("config:flags", client.Value("deployer"))
+		if err := m.Lock(ctx); err == nil {
+			_ = m.Unlock(ctx)
+		}
+	}()
+	n := 0
 	for ev := range w.Events() {
 		switch ev.Type {
 		case client.EventAcquired:
-			fmt.Println("taken by", ev.Holder, "token", ev.Token)
+			fmt.Println("taken")
 		case client.EventReleased, client.EventExpired, client.EventRevoked:
-			fmt.Println("free again after token", ev.Token)
+			fmt.Println("free again")
 		case client.EventTimeout:
 			fmt.Println("watch ended")
 		}
+		if n++; n == 2 {
+			w.Close()
+		}
 	}
-	if err := w.Err(); err != nil {
-		log.Print(err)
-	}
+	// Output:
+	// taken
+	// free again
 }
 
 // Leader election: campaign with a value, lead until leadership is lost,
@@ -189,13 +225,19 @@ func ExampleClient_Election() {
 	if err := e.Campaign(ctx, "host-a:8080"); err != nil { // blocks until elected
 		log.Fatal(err)
 	}
-	fmt.Println("leading with term", e.Token())
+	fmt.Println("leading")
 	_ = e.Proclaim(ctx, "host-a:8081") // change the published value, same term
+	if l, err := e.Leader(ctx); err == nil {
+		fmt.Println("published:", l.Value)
+	}
 	select {
 	case <-e.Lost(): // leadership lost: stop acting as leader
-	case <-time.After(time.Minute):
+	default: // the work done
 		_ = e.Resign(ctx) // hand over to the next candidate at once
 	}
+	// Output:
+	// leading
+	// published: host-a:8081
 }
 
 // Following an election: the current leader, then every change.
@@ -206,12 +248,22 @@ func ExampleElection_Observe() {
 	defer c.Close()
 
 	e := c.Election("scheduler")
-	if l, err := e.Leader(ctx); err == nil {
-		fmt.Println("leader now:", l.Value, "term", l.Token)
+	if _, err := e.Leader(ctx); errors.Is(err, client.ErrNoLeader) {
+		fmt.Println("no leader yet")
 	}
+	go func() { // a candidate elsewhere
+		cand := c.Election("scheduler")
+		_ = cand.Campaign(ctx, "host-b:8080")
+	}()
 	for l := range e.Observe(ctx) {
-		fmt.Println("leader:", l.Value, "term", l.Token)
+		if l.Value != "" {
+			fmt.Println("leader:", l.Value)
+			cancel() // stop following
+		}
 	}
+	// Output:
+	// no leader yet
+	// leader: host-b:8080
 }
 
 // A holder value tells contenders who holds a lock and what it is doing.
@@ -229,7 +281,9 @@ func ExampleValue() {
 		return
 	}
 	_ = m.SetValue(ctx, "host-a pid 4711 job 17: step 2")
+	fmt.Println(m.Value())
 	_ = m.Unlock(ctx)
+	// Output: host-a pid 4711 job 17: step 2
 }
 
 // State reads a key's holder, token and queue from the master.
@@ -247,6 +301,7 @@ func ExampleClient_State() {
 	} else {
 		fmt.Println(st.Key, "is free")
 	}
+	// Output: order:42 is free
 }
 
 // Code written against sync.Locker takes a paxlock lock through Locker. It
@@ -263,6 +318,7 @@ func ExampleMutex_Locker() {
 	mu.Lock()
 	defer mu.Unlock()
 	fmt.Println("generating the daily report")
+	// Output: generating the daily report
 }
 
 // A writer that must go on reading what it wrote downgrades its lock, so
@@ -281,7 +337,8 @@ func ExampleRWMutex_Downgrade() {
 		log.Fatal(err)
 	}
 	defer func() { _ = rw.RUnlock(ctx) }()
-	fmt.Println("reading with token", rw.Reader().Token())
+	fmt.Println("reading what was written, token kept:", rw.Reader().Token() > 0)
+	// Output: reading what was written, token kept: true
 }
 
 // A semaphore of 10 permits shared by a fleet of workers: each takes as
@@ -312,12 +369,13 @@ func ExampleClient_Semaphore() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Printf("%d of %d permits in use by %d holders, token %d\n", st.InUse, st.Permits, len(st.Holders), s.Token())
+	fmt.Printf("%d of %d permits in use by %d holders\n", st.InUse, st.Permits, len(st.Holders))
 	select {
 	case <-s.Lost():
 		log.Print("permits lost: stop using the GPUs")
-	case <-time.After(time.Second): // the job
+	default: // the job
 	}
+	// Output: 3 of 10 permits in use by 1 holders
 }
 
 // Move stock between two warehouses under both their locks: all or none,
@@ -339,7 +397,8 @@ func ExampleClient_MultiLock() {
 			log.Print(err)
 		}
 	}()
-	fmt.Println("fence berlin with", ml.Token("stock:berlin"), "and lyon with", ml.Token("stock:lyon"))
+	fmt.Println("both held, each fenced:", ml.Token("stock:berlin") > 0 && ml.Token("stock:lyon") > 0)
+	// Output: both held, each fenced: true
 }
 
 // Take two accounts' locks at once with TryLock: keys of one lock group
@@ -360,5 +419,6 @@ func ExampleMultiLock_TryLock() {
 		log.Fatal(err)
 	}
 	defer func() { _ = ml.Unlock(ctx) }()
-	fmt.Println("tokens", ml.Token("acct:1"), ml.Token("acct:2"))
+	fmt.Println("both held:", ml.Token("acct:1") > 0 && ml.Token("acct:2") > 0)
+	// Output: both held: true
 }

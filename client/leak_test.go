@@ -1,6 +1,8 @@
 package client
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -14,5 +16,19 @@ import (
 // worker pool (ants) starts two goroutines of its own when the package is
 // loaded; they live for the process and are not ours.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, testutil.LibraryGoroutines()...)
+	code := m.Run()
+	for _, f := range AfterTests {
+		f()
+	}
+	if code == 0 {
+		if err := goleak.Find(testutil.LibraryGoroutines()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
+
+// AfterTests run after every test and example, before the leak check:
+// the examples' shared cluster stops there.
+var AfterTests []func()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -33,6 +34,26 @@ func (p *partition) Send(msgs []paxos.Message) {
 		msgs = slices.DeleteFunc(slices.Clone(msgs), func(m paxos.Message) bool { return (*cut)[m.To] })
 	}
 	p.next.Send(msgs)
+}
+
+// ErrNoFaultInjection is CutPeers' error on a node without
+// Config.FaultInjection.
+var ErrNoFaultInjection = errors.New("server: fault injection is off (Config.FaultInjection)")
+
+// CutPeers drops the Paxos traffic between this node and the peers ids,
+// both ways, replacing the set cut before; no ids heal. Clients still
+// reach the node. It needs Config.FaultInjection, as /debug/partition
+// does, which drives the same cut across processes.
+func (s *Server) CutPeers(ids ...uint32) error {
+	if s.faults == nil {
+		return ErrNoFaultInjection
+	}
+	cut := map[paxos.NodeID]bool{}
+	for _, id := range ids {
+		cut[paxos.NodeID(id)] = true
+	}
+	s.faults.cut.Store(&cut)
+	return nil
 }
 
 // Close implements paxos.Transport.
