@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/wire"
@@ -43,6 +44,12 @@ var commands = map[string]command{
 	"sem":       runHold,
 	"multi":     runHold,
 	"elect":     runElect,
+	// help and completion read the command table: they join it at init.
+}
+
+func init() {
+	commands["help"] = runHelp
+	commands["completion"] = runCompletion
 }
 
 // holdCommands are the commands with a run form, KEY… -- CMD [ARG…]: CMD
@@ -278,9 +285,19 @@ func runClient(ctx context.Context, o *options, p printer, cmd string, args []st
 	if o.ttlGiven && o.ttl > 0 {
 		ttl = o.ttl
 	}
+	if err := checkWeightValue(o.weight, o.value); err != nil {
+		return err
+	}
+	var opts []client.Option
+	if o.weight != 0 {
+		opts = append(opts, client.Weight(o.weight))
+	}
+	if o.value != "" {
+		opts = append(opts, client.Value(o.value))
+	}
 	cfg, err := o.clientConfig()
 	if err != nil {
 		return err
 	}
-	return clientCmd(ctx, p, cfg, cmd, args[0], clientArgs{hold: hold, ttl: ttl, timeout: o.timeout, after: o.after})
+	return clientCmd(ctx, p, cfg, cmd, args[0], clientArgs{hold: hold, ttl: ttl, timeout: o.timeout, after: o.after, opts: opts})
 }
