@@ -58,7 +58,7 @@ func status(ctx context.Context, p printer, ac *adminClient) error {
 			out.Nodes = append(out.Nodes, n)
 			continue
 		}
-		n.Node, n.Client, n.Conns, n.ViewVersion = r.st.Node, r.st.Client, r.st.Conns, r.st.ViewVersion
+		n.Node, n.Client, n.Conns, n.ViewVersion, n.Version = r.st.Node, r.st.Client, r.st.Conns, r.st.ViewVersion, r.st.Version
 		n.Health = "up"
 		if r.st.StorageFailed {
 			n.Health, n.Error = "storage_failed", r.st.StorageError
