@@ -241,6 +241,13 @@ func runLocks(ctx context.Context, o *options, p printer, _ string, args []strin
 	if len(args) == 1 {
 		prefix = args[0]
 	}
+	if o.viaAdmin() {
+		ac, err := o.adminAPI()
+		if err != nil {
+			return err
+		}
+		return adminLocks(ctx, p, ac, o.ns, prefix, o.limit, o.timeout)
+	}
 	cfg, err := o.clientConfig()
 	if err != nil {
 		return err
@@ -272,6 +279,13 @@ func runClient(ctx context.Context, o *options, p printer, cmd string, args []st
 	}
 	if err := wantArgs(args, 1, hi, form); err != nil {
 		return err
+	}
+	if cmd == "state" && o.viaAdmin() {
+		ac, err := o.adminAPI()
+		if err != nil {
+			return err
+		}
+		return adminState(ctx, p, ac, o.ns, args[0], o.timeout)
 	}
 	hold := 5 * time.Second
 	if len(args) == 2 {
