@@ -163,6 +163,25 @@ func TestAdminLockReads(t *testing.T) {
 	if code, _, _ := runCtl(t, "", "-admin", admins[0], "-admin-ca", "", "-namespace", "nope", "state", "k"); code != 1 {
 		t.Errorf("state in an unknown namespace via admin: exit %d, want 1", code)
 	}
+	// A run form's -weight is its place in the queue the admin read shows.
+	secretFile := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secretFile, []byte("ops-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run, _, runErr := background(ctx, nil, "-registry", strings.Join(clients, ","), "-namespace", "ops", "-secret-file", secretFile,
+		"lock", "job/a", "-weight", "9", "--", "true")
+	for deadline := time.Now().Add(30 * time.Second); len(d.Waiters) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("paxlockctl lock -weight 9 never showed in the queue: %+v; %s", d, runErr.String())
+		}
+		code, out, errOut := runCtl(t, "", append(flags, "state", "job/a")...)
+		if err := json.Unmarshal([]byte(out), &d); code != 0 || err != nil {
+			t.Fatalf("state via admin: exit %d, %q, %s", code, out, errOut)
+		}
+	}
+	if w := []int{d.Waiters[0].Weight, d.Waiters[1].Weight}; !slices.Contains(w, 9) || !slices.Contains(w, 7) {
+		t.Errorf("the queue's weights: %v, want 7 and 9", w)
+	}
 	// With the namespace secret, state asks the client protocol.
 	t.Setenv(SecretEnv, "ops-secret")
 	code, out, errOut = runCtl(t, "", "-registry", strings.Join(clients, ","), "-namespace", "ops", "-o", "json", "state", "job/b")
@@ -172,6 +191,10 @@ func TestAdminLockReads(t *testing.T) {
 	_ = c.Close()
 	if err := <-waiting; err != nil {
 		t.Errorf("the waiter, once job/a's holder left: %v", err)
+	}
+	_ = c2.Close()
+	if code := exitOf(t, run); code != 0 {
+		t.Errorf("lock -weight 9 -- true: exit %d, %s", code, runErr.String())
 	}
 }
 
