@@ -150,9 +150,9 @@ func usageText() string {
 // printHelp prints the whole help: the usage, the environment and every
 // flag.
 func printHelp(w io.Writer, fs *flag.FlagSet) {
-	fmt.Fprint(w, usageText())
-	fmt.Fprint(w, "\nFlags may come before or after the command and its arguments; \"--\" ends them.\n"+
-		"paxlockctl help COMMAND (or COMMAND -h) prints a command's own help.\n")
+	fmt.Fprintf(w, "%s", usageText())
+	fmt.Fprintln(w, "\nFlags may come before or after the command and its arguments; \"--\" ends them.\n"+
+		"paxlockctl help COMMAND (or COMMAND -h) prints a command's own help.")
 	printEnv(w)
 	fmt.Fprintln(w, "\nflags:")
 	fs.VisitAll(func(f *flag.Flag) { printFlag(w, f) })

@@ -335,7 +335,7 @@ func runSignals(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return 0
 	}
 	if err != nil {
-		fmt.Fprint(stderr, usageText())
+		fmt.Fprintf(stderr, "%s", usageText())
 		return 2 // the flag package printed the error
 	}
 	if _, err := applyEnv(fs, osLookup); err != nil {
@@ -352,7 +352,7 @@ func runSignals(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return 2
 	}
 	if len(pos) == 0 {
-		fmt.Fprint(stderr, usageText())
+		fmt.Fprintf(stderr, "%s", usageText())
 		fmt.Fprintln(stderr, "paxlockctl help prints the flags and environment variables")
 		return 2
 	}
@@ -385,7 +385,7 @@ func exitCode(stderr io.Writer, cmd string, err error) int {
 			fmt.Fprintf(stderr, "usage: paxlockctl %s\n", strings.Join(h.forms, "\n       paxlockctl "))
 			fmt.Fprintf(stderr, "paxlockctl help %s prints its help\n", cmd)
 		} else {
-			fmt.Fprint(stderr, usageText())
+			fmt.Fprintf(stderr, "%s", usageText())
 		}
 		return 2
 	}
