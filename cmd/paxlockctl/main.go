@@ -110,7 +110,9 @@
 // the read and write sides of a read-write lock, sem acquire NAME PERMITS
 // PERMITS of semaphore NAME, whose total -limit N gives, and multi KEY…
 // every KEY (all or none). The hold has the TTL -ttl (default 30s) and is
-// renewed in the background while CMD runs. Without -wait they wait until
+// renewed in the background while CMD runs; -weight gives its wait a
+// priority in the server's queue (1 to 10) and -value the holder value
+// others see. Without -wait they wait until
 // the hold is granted (or paxlockctl is interrupted); -wait 0 tries once
 // and -wait D waits up to D, then exit with status 124 without running
 // CMD. CMD inherits paxlockctl's standard streams and environment, with
@@ -150,6 +152,12 @@
 // verifying the nodes against that CA; -registry must then list the
 // nodes' TLS client addresses (client_tls_addr). -cert FILE -key FILE
 // present a client certificate there (client_tls in the nodes' config).
+//
+// Given the admin token and no namespace secret (neither PAXLOCK_SECRET
+// nor -secret-file), locks and state read through the admin endpoints
+// instead (GET /locks, GET /locks/{ns}/{key}; adminlocks.go): an operator
+// reads any namespace's locks, state with every holder and the waiter
+// queue, without the tenant's secret.
 //
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
 // error, 3 when check found the token not current; the run forms and
