@@ -55,7 +55,7 @@ func TestHelp(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "lock KEY -- CMD") || !strings.Contains(out, "-weight") || !strings.Contains(out, "(env PAXLOCK_REGISTRY)") || strings.Contains(out, "-balanced") {
 		t.Errorf("help lock: exit %d\n%s", code, out)
 	}
-	if code, out, _ := runCtl(t, "", "state", "-h"); code != 0 || !strings.Contains(out, "GET /locks/{ns}/{key}") || !strings.Contains(out, "-admin-token-file") {
+	if code, out, _ := runCtl(t, "", "state", "-h"); code != 0 || !strings.Contains(out, "/locks/{ns}/{key}") || !strings.Contains(out, "-admin-token-file") {
 		t.Errorf("state -h: exit %d, want the admin read and its flags\n%s", code, out)
 	}
 	for _, args := range [][]string{{"lock", "-h"}, {"-registry", "x", "drain", "-h"}, {"namespace", "list", "--help"}} {
