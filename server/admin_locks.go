@@ -42,7 +42,12 @@ func (n adminNode) ListLocks(ctx context.Context, q adminhttp.LockQuery) (admina
 	}
 	v := n.view.Load()
 	local, remote := []int{}, map[uint32][]int{}
+	seen := map[int]bool{}
 	for _, g := range groups {
+		if seen[g] {
+			continue // a group named twice is read once
+		}
+		seen[g] = true
 		switch {
 		case g >= len(n.svc.Groups()):
 			return adminapi.LockPage{}, fmt.Errorf("%w: group %d out of range", wire.ErrInvalid, g)
