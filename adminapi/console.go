@@ -6,11 +6,13 @@ import "time"
 // console (GET /cluster, and each message of GET /events).
 type ClusterStatus struct {
 	// Node is the node that gathered it; Time when.
-	Node        uint32         `json:"node"`
-	Time        time.Time      `json:"time"`
-	ViewVersion uint64         `json:"view_version"`
-	Nodes       []ConsoleNode  `json:"nodes"`
-	Groups      []ConsoleGroup `json:"groups"`
+	Node        uint32    `json:"node"`
+	Time        time.Time `json:"time"`
+	ViewVersion uint64    `json:"view_version"`
+	// Version is the gathering node's build (Status.Version).
+	Version string         `json:"version"`
+	Nodes   []ConsoleNode  `json:"nodes"`
+	Groups  []ConsoleGroup `json:"groups"`
 	// HotKeys are the keys with the most waiters over the cluster, most
 	// first; MasterChanges the last changes of master, newest first.
 	HotKeys       []HotKey       `json:"hot_keys"`
@@ -36,6 +38,8 @@ type ConsoleNode struct {
 	ReadyReason   string `json:"ready_reason,omitempty"`
 	StorageFailed bool   `json:"storage_failed"`
 	Conns         int64  `json:"conns"`
+	// Version is the node's build, from its status (Status.Version).
+	Version string `json:"version,omitempty"`
 	// Mastered counts the groups the gathering node's view says it
 	// masters.
 	Mastered int `json:"mastered"`

@@ -1,6 +1,14 @@
 package adminapi
 
-import "time"
+import (
+	"time"
+
+	"github.com/paxlock/paxlock/internal/buildinfo"
+)
+
+// BuildInfo is the build a node runs: its module version, VCS revision
+// and time, and Go version (Status.Build).
+type BuildInfo = buildinfo.Info
 
 // NodeAddr is one member of the cluster: its addresses, as a node's
 // configuration lists them and Status reports them.
@@ -56,6 +64,10 @@ type Status struct {
 	// Ready and ReadyReason are what /readyz answers (see server.Server.Ready).
 	Ready       bool   `json:"ready"`
 	ReadyReason string `json:"ready_reason"`
+	// Build is the build the node runs; Version its one-line form
+	// (version, revision, time, Go), "" when the binary carries none.
+	Build   BuildInfo `json:"build"`
+	Version string    `json:"version"`
 	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
 	// server.Server.StatusDetail): the keys with the most waiters on the groups this
 	// node serves, and the last master changes it saw, newest first.

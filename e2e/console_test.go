@@ -137,6 +137,10 @@ func TestConsoleBrowser(t *testing.T) {
 		const rows = [...document.querySelectorAll("#nodes tbody tr")];
 		return rows.length === 3 && rows.every(r => r.dataset.health === "ready");
 	})()`)
+	poll("every node's build version, and the header's", `(() => {
+		const rows = [...document.querySelectorAll("#nodes tbody tr")];
+		return rows.every(r => r.dataset.version.includes("go1.")) && document.getElementById("version").textContent.includes("go1.");
+	})()`)
 
 	// A lock, and a second client waiting for it.
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -54,7 +54,8 @@
 //     (multi-lock: reservations and one command per group).
 //   - Reading the table: state.go's view (a record read in place under
 //     its shard's lock), list.go (List), inspect.go (HotKeys for the
-//     console).
+//     console), inspect_key.go (InspectKey: one key's holders and queue,
+//     for the admin API).
 //   - Lock group 0's system tables, each with an outcome type of its own
 //     (never a lock status): namespace.go (namespaces and their SCRAM
 //     verifiers; nsOutcome), quota.go (applying a quota change next to

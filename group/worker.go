@@ -26,6 +26,7 @@ const (
 	evMultiUndo // a failed multi-acquire gives back key n's reservation
 	evMove      // a namespace's move state was applied: req.Namespace, MoveState(n) (move_worker.go)
 	evAttach    // a connection of client was attached: tell it its revoked holds (revocation.go)
+	evKeyRead   // an operator's read of one key: keyq (inspect_key.go)
 )
 
 type event struct {
@@ -42,6 +43,7 @@ type event struct {
 	n       int            // evInspect: how many; evMove: the MoveState
 	list    *listQuery     // evList: what to list; its reply is called once
 	multi   *multiAcq      // evMulti, evMultiDone, evMultiUndo
+	keyq    *keyQuery      // evKeyRead: its done is called once
 }
 
 // keyState is what the master's worker knows of one key beyond the
@@ -205,6 +207,8 @@ func (w *worker) post(e event) {
 			e.inspect(nil)
 		case evList:
 			e.list.reply(nil, 0)
+		case evKeyRead:
+			e.keyq.done(nil)
 		case evMulti:
 			w.multiFail(e.multi, noMaster)
 		}
@@ -268,6 +272,8 @@ func (w *worker) handle(e *event) {
 				rest[i].inspect(nil)
 			case evList:
 				rest[i].list.reply(nil, 0)
+			case evKeyRead:
+				rest[i].keyq.done(nil)
 			case evMulti:
 				w.multiFail(rest[i].multi, noMaster)
 			}
@@ -299,6 +305,8 @@ func (w *worker) handle(e *event) {
 		e.inspect(w.hotKeys(e.n))
 	case evList:
 		e.list.reply(w.listLocks(e.list))
+	case evKeyRead:
+		e.keyq.done(w.inspectKey(e.keyq))
 	case evMulti:
 		w.multiReserve(e.multi)
 	case evMultiDone:

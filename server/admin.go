@@ -7,6 +7,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/server/adminhttp"
@@ -27,6 +28,9 @@ func (s *Server) Status() adminapi.Status {
 		st.StorageFailed, st.StorageError = true, err.Error()
 	}
 	st.Ready, st.ReadyReason = s.Ready()
+	if in, ok := buildinfo.Current(); ok {
+		st.Build, st.Version = in, in.String()
+	}
 	gms := s.groupMembers()
 	for g, lg := range s.svc.Groups() {
 		c, a, ls := lg.Consensus().Progress()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/server/adminhttp"
 )
@@ -150,6 +151,9 @@ func (s *Server) peerStatus(ctx context.Context, n NodeAddr) (adminapi.Status, e
 func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 	v := s.view.Load()
 	cs := adminapi.ClusterStatus{Node: s.cfg.NodeID, Time: time.Now(), ViewVersion: v.Version}
+	if in, ok := buildinfo.Current(); ok {
+		cs.Version = in.String()
+	}
 	nodes := s.nodes()
 	sts := make([]*adminapi.Status, len(nodes))
 	errs := make([]error, len(nodes))
@@ -187,7 +191,7 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 		if st := sts[i]; st != nil {
 			byID[n.ID] = st
 			cn.Reachable, cn.Ready, cn.ReadyReason = true, st.Ready, st.ReadyReason
-			cn.StorageFailed, cn.Conns = st.StorageFailed, st.Conns
+			cn.StorageFailed, cn.Conns, cn.Version = st.StorageFailed, st.Conns, st.Version
 			cs.HotKeys = append(cs.HotKeys, st.HotKeys...)
 			cs.MasterChanges = append(cs.MasterChanges, st.MasterChanges...)
 			cs.Quotas = append(cs.Quotas, st.Quotas...)

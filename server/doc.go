@@ -63,7 +63,8 @@
 //     (adminNode, the node as adminhttp.Node), admin_guard.go (the names
 //     the endpoint answers to, for internal/adminguard's DNS-rebinding
 //     checks), admin_quota.go (quotas and their use, merged over the
-//     nodes), security.go (peer and admin TLS, the admin token),
+//     nodes), admin_locks.go (the admin lock reads: a page gathered from
+//     every group's master, a key's detail), security.go (peer and admin TLS, the admin token),
 //     health.go (Ready), backup.go (a backup of every group's image from
 //     its master; Restore), move.go (the namespace-move steps, taken in
 //     every group on its master), console.go (the
@@ -75,5 +76,6 @@
 //     host and group), metrics_certs.go (certificate expiry),
 //     metrics_conns.go (connection bounds), metrics_peers.go (peer
 //     messages refused), metrics_quota.go (quota
-//     usage), metrics_storage.go (Pebble and the data directory).
+//     usage), metrics_storage.go (Pebble and the data directory),
+//     metrics_build.go (paxlock_build_info).
 package server

@@ -136,6 +136,7 @@ func newMetrics(s *Server) *metrics {
 		newQuotaCollector(s),
 		newConnLimitsCollector(s),
 		newPeerRefusalsCollector(s),
+		buildInfoGauge(),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

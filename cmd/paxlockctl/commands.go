@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/wire"
@@ -43,6 +44,12 @@ var commands = map[string]command{
 	"sem":       runHold,
 	"multi":     runHold,
 	"elect":     runElect,
+	// help and completion read the command table: they join it at init.
+}
+
+func init() {
+	commands["help"] = runHelp
+	commands["completion"] = runCompletion
 }
 
 // holdCommands are the commands with a run form, KEY… -- CMD [ARG…]: CMD
@@ -234,6 +241,13 @@ func runLocks(ctx context.Context, o *options, p printer, _ string, args []strin
 	if len(args) == 1 {
 		prefix = args[0]
 	}
+	if o.viaAdmin() {
+		ac, err := o.adminAPI()
+		if err != nil {
+			return err
+		}
+		return adminLocks(ctx, p, ac, o.ns, prefix, o.limit, o.timeout)
+	}
 	cfg, err := o.clientConfig()
 	if err != nil {
 		return err
@@ -266,6 +280,13 @@ func runClient(ctx context.Context, o *options, p printer, cmd string, args []st
 	if err := wantArgs(args, 1, hi, form); err != nil {
 		return err
 	}
+	if cmd == "state" && o.viaAdmin() {
+		ac, err := o.adminAPI()
+		if err != nil {
+			return err
+		}
+		return adminState(ctx, p, ac, o.ns, args[0], o.timeout)
+	}
 	hold := 5 * time.Second
 	if len(args) == 2 {
 		d, err := time.ParseDuration(args[1])
@@ -278,9 +299,19 @@ func runClient(ctx context.Context, o *options, p printer, cmd string, args []st
 	if o.ttlGiven && o.ttl > 0 {
 		ttl = o.ttl
 	}
+	if err := checkWeightValue(o.weight, o.value); err != nil {
+		return err
+	}
+	var opts []client.Option
+	if o.weight != 0 {
+		opts = append(opts, client.Weight(o.weight))
+	}
+	if o.value != "" {
+		opts = append(opts, client.Value(o.value))
+	}
 	cfg, err := o.clientConfig()
 	if err != nil {
 		return err
 	}
-	return clientCmd(ctx, p, cfg, cmd, args[0], clientArgs{hold: hold, ttl: ttl, timeout: o.timeout, after: o.after})
+	return clientCmd(ctx, p, cfg, cmd, args[0], clientArgs{hold: hold, ttl: ttl, timeout: o.timeout, after: o.after, opts: opts})
 }

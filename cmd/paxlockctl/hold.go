@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // The environment variables through which a run form's command learns
@@ -48,15 +48,23 @@ type holder interface {
 }
 
 // holdOptions are the client options of a run form's hold: its TTL
-// (-ttl, the client's default when 0), renewed in the background, and
-// its lock-delay (-lock-delay; none when 0).
-func holdOptions(ttl, lockDelay time.Duration) []client.Option {
+// (-ttl, the client's default when 0), renewed in the background, its
+// lock-delay (-lock-delay; none when 0), its wait's weight (-weight; the
+// default when 0) and its holder value (-value).
+func holdOptions(o *options) []client.Option {
+	ttl := o.ttl
 	if ttl <= 0 {
 		ttl = client.DefaultTTL
 	}
 	opts := []client.Option{client.TTL(ttl), client.AutoRenew()}
-	if lockDelay > 0 {
-		opts = append(opts, client.LockDelay(lockDelay))
+	if o.lockDelay > 0 {
+		opts = append(opts, client.LockDelay(o.lockDelay))
+	}
+	if o.weight != 0 {
+		opts = append(opts, client.Weight(o.weight))
+	}
+	if o.value != "" {
+		opts = append(opts, client.Value(o.value))
 	}
 	return opts
 }
@@ -221,4 +229,16 @@ func (h *multiHold) env() []string {
 		toks[i] = strconv.FormatUint(t, 10)
 	}
 	return []string{envKeys + "=" + strings.Join(h.keys, " "), envTokens + "=" + strings.Join(toks, " ")}
+}
+
+// checkWeightValue checks -weight (0: not given) and -value, so that a
+// bad one is a usage error before anything is sent.
+func checkWeightValue(weight int, value string) error {
+	if weight != 0 && (weight < wire.MinWeight || weight > wire.MaxWeight) {
+		return fmt.Errorf("%w: -weight %d: want %d to %d", errUsage, weight, wire.MinWeight, wire.MaxWeight)
+	}
+	if err := wire.ValidateValue(value); err != nil {
+		return fmt.Errorf("%w: -value: %w", errUsage, err)
+	}
+	return nil
 }

@@ -18,10 +18,10 @@ func TestLockDelayFlag(t *testing.T) {
 	if o.lockDelay != 2*time.Second {
 		t.Fatalf("-lock-delay 2s parsed as %v", o.lockDelay)
 	}
-	if n := len(holdOptions(o.ttl, o.lockDelay)); n != 3 {
+	if n := len(holdOptions(o)); n != 3 {
 		t.Fatalf("a run form's hold with -lock-delay has %d options, want TTL, AutoRenew and LockDelay", n)
 	}
-	if n := len(holdOptions(0, 0)); n != 2 {
+	if n := len(holdOptions(&options{})); n != 2 {
 		t.Fatalf("a run form's hold without -lock-delay has %d options, want 2", n)
 	}
 }

@@ -17,10 +17,34 @@
 //	paxlockctl lock|rlock|wlock KEY -- CMD [ARG…]         (client protocol)
 //	paxlockctl sem acquire NAME PERMITS -limit N -- CMD [ARG…] (client protocol)
 //	paxlockctl multi KEY… -- CMD [ARG…]                  (client protocol)
-//	paxlockctl elect NAME VALUE|elect observe NAME       (client protocol)
+//	paxlockctl elect NAME VALUE|elect campaign NAME VALUE|elect observe NAME (client protocol)
+//	paxlockctl help [COMMAND]|completion bash|zsh
+//
+// paxlockctl help prints the usage, the environment variables and every
+// flag; paxlockctl help COMMAND, or COMMAND -h, one command's forms, what
+// it does and the flags it reads (help.go holds the texts). completion
+// bash|zsh prints a script that completes the commands, their
+// subcommands and the flags, written from the command table and the flag
+// set (completion.go).
 //
 // Flags may come before or after the command and its arguments
 // (paxlockctl status -o json, paxlockctl -o json status); "--" ends them.
+// Every endpoint, namespace, credential-file and TLS flag may come from
+// the environment instead, a variable named after the flag: -registry
+// PAXLOCK_REGISTRY, -admin PAXLOCK_ADMIN, -namespace PAXLOCK_NAMESPACE,
+// -ca PAXLOCK_CA, -cert PAXLOCK_CERT, -admin-ca PAXLOCK_ADMIN_CA,
+// -admin-token-file PAXLOCK_ADMIN_TOKEN_FILE, -secret-file
+// PAXLOCK_SECRET_FILE, and -key PAXLOCK_CERT_KEY (PAXLOCK_KEY is the key a
+// run form's command holds); a flag given on the command line wins
+// (env.go).
+//
+// The command line is parsed with the standard flag package rather than
+// a CLI library (spf13/cobra, urfave/cli): cobra's pflag takes long flags
+// only as --flag, so every script's -registry … would break, and both
+// would replace a parser that already takes flags anywhere on the line
+// and a run form's "--" with a second command tree beside the command
+// table; help texts, environment variables and completion are a few
+// hundred lines over the one flag set, with no dependency added.
 // Every command takes -o table (the default, for people) or -o json (for
 // scripts: one JSON object, or for lock and watch one object per line as
 // things happen, with the field names documented on the record types in
@@ -86,7 +110,9 @@
 // the read and write sides of a read-write lock, sem acquire NAME PERMITS
 // PERMITS of semaphore NAME, whose total -limit N gives, and multi KEY…
 // every KEY (all or none). The hold has the TTL -ttl (default 30s) and is
-// renewed in the background while CMD runs. Without -wait they wait until
+// renewed in the background while CMD runs; -weight gives its wait a
+// priority in the server's queue (1 to 10) and -value the holder value
+// others see. Without -wait they wait until
 // the hold is granted (or paxlockctl is interrupted); -wait 0 tries once
 // and -wait D waits up to D, then exit with status 124 without running
 // CMD. CMD inherits paxlockctl's standard streams and environment, with
@@ -127,6 +153,12 @@
 // nodes' TLS client addresses (client_tls_addr). -cert FILE -key FILE
 // present a client certificate there (client_tls in the nodes' config).
 //
+// Given the admin token and no namespace secret (neither PAXLOCK_SECRET
+// nor -secret-file), locks and state read through the admin endpoints
+// instead (GET /locks, GET /locks/{ns}/{key}; adminlocks.go): an operator
+// reads any namespace's locks, state with every holder and the waiter
+// queue, without the tenant's secret.
+//
 // Exit status: 0 on success, 1 when the command failed, 2 for a usage
 // error, 3 when check found the token not current; the run forms and
 // elect: 124 not acquired within -wait, 125 the hold lost, and (run
@@ -136,12 +168,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -213,6 +243,8 @@ type options struct {
 	ttl, wait             time.Duration
 	killAfter             time.Duration
 	lockDelay             time.Duration // the run forms' hold's lock-delay (client.LockDelay)
+	weight                int           // the run forms' wait's weight (client.Weight; 0: the default)
+	value                 string        // the run forms' holder value (client.Value)
 	ttlGiven, waitGiven   bool
 	limitGiven            bool
 	quota                 quotaFlags // namespace set-quota's limits
@@ -220,6 +252,8 @@ type options struct {
 	// argv is the command a run form runs (what follows "--"), nil
 	// for every other command.
 	argv []string
+	// fs is the flag set the command line was parsed with, for help.
+	fs *flag.FlagSet
 	// signals carries the SIGINT and SIGTERM paxlockctl receives, to be
 	// forwarded to a run form's command (nil: none come).
 	signals        <-chan os.Signal
@@ -248,6 +282,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "lock, rlock, wlock, sem, multi, elect with -- CMD: the hold's lock-delay: if it is lost (expired or force-unlocked), nobody new is granted the key for that long (at most "+client.MaxLockDelay.String()+"; 0: none)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lock, rlock, wlock, sem, multi, elect: the hold's TTL, renewed every TTL/3 while held (0: 30s; lock KEY HOLD: HOLD+5s, at least 10s)")
 	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD and elect: give up after this long without the hold, exit status 124 (0: try once; unset: wait until acquired or interrupted)")
+	fs.IntVar(&o.weight, "weight", 0, "lock, rlock, wlock, sem, multi: the wait's priority in the server's queue, 1 to 10: each unit counts as the server's weight_aging (default 1s) of waiting (0: 1)")
+	fs.StringVar(&o.value, "value", "", "lock, rlock, wlock, sem, multi: the holder value others see in state, watch and a contender's error (host, pid, job id; at most 1 KiB)")
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "run forms (-- CMD): when the hold is lost, SIGKILL the command this long after SIGTERM")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name); namespace add -meta: the registry cluster that serves the namespace")
@@ -263,11 +299,13 @@ func newFlagSet(o *options) *flag.FlagSet {
 // parseInterspersed parses args with fs, accepting flags before, between
 // and after the positional arguments, which it returns in order.
 // Everything after "--" is positional; dash is the index in pos of the
-// first argument after "--", -1 when there is no "--".
+// first argument after "--", -1 when there is no "--". On an error pos
+// holds the positional arguments before it (help finds the command -h
+// was given to).
 func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int, err error) {
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, -1, err
+			return pos, -1, err
 		}
 		rest := fs.Args()
 		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
@@ -281,8 +319,6 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, dash int,
 	}
 }
 
-const usageLine = "usage: paxlockctl [flags] version|status|members|wait|namespace list|add NAME|remove NAME|set-quota NAME [-held N] [-waiters N] [-rate N] [-burst N]|member list|add ID ADDR=…|remove ID|drain NODE [-undo]|unlock --force KEY|backup FILE|locks [PREFIX]|lock KEY [HOLD]|state KEY|check KEY TOKEN|watch KEY|certs [node ID|client NAMESPACE]|lock|rlock|wlock KEY -- CMD [ARG…]|sem acquire NAME PERMITS -limit N -- CMD [ARG…]|multi KEY… -- CMD [ARG…]|elect NAME VALUE|elect observe NAME"
-
 // run is paxlockctl with its arguments (without the program name) and
 // standard streams; ctx ends watch and cancels what waits. It returns the
 // exit status.
@@ -294,25 +330,27 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 func runSignals(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, signals <-chan os.Signal) int {
 	o := &options{stdin: stdin, stdout: stdout, stderr: stderr, signals: signals}
 	fs := newFlagSet(o)
+	o.fs = fs
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, usageLine)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() {} // help is printed below, on standard output, or the usage on errors
 	pos, dash, err := parseInterspersed(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
+		// paxlockctl -h, or COMMAND -h: the help asked for.
+		if len(pos) > 0 && printCommandHelp(stdout, fs, pos[0]) {
+			return 0
+		}
+		printHelp(stdout, fs)
 		return 0
 	}
 	if err != nil {
-		return 2 // the flag package printed the error and the usage
+		fmt.Fprintf(stderr, "%s", usageText())
+		return 2 // the flag package printed the error
 	}
-	fs.Visit(func(f *flag.Flag) {
-		o.explicitAdmin = o.explicitAdmin || f.Name == "admin-ca" || f.Name == "admin-token-file"
-		o.secretFileGiven = o.secretFileGiven || f.Name == "secret-file"
-		o.ttlGiven = o.ttlGiven || f.Name == "ttl"
-		o.waitGiven = o.waitGiven || f.Name == "wait"
-		o.limitGiven = o.limitGiven || f.Name == "limit"
-	})
+	if _, err := applyEnv(fs, osLookup); err != nil {
+		fmt.Fprintln(stderr, "paxlockctl: environment:", err)
+		return 2
+	}
+	o.noteGiven()
 	switch o.output {
 	case "table":
 	case "json":
@@ -322,7 +360,8 @@ func runSignals(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		return 2
 	}
 	if len(pos) == 0 {
-		fs.Usage()
+		fmt.Fprintf(stderr, "%s", usageText())
+		fmt.Fprintln(stderr, "paxlockctl help prints the flags and environment variables")
 		return 2
 	}
 	o.commandAndArgs = pos
@@ -330,10 +369,32 @@ func runSignals(ctx context.Context, args []string, stdin io.Reader, stdout, std
 		// "--" after the command's own arguments: the run form.
 		o.commandAndArgs, o.argv = pos[:dash], pos[dash:]
 	}
-	err = dispatch(ctx, o)
+	return exitCode(stderr, pos[0], dispatch(ctx, o))
+}
+
+// noteGiven records which of the flags whose presence matters were given,
+// on the command line or through the environment.
+func (o *options) noteGiven() {
+	o.fs.Visit(func(f *flag.Flag) {
+		o.explicitAdmin = o.explicitAdmin || f.Name == "admin-ca" || f.Name == "admin-token-file"
+		o.secretFileGiven = o.secretFileGiven || f.Name == "secret-file"
+		o.ttlGiven = o.ttlGiven || f.Name == "ttl"
+		o.waitGiven = o.waitGiven || f.Name == "wait"
+		o.limitGiven = o.limitGiven || f.Name == "limit"
+	})
+}
+
+// exitCode is the exit status of command cmd's outcome err, once its
+// error, if any, is printed.
+func exitCode(stderr io.Writer, cmd string, err error) int {
 	if errors.Is(err, errUsage) {
 		fmt.Fprintln(stderr, "paxlockctl:", err)
-		fmt.Fprintln(stderr, usageLine)
+		if h, ok := helps[cmd]; ok {
+			fmt.Fprintf(stderr, "usage: paxlockctl %s\n", strings.Join(h.forms, "\n       paxlockctl "))
+			fmt.Fprintf(stderr, "paxlockctl help %s prints its help\n", cmd)
+		} else {
+			fmt.Fprintf(stderr, "%s", usageText())
+		}
 		return 2
 	}
 	if errors.Is(err, errNotCurrent) {
@@ -414,200 +475,13 @@ func (o *options) secret(dev bool) (string, error) {
 	return "", fmt.Errorf("no secret: set %s or -secret-file FILE", SecretEnv)
 }
 
-func (a *adminClient) fetchStatus(ctx context.Context, addr string) (adminapi.Status, error) {
-	var st adminapi.Status
-	req, err := a.request(ctx, http.MethodGet, addr, "/status", nil)
-	if err != nil {
-		return st, err
-	}
-	resp, err := a.do(req, 3*time.Second)
-	if err != nil {
-		return st, err
-	}
-	defer func() { _ = resp.Body.Close() }() // read to the end or abandoned: nothing to report
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s: %s", addr, resp.Status)
-	}
-	return st, json.NewDecoder(resp.Body).Decode(&st)
-}
-
-// nodeReport is one admin address's answer to /status.
-type nodeReport struct {
-	addr string
-	st   adminapi.Status
-	err  error
-}
-
-func (a *adminClient) fetchAll(ctx context.Context) []nodeReport {
-	out := make([]nodeReport, len(a.addrs))
-	for i, addr := range a.addrs {
-		st, err := a.fetchStatus(ctx, addr)
-		out[i] = nodeReport{addr: addr, st: st, err: err}
-	}
-	return out
-}
-
-func status(ctx context.Context, p printer, ac *adminClient) error {
-	reports := ac.fetchAll(ctx)
-	out := statusOutput{Nodes: []statusNode{}, Groups: []statusGroup{}}
-	var up []adminapi.Status
-	for _, r := range reports {
-		n := statusNode{Admin: r.addr, Health: "down"}
-		if r.err != nil {
-			n.Error = r.err.Error()
-			out.Nodes = append(out.Nodes, n)
-			continue
-		}
-		n.Node, n.Client, n.Conns, n.ViewVersion = r.st.Node, r.st.Client, r.st.Conns, r.st.ViewVersion
-		n.Health = "up"
-		if r.st.StorageFailed {
-			n.Health, n.Error = "storage_failed", r.st.StorageError
-		}
-		for _, g := range r.st.Groups {
-			if g.Serving {
-				n.Masters++
-			}
-		}
-		out.Nodes = append(out.Nodes, n)
-		up = append(up, r.st)
-	}
-	if len(up) > 0 {
-		for g := range up[0].Groups {
-			sg := statusGroup{Group: g}
-			for _, r := range up {
-				if g >= len(r.Groups) {
-					continue
-				}
-				gs := r.Groups[g]
-				if gs.Serving {
-					sg.Master, sg.Locks = r.Node, gs.Locks
-				}
-				sg.Epoch = max(sg.Epoch, gs.Epoch)
-				sg.Applied = max(sg.Applied, gs.Applied)
-			}
-			out.Groups = append(out.Groups, sg)
-		}
-	}
-	if err := p.emit(out); err != nil {
-		return err
-	}
-	if len(up) == 0 {
-		return errors.New("no node answered")
-	}
-	return nil
-}
-
-func members(ctx context.Context, p printer, ac *adminClient) error {
-	reports := ac.fetchAll(ctx)
-	out := membersOutput{Members: []member{}}
-	// The configured member list, from the first node that answers.
-	var cfgNodes []adminapi.NodeAddr
-	for _, r := range reports {
-		if r.err == nil {
-			cfgNodes = r.st.Nodes
-			break
-		}
-	}
-	if cfgNodes == nil {
-		return errors.New("no node answered")
-	}
-	byAdmin := map[string]nodeReport{}
-	byID := map[uint32]nodeReport{}
-	for _, r := range reports {
-		byAdmin[r.addr] = r
-		if r.err == nil {
-			byID[r.st.Node] = r
-		}
-	}
-	for _, n := range cfgNodes {
-		m := member{ID: n.ID, Peer: n.Peer, Client: n.Client, Gossip: n.Gossip, Admin: n.Admin, Health: "unknown"}
-		r, ok := byID[n.ID]
-		if !ok && n.Admin != "" {
-			r, ok = byAdmin[n.Admin]
-		}
-		switch {
-		case ok && r.err != nil:
-			m.Health, m.Error = "down", r.err.Error()
-		case ok && r.st.StorageFailed:
-			m.Health, m.Error = "storage_failed", r.st.StorageError
-		case ok:
-			m.Health = "up"
-			for _, g := range r.st.Groups {
-				if g.Serving {
-					m.Masters++
-				}
-			}
-		}
-		out.Members = append(out.Members, m)
-	}
-	return p.emit(out)
-}
-
-// wait polls the nodes' admin endpoints until every group has a serving
-// master.
-func wait(ctx context.Context, p printer, ac *adminClient, limit time.Duration, balanced bool) error {
-	ctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		serving := map[int]bool{}
-		perNode := map[uint32]int{}
-		groups, answered, asked := 0, 0, 0
-		for _, r := range ac.fetchAll(ctx) {
-			asked++
-			if r.err != nil {
-				continue
-			}
-			answered++
-			groups = len(r.st.Groups)
-			perNode[r.st.Node] = 0
-			for _, g := range r.st.Groups {
-				if g.Serving {
-					serving[g.Group] = true
-					perNode[r.st.Node]++
-				}
-			}
-		}
-		ready := groups > 0 && len(serving) == groups
-		if ready && balanced {
-			ready = answered == asked && spreadEvenly(perNode, groups)
-		}
-		if ready {
-			return p.emit(waitOutput{Groups: groups, Serving: len(serving)})
-		}
-		select {
-		case <-ctx.Done():
-			if balanced {
-				return fmt.Errorf("after %v, %d of %d groups have a master, %d of %d nodes answered, masters per node %v: %w", limit, len(serving), groups, answered, asked, perNode, ctx.Err())
-			}
-			return fmt.Errorf("after %v, %d of %d groups have a master: %w", limit, len(serving), groups, ctx.Err())
-		case <-tick.C:
-		}
-	}
-}
-
-// spreadEvenly reports whether every node serves groups/nodes groups,
-// rounded down or up.
-func spreadEvenly(perNode map[uint32]int, groups int) bool {
-	if len(perNode) == 0 {
-		return false
-	}
-	lo := groups / len(perNode)
-	hi := (groups + len(perNode) - 1) / len(perNode)
-	for _, n := range perNode {
-		if n < lo || n > hi {
-			return false
-		}
-	}
-	return true
-}
-
 // clientArgs are the numbers clientCmd's commands take: how long lock
 // holds and with which TTL, the -timeout, and watch's -after.
 type clientArgs struct {
 	hold, ttl, timeout time.Duration
 	after              uint64
+	// opts are lock's further options (-weight, -value).
+	opts []client.Option
 }
 
 // clientCmd runs lock, state or watch on key through the client protocol.
@@ -630,7 +504,7 @@ func clientCmd(ctx context.Context, p printer, cfg client.Config, cmd, key strin
 	case "watch":
 		return watchCmd(ctx, p, c, key, a.after)
 	}
-	m := c.Mutex(key, client.TTL(a.ttl), client.AutoRenew())
+	m := c.Mutex(key, append([]client.Option{client.TTL(a.ttl), client.AutoRenew()}, a.opts...)...)
 	start := time.Now()
 	if err := m.Lock(connectCtx); err != nil {
 		return err

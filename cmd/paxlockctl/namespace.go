@@ -72,10 +72,10 @@ func (f *quotaFlag) Set(s string) error {
 type quotaFlags struct{ held, waiters, rate, burst quotaFlag }
 
 func addQuotaFlags(fs *flag.FlagSet, q *quotaFlags) {
-	fs.Var(&q.held, "held", "namespace set-quota: most holders the namespace has at once, cluster-wide: each writer, each reader of a read lock, each holder of semaphore permits (0: unlimited)")
-	fs.Var(&q.waiters, "waiters", "namespace set-quota: most blocked acquires the namespace queues at once, cluster-wide (0: unlimited)")
-	fs.Var(&q.rate, "rate", "namespace set-quota: most new requests per second (acquires, state queries, watches), cluster-wide (0: unlimited)")
-	fs.Var(&q.burst, "burst", "namespace set-quota: requests above -rate that may pass at once (0: the rate)")
+	fs.Var(&q.held, "held", "namespace set-quota: the most holders (`N`) the namespace has at once, cluster-wide: each writer, each reader of a read lock, each holder of semaphore permits (0: unlimited)")
+	fs.Var(&q.waiters, "waiters", "namespace set-quota: the most blocked acquires (`N`) the namespace queues at once, cluster-wide (0: unlimited)")
+	fs.Var(&q.rate, "rate", "namespace set-quota: the most new requests per second (`N`) (acquires, state queries, watches), cluster-wide (0: unlimited)")
+	fs.Var(&q.burst, "burst", "namespace set-quota: the requests (`N`) above -rate that may pass at once (0: the rate)")
 }
 
 func (q *quotaFlags) given() bool { return q.held.set || q.waiters.set || q.rate.set || q.burst.set }

@@ -68,6 +68,8 @@ type statusNode struct {
 	Masters int `json:"masters"`
 	// Error says why the node is down or its storage failed.
 	Error string `json:"error,omitempty"`
+	// Version is the build the node runs, from its /status.
+	Version string `json:"version,omitempty"`
 }
 
 // statusGroup is one group as the answering nodes see it.
@@ -83,15 +85,15 @@ type statusGroup struct {
 
 func (s statusOutput) table(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tCLIENT\tADMIN\tHEALTH\tMASTERS\tCONNS")
+	fmt.Fprintln(tw, "NODE\tCLIENT\tADMIN\tHEALTH\tMASTERS\tCONNS\tVERSION")
 	for _, n := range s.Nodes {
 		switch n.Health {
 		case "down":
 			fmt.Fprintf(tw, "?\t?\t%s\tdown (%s)\t\t\n", n.Admin, n.Error)
 		case "storage_failed":
-			fmt.Fprintf(tw, "%d\t%s\t%s\tstorage failed: %s\t%d\t%d\n", n.Node, n.Client, n.Admin, n.Error, n.Masters, n.Conns)
+			fmt.Fprintf(tw, "%d\t%s\t%s\tstorage failed: %s\t%d\t%d\t%s\n", n.Node, n.Client, n.Admin, n.Error, n.Masters, n.Conns, n.Version)
 		default:
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", n.Node, n.Client, n.Admin, n.Health, n.Masters, n.Conns)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%s\n", n.Node, n.Client, n.Admin, n.Health, n.Masters, n.Conns, n.Version)
 		}
 	}
 	if err := tw.Flush(); err != nil {

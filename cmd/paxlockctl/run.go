@@ -75,12 +75,15 @@ func runHold(ctx context.Context, o *options, _ printer, name string, args []str
 	if o.lockDelay > client.MaxLockDelay {
 		return fmt.Errorf("%w: -lock-delay %v: at most %v", errUsage, o.lockDelay, client.MaxLockDelay)
 	}
+	if err := checkWeightValue(o.weight, o.value); err != nil {
+		return err
+	}
 	c, err := o.dial(ctx)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = c.Close() }() // gives back whatever is still held; the run's result is what it reports
-	h, err := newHolder(c, name, args, o.limit, holdOptions(o.ttl, o.lockDelay))
+	h, err := newHolder(c, name, args, o.limit, holdOptions(o))
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync"
 )
 
 // Info is what a binary knows about its own build.
@@ -89,3 +90,11 @@ func Line(program string) string {
 	}
 	return program + " " + in.String()
 }
+
+// current is Read's answer, read once: a binary's build information
+// does not change while it runs.
+var current = sync.OnceValues(Read)
+
+// Current is Read, read once per process, for what reports the build on
+// every request (a node's /status, its metrics).
+func Current() (Info, bool) { return current() }

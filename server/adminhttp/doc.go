@@ -24,7 +24,9 @@
 //     DELETE /drain), console.go (the console's page and files in
 //     console/, GET /cluster and the /events stream).
 //   - The namespace table: namespaces.go (/namespaces and their quotas),
-//     unlock.go (POST /locks/unlock, an operator's force-unlock).
+//     unlock.go (POST /locks/unlock, an operator's force-unlock),
+//     locks.go (LockNode; GET /locks and GET /locks/{ns}/{key}, the
+//     admin token's reads of any namespace's locks).
 //   - Membership: members.go (MemberNode; GET, POST and DELETE
 //     /members, POST /members/groups/{g}, a group's change of
 //     acceptors).

@@ -66,6 +66,8 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /namespaces/{name}/quota", h.quota)
 	mux.HandleFunc("PUT /namespaces/{name}/quota", h.quota)
 	mux.HandleFunc("/locks/unlock", h.forceUnlock)
+	mux.HandleFunc("GET /locks", h.listLocks)
+	mux.HandleFunc("GET /locks/{ns}/{key...}", h.inspectKey)
 	mux.HandleFunc("POST /drain", h.drain)
 	mux.HandleFunc("/members", h.members)
 	mux.HandleFunc("/backup", h.backup)

@@ -73,6 +73,7 @@ type Node interface {
 	AdminAddr(id uint32) string
 
 	MemberNode
+	LockNode
 	BackupNode
 	MoveNode
 }

@@ -43,6 +43,7 @@ function render(cs) {
   $("login").hidden = true;
   $("main").hidden = false;
   $("logout").hidden = !token();
+  $("version").textContent = cs.version || "";
   $("source").textContent = "gathered by node " + cs.node + " at " + new Date(cs.time).toLocaleTimeString() + ", view " + cs.view_version;
 
   const nodes = $("nodes").tBodies[0];
@@ -53,8 +54,9 @@ function render(cs) {
     else if (n.storage_failed) health = el("td", "storage failed", "bad");
     else if (n.ready) health = el("td", "ready", "ok");
     else health = el("td", "not ready: " + n.ready_reason, "warn");
-    const tr = row([el("td", n.id), n.client, n.admin || "—", el("td", n.alive ? "yes" : "no", n.alive ? "ok" : "bad"), health, num(n.mastered), num(n.reachable ? n.conns : "—")]);
+    const tr = row([el("td", n.id), n.client, n.admin || "—", el("td", n.alive ? "yes" : "no", n.alive ? "ok" : "bad"), health, num(n.mastered), num(n.reachable ? n.conns : "—"), n.version || "—"]);
     tr.dataset.node = n.id;
+    tr.dataset.version = n.version || "";
     tr.dataset.health = n.reachable ? (n.ready ? "ready" : "not-ready") : "unreachable";
     nodes.appendChild(tr);
   }
