@@ -4,7 +4,7 @@ BIN     := bin
 RUNDIR  ?= .run
 TEST_PARALLEL ?= 4
 BENCH_CPU_BUDGET ?= 0.5
-RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./cmd/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/...
+RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./cmd/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./paxlocktest/...
 # The package lists, computed when a recipe needs them.
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
