@@ -146,27 +146,27 @@ func encodeMoveRec(dst []byte, r *moveRec) []byte {
 }
 
 func decodeMoveRec(b []byte) (*moveRec, error) {
-	r := reader{b: b}
-	if r.byte() != moveRecVersion {
+	r := newReader(b)
+	if r.Byte() != moveRecVersion {
 		return nil, fmt.Errorf("group: move record version: %w", errBadCommand)
 	}
-	m := &moveRec{st: MoveState(r.byte())}
-	m.id = string(r.bytes(r.uvarint()))
-	m.movedTo = string(r.bytes(r.uvarint()))
-	flags := r.byte()
+	m := &moveRec{st: MoveState(r.Byte())}
+	m.id = string(r.Bytes(r.Uvarint()))
+	m.movedTo = string(r.Bytes(r.Uvarint()))
+	flags := r.Byte()
 	m.aborted = flags&1 != 0
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
+	n := r.Uvarint()
+	if n > uint64(r.Len()) {
 		return nil, errBadCommand
 	}
-	for i := uint64(0); i < n && !r.err; i++ {
+	for i := uint64(0); i < n && !r.Failed(); i++ {
 		if m.batches == nil {
 			m.batches = make(map[batchID]struct{})
 		}
 		m.batches[batchID{src: r.u32(), batch: r.u32()}] = struct{}{}
 	}
-	m.fence = r.uvarint()
-	if r.err || len(r.b) != 0 || m.st > MoveDropped || (m.st == MoveNone && m.fence == 0) || flags&^1 != 0 {
+	m.fence = r.Uvarint()
+	if !r.Done() || m.st > MoveDropped || (m.st == MoveNone && m.fence == 0) || flags&^1 != 0 {
 		return nil, errBadCommand
 	}
 	return m, nil
@@ -337,7 +337,7 @@ func moveData(id string, rest []byte) []byte {
 
 // splitMoveData reads the id moveData put first and returns the rest.
 func splitMoveData(b []byte) (id string, rest []byte, ok bool) {
-	r := reader{b: b}
-	id = string(r.bytes(r.uvarint()))
-	return id, r.b, !r.err
+	r := newReader(b)
+	id = string(r.Bytes(r.Uvarint()))
+	return id, r.Rest(), !r.Failed()
 }

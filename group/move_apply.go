@@ -155,15 +155,15 @@ func (sm *StateMachine) applyImport(ns string, r *moveRec, id string, data []byt
 		}
 		return moveConflict
 	}
-	rd := reader{b: data}
+	rd := newReader(data)
 	b := batchID{src: rd.u32(), batch: rd.u32()}
-	if rd.err {
+	if rd.Failed() {
 		return moveBadCommand
 	}
 	if _, done := r.batches[b]; done {
 		return moveApplied
 	}
-	recs, delays, err := decodeImport(ns, rd.b)
+	recs, delays, err := decodeImport(ns, rd.Rest())
 	if err != nil {
 		return moveBadCommand
 	}

@@ -396,19 +396,19 @@ func (s *Service) InitNamespaces(ctx context.Context, seed map[string]scramauth.
 // record starts with 1, a prefix of a version-2 record is over 1).
 func decodeNSList(b []byte) (map[string]nsRec, error) {
 	out := map[string]nsRec{}
-	r := reader{b: b}
-	for len(r.b) > 0 && !r.err {
-		name := string(r.bytes(r.uvarint()))
-		if r.err || len(r.b) == 0 || wire.ValidateNamespace(name) != nil {
+	r := newReader(b)
+	for r.Len() > 0 && !r.Failed() {
+		name := string(r.Bytes(r.Uvarint()))
+		if r.Failed() || r.Len() == 0 || wire.ValidateNamespace(name) != nil {
 			return nil, errBadCommand
 		}
 		var raw []byte
-		if r.b[0] == nsRecV1 {
-			raw = r.bytes(nsRecV1Len)
+		if r.Rest()[0] == nsRecV1 {
+			raw = r.Bytes(nsRecV1Len)
 		} else {
-			raw = r.bytes(r.uvarint())
+			raw = r.Bytes(r.Uvarint())
 		}
-		if r.err {
+		if r.Failed() {
 			return nil, errBadCommand
 		}
 		rec, err := parseNSRec(raw)
@@ -417,7 +417,7 @@ func decodeNSList(b []byte) (map[string]nsRec, error) {
 		}
 		out[name] = rec
 	}
-	if r.err {
+	if r.Failed() {
 		return nil, errBadCommand
 	}
 	return out, nil

@@ -172,22 +172,22 @@ func appendStr(dst []byte, s string) []byte {
 }
 
 func (r *reader) str(limit uint64) string {
-	n := r.uvarint()
+	n := r.Uvarint()
 	if n > limit {
-		r.err = true
+		r.Fail()
 		return ""
 	}
-	return string(r.bytes(n))
+	return string(r.Bytes(n))
 }
 
 func (r *reader) strs(limit int) []string {
-	n := r.uvarint()
+	n := r.Uvarint()
 	if n > uint64(limit) {
-		r.err = true
+		r.Fail()
 		return nil
 	}
 	out := make([]string, 0, n)
-	for i := uint64(0); i < n && !r.err; i++ {
+	for i := uint64(0); i < n && !r.Failed(); i++ {
 		out = append(out, r.str(maxRegAddr))
 	}
 	return out
@@ -223,9 +223,9 @@ func appendRegCluster(dst []byte, c adminapi.RegistryCluster) []byte {
 }
 
 func parseRegCluster(name string, b []byte) (adminapi.RegistryCluster, error) {
-	r := reader{b: b}
+	r := newReader(b)
 	c := adminapi.RegistryCluster{Name: name}
-	if r.byte() != regRecV1 {
+	if r.Byte() != regRecV1 {
 		return c, errBadCommand
 	}
 	c.Client = r.strs(maxRegAddrs)
@@ -234,7 +234,7 @@ func parseRegCluster(name string, b []byte) (adminapi.RegistryCluster, error) {
 	if len(c.Admin) == 0 {
 		c.Admin = nil
 	}
-	if r.err || len(r.b) != 0 || validRegCluster(c) != nil {
+	if !r.Done() || validRegCluster(c) != nil {
 		return c, errBadCommand
 	}
 	return c, nil
@@ -257,14 +257,14 @@ func appendRegNS(dst []byte, n regNS, hasVerifier bool) []byte {
 // parseRegNS decodes a namespace record; ok reports whether it holds a
 // verifier.
 func parseRegNS(b []byte) (n regNS, ok bool, err error) {
-	r := reader{b: b}
-	if r.byte() != regRecV1 {
+	r := newReader(b)
+	if r.Byte() != regRecV1 {
 		return n, false, errBadCommand
 	}
-	n.epoch = r.uvarint()
+	n.epoch = r.Uvarint()
 	n.cluster = r.str(wire.MaxNamespaceLen)
-	raw := r.bytes(r.uvarint())
-	if r.err || len(r.b) != 0 || ValidateClusterName(n.cluster) != nil {
+	raw := r.Bytes(r.Uvarint())
+	if !r.Done() || ValidateClusterName(n.cluster) != nil {
 		return n, false, errBadCommand
 	}
 	if len(raw) == 0 {
@@ -289,18 +289,18 @@ func appendRegMove(dst []byte, m adminapi.RegistryMove) []byte {
 }
 
 func parseRegMove(ns string, b []byte) (adminapi.RegistryMove, error) {
-	r := reader{b: b}
+	r := newReader(b)
 	m := adminapi.RegistryMove{Namespace: ns}
-	if r.byte() != regRecV1 {
+	if r.Byte() != regRecV1 {
 		return m, errBadCommand
 	}
-	m.ID = r.uvarint()
+	m.ID = r.Uvarint()
 	m.From = r.str(wire.MaxNamespaceLen)
 	m.To = r.str(wire.MaxNamespaceLen)
-	m.State = adminapi.MoveState(r.byte())
-	m.Step = r.uvarint()
-	m.Token = r.uvarint()
-	if r.err || len(r.b) != 0 || !m.State.Valid() || m.ID == 0 ||
+	m.State = adminapi.MoveState(r.Byte())
+	m.Step = r.Uvarint()
+	m.Token = r.Uvarint()
+	if !r.Done() || !m.State.Valid() || m.ID == 0 ||
 		ValidateClusterName(m.From) != nil || ValidateClusterName(m.To) != nil || m.From == m.To {
 		return m, errBadCommand
 	}

@@ -11,6 +11,4 @@
 //     id with its state, incarnation and addresses); MemberOutcome.
 //   - quotas.go: Quotas, the namespaces' quotas (a record per namespace
 //     with one); Quota; QuotaOutcome.
-//   - reader.go: reader, the bounds-checked decoder of the tables'
-//     records.
 package systable

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -82,16 +83,16 @@ func DecodeQuota(b []byte) (Quota, error) {
 	if len(b) == 0 || b[0] != quotaRecV1 {
 		return Quota{}, ErrBadQuota
 	}
-	r := reader{b: b[1:]}
+	r := codec.NewReader(b[1:])
 	var v [4]int64
 	for i := range v {
-		x := r.uvarint()
+		x := r.Uvarint()
 		if x > MaxQuota {
-			r.failed = true
+			r.Fail()
 		}
 		v[i] = int64(x)
 	}
-	if r.failed || len(r.b) != 0 {
+	if !r.Done() {
 		return Quota{}, ErrBadQuota
 	}
 	q := Quota{Held: v[0], Waiters: v[1], Rate: v[2], Burst: v[3]}
