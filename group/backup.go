@@ -122,6 +122,12 @@ func checkPair(k, v []byte) error {
 	if len(k) == 0 {
 		return nil
 	}
+	if systable.IsNamespaceKey(k) {
+		if err := systable.CheckNamespacePair(k, v); err != nil {
+			return fmt.Errorf("namespace %q: %w: %w", k[1:], ErrBadBackup, err)
+		}
+		return nil
+	}
 	if systable.IsQuotaKey(k) {
 		if _, err := systable.DecodeQuota(v); err != nil {
 			return fmt.Errorf("quota of namespace %q: %w: %w", k[1:], ErrBadBackup, err)
@@ -140,10 +146,6 @@ func checkPair(k, v []byte) error {
 	case revokePrefix:
 		if _, err := decodeRevoked(v); err != nil {
 			return fmt.Errorf("revoked holds %q: %w: %w", k[1:], ErrBadBackup, err)
-		}
-	case nsPrefix:
-		if _, err := parseNSRec(v); err != nil {
-			return fmt.Errorf("namespace %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
 	case movePrefix:
 		if _, err := decodeMoveRec(v); err != nil {

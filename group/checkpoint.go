@@ -73,12 +73,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	sm.uncountQuotaHeld()
 	sm.nsHeld = nil
 	sm.moves, sm.moveDirty = nil, nil
-	sm.nsMu.Lock()
-	defer sm.nsMu.Unlock()
-	sm.namespaces = make(map[string]nsRec)
+	defer sm.ns.BeginLoad()()
 	endQuotas := sm.quotas.BeginLoad()
-	sm.nsInit = false
-	sm.nsGen++
 	defer sm.members.BeginLoad()()
 	sm.reg.mu.Lock()
 	sm.reg.reset()
@@ -95,12 +91,10 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	recs := make([][]loadedRec, len(sm.shards))
 	err := r.Scan(nil, func(k, v []byte) error {
 		switch {
-		case len(k) > 0 && k[0] == nsPrefix:
-			return sm.loadNamespace(k, v)
+		case systable.IsNamespaceKey(k):
+			return sm.ns.LoadPair(k, v)
 		case systable.IsQuotaKey(k):
 			return sm.quotas.LoadPair(k, v)
-		case string(k) == string(nsInitKey):
-			sm.nsInit = true
 		case systable.IsMemberKey(k):
 			return sm.members.LoadPair(k, v)
 		case len(k) > 0 && k[0] == regPrefix:
@@ -131,7 +125,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	sm.install(recs)
 	sm.publishGates()
 	if endQuotas() {
-		sm.quotasChanged() // the refresh it starts waits for nsMu
+		sm.quotasChanged() // the refresh it starts waits for the tables' locks
 	}
 	return err
 }

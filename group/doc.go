@@ -20,7 +20,7 @@
 // which also makes a retried acquire harmless.
 //
 // Lock group 0 also holds the cluster's system tables: namespaces and
-// their verifiers, quotas and the member list (these two in package
+// their verifiers, quotas and the member list (these three in package
 // systable), the registry's tables and namespace-move records.
 //
 // # Files by job
@@ -35,7 +35,8 @@
 //     version in every token).
 //   - The replicated lock table: state.go (StateMachine: its shards, Apply
 //     and the lock table's commands), tables.go (sending a command to the
-//     table it changes; proposing a change to a system table),
+//     table it changes; proposing a change to a system table and
+//     waiting for its outcome),
 //     commands.go (the replicated commands and their encoding), record.go (a key's lock record and its holds),
 //     checkpoint.go (Checkpoint and Load of the table), semaphore.go
 //     (counting semaphores), revoke_state.go (a force-unlock's replicated
@@ -56,8 +57,9 @@
 //     its shard's lock), list.go (List), inspect.go (HotKeys for the
 //     console).
 //   - Lock group 0's system tables, each with an outcome type of its own
-//     (never a lock status): namespace.go (namespaces and their SCRAM
-//     verifiers; nsOutcome), quota.go (applying a quota change next to
+//     (never a lock status): namespace.go (applying a namespace change,
+//     with its quota; the Service's side of package systable's
+//     Namespaces), quota.go (applying a quota change next to
 //     the namespace table, the Service's side of package systable's
 //     Quotas), quotacheck.go (enforcing quotas on the request
 //     path), members.go (the Service's side of the cluster's member

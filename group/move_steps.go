@@ -9,6 +9,7 @@ import (
 
 	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -219,14 +220,7 @@ func (s *Service) SplitImport(ns string, pairs []byte) (map[int][]byte, error) {
 // exist: a move installs it on the target (PutNamespaceRecord), so that
 // the namespace's clients authenticate there with the same secret.
 func (s *Service) NamespaceRecord(ns string) ([]byte, bool) {
-	sm := s.groups[NamespaceGroup].sm
-	sm.nsMu.RLock()
-	defer sm.nsMu.RUnlock()
-	r, ok := sm.namespaces[ns]
-	if !ok {
-		return nil, false
-	}
-	return append([]byte(nil), r.raw...), true
+	return s.namespaces().Record(ns)
 }
 
 // PutNamespaceRecord creates namespace ns, or replaces its record, with
@@ -236,7 +230,7 @@ func (s *Service) PutNamespaceRecord(ctx context.Context, ns string, rec []byte)
 	if err := wire.ValidateNamespace(ns); err != nil {
 		return err
 	}
-	if _, err := parseNSRec(rec); err != nil {
+	if _, _, err := systable.ParseNamespaceRecord(rec); err != nil {
 		return fmt.Errorf("%w: namespace record: %w", wire.ErrInvalid, err)
 	}
 	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: rec})

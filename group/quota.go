@@ -26,10 +26,7 @@ type Quota = systable.Quota
 // encoded Quota (a zero one removes the record). A namespace that does
 // not exist is refused (systable.QuotaNoNamespace).
 func (sm *StateMachine) applyQuota(c *command, w paxos.Writer) systable.QuotaOutcome {
-	sm.nsMu.RLock()
-	_, known := sm.namespaces[c.key]
-	sm.nsMu.RUnlock()
-	o := sm.quotas.Apply(c.key, c.data, known, w)
+	o := sm.quotas.Apply(c.key, c.data, sm.ns.Has(c.key), w)
 	if o == systable.QuotaApplied {
 		sm.quotasChanged()
 	}

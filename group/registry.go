@@ -9,6 +9,7 @@ import (
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -23,7 +24,7 @@ import (
 // newer copy from an older one and resume from the version it has.
 //
 //	'r' 'c' name -> cluster:    1, clients, admins (each a list), CA
-//	'r' 'n' name -> namespace:  1, epoch, cluster, verifier (nsRec v2)
+//	'r' 'n' name -> namespace:  1, epoch, cluster, verifier (namespace record v2)
 //	'r' 'm' name -> move:       1, id, from, to, state, step, token
 //	'r' 'v'      -> version (uvarint)
 //
@@ -249,7 +250,7 @@ func appendRegNS(dst []byte, n regNS, hasVerifier bool) []byte {
 	if !hasVerifier {
 		return binary.AppendUvarint(dst, 0)
 	}
-	v := encodeNSRec(n.v)
+	v := systable.EncodeNamespaceRecord(n.v)
 	dst = binary.AppendUvarint(dst, uint64(len(v)))
 	return append(dst, v...)
 }
@@ -270,11 +271,11 @@ func parseRegNS(b []byte) (n regNS, ok bool, err error) {
 	if len(raw) == 0 {
 		return n, false, nil
 	}
-	rec, err := parseNSRec(raw)
-	if err != nil || !rec.ok {
+	v, hasV, err := systable.ParseNamespaceRecord(raw)
+	if err != nil || !hasV {
 		return n, false, errBadCommand
 	}
-	n.v = rec.v
+	n.v = v
 	return n, true, nil
 }
 

@@ -106,12 +106,9 @@ type StateMachine struct {
 	// by mu.
 	outcomes []outcome
 
-	nsMu       sync.RWMutex     // guards the namespace table
-	namespaces map[string]nsRec // name -> the SCRAM verifier record (group 0)
-	nsInit     bool             // the configured namespaces were installed
-	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
-	nsHeld     map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
-	quotas     systable.Quotas  // the namespaces' quotas (group 0; quota.go)
+	ns     systable.Namespaces // the namespace table (group 0; namespace.go)
+	nsHeld map[string]nsUse    // held keys and holders per namespace, guarded by mu (nslocks.go)
+	quotas systable.Quotas     // the namespaces' quotas (group 0; quota.go)
 	// quotaObs is told of every change of quotas (set before the group
 	// starts); quota is the node's quota table, whose held counts this
 	// group's apply moves, and gid the group's index in it (quotacheck.go).
@@ -136,7 +133,7 @@ type StateMachine struct {
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec)}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
 	sm.reg.reset()
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)

@@ -12,9 +12,10 @@ import (
 // group 0's also holds the system tables (namespaces and their verifiers,
 // quotas, the member list, the registry's tables). applyCommand sends a
 // command to the table it changes, and each system table answers with an
-// outcome type of its own (nsOutcome, systable.QuotaOutcome,
-// systable.MemberOutcome, regOutcome), never a lock status: the proposer (proposeTable) turns it
-// into an error, and none of them reaches the wire.
+// outcome type of its own (systable.NamespaceOutcome,
+// systable.QuotaOutcome, systable.MemberOutcome, regOutcome), never a
+// lock status: the proposer (proposeTable) turns it into an error, and
+// none of them reaches the wire.
 
 // applyCommand applies one decoded command chosen at instance to the
 // table it changes and returns that table's outcome: *outcome for the
@@ -56,4 +57,18 @@ func (s *Service) proposeTable(ctx context.Context, c *command, what string) (an
 		return nil, fmt.Errorf("group: %s: no outcome", what)
 	}
 	return res.Value, nil
+}
+
+// propose submits cmd to px and waits until it is applied or failed, or
+// ctx ends. When ctx ends first the outcome is unknown: the command may
+// still be chosen.
+func propose(ctx context.Context, px Consensus, cmd []byte) (paxos.Result, error) {
+	ch := make(chan paxos.Result, 1)
+	px.Submit(cmd, func(r paxos.Result) { ch <- r })
+	select {
+	case r := <-ch:
+		return r, r.Err
+	case <-ctx.Done():
+		return paxos.Result{}, fmt.Errorf("propose: %w", ctx.Err())
+	}
 }

@@ -9,6 +9,12 @@
 //
 //   - members.go: Members, the cluster's member list (a record per node
 //     id with its state, incarnation and addresses); MemberOutcome.
+//   - namespaces.go: Namespaces, the namespace table (a record per
+//     namespace, the installed mark); NamespaceOutcome.
+//   - nsrecord.go: a namespace's record (its SCRAM verifier, or a
+//     version-1 salted hash), SeedVerifier and the install list.
 //   - quotas.go: Quotas, the namespaces' quotas (a record per namespace
 //     with one); Quota; QuotaOutcome.
+//
+// Records decode with internal/codec's Reader.
 package systable
