@@ -151,9 +151,9 @@ func checkPair(k, v []byte) error {
 		if _, err := decodeMoveRec(v); err != nil {
 			return fmt.Errorf("move record %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
-	case regPrefix:
-		if err := checkRegPair(k, v); err != nil {
-			return fmt.Errorf("registry record %q: %w", k, err)
+	case 'r': // systable.IsRegistryKey
+		if err := systable.CheckRegistryPair(k, v); err != nil {
+			return fmt.Errorf("registry record %q: %w: %w", k, ErrBadBackup, err)
 		}
 	}
 	return nil

@@ -76,15 +76,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	defer sm.ns.BeginLoad()()
 	endQuotas := sm.quotas.BeginLoad()
 	defer sm.members.BeginLoad()()
-	sm.reg.mu.Lock()
-	sm.reg.reset()
-	defer func() {
-		obs := sm.reg.obs
-		sm.reg.mu.Unlock()
-		if obs != nil {
-			obs()
-		}
-	}()
+	defer sm.reg.BeginLoad()()
 	// Records are gathered per shard first and each shard's map made at
 	// its final size: growing the maps one insert at a time cost about a
 	// quarter of a restart's Load in table splits.
@@ -97,8 +89,8 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 			return sm.quotas.LoadPair(k, v)
 		case systable.IsMemberKey(k):
 			return sm.members.LoadPair(k, v)
-		case len(k) > 0 && k[0] == regPrefix:
-			return sm.reg.load(k, v)
+		case systable.IsRegistryKey(k):
+			return sm.reg.LoadPair(k, v)
 		case len(k) > 0 && (k[0] == delayPrefix || k[0] == revokePrefix):
 			return sm.loadMark(k, v)
 		case len(k) > 0 && k[0] == movePrefix:

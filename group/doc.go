@@ -20,8 +20,8 @@
 // which also makes a retried acquire harmless.
 //
 // Lock group 0 also holds the cluster's system tables: namespaces and
-// their verifiers, quotas and the member list (these three in package
-// systable), the registry's tables and namespace-move records.
+// their verifiers, quotas, the member list and the registry's tables (in
+// package systable), and namespace-move records.
 //
 // # Files by job
 //
@@ -64,9 +64,10 @@
 //     Quotas), quotacheck.go (enforcing quotas on the request
 //     path), members.go (the Service's side of the cluster's member
 //     list, package systable's Members),
-//     registry.go (the registry's tables; regOutcome),
-//     registry_limits.go (RegistryLimits, the tables' bounds),
-//     registry_service.go (the Service's registry operations).
+//     registry.go (applying a registry change to package systable's
+//     Registry; the registry's types by their group names),
+//     registry_service.go (the Service's registry operations and the
+//     tables' bounds on the proposer).
 //   - Moving a namespace: move.go (move records and their keyspace),
 //     move_apply.go (applying the move steps), move_steps.go (proposing a
 //     step; export and import of a namespace's records), move_worker.go

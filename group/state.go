@@ -128,13 +128,15 @@ type StateMachine struct {
 	moveObs   func([]moveNews) // set before the group starts
 	gates     atomic.Pointer[map[string]gate]
 
-	reg registryTables // the registry's tables (group 0 of a meta cluster; registry.go)
+	reg *systable.Registry // the registry's tables (group 0 of a meta cluster; registry.go)
+	// regPropose serialises this node's registry proposals (node-local,
+	// never replicated; see proposeRegistry).
+	regPropose sync.Mutex
 }
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
-	sm.reg.reset()
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers), reg: systable.NewRegistry()}
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)

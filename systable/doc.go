@@ -15,6 +15,10 @@
 //     version-1 salted hash), SeedVerifier and the install list.
 //   - quotas.go: Quotas, the namespaces' quotas (a record per namespace
 //     with one); Quota; QuotaOutcome.
+//   - registry.go: Registry, the registry's tables (clusters, namespaces'
+//     assignments, moves) and their shared version; RegistryOutcome.
+//   - regrecord.go: the registry's records and their checks.
+//   - reglimits.go: RegistryLimits and Registry.Room, the tables' bounds.
 //
 // Records decode with internal/codec's Reader.
 package systable
