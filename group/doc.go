@@ -34,11 +34,12 @@
 //     waits belong to: forgetting or revoking one), version.go (RaiseVersion, the group
 //     version in every token).
 //   - The replicated lock table: state.go (StateMachine: its shards, Apply
-//     and the lock table's commands), tables.go (sending a command to the
-//     table it changes; proposing a change to a system table and
-//     waiting for its outcome),
+//     and the lock table's commands), tables.go (the multiplexer over
+//     the tables: sending a command, or a loaded pair, to the table it
+//     belongs to; proposing a change to a system table and waiting for
+//     its outcome),
 //     commands.go (the replicated commands and their encoding), record.go (a key's lock record and its holds),
-//     checkpoint.go (Checkpoint and Load of the table), semaphore.go
+//     checkpoint.go (Checkpoint; Load, each table loading its own records), semaphore.go
 //     (counting semaphores), revoke_state.go (a force-unlock's replicated
 //     mark), nslocks.go (holders per namespace, for quotas), nsindex.go
 //     (each shard's keys by namespace, in order, for List).

@@ -39,9 +39,7 @@ func (sm *StateMachine) applyNamespace(c *command, w paxos.Writer) systable.Name
 		return sm.ns.ApplyPut(c.key, c.data, w)
 	}
 	o := sm.ns.ApplyDelete(c.key, w)
-	if sm.quotas.Drop(c.key, w) {
-		sm.quotasChanged()
-	}
+	sm.quotas.Drop(c.key, w)
 	return o
 }
 

@@ -336,12 +336,12 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 		if g == NamespaceGroup {
 			sm.members.SetObserver(cfg.OnMembers)
 			sm.reg.SetObserver(cfg.OnRegistry)
-			sm.quotaObs = func() {
+			sm.quotas.SetObserver(func() {
 				if s.quotaLive.Load() {
 					// Off the apply: a refresh takes every group's lock.
 					go s.quota.refresh(s)
 				}
-			}
+			})
 		}
 		px, err := replicate(g, sm)
 		if err != nil {

@@ -109,12 +109,10 @@ type StateMachine struct {
 	ns     systable.Namespaces // the namespace table (group 0; namespace.go)
 	nsHeld map[string]nsUse    // held keys and holders per namespace, guarded by mu (nslocks.go)
 	quotas systable.Quotas     // the namespaces' quotas (group 0; quota.go)
-	// quotaObs is told of every change of quotas (set before the group
-	// starts); quota is the node's quota table, whose held counts this
-	// group's apply moves, and gid the group's index in it (quotacheck.go).
-	quotaObs func()
-	quota    *quotaTable
-	gid      int
+	// quota is the node's quota table, whose held counts this group's
+	// apply moves, and gid the group's index in it (quotacheck.go).
+	quota *quotaTable
+	gid   int
 
 	members systable.Members // the cluster's member list (group 0)
 

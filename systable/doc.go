@@ -1,9 +1,11 @@
 // Package systable holds lock group 0's system tables, each a type of its
 // own with its ops, its outcomes (statuses of its own, never a lock
 // status), its load from a checkpoint and its records' encoding. Package
-// group's state machine holds one of each next to its lock table and sends
-// each command to the table it changes; a table knows nothing of locks,
-// commands' framing or Paxos beyond the keyspace writer it writes to.
+// group's state machine holds one of each next to its lock table, sends
+// each command to the table it changes and, in a load from a checkpoint,
+// each pair to the table that claims its key (Table); a table knows
+// nothing of locks, commands' framing or Paxos beyond the keyspace writer
+// it writes to.
 //
 // # Files by job
 //
@@ -19,6 +21,8 @@
 //     assignments, moves) and their shared version; RegistryOutcome.
 //   - regrecord.go: the registry's records and their checks.
 //   - reglimits.go: RegistryLimits and Registry.Room, the tables' bounds.
+//   - table.go: Table, what a checkpoint load and a backup need of
+//     every table (the keys it claims, its load and check of a pair).
 //
 // Records decode with internal/codec's Reader.
 package systable
