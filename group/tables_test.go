@@ -1,6 +1,10 @@
 package group
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/paxlock/paxlock/wire"
+)
 
 // TestSystemTablesClaimTheirKeys: Load's multiplexer offers a key to each
 // system table, so each of the tables' keys is claimed by exactly one,
@@ -28,5 +32,24 @@ func TestSystemTablesClaimTheirKeys(t *testing.T) {
 		if claimed != c.owner {
 			t.Errorf("%q claimed by %d, want %d", c.key, claimed, c.owner)
 		}
+	}
+}
+
+// TestApplyLockCommandAllocs: a lock-table command pays only for its
+// decoded key through the table-driven dispatch (a command that escaped
+// to the heap in applyCommand would cost each one more allocation).
+func TestApplyLockCommandAllocs(t *testing.T) {
+	sm := NewStateMachine(1)
+	key := fullKey("ns", "k")
+	o := wire.Owner{Client: 1, ID: 1}
+	res := make([]any, 1)
+	sm.Apply(1, [][]byte{appendCommand(nil, &command{op: opAcquire, key: key, owner: o, kind: wire.KindExclusive, ttlMs: 1000})}, nopWriter{}, res)
+	renew := [][]byte{appendCommand(nil, &command{op: opRenew, key: key, owner: o, token: 1, ttlMs: 1000})}
+	n := testing.AllocsPerRun(1000, func() { sm.Apply(2, renew, nopWriter{}, res) })
+	if st := res[0].(*outcome).status; st != wire.StatusSuccess {
+		t.Fatalf("renew: %v", st)
+	}
+	if n >= 1.5 {
+		t.Fatalf("a renew's apply costs %.2f allocations, want its key's one", n)
 	}
 }
