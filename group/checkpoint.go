@@ -51,9 +51,9 @@ func (sm *StateMachine) Checkpoint(w paxos.Writer) {
 	sm.dirtyN = 0
 }
 
-// Load implements paxos.StateMachine. It is a multiplexer: each of group
-// 0's system tables (systemTables) claims its keys and loads its own
-// records; the keys none claims are the lock table's (lockLoad).
+// Load implements paxos.StateMachine. It is a multiplexer: the lock table
+// (lockLoad) and each of group 0's system tables (systemTables) claims its
+// keys and loads its own records.
 func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
@@ -64,12 +64,15 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		defer t.BeginLoad()()
 	}
 	err := r.Scan(nil, func(k, v []byte) error {
+		if lt.claims(k) { // first: the bulk of the records
+			return lt.pair(k, v)
+		}
 		for _, t := range tables {
 			if t.Claims(k) {
 				return t.LoadPair(k, v)
 			}
 		}
-		return lt.pair(k, v)
+		return nil // a newer state machine's key: kept, not read
 	})
 	lt.install()
 	sm.publishGates()
@@ -112,12 +115,23 @@ func (l *lockLoad) end() {
 	}
 }
 
-// pair reads one pair of the lock table's; a key it does not know is a
-// newer state machine's, kept and not read.
+// claims reports whether k is one of the lock table's keys: a lock,
+// lock-delay, revoked-holds or move record, or the group version.
+func (l *lockLoad) claims(k []byte) bool {
+	if len(k) == 0 {
+		return false
+	}
+	switch k[0] {
+	case lockPrefix, delayPrefix, revokePrefix, movePrefix:
+		return true
+	}
+	return string(k) == string(versionKey)
+}
+
+// pair reads one of the lock table's pairs (claims).
 func (l *lockLoad) pair(k, v []byte) error {
 	sm := l.sm
 	switch {
-	case len(k) == 0:
 	case k[0] == delayPrefix || k[0] == revokePrefix:
 		return sm.loadMark(k, v)
 	case k[0] == movePrefix:
