@@ -148,8 +148,9 @@ func checkPair(k, v []byte) error {
 		if _, err := decodeRevoked(v); err != nil {
 			return fmt.Errorf("revoked holds %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
-	case movePrefix:
-		if _, err := decodeMoveRec(v); err != nil {
+	}
+	if systable.IsMoveKey(k) {
+		if err := systable.CheckMovePair(k, v); err != nil {
 			return fmt.Errorf("move record %q: %w: %w", k[1:], ErrBadBackup, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -75,7 +76,7 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		return nil // a newer state machine's key: kept, not read
 	})
 	lt.install()
-	sm.publishGates()
+	sm.moves.Publish()
 	return err
 }
 
@@ -104,7 +105,7 @@ func (sm *StateMachine) beginLockLoad(applied uint64) *lockLoad {
 	sm.version, sm.count, sm.applied = 0, 0, applied
 	sm.uncountQuotaHeld()
 	sm.nsHeld = nil
-	sm.moves, sm.moveDirty = nil, nil
+	sm.moves.Reset()
 	return &lockLoad{sm: sm, recs: make([][]loadedRec, len(sm.shards))}
 }
 
@@ -122,10 +123,10 @@ func (l *lockLoad) claims(k []byte) bool {
 		return false
 	}
 	switch k[0] {
-	case lockPrefix, delayPrefix, revokePrefix, movePrefix:
+	case lockPrefix, delayPrefix, revokePrefix:
 		return true
 	}
-	return string(k) == string(versionKey)
+	return systable.IsMoveKey(k) || string(k) == string(versionKey)
 }
 
 // pair reads one of the lock table's pairs (claims).
@@ -134,8 +135,8 @@ func (l *lockLoad) pair(k, v []byte) error {
 	switch {
 	case k[0] == delayPrefix || k[0] == revokePrefix:
 		return sm.loadMark(k, v)
-	case k[0] == movePrefix:
-		return sm.loadMove(k, v)
+	case systable.IsMoveKey(k):
+		return sm.moves.LoadPair(k, v)
 	case k[0] == lockPrefix:
 		rec, err := decodeRec(v)
 		if err != nil {

@@ -20,8 +20,10 @@
 // which also makes a retried acquire harmless.
 //
 // Lock group 0 also holds the cluster's system tables: namespaces and
-// their verifiers, quotas, the member list and the registry's tables (in
-// package systable), and namespace-move records.
+// their verifiers, quotas, the member list and the registry's tables;
+// every lock group holds its namespace-move records. All of them are
+// tables of package systable, and the state machine multiplexes over them
+// and its lock table (tables.go).
 //
 // # Files by job
 //
@@ -69,10 +71,12 @@
 //     Registry; the registry's types by their group names),
 //     registry_service.go (the Service's registry operations and the
 //     tables' bounds on the proposer).
-//   - Moving a namespace: move.go (move records and their keyspace),
-//     move_apply.go (applying the move steps), move_steps.go (proposing a
-//     step; export and import of a namespace's records), move_worker.go
-//     (the workers' side of a frozen or moved namespace).
+//   - Moving a namespace: move.go (the move commands and errors; a gated
+//     namespace's answers; MoveInfo), move_apply.go (applying a move step
+//     to package systable's Moves and, through it, to the lock table:
+//     imports, drops), move_steps.go (proposing a step; export and import
+//     of a namespace's records), move_worker.go (the workers' side of a
+//     frozen or moved namespace).
 //   - Backups: backup.go (a group's image into a backup file, every
 //     record checked while reading one, restoring one; the file format is
 //     package backup's).

@@ -155,7 +155,7 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 		return noMaster, false, false
 	}
 	if g, moving := w.g.sm.gateNS(m.req.Namespace); moving {
-		return g.response(), false, false
+		return gateResponse(g), false, false
 	}
 	if resp, ok := w.adm.multiAdmits(m); !ok {
 		return resp, false, false

@@ -3,7 +3,6 @@ package group
 import (
 	"encoding/binary"
 	"sync"
-	"sync/atomic"
 
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
@@ -116,15 +115,11 @@ type StateMachine struct {
 
 	members systable.Members // the cluster's member list (group 0)
 
-	// Move records (move.go), guarded by mu: moves by namespace,
-	// moveDirty those changed since the last checkpoint, moveNews the
-	// states applied by the Apply under way (told to moveObs once it
-	// ends), gates what the workers answer (replaced, never changed).
-	moves     map[string]*moveRec
-	moveDirty map[string]struct{}
-	moveNews  []moveNews
-	moveObs   func([]moveNews) // set before the group starts
-	gates     atomic.Pointer[map[string]gate]
+	// moves is the group's move records (move.go), guarded by mu but
+	// for the gates the workers read; the states an Apply applied are
+	// told to moveObs once it ends (set before the group starts).
+	moves   systable.Moves
+	moveObs func([]systable.MoveNews)
 
 	reg *systable.Registry // the registry's tables (group 0 of a meta cluster; registry.go)
 	// regPropose serialises this node's registry proposals (node-local,
@@ -240,8 +235,7 @@ func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, re
 		}
 		results[i] = sm.applyCommand(instance, &c, w)
 	}
-	news := sm.moveNews
-	sm.moveNews = nil
+	news := sm.moves.TakeNews()
 	obs := sm.moveObs
 	sm.mu.Unlock()
 	if len(news) > 0 && obs != nil {

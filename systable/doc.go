@@ -1,16 +1,22 @@
-// Package systable holds lock group 0's system tables, each a type of its
-// own with its ops, its outcomes (statuses of its own, never a lock
-// status), its load from a checkpoint and its records' encoding. Package
+// Package systable holds lock group 0's system tables and every lock
+// group's move records, each a type of its own with its ops, its outcomes
+// (statuses of its own, never a lock status), its load from a checkpoint
+// and its records' encoding. Package
 // group's state machine holds one of each next to its lock table, sends
 // each command to the table it changes and, in a load from a checkpoint,
 // each pair to the table that claims its key (Table); a table knows
-// nothing of locks, commands' framing or Paxos beyond the keyspace writer
-// it writes to.
+// nothing of locks (Moves asks the lock table through MoveLocks),
+// commands' framing or Paxos beyond the keyspace writer it writes to.
 //
 // # Files by job
 //
 //   - members.go: Members, the cluster's member list (a record per node
 //     id with its state, incarnation and addresses); MemberOutcome.
+//   - moves.go: Moves, a lock group's move records (every group's, not
+//     only group 0's): the steps' rules, the gates, the checkpoint;
+//     MoveStep, MoveOutcome; MoveLocks, what a step asks of the lock
+//     table.
+//   - moverecord.go: MoveState, a move record's encoding, a step's data.
 //   - namespaces.go: Namespaces, the namespace table (a record per
 //     namespace, the installed mark); NamespaceOutcome.
 //   - nsrecord.go: a namespace's record (its SCRAM verifier, or a
