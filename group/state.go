@@ -73,8 +73,11 @@ type shard struct {
 	nsFree *nsFreeList
 }
 
-// StateMachine is one group's replicated lock table. It implements
-// paxos.StateMachine; workers read it under each shard's lock.
+// StateMachine is one group's replicated state: its lock table, its move
+// records and, in group 0, the system tables (package systable), over
+// which Apply and Load are multiplexers (tables.go). It implements
+// paxos.StateMachine; workers read the lock table under each shard's
+// lock.
 //
 // The table lives in memory and the log is its durable record: Apply
 // writes no lock record, it only notes the key as dirty, and the runtime
@@ -86,7 +89,7 @@ type shard struct {
 // for every acquire and release, about half of its inserts. A restart
 // loads the last checkpoint and the runtime replays the log above it.
 //
-// Namespace and group-version changes (rare) are written through at
+// System-table and group-version changes (rare) are written through at
 // once; replaying them over a keyspace that already holds them ends in the
 // same state, since each is a plain overwrite.
 type StateMachine struct {
@@ -105,23 +108,24 @@ type StateMachine struct {
 	// by mu.
 	outcomes []outcome
 
-	ns     systable.Namespaces // the namespace table (group 0; namespace.go)
-	nsHeld map[string]nsUse    // held keys and holders per namespace, guarded by mu (nslocks.go)
-	quotas systable.Quotas     // the namespaces' quotas (group 0; quota.go)
+	nsHeld map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
 	// quota is the node's quota table, whose held counts this group's
 	// apply moves, and gid the group's index in it (quotacheck.go).
 	quota *quotaTable
 	gid   int
 
-	members systable.Members // the cluster's member list (group 0)
-
-	// moves is the group's move records (move.go), guarded by mu but
+	// moves is the group's move records (move_apply.go), guarded by mu but
 	// for the gates the workers read; the states an Apply applied are
 	// told to moveObs once it ends (set before the group starts).
 	moves   systable.Moves
 	moveObs func([]systable.MoveNews)
 
-	reg *systable.Registry // the registry's tables (group 0 of a meta cluster; registry.go)
+	// Group 0's system tables, each behind its own lock (empty in the
+	// other groups).
+	ns      systable.Namespaces // namespaces and their verifiers (namespace.go)
+	quotas  systable.Quotas     // the namespaces' quotas (quota.go)
+	members systable.Members    // the cluster's member list (members.go)
+	reg     *systable.Registry  // the registry's tables, in a meta cluster (registry.go)
 	// regPropose serialises this node's registry proposals (node-local,
 	// never replicated; see proposeRegistry).
 	regPropose sync.Mutex
