@@ -23,7 +23,7 @@ func (s *Service) RegistryTables() RegistryTables { return s.registry().Tables()
 func (s *Service) RegistryVersion() uint64 { return s.registry().Version() }
 
 // registry is this replica's registry tables.
-func (s *Service) registry() *systable.Registry { return s.groups[NamespaceGroup].sm.reg }
+func (s *Service) registry() *systable.Registry { return &s.groups[NamespaceGroup].sm.reg }
 
 // PutRegistryCluster adds or changes a cluster of the registry. It must
 // run on the master of group 0 (else ErrNotSystemMaster).

@@ -125,7 +125,7 @@ type StateMachine struct {
 	ns      systable.Namespaces // namespaces and their verifiers (namespace.go)
 	quotas  systable.Quotas     // the namespaces' quotas (quota.go)
 	members systable.Members    // the cluster's member list (members.go)
-	reg     *systable.Registry  // the registry's tables, in a meta cluster (registry.go)
+	reg     systable.Registry   // the registry's tables, in a meta cluster (registry.go)
 	// regPropose serialises this node's registry proposals (node-local,
 	// never replicated; see proposeRegistry).
 	regPropose sync.Mutex
@@ -133,7 +133,7 @@ type StateMachine struct {
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), reg: systable.NewRegistry()}
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)

@@ -76,7 +76,7 @@ func memberInitOp(sm *StateMachine, c *command, w paxos.Writer) any {
 // systemTables returns group 0's system tables as Load and a backup see
 // them; no two claim one key.
 func (sm *StateMachine) systemTables() []systable.Table {
-	return []systable.Table{&sm.ns, &sm.quotas, &sm.members, sm.reg}
+	return []systable.Table{&sm.ns, &sm.quotas, &sm.members, &sm.reg}
 }
 
 // proposeTable proposes c, a change to a system table, in the namespace

@@ -121,7 +121,7 @@ type RegistryTables struct {
 }
 
 // Registry is the registry's tables as one replica of group 0 holds
-// them. The zero value is not ready: use NewRegistry.
+// them. The zero value is empty tables at version 0.
 type Registry struct {
 	mu         sync.RWMutex
 	version    uint64
@@ -131,11 +131,11 @@ type Registry struct {
 	obs        func() // told of every change (set before the group starts)
 }
 
-// NewRegistry returns empty tables.
-func NewRegistry() *Registry {
-	t := &Registry{}
-	t.reset()
-	return t
+// ready makes the tables' maps of a zero Registry; t.mu is held.
+func (t *Registry) ready() {
+	if t.clusters == nil {
+		t.reset()
+	}
 }
 
 func (t *Registry) reset() {
@@ -158,6 +158,7 @@ func (t *Registry) SetObserver(f func()) {
 // released. A refused change writes nothing and leaves the version.
 func (t *Registry) apply(w paxos.Writer, f func() RegistryOutcome) RegistryOutcome {
 	t.mu.Lock()
+	t.ready()
 	o := f()
 	if o == RegistryApplied {
 		t.version++

@@ -15,7 +15,7 @@ import (
 // table's new entry, and a load of what they wrote gives the same tables.
 func TestRegistryTable(t *testing.T) {
 	t.Parallel()
-	tab := NewRegistry()
+	var tab Registry
 	changes := 0
 	tab.SetObserver(func() { changes++ })
 	w := mapWriter{}
@@ -55,7 +55,7 @@ func TestRegistryTable(t *testing.T) {
 		t.Fatalf("a change of an existing cluster: %v", err)
 	}
 	want := tab.Tables()
-	loaded := NewRegistry()
+	var loaded Registry
 	end := loaded.BeginLoad()
 	for k, v := range w {
 		if !IsRegistryKey([]byte(k)) {
