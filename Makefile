@@ -8,7 +8,7 @@ RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
 
-.PHONY: restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-soak bench-ab pgo bench-failover failover-check e2e hostile backup-check chaos fuzz console-test
+.PHONY: api-gen restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-soak bench-ab pgo bench-failover failover-check e2e hostile backup-check chaos fuzz console-test
 
 all: build
 
@@ -32,6 +32,16 @@ IMAGE     ?= paxlock/paxlockd
 IMAGE_TAG ?= dev
 docker-image: static
 	$(DOCKER) build -f Dockerfile -t $(IMAGE):$(IMAGE_TAG) $(BIN)/docker
+
+# api-gen regenerates the API's Go code (api/paxlock/v1) from its .proto
+# files with buf and the protoc-gen-go and protoc-gen-connect-go plugins
+# at pinned versions. The generated code is committed: neither users nor
+# CI run it.
+API_BUF     := github.com/bufbuild/buf/cmd/buf@v1.75.0
+API_PLUGINS := google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12 connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.21.1
+api-gen:
+	for p in $(API_PLUGINS); do GOFLAGS= $(GO) install $$p || exit 1; done
+	cd api && PATH="$$($(GO) env GOPATH)/bin:$$PATH" GOFLAGS= $(GO) run $(API_BUF) generate
 
 vet:
 	$(GO) vet -pgo=off ./...
