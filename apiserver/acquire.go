@@ -82,7 +82,11 @@ func acquireOf(ss *nsSession, q *paxlockv1.AcquireRequest) (*wire.Acquire, error
 	if q.Weight > wire.MaxWeight {
 		return nil, invalid(fmt.Sprintf("acquire: weight %d above %d", q.Weight, wire.MaxWeight))
 	}
-	m := &wire.Acquire{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Kind: kind, Weight: uint8(q.Weight),
+	weight := uint8(q.Weight)
+	if weight == 0 {
+		weight = wire.DefaultWeight
+	}
+	m := &wire.Acquire{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Kind: kind, Weight: weight,
 		TTLMs: q.TtlMs, Value: string(q.Value), Permits: q.Permits, Limit: q.Limit, LockDelayMs: q.LockDelayMs}
 	switch {
 	case q.WaitMs < 0:

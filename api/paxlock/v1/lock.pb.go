@@ -183,8 +183,9 @@ type AcquireRequest struct {
 	// force-unlock), nobody else is granted the key for this long. At
 	// most 60000.
 	LockDelayMs uint32 `protobuf:"varint,9,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
-	// Orders waiters (0..9): a heavier waiter goes first unless a lighter
-	// one has waited longer than their weights' difference is worth.
+	// Orders waiters (1..10; 0 is 1): a heavier waiter goes first unless a
+	// lighter one has waited longer than their weights' difference is
+	// worth.
 	Weight        uint32 `protobuf:"varint,10,opt,name=weight,proto3" json:"weight,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
