@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"connectrpc.com/connect"
 
@@ -68,8 +69,9 @@ func unauthenticated() error {
 // Entries are keyed by an HMAC of namespace and secret under a key of
 // this process, so the cache holds no secret.
 type authCache struct {
-	key    [32]byte
-	derive chan struct{} // maxDerivations slots
+	key     [32]byte
+	derive  chan struct{} // maxDerivations slots
+	derived atomic.Int64  // key derivations run (cache misses)
 
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]scramauth.Verifier
@@ -102,6 +104,7 @@ func (a *authCache) check(ctx context.Context, ns, secret string, v scramauth.Ve
 		return false, ctxErr(ctx)
 	}
 	d, err := scramauth.Derive(secret, v.Salt, v.Iters)
+	a.derived.Add(1)
 	<-a.derive
 	good := err == nil && d.Equal(v)
 	a.mu.Lock()
