@@ -65,11 +65,12 @@ lint: size-check
 	$(GOLANGCI_LINT) run ./...
 	cd bench && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
 
-# size-check fails on a Go file, tests aside, of more than 700 lines: a
-# file holds one job (functions are held to 100 lines by the linter's
+# size-check fails on a Go file, tests and generated code (api/'s
+# *.pb.go and *.connect.go, make api-gen's) aside, of more than 700 lines:
+# a file holds one job (functions are held to 100 lines by the linter's
 # funlen).
 size-check:
-	@big=$$(git ls-files '*.go' ':!:*_test.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 700 {print}'); \
+	@big=$$(git ls-files '*.go' ':!:*_test.go' ':!:*.pb.go' ':!:*.connect.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 700 {print}'); \
 	if [ -n "$$big" ]; then echo "files over 700 lines (split them by job):"; echo "$$big"; exit 1; fi
 
 # test runs every test once, with the consensus core's invariants checked
