@@ -401,3 +401,48 @@ func TestCurlJSON(t *testing.T) {
 		t.Fatalf("release by the owner: %d %v", code, out)
 	}
 }
+
+// TestLossSeenByWatch: a holder that watches its own hold (its key and
+// token) is told, without polling, when the hold expires.
+func TestLossSeenByWatch(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(1, testNS, testSecret)
+	ctx := tctx(t)
+	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "loss", Owner: "o", TtlMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := cl.Watch(ctx, connect.NewRequest(&paxlockv1.WatchRequest{Key: "loss", Token: a.Token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() {
+		t.Fatalf("watch of the own hold ended without an event: %v", stream.Err())
+	}
+	if ev := stream.Msg(); ev.Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_EXPIRED || ev.Token != a.Token {
+		t.Fatalf("event %v, want EXPIRED of token %d", ev, a.Token)
+	}
+	if stream.Receive() {
+		t.Fatalf("a watch that is not continuous sent a second event: %v", stream.Msg())
+	}
+}
+
+// TestRenewSetsValue: Renew with set_value replaces the holder value
+// that State shows; the token stays.
+func TestRenewSetsValue(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(2, testNS, testSecret)
+	ctx := tctx(t)
+	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "val", Owner: "leader", Value: []byte("host-a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Renew(ctx, connect.NewRequest(&paxlockv1.RenewRequest{Key: "val", Owner: "leader", Token: a.Token, SetValue: true, Value: []byte("host-b")})); err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.State(ctx, connect.NewRequest(&paxlockv1.StateRequest{Key: "val"}))
+	if err != nil || string(st.Msg.State.Value) != "host-b" || st.Msg.State.Token != a.Token {
+		t.Fatalf("state after set_value: %v, %v; want value host-b and token %d", st, err, a.Token)
+	}
+}

@@ -48,12 +48,23 @@ type nsSession struct {
 	calls     map[uint64]chan wire.Response
 	waits     map[uint64]chan wire.Granted
 	watches   map[uint64]*watchSink
+	// epochs are the groups' master epochs of the latest view the node
+	// pushed (SubscribeView), nil before the first; viewed is closed
+	// when the first arrives.
+	epochs []uint64
+	viewed chan struct{}
 }
 
-// watchSink is where a watch's events go; overflowed is set (under the
-// session's lock) when the stream fell watchBuffer events behind.
+// watchSink is where a watch's events go. A watch lives in its master's
+// memory: when the view says the master of its group changed since it
+// was registered (epoch), rewatch is signalled and the watch registers
+// again. overflowed is set (under the session's lock) when the stream
+// fell watchBuffer events behind.
 type watchSink struct {
 	ch         chan wire.WatchEvent
+	rewatch    chan struct{} // cap 1
+	group      int
+	epoch      uint64
 	overflowed bool
 }
 
@@ -66,6 +77,7 @@ func newSession(ns string) *nsSession {
 		calls:   make(map[uint64]chan wire.Response),
 		waits:   make(map[uint64]chan wire.Granted),
 		watches: make(map[uint64]*watchSink),
+		viewed:  make(chan struct{}),
 	}
 }
 
@@ -110,7 +122,26 @@ func (ss *nsSession) open(ctx context.Context, node Node, secret string, certNS 
 		return
 	}
 	ss.sc = sc
+	// The views tell the watches when their master changes (see
+	// watchSink); the answer is a View frame, then ViewChanged pushes.
+	ss.nextReq++
+	_ = sc.Append(wire.TypeSubscribeView, ss.nextReq, &wire.SubscribeView{})
 	go func() { _ = sc.Run(ss) }()
+	// No watch registers before the first view, which it is checked
+	// against.
+	t := time.NewTimer(dialTimeout)
+	defer t.Stop()
+	select {
+	case <-ss.viewed:
+	case <-sc.Done():
+		ss.err = fmt.Errorf("session ended before the first view: %w", sc.Err())
+	case <-t.C:
+		ss.err = errors.New("the node sent no view")
+		sc.Close(ss.err)
+	case <-ctx.Done():
+		ss.err = ctx.Err()
+		sc.Close(ss.err)
+	}
 }
 
 // failed reports whether the session could not be opened or has ended;
@@ -141,7 +172,7 @@ func (ss *nsSession) openErr() error {
 // not followed: an API client counts its validity itself (docs/api.md).
 func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 	switch f.Type {
-	case wire.TypeResponse, wire.TypeGranted, wire.TypeWatchEvent:
+	case wire.TypeResponse, wire.TypeGranted, wire.TypeWatchEvent, wire.TypeView, wire.TypeViewChanged:
 	default:
 		return
 	}
@@ -164,6 +195,8 @@ func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 			default: // a grant already waits there; the first one counts
 			}
 		}
+	case *wire.View:
+		ss.viewLocked(m)
 	case *wire.WatchEvent:
 		if w := ss.watches[m.WatchID]; w != nil && !w.overflowed {
 			select {
@@ -174,6 +207,41 @@ func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 			}
 		}
 	}
+}
+
+// viewLocked takes a view the node pushed: the watches whose group's
+// master changed since they registered are told to register again. The
+// session's lock is held.
+func (ss *nsSession) viewLocked(v *wire.View) {
+	epochs := make([]uint64, len(v.Groups))
+	for i, g := range v.Groups {
+		epochs[i] = g.Epoch
+	}
+	if ss.epochs == nil {
+		close(ss.viewed)
+	}
+	ss.epochs = epochs
+	for _, w := range ss.watches {
+		if w.group >= 0 && w.group < len(epochs) && epochs[w.group] != w.epoch {
+			select {
+			case w.rewatch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// registering records that watch w is being registered now, against the
+// master of its group in the latest view: a later view naming another
+// master registers it again.
+func (ss *nsSession) registering(w *watchSink, key string) {
+	ss.sc.Lock()
+	defer ss.sc.Unlock()
+	if len(ss.epochs) == 0 {
+		return
+	}
+	w.group = wire.GroupOf(wire.KeyHash(ss.ns, key), len(ss.epochs))
+	w.epoch = ss.epochs[w.group]
 }
 
 // Heartbeat implements session.Handler.
@@ -240,7 +308,7 @@ func (ss *nsSession) dropWait(id uint64) {
 
 // addWatch allocates a watch id and records its sink.
 func (ss *nsSession) addWatch() (uint64, *watchSink) {
-	w := &watchSink{ch: make(chan wire.WatchEvent, watchBuffer)}
+	w := &watchSink{ch: make(chan wire.WatchEvent, watchBuffer), rewatch: make(chan struct{}, 1), group: -1}
 	ss.sc.Lock()
 	ss.nextWatch++
 	id := ss.nextWatch

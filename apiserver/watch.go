@@ -30,12 +30,9 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[paxlockv1.Watc
 	if err := m.Validate(); err != nil {
 		return invalid("watch: " + err.Error())
 	}
-	r, err := s.routed(ctx, ss, wire.TypeWatch, m)
-	if err != nil {
+	deadline := time.Now().Add(time.Duration(q.MaxWaitMs) * time.Millisecond)
+	if err := s.register(ctx, ss, sink, m); err != nil {
 		return err
-	}
-	if r.Status != wire.StatusSuccess {
-		return statusError("watch", q.Key, r)
 	}
 	defer s.unwatch(ss, q.Key, id)
 	// The headers go now, so that a caller knows the watch is registered
@@ -59,12 +56,37 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[paxlockv1.Watc
 			if !q.Continuous || ev.Event == wire.EventTimeout {
 				return nil
 			}
+			m.Token = max(m.Token, ev.Token)
+		case <-sink.rewatch:
+			// The master changed: the watch is gone with the old one's
+			// memory. Register it again from the last token reported,
+			// for what is left of max_wait_ms.
+			if q.MaxWaitMs > 0 {
+				m.MaxWaitMs = uint32(max(time.Until(deadline), time.Millisecond) / time.Millisecond)
+			}
+			if err := s.register(ctx, ss, sink, m); err != nil {
+				return err
+			}
 		case <-ss.sc.Done():
 			return connect.NewError(connect.CodeUnavailable, errors.New("watch: the node's session ended; watch again from the last token"))
 		case <-ctx.Done():
 			return nil
 		}
 	}
+}
+
+// register registers watch m (its sink) on the master of its key's
+// group.
+func (s *Service) register(ctx context.Context, ss *nsSession, sink *watchSink, m *wire.Watch) error {
+	ss.registering(sink, m.Key)
+	r, err := s.routed(ctx, ss, wire.TypeWatch, m)
+	if err != nil {
+		return err
+	}
+	if r.Status != wire.StatusSuccess {
+		return statusError("watch", m.Key, r)
+	}
+	return nil
 }
 
 // unwatch drops watch id on key from its master, in the background (the
