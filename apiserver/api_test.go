@@ -446,3 +446,49 @@ func TestRenewSetsValue(t *testing.T) {
 		t.Fatalf("state after set_value: %v, %v; want value host-b and token %d", st, err, a.Token)
 	}
 }
+
+// TestLateGrantConfirmed: a grant that comes after a third of its
+// validity is confirmed with a Renew, and validity_ms then counts the
+// wait before that Renew's send as well (the caller counts it from its
+// own send): more than the TTL less the margin, never more than the wait
+// plus the TTL.
+func TestLateGrantConfirmed(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(0, testNS, testSecret)
+	ctx := tctx(t)
+	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "late", Owner: "first", TtlMs: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *paxlockv1.AcquireResponse, 1)
+	sent := time.Now()
+	go func() {
+		r, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "late", Owner: "second", WaitMs: 20000, TtlMs: 1000})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	testutil.Eventually(t, 10*time.Second, func() bool {
+		st, err := cl.State(ctx, connect.NewRequest(&paxlockv1.StateRequest{Key: "late"}))
+		return err == nil && st.Msg.State.QueueLen == 1
+	}, "the waiter to queue")
+	// Past a third of the waiter's validity (990 ms) before the grant:
+	// waiting for time to pass, not synchronising anything.
+	<-time.After(400 * time.Millisecond)
+	if _, err := cl.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: "late", Owner: "first", Token: a.Token})); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r == nil {
+		t.Fatal("no grant")
+	}
+	answered := time.Since(sent)
+	if r.ValidityMs <= 990 || time.Duration(r.ValidityMs)*time.Millisecond > answered+time.Second {
+		t.Fatalf("late grant validity %d ms (answered %v after the send): want above 990 and at most the wait plus the TTL", r.ValidityMs, answered)
+	}
+	// A 1 s hold may have run out already on a loaded machine.
+	if _, err := cl.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: "late", Owner: "second", Token: r.Token})); err != nil && codeOfErr(err) != connect.CodeNotFound {
+		t.Fatal(err)
+	}
+}
