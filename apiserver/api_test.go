@@ -156,6 +156,7 @@ func TestWrongSecretRefused(t *testing.T) {
 func TestAnyNodeServesAnyKey(t *testing.T) {
 	c := cluster(t)
 	ctx := tctx(t)
+	before := c.forwarded(t)
 	for k := range 6 {
 		key := "any-" + strconv.Itoa(k)
 		a, err := acquire(ctx, c.client(k%3, testNS, testSecret), &paxlockv1.AcquireRequest{Key: key, Owner: "o"})
@@ -168,6 +169,9 @@ func TestAnyNodeServesAnyKey(t *testing.T) {
 		if _, err := c.client((k+2)%3, testNS, testSecret).Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: key, Owner: "o", Token: a.Token})); err != nil {
 			t.Fatalf("%s: release through a third node: %v", key, err)
 		}
+	}
+	if after := c.forwarded(t); after <= before {
+		t.Fatalf("paxlock_forwarded_total stayed %d: no request was forwarded to its master", after)
 	}
 }
 

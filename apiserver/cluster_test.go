@@ -1,6 +1,7 @@
 package apiserver
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,4 +158,28 @@ func tctx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// forwarded sums paxlock_forwarded_total over the nodes' /metrics.
+func (c *apiCluster) forwarded(t *testing.T) int {
+	t.Helper()
+	total := 0
+	for _, s := range c.nodes {
+		resp, err := http.Get("http://" + s.Config().AdminAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "paxlock_forwarded_total "); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				total += int(n)
+			}
+		}
+		resp.Body.Close()
+	}
+	return total
 }
