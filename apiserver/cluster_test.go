@@ -32,8 +32,20 @@ const (
 // on each node, shared by the package's tests (each uses keys of its
 // own).
 type apiCluster struct {
+	dir   string
 	nodes []*server.Server
 	apis  []*Listener
+}
+
+// stop shuts the cluster down and removes its files.
+func (c *apiCluster) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range c.nodes {
+		_ = c.apis[i].Shutdown(ctx)
+		_ = c.nodes[i].Shutdown(ctx)
+	}
+	_ = os.RemoveAll(c.dir)
 }
 
 var (
@@ -46,7 +58,7 @@ var (
 // never stopped (the test process's end frees it).
 func cluster(t *testing.T) *apiCluster {
 	t.Helper()
-	sharedOnce.Do(func() { shared, sharedErr = startCluster(3) })
+	sharedOnce.Do(func() { shared, sharedErr = startCluster(3, nil) })
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
 	}
@@ -74,8 +86,10 @@ func freeAddrs(n int) ([]string, error) {
 }
 
 // startCluster starts n nodes without TLS (relays prove a relay secret)
-// and an API listener on each.
-func startCluster(n int) (*apiCluster, error) {
+// and an API listener on each; tune, when set, changes each node's
+// configuration first (dir is the cluster's directory). The caller
+// stops it (stop) unless it is the shared one.
+func startCluster(n int, tune func(dir string, c *server.Config)) (*apiCluster, error) {
 	dir, err := os.MkdirTemp("", "apiserver-test")
 	if err != nil {
 		return nil, err
@@ -84,22 +98,28 @@ func startCluster(n int) (*apiCluster, error) {
 	if err := os.WriteFile(relay, []byte("test-cluster-relay-secret\n"), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := freeAddrs(5 * n)
+	ports, err := freeAddrs(6 * n)
 	if err != nil {
 		return nil, err
 	}
 	var addrs []server.NodeAddr
 	for i := range n {
-		addrs = append(addrs, server.NodeAddr{ID: uint32(i + 1), Peer: ports[5*i], Client: ports[5*i+1], Gossip: ports[5*i+2], Admin: ports[5*i+3]})
+		addrs = append(addrs, server.NodeAddr{ID: uint32(i + 1), Peer: ports[6*i], Client: ports[6*i+1], Gossip: ports[6*i+2], Admin: ports[6*i+3]})
+		if tune != nil {
+			addrs[i].ClientTLS = ports[6*i+5]
+		}
 	}
-	c := &apiCluster{}
+	c := &apiCluster{dir: dir}
 	for i := range n {
 		cfg := server.Config{
 			NodeID: uint32(i + 1), Nodes: addrs, AdminAddr: addrs[i].Admin,
 			DataDir:    filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 			Namespaces: []server.Namespace{{Name: testNS, Secret: testSecret}, {Name: "other", Secret: "x"}},
 			EventLoops: 1, Lease: server.Duration(500 * time.Millisecond), Heartbeat: server.Duration(50 * time.Millisecond),
-			GossipTiming: server.GossipLocal, RelaySecretFile: relay, APIAddr: ports[5*i+4],
+			GossipTiming: server.GossipLocal, RelaySecretFile: relay, APIAddr: ports[6*i+4],
+		}
+		if tune != nil {
+			tune(dir, &cfg)
 		}
 		s, err := server.New(cfg, testutil.Logger())
 		if err != nil {

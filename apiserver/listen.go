@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -47,7 +48,10 @@ func Listen(node TLSNode, addr string, o Options) (*Listener, error) {
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
 	l := &Listener{svc: svc, ln: ln, done: make(chan struct{})}
-	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: nil}
+	// The HTTP server's own complaints (failed TLS handshakes, bad
+	// requests) are the caller's errors: debug level.
+	errLog := slog.NewLogLogger(svc.log.Handler(), slog.LevelDebug)
+	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: errLog}
 	var p http.Protocols
 	p.SetHTTP1(true)
 	if base := node.ClientTLSConfig(); base != nil {
