@@ -88,6 +88,12 @@ func acquireOf(ss *nsSession, q *paxlockv1.AcquireRequest) (*wire.Acquire, error
 	}
 	m := &wire.Acquire{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Kind: kind, Weight: weight,
 		TTLMs: q.TtlMs, Value: string(q.Value), Permits: q.Permits, Limit: q.Limit, LockDelayMs: q.LockDelayMs}
+	if q.Downgrade {
+		m.Flags |= wire.FlagDowngrade
+	}
+	if q.SetLimit {
+		m.Flags |= wire.FlagSetPermits
+	}
 	switch {
 	case q.WaitMs < 0:
 		m.MaxWaitMs = wire.WaitForever

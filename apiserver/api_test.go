@@ -496,3 +496,33 @@ func TestLateGrantConfirmed(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDowngradeAndSetLimit: a writer downgrades to a reader keeping its
+// token (a second reader is then admitted); a semaphore's total is
+// raised with set_limit, admitting one more holder.
+func TestDowngradeAndSetLimit(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(0, testNS, testSecret)
+	ctx := tctx(t)
+	w, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "dg", Owner: "w", Kind: paxlockv1.LockKind_LOCK_KIND_WRITE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "dg", Owner: "w", Kind: paxlockv1.LockKind_LOCK_KIND_READ, Downgrade: true})
+	if err != nil || d.Token != w.Token {
+		t.Fatalf("downgrade: %v, %v; want the write hold's token %d", d, err, w.Token)
+	}
+	if _, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "dg", Owner: "r", Kind: paxlockv1.LockKind_LOCK_KIND_READ}); err != nil {
+		t.Fatalf("reader after the downgrade: %v", err)
+	}
+	sem := paxlockv1.LockKind_LOCK_KIND_SEMAPHORE
+	if _, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "sl", Owner: "a", Kind: sem, Permits: 1, Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "sl", Owner: "b", Kind: sem, Limit: 2, SetLimit: true}); err != nil {
+		t.Fatalf("set_limit: %v", err)
+	}
+	if _, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "sl", Owner: "b", Kind: sem, Permits: 1, Limit: 2}); err != nil {
+		t.Fatalf("second permit after raising the total: %v", err)
+	}
+}

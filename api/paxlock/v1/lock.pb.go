@@ -186,7 +186,13 @@ type AcquireRequest struct {
 	// Orders waiters (1..10; 0 is 1): a heavier waiter goes first unless a
 	// lighter one has waited longer than their weights' difference is
 	// worth.
-	Weight        uint32 `protobuf:"varint,10,opt,name=weight,proto3" json:"weight,omitempty"`
+	Weight uint32 `protobuf:"varint,10,opt,name=weight,proto3" json:"weight,omitempty"`
+	// Read-write locks (kind READ, wait_ms 0): turn owner's write hold into
+	// a read hold atomically, keeping its token.
+	Downgrade bool `protobuf:"varint,11,opt,name=downgrade,proto3" json:"downgrade,omitempty"`
+	// Semaphores (wait_ms 0, permits 0): set the permit total to limit;
+	// no permit is taken.
+	SetLimit      bool `protobuf:"varint,12,opt,name=set_limit,json=setLimit,proto3" json:"set_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +295,20 @@ func (x *AcquireRequest) GetWeight() uint32 {
 		return x.Weight
 	}
 	return 0
+}
+
+func (x *AcquireRequest) GetDowngrade() bool {
+	if x != nil {
+		return x.Downgrade
+	}
+	return false
+}
+
+func (x *AcquireRequest) GetSetLimit() bool {
+	if x != nil {
+		return x.SetLimit
+	}
+	return false
 }
 
 // AcquireResponse is a granted lock.
@@ -1338,7 +1358,7 @@ var File_paxlock_v1_lock_proto protoreflect.FileDescriptor
 const file_paxlock_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"\x15paxlock/v1/lock.proto\x12\n" +
-	"paxlock.v1\"\x94\x02\n" +
+	"paxlock.v1\"\xcf\x02\n" +
 	"\x0eAcquireRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
@@ -1350,7 +1370,9 @@ const file_paxlock_v1_lock_proto_rawDesc = "" +
 	"\x05value\x18\b \x01(\fR\x05value\x12\"\n" +
 	"\rlock_delay_ms\x18\t \x01(\rR\vlockDelayMs\x12\x16\n" +
 	"\x06weight\x18\n" +
-	" \x01(\rR\x06weight\"|\n" +
+	" \x01(\rR\x06weight\x12\x1c\n" +
+	"\tdowngrade\x18\v \x01(\bR\tdowngrade\x12\x1b\n" +
+	"\tset_limit\x18\f \x01(\bR\bsetLimit\"|\n" +
 	"\x0fAcquireResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\x12\x1f\n" +
