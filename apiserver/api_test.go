@@ -526,3 +526,32 @@ func TestDowngradeAndSetLimit(t *testing.T) {
 		t.Fatalf("second permit after raising the total: %v", err)
 	}
 }
+
+// TestLockDelay: after a hold with a lock-delay expires, a try-lock by
+// another owner is refused LOCK_OCCUPIED with no holder, and State shows
+// the delay left.
+func TestLockDelay(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(2, testNS, testSecret)
+	ctx := tctx(t)
+	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "delay", Owner: "a", TtlMs: 1000, LockDelayMs: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := cl.Watch(ctx, connect.NewRequest(&paxlockv1.WatchRequest{Key: "delay", Token: a.Token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() || stream.Msg().Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_EXPIRED {
+		t.Fatalf("no expiry seen: %v %v", stream.Msg(), stream.Err())
+	}
+	_, err = acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "delay", Owner: "b"})
+	if codeOfErr(err) != connect.CodeFailedPrecondition || statusOfErr(err) != "LOCK_OCCUPIED" {
+		t.Fatalf("try-lock in the lock-delay: %v, want FAILED_PRECONDITION (LOCK_OCCUPIED)", err)
+	}
+	st, err := cl.State(ctx, connect.NewRequest(&paxlockv1.StateRequest{Key: "delay"}))
+	if err != nil || st.Msg.State.Held || st.Msg.State.LockDelayLeftMs == 0 {
+		t.Fatalf("state in the lock-delay: %v, %v; want free with the delay left", st, err)
+	}
+}
