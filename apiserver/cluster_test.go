@@ -56,7 +56,7 @@ var (
 
 // cluster returns the shared cluster, starting it on first use; it is
 // never stopped (the test process's end frees it).
-func cluster(t *testing.T) *apiCluster {
+func cluster(t testing.TB) *apiCluster {
 	t.Helper()
 	sharedOnce.Do(func() { shared, sharedErr = startCluster(3, nil) })
 	if sharedErr != nil {
@@ -181,7 +181,7 @@ func tctx(t *testing.T) context.Context {
 }
 
 // forwarded sums paxlock_forwarded_total over the nodes' /metrics.
-func (c *apiCluster) forwarded(t *testing.T) int {
+func (c *apiCluster) forwarded(t testing.TB) int {
 	t.Helper()
 	total := 0
 	for _, s := range c.nodes {
