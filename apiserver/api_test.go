@@ -555,3 +555,33 @@ func TestLockDelay(t *testing.T) {
 		t.Fatalf("state in the lock-delay: %v, %v; want free with the delay left", st, err)
 	}
 }
+
+// TestSecretChange: once the node applied a namespace's new secret, the
+// old secret is refused (its cached verification no longer counts) and
+// the new one is served, over a new session once the node revoked the
+// old one.
+func TestSecretChange(t *testing.T) {
+	c := cluster(t)
+	ctx := tctx(t)
+	admin := "http://" + c.nodes[0].Config().AdminAddr + "/namespaces"
+	put := func(secret string) {
+		t.Helper()
+		resp, err := http.Post(admin, "application/json", bytes.NewBufferString(fmt.Sprintf(`{"name": "rot", "secret": %q}`, secret)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("POST /namespaces: %s", resp.Status)
+		}
+	}
+	put("one-secret")
+	try := func(secret string) error {
+		_, err := c.client(1, "rot", secret).State(ctx, connect.NewRequest(&paxlockv1.StateRequest{Key: "k"}))
+		return err
+	}
+	testutil.Eventually(t, 10*time.Second, func() bool { return try("one-secret") == nil }, "the new namespace to be served")
+	put("two-secret")
+	testutil.Eventually(t, 10*time.Second, func() bool { return codeOfErr(try("one-secret")) == connect.CodeUnauthenticated }, "the old secret to be refused")
+	testutil.Eventually(t, 10*time.Second, func() bool { return try("two-secret") == nil }, "the new secret to be served")
+}
