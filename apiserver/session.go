@@ -280,16 +280,6 @@ func (ss *nsSession) call(ctx context.Context, typ wire.Type, m wire.Message) (*
 	}
 }
 
-// send queues request m without waiting for its answer (which is
-// dropped).
-func (ss *nsSession) send(typ wire.Type, m wire.Message) {
-	ss.sc.Lock()
-	ss.nextReq++
-	_ = ss.sc.AppendLocked(typ, ss.nextReq, m)
-	ss.sc.Unlock()
-	ss.sc.Flush()
-}
-
 // addWait records wait id's channel, which gets its Granted push.
 func (ss *nsSession) addWait(id uint64) chan wire.Granted {
 	ch := make(chan wire.Granted, 1)
