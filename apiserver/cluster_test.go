@@ -54,8 +54,8 @@ var (
 	sharedErr  error
 )
 
-// cluster returns the shared cluster, starting it on first use; it is
-// never stopped (the test process's end frees it).
+// cluster returns the shared cluster, starting it on first use; TestMain
+// stops it.
 func cluster(t testing.TB) *apiCluster {
 	t.Helper()
 	sharedOnce.Do(func() { shared, sharedErr = startCluster(3, nil) })
@@ -202,4 +202,14 @@ func (c *apiCluster) forwarded(t testing.TB) int {
 		resp.Body.Close()
 	}
 	return total
+}
+
+// TestMain stops the shared cluster, if a test started it, and removes
+// its files.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.stop()
+	}
+	os.Exit(code)
 }
