@@ -43,7 +43,7 @@ func (c *apiCluster) stop() {
 	defer cancel()
 	for i := range c.nodes {
 		_ = c.apis[i].Shutdown(ctx)
-		_ = c.nodes[i].Shutdown(ctx)
+		_ = c.nodes[i].Shutdown(ctx) // a second Shutdown returns the first's outcome
 	}
 	_ = os.RemoveAll(c.dir)
 }
