@@ -26,16 +26,19 @@ func TestMasterChange(t *testing.T) {
 	defer c.stop()
 	ctx := tctx(t)
 	key := ""
-	st := c.nodes[0].Status()
-	for i := 0; key == ""; i++ {
-		k := "mc-" + strconv.Itoa(i)
-		g := wire.GroupOf(wire.KeyHash(testNS, k), len(st.Groups))
-		for _, gs := range st.Groups {
-			if gs.Group == g && gs.Master == 3 {
-				key = k
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		st := c.nodes[0].Status()
+		for i := 0; i < 1000 && key == ""; i++ {
+			k := "mc-" + strconv.Itoa(i)
+			g := wire.GroupOf(wire.KeyHash(testNS, k), len(st.Groups))
+			for _, gs := range st.Groups {
+				if gs.Group == g && gs.Master == 3 {
+					key = k
+				}
 			}
 		}
-	}
+		return key != ""
+	}, "node 3 to master a group")
 	cl := c.client(0, testNS, testSecret)
 	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: key, Owner: "o", TtlMs: 2000})
 	if err != nil {
