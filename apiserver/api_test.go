@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -584,4 +585,26 @@ func TestSecretChange(t *testing.T) {
 	put("two-secret")
 	testutil.Eventually(t, 10*time.Second, func() bool { return codeOfErr(try("one-secret")) == connect.CodeUnauthenticated }, "the old secret to be refused")
 	testutil.Eventually(t, 10*time.Second, func() bool { return try("two-secret") == nil }, "the new secret to be served")
+}
+
+// TestRequestBound: a request body past maxRequestBytes is refused
+// RESOURCE_EXHAUSTED without being served.
+func TestRequestBound(t *testing.T) {
+	c := cluster(t)
+	body := `{"key": "big", "owner": "` + strings.Repeat("x", maxRequestBytes) + `"}`
+	req, err := http.NewRequest(http.MethodPost, "http://"+c.apis[0].Addr()+"/paxlock.v1.LockService/Acquire", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.SetBasicAuth(testNS, testSecret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode == http.StatusOK || !strings.Contains(string(b), "resource_exhausted") {
+		t.Fatalf("oversized request answered %d %s, want resource_exhausted", resp.StatusCode, b)
+	}
 }

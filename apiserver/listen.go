@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/net/netutil"
 )
 
 // TLSNode is a Node whose client listener may be TLS: the listener then
@@ -33,8 +35,13 @@ type Listener struct {
 	err  error // why Serve returned, once done is closed
 }
 
-// readHeaderTimeout bounds a request's headers (slowloris).
-const readHeaderTimeout = 10 * time.Second
+// HTTP bounds: a request's headers (slowloris), an idle connection's
+// life, and the connections open at once (past it, accepts wait).
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 2 * time.Minute
+	defaultMaxConns   = 10000
+)
 
 // Listen serves a Service of node at addr in the background until
 // Shutdown.
@@ -43,15 +50,19 @@ func Listen(node TLSNode, addr string, o Options) (*Listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("apiserver: listen: %w", err)
 	}
+	if o.MaxConns <= 0 {
+		o.MaxConns = defaultMaxConns
+	}
 	svc := New(node, o)
 	path, h := svc.Handler()
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
 	l := &Listener{svc: svc, ln: ln, done: make(chan struct{})}
+	ln = netutil.LimitListener(ln, o.MaxConns)
 	// The HTTP server's own complaints (failed TLS handshakes, bad
 	// requests) are the caller's errors: debug level.
 	errLog := slog.NewLogLogger(svc.log.Handler(), slog.LevelDebug)
-	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, ErrorLog: errLog}
+	l.srv = &http.Server{Handler: mux, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout, ErrorLog: errLog}
 	var p http.Protocols
 	p.SetHTTP1(true)
 	if base := node.ClientTLSConfig(); base != nil {

@@ -36,7 +36,15 @@ type Options struct {
 	// MaxDrift is the clock-rate margin validity_ms leaves (default
 	// 0.01, the node's max_drift default).
 	MaxDrift float64
+	// MaxConns bounds the listener's HTTP connections (Listen; default
+	// 10000, as the node's max_conns).
+	MaxConns int
 }
+
+// maxRequestBytes bounds a request's body, as the node's default
+// max_frame bounds a native request: the largest request (64 keys and
+// a holder value) needs a fraction of it.
+const maxRequestBytes = 1 << 20
 
 // retryFor bounds how long a call keeps re-sending a request that found
 // its group between masters (NO_MASTER, a redirect, a namespace moving)
@@ -74,7 +82,7 @@ func New(node Node, o Options) *Service {
 
 // Handler returns the service's HTTP path prefix and handler.
 func (s *Service) Handler() (string, http.Handler) {
-	path, h := paxlockv1connect.NewLockServiceHandler(s)
+	path, h := paxlockv1connect.NewLockServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes))
 	return path, withCaller(h)
 }
 

@@ -259,7 +259,7 @@ func startAPI(srv *server.Server, log *slog.Logger) (*apiserver.Listener, error)
 	if cfg.APIAddr == "" {
 		return nil, nil
 	}
-	api, err := apiserver.Listen(srv, cfg.APIAddr, apiserver.Options{Log: log, MaxDrift: cfg.MaxDrift})
+	api, err := apiserver.Listen(srv, cfg.APIAddr, apiserver.Options{Log: log, MaxDrift: cfg.MaxDrift, MaxConns: cfg.MaxConns})
 	if err != nil {
 		return nil, err
 	}
