@@ -74,6 +74,7 @@ type Node interface {
 
 	MemberNode
 	LockNode
+	ForwardNode
 	BackupNode
 	MoveNode
 }
