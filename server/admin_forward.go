@@ -42,7 +42,11 @@ func (n adminNode) Forward(ctx context.Context, id uint32, method, uri string, b
 	if n.sec.adminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+n.sec.adminToken)
 	}
-	resp, err := n.consoleClient().Do(req)
+	// ctx bounds it: a force-unlock waits for its holders longer than
+	// the console client's timeout for a status.
+	hc := *n.consoleClient()
+	hc.Timeout = 0
+	resp, err := hc.Do(req)
 	if err != nil {
 		return adminhttp.Forwarded{}, err
 	}

@@ -24,6 +24,14 @@ function row(cells) {
 
 function num(v) { return el("td", v, "num"); }
 
+function uptime(ms) {
+  const s = Math.floor((ms || 0) / 1000);
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.floor(s / 60) + " min";
+  if (s < 172800) return Math.floor(s / 3600) + " h " + Math.floor(s % 3600 / 60) + " min";
+  return Math.floor(s / 86400) + " d " + Math.floor(s % 86400 / 3600) + " h";
+}
+
 function setState(state, text) {
   const s = $("conn");
   s.dataset.state = state;
@@ -54,7 +62,7 @@ function render(cs) {
     else if (n.storage_failed) health = el("td", "storage failed", "bad");
     else if (n.ready) health = el("td", "ready", "ok");
     else health = el("td", "not ready: " + n.ready_reason, "warn");
-    const tr = row([el("td", n.id), n.client, n.admin || "—", el("td", n.alive ? "yes" : "no", n.alive ? "ok" : "bad"), health, num(n.mastered), num(n.reachable ? n.conns : "—"), n.version || "—"]);
+    const tr = row([el("td", n.id), n.client, n.admin || "—", el("td", n.alive ? "yes" : "no", n.alive ? "ok" : "bad"), health, num(n.mastered), num(n.reachable ? n.conns : "—"), n.reachable ? uptime(n.uptime_ms) : "—", n.version || "—"]);
     tr.dataset.node = n.id;
     tr.dataset.version = n.version || "";
     tr.dataset.health = n.reachable ? (n.ready ? "ready" : "not-ready") : "unreachable";
@@ -87,6 +95,20 @@ function render(cs) {
     hot.appendChild(tr);
   }
   $("hotkeys-empty").hidden = cs.hot_keys.length > 0;
+
+  const nss = $("namespaces").tBodies[0];
+  nss.replaceChildren();
+  for (const u of cs.namespaces || []) {
+    const a = el("a", "browse");
+    a.href = "#find?" + new URLSearchParams({ ns: u.namespace, prefix: "" });
+    const td = el("td");
+    td.appendChild(a);
+    const tr = row([u.namespace, num(u.held), num(u.holders), num(u.waiters), td]);
+    tr.dataset.namespace = u.namespace;
+    tr.dataset.held = u.held;
+    nss.appendChild(tr);
+  }
+  if (typeof namespaceOptions === "function") namespaceOptions(cs.namespaces || []);
 
   const quotas = $("quotas").tBodies[0];
   quotas.replaceChildren();
@@ -155,6 +177,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("token").value = "";
     setState("connecting", "connecting…");
     connect();
+    if (typeof route === "function") route();
   });
   $("logout").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
