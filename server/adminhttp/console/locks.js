@@ -141,10 +141,12 @@ async function loadLock(ns, key) {
       hb.appendChild(tr);
     }
     $("lock-holders-empty").hidden = d.holders.length > 0;
+    $("lock-holders").hidden = d.holders.length === 0;
     const wb = $("lock-waiters").tBodies[0];
     wb.replaceChildren();
     d.waiters.forEach((q, i) => wb.appendChild(row([num(i + 1), q.owner, q.kind, num(q.weight), num(q.permits || "—"), num(ms(q.waited_ms)), q.granting ? "being granted" : ""])));
     $("lock-waiters-empty").hidden = d.waiters.length > 0;
+    $("lock-waiters").hidden = d.waiters.length === 0;
     $("lock-more").hidden = !d.more;
     $("unlock").hidden = !d.held;
   } catch (err) {
