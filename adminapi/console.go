@@ -46,6 +46,9 @@ type ConsoleNode struct {
 	Version string `json:"version,omitempty"`
 	// UptimeMs is how long the node has run, from its status.
 	UptimeMs int64 `json:"uptime_ms,omitempty"`
+	// Clients are its client sessions (Status.Clients, ClientsMore).
+	Clients     []ClientSession `json:"clients,omitempty"`
+	ClientsMore bool            `json:"clients_more,omitempty"`
 	// Mastered counts the groups the gathering node's view says it
 	// masters.
 	Mastered int `json:"mastered"`

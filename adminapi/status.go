@@ -83,6 +83,27 @@ type Status struct {
 	// Namespaces, filled by /status?detail=1 only, is every namespace
 	// of the table with this node's counts of it.
 	Namespaces []NamespaceUse `json:"namespaces,omitempty"`
+	// Clients, filled by /status?detail=1 only, are the node's
+	// authenticated client sessions, longest connected first, at most
+	// MaxConsoleClients (ClientsMore: there are more).
+	Clients     []ClientSession `json:"clients,omitempty"`
+	ClientsMore bool            `json:"clients_more,omitempty"`
+}
+
+// MaxConsoleClients bounds the client sessions a Status lists.
+const MaxConsoleClients = 200
+
+// ClientSession is one authenticated client connection to a node.
+type ClientSession struct {
+	// Client is the client's id in hex, as lock owners name it
+	// (client/owner).
+	Client    string `json:"client"`
+	Namespace string `json:"namespace"`
+	Remote    string `json:"remote"`
+	// Relay is the node that relays the session for its client (0: the
+	// client connected here itself).
+	Relay     uint32    `json:"relay,omitempty"`
+	Connected time.Time `json:"connected"`
 }
 
 // NamespaceUse is a namespace's locks: its held keys and their holders

@@ -171,6 +171,11 @@ func TestConsoleBrowser(t *testing.T) {
 		return r !== null && r.dataset.waiters === "1" && r.innerText.includes(%q);
 	})()`, key, holder.Owner().String()))
 
+	poll("the holder's client session, and every node's uptime", fmt.Sprintf(`(() => {
+		const nodes = [...document.querySelectorAll("#nodes tbody tr")];
+		return document.querySelector('#clients tbody tr[data-client="%x"][data-namespace="e2e"]') !== null &&
+			nodes.length === 3 && nodes.every(r => Number(r.dataset.uptime) > 0);
+	})()`, holder.Owner().Client))
 	saveShot(bctx, t, "console.png")
 
 	// Released, the lock goes to the waiter and the key is no longer hot.

@@ -92,6 +92,7 @@ func (s *Server) StatusDetail(ctx context.Context) adminapi.Status {
 	st.MasterChanges = s.masterLog.list()
 	st.Quotas = s.quotas()
 	st.Namespaces = s.namespaceUse()
+	st.Clients, st.ClientsMore = s.clientSessions()
 	return st
 }
 
@@ -194,6 +195,7 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 			cn.Reachable, cn.Ready, cn.ReadyReason = true, st.Ready, st.ReadyReason
 			cn.StorageFailed, cn.Conns, cn.Version, cn.UptimeMs = st.StorageFailed, st.Conns, st.Version, st.UptimeMs
 			cs.Namespaces = append(cs.Namespaces, st.Namespaces...)
+			cn.Clients, cn.ClientsMore = st.Clients, st.ClientsMore
 			cs.HotKeys = append(cs.HotKeys, st.HotKeys...)
 			cs.MasterChanges = append(cs.MasterChanges, st.MasterChanges...)
 			cs.Quotas = append(cs.Quotas, st.Quotas...)

@@ -65,6 +65,7 @@ function render(cs) {
     const tr = row([el("td", n.id), n.client, n.admin || "—", el("td", n.alive ? "yes" : "no", n.alive ? "ok" : "bad"), health, num(n.mastered), num(n.reachable ? n.conns : "—"), n.reachable ? uptime(n.uptime_ms) : "—", n.version || "—"]);
     tr.dataset.node = n.id;
     tr.dataset.version = n.version || "";
+    tr.dataset.uptime = n.uptime_ms || 0;
     tr.dataset.health = n.reachable ? (n.ready ? "ready" : "not-ready") : "unreachable";
     nodes.appendChild(tr);
   }
@@ -109,6 +110,22 @@ function render(cs) {
     nss.appendChild(tr);
   }
   if (typeof namespaceOptions === "function") namespaceOptions(cs.namespaces || []);
+
+  const clients = $("clients").tBodies[0];
+  clients.replaceChildren();
+  let nclients = 0, cut = false;
+  for (const n of cs.nodes) {
+    cut = cut || n.clients_more;
+    for (const c of n.clients || []) {
+      nclients++;
+      const tr = row([el("td", n.id), c.client, c.namespace, c.remote, c.relay ? "node " + c.relay : "—", num(uptime(Date.parse(cs.time) - Date.parse(c.connected)))]);
+      tr.dataset.client = c.client;
+      tr.dataset.namespace = c.namespace;
+      clients.appendChild(tr);
+    }
+  }
+  $("clients-summary").textContent = nclients + " session" + (nclients === 1 ? "" : "s") + (cut ? ", cut at 200 a node" : "");
+  $("clients").hidden = nclients === 0;
 
   const quotas = $("quotas").tBodies[0];
   quotas.replaceChildren();
