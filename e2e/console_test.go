@@ -171,6 +171,10 @@ func TestConsoleBrowser(t *testing.T) {
 		return r !== null && r.dataset.waiters === "1" && r.innerText.includes(%q);
 	})()`, key, holder.Owner().String()))
 
+	poll("the namespace's held key and waiter counted", `(() => {
+		const r = document.querySelector('#namespaces tbody tr[data-namespace="e2e"]');
+		return r !== null && r.dataset.held === "1" && r.dataset.waiters === "1";
+	})()`)
 	poll("the holder's client session, and every node's uptime", fmt.Sprintf(`(() => {
 		const nodes = [...document.querySelectorAll("#nodes tbody tr")];
 		return document.querySelector('#clients tbody tr[data-client="%x"][data-namespace="e2e"]') !== null &&

@@ -107,6 +107,7 @@ function render(cs) {
     const tr = row([u.namespace, num(u.held), num(u.holders), num(u.waiters), td]);
     tr.dataset.namespace = u.namespace;
     tr.dataset.held = u.held;
+    tr.dataset.waiters = u.waiters;
     nss.appendChild(tr);
   }
   if (typeof namespaceOptions === "function") namespaceOptions(cs.namespaces || []);
