@@ -27,7 +27,7 @@ func backupFixture(t *testing.T) (*pebblestore.Store, []*StateMachine) {
 	st := openStore(t, t.TempDir())
 	t.Cleanup(func() { st.Close() })
 	sms := []*StateMachine{NewStateMachine(4), NewStateMachine(4)}
-	rec, err := newNSRec("pw")
+	rec, err := systable.NewNamespaceRecord("pw")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,15 +133,15 @@ func TestBackupRestoreStateMachines(t *testing.T) {
 			t.Fatalf("group %d: token %#x after restore, backup's highest %#x", g, tok, maxOld)
 		}
 	}
-	if _, ok := sms[0].namespaces["tenant"]; !ok {
+	if !sms[0].ns.Has("tenant") {
 		t.Fatal("fixture lacks its namespace")
 	}
 	got := NewStateMachine(4)
 	if err := got.Load(dst.SMReader(ReplicationID(0)), RestoredApplied); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := got.namespaces["tenant"]; !ok || !got.nsInit {
-		t.Fatalf("namespace table not restored: %v init %v", got.namespaces, got.nsInit)
+	if !got.ns.Has("tenant") || !got.ns.Initialised() {
+		t.Fatalf("namespace table not restored: %v init %v", got.ns.Names(), got.ns.Initialised())
 	}
 	// The old cluster's member list stays behind: the new cluster seeds
 	// its own from its configuration.

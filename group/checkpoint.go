@@ -52,10 +52,48 @@ func (sm *StateMachine) Checkpoint(w paxos.Writer) {
 	sm.dirtyN = 0
 }
 
-// Load implements paxos.StateMachine.
+// Load implements paxos.StateMachine. It is a multiplexer: the lock table
+// (lockLoad) and each of group 0's system tables (systemTables) claims its
+// keys and loads its own records.
 func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 	sm.mu.Lock()
 	defer sm.mu.Unlock()
+	lt := sm.beginLockLoad(applied)
+	defer lt.end()
+	tables := sm.systemTables()
+	for _, t := range tables {
+		defer t.BeginLoad()()
+	}
+	err := r.Scan(nil, func(k, v []byte) error {
+		if lt.claims(k) { // first: the bulk of the records
+			return lt.pair(k, v)
+		}
+		for _, t := range tables {
+			if t.Claims(k) {
+				return t.LoadPair(k, v)
+			}
+		}
+		return nil // a newer state machine's key: kept, not read
+	})
+	lt.install()
+	sm.moves.Publish()
+	return err
+}
+
+// lockLoad is a load of the lock table's own records under way (lock
+// records, lock-delays, revoked holds, move records, the group version)
+// with sm.mu and every shard locked. Lock records are gathered per shard
+// first and each shard's map made at its final size: growing the maps one
+// insert at a time cost about a quarter of a restart's Load in table
+// splits.
+type lockLoad struct {
+	sm   *StateMachine
+	recs [][]loadedRec
+}
+
+// beginLockLoad empties the lock table for a load, its shards locked
+// until end; sm.mu is held.
+func (sm *StateMachine) beginLockLoad(applied uint64) *lockLoad {
 	for i := range sm.shards {
 		sm.shards[i].mu.Lock()
 		sm.shards[i].locks = make(map[string]*lockRec)
@@ -64,76 +102,59 @@ func (sm *StateMachine) Load(r paxos.Reader, applied uint64) error {
 		sm.shards[i].resetMarks()
 	}
 	sm.dirtyN = 0
-	defer func() {
-		for i := range sm.shards {
-			sm.shards[i].mu.Unlock()
-		}
-	}()
 	sm.version, sm.count, sm.applied = 0, 0, applied
 	sm.uncountQuotaHeld()
 	sm.nsHeld = nil
-	sm.moves, sm.moveDirty = nil, nil
-	sm.nsMu.Lock()
-	defer sm.nsMu.Unlock()
-	sm.namespaces = make(map[string]nsRec)
-	endQuotas := sm.quotas.BeginLoad()
-	sm.nsInit = false
-	sm.nsGen++
-	defer sm.members.BeginLoad()()
-	sm.reg.mu.Lock()
-	sm.reg.reset()
-	defer func() {
-		obs := sm.reg.obs
-		sm.reg.mu.Unlock()
-		if obs != nil {
-			obs()
-		}
-	}()
-	// Records are gathered per shard first and each shard's map made at
-	// its final size: growing the maps one insert at a time cost about a
-	// quarter of a restart's Load in table splits.
-	recs := make([][]loadedRec, len(sm.shards))
-	err := r.Scan(nil, func(k, v []byte) error {
-		switch {
-		case len(k) > 0 && k[0] == nsPrefix:
-			return sm.loadNamespace(k, v)
-		case systable.IsQuotaKey(k):
-			return sm.quotas.LoadPair(k, v)
-		case string(k) == string(nsInitKey):
-			sm.nsInit = true
-		case systable.IsMemberKey(k):
-			return sm.members.LoadPair(k, v)
-		case len(k) > 0 && k[0] == regPrefix:
-			return sm.reg.load(k, v)
-		case len(k) > 0 && (k[0] == delayPrefix || k[0] == revokePrefix):
-			return sm.loadMark(k, v)
-		case len(k) > 0 && k[0] == movePrefix:
-			return sm.loadMove(k, v)
-		case len(k) > 0 && k[0] == lockPrefix:
-			l, err := decodeRec(v)
-			if err != nil {
-				return fmt.Errorf("group: lock %q: %w", k[1:], err)
-			}
-			key := string(k[1:])
-			i := wire.WorkerOf(hashFull(key), sm.workers)
-			recs[i] = append(recs[i], loadedRec{key, l})
-			sm.count++
-			sm.countNS(key, 1, int64(l.n()))
-		case string(k) == string(versionKey):
-			v, n := binary.Uvarint(v)
-			if n <= 0 {
-				return fmt.Errorf("group: version: %w", errBadCommand)
-			}
-			sm.version = v
-		}
-		return nil
-	})
-	sm.install(recs)
-	sm.publishGates()
-	if endQuotas() {
-		sm.quotasChanged() // the refresh it starts waits for nsMu
+	sm.moves.Reset()
+	return &lockLoad{sm: sm, recs: make([][]loadedRec, len(sm.shards))}
+}
+
+// end unlocks the shards.
+func (l *lockLoad) end() {
+	for i := range l.sm.shards {
+		l.sm.shards[i].mu.Unlock()
 	}
-	return err
+}
+
+// claims reports whether k is one of the lock table's keys: a lock,
+// lock-delay, revoked-holds or move record, or the group version.
+func (l *lockLoad) claims(k []byte) bool {
+	if len(k) == 0 {
+		return false
+	}
+	switch k[0] {
+	case lockPrefix, delayPrefix, revokePrefix:
+		return true
+	}
+	return systable.IsMoveKey(k) || string(k) == string(versionKey)
+}
+
+// pair reads one of the lock table's pairs (claims).
+func (l *lockLoad) pair(k, v []byte) error {
+	sm := l.sm
+	switch {
+	case k[0] == delayPrefix || k[0] == revokePrefix:
+		return sm.loadMark(k, v)
+	case systable.IsMoveKey(k):
+		return sm.moves.LoadPair(k, v)
+	case k[0] == lockPrefix:
+		rec, err := decodeRec(v)
+		if err != nil {
+			return fmt.Errorf("group: lock %q: %w", k[1:], err)
+		}
+		key := string(k[1:])
+		i := wire.WorkerOf(hashFull(key), sm.workers)
+		l.recs[i] = append(l.recs[i], loadedRec{key, rec})
+		sm.count++
+		sm.countNS(key, 1, int64(rec.n()))
+	case string(k) == string(versionKey):
+		v, n := binary.Uvarint(v)
+		if n <= 0 {
+			return fmt.Errorf("group: version: %w", errBadCommand)
+		}
+		sm.version = v
+	}
+	return nil
 }
 
 // loadedRec is a lock record Load read, with its key.
@@ -142,10 +163,10 @@ type loadedRec struct {
 	l   *lockRec
 }
 
-// install makes each shard's lock table of the records Load read for it
-// (in key order), at its final size, and indexes them; the shards are
-// locked.
-func (sm *StateMachine) install(recs [][]loadedRec) {
+// install makes each shard's lock table of the records read for it (in
+// key order), at its final size, and indexes them.
+func (l *lockLoad) install() {
+	sm, recs := l.sm, l.recs
 	for i, rs := range recs {
 		m := make(map[string]*lockRec, len(rs))
 		for _, x := range rs {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -235,10 +236,10 @@ func appendValue(dst []byte, v string) []byte {
 // follows) or len(c.grants) (read follows once per grant, in order);
 // another count is an error.
 func (r *reader) perGrant(c *command, read func(g *grant)) {
-	switch n := r.uvarint(); {
+	switch n := r.Uvarint(); {
 	case n == 0:
 	case n != uint64(len(c.grants)):
-		r.err = true
+		r.Fail()
 	default:
 		for i := range c.grants {
 			read(&c.grants[i])
@@ -248,77 +249,48 @@ func (r *reader) perGrant(c *command, read func(g *grant)) {
 
 // value reads a holder value; longer than wire.MaxValueLen is an error.
 func (r *reader) value() string {
-	n := r.uvarint()
+	n := r.Uvarint()
 	if n > wire.MaxValueLen {
-		r.err = true
+		r.Fail()
 		return ""
 	}
-	return string(r.bytes(n))
+	return string(r.Bytes(n))
 }
 
-type reader struct {
-	b   []byte
-	err bool
-}
+// reader is codec.Reader with the decoders of the lock service's own
+// fields (holder values, u32s, bounded strings, per-grant tails).
+type reader struct{ codec.Reader }
 
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) byte() byte {
-	if len(r.b) == 0 {
-		r.err = true
-		return 0
-	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *reader) bytes(n uint64) []byte {
-	if uint64(len(r.b)) < n {
-		r.err = true
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
+func newReader(b []byte) reader { return reader{codec.NewReader(b)} }
 
 func decodeCommand(b []byte) (command, error) {
-	r := reader{b: b}
+	r := newReader(b)
 	var c command
-	opb := r.byte()
+	opb := r.Byte()
 	c.op = op(opb &^ opHasTail)
-	c.kind = wire.Kind(r.byte())
-	c.key = string(r.bytes(r.uvarint()))
-	c.owner.Client = r.uvarint()
-	c.owner.ID = r.uvarint()
-	c.ttlMs = uint32(r.uvarint())
-	c.token = r.uvarint()
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
+	c.kind = wire.Kind(r.Byte())
+	c.key = string(r.Bytes(r.Uvarint()))
+	c.owner.Client = r.Uvarint()
+	c.owner.ID = r.Uvarint()
+	c.ttlMs = uint32(r.Uvarint())
+	c.token = r.Uvarint()
+	n := r.Uvarint()
+	if n > uint64(r.Len()) {
 		return command{}, errBadCommand
 	}
-	for i := uint64(0); i < n && !r.err; i++ {
+	for i := uint64(0); i < n && !r.Failed(); i++ {
 		var g grant
-		g.owner.Client = r.uvarint()
-		g.owner.ID = r.uvarint()
-		g.kind = wire.Kind(r.byte())
-		g.ttlMs = uint32(r.uvarint())
+		g.owner.Client = r.Uvarint()
+		g.owner.ID = r.Uvarint()
+		g.kind = wire.Kind(r.Byte())
+		g.ttlMs = uint32(r.Uvarint())
 		c.grants = append(c.grants, g)
 	}
-	if d := r.bytes(r.uvarint()); len(d) > 0 {
+	if d := r.Bytes(r.Uvarint()); len(d) > 0 {
 		c.data = append([]byte(nil), d...)
 	}
-	if opb&opHasTail != 0 && !r.err {
-		flags := r.uvarint()
+	if opb&opHasTail != 0 && !r.Failed() {
+		flags := r.Uvarint()
 		c.setValue = flags&cmdSetValue != 0
 		if flags&cmdHasValue != 0 {
 			c.value = r.value()
@@ -331,10 +303,10 @@ func decodeCommand(b []byte) (command, error) {
 			decodeDelay(&r, &c)
 		}
 		if flags&^(cmdSetValue|cmdHasValue|cmdHasSem|cmdHasDelay) != 0 {
-			r.err = true
+			r.Fail()
 		}
 	}
-	if r.err || len(r.b) != 0 || !c.kind.Valid() {
+	if !r.Done() || !c.kind.Valid() {
 		return command{}, errBadCommand
 	}
 	return c, nil

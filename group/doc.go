@@ -20,8 +20,10 @@
 // which also makes a retried acquire harmless.
 //
 // Lock group 0 also holds the cluster's system tables: namespaces and
-// their verifiers, quotas and the member list (these two in package
-// systable), the registry's tables and namespace-move records.
+// their verifiers, quotas, the member list and the registry's tables;
+// every lock group holds its namespace-move records. All of them are
+// tables of package systable, and the state machine multiplexes over them
+// and its lock table (tables.go).
 //
 // # Files by job
 //
@@ -34,10 +36,12 @@
 //     waits belong to: forgetting or revoking one), version.go (RaiseVersion, the group
 //     version in every token).
 //   - The replicated lock table: state.go (StateMachine: its shards, Apply
-//     and the lock table's commands), tables.go (sending a command to the
-//     table it changes; proposing a change to a system table),
+//     and the lock table's commands), tables.go (the multiplexer over
+//     the tables: sending a command, or a loaded pair, to the table it
+//     belongs to; proposing a change to a system table and waiting for
+//     its outcome),
 //     commands.go (the replicated commands and their encoding), record.go (a key's lock record and its holds),
-//     checkpoint.go (Checkpoint and Load of the table), semaphore.go
+//     checkpoint.go (Checkpoint; Load, each table loading its own records), semaphore.go
 //     (counting semaphores), revoke_state.go (a force-unlock's replicated
 //     mark), nslocks.go (holders per namespace, for quotas), nsindex.go
 //     (each shard's keys by namespace, in order, for List).
@@ -57,19 +61,23 @@
 //     console), inspect_key.go (InspectKey: one key's holders and queue,
 //     for the admin API).
 //   - Lock group 0's system tables, each with an outcome type of its own
-//     (never a lock status): namespace.go (namespaces and their SCRAM
-//     verifiers; nsOutcome), quota.go (applying a quota change next to
+//     (never a lock status): namespace.go (applying a namespace change,
+//     with its quota; the Service's side of package systable's
+//     Namespaces), quota.go (applying a quota change next to
 //     the namespace table, the Service's side of package systable's
 //     Quotas), quotacheck.go (enforcing quotas on the request
 //     path), members.go (the Service's side of the cluster's member
 //     list, package systable's Members),
-//     registry.go (the registry's tables; regOutcome),
-//     registry_limits.go (RegistryLimits, the tables' bounds),
-//     registry_service.go (the Service's registry operations).
-//   - Moving a namespace: move.go (move records and their keyspace),
-//     move_apply.go (applying the move steps), move_steps.go (proposing a
-//     step; export and import of a namespace's records), move_worker.go
-//     (the workers' side of a frozen or moved namespace).
+//     registry.go (applying a registry change to package systable's
+//     Registry; the registry's types by their group names),
+//     registry_service.go (the Service's registry operations and the
+//     tables' bounds on the proposer).
+//   - Moving a namespace: move.go (the move commands and errors; a gated
+//     namespace's answers; MoveInfo), move_apply.go (applying a move step
+//     to package systable's Moves and, through it, to the lock table:
+//     imports, drops), move_steps.go (proposing a step; export and import
+//     of a namespace's records), move_worker.go (the workers' side of a
+//     frozen or moved namespace).
 //   - Backups: backup.go (a group's image into a backup file, every
 //     record checked while reading one, restoring one; the file format is
 //     package backup's).

@@ -135,7 +135,7 @@ func encodeDelayRec(dst []byte, l *lockRec) []byte {
 // decodeDelayRec decodes a record of version 4 or 5 after its version
 // byte.
 func decodeDelayRec(r *reader, ver byte) (*lockRec, error) {
-	kind := wire.Kind(r.byte())
+	kind := wire.Kind(r.Byte())
 	sem := ver == semDelayRecVersion
 	if !kind.Valid() || sem != (kind == wire.KindSemaphore) {
 		return nil, fmt.Errorf("group: lock record version %d of kind %d: %w", ver, kind, errBadCommand)
@@ -144,21 +144,21 @@ func decodeDelayRec(r *reader, ver byte) (*lockRec, error) {
 	if sem {
 		limit = r.u32()
 	}
-	n := r.uvarint()
-	if n == 0 || n > uint64(len(r.b)) {
+	n := r.Uvarint()
+	if n == 0 || n > uint64(r.Len()) {
 		return nil, errBadCommand
 	}
 	l := &lockRec{}
-	for i := uint64(0); i < n && !r.err; i++ {
+	for i := uint64(0); i < n && !r.Failed(); i++ {
 		h := holder{kind: kind}
-		h.owner.Client = r.uvarint()
-		h.owner.ID = r.uvarint()
-		h.token = r.uvarint()
+		h.owner.Client = r.Uvarint()
+		h.owner.ID = r.Uvarint()
+		h.token = r.Uvarint()
 		h.ttlMs = r.u32()
 		var p uint32
 		if sem {
 			if p = r.u32(); p == 0 {
-				r.err = true
+				r.Fail()
 			}
 		}
 		v := r.value()
@@ -170,7 +170,7 @@ func decodeDelayRec(r *reader, ver byte) (*lockRec, error) {
 		}
 		l.setDelay(l.n()-1, d)
 	}
-	if r.err || len(r.b) != 0 {
+	if !r.Done() {
 		return nil, errBadCommand
 	}
 	return l, nil
@@ -295,12 +295,12 @@ func encodeDelay(dst []byte, d delayRec) []byte {
 
 // decodeDelayRecord decodes a delay record.
 func decodeDelayRecord(b []byte) (delayRec, error) {
-	r := reader{b: b}
-	if r.byte() != delayRecordVersion {
+	r := newReader(b)
+	if r.Byte() != delayRecordVersion {
 		return delayRec{}, fmt.Errorf("group: lock-delay record version: %w", errBadCommand)
 	}
-	d := delayRec{ms: r.u32(), id: r.uvarint()}
-	if r.err || len(r.b) != 0 {
+	d := delayRec{ms: r.u32(), id: r.Uvarint()}
+	if !r.Done() {
 		return delayRec{}, errBadCommand
 	}
 	return d, nil

@@ -9,28 +9,29 @@ import (
 
 	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
 // MoveStep is a step of a namespace move that one lock group takes
-// (docs/design.md, "Moving a namespace").
-type MoveStep uint8
+// (docs/design.md, "Moving a namespace"; systable.MoveStep).
+type MoveStep = systable.MoveStep
 
-// Move steps.
+// Move steps (systable's; StepImport is Import's).
 const (
 	// StepIncoming: the target answers the namespace's requests MOVING
 	// and accepts imports (the group must hold none of its keys).
-	StepIncoming MoveStep = iota + 1
+	StepIncoming = systable.StepIncoming
 	// StepFreeze: the source changes nothing of the namespace from here.
-	StepFreeze
+	StepFreeze = systable.StepFreeze
 	// StepOwn: the target serves the namespace (the flip).
-	StepOwn
+	StepOwn = systable.StepOwn
 	// StepDrop: the source deletes the namespace's records and answers
 	// MOVED with movedTo.
-	StepDrop
+	StepDrop = systable.StepDrop
 	// StepUnfreeze: the abort: a frozen source serves again, an
 	// incoming target drops what it imported. Allowed up to the flip.
-	StepUnfreeze
+	StepUnfreeze = systable.StepUnfreeze
 )
 
 var stepOps = [...]op{StepIncoming: opIncoming, StepFreeze: opFreeze, StepOwn: opOwn, StepDrop: opDropNamespace, StepUnfreeze: opUnfreeze}
@@ -52,7 +53,7 @@ func (g *Group) MoveStep(ctx context.Context, step MoveStep, ns, id, movedTo str
 	if step == StepDrop {
 		rest = []byte(movedTo)
 	}
-	return g.proposeMove(ctx, &command{op: stepOps[step], key: ns, token: fence, data: moveData(id, rest)})
+	return g.proposeMove(ctx, &command{op: stepOps[step], key: ns, token: fence, data: systable.EncodeMoveData(id, rest)})
 }
 
 // Import proposes a batch of an incoming namespace's records (pairs as
@@ -61,10 +62,8 @@ func (g *Group) MoveStep(ctx context.Context, step MoveStep, ns, id, movedTo str
 // applied already changes nothing; fence is fenced as MoveStep's. This
 // node must serve the group (else ErrNotMaster).
 func (g *Group) Import(ctx context.Context, ns, id string, src, batch uint32, pairs []byte, fence uint64) error {
-	data := binary.AppendUvarint(nil, uint64(src))
-	data = binary.AppendUvarint(data, uint64(batch))
-	data = append(data, pairs...)
-	return g.proposeMove(ctx, &command{op: opImport, key: ns, token: fence, data: moveData(id, data)})
+	data := systable.EncodeImportBatch(src, batch, pairs)
+	return g.proposeMove(ctx, &command{op: opImport, key: ns, token: fence, data: systable.EncodeMoveData(id, data)})
 }
 
 func (g *Group) proposeMove(ctx context.Context, c *command) error {
@@ -85,11 +84,11 @@ func (g *Group) proposeMove(ctx context.Context, c *command) error {
 	case err != nil:
 		return fmt.Errorf("group: move step in group %d: %w", g.id, err)
 	}
-	switch o, _ := res.Value.(moveOutcome); o {
-	case moveApplied:
-	case moveConflict:
+	switch o, _ := res.Value.(systable.MoveOutcome); o {
+	case systable.MoveApplied:
+	case systable.MoveConflict:
 		return fmt.Errorf("group %d: %w", g.id, ErrMoveConflict)
-	case moveBadCommand:
+	case systable.MoveMalformed:
 		return fmt.Errorf("group %d: %w", g.id, ErrMoveBadBatch)
 	default:
 		return fmt.Errorf("group: move step in group %d: outcome %v", g.id, res.Value)
@@ -219,14 +218,7 @@ func (s *Service) SplitImport(ns string, pairs []byte) (map[int][]byte, error) {
 // exist: a move installs it on the target (PutNamespaceRecord), so that
 // the namespace's clients authenticate there with the same secret.
 func (s *Service) NamespaceRecord(ns string) ([]byte, bool) {
-	sm := s.groups[NamespaceGroup].sm
-	sm.nsMu.RLock()
-	defer sm.nsMu.RUnlock()
-	r, ok := sm.namespaces[ns]
-	if !ok {
-		return nil, false
-	}
-	return append([]byte(nil), r.raw...), true
+	return s.namespaces().Record(ns)
 }
 
 // PutNamespaceRecord creates namespace ns, or replaces its record, with
@@ -236,7 +228,7 @@ func (s *Service) PutNamespaceRecord(ctx context.Context, ns string, rec []byte)
 	if err := wire.ValidateNamespace(ns); err != nil {
 		return err
 	}
-	if _, err := parseNSRec(rec); err != nil {
+	if _, _, err := systable.ParseNamespaceRecord(rec); err != nil {
 		return fmt.Errorf("%w: namespace record: %w", wire.ErrInvalid, err)
 	}
 	return s.proposeNamespace(ctx, &command{op: opNamespacePut, key: ns, data: rec})

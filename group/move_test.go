@@ -249,13 +249,13 @@ func checkMoveReload(t *testing.T, r *fakeReplica) {
 	if err := re.Load(r.kv.clone(), r.sm.Applied()); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(re.moves, r.sm.moves) && !(len(re.moves) == 0 && len(r.sm.moves) == 0) {
-		t.Fatalf("reloaded move records %+v, live %+v", re.moves, r.sm.moves)
+	if !re.moves.Equal(&r.sm.moves) {
+		t.Fatalf("reloaded move records of %v, live %v", re.moves.Namespaces(), r.sm.moves.Namespaces())
 	}
 	if a, b := dumpSM(re), dumpSM(r.sm); !reflect.DeepEqual(a, b) {
 		t.Fatalf("reloaded table differs\n loaded: %v\n live:   %v", a, b)
 	}
-	for ns := range r.sm.moves {
+	for _, ns := range r.sm.moves.Namespaces() {
 		g1, ok1 := re.gateNS(ns)
 		g2, ok2 := r.sm.gateNS(ns)
 		if g1 != g2 || ok1 != ok2 {

@@ -3,16 +3,17 @@ package group
 import (
 	"time"
 
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
 // moveChanged tells every worker of the move states an Apply applied. It
 // runs on the paxos host's loop, after the Apply, on every replica; a
 // worker that does not serve the group has nothing to do.
-func (g *Group) moveChanged(news []moveNews) {
+func (g *Group) moveChanged(news []systable.MoveNews) {
 	for _, n := range news {
 		for _, w := range g.workers {
-			w.post(event{kind: evMove, req: &Request{Namespace: n.ns}, n: int(n.st)})
+			w.post(event{kind: evMove, req: &Request{Namespace: n.NS}, n: int(n.State)})
 		}
 	}
 }
@@ -56,8 +57,8 @@ func (w *worker) onMove(ns string, st MoveState) {
 
 // stopNamespace answers what the worker keeps of namespace ns with g's
 // answer (see onMove); dropWatches also ends its watches.
-func (w *worker) stopNamespace(ns string, g gate, dropWatches bool) {
-	resp := g.response()
+func (w *worker) stopNamespace(ns string, g systable.Gate, dropWatches bool) {
+	resp := gateResponse(g)
 	for key, ks := range w.keys {
 		if splitNS(key) != ns {
 			continue

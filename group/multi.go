@@ -155,7 +155,7 @@ func (w *worker) multiCheck(m *multiAcq) (resp wire.Response, ok, parked bool) {
 		return noMaster, false, false
 	}
 	if g, moving := w.g.sm.gateNS(m.req.Namespace); moving {
-		return g.response(), false, false
+		return gateResponse(g), false, false
 	}
 	if resp, ok := w.adm.multiAdmits(m); !ok {
 		return resp, false, false
@@ -294,17 +294,17 @@ func encodeMultiKeys(ents []multiEnt) []byte {
 // decodeMultiKeys is encodeMultiKeys' inverse; it refuses no keys, more
 // than wire.MaxMultiKeys, a key named twice and trailing bytes.
 func decodeMultiKeys(data []byte) ([]MultiKey, bool) {
-	r := reader{b: data}
-	n := r.uvarint()
-	if r.err || n == 0 || n > wire.MaxMultiKeys {
+	r := newReader(data)
+	n := r.Uvarint()
+	if r.Failed() || n == 0 || n > wire.MaxMultiKeys {
 		return nil, false
 	}
 	ks := make([]MultiKey, 0, n)
 	seen := make(map[string]struct{}, n)
 	for range n {
-		k := string(r.bytes(r.uvarint()))
-		o := wire.Owner{Client: r.uvarint(), ID: r.uvarint()}
-		if r.err {
+		k := string(r.Bytes(r.Uvarint()))
+		o := wire.Owner{Client: r.Uvarint(), ID: r.Uvarint()}
+		if r.Failed() {
 			return nil, false
 		}
 		if _, dup := seen[k]; dup {
@@ -313,7 +313,7 @@ func decodeMultiKeys(data []byte) ([]MultiKey, bool) {
 		seen[k] = struct{}{}
 		ks = append(ks, MultiKey{Key: k, Owner: o})
 	}
-	return ks, len(r.b) == 0
+	return ks, r.Len() == 0
 }
 
 // applyMulti applies opMultiAcquire: if every key can be granted to its

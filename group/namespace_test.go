@@ -1,21 +1,26 @@
 package group
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
 	"testing"
 
 	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/systable"
 )
+
+// v1SaltLen is a version-1 namespace record's salt length.
+const v1SaltLen = 16
 
 // v1Record is a namespace record as written before SCRAM: version 1, a
 // salt and SHA-256(salt || secret).
 func v1Record(salt byte, secret string) []byte {
-	s := make([]byte, nsSaltLen)
+	s := make([]byte, v1SaltLen)
 	for i := range s {
 		s[i] = salt
 	}
-	sum := hashSecret(s, secret)
-	return append(append([]byte{nsRecV1}, s...), sum[:]...)
+	sum := sha256.Sum256(append(append([]byte(nil), s...), secret...))
+	return append(append([]byte{1}, s...), sum[:]...)
 }
 
 // TestNamespaceRecordsOfBothVersions applies the namespace commands an
@@ -35,7 +40,7 @@ func TestNamespaceRecordsOfBothVersions(t *testing.T) {
 		initData = append(initData, name...)
 		initData = append(initData, v1Record(byte(len(name)), "pw-"+name)...)
 	}
-	fresh, err := newNSRec("pw-new")
+	fresh, err := systable.NewNamespaceRecord("pw-new")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,11 +53,11 @@ func TestNamespaceRecordsOfBothVersions(t *testing.T) {
 	results := make([]any, len(cmds))
 	sm.Apply(1, cmds, kv, results)
 	for i, r := range results[:3] {
-		if o, _ := r.(nsOutcome); o != nsApplied {
+		if o, _ := r.(systable.NamespaceOutcome); o != systable.NamespaceApplied {
 			t.Fatalf("command %d: %+v", i, r)
 		}
 	}
-	if o, _ := results[3].(nsOutcome); o != nsBadRecord {
+	if o, _ := results[3].(systable.NamespaceOutcome); o != systable.NamespaceBadRecord {
 		t.Fatalf("a malformed record was applied: %+v", results[3])
 	}
 
@@ -70,7 +75,7 @@ func TestNamespaceRecordsOfBothVersions(t *testing.T) {
 		t.Fatal("a version-2 record has no verifier")
 	}
 	v, ok := svc.Credentials("oldcfg", nil, secrets)
-	want, _ := scramauth.Derive("pw-oldcfg", v1Record(6, "")[1:1+nsSaltLen], scramauth.Iterations)
+	want, _ := scramauth.Derive("pw-oldcfg", v1Record(6, "")[1:1+v1SaltLen], scramauth.Iterations)
 	if !ok || !v.Equal(want) {
 		t.Fatal("a version-1 record with its configured secret has no verifier, or not the one every node derives")
 	}

@@ -26,22 +26,7 @@ type Quota = systable.Quota
 // encoded Quota (a zero one removes the record). A namespace that does
 // not exist is refused (systable.QuotaNoNamespace).
 func (sm *StateMachine) applyQuota(c *command, w paxos.Writer) systable.QuotaOutcome {
-	sm.nsMu.RLock()
-	_, known := sm.namespaces[c.key]
-	sm.nsMu.RUnlock()
-	o := sm.quotas.Apply(c.key, c.data, known, w)
-	if o == systable.QuotaApplied {
-		sm.quotasChanged()
-	}
-	return o
-}
-
-// quotasChanged tells the service that the quota table changed (applied
-// or loaded).
-func (sm *StateMachine) quotasChanged() {
-	if sm.quotaObs != nil {
-		sm.quotaObs()
-	}
+	return sm.quotas.Apply(c.key, c.data, sm.ns.Has(c.key), w)
 }
 
 // Quotas returns the namespaces' quotas as this replica of the namespace

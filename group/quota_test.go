@@ -340,7 +340,7 @@ func TestQuotaSnapshotAndBackup(t *testing.T) {
 	defer st.Close()
 	gid := ReplicationID(NamespaceGroup)
 	sm := NewStateMachine(2)
-	rec, err := newNSRec("pw")
+	rec, err := systable.NewNamespaceRecord("pw")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -237,8 +237,8 @@ func encodeRec(dst []byte, l *lockRec) []byte {
 }
 
 func decodeRec(b []byte) (*lockRec, error) {
-	r := reader{b: b}
-	ver := r.byte()
+	r := newReader(b)
+	ver := r.Byte()
 	if ver == semRecVersion {
 		return decodeSemRec(&r)
 	}
@@ -248,28 +248,28 @@ func decodeRec(b []byte) (*lockRec, error) {
 	if ver != 1 && ver != 2 {
 		return nil, fmt.Errorf("group: lock record version: %w", errBadCommand)
 	}
-	kind := wire.Kind(r.byte())
+	kind := wire.Kind(r.Byte())
 	if kind == wire.KindSemaphore {
 		return nil, fmt.Errorf("group: a semaphore in a lock record: %w", errBadCommand)
 	}
 	l := &lockRec{}
-	n := r.uvarint()
-	if n > uint64(len(r.b)) {
+	n := r.Uvarint()
+	if n > uint64(r.Len()) {
 		return nil, errBadCommand
 	}
-	for i := uint64(0); i < n && !r.err; i++ {
+	for i := uint64(0); i < n && !r.Failed(); i++ {
 		h := holder{kind: kind}
-		h.owner.Client = r.uvarint()
-		h.owner.ID = r.uvarint()
-		h.token = r.uvarint()
-		h.ttlMs = uint32(r.uvarint())
+		h.owner.Client = r.Uvarint()
+		h.owner.ID = r.Uvarint()
+		h.token = r.Uvarint()
+		h.ttlMs = uint32(r.Uvarint())
 		var v string
 		if ver == 2 {
 			v = r.value()
 		}
 		l.add(h, v)
 	}
-	if r.err {
+	if r.Failed() {
 		return nil, errBadCommand
 	}
 	return l, nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/systable"
 )
 
 // TestRegistryLimitsRefuseNewEntries: with the tables at each limit
@@ -38,13 +39,13 @@ func TestRegistryLimitsRefuseNewEntries(t *testing.T) {
 	applyReg(t, sm, kv, 1, cmds, want)
 
 	cluster := func(name string) *command {
-		return &command{op: opRegCluster, key: name, data: appendRegCluster(nil, adminapi.RegistryCluster{Name: name, Client: []string{"x:1"}})}
+		return &command{op: opRegCluster, key: name, data: systable.EncodeRegistryCluster(adminapi.RegistryCluster{Name: name, Client: []string{"x:1"}})}
 	}
 	ns := func(name string) *command {
-		return &command{op: opRegNamespace, key: name, data: appendRegNS(nil, regNS{cluster: "a", v: v}, true)}
+		return &command{op: opRegNamespace, key: name, data: systable.EncodeRegistryNamespace("a", &v)}
 	}
 	move := func(name string) *command {
-		return &command{op: opRegMove, key: name, token: 1, data: appendRegMove(nil, adminapi.RegistryMove{Namespace: name, ID: 2, From: "a", To: "b", State: adminapi.MovePrepare})}
+		return &command{op: opRegMove, key: name, token: 1, data: systable.EncodeRegistryMove(adminapi.RegistryMove{Namespace: name, ID: 2, From: "a", To: "b", State: adminapi.MovePrepare})}
 	}
 	for _, c := range []struct {
 		what string

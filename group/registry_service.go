@@ -3,59 +3,35 @@ package group
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/systable"
 	"github.com/paxlock/paxlock/wire"
 )
 
-// This file is the Service's side of the registry tables (registry.go):
+// This file is the Service's side of the registry tables
+// (systable.Registry):
 // reading this replica's copy and proposing changes to group 0.
 
 // RegistryTables returns this replica's copy of the registry's tables. A
 // replica that is not group 0's master may be behind the master; the
 // version says how far it has come, and versions only rise.
-func (s *Service) RegistryTables() RegistryTables {
-	t := &s.groups[NamespaceGroup].sm.reg
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	out := RegistryTables{Version: t.version}
-	for _, c := range t.clusters {
-		c.Client, c.Admin = slices.Clone(c.Client), slices.Clone(c.Admin)
-		out.Clusters = append(out.Clusters, c)
-	}
-	for name, n := range t.namespaces {
-		out.Namespaces = append(out.Namespaces, RegistryNamespace{
-			RegistryNamespace: adminapi.RegistryNamespace{Name: name, Cluster: n.cluster, Epoch: n.epoch},
-			Verifier:          n.v,
-		})
-	}
-	for _, m := range t.moves {
-		out.Moves = append(out.Moves, m)
-	}
-	slices.SortFunc(out.Clusters, func(a, b adminapi.RegistryCluster) int { return strings.Compare(a.Name, b.Name) })
-	slices.SortFunc(out.Namespaces, func(a, b RegistryNamespace) int { return strings.Compare(a.Name, b.Name) })
-	slices.SortFunc(out.Moves, func(a, b adminapi.RegistryMove) int { return strings.Compare(a.Namespace, b.Namespace) })
-	return out
-}
+func (s *Service) RegistryTables() RegistryTables { return s.registry().Tables() }
 
 // RegistryVersion returns the version of this replica's registry tables.
-func (s *Service) RegistryVersion() uint64 {
-	t := &s.groups[NamespaceGroup].sm.reg
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.version
-}
+func (s *Service) RegistryVersion() uint64 { return s.registry().Version() }
+
+// registry is this replica's registry tables.
+func (s *Service) registry() *systable.Registry { return &s.groups[NamespaceGroup].sm.reg }
 
 // PutRegistryCluster adds or changes a cluster of the registry. It must
 // run on the master of group 0 (else ErrNotSystemMaster).
 func (s *Service) PutRegistryCluster(ctx context.Context, c adminapi.RegistryCluster) error {
-	if err := validRegCluster(c); err != nil {
+	if err := systable.ValidateRegistryCluster(c); err != nil {
 		return err
 	}
-	return s.proposeRegistry(ctx, &command{op: opRegCluster, key: c.Name, data: appendRegCluster(nil, c)})
+	return s.proposeRegistry(ctx, &command{op: opRegCluster, key: c.Name, data: systable.EncodeRegistryCluster(c)})
 }
 
 // DeleteRegistryCluster removes a cluster from the registry; refused
@@ -79,26 +55,18 @@ func (s *Service) PutRegistryNamespace(ctx context.Context, ns, cluster, secret 
 	if err := ValidateClusterName(cluster); err != nil {
 		return err
 	}
-	if secret == "" && !s.registryHasNamespace(ns) {
+	if secret == "" && !s.registry().HasNamespace(ns) {
 		return fmt.Errorf("%w: namespace %q is new: it needs a secret", wire.ErrInvalid, ns)
 	}
-	n := regNS{cluster: cluster}
+	var v *scramauth.Verifier
 	if secret != "" {
-		v, err := scramauth.NewVerifier(secret)
+		nv, err := scramauth.NewVerifier(secret)
 		if err != nil {
 			return fmt.Errorf("group: namespace verifier: %w", err)
 		}
-		n.v = v
+		v = &nv
 	}
-	return s.proposeRegistry(ctx, &command{op: opRegNamespace, key: ns, data: appendRegNS(nil, n, secret != "")})
-}
-
-func (s *Service) registryHasNamespace(ns string) bool {
-	t := &s.groups[NamespaceGroup].sm.reg
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	_, ok := t.namespaces[ns]
-	return ok
+	return s.proposeRegistry(ctx, &command{op: opRegNamespace, key: ns, data: systable.EncodeRegistryNamespace(cluster, v)})
 }
 
 // DeleteRegistryNamespace removes namespace ns from the registry;
@@ -116,11 +84,10 @@ func (s *Service) PutRegistryMove(ctx context.Context, m adminapi.RegistryMove) 
 	if err := wire.ValidateNamespace(m.Namespace); err != nil {
 		return err
 	}
-	data := appendRegMove(nil, m)
-	if _, err := parseRegMove(m.Namespace, data); err != nil {
+	if err := systable.CheckRegistryMove(m); err != nil {
 		return fmt.Errorf("%w: move of %q: an id above 0, a known state and two different valid cluster names are required", wire.ErrInvalid, m.Namespace)
 	}
-	return s.proposeRegistry(ctx, &command{op: opRegMove, key: m.Namespace, token: m.Token, data: data})
+	return s.proposeRegistry(ctx, &command{op: opRegMove, key: m.Namespace, token: m.Token, data: systable.EncodeRegistryMove(m)})
 }
 
 // DeleteRegistryMove deletes a finished move's record, fenced by token.
@@ -131,10 +98,14 @@ func (s *Service) DeleteRegistryMove(ctx context.Context, ns string, token uint6
 	return s.proposeRegistry(ctx, &command{op: opRegMove, key: ns, token: token})
 }
 
+// proposeRegistry proposes c, a registry change, in group 0, checked
+// first against the limits (registryRoom) with this node's registry
+// proposals serialised, so that each check sees the outcome of the one
+// before.
 func (s *Service) proposeRegistry(ctx context.Context, c *command) error {
-	t := &s.groups[NamespaceGroup].sm.reg
-	t.propose.Lock()
-	defer t.propose.Unlock()
+	sm := s.groups[NamespaceGroup].sm
+	sm.regPropose.Lock()
+	defer sm.regPropose.Unlock()
 	if !s.groups[NamespaceGroup].px.Status().Serving {
 		return ErrNotSystemMaster // redirected, not judged on a replica that may be behind
 	}
@@ -145,9 +116,18 @@ func (s *Service) proposeRegistry(ctx context.Context, c *command) error {
 	if err != nil {
 		return err
 	}
-	o, ok := res.(regOutcome)
+	o, ok := res.(systable.RegistryOutcome)
 	if !ok {
 		return fmt.Errorf("group: registry change: %v", res)
 	}
-	return o.err()
+	return o.Err()
+}
+
+// registryRoom refuses (ErrRegistryFull) a put c that would add an entry
+// beyond Config.Registry's limits; a delete is never refused.
+func (s *Service) registryRoom(c *command) error {
+	if len(c.data) == 0 {
+		return nil
+	}
+	return s.registry().Room(registryTable(c.op), c.key, s.cfg.Registry)
 }

@@ -7,13 +7,26 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/systable"
+)
+
+// The registry's outcomes, by short names.
+type regOutcome = systable.RegistryOutcome
+
+const (
+	regApplied    = systable.RegistryApplied
+	regBadRecord  = systable.RegistryBadRecord
+	regUnknown    = systable.RegistryUnknown
+	regInUse      = systable.RegistryInUse
+	regStaleToken = systable.RegistryStaleToken
+	regConflict   = systable.RegistryConflict
 )
 
 // regCmds builds registry commands for the tests.
 type regCmds struct{}
 
 func (regCmds) cluster(name string, client ...string) []byte {
-	return appendCommand(nil, &command{op: opRegCluster, key: name, data: appendRegCluster(nil, adminapi.RegistryCluster{Name: name, Client: client})})
+	return appendCommand(nil, &command{op: opRegCluster, key: name, data: systable.EncodeRegistryCluster(adminapi.RegistryCluster{Name: name, Client: client})})
 }
 
 func (regCmds) dropCluster(name string) []byte {
@@ -21,11 +34,7 @@ func (regCmds) dropCluster(name string) []byte {
 }
 
 func (r regCmds) ns(name, cluster string, v *scramauth.Verifier) []byte {
-	n := regNS{cluster: cluster}
-	if v != nil {
-		n.v = *v
-	}
-	return appendCommand(nil, &command{op: opRegNamespace, key: name, data: appendRegNS(nil, n, v != nil)})
+	return appendCommand(nil, &command{op: opRegNamespace, key: name, data: systable.EncodeRegistryNamespace(cluster, v)})
 }
 
 func (regCmds) dropNS(name string) []byte {
@@ -33,7 +42,7 @@ func (regCmds) dropNS(name string) []byte {
 }
 
 func (regCmds) move(m adminapi.RegistryMove) []byte {
-	return appendCommand(nil, &command{op: opRegMove, key: m.Namespace, token: m.Token, data: appendRegMove(nil, m)})
+	return appendCommand(nil, &command{op: opRegMove, key: m.Namespace, token: m.Token, data: systable.EncodeRegistryMove(m)})
 }
 
 func (regCmds) dropMove(ns string, token uint64) []byte {
@@ -53,7 +62,7 @@ func applyReg(t *testing.T, sm *StateMachine, kv *memKV, from uint64, cmds [][]b
 		res := make([]any, 1)
 		sm.Apply(from+uint64(i), [][]byte{c}, kv, res)
 		if o, _ := res[0].(regOutcome); o != want[i] {
-			t.Errorf("command %d: %+v, want status %v", i, res[0], want[i].err())
+			t.Errorf("command %d: %+v, want status %v", i, res[0], want[i])
 		}
 	}
 }
@@ -66,7 +75,7 @@ func TestRegistryTablesOps(t *testing.T) {
 	kv := newMemKV()
 	sm := NewStateMachine(1)
 	changes := 0
-	sm.reg.obs = func() { changes++ }
+	sm.reg.SetObserver(func() { changes++ })
 	v1, err := scramauth.NewVerifier("secret-one")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +120,7 @@ func TestRegistryTablesOps(t *testing.T) {
 
 	loaded := NewStateMachine(1)
 	told := 0
-	loaded.reg.obs = func() { told++ }
+	loaded.reg.SetObserver(func() { told++ })
 	if err := loaded.Load(kv, uint64(len(cmds))); err != nil {
 		t.Fatalf("Load: %v", err)
 	}
@@ -201,17 +210,17 @@ func TestRegistryMoves(t *testing.T) {
 func TestRegistryBackupPairs(t *testing.T) {
 	t.Parallel()
 	v, _ := scramauth.NewVerifier("s")
-	good := appendRegNS(nil, regNS{cluster: "a", epoch: 3, v: v}, true)
-	if err := checkPair(regKey(regNSTag, "app"), good); err != nil {
+	good := systable.EncodeRegistryNamespace("a", &v)
+	if err := checkPair([]byte("rnapp"), good); err != nil {
 		t.Fatalf("good namespace record: %v", err)
 	}
-	if err := checkPair(regKey(regNSTag, "app"), good[:len(good)-1]); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair([]byte("rnapp"), good[:len(good)-1]); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("truncated namespace record: %v, want ErrBadBackup", err)
 	}
-	if err := checkPair(regKey(regClusterTag, "a"), appendRegCluster(nil, adminapi.RegistryCluster{Name: "a"})); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair([]byte("rca"), systable.EncodeRegistryCluster(adminapi.RegistryCluster{Name: "a"})); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("cluster without addresses: %v, want ErrBadBackup", err)
 	}
-	if err := checkPair(regVersionKey, []byte{0x80}); !errors.Is(err, ErrBadBackup) {
+	if err := checkPair([]byte("rv"), []byte{0x80}); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("bad version: %v, want ErrBadBackup", err)
 	}
 }

@@ -38,7 +38,7 @@ func (w *worker) decide(r *Request, fresh bool) {
 		return
 	}
 	if g, ok := w.g.sm.gateNS(r.Namespace); ok && r.Op != OpUnwatch && r.Op != OpCancelWait {
-		w.respond(r, g.response()) // moving or moved: see move.go
+		w.respond(r, gateResponse(g)) // moving or moved: see move.go
 		return
 	}
 	if fresh && (r.Op == OpAcquire || r.Op == OpState || r.Op == OpWatch) && !w.rateAdmits(r) {

@@ -142,23 +142,23 @@ func encodeRevoked(dst []byte, ms []revMark) []byte {
 
 // decodeRevoked decodes what encodeRevoked wrote.
 func decodeRevoked(b []byte) ([]revMark, error) {
-	r := reader{b: b}
-	if r.byte() != revokedRecordVersion {
+	r := newReader(b)
+	if r.Byte() != revokedRecordVersion {
 		return nil, fmt.Errorf("group: revoked-holds record version: %w", errBadCommand)
 	}
-	n := r.uvarint()
-	if n == 0 || n > uint64(len(r.b)) {
+	n := r.Uvarint()
+	if n == 0 || n > uint64(r.Len()) {
 		return nil, errBadCommand
 	}
 	ms := make([]revMark, 0, n)
 	for range n {
 		var m revMark
-		m.owner.Client = r.uvarint()
-		m.owner.ID = r.uvarint()
-		m.token = r.uvarint()
+		m.owner.Client = r.Uvarint()
+		m.owner.ID = r.Uvarint()
+		m.token = r.Uvarint()
 		ms = append(ms, m)
 	}
-	if r.err || len(r.b) != 0 {
+	if !r.Done() {
 		return nil, errBadCommand
 	}
 	return ms, nil

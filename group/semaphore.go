@@ -168,9 +168,9 @@ func decodeSem(r *reader, c *command) {
 
 // u32 reads a uvarint that must fit 32 bits.
 func (r *reader) u32() uint32 {
-	v := r.uvarint()
+	v := r.Uvarint()
 	if v > 1<<32-1 {
-		r.err = true
+		r.Fail()
 		return 0
 	}
 	return uint32(v)
@@ -195,29 +195,29 @@ func encodeSemRec(dst []byte, l *lockRec) []byte {
 
 // decodeSemRec decodes a semaphore's record after its version byte.
 func decodeSemRec(r *reader) (*lockRec, error) {
-	if wire.Kind(r.byte()) != wire.KindSemaphore {
+	if wire.Kind(r.Byte()) != wire.KindSemaphore {
 		return nil, fmt.Errorf("group: semaphore record kind: %w", errBadCommand)
 	}
 	limit := r.u32()
-	n := r.uvarint()
-	if n == 0 || n > uint64(len(r.b)) {
+	n := r.Uvarint()
+	if n == 0 || n > uint64(r.Len()) {
 		return nil, errBadCommand
 	}
 	l := &lockRec{}
-	for i := uint64(0); i < n && !r.err; i++ {
+	for i := uint64(0); i < n && !r.Failed(); i++ {
 		h := holder{kind: wire.KindSemaphore}
-		h.owner.Client = r.uvarint()
-		h.owner.ID = r.uvarint()
-		h.token = r.uvarint()
-		h.ttlMs = uint32(r.uvarint())
+		h.owner.Client = r.Uvarint()
+		h.owner.ID = r.Uvarint()
+		h.token = r.Uvarint()
+		h.ttlMs = uint32(r.Uvarint())
 		p := r.u32()
 		v := r.value()
 		if p == 0 {
-			r.err = true
+			r.Fail()
 		}
 		l.addSem(h, v, p, limit)
 	}
-	if r.err || len(r.b) != 0 {
+	if !r.Done() {
 		return nil, errBadCommand
 	}
 	return l, nil

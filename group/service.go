@@ -224,7 +224,7 @@ type Config struct {
 	// (Service.RegistryTables; applied or loaded from a snapshot on group
 	// 0). It runs on the paxos host's loop and must not block.
 	OnRegistry func()
-	// Registry bounds the registry's tables (registry_limits.go).
+	// Registry bounds the registry's tables (systable.RegistryLimits).
 	Registry RegistryLimits
 	// Join: this node is being added to running Paxos groups (see
 	// host.ReplicaConfig.Join); NewService only.
@@ -335,13 +335,13 @@ func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos
 		sm.moveObs = lg.moveChanged
 		if g == NamespaceGroup {
 			sm.members.SetObserver(cfg.OnMembers)
-			sm.reg.obs = cfg.OnRegistry
-			sm.quotaObs = func() {
+			sm.reg.SetObserver(cfg.OnRegistry)
+			sm.quotas.SetObserver(func() {
 				if s.quotaLive.Load() {
 					// Off the apply: a refresh takes every group's lock.
 					go s.quota.refresh(s)
 				}
-			}
+			})
 		}
 		px, err := replicate(g, sm)
 		if err != nil {

@@ -3,7 +3,6 @@ package group
 import (
 	"encoding/binary"
 	"sync"
-	"sync/atomic"
 
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
@@ -74,8 +73,11 @@ type shard struct {
 	nsFree *nsFreeList
 }
 
-// StateMachine is one group's replicated lock table. It implements
-// paxos.StateMachine; workers read it under each shard's lock.
+// StateMachine is one group's replicated state: its lock table, its move
+// records and, in group 0, the system tables (package systable), over
+// which Apply and Load are multiplexers (tables.go). It implements
+// paxos.StateMachine; workers read the lock table under each shard's
+// lock.
 //
 // The table lives in memory and the log is its durable record: Apply
 // writes no lock record, it only notes the key as dirty, and the runtime
@@ -87,7 +89,7 @@ type shard struct {
 // for every acquire and release, about half of its inserts. A restart
 // loads the last checkpoint and the runtime replays the log above it.
 //
-// Namespace and group-version changes (rare) are written through at
+// System-table and group-version changes (rare) are written through at
 // once; replaying them over a keyspace that already holds them ends in the
 // same state, since each is a plain overwrite.
 type StateMachine struct {
@@ -106,38 +108,32 @@ type StateMachine struct {
 	// by mu.
 	outcomes []outcome
 
-	nsMu       sync.RWMutex     // guards the namespace table
-	namespaces map[string]nsRec // name -> the SCRAM verifier record (group 0)
-	nsInit     bool             // the configured namespaces were installed
-	nsGen      uint64           // counts changes of the table; see NamespaceGeneration
-	nsHeld     map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
-	quotas     systable.Quotas  // the namespaces' quotas (group 0; quota.go)
-	// quotaObs is told of every change of quotas (set before the group
-	// starts); quota is the node's quota table, whose held counts this
-	// group's apply moves, and gid the group's index in it (quotacheck.go).
-	quotaObs func()
-	quota    *quotaTable
-	gid      int
+	nsHeld map[string]nsUse // held keys and holders per namespace, guarded by mu (nslocks.go)
+	// quota is the node's quota table, whose held counts this group's
+	// apply moves, and gid the group's index in it (quotacheck.go).
+	quota *quotaTable
+	gid   int
 
-	members systable.Members // the cluster's member list (group 0)
+	// moves is the group's move records (move_apply.go), guarded by mu but
+	// for the gates the workers read; the states an Apply applied are
+	// told to moveObs once it ends (set before the group starts).
+	moves   systable.Moves
+	moveObs func([]systable.MoveNews)
 
-	// Move records (move.go), guarded by mu: moves by namespace,
-	// moveDirty those changed since the last checkpoint, moveNews the
-	// states applied by the Apply under way (told to moveObs once it
-	// ends), gates what the workers answer (replaced, never changed).
-	moves     map[string]*moveRec
-	moveDirty map[string]struct{}
-	moveNews  []moveNews
-	moveObs   func([]moveNews) // set before the group starts
-	gates     atomic.Pointer[map[string]gate]
-
-	reg registryTables // the registry's tables (group 0 of a meta cluster; registry.go)
+	// Group 0's system tables, each behind its own lock (empty in the
+	// other groups).
+	ns      systable.Namespaces // namespaces and their verifiers (namespace.go)
+	quotas  systable.Quotas     // the namespaces' quotas (quota.go)
+	members systable.Members    // the cluster's member list (members.go)
+	reg     systable.Registry   // the registry's tables, in a meta cluster (registry.go)
+	// regPropose serialises this node's registry proposals (node-local,
+	// never replicated; see proposeRegistry).
+	regPropose sync.Mutex
 }
 
 // NewStateMachine returns an empty lock table split over workers shards.
 func NewStateMachine(workers int) *StateMachine {
-	sm := &StateMachine{workers: workers, shards: make([]shard, workers), namespaces: make(map[string]nsRec)}
-	sm.reg.reset()
+	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
 	for i := range sm.shards {
 		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
@@ -243,8 +239,7 @@ func (sm *StateMachine) Apply(instance uint64, cmds [][]byte, w paxos.Writer, re
 		}
 		results[i] = sm.applyCommand(instance, &c, w)
 	}
-	news := sm.moveNews
-	sm.moveNews = nil
+	news := sm.moves.TakeNews()
 	obs := sm.moveObs
 	sm.mu.Unlock()
 	if len(news) > 0 && obs != nil {

@@ -26,7 +26,8 @@
 # nodes' data directories, logs) is private to the user (umask 077).
 #
 # PORT_BASE (default 7000) places the ports: clients PORT_BASE+101..103,
-# TLS clients +111..113, peers +201..203, admin +301..303, gossip
+# TLS clients +111..113, the API (Connect, gRPC, JSON over HTTP; TLS when
+# secure) +121..123, peers +201..203, admin +301..303, gossip
 # +401..403. CLUSTER_NAME (default paxlock) is the nodes' cluster_name and
 # the name their certificates carry; CLUSTER_NAMESPACES (JSON, default the
 # namespace "default" with secret "paxlock") the namespaces seeded at first
@@ -46,6 +47,7 @@ port() { echo $((PORT_BASE + $1)); }
 ADMINS="127.0.0.1:$(port 301),127.0.0.1:$(port 302),127.0.0.1:$(port 303)"
 CLIENTS="127.0.0.1:$(port 101),127.0.0.1:$(port 102),127.0.0.1:$(port 103)"
 TLS_CLIENTS="127.0.0.1:$(port 111),127.0.0.1:$(port 112),127.0.0.1:$(port 113)"
+APIS="127.0.0.1:$(port 121),127.0.0.1:$(port 122),127.0.0.1:$(port 123)"
 
 # ctl runs paxlockctl against the cluster's admin endpoints.
 ctl() {
@@ -95,12 +97,22 @@ $(security "$i")
   "cluster_name": "$CLUSTER_NAME",
   "data_dir": "$RUNDIR/data/n$i",
   "admin_addr": "127.0.0.1:$(port $((300 + i)))",
+  "api_addr": "127.0.0.1:$(port $((120 + i)))",
   "nodes": [
 $nodes
   ],
   "namespaces": $CLUSTER_NAMESPACES
 }
 JSON
+}
+
+# curl_line prints a curl command that takes a lock through node 1's API
+# as namespace "default".
+curl_line() {
+  local scheme=http tls=""
+  if [ "$CLUSTER_SECURE" = 1 ]; then scheme=https tls="--cacert $CERTS/ca.crt "; fi
+  printf "curl %s-u default:paxlock -H 'Content-Type: application/json' -d '{\"key\": \"demo-key\", \"owner\": \"me\", \"ttl_ms\": 30000}' %s://%s/paxlock.v1.LockService/Acquire" \
+    "$tls" "$scheme" "${APIS%%,*}"
 }
 
 running() { [ -f "$RUNDIR/n$1.pid" ] && kill -0 "$(cat "$RUNDIR/n$1.pid")" 2>/dev/null; }
@@ -156,6 +168,8 @@ paxlock is running: 3 nodes on 127.0.0.1, data under $RUNDIR/.
   status:              $BIN/paxlockctl status
   web console:         $scheme://${ADMINS%%,*}/   (any node's admin address)
   try a lock:          $BIN/paxlockctl -registry ${CLIENTS%%,*} lock demo-key
+  API (any language):  $APIS (Connect, gRPC, gRPC-Web, JSON; docs/api.md)
+  lock with curl:      $(curl_line)
   stop:                make stop   (a later make run keeps the locks)
 TXT
   if [ "$CLUSTER_SECURE" = 1 ]; then

@@ -53,7 +53,7 @@ func (s *Server) Status() adminapi.Status {
 // this node.
 func (s *Server) adminHandler() http.Handler {
 	cfg := adminhttp.Config{
-		Node: adminNode{s}, Token: s.sec.adminToken, PublicRead: s.cfg.AdminPublicRead,
+		Node: adminErrNode{adminNode{s}}, Token: s.sec.adminToken, PublicRead: s.cfg.AdminPublicRead,
 		Hosts: s.adminHosts(), HTTPS: s.sec.adminTLS != nil,
 		WriteTimeout: time.Duration(s.cfg.AdminWriteTimeout), MemberChangeTimeout: MemberChangeTimeout, Done: s.life.Done(),
 		Metrics: s.metrics.handler(), Log: s.log,

@@ -123,6 +123,11 @@ type Config struct {
 	// Kubernetes StatefulSet's pod names do. See NodeIDPlaceholder for
 	// one file serving every node.
 	BindHost string `json:"bind_host,omitempty"`
+	// APIAddr serves the API (package apiserver: Connect, gRPC, gRPC-Web
+	// and JSON over HTTP) at this address, over TLS with the node's
+	// client certificate when the node has a tls section, in plaintext
+	// (HTTP/1.1 and h2c) otherwise; "" serves none.
+	APIAddr string `json:"api_addr,omitempty"`
 	// ClusterName keeps clusters apart in gossip (default "paxlock").
 	ClusterName string `json:"cluster_name"`
 	// GossipTiming sets how fast gossip probes and spreads news:

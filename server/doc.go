@@ -59,7 +59,8 @@
 //     other nodes).
 //   - The admin API, whose HTTP side is package adminhttp: admin.go
 //     (the endpoint wired: adminhttp's Config, the HTTP server's
-//     bounds), admin_node.go
+//     bounds), admin_errors.go (the
+//     lock service's errors in the endpoint's classes), admin_node.go
 //     (adminNode, the node as adminhttp.Node), admin_guard.go (the names
 //     the endpoint answers to, for internal/adminguard's DNS-rebinding
 //     checks), admin_quota.go (quotas and their use, merged over the

@@ -87,6 +87,9 @@ func (s *Server) serveGoConn(nc net.Conn, tlsPort bool) {
 		}
 		c.certNamespaces = pki.ClientNamespaces(leaf)
 	}
+	if lc, ok := nc.(*localConn); ok {
+		c.certNamespaces = lc.namespaces // vouched for by ServeLocal's caller
+	}
 	c.opened = time.Now().UnixNano()
 	c.lastSeen.Store(c.opened)
 	s.conns.Store(c, struct{}{})

@@ -1,5 +1,5 @@
 // This file serves the registry's tables (lock group 0 of a meta cluster,
-// group/registry.go) to registry processes: SubscribeRegistry, answered
+// systable/registry.go) to registry processes: SubscribeRegistry, answered
 // with the tables, then a RegistryChanged push after every change.
 
 package server

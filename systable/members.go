@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -134,23 +135,23 @@ func ValidMember(m Member) bool {
 	return m.State == adminapi.MemberRemoved || m.Peer != ""
 }
 
-func decodeMember(r *reader) (Member, error) {
-	if r.byte() != memberRecV1 || r.failed {
+func decodeMember(r *codec.Reader) (Member, error) {
+	if r.Byte() != memberRecV1 || r.Failed() {
 		return Member{}, ErrBadMember
 	}
 	var m Member
-	m.State = adminapi.MemberState(r.byte())
-	id := r.uvarint()
-	m.Incarnation = r.uvarint()
+	m.State = adminapi.MemberState(r.Byte())
+	id := r.Uvarint()
+	m.Incarnation = r.Uvarint()
 	var addrs [5]string
 	for i := range addrs {
-		n := r.uvarint()
+		n := r.Uvarint()
 		if n > maxMemberAddr {
 			return Member{}, ErrBadMember
 		}
-		addrs[i] = string(r.bytes(n))
+		addrs[i] = string(r.Bytes(n))
 	}
-	if r.failed || id > 1<<32-1 {
+	if r.Failed() || id > 1<<32-1 {
 		return Member{}, ErrBadMember
 	}
 	m.ID = uint32(id)
@@ -163,9 +164,9 @@ func decodeMember(r *reader) (Member, error) {
 
 // ParseMember decodes one member record, all of b.
 func ParseMember(b []byte) (Member, error) {
-	r := reader{b: b}
+	r := codec.NewReader(b)
 	m, err := decodeMember(&r)
-	if err == nil && len(r.b) != 0 {
+	if err == nil && r.Len() != 0 {
 		err = ErrBadMember
 	}
 	return m, err
@@ -223,8 +224,8 @@ func (t *Members) ApplyInit(recs []byte, w paxos.Writer) MemberOutcome {
 			return nil, MemberApplied, false
 		}
 		var ms []Member
-		r := reader{b: recs}
-		for len(r.b) > 0 {
+		r := codec.NewReader(recs)
+		for r.Len() > 0 {
 			m, err := decodeMember(&r)
 			if err != nil {
 				return nil, MemberBadRecord, false

@@ -8,6 +8,7 @@ import (
 	"math"
 	"sync"
 
+	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -82,16 +83,16 @@ func DecodeQuota(b []byte) (Quota, error) {
 	if len(b) == 0 || b[0] != quotaRecV1 {
 		return Quota{}, ErrBadQuota
 	}
-	r := reader{b: b[1:]}
+	r := codec.NewReader(b[1:])
 	var v [4]int64
 	for i := range v {
-		x := r.uvarint()
+		x := r.Uvarint()
 		if x > MaxQuota {
-			r.failed = true
+			r.Fail()
 		}
 		v[i] = int64(x)
 	}
-	if r.failed || len(r.b) != 0 {
+	if !r.Done() {
 		return Quota{}, ErrBadQuota
 	}
 	q := Quota{Held: v[0], Waiters: v[1], Rate: v[2], Burst: v[3]}
@@ -141,11 +142,31 @@ func (o QuotaOutcome) String() string {
 type Quotas struct {
 	mu   sync.RWMutex
 	byNS map[string]Quota
+	obs  func() // told of every change (set before the group starts)
+}
+
+// SetObserver makes f told of every change of the table (a quota set or
+// removed, a namespace's quota dropped, a load that found or left
+// quotas), outside the table's lock. Call it before the first apply.
+func (t *Quotas) SetObserver(f func()) {
+	t.mu.Lock()
+	t.obs = f
+	t.mu.Unlock()
+}
+
+// changed tells the observer of a change; t.mu is not held.
+func (t *Quotas) changed() {
+	t.mu.RLock()
+	obs := t.obs
+	t.mu.RUnlock()
+	if obs != nil {
+		obs()
+	}
 }
 
 // Apply sets namespace ns's quota to the record rec (a zero quota removes
-// it); known reports whether ns is in the namespace table, which the
-// caller reads in the same apply.
+// it; the observer is told); known reports whether ns is in the namespace
+// table, which the caller reads in the same apply.
 func (t *Quotas) Apply(ns string, rec []byte, known bool, w paxos.Writer) QuotaOutcome {
 	q, err := DecodeQuota(rec)
 	if err != nil {
@@ -155,44 +176,50 @@ func (t *Quotas) Apply(ns string, rec []byte, known bool, w paxos.Writer) QuotaO
 		return QuotaNoNamespace
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if q.IsZero() {
 		delete(t.byNS, ns)
 		w.Delete(QuotaKey(ns))
-		return QuotaApplied
+	} else {
+		if t.byNS == nil {
+			t.byNS = make(map[string]Quota)
+		}
+		t.byNS[ns] = q
+		w.Set(QuotaKey(ns), EncodeQuota(q))
 	}
-	if t.byNS == nil {
-		t.byNS = make(map[string]Quota)
-	}
-	t.byNS[ns] = q
-	w.Set(QuotaKey(ns), EncodeQuota(q))
+	t.mu.Unlock()
+	t.changed()
 	return QuotaApplied
 }
 
 // Drop removes namespace ns's quota with the namespace and reports
-// whether it had one.
+// whether it had one (the observer is told).
 func (t *Quotas) Drop(ns string, w paxos.Writer) bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.byNS[ns]; !ok {
-		return false
+	_, had := t.byNS[ns]
+	if had {
+		delete(t.byNS, ns)
+		w.Delete(QuotaKey(ns))
 	}
-	delete(t.byNS, ns)
-	w.Delete(QuotaKey(ns))
-	return true
+	t.mu.Unlock()
+	if had {
+		t.changed()
+	}
+	return had
 }
 
 // BeginLoad empties the table for a load from a checkpoint and keeps it
-// locked until end is called; end reports whether the table held quotas
-// before or after the load (so that one that changed is told).
-func (t *Quotas) BeginLoad() (end func() (changed bool)) {
+// locked until end is called, which tells the observer if the table held
+// quotas before or after the load.
+func (t *Quotas) BeginLoad() (end func()) {
 	t.mu.Lock()
 	had := len(t.byNS) > 0
 	t.byNS = make(map[string]Quota)
-	return func() bool {
+	return func() {
 		changed := had || len(t.byNS) > 0
 		t.mu.Unlock()
-		return changed
+		if changed {
+			t.changed()
+		}
 	}
 }
 

@@ -29,3 +29,36 @@ func TestQuotaRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestQuotasObserver: the observer is told of a quota set and removed, a
+// namespace's quota dropped, and a load that found or left quotas; not of
+// a refused change, a drop of none, or a load of an empty table into an
+// empty one.
+func TestQuotasObserver(t *testing.T) {
+	t.Parallel()
+	var tab Quotas
+	told := 0
+	tab.SetObserver(func() { told++ })
+	w := mapWriter{}
+	rec := EncodeQuota(Quota{Held: 3})
+	steps := []struct {
+		do   func()
+		tell bool
+	}{
+		{func() { tab.Apply("a", rec, true, w) }, true},
+		{func() { tab.Apply("b", rec, false, w) }, false}, // no namespace
+		{func() { tab.Apply("a", []byte{9}, true, w) }, false},
+		{func() { tab.Drop("none", w) }, false},
+		{func() { tab.BeginLoad()() }, true}, // had quotas
+		{func() { tab.BeginLoad()() }, false},
+		{func() { tab.Apply("a", rec, true, w) }, true},
+		{func() { tab.Drop("a", w) }, true},
+	}
+	for i, s := range steps {
+		before := told
+		s.do()
+		if got := told > before; got != s.tell {
+			t.Errorf("step %d: told %v, want %v", i, got, s.tell)
+		}
+	}
+}

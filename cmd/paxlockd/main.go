@@ -51,6 +51,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/paxlock/paxlock/apiserver"
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/registry"
 	"github.com/paxlock/paxlock/server"
@@ -220,6 +221,18 @@ func serveNode(cfg server.Config, log *slog.Logger, joining bool, join string) e
 		_ = srv.Shutdown(context.Background())
 		return err
 	}
+	api, err := startAPI(srv, log)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return err
+	}
+	shutdown := func(ctx context.Context) error {
+		var apiErr error
+		if api != nil {
+			apiErr = api.Shutdown(ctx)
+		}
+		return errors.Join(apiErr, srv.Shutdown(ctx))
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	joinErr := make(chan error, 1)
@@ -232,7 +245,7 @@ func serveNode(cfg server.Config, log *slog.Logger, joining bool, join string) e
 	fail := func(err error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return errors.Join(err, srv.Shutdown(ctx))
+		return errors.Join(err, shutdown(ctx))
 	}
 	select {
 	case s = <-sig:
@@ -253,7 +266,22 @@ func serveNode(cfg server.Config, log *slog.Logger, joining bool, join string) e
 	// for the rest.
 	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second+max(0, time.Duration(srv.Config().DrainTimeout)))
 	defer cancel()
-	return srv.Shutdown(ctx)
+	return shutdown(ctx)
+}
+
+// startAPI serves the node's API (package apiserver) at api_addr, if
+// set; nil without it.
+func startAPI(srv *server.Server, log *slog.Logger) (*apiserver.Listener, error) {
+	cfg := srv.Config()
+	if cfg.APIAddr == "" {
+		return nil, nil
+	}
+	api, err := apiserver.Listen(srv, cfg.APIAddr, apiserver.Options{Log: log, MaxDrift: cfg.MaxDrift, MaxConns: cfg.MaxConns})
+	if err != nil {
+		return nil, err
+	}
+	log.Info("api listening", "addr", api.Addr(), "tls", srv.ClientTLSConfig() != nil)
+	return api, nil
 }
 
 // checkConfig reads and validates the configuration file path of role

@@ -5,6 +5,8 @@
 // # Files by job
 //
 //   - codec.go: AppendPair and EachPair, the pair list's encoding.
+//   - reader.go: Reader, the bounds-checked decoder of records and
+//     commands.
 package codec
 
 import (

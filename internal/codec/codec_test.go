@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 )
@@ -20,5 +21,36 @@ func TestPairs(t *testing.T) {
 		if err := EachPair(b[:i], func(k, v []byte) error { return nil }); !errors.Is(err, ErrMalformed) {
 			t.Fatalf("truncated to %d: %v", i, err)
 		}
+	}
+}
+
+// TestReader: a Reader reads back uvarints, bytes and fields in order, is
+// Done only at the end of a whole record, and once a read runs past the
+// end it stays failed and returns zero values.
+func TestReader(t *testing.T) {
+	b := binary.AppendUvarint([]byte{7}, 300)
+	b = append(b, "abc"...)
+	r := NewReader(b)
+	if r.Byte() != 7 || r.Uvarint() != 300 || r.Done() || r.Len() != 3 {
+		t.Fatalf("head misread: %+v", r)
+	}
+	if got := string(r.Bytes(3)); got != "abc" || !r.Done() {
+		t.Fatalf("bytes %q, done %v", got, r.Done())
+	}
+	if r.Byte() != 0 || !r.Failed() || r.Done() {
+		t.Fatal("a read past the end did not fail")
+	}
+	r = NewReader([]byte{0x80}) // a uvarint cut short
+	if r.Uvarint() != 0 || !r.Failed() || string(r.Rest()) != "\x80" {
+		t.Fatalf("a truncated uvarint: failed %v, rest %x", r.Failed(), r.Rest())
+	}
+	r = NewReader([]byte{1})
+	if r.Bytes(2) != nil || !r.Failed() {
+		t.Fatal("Bytes past the end did not fail")
+	}
+	r = NewReader(nil)
+	r.Fail()
+	if r.Done() {
+		t.Fatal("Fail did not make the record bad")
 	}
 }

@@ -15,7 +15,8 @@
 // # Files by job
 //
 //   - The endpoint: handler.go (Config, New: the mux and its guards),
-//     node.go (Node, what the handlers ask of the node),
+//     node.go (Node, what the handlers ask of the node), errors.go
+//     (the classes of its errors, which decide the HTTP status),
 //     auth.go (RequireToken, Public: the paths served without the
 //     token), redirect.go (to another node's admin endpoint),
 //     stream.go (NewServer and Limits, the HTTP server's bounds;

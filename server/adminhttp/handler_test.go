@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/adminguard"
 )
 
@@ -56,7 +55,7 @@ func serve(t *testing.T, f *fakeNode, https bool, method, path, body string) *ht
 func TestNamespaceChangeAnswers(t *testing.T) {
 	t.Parallel()
 	body := `{"name": "ns", "secret": "s3cret"}`
-	f := &fakeNode{master: 2, addrs: map[uint32]string{2: "node2:7301"}, putErr: fmt.Errorf("x: %w", group.ErrNotSystemMaster)}
+	f := &fakeNode{master: 2, addrs: map[uint32]string{2: "node2:7301"}, putErr: fmt.Errorf("x: %w", ErrNotSystemMaster)}
 	rec := serve(t, f, true, http.MethodPost, "/namespaces?a=1", body)
 	if rec.Code != http.StatusTemporaryRedirect || rec.Header().Get("Location") != "https://node2:7301/namespaces?a=1" {
 		t.Fatalf("not the master: HTTP %d to %q, want 307 to node 2", rec.Code, rec.Header().Get("Location"))
@@ -65,7 +64,7 @@ func TestNamespaceChangeAnswers(t *testing.T) {
 	if rec := serve(t, f, false, http.MethodPost, "/namespaces", body); rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "master: node 3") {
 		t.Fatalf("master without an address: HTTP %d %q, want 503 naming node 3", rec.Code, rec.Body)
 	}
-	f.putErr = group.ErrUnknownNamespace
+	f.putErr = ErrNotFound
 	if rec := serve(t, f, false, http.MethodPost, "/namespaces", body); rec.Code != http.StatusNotFound {
 		t.Fatalf("unknown namespace: HTTP %d, want 404", rec.Code)
 	}
@@ -85,7 +84,7 @@ func TestForceUnlockAnswers(t *testing.T) {
 	t.Parallel()
 	body := `{"namespace": "ns", "key": "k"}`
 	f := &fakeNode{master: 2, addrs: map[uint32]string{2: "node2:7301"},
-		unlocked: []adminapi.ReleasedHold{{Client: 9, Owner: 1, Token: 7}}, unlock: group.ErrNotMaster}
+		unlocked: []adminapi.ReleasedHold{{Client: 9, Owner: 1, Token: 7}}, unlock: ErrNotMaster}
 	rec := serve(t, f, false, http.MethodPost, "/locks/unlock", body)
 	var out adminapi.ForceUnlocked
 	if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil || rec.Code != http.StatusInternalServerError || len(out.Released) != 1 || out.Released[0].Token != 7 {

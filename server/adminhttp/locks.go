@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -34,11 +33,11 @@ type LockQuery struct {
 type LockNode interface {
 	// ListLocks answers q from every group's master: this node for the
 	// groups it serves, the other masters' admin endpoints for theirs
-	// (q.Local: this node's groups only). It is group.ErrNotMaster when a
+	// (q.Local: this node's groups only). It is ErrNotMaster when a
 	// group has no master that answered.
 	ListLocks(ctx context.Context, q LockQuery) (adminapi.LockPage, error)
 	// InspectKey is key's detail from its group's master, this node
-	// (group.ErrNotMaster elsewhere): holders, lock-delay, waiter queue.
+	// (ErrNotMaster elsewhere): holders, lock-delay, waiter queue.
 	InspectKey(ctx context.Context, ns, key string) (adminapi.LockDetail, error)
 }
 
@@ -110,7 +109,7 @@ func (h *handler) inspectKey(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), LockReadTimeout)
 	defer cancel()
 	d, err := h.Node.InspectKey(ctx, ns, key)
-	if errors.Is(err, group.ErrNotMaster) {
+	if errors.Is(err, ErrNotMaster) {
 		g, m := h.Node.KeyMaster(ns, key)
 		if !h.redirectTo(w, r, m) {
 			w.Header().Set("Retry-After", "1")
@@ -130,7 +129,7 @@ func lockReadError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
-	case errors.Is(err, group.ErrNotMaster), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrNotMaster), errors.Is(err, context.DeadlineExceeded):
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 	default:

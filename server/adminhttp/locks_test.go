@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/adminguard"
 )
 
@@ -70,7 +69,7 @@ func TestLockReadAnswers(t *testing.T) {
 			t.Errorf("GET %s: HTTP %d %q, want %d", path, code, body, want)
 		}
 	}
-	f.err = group.ErrNotMaster
+	f.err = ErrNotMaster
 	if code, _ := serveLocks("/locks?namespace=ns"); code != http.StatusServiceUnavailable {
 		t.Errorf("a group without a master: HTTP %d, want 503", code)
 	}
@@ -81,7 +80,7 @@ func TestLockReadAnswers(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &d); code != http.StatusOK || err != nil || f.key != "a/b/c" || !d.Held {
 		t.Fatalf("GET /locks/ns/a/b/c: HTTP %d %q, key asked %q", code, body, f.key)
 	}
-	f.err = group.ErrNotMaster
+	f.err = ErrNotMaster
 	h := New(Config{Node: f, Hosts: hostsNode1})
 	rec := serveRec(t, h, http.MethodGet, "/locks/ns/k")
 	if rec.Code != http.StatusTemporaryRedirect || rec.Header().Get("Location") != "http://node2:7301/locks/ns/k" {

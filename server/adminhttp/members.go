@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -127,11 +126,11 @@ func (h *handler) runMemberChange(w http.ResponseWriter, r *http.Request, id uin
 		rep.Next = resumeNote
 		h.Log.Warn("member change incomplete; the master of group 0 resumes it", "op", op, "node", id, "done", rep.Done, "pending", rep.Pending, "err", err)
 		writeJSON(w, http.StatusServiceUnavailable, rep)
-	case errors.Is(err, group.ErrNotSystemMaster):
+	case errors.Is(err, ErrNotSystemMaster):
 		http.Error(w, "this node stopped mastering the member list; retry", http.StatusServiceUnavailable)
-	case errors.Is(err, group.ErrMemberRemoved), errors.Is(err, group.ErrIncarnation):
+	case errors.Is(err, ErrConflict):
 		http.Error(w, err.Error(), http.StatusConflict)
-	case errors.Is(err, wire.ErrInvalid), errors.Is(err, paxos.ErrBadChange):
+	case errors.Is(err, wire.ErrInvalid), errors.Is(err, ErrBadInput):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	default:
 		http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -160,7 +159,7 @@ func (h *handler) groupChange(w http.ResponseWriter, r *http.Request) {
 	case err == nil:
 		h.Log.Info("group membership changed", "group", g, "change", ch.String())
 		w.WriteHeader(http.StatusNoContent)
-	case errors.Is(err, paxos.ErrBadChange):
+	case errors.Is(err, ErrBadInput):
 		http.Error(w, err.Error(), http.StatusBadRequest)
 	case errors.Is(err, ErrNotGroupMaster):
 		http.Error(w, fmt.Sprintf("not the master of group %d", g), http.StatusConflict)

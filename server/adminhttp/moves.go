@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -117,9 +116,9 @@ func (h *handler) answerMove(w http.ResponseWriter, ns, step string, groups []in
 		res.Pending = append(res.Pending, groups[i])
 		c := http.StatusServiceUnavailable
 		switch {
-		case errors.Is(err, group.ErrMoveConflict):
+		case errors.Is(err, ErrConflict):
 			c = http.StatusConflict
-		case errors.Is(err, group.ErrMoveBadBatch), errors.Is(err, wire.ErrInvalid), errors.Is(err, group.ErrVersionRange):
+		case errors.Is(err, ErrBadInput), errors.Is(err, wire.ErrInvalid):
 			c = http.StatusBadRequest
 		}
 		if res.Error == "" || c != http.StatusServiceUnavailable && code == http.StatusServiceUnavailable {

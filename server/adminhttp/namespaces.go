@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -65,9 +64,9 @@ func (h *handler) tableAnswer(w http.ResponseWriter, r *http.Request, err error)
 	switch {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
-	case errors.Is(err, group.ErrNotSystemMaster):
+	case errors.Is(err, ErrNotSystemMaster):
 		h.redirectToSystemMaster(w, r, "namespace table")
-	case errors.Is(err, group.ErrUnknownNamespace):
+	case errors.Is(err, ErrNotFound):
 		http.Error(w, "unknown namespace", http.StatusNotFound)
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)

@@ -7,9 +7,10 @@ import (
 )
 
 // Node is what the admin endpoint asks of the node it serves: reports,
-// and the procedures a request starts. Its errors are the lock service's
-// (group's sentinels, wire.ErrInvalid), which the handlers map to HTTP
-// statuses; their text is what the operator reads.
+// and the procedures a request starts. Its errors carry their class
+// (errors.go: ErrNotMaster, ErrConflict, ...) or wire.ErrInvalid, which
+// the handlers map to HTTP statuses; their text is what the operator
+// reads.
 type Node interface {
 	// Status is the node's report (GET /status); StatusDetail adds what
 	// the console shows (GET /status?detail=1); ClusterStatus gathers
@@ -26,7 +27,7 @@ type Node interface {
 	HasNamespace(ns string) bool
 	// PutNamespace sets a namespace's secret, PutNamespaceVerifier its
 	// verifier derived elsewhere; DeleteNamespace removes it. They are
-	// proposed to lock group 0 (group.ErrNotSystemMaster elsewhere).
+	// proposed to lock group 0 (ErrNotSystemMaster elsewhere).
 	PutNamespace(ctx context.Context, ns, secret string) error
 	PutNamespaceVerifier(ctx context.Context, ns string, v adminapi.Verifier) error
 	DeleteNamespace(ctx context.Context, ns string) error

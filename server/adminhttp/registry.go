@@ -13,7 +13,6 @@ import (
 	"strconv"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -77,18 +76,17 @@ func (h *handler) registryChange(w http.ResponseWriter, r *http.Request) {
 
 // registryAnswer maps a change's outcome to HTTP: 204, a redirect to
 // group 0's master, 400 (bad input), 404 (unknown), 409 (refused by the
-// tables' rules or their limits, group.ErrRegistryFull) or 500.
+// tables' rules or their limits, ErrConflict: the registry is full) or 500.
 func (h *handler) registryAnswer(w http.ResponseWriter, r *http.Request, name string, err error) {
 	switch {
 	case err == nil:
 		h.Log.Info("registry changed", "path", r.URL.Path, "method", r.Method)
 		w.WriteHeader(http.StatusNoContent)
-	case errors.Is(err, group.ErrNotSystemMaster):
+	case errors.Is(err, ErrNotSystemMaster):
 		h.redirectToSystemMaster(w, r, "registry tables")
-	case errors.Is(err, group.ErrRegistryUnknown):
+	case errors.Is(err, ErrNotFound):
 		http.Error(w, fmt.Sprintf("%s: %v (a namespace needs a known cluster; a move step needs its move)", name, err), http.StatusNotFound)
-	case errors.Is(err, group.ErrRegistryInUse), errors.Is(err, group.ErrRegistryMoveConflict), errors.Is(err, group.ErrStaleMoveToken),
-		errors.Is(err, group.ErrRegistryFull):
+	case errors.Is(err, ErrConflict):
 		http.Error(w, fmt.Sprintf("%s: %v", name, err), http.StatusConflict)
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)

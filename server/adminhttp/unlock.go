@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -72,21 +71,21 @@ func (h *handler) unlockRefused(w http.ResponseWriter, r *http.Request, ns, key 
 	switch {
 	case err == nil:
 		return false
-	case errors.Is(err, group.ErrNotMaster) && n > 0:
+	case errors.Is(err, ErrNotMaster) && n > 0:
 		// Mastership moved after some holds were removed: say what was
 		// done (with an error status); the caller asks again.
 		return false
-	case errors.Is(err, group.ErrNotMaster):
+	case errors.Is(err, ErrNotMaster):
 		g, m := h.Node.KeyMaster(ns, key)
 		if !h.redirectTo(w, r, m) {
 			http.Error(w, fmt.Sprintf("this node does not serve the key's group %d (master: node %d); retry there", g, m), http.StatusServiceUnavailable)
 		}
 	case errors.Is(err, wire.ErrInvalid):
 		http.Error(w, err.Error(), http.StatusBadRequest)
-	case errors.Is(err, group.ErrNamespaceMoving) && n == 0:
+	case errors.Is(err, ErrRetryLater) && n == 0:
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, err.Error()+": retry once the move ends", http.StatusServiceUnavailable)
-	case errors.Is(err, group.ErrNamespaceMoved) && n == 0:
+	case errors.Is(err, ErrConflict) && n == 0:
 		http.Error(w, err.Error()+": force-unlock it on that cluster", http.StatusConflict)
 	case n == 0:
 		http.Error(w, err.Error(), http.StatusInternalServerError)

@@ -1,0 +1,353 @@
+"""Lock handles: Mutex, RWMutex, Semaphore and Election.
+
+A handle's hold is valid, on this process's monotonic clock, until the
+send time of the Acquire or Renew that last succeeded plus the validity
+the node answered (the TTL less its clock-drift margin): never counted
+from the answer's arrival (docs/api.md, "Validity"). `lost` is set the
+moment the hold is lost: its validity passed without a renewal, the
+master ended it (a watch of the hold's own token reports it at once), or
+a renewal was refused.
+"""
+
+import base64
+import http.client
+import threading
+import time
+import uuid
+
+from .errors import (LockNotFound, LockOccupied, LockTimeout, NotOwner,
+                     Overloaded, PaxlockError, Revoked, Unavailable)
+from .transport import close_stream
+
+KIND_EXCLUSIVE = "LOCK_KIND_EXCLUSIVE"
+KIND_READ = "LOCK_KIND_READ"
+KIND_WRITE = "LOCK_KIND_WRITE"
+KIND_SEMAPHORE = "LOCK_KIND_SEMAPHORE"
+
+_ENDED = ("WATCH_EVENT_KIND_RELEASED", "WATCH_EVENT_KIND_EXPIRED", "WATCH_EVENT_KIND_REVOKED")
+
+
+def _ms(seconds):
+    return max(0, int(round(seconds * 1000)))
+
+
+def encode_value(v):
+    """A holder value for JSON: bytes or str (UTF-8), base64."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        v = v.encode()
+    return base64.b64encode(bytes(v)).decode()
+
+
+class Hold:
+    """One owner's hold of one key (the base of every handle).
+
+    acquire takes it (blocking, optionally within timeout seconds, or a
+    try-lock), release frees it, renew extends it; with auto_renew (the
+    default) a background thread renews every ttl/3 until release. Use it
+    as a context manager to hold it for a block.
+    """
+
+    def __init__(self, client, key, *, owner=None, kind=KIND_EXCLUSIVE, ttl=30.0,
+                 auto_renew=True, value=None, weight=0, lock_delay=0.0,
+                 permits=0, limit=0, watch_loss=True):
+        if not key:
+            raise ValueError("paxlock: empty key")
+        if ttl <= 0:
+            raise ValueError("paxlock: ttl must be positive")
+        self._c = client
+        self.key = key
+        self.owner = owner or uuid.uuid4().hex
+        self.kind = kind
+        self.ttl = float(ttl)
+        self.auto_renew = auto_renew
+        self.value = value
+        self.weight = weight
+        self.lock_delay = lock_delay
+        self.permits, self.limit = permits, limit
+        self.watch_loss = watch_loss
+        self._mu = threading.Lock()
+        self._token = 0
+        self._valid_until = 0.0
+        self._stop = threading.Event()
+        self._stop.set()
+        self.lost = threading.Event()
+        self._watch_conn = None
+        self._threads = []
+
+    # -- state ------------------------------------------------------------
+
+    @property
+    def token(self):
+        """The hold's fencing token (0 when not held)."""
+        with self._mu:
+            return self._token if not self._stop.is_set() else 0
+
+    @property
+    def valid_until(self):
+        """time.monotonic() until which the hold is valid (0.0 when not held)."""
+        with self._mu:
+            return self._valid_until if not self._stop.is_set() else 0.0
+
+    @property
+    def held(self):
+        """Whether the hold is held and still valid now."""
+        return not self.lost.is_set() and time.monotonic() < self.valid_until
+
+    # -- acquire, renew, release -----------------------------------------
+
+    def _acquire_request(self, wait_ms):
+        req = {"key": self.key, "owner": self.owner, "ttlMs": _ms(self.ttl), "waitMs": wait_ms, "kind": self.kind}
+        if self.value is not None:
+            req["value"] = encode_value(self.value)
+        if self.weight:
+            req["weight"] = self.weight
+        if self.lock_delay:
+            req["lockDelayMs"] = _ms(self.lock_delay)
+        if self.permits:
+            req["permits"] = self.permits
+        if self.limit:
+            req["limit"] = self.limit
+        return req
+
+    def acquire(self, blocking=True, timeout=None):
+        """Takes the hold. blocking=False is a try-lock; with timeout the
+        wait in the master's queue ends after that many seconds. Returns
+        True when held, False when the key stayed taken (the try-lock or
+        the wait ran out); raises PaxlockError for anything else."""
+        if not self._stop.is_set():
+            raise RuntimeError(f"paxlock: {self.key!r} is already held by this handle")
+        if not blocking:
+            wait_ms = 0
+        elif timeout is None:
+            wait_ms = -1
+        else:
+            wait_ms = max(1, _ms(timeout))
+        http_timeout = None if wait_ms < 0 else self._c.timeout + wait_ms / 1000
+        sent = time.monotonic()
+        try:
+            r = self._c._call("Acquire", self._acquire_request(wait_ms), timeout=http_timeout)
+        except (LockOccupied, LockTimeout):
+            return False
+        self._start(int(r.get("token", 0)), sent + int(r.get("validityMs", 0)) / 1000)
+        return True
+
+    def _start(self, token, valid_until):
+        with self._mu:
+            self._token, self._valid_until = token, valid_until
+            self.lost = threading.Event()
+            self._stop = threading.Event()
+        self._threads = []
+        t = threading.Thread(target=self._keep, name=f"paxlock-keep-{self.key}", daemon=True)
+        self._threads.append(t)
+        t.start()
+        if self.watch_loss:
+            w = threading.Thread(target=self._watch, args=(token,), name=f"paxlock-watch-{self.key}", daemon=True)
+            self._threads.append(w)
+            w.start()
+
+    def renew(self, ttl=None):
+        """Extends the hold by ttl seconds (the handle's TTL by default),
+        counted from this call's send time. Raises LockLost's causes
+        (NotOwner, LockNotFound, Revoked) when the hold is gone."""
+        if ttl is not None:
+            self.ttl = float(ttl)
+        return self._renew(set_value=False)
+
+    def set_value(self, value):
+        """Replaces the hold's value (and renews it)."""
+        self.value = value
+        return self._renew(set_value=True)
+
+    def _renew(self, set_value):
+        with self._mu:
+            token, until = self._token, self._valid_until
+        if self._stop.is_set() or self.lost.is_set():
+            raise LockNotFound("not_found", "LOCK_DELETED", f"{self.key!r} is not held")
+        req = {"key": self.key, "owner": self.owner, "token": str(token), "ttlMs": _ms(self.ttl)}
+        if set_value:
+            req["setValue"] = True
+            if self.value is not None:
+                req["value"] = encode_value(self.value)
+        sent = time.monotonic()
+        left = max(0.05, until - sent)
+        try:
+            r = self._c._call("Renew", req, timeout=min(self._c.timeout, left))
+        except (NotOwner, LockNotFound, Revoked) as e:
+            self._lose(str(e))
+            raise
+        with self._mu:
+            if self._token == token and not self._stop.is_set():
+                self._valid_until = sent + int(r.get("validityMs", 0)) / 1000
+        return r
+
+    def release(self):
+        """Frees the hold (the next waiter is granted at once). A hold
+        already lost is not an error: Release acknowledges a revocation."""
+        with self._mu:
+            if self._stop.is_set():
+                return
+            self._stop.set()
+            token, conn = self._token, self._watch_conn
+        if conn is not None:
+            close_stream(conn)
+        try:
+            self._c._call("Release", {"key": self.key, "owner": self.owner, "token": str(token)})
+        except (NotOwner, LockNotFound):
+            pass
+        finally:
+            for t in self._threads:
+                if t is not threading.current_thread():
+                    t.join(timeout=5)
+
+    def __enter__(self):
+        if not self.acquire():
+            raise LockTimeout("deadline_exceeded", "TIMEOUT", f"{self.key!r} not acquired")
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
+        return False
+
+    # -- keeping it ---------------------------------------------------------
+
+    def _lose(self, why):
+        with self._mu:
+            self.lost.set()
+            self.lost_reason = why
+
+    def _keep(self):
+        """Renews every ttl/3 while auto_renew, and sets lost when the
+        validity passes without a successful renewal."""
+        stop, lost = self._stop, self.lost
+        next_renew = time.monotonic() + self.ttl / 3
+        while not stop.is_set() and not lost.is_set():
+            until = self.valid_until
+            now = time.monotonic()
+            if until == 0.0 or now >= until:
+                if not stop.is_set():
+                    self._lose("validity passed without a renewal")
+                return
+            wake = min(until, next_renew) if self.auto_renew else until
+            if stop.wait(max(0.0, wake - now)):
+                return
+            if not self.auto_renew or time.monotonic() < next_renew:
+                continue
+            try:
+                self._renew(set_value=False)
+                next_renew = time.monotonic() + self.ttl / 3
+            except (NotOwner, LockNotFound, Revoked):
+                return
+            except (Unavailable, Overloaded, PaxlockError, OSError, TimeoutError):
+                next_renew = time.monotonic() + min(1.0, self.ttl / 10)
+
+    def _watch(self, token):
+        """Watches the hold's own token: the master's end of the hold
+        (expiry, revocation, release by anyone) sets lost at once."""
+        stop = self._stop
+
+        def keep_conn(conn):
+            with self._mu:
+                self._watch_conn = conn
+            if stop.is_set():
+                close_stream(conn)
+
+        while not stop.is_set() and not self.lost.is_set():
+            try:
+                for ev in self._c._t.stream("Watch", {"key": self.key, "token": str(token)}, on_conn=keep_conn):
+                    kind, t = ev.get("kind"), int(ev.get("token", 0))
+                    if stop.is_set():
+                        return
+                    if (kind in _ENDED and t == token) or (kind == "WATCH_EVENT_KIND_ACQUIRED" and t > token):
+                        self._lose(f"the master reports {kind} of token {t}")
+                        return
+            except (PaxlockError, OSError, ValueError, http.client.HTTPException):
+                # The stream broke (or release closed it): watch again
+                # while the hold lasts.
+                if stop.wait(1.0):
+                    return
+
+
+class Mutex(Hold):
+    """An exclusive lock: one owner at a time."""
+
+
+class RWMutex:
+    """A read-write lock: many readers or one writer. read() and write()
+    are the two holds, sharing this handle's owner."""
+
+    def __init__(self, client, key, **opts):
+        opts.setdefault("owner", uuid.uuid4().hex)
+        self._reader = Hold(client, key, kind=KIND_READ, **opts)
+        self._writer = Hold(client, key, kind=KIND_WRITE, **opts)
+
+    def read(self):
+        """The read hold (a context manager)."""
+        return self._reader
+
+    def write(self):
+        """The write hold (a context manager)."""
+        return self._writer
+
+
+class Semaphore(Hold):
+    """permits out of a semaphore of limit permits."""
+
+    def __init__(self, client, key, limit, permits=1, **opts):
+        if limit < 1 or permits < 1 or permits > limit:
+            raise ValueError("paxlock: want 1 <= permits <= limit")
+        super().__init__(client, key, kind=KIND_SEMAPHORE, permits=permits, limit=limit, **opts)
+
+
+class Election:
+    """Leader election on one key: campaign blocks until elected, the
+    leader's value is its hold's value, proclaim changes it (the term, its
+    token, stays), resign steps down; leader() and observe() follow it."""
+
+    def __init__(self, client, key, **opts):
+        self._c = client
+        self.key = key
+        self._opts = opts
+        self._hold = None
+
+    def campaign(self, value, timeout=None):
+        """Blocks until this candidate leads (True), or timeout runs out
+        (False). The returned leadership is lost when `lost` is set."""
+        h = Hold(self._c, self.key, value=value, **self._opts)
+        if not h.acquire(timeout=timeout):
+            return False
+        self._hold = h
+        return True
+
+    @property
+    def lost(self):
+        """Set when leadership is lost (None before a campaign won)."""
+        return self._hold.lost if self._hold else None
+
+    @property
+    def token(self):
+        """The leader's term (its fencing token), 0 when not leading."""
+        return self._hold.token if self._hold else 0
+
+    def proclaim(self, value):
+        """Publishes a new value, same term."""
+        if self._hold is None:
+            raise RuntimeError("paxlock: proclaim without leading")
+        self._hold.set_value(value)
+
+    def resign(self):
+        """Steps down: the next candidate is elected at once."""
+        if self._hold is not None:
+            self._hold.release()
+            self._hold = None
+
+    def leader(self):
+        """The current leader's LockState (held False when none)."""
+        return self._c.state(self.key)
+
+    def observe(self, max_wait=None):
+        """Yields the leader's value (bytes) at every change."""
+        for ev in self._c.watch(self.key, 0, continuous=True, max_wait=max_wait):
+            if ev.kind == "WATCH_EVENT_KIND_ACQUIRED":
+                yield ev.value
