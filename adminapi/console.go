@@ -22,6 +22,10 @@ type ClusterStatus struct {
 	// it, Waiters and Refused summed over the nodes (the node shares are
 	// left out).
 	Quotas []QuotaStatus `json:"quotas"`
+	// Namespaces is every namespace, sorted by name, with its held keys
+	// and holders as the most up to date reachable node has them and its
+	// waiters summed over the reachable nodes (each counts its masters').
+	Namespaces []NamespaceUse `json:"namespaces"`
 }
 
 // ConsoleNode is one member in a ClusterStatus.
@@ -40,6 +44,11 @@ type ConsoleNode struct {
 	Conns         int64  `json:"conns"`
 	// Version is the node's build, from its status (Status.Version).
 	Version string `json:"version,omitempty"`
+	// UptimeMs is how long the node has run, from its status.
+	UptimeMs int64 `json:"uptime_ms,omitempty"`
+	// Clients are its client sessions (Status.Clients, ClientsMore).
+	Clients     []ClientSession `json:"clients,omitempty"`
+	ClientsMore bool            `json:"clients_more,omitempty"`
 	// Mastered counts the groups the gathering node's view says it
 	// masters.
 	Mastered int `json:"mastered"`

@@ -68,6 +68,10 @@ type Status struct {
 	// (version, revision, time, Go), "" when the binary carries none.
 	Build   BuildInfo `json:"build"`
 	Version string    `json:"version"`
+	// Started is when the node's process started serving; UptimeMs how
+	// long ago that was when the status was made.
+	Started  time.Time `json:"started"`
+	UptimeMs int64     `json:"uptime_ms"`
 	// HotKeys and MasterChanges are filled by /status?detail=1 only (see
 	// server.Server.StatusDetail): the keys with the most waiters on the groups this
 	// node serves, and the last master changes it saw, newest first.
@@ -76,6 +80,42 @@ type Status struct {
 	// Quotas, filled by /status?detail=1 only, are the namespace quotas
 	// the node enforces and its use of them.
 	Quotas []QuotaStatus `json:"quotas,omitempty"`
+	// Namespaces, filled by /status?detail=1 only, is every namespace
+	// of the table with this node's counts of it.
+	Namespaces []NamespaceUse `json:"namespaces,omitempty"`
+	// Clients, filled by /status?detail=1 only, are the node's
+	// authenticated client sessions, longest connected first, at most
+	// MaxConsoleClients (ClientsMore: there are more).
+	Clients     []ClientSession `json:"clients,omitempty"`
+	ClientsMore bool            `json:"clients_more,omitempty"`
+}
+
+// MaxConsoleClients bounds the client sessions a Status lists.
+const MaxConsoleClients = 200
+
+// ClientSession is one authenticated client connection to a node.
+type ClientSession struct {
+	// Client is the client's id in hex, as lock owners name it
+	// (client/owner).
+	Client    string `json:"client"`
+	Namespace string `json:"namespace"`
+	Remote    string `json:"remote"`
+	// Relay is the node that relays the session for its client (0: the
+	// client connected here itself).
+	Relay     uint32    `json:"relay,omitempty"`
+	Connected time.Time `json:"connected"`
+}
+
+// NamespaceUse is a namespace's locks: its held keys and their holders
+// (a writer, each reader, each semaphore holder) as a node's replicas
+// have applied them, and the blocked acquires queued for its keys on the
+// masters counted (one node's in a Status, the cluster's in a
+// ClusterStatus).
+type NamespaceUse struct {
+	Namespace string `json:"namespace"`
+	Held      int64  `json:"held"`
+	Holders   int64  `json:"holders"`
+	Waiters   int64  `json:"waiters"`
 }
 
 // HotKey is a key with waiters on a group the answering node serves, for the

@@ -171,22 +171,16 @@ func TestConsoleBrowser(t *testing.T) {
 		return r !== null && r.dataset.waiters === "1" && r.innerText.includes(%q);
 	})()`, key, holder.Owner().String()))
 
-	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatalf("screenshot: %v", err)
-	}
-	out := os.Getenv("PAXLOCK_ARTIFACTS")
-	if out == "" {
-		out = t.TempDir()
-	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(out, "console.png")
-	if err := os.WriteFile(path, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot of the console: %s (%d bytes)", path, len(shot))
+	poll("the namespace's held key and waiter counted", `(() => {
+		const r = document.querySelector('#namespaces tbody tr[data-namespace="e2e"]');
+		return r !== null && r.dataset.held === "1" && r.dataset.waiters === "1";
+	})()`)
+	poll("the holder's client session, and every node's uptime", fmt.Sprintf(`(() => {
+		const nodes = [...document.querySelectorAll("#nodes tbody tr")];
+		return document.querySelector('#clients tbody tr[data-client="%x"][data-namespace="e2e"]') !== null &&
+			nodes.length === 3 && nodes.every(r => Number(r.dataset.uptime) > 0);
+	})()`, holder.Owner().Client))
+	saveShot(bctx, t, "console.png")
 
 	// Released, the lock goes to the waiter and the key is no longer hot.
 	if err := holder.Unlock(ctx); err != nil {
@@ -199,4 +193,106 @@ func TestConsoleBrowser(t *testing.T) {
 	if err := waiter.Unlock(ctx); err != nil {
 		t.Errorf("the waiter's unlock: %v", err)
 	}
+
+	// A stuck lock nobody waits for: found by its key, its holder's value
+	// shown, force-unlocked from its page.
+	stuckKey := consoleStuckKey(bctx, t)
+	const value = "job 42 on host-a, pid 7"
+	stuck := newClient().Mutex(stuckKey, client.TTL(30*time.Second), client.Value(value))
+	if err := stuck.TryLock(ctx); err != nil {
+		t.Fatalf("lock %s: %v", stuckKey, err)
+	}
+	poll("the namespace's held key counted", `document.querySelector('#namespaces tbody tr[data-namespace="e2e"]')?.dataset.held === "1"`)
+	if err := chromedp.Do(bctx,
+		chromedp.Click(chromedp.CSS(`nav a[href="#find"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#find-prefix")),
+		chromedp.SendKeys(chromedp.CSS("#find-ns-input"), "e2e"),
+		chromedp.SendKeys(chromedp.CSS("#find-prefix"), stuckKey),
+		chromedp.Click(chromedp.CSS(`#find button[type="submit"]`)),
+	); err != nil {
+		t.Fatalf("search for %s: %v", stuckKey, err)
+	}
+	poll("the key found, with its holder's value", fmt.Sprintf(`(() => {
+		const r = document.querySelector('#find-results tbody tr[data-key=%q]');
+		return r !== null && r.innerText.includes(%q);
+	})()`, stuckKey, value))
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`#find-results tbody tr[data-key=%q] a`, stuckKey)))); err != nil {
+		t.Fatalf("open the lock's page: %v", err)
+	}
+	poll("the lock's page with its holder's value and token", fmt.Sprintf(`(() => {
+		const r = document.querySelector('#lock-holders tbody tr');
+		return document.getElementById("lock-state").dataset.held === "true" && r !== null &&
+			r.dataset.value === %q && r.dataset.owner === %q && r.innerText.includes(%q) &&
+			!document.getElementById("lock-waiters-empty").hidden;
+	})()`, value, stuck.Owner().String(), fmt.Sprint(stuck.Token())))
+	saveShot(bctx, t, "console-lock.png")
+
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#unlock"))); err != nil {
+		t.Fatalf("force-unlock: %v", err)
+	}
+	poll("the confirmation", `!document.getElementById("unlock-confirm").hidden`)
+	select {
+	case <-stuck.Lost():
+		t.Fatal("the lock was lost before the confirmation")
+	default:
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(chromedp.CSS("#unlock-yes"))); err != nil {
+		t.Fatalf("confirm the force-unlock: %v", err)
+	}
+	poll("the lock shown free", `document.getElementById("lock-state").dataset.held === "false" &&
+		document.getElementById("unlock-result").innerText.startsWith("Released 1 hold")`)
+	select {
+	case <-stuck.Lost():
+	case <-ctx.Done():
+		t.Fatal("the holder was not told it lost the lock")
+	}
+	other := newClient().Mutex(stuckKey, client.TTL(30*time.Second))
+	if err := other.TryLock(ctx); err != nil {
+		t.Fatalf("the key after the force-unlock: %v, want it free", err)
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Errorf("unlock after the force-unlock: %v", err)
+	}
+}
+
+// consoleStuckKey returns a key of namespace e2e whose group the page's
+// node (node 1) does not master, read from the page's groups, so that its
+// lock page and force-unlock go through the page's node to another; a
+// key of node 1's when it masters every group.
+func consoleStuckKey(bctx context.Context, t *testing.T) string {
+	t.Helper()
+	masters, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`Object.fromEntries([...document.querySelectorAll("#groups tbody tr")].map(r => [r.dataset.group, r.dataset.master]))`))
+	if err != nil {
+		t.Fatalf("read the groups' masters: %v", err)
+	}
+	for i := range 200 {
+		k := fmt.Sprintf("stuck/job-%d", i)
+		if m := masters[fmt.Sprint(wire.GroupOf(wire.KeyHash("e2e", k), 15))]; m != "" && m != "1" {
+			return k
+		}
+	}
+	t.Logf("node 1 masters every group: the lock's page is served without forwarding")
+	return "stuck/job-0"
+}
+
+// saveShot saves a full-page screenshot as name under $PAXLOCK_ARTIFACTS
+// (the test's temporary directory when unset).
+func saveShot(bctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	out := os.Getenv("PAXLOCK_ARTIFACTS")
+	if out == "" {
+		out = t.TempDir()
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(out, name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the console: %s (%d bytes)", path, len(shot))
 }

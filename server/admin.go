@@ -28,6 +28,7 @@ func (s *Server) Status() adminapi.Status {
 		st.StorageFailed, st.StorageError = true, err.Error()
 	}
 	st.Ready, st.ReadyReason = s.Ready()
+	st.Started, st.UptimeMs = s.started, time.Since(s.started).Milliseconds()
 	if in, ok := buildinfo.Current(); ok {
 		st.Build, st.Version = in, in.String()
 	}

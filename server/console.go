@@ -91,6 +91,8 @@ func (s *Server) StatusDetail(ctx context.Context) adminapi.Status {
 	st.HotKeys = hk
 	st.MasterChanges = s.masterLog.list()
 	st.Quotas = s.quotas()
+	st.Namespaces = s.namespaceUse()
+	st.Clients, st.ClientsMore = s.clientSessions()
 	return st
 }
 
@@ -191,7 +193,9 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 		if st := sts[i]; st != nil {
 			byID[n.ID] = st
 			cn.Reachable, cn.Ready, cn.ReadyReason = true, st.Ready, st.ReadyReason
-			cn.StorageFailed, cn.Conns, cn.Version = st.StorageFailed, st.Conns, st.Version
+			cn.StorageFailed, cn.Conns, cn.Version, cn.UptimeMs = st.StorageFailed, st.Conns, st.Version, st.UptimeMs
+			cs.Namespaces = append(cs.Namespaces, st.Namespaces...)
+			cn.Clients, cn.ClientsMore = st.Clients, st.ClientsMore
 			cs.HotKeys = append(cs.HotKeys, st.HotKeys...)
 			cs.MasterChanges = append(cs.MasterChanges, st.MasterChanges...)
 			cs.Quotas = append(cs.Quotas, st.Quotas...)
@@ -232,6 +236,7 @@ func (s *Server) ClusterStatus(ctx context.Context) adminapi.ClusterStatus {
 	cs.HotKeys = cs.HotKeys[:min(len(cs.HotKeys), ConsoleHotKeys)]
 	cs.MasterChanges = mergeMasterChanges(cs.MasterChanges, ConsoleMasterChanges)
 	cs.Quotas = mergeQuotas(cs.Quotas)
+	cs.Namespaces = mergeNamespaces(cs.Namespaces)
 	if cs.HotKeys == nil {
 		cs.HotKeys = []group.HotKey{}
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +50,7 @@ func TestConsole(t *testing.T) {
 		_ = resp.Body.Close() // read to the end
 		return resp, string(b)
 	}
-	for path, want := range map[string]string{"/": "text/html", "/console": "text/html", "/console/console.js": "text/javascript", "/console/console.css": "text/css"} {
+	for path, want := range map[string]string{"/": "text/html", "/console": "text/html", "/console/console.js": "text/javascript", "/console/locks.js": "text/javascript", "/console/console.css": "text/css"} {
 		resp, body := get(path, "")
 		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), want) || len(body) < 100 {
 			t.Errorf("GET %s without the token: %s %q (%d bytes), want 200 %s", path, resp.Status, resp.Header.Get("Content-Type"), len(body), want)
@@ -144,6 +146,38 @@ func TestConsole(t *testing.T) {
 		t.Errorf("group %d: %d locks, hot key in group %d; want 1 lock, group %d", g, cs.Groups[g].Locks, hk.Group, g)
 	}
 
+	// The namespace's counts, the nodes' uptimes and client sessions.
+	if want := (adminapi.NamespaceUse{Namespace: "ns", Held: 1, Holders: 1, Waiters: 1}); !slices.Contains(cs.Namespaces, want) {
+		t.Errorf("namespaces %+v, want %+v", cs.Namespaces, want)
+	}
+	sessions := map[string]string{}
+	for _, n := range cs.Nodes {
+		if n.UptimeMs <= 0 {
+			t.Errorf("node %d: uptime %d ms", n.ID, n.UptimeMs)
+		}
+		for _, c := range n.Clients {
+			sessions[c.Client] = c.Namespace
+			if c.Remote == "" || c.Connected.IsZero() {
+				t.Errorf("node %d: client session %+v without its address or time", n.ID, c)
+			}
+		}
+	}
+	for _, c := range []uint64{cid(1), cid(2)} {
+		if ns := sessions[strconv.FormatUint(c, 16)]; ns != "ns" {
+			t.Errorf("client %x: session in namespace %q, want ns (sessions: %v)", c, ns, sessions)
+		}
+	}
+
+	// The console's lock page reads the key from its master through node 1.
+	resp, body := get("/cluster/locks/ns/"+key, token)
+	var d adminapi.LockDetail
+	if err := json.Unmarshal([]byte(body), &d); resp.StatusCode != http.StatusOK || err != nil {
+		t.Fatalf("GET /cluster/locks/ns/%s: %s %q", key, resp.Status, body)
+	}
+	if !d.Held || len(d.Holders) != 1 || d.Holders[0].Token != r.Token || len(d.Waiters) != 1 || d.Master != cs.Groups[g].Master {
+		t.Errorf("lock page %+v: want held with token %d, one waiter, from node %d", d, r.Token, cs.Groups[g].Master)
+	}
+
 	// /events sends the same, as server-sent events.
 	req, err := http.NewRequest(http.MethodGet, base+"/events", nil)
 	if err != nil {
@@ -153,7 +187,7 @@ func TestConsole(t *testing.T) {
 	defer cancel()
 	req = req.WithContext(ctx)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := cl.Do(req)
+	resp, err = cl.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

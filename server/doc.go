@@ -65,12 +65,14 @@
 //     the endpoint answers to, for internal/adminguard's DNS-rebinding
 //     checks), admin_quota.go (quotas and their use, merged over the
 //     nodes), admin_locks.go (the admin lock reads: a page gathered from
-//     every group's master, a key's detail), security.go (peer and admin TLS, the admin token),
+//     every group's master, a key's detail), admin_forward.go (an admin
+//     request forwarded to a peer for the console), security.go (peer and admin TLS, the admin token),
 //     health.go (Ready), backup.go (a backup of every group's image from
 //     its master; Restore), move.go (the namespace-move steps, taken in
 //     every group on its master), console.go (the
 //     console's /cluster snapshot gathered from every node, the master
-//     changes a node saw).
+//     changes a node saw), console_namespaces.go (every namespace's
+//     counts, merged over the nodes).
 //   - The registry's tables served to registry processes:
 //     registry_serve.go (SubscribeRegistry).
 //   - Metrics: metrics.go (the Prometheus registry and the observers of

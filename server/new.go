@@ -109,6 +109,7 @@ func seedNamespaces(cfg Config) (map[string]string, map[string]scramauth.Verifie
 func newServer(cfg Config, log *slog.Logger, sec security, secrets map[string]string, verifiers map[string]scramauth.Verifier) *Server {
 	s := &Server{cfg: cfg, log: log, subs: map[*conn]struct{}{}, memCh: make(chan struct{}, 1), failed: make(chan error, 1), memChange: make(chan struct{}, 1),
 		sec:      sec,
+		started:  time.Now(),
 		tlsSlots: newHandshakeSlots(cfg.MaxTLSHandshakes)}
 	s.reg.ch = make(chan struct{}, 1)
 	s.life, s.endLife = context.WithCancel(context.Background())

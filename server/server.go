@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 
@@ -101,6 +102,7 @@ type Server struct {
 	// masterLog remembers the last master changes for the console;
 	// consoleHTTP (made once, under consoleOnce) reads peers' status.
 	masterLog   masterLog
+	started     time.Time // when newServer made it: the console's uptime
 	consoleOnce sync.Once
 	consoleHTTP *http.Client
 	faults      *partition // nil unless Config.FaultInjection

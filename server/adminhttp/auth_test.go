@@ -35,6 +35,9 @@ func TestAdminAuthPublicRead(t *testing.T) {
 		{http.MethodGet, "/console/console.js", true},
 		{http.MethodPost, "/", false},
 		{http.MethodGet, "/console/other.js", false},
+		{http.MethodGet, "/console/locks.js", true},
+		{http.MethodGet, "/cluster/locks/ns/k", false},
+		{http.MethodPost, "/cluster/unlock", false},
 	}
 	for _, publicRead := range []bool{false, true} {
 		h := RequireToken("tok", publicRead, ok)
@@ -42,7 +45,7 @@ func TestAdminAuthPublicRead(t *testing.T) {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
 			want := http.StatusUnauthorized
-			page := c.method == http.MethodGet && (c.path == "/" || strings.HasPrefix(c.path, "/console/console.") || c.path == "/console")
+			page := c.method == http.MethodGet && (c.path == "/" || strings.HasPrefix(c.path, "/console/console.") || c.path == "/console" || c.path == "/console/locks.js")
 			if c.path == "/healthz" || c.path == "/readyz" || page || (publicRead && c.public) {
 				want = http.StatusOK
 			}

@@ -9,8 +9,11 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/paxlock/paxlock/adminapi"
 )
 
 // The web console: a page (console/, embedded) that shows the whole
@@ -92,10 +95,8 @@ func (h *handler) events(rw http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return
 		}
-		// The time always moves; compare the rest.
 		at := cs.Time
-		cs.Time = time.Time{}
-		b2, err := json.Marshal(cs)
+		b2, err := json.Marshal(unmoving(cs))
 		if err != nil {
 			return
 		}
@@ -122,4 +123,15 @@ func (h *handler) events(rw http.ResponseWriter, r *http.Request) {
 		case <-tick.C:
 		}
 	}
+}
+
+// unmoving is cs without what moves on an unchanged cluster (the time,
+// the nodes' uptimes), for /events to tell a change.
+func unmoving(cs adminapi.ClusterStatus) adminapi.ClusterStatus {
+	cs.Time = time.Time{}
+	cs.Nodes = slices.Clone(cs.Nodes)
+	for i := range cs.Nodes {
+		cs.Nodes[i].UptimeMs = 0
+	}
+	return cs
 }

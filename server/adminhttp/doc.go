@@ -23,7 +23,10 @@
 //     StreamWriter, a streamed answer's write deadline).
 //   - Reports: status.go (/status, /healthz, /readyz, and POST and
 //     DELETE /drain), console.go (the console's page and files in
-//     console/, GET /cluster and the /events stream).
+//     console/, GET /cluster and the /events stream), console_locks.go
+//     (ForwardNode; the console's lock page and force-unlock, GET
+//     /cluster/locks/{ns}/{key} and POST /cluster/unlock, answered by
+//     the key's master through this node).
 //   - The namespace table: namespaces.go (/namespaces and their quotas),
 //     unlock.go (POST /locks/unlock, an operator's force-unlock),
 //     locks.go (LockNode; GET /locks and GET /locks/{ns}/{key}, the

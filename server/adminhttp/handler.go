@@ -60,6 +60,8 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("GET /console/{file}", consoleAsset)
 	mux.HandleFunc("GET /cluster", h.cluster)
 	mux.HandleFunc("GET /events", h.events)
+	mux.HandleFunc("GET /cluster/locks/{ns}/{key...}", h.consoleInspect)
+	mux.HandleFunc("POST /cluster/unlock", h.consoleUnlock)
 	mux.HandleFunc("/namespaces", h.namespaces)
 	h.registryRoutes(mux)
 	mux.HandleFunc("GET /namespaces/quotas", h.quotas)

@@ -75,6 +75,7 @@ type Node interface {
 
 	MemberNode
 	LockNode
+	ForwardNode
 	BackupNode
 	MoveNode
 }

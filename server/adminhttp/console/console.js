@@ -24,6 +24,14 @@ function row(cells) {
 
 function num(v) { return el("td", v, "num"); }
 
+function uptime(ms) {
+  const s = Math.floor((ms || 0) / 1000);
+  if (s < 120) return s + " s";
+  if (s < 7200) return Math.floor(s / 60) + " min";
+  if (s < 172800) return Math.floor(s / 3600) + " h " + Math.floor(s % 3600 / 60) + " min";
+  return Math.floor(s / 86400) + " d " + Math.floor(s % 86400 / 3600) + " h";
+}
+
 function setState(state, text) {
   const s = $("conn");
   s.dataset.state = state;
@@ -54,9 +62,10 @@ function render(cs) {
     else if (n.storage_failed) health = el("td", "storage failed", "bad");
     else if (n.ready) health = el("td", "ready", "ok");
     else health = el("td", "not ready: " + n.ready_reason, "warn");
-    const tr = row([el("td", n.id), n.client, n.admin || "—", el("td", n.alive ? "yes" : "no", n.alive ? "ok" : "bad"), health, num(n.mastered), num(n.reachable ? n.conns : "—"), n.version || "—"]);
+    const tr = row([el("td", n.id), n.client, n.admin || "—", el("td", n.alive ? "yes" : "no", n.alive ? "ok" : "bad"), health, num(n.mastered), num(n.reachable ? n.conns : "—"), n.reachable ? uptime(n.uptime_ms) : "—", n.version || "—"]);
     tr.dataset.node = n.id;
     tr.dataset.version = n.version || "";
+    tr.dataset.uptime = n.uptime_ms || 0;
     tr.dataset.health = n.reachable ? (n.ready ? "ready" : "not-ready") : "unreachable";
     nodes.appendChild(tr);
   }
@@ -87,6 +96,37 @@ function render(cs) {
     hot.appendChild(tr);
   }
   $("hotkeys-empty").hidden = cs.hot_keys.length > 0;
+
+  const nss = $("namespaces").tBodies[0];
+  nss.replaceChildren();
+  for (const u of cs.namespaces || []) {
+    const a = el("a", "browse");
+    a.href = "#find?" + new URLSearchParams({ ns: u.namespace, prefix: "" });
+    const td = el("td");
+    td.appendChild(a);
+    const tr = row([u.namespace, num(u.held), num(u.holders), num(u.waiters), td]);
+    tr.dataset.namespace = u.namespace;
+    tr.dataset.held = u.held;
+    tr.dataset.waiters = u.waiters;
+    nss.appendChild(tr);
+  }
+  if (typeof namespaceOptions === "function") namespaceOptions(cs.namespaces || []);
+
+  const clients = $("clients").tBodies[0];
+  clients.replaceChildren();
+  let nclients = 0, cut = false;
+  for (const n of cs.nodes) {
+    cut = cut || n.clients_more;
+    for (const c of n.clients || []) {
+      nclients++;
+      const tr = row([el("td", n.id), c.client, c.namespace, c.remote, c.relay ? "node " + c.relay : "—", num(uptime(Date.parse(cs.time) - Date.parse(c.connected)))]);
+      tr.dataset.client = c.client;
+      tr.dataset.namespace = c.namespace;
+      clients.appendChild(tr);
+    }
+  }
+  $("clients-summary").textContent = nclients + " session" + (nclients === 1 ? "" : "s") + (cut ? ", cut at 200 a node" : "");
+  $("clients").hidden = nclients === 0;
 
   const quotas = $("quotas").tBodies[0];
   quotas.replaceChildren();
@@ -155,6 +195,7 @@ document.addEventListener("DOMContentLoaded", () => {
     $("token").value = "";
     setState("connecting", "connecting…");
     connect();
+    if (typeof route === "function") route();
   });
   $("logout").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
