@@ -138,3 +138,102 @@ class ClientTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class DelayProxy:
+    """A TCP proxy to one API address that holds every byte the node
+    sends back for `delay` seconds: answers that arrive late, as over a
+    slow network. TLS passes through it untouched."""
+
+    def __init__(self, url, delay):
+        import socket
+        import urllib.parse
+        u = urllib.parse.urlsplit(url)
+        self.target = (u.hostname, u.port)
+        self.delay = delay
+        self.ln = socket.create_server(("127.0.0.1", 0))
+        self.url = f"{u.scheme}://127.0.0.1:{self.ln.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        import socket
+        while True:
+            try:
+                c, _ = self.ln.accept()
+            except OSError:
+                return
+            s = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(c, s, 0), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(s, c, self.delay), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst, delay):
+        try:
+            while True:
+                b = src.recv(65536)
+                if not b:
+                    break
+                if delay:
+                    time.sleep(delay)
+                dst.sendall(b)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def close(self):
+        self.ln.close()
+
+
+class AnswerCountingHold(paxlock.Hold):
+    """A broken client: it counts a hold's validity from the answer's
+    arrival instead of the request's send."""
+
+    def acquire(self, blocking=True, timeout=None):
+        r = self._c._call("Acquire", self._acquire_request(-1 if blocking else 0), timeout=None)
+        self._start(int(r.get("token", 0)), time.monotonic() + int(r.get("validityMs", 0)) / 1000)
+        return True
+
+
+@unittest.skipUnless(URLS, "PAXLOCK_API_URLS not set")
+class ValidityRuleTest(unittest.TestCase):
+    """The validity rule (I9) is what keeps two holders from overlapping
+    in their own beliefs: a holder whose answers arrive late must still
+    end its hold before the master can grant the key again. This checker
+    catches a client that counts validity from the answer's arrival."""
+
+    def overlap(self, count_from_answer):
+        """Takes a key through a proxy that delays answers by 3 s with a
+        2 s TTL and no renewal (the hold has expired on the master before
+        its answer arrives), has a second owner wait for it directly,
+        and reports whether the first still believed it held the key when
+        the second was granted it."""
+        proxy = DelayProxy(URLS[0], 3.0)
+        self.addCleanup(proxy.close)
+        slow = paxlock.Client(proxy.url, NS, SECRET, ca_file=CA, timeout=15)
+        fast = paxlock.Client(URLS[-1], NS, SECRET, ca_file=CA, timeout=15)
+        self.addCleanup(slow.close)
+        self.addCleanup(fast.close)
+        k = key("validity")
+        cls = AnswerCountingHold if count_from_answer else paxlock.Mutex
+        a = cls(slow, k, ttl=2.0, auto_renew=False, watch_loss=False)
+        self.assertTrue(a.acquire())
+        b = fast.mutex(k, ttl=10)
+        self.assertTrue(b.acquire(timeout=20))
+        granted = time.monotonic()
+        believed = a.valid_until > granted and not a.lost.is_set()
+        b.release()
+        a.release()
+        return believed
+
+    def test_validity_counted_from_the_send(self):
+        self.assertFalse(self.overlap(count_from_answer=False),
+                         "the holder still believed it held the key when the next owner was granted it")
+
+    def test_checker_catches_validity_counted_from_the_answer(self):
+        self.assertTrue(self.overlap(count_from_answer=True),
+                        "a client counting validity from the answer's arrival went unnoticed")
