@@ -81,8 +81,8 @@ size-check:
 # more for that one package. -vet=off: go vet is make lint's
 # (golangci-lint runs its full default set, a superset of go test's, and
 # make vet alone); go test's own vet pass would type-check the whole
-# dependency tree once more for its facts, about a tenth of a cold
-# make test's CPU.
+# dependency tree once more for its facts, about a tenth of the CPU of
+# compiling that tree cold under -race (docs/testing.md).
 TEST_FLAGS = -pgo=off -vet=off -tags invariants -count=1 -timeout 20m
 test: fmt-check mod-check
 	@plain=$$(mktemp); trap 'rm -f "$$plain"' EXIT; \
