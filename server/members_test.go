@@ -195,6 +195,9 @@ func TestMemberChangeResumes(t *testing.T) {
 		}
 		return nil
 	}
+	// Placement settled first: a move of group 0 during the add would end
+	// the add on the node that stopped mastering the member list.
+	tc.waitBalanced()
 	var m *Server
 	waitFor(t, "a master of group 0", func() bool { m = master(); return m != nil })
 	// Node 4 never runs: three of four acceptors still make a quorum.
