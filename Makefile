@@ -80,18 +80,34 @@ size-check:
 # that run goroutines or link the node (RACE_PKGS, the commands among
 # them) under -race, the others (the single-threaded core and its
 # 2,000-seed simulation among them) without, so that the dependency tree
-# (Pebble, gnet, memberlist...) is compiled in one flavour only. Tests of
-# one package run in parallel, TEST_PARALLEL at once under -race (the
-# node's tests mostly wait on leases and the network: 4 at once halve the
-# server package's time on 2 cores at the same CPU; 8 starve each
-# other's leases); the cross-process suites are make e2e and make chaos. -pgo=off: a test
-# binary gains nothing from paxlockd's profile (cmd/paxlockd/default.pgo),
-# which would rebuild every dependency once more for that one package.
-# go vet is make lint's (golangci-lint runs it, and make vet alone): it
-# compiles the tree in a flavour of its own, which no test shares.
+# (Pebble, gnet, memberlist...) is compiled in one flavour only. The two
+# lists run at once: the plain list's compile and the core's simulation
+# fill the CPU the race list leaves idle while its nodes wait on leases
+# and the network. The race list's output streams; the plain list's
+# follows it in one piece; either failing fails make test. Tests of one
+# package run in parallel, TEST_PARALLEL at once under -race (the node's
+# tests mostly wait on leases and the network: 4 at once halve the server
+# package's time on 2 cores at the same CPU; 8 starve each other's
+# leases); the cross-process suites are make e2e and make chaos.
+# -pgo=off: a test binary gains nothing from paxlockd's profile
+# (cmd/paxlockd/default.pgo), which would rebuild every dependency once
+# more for that one package. -vet=off: go vet is make lint's
+# (golangci-lint runs its full default set, a superset of go test's, and
+# make vet alone); go test's own vet pass would type-check the whole
+# dependency tree once more for its facts, about a tenth of the CPU of
+# compiling that tree cold under -race (docs/testing.md).
+TEST_FLAGS = -pgo=off -vet=off -tags invariants -count=1 -timeout 20m
 test: fmt-check mod-check
-	$(GO) test -pgo=off -tags invariants -count=1 -timeout 20m $(PLAIN_LIST)
-	$(GO) test -pgo=off -race -tags invariants -count=1 -timeout 20m -parallel $(TEST_PARALLEL) $(RACE_LIST)
+	@plain=$$(mktemp); trap 'rm -f "$$plain"' EXIT; \
+	echo "$(GO) test $(TEST_FLAGS) <plain list> (in the background, its output after the race list's)"; \
+	$(GO) test $(TEST_FLAGS) $(PLAIN_LIST) >"$$plain" 2>&1 & pid=$$!; \
+	echo "$(GO) test $(TEST_FLAGS) -race -parallel $(TEST_PARALLEL) <race list>"; \
+	$(GO) test $(TEST_FLAGS) -race -parallel $(TEST_PARALLEL) $(RACE_LIST); race=$$?; \
+	wait $$pid; plainrc=$$?; \
+	echo "--- the plain list (without -race):"; cat "$$plain"; \
+	if [ $$race -ne 0 ] || [ $$plainrc -ne 0 ]; then \
+		echo "make test: FAIL (race list exit $$race, plain list exit $$plainrc)"; exit 1; \
+	fi; echo "make test: PASS"
 
 # docker-up starts a 3-node cluster in containers on a private network
 # (deploy/docker-compose.yml, scripts/compose.sh), secure like make run;

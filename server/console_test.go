@@ -26,7 +26,7 @@ import (
 // three replicas each, the initial master changes, and a key with a
 // waiter with its holder; with a node stopped, it is listed unreachable.
 func TestConsole(t *testing.T) {
-	// Not parallel: it sets the environment (startSecureAdminCluster).
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)

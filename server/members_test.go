@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/group"
 )
 
@@ -51,9 +52,15 @@ func groupsHave(s *Server, id uint32, want bool) bool {
 // node 1; and checks that a node under a removed id, or under a known id
 // with a new data directory, is refused.
 func TestMembersAddRemove(t *testing.T) {
+	t.Parallel()
 	const token = "member-test-token"
-	t.Setenv(adminapi.TokenEnv, token)
-	tc := startCluster(t, 3)
+	// The token comes from a file, not PAXLOCK_ADMIN_TOKEN: the test runs
+	// in parallel with others, which t.Setenv forbids.
+	tokenFile := filepath.Join(t.TempDir(), "admin.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tc := startClusterWith(t, 3, func(c *Config) { c.AdminTokenFile = tokenFile })
 	for _, s := range tc.nodes {
 		waitFor(t, "member list installed", func() bool { l, ok := s.svc.Members(); return ok && len(l) == 3 })
 	}
@@ -188,6 +195,9 @@ func TestMemberChangeResumes(t *testing.T) {
 		}
 		return nil
 	}
+	// Placement settled first: a move of group 0 during the add would end
+	// the add on the node that stopped mastering the member list.
+	tc.waitBalanced()
 	var m *Server
 	waitFor(t, "a master of group 0", func() bool { m = master(); return m != nil })
 	// Node 4 never runs: three of four acceptors still make a quorum.

@@ -16,8 +16,10 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// TestRegistryPagedConverges: tables that take many pages (pages made
-// small here; 1,500 namespaces with verifiers) reach a registry process
+// TestRegistryPagedConverges: tables that take many pages (pages and
+// max_output made small here, so that 400 namespaces with verifiers take
+// dozens of pages and overflow max_output: each verifier costs a PBKDF2
+// derivation, slow under -race) reach a registry process
 // exactly as group 0 holds them, while namespaces are added and removed
 // during its paging; a subscriber of the earlier, unpaged protocol is
 // refused ERROR naming the pages (its tables do not fit max_output), and
@@ -27,11 +29,11 @@ func TestRegistryPagedConverges(t *testing.T) {
 	meta := startClusterWith(t, 1, func(c *Config) {
 		c.RegistryNamespace = testRegNS
 		c.Namespaces = append(c.Namespaces, Namespace{Name: testRegNS, Secret: testRegSecret})
-		c.MaxOutput = 128 << 10
+		c.MaxOutput = 24 << 10
 	})
 	node := meta.nodes[0]
 	node.reg.mu.Lock()
-	node.reg.pageBytes = 4 << 10
+	node.reg.pageBytes = 1 << 10
 	node.reg.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -45,7 +47,7 @@ func TestRegistryPagedConverges(t *testing.T) {
 	put(func() error {
 		return node.svc.PutRegistryCluster(ctx, adminapi.RegistryCluster{Name: "c1", Client: []string{"127.0.0.1:1"}})
 	}, "cluster c1")
-	const n = 1500
+	const n = 400
 	for i := range n {
 		name := fmt.Sprintf("ns-%05d", i)
 		put(func() error { return node.svc.PutRegistryNamespace(ctx, name, "c1", "secret-"+name) }, name)
@@ -55,7 +57,7 @@ func TestRegistryPagedConverges(t *testing.T) {
 	done := make(chan struct{})
 	go func() { // changes while the registry pages
 		defer close(done)
-		for i := range 100 {
+		for i := range 40 {
 			_ = node.svc.PutRegistryNamespace(ctx, fmt.Sprintf("late-%03d", i), "c1", "late-secret")
 			_ = node.svc.DeleteRegistryNamespace(ctx, fmt.Sprintf("ns-%05d", i*7))
 		}
@@ -100,13 +102,13 @@ func TestRegistryPagedConverges(t *testing.T) {
 	}
 }
 
-// checkRegistryHTTPPages: with replies bounded to 16 KiB, GET /registry
+// checkRegistryHTTPPages: with replies bounded to 4 KiB, GET /registry
 // unpaged is refused 413 naming the pages, the pages (each under the
 // bound) list every entry of the tables once, and a bad limit or cursor
 // is 400.
 func checkRegistryHTTPPages(t *testing.T, node *Server) {
 	t.Helper()
-	const bound = 16 << 10
+	const bound = 4 << 10
 	node.reg.mu.Lock()
 	node.reg.replyBytes = bound
 	node.reg.mu.Unlock()

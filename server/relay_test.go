@@ -12,11 +12,10 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// masterIndex returns the index of the node serving key's group, after
-// waiting for placement to settle (so the master stays put) and for every
-// node to know that master (so the others redirect to it rather than
-// answer NO_MASTER).
-func (tc *testCluster) masterIndex(ns, key string) int {
+// waitBalanced waits until every node masters its even share of the 15
+// groups: placement has settled, and moves no master until the cluster
+// changes.
+func (tc *testCluster) waitBalanced() {
 	tc.t.Helper()
 	per := 15 / len(tc.nodes)
 	waitFor(tc.t, "balanced placement", func() bool {
@@ -27,6 +26,15 @@ func (tc *testCluster) masterIndex(ns, key string) int {
 		}
 		return true
 	})
+}
+
+// masterIndex returns the index of the node serving key's group, after
+// waiting for placement to settle (so the master stays put) and for every
+// node to know that master (so the others redirect to it rather than
+// answer NO_MASTER).
+func (tc *testCluster) masterIndex(ns, key string) int {
+	tc.t.Helper()
+	tc.waitBalanced()
 	g := wire.GroupOf(wire.KeyHash(ns, key), 15)
 	for i, s := range tc.nodes {
 		if s.svc.Group(g).Serving() {

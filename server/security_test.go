@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/internal/pki"
 )
 
@@ -23,7 +22,7 @@ import (
 // without the token (or with a wrong one) and works with it, while
 // /healthz and /readyz need none.
 func TestSecureCluster(t *testing.T) {
-	// Not parallel: it sets the environment (startSecureAdminCluster).
+	t.Parallel()
 	dir := t.TempDir()
 	if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 3, Hosts: []string{"127.0.0.1"}}); err != nil {
 		t.Fatal(err)
@@ -165,7 +164,6 @@ func TestConfigSecurityErrors(t *testing.T) {
 // the end of the test).
 func startSecureAdminCluster(t *testing.T, dir string, tune func(*Config)) (*testCluster, string, *http.Client) {
 	t.Helper()
-	t.Setenv(adminapi.TokenEnv, "") // the file is the source here
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.TLS = &pki.Files{CA: filepath.Join(dir, pki.DevCACert), Cert: filepath.Join(dir, pki.DevNodeCert(int(c.NodeID))), Key: filepath.Join(dir, pki.DevNodeKey(int(c.NodeID)))}
 		c.AdminTLS = &AdminTLS{}
