@@ -32,6 +32,8 @@
 # the name their certificates carry; CLUSTER_NAMESPACES (JSON, default the
 # namespace "default" with secret "paxlock") the namespaces seeded at first
 # start. scripts/multicluster.sh runs several clusters with them.
+# CLUSTER_API=0 leaves the API out (to run a build that predates it, as a
+# make bench-ab against an older revision does).
 set -euo pipefail
 umask 077
 cd "$(dirname "$0")/.."
@@ -97,7 +99,7 @@ $(security "$i")
   "cluster_name": "$CLUSTER_NAME",
   "data_dir": "$RUNDIR/data/n$i",
   "admin_addr": "127.0.0.1:$(port $((300 + i)))",
-  "api_addr": "127.0.0.1:$(port $((120 + i)))",
+$(if [ "${CLUSTER_API:-1}" != 0 ]; then echo "  \"api_addr\": \"127.0.0.1:$(port $((120 + i)))\","; fi)
   "nodes": [
 $nodes
   ],
