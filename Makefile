@@ -72,7 +72,7 @@ lint: size-check
 # a file holds one job (functions are held to 100 lines by the linter's
 # funlen).
 size-check:
-	@big=$$(git ls-files '*.go' ':!:*_test.go' ':!:*.pb.go' ':!:*.connect.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 700 {print}'); \
+	@big=$$(git ls-files '*.go' ':!:*_test.go' | xargs wc -l | awk '$$2 != "total" && $$1 > 700 {print}'); \
 	if [ -n "$$big" ]; then echo "files over 700 lines (split them by job):"; echo "$$big"; exit 1; fi
 
 # test runs every test once, with the consensus core's invariants checked
