@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/paxlock/paxlock/api/paxlock/v1/paxlockv1connect"
+	"github.com/paxlock/paxlock/internal/freeport"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/server"
 )
@@ -65,26 +64,6 @@ func cluster(t testing.TB) *apiCluster {
 	return shared
 }
 
-// freeAddrs returns n loopback addresses that were free a moment ago.
-func freeAddrs(n int) ([]string, error) {
-	var out []string
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for len(out) < n {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000)))
-		if err != nil {
-			continue
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
-}
-
 // startCluster starts n nodes without TLS (relays prove a relay secret)
 // and an API listener on each; tune, when set, changes each node's
 // configuration first (dir is the cluster's directory). The caller
@@ -98,7 +77,7 @@ func startCluster(n int, tune func(dir string, c *server.Config)) (*apiCluster, 
 	if err := os.WriteFile(relay, []byte("test-cluster-relay-secret\n"), 0o600); err != nil {
 		return nil, err
 	}
-	ports, err := freeAddrs(6 * n)
+	ports, err := freeport.Loopback(6 * n)
 	if err != nil {
 		return nil, err
 	}

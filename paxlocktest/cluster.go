@@ -24,16 +24,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/freeport"
 	"github.com/paxlock/paxlock/server"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -137,7 +135,7 @@ func Start(ctx context.Context, n int, o Options) (*Cluster, error) {
 // configure writes the nodes' configurations: three free loopback ports
 // each, a shared relay secret, the test timings.
 func (c *Cluster) configure(n int) error {
-	ports, err := freePorts(3 * n)
+	ports, err := freeport.Loopback(3 * n)
 	if err != nil {
 		return err
 	}
@@ -344,54 +342,4 @@ func (c *Cluster) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// freePorts returns n loopback addresses that were free a moment ago,
-// distinct from each other and from those of other clusters of this
-// process. They lie below the kernel's ephemeral range (from 32768), so
-// that no outgoing connection can take the port a restarted node needs.
-func freePorts(n int) ([]string, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
-	var out []string
-	for tries := 0; len(out) < n; tries++ {
-		if tries > 100*n {
-			return nil, errors.New("paxlocktest: no free loopback ports in 20000-29999")
-		}
-		port := 20000 + rand.IntN(10000)
-		if !handOut(port) {
-			continue
-		}
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-		if err != nil {
-			continue
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
-}
-
-// handedOut are the ports freePorts returned in this process, each handed
-// to one cluster only.
-var handedOut struct {
-	sync.Mutex
-	m map[int]bool
-}
-
-func handOut(port int) bool {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.m[port] {
-		return false
-	}
-	if handedOut.m == nil {
-		handedOut.m = map[int]bool{}
-	}
-	handedOut.m[port] = true
-	return true
 }

@@ -5,15 +5,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/freeport"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -21,49 +20,14 @@ import (
 // testLogger is quiet unless PAXLOCK_TEST_LOG is set (testutil.Logger).
 func testLogger() *slog.Logger { return testutil.Logger() }
 
-// handedOut are the ports freePorts has returned in this process: a
-// port is handed to one test only, so that parallel tests' nodes never
-// race for one (a stopped node's port stays its own for its restart).
-var handedOut struct {
-	sync.Mutex
-	m map[int]bool
-}
-
-// handOut reserves port for the caller, false if it was handed out.
-func handOut(port int) bool {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	if handedOut.m[port] {
-		return false
-	}
-	if handedOut.m == nil {
-		handedOut.m = make(map[int]bool)
-	}
-	handedOut.m[port] = true
-	return true
-}
-
-// freePorts returns n distinct loopback addresses that were free a moment
-// ago. They lie below the kernel's ephemeral range, so that no outgoing
-// connection (or a self-connected dial to a stopped node) can take a port
-// a restarted node needs.
+// freePorts returns n loopback addresses for the test's nodes
+// (internal/freeport: free a moment ago, each handed to one test only,
+// below the ephemeral range).
 func freePorts(t testing.TB, n int) []string {
-	var lns []net.Listener
-	var addrs []string
-	for len(addrs) < n {
-		port := 20000 + rand.IntN(10000)
-		if !handOut(port) {
-			continue
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
+	t.Helper()
+	addrs, err := freeport.Loopback(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/internal/freeport"
 	"github.com/paxlock/paxlock/internal/testutil"
 )
 
@@ -368,20 +368,13 @@ func TestDrainUsage(t *testing.T) {
 	}
 }
 
-// freeAddrs returns n loopback addresses nothing listens on right now.
+// freeAddrs returns n loopback addresses for the test's nodes
+// (internal/freeport).
 func freeAddrs(t *testing.T, n int) []string {
-	var lns []net.Listener
-	var addrs []string
-	for len(addrs) < n {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(10000)))
-		if err != nil {
-			continue
-		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		_ = ln.Close()
+	t.Helper()
+	addrs, err := freeport.Loopback(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }
