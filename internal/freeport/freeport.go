@@ -2,7 +2,10 @@
 // one process (tests, package paxlocktest): each was free a moment ago,
 // none is handed out twice in the process, and all lie below the
 // kernel's ephemeral range (from 32768), so that no outgoing connection
-// can take the port a restarted node needs again.
+// can take the port a restarted node needs again. Test binaries that run
+// at once (go test runs packages in parallel) never share a port: each
+// reservation also holds a lock on a file named after the port, which
+// the kernel releases when the process ends (claim_unix.go).
 package freeport
 
 import (
@@ -21,11 +24,12 @@ var handed struct {
 	m map[int]bool
 }
 
-// take reserves port for the caller, false if it was handed out before.
+// take reserves port for the caller, false if it was handed out before
+// in this process or is held by another process (claim).
 func take(port int) bool {
 	handed.Lock()
 	defer handed.Unlock()
-	if handed.m[port] {
+	if handed.m[port] || !claim(port) {
 		return false
 	}
 	if handed.m == nil {
