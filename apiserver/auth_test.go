@@ -29,6 +29,7 @@ func mustCheck(t *testing.T, a *authCache, ns, secret string, v scramauth.Verifi
 // TestAuthCacheDerivesOnce: a verified secret is checked again without a
 // key derivation; a wrong one is refused every time (never cached).
 func TestAuthCacheDerivesOnce(t *testing.T) {
+	t.Parallel()
 	a := newAuthCache()
 	v := verifier(t, "good")
 	for range 3 {
@@ -50,6 +51,7 @@ func TestAuthCacheDerivesOnce(t *testing.T) {
 // changes (a new secret), the old secret is refused although it was
 // cached, and the new one is accepted.
 func TestAuthCacheInvalidatedByNewVerifier(t *testing.T) {
+	t.Parallel()
 	a := newAuthCache()
 	old := verifier(t, "old")
 	if !mustCheck(t, a, "ns", "old", old) {
@@ -66,6 +68,7 @@ func TestAuthCacheInvalidatedByNewVerifier(t *testing.T) {
 
 // TestAuthCacheBounded: the cache keeps at most maxCached secrets.
 func TestAuthCacheBounded(t *testing.T) {
+	t.Parallel()
 	a := newAuthCache()
 	v := scramauth.Verifier{Salt: []byte("salt-salt-salt-1"), Iters: 1}
 	for i := range maxCached + 10 {

@@ -149,7 +149,31 @@ func (c *apiCluster) client(i int, ns, secret string, opts ...connect.ClientOpti
 	}
 	tr := &http.Transport{Protocols: &p}
 	hc := &http.Client{Transport: basicAuth{ns: ns, secret: secret, next: tr}}
+	opts = append(opts, connect.WithInterceptors(retryUnavailable()))
 	return paxlockv1connect.NewLockServiceClient(hc, "http://"+c.apis[i].Addr(), opts...)
+}
+
+// retryUnavailable re-sends a unary call answered UNAVAILABLE (no master
+// for the key's group at that moment: docs/api.md's retry rule) after 50
+// ms, until the call's context ends, as an API client does: the tests
+// check what the service answers once a group has a master, not how fast
+// a loaded machine re-elects one.
+func retryUnavailable() connect.UnaryInterceptorFunc {
+	return func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			for {
+				resp, err := next(ctx, req)
+				if connect.CodeOf(err) != connect.CodeUnavailable {
+					return resp, err
+				}
+				select {
+				case <-ctx.Done():
+					return resp, err
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+		}
+	}
 }
 
 // tctx is a test's context: 30 s.

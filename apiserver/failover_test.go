@@ -19,6 +19,8 @@ import (
 // client does) is served by the new master with a higher token: node 1's
 // session into itself reopens if the broken relay closed it.
 func TestMasterChange(t *testing.T) {
+	// Not parallel: its own cluster runs before the shared one starts,
+	// not beside it (two clusters at once starve a 2-core machine's leases).
 	c, err := startCluster(3, nil)
 	if err != nil {
 		t.Fatal(err)

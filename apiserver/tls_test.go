@@ -22,6 +22,7 @@ import (
 // with the right secret is refused without a client certificate naming
 // its namespace, and served with one.
 func TestTLSBoundCertificate(t *testing.T) {
+	// Not parallel: its node runs before the shared cluster starts.
 	c, err := startCluster(1, func(dir string, cfg *server.Config) {
 		if _, err := pki.WriteDev(dir, pki.DevOptions{Cluster: "paxlock", Nodes: 1, Hosts: []string{"127.0.0.1"}}); err != nil {
 			t.Fatal(err)

@@ -975,6 +975,9 @@ func TestHeartbeatDetectsFrozenNode(t *testing.T) {
 	fc := newFakeCluster(t, 1)
 	n := fc.nodes[0]
 	cfg := testConfig(n.addr)
+	// A dial into the frozen node fails its handshake within DialTimeout;
+	// the redial after the thaw is then due at once.
+	cfg.DialTimeout = time.Second
 	cfg.HeartbeatInterval = 20 * time.Millisecond
 	cfg.HeartbeatTimeout = 100 * time.Millisecond
 	c := newTestClient(t, cfg)

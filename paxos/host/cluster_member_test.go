@@ -58,6 +58,7 @@ func (tc *testCluster) members(id paxos.NodeID, g paxos.GroupID, want ...paxos.N
 // (the set is recorded with every applied instance) and with one that
 // checkpoints (recorded at checkpoints, the changes above replayed).
 func TestClusterMembershipAddRemove(t *testing.T) {
+	t.Parallel()
 	t.Run("write-through", func(t *testing.T) { testClusterMembership(t, 0) })
 	t.Run("checkpoints", func(t *testing.T) { testClusterMembership(t, 3) })
 }
@@ -70,7 +71,7 @@ func testClusterMembership(t *testing.T, ckptEvery uint64) {
 	}
 
 	// Node 4 starts empty, told it joins the set {1,2,3,4}.
-	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: "127.0.0.1:0", peers: []paxos.NodeID{1, 2, 3, 4}, join: true}
+	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: loopback(t), peers: []paxos.NodeID{1, 2, 3, 4}, join: true}
 	tc.start(4)
 	for g := paxos.GroupID(1); g <= groups; g++ {
 		m := tc.master(g, 60*time.Second)
@@ -126,6 +127,7 @@ func testClusterMembership(t *testing.T, ckptEvery uint64) {
 // member set recorded, as data written before member sets existed: it
 // loads with Config.Peers, serves, and records the set again.
 func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, 1, 0)
 	tc.put(1, "a", "1")
 	tc.waitValue(2, 1, "a", "1")
@@ -161,6 +163,7 @@ func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
 // take itself for a member (with the set it joined with, it would, and
 // could win an election in a group whose log never added it).
 func TestClusterJoinIdleGroup(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, 1, 0)
 	for _, id := range []paxos.NodeID{1, 2, 3} {
 		m, err := loadMembership(tc.nodes[id].store.SMReader(1))
@@ -169,7 +172,7 @@ func TestClusterJoinIdleGroup(t *testing.T) {
 		}
 	}
 	tc.master(1, 60*time.Second)
-	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: "127.0.0.1:0", peers: []paxos.NodeID{1, 2, 3, 4}, join: true}
+	tc.nodes[4] = &testNode{id: 4, dir: t.TempDir(), addr: loopback(t), peers: []paxos.NodeID{1, 2, 3, 4}, join: true}
 	tc.start(4)
 	testutil.Eventually(t, 60*time.Second, func() bool {
 		return tc.nodes[4].host.Replica(1).snapInstalled.Load() > 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/paxlock/paxlock/internal/freeport"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/paxostest"
@@ -157,6 +158,19 @@ type testCluster struct {
 // (testutil.Logger).
 func quietLogger() *slog.Logger { return testutil.Logger() }
 
+// loopback reserves an address for one test node, kept across its
+// restarts: below the ephemeral range and locked against the other test
+// binaries, so that tests running at once never take a stopped node's
+// port (internal/freeport).
+func loopback(t testing.TB) string {
+	t.Helper()
+	a, err := freeport.Loopback(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a[0]
+}
+
 // newTestCluster starts n nodes with groups groups each; opts adjust the
 // cluster and its nodes before they start.
 func newTestCluster(t testing.TB, n, groups int, keep uint64, opts ...func(*testCluster)) *testCluster {
@@ -165,7 +179,7 @@ func newTestCluster(t testing.TB, n, groups int, keep uint64, opts ...func(*test
 		tc.peers = append(tc.peers, paxos.NodeID(i))
 	}
 	for _, id := range tc.peers {
-		tc.nodes[id] = &testNode{id: id, dir: t.TempDir(), addr: "127.0.0.1:0"}
+		tc.nodes[id] = &testNode{id: id, dir: t.TempDir(), addr: loopback(t)}
 	}
 	for _, o := range opts {
 		o(tc)
@@ -198,7 +212,7 @@ func (tc *testCluster) start(id paxos.NodeID) {
 	nd.host = New(Config{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: log, Observer: nd.obs})
 	peers := map[paxos.NodeID]string{}
 	for pid, p := range tc.nodes {
-		if pid != id && p.addr != "127.0.0.1:0" {
+		if pid != id {
 			peers[pid] = p.addr
 		}
 	}
@@ -320,6 +334,7 @@ func (tc *testCluster) waitValue(id paxos.NodeID, g paxos.GroupID, k, v string) 
 }
 
 func TestClusterCommitsAllGroups(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, 15, 0)
 	for g := paxos.GroupID(1); g <= 15; g++ {
 		tc.put(g, "k", fmt.Sprint(g))
@@ -332,6 +347,7 @@ func TestClusterCommitsAllGroups(t *testing.T) {
 }
 
 func TestClusterKillAndRestart(t *testing.T) {
+	t.Parallel()
 	// A short log forces the restarted replica to catch up by snapshot.
 	tc := newTestCluster(t, 3, 3, 20)
 	for g := paxos.GroupID(1); g <= 3; g++ {
@@ -358,6 +374,7 @@ func TestClusterKillAndRestart(t *testing.T) {
 }
 
 func TestClusterFullRestartKeepsChosen(t *testing.T) {
+	t.Parallel()
 	tc := newTestCluster(t, 3, 2, 0)
 	for i := range 20 {
 		tc.put(1, fmt.Sprintf("k%d", i), "v")
@@ -385,6 +402,7 @@ func TestClusterFullRestartKeepsChosen(t *testing.T) {
 // replica that was down past the truncation point catches up by a snapshot
 // taken at a checkpoint.
 func TestClusterCheckpointsReplayAfterCrash(t *testing.T) {
+	t.Parallel()
 	mem := vfs.NewCrashableMem()
 	tc := newTestCluster(t, 3, 2, 20, func(tc *testCluster) {
 		tc.ckptEvery = 7

@@ -27,10 +27,23 @@ var consoleFiles embed.FS
 const (
 	// consoleInterval is how often /events looks for a change.
 	consoleInterval = time.Second
-	// consoleHeartbeat is how often /events sends something on an
-	// unchanged cluster, so that proxies and the page see it alive.
+	// consoleHeartbeat is how often, at most, /events sends something
+	// on an unchanged cluster, so that proxies and the page see it
+	// alive; a write timeout under twice that brings it down to half the
+	// timeout (heartbeat), as a proxy in front is often given the same.
 	consoleHeartbeat = 15 * time.Second
 )
+
+// heartbeat is how long /events stays silent on an unchanged cluster:
+// consoleHeartbeat, or half the write timeout when that is shorter, never
+// under consoleInterval.
+func heartbeat(writeTimeout time.Duration) time.Duration {
+	d := consoleHeartbeat
+	if writeTimeout > 0 && writeTimeout/2 < d {
+		d = writeTimeout / 2
+	}
+	return max(d, consoleInterval)
+}
 
 // consolePage serves the console's page; consoleAsset its script and
 // style sheet.
@@ -88,7 +101,7 @@ func (h *handler) events(rw http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(consoleInterval)
 	defer tick.Stop()
 	var last []byte
-	quiet := time.Now()
+	quiet, silence := time.Now(), heartbeat(h.WriteTimeout)
 	for {
 		cs := h.Node.ClusterStatus(r.Context())
 		b, err := json.Marshal(cs)
@@ -105,7 +118,7 @@ func (h *handler) events(rw http.ResponseWriter, r *http.Request) {
 			last = b2
 			quiet = time.Now()
 			_, err = fmt.Fprintf(w, "event: status\nid: %s\ndata: %s\n\n", strconv.FormatInt(at.UnixMilli(), 10), b)
-		case time.Since(quiet) >= consoleHeartbeat:
+		case time.Since(quiet) >= silence:
 			quiet = time.Now()
 			_, err = io.WriteString(w, ": quiet\n\n")
 		}
