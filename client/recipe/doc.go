@@ -24,9 +24,15 @@
 //     made again after such an error and then picks up where it was.
 //
 // Waiting (Latch.Wait, Barrier.Wait, DoubleBarrier.Enter and Leave) is
-// woken by the server's watch pushes, never by polling: a continuous watch
-// is registered first and the state read after it, then again after each
-// event, so no change between the two is missed.
+// woken by the server's watch pushes: a continuous watch is registered
+// first and the state read after it, then again after each event, so no
+// change between the two is missed. A waiting call also reads the state
+// once every Recheck without an event (one read of the master's memory, no
+// Paxos round): a master that loses its group while cut off from its peers
+// drops its watches without a word, and a client whose connection to it
+// stays up, and whose view comes from it, would not register them again
+// until it learns of the new master; the re-read reaches the new master
+// and so bounds how long such a stranded watch can delay a waiter.
 //
 // # Keys
 //
@@ -70,6 +76,10 @@ func transient(err error) bool {
 		errors.Is(err, client.ErrOverloaded) || errors.Is(err, client.ErrTimeout)
 }
 
+// Recheck is how long a waiting call goes without an event before it
+// reads the state again (see the package documentation).
+const Recheck = 5 * time.Second
+
 // retryPause is how long waitFor waits after a transient error of its
 // check before it checks again.
 const retryPause = 200 * time.Millisecond
@@ -77,7 +87,8 @@ const retryPause = 200 * time.Millisecond
 // waitFor returns once done reports true. It registers a continuous watch
 // on each key first, then calls done, and calls it again after every
 // event on any key, so that a change made between the watch's
-// registration and the check is seen. A transient error of done (a
+// registration and the check is seen, and after Recheck without one. A
+// transient error of done (a
 // master change) is retried after retryPause; any other error, ctx's end
 // or a watch that ends is returned.
 func waitFor(ctx context.Context, c *client.Client, keys []string, done func(context.Context) (bool, error)) error {
@@ -91,6 +102,8 @@ func waitFor(ctx context.Context, c *client.Client, keys []string, done func(con
 		defer func() { _ = w.Close() }()
 		go forward(w, k, kick, ended)
 	}
+	recheck := time.NewTimer(Recheck)
+	defer recheck.Stop()
 	for {
 		ok, err := done(ctx)
 		switch {
@@ -107,7 +120,9 @@ func waitFor(ctx context.Context, c *client.Client, keys []string, done func(con
 		case err := <-ended:
 			return err
 		case <-kick:
+		case <-recheck.C:
 		}
+		recheck.Reset(Recheck)
 	}
 }
 

@@ -210,8 +210,10 @@ func TestRecipeDoubleBarrier(t *testing.T) {
 			if e := entering.Load(); e != n {
 				t.Errorf("Enter returned with %d of %d participants entering", e, n)
 			}
-			if i == 0 {
-				stopMaster(t, cl, "db:a") // between Enter and Leave
+			if i == 0 { // between Enter and Leave
+				if err := cl.Stop(cl.MasterOf("db:a")); err != nil {
+					t.Errorf("stop the master: %v", err)
+				}
 			}
 			leaving.Add(1)
 			if err := retry(ctx, func() error { return b.Leave(ctx) }); err != nil {
@@ -262,5 +264,35 @@ func TestRecipeDoubleBarrierMasterChangeBeforeFull(t *testing.T) {
 	}
 	if err := <-left; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A master cut off from its peers (a paused master, as its peers see it)
+// loses the group after its lease; the latch's waiter and a later
+// CountDown go on with the new master.
+func TestRecipeLatchIsolatedMaster(t *testing.T) {
+	cl := paxlocktest.NewCluster(t, 3)
+	ctx := testCtx(t)
+	a := recipe.NewLatch(cl.Client(t), "latch:iso", 2)
+	if err := a.CountDown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiter := recipe.NewLatch(cl.Client(t), "latch:iso", 2)
+	waited := make(chan error, 1)
+	go func() { waited <- waiter.Wait(ctx) }()
+	old := cl.MasterOf("latch:iso")
+	if err := cl.Isolate(old); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Heal(old) })
+	for cl.MasterOf("latch:iso") == old && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond) // a condition polled, not asserted after a sleep
+	}
+	b := recipe.NewLatch(cl.Client(t), "latch:iso", 2)
+	if err := retry(ctx, func() error { return b.CountDown(ctx) }); err != nil {
+		t.Fatalf("CountDown with the old master isolated: %v", err)
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("Wait across the isolation: %v", err)
 	}
 }
