@@ -37,8 +37,8 @@
 // # Keys
 //
 // A recipe named name uses the key name, and some use a second key made
-// from it (DoubleBarrier: name+"/ready"; UpgradableRWMutex:
-// name+"/upgrade"). A key has one kind (a mutex, a read-write lock or a
+// from it (Latch: name+"/waiting" and name+"/open"; DoubleBarrier: name+"/ready";
+// UpgradableRWMutex: name+"/upgrade"). A key has one kind (a mutex, a read-write lock or a
 // semaphore), so a name given to one recipe must not be used as a plain
 // lock of another kind.
 package recipe

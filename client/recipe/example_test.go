@@ -47,9 +47,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// Three workers count a latch down; the coordinator waits for them. Each
-// worker keeps its client open until the latch opened: a CountDown lasts
-// as long as its permit.
+// Three workers count a latch down; the coordinator waits for them. A
+// CountDown lasts as long as its permit: each worker keeps its handle
+// until the coordinator is done, and Close gives the permit back.
 func ExampleLatch() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -64,7 +64,10 @@ func ExampleLatch() {
 				log.Print(err)
 				return
 			}
-			<-opened // or l.Wait(ctx)
+			<-opened
+			if err := l.Close(ctx); err != nil {
+				log.Print(err)
+			}
 		})
 	}
 	c := connect(ctx)

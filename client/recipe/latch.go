@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/paxlock/paxlock/client"
 )
@@ -14,6 +15,15 @@ import (
 // maxCount is the largest latch count and double-barrier size: a
 // semaphore's largest total.
 const maxCount = 1 << 31
+
+// waitingSuffix makes the key of a latch's registered waiters.
+const waitingSuffix = "/waiting"
+
+// openSuffix makes the key of a latch's open mark.
+const openSuffix = "/open"
+
+// releaseTimeout bounds a release made after the caller's ctx ended.
+const releaseTimeout = 10 * time.Second
 
 // Latch is a count-down latch shared by processes (Redisson's
 // RCountDownLatch, Java's CountDownLatch): Wait blocks until CountDown has
@@ -33,12 +43,25 @@ const maxCount = 1 << 31
 // Failure semantics. A CountDown lasts as long as the handle that made it
 // keeps its permit: until Close, until the client closes, or, if the
 // process dies, until its TTL passes without a renewal; the count then
-// goes up again. So a participant that counts down keeps its client (and
-// the handle) open until the latch has served its purpose: typically it
-// waits too (CountDown then Wait) and closes once Wait returned. A latch
-// whose permits were all given back counts from count again: it is a
-// leased latch, not a durable one. A master change is transparent: the
-// permits are replicated, Wait's watch is registered again by the client,
+// goes up again. The latch is leased, not durable: once every permit is
+// given back it counts from count again. So that everyone still learns
+// that it opened:
+//
+//   - Close waits until the latch has opened, then marks it open (a share
+//     of the read lock name+"/open"), gives its permit back, and keeps the
+//     mark until every counter has closed and no Wait is registered. The
+//     mark is taken before a permit goes and released only when all are
+//     gone, so a participant of the round that looks late sees the latch
+//     full or marked, never neither.
+//   - Wait registers itself while it waits (a share of name+"/waiting"),
+//     and returns when the latch is full or marked open.
+//
+// So a counter does CountDown, its work, then Close (which may wait for
+// the others); every Wait that began before the last counter closed
+// returns nil; a Wait that begins later waits for a new round. Use one
+// round at a time per name. A dead waiter or counter holds the others'
+// Close up for its TTL at most. A master change is transparent: permits
+// and marks are replicated, watches are registered again by the client,
 // and a CountDown whose request ran out of retries returns an error
 // wrapping client.ErrNoMaster or client.ErrUnavailable; calling CountDown
 // again retries the same permit (a reacquire by the same owner, never a
@@ -126,32 +149,93 @@ func (l *Latch) Count(ctx context.Context) (int, error) {
 	return max(l.count-st.InUse, 0), nil
 }
 
-// Wait blocks until the latch is open (Count is 0), ctx ends (an error
-// wrapping ctx.Err()) or the client closes. It is woken by the server's
-// watch pushes on the latch's key, never by polling; an open latch
-// returns at once.
+// Wait blocks until the latch is open (full, or marked open by a counter's
+// Close), ctx ends (an error wrapping ctx.Err()) or the client closes. It
+// is woken by the server's watch pushes on the latch's keys (see the
+// package documentation); an open latch returns at once. While it waits
+// it is registered, so that the counters' Close waits for it.
 func (l *Latch) Wait(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
 	}
-	return waitFor(ctx, l.c, []string{l.name}, func(ctx context.Context) (bool, error) {
+	reg := l.c.RWMutex(l.name+waitingSuffix, l.opts...).Reader()
+	if err := reg.Lock(ctx); err != nil {
+		return fmt.Errorf("recipe: latch %q wait: register: %w", l.name, err)
+	}
+	defer release(ctx, reg)
+	return l.waitOpen(ctx)
+}
+
+// waitOpen waits until the latch is full or marked open.
+func (l *Latch) waitOpen(ctx context.Context) error {
+	return waitFor(ctx, l.c, []string{l.name, l.name + openSuffix}, func(ctx context.Context) (bool, error) {
 		n, err := l.Count(ctx)
-		return err == nil && n == 0, err
+		if err != nil || n == 0 {
+			return err == nil, err
+		}
+		st, err := l.c.State(ctx, l.name+openSuffix)
+		return err == nil && st.Held, err
 	})
 }
 
-// Close gives back the permits of the handle's CountDowns: each counts
-// the latch up again. Call it once the latch has done its work (or to
-// withdraw). Errors of the releases are joined; a permit that cannot be
-// released is freed by the server when its TTL runs out.
+// release gives back a read lock, within releaseTimeout even after ctx
+// ended; a release that fails leaves it to its TTL.
+func release(ctx context.Context, m *client.Mutex) {
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_ = m.Unlock(uctx)
+}
+
+// Close ends the handle's part in the latch's round: it waits until the
+// latch has opened, marks it open, gives back the permits of the
+// handle's CountDowns, and waits until every counter has done so and no
+// Wait is registered (see Latch). If ctx ends before the latch opened,
+// Close withdraws: it gives the permits back (the count goes up) and
+// returns an error wrapping ctx.Err(). Errors of the releases are joined;
+// a permit that cannot be released is freed by the server when its TTL
+// runs out. A handle without CountDowns returns at once.
 func (l *Latch) Close(ctx context.Context) error {
 	if l.err != nil {
 		return l.err
 	}
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.held) == 0 {
+		l.pending = nil
+		return nil
+	}
+	if err := l.waitOpen(ctx); err != nil {
+		return errors.Join(fmt.Errorf("recipe: latch %q close: %w", l.name, err), l.giveBack(ctx))
+	}
+	mark := l.c.RWMutex(l.name+openSuffix, l.opts...).Reader()
+	if err := mark.Lock(ctx); err != nil {
+		return fmt.Errorf("recipe: latch %q close: mark open: %w", l.name, err)
+	}
+	defer release(ctx, mark)
+	if err := l.giveBack(ctx); err != nil {
+		return err
+	}
+	err := waitFor(ctx, l.c, []string{l.name, l.name + waitingSuffix}, func(ctx context.Context) (bool, error) {
+		st, err := l.c.Semaphore(l.name, l.count).State(ctx)
+		if err != nil || st.InUse > 0 {
+			return false, err
+		}
+		ws, err := l.c.State(ctx, l.name+waitingSuffix)
+		return err == nil && !ws.Held, err
+	})
+	if err != nil {
+		return fmt.Errorf("recipe: latch %q close: waiting for the others: %w", l.name, err)
+	}
+	return nil
+}
+
+// giveBack releases the handle's permits (l.mu held), within
+// releaseTimeout even after ctx ended.
+func (l *Latch) giveBack(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
 	held := l.held
 	l.held, l.pending = nil, nil
-	l.mu.Unlock()
 	var errs []error
 	for _, s := range held {
 		if err := s.Release(ctx); err != nil && !errors.Is(err, client.ErrLockLost) {

@@ -99,6 +99,48 @@ func TestRecipeLatch(t *testing.T) {
 	}
 }
 
+// Counters that count down and close at once wait for each other and for
+// the waiter, then leave nothing behind.
+func TestRecipeLatchCloseWaitsForWaiters(t *testing.T) {
+	cl := paxlocktest.NewCluster(t, 3)
+	ctx := testCtx(t)
+	c := cl.Client(t)
+	waited := make(chan error, 1)
+	go func() { waited <- recipe.NewLatch(c, "latch:c", 2).Wait(ctx) }()
+	for {
+		st, err := c.State(ctx, "latch:c/waiting")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Held {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal(ctx.Err())
+		}
+		time.Sleep(20 * time.Millisecond) // a condition polled, not asserted after a sleep
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		l := recipe.NewLatch(cl.Client(t), "latch:c", 2)
+		wg.Go(func() {
+			if err := l.CountDown(ctx); err != nil {
+				t.Errorf("CountDown: %v", err)
+			}
+			if err := l.Close(ctx); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+	}
+	if err := <-waited; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	wg.Wait()
+	if n, err := recipe.NewLatch(c, "latch:c", 2).Count(ctx); err != nil || n != 2 {
+		t.Fatalf("Count once the counters closed = %d, %v; want 2 (a new round)", n, err)
+	}
+}
+
 func TestRecipeLatchBounds(t *testing.T) {
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
@@ -120,9 +162,12 @@ func TestRecipeLatchBounds(t *testing.T) {
 		t.Fatalf("CountDown with another count = %v, want ErrPermitsMismatch", err)
 	}
 	expectBlocked(t, "Wait on a latch at 1", l.Wait)
-	// Close gives the CountDown back: the latch counts from 2 again.
-	if err := l.Close(ctx); err != nil {
-		t.Fatal(err)
+	// Close on a latch that does not open withdraws when ctx ends: the
+	// latch counts from 2 again.
+	cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := l.Close(cctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close of a latch at 1 = %v, want it to withdraw at the deadline", err)
 	}
 	if n, err := l.Count(ctx); err != nil || n != 2 {
 		t.Fatalf("Count after Close = %d, %v; want 2", n, err)
