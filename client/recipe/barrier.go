@@ -39,6 +39,9 @@ func NewBarrier(c *client.Client, name string, opts ...client.Option) *Barrier {
 	return &Barrier{c: c, name: name, m: c.Mutex(name, holdOptions(opts)...)}
 }
 
+// Name returns the barrier's name, its key.
+func (b *Barrier) Name() string { return b.name }
+
 // Hold sets the barrier, at once. It returns an error wrapping
 // client.ErrLocked (a *client.LockedError naming the holder) when another
 // handle holds it already, and nil when this handle does.
