@@ -141,6 +141,30 @@ func TestRecipeLatchCloseWaitsForWaiters(t *testing.T) {
 	}
 }
 
+// Many processes counting a latch of 4 down at once take exactly 4
+// permits: the rest find the latch open and do nothing.
+func TestRecipeLatchConcurrentCountDown(t *testing.T) {
+	cl := paxlocktest.NewCluster(t, 3)
+	ctx := testCtx(t)
+	var wg sync.WaitGroup
+	for range 10 {
+		l := recipe.NewLatch(cl.Client(t), "latch:many", 4)
+		wg.Go(func() {
+			if err := l.CountDown(ctx); err != nil {
+				t.Errorf("CountDown: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	st, err := cl.Client(t).Semaphore("latch:many", 4).State(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.InUse != 4 || st.Permits != 4 {
+		t.Fatalf("after 10 CountDowns of a latch of 4: %d of %d permits in use, want 4 of 4", st.InUse, st.Permits)
+	}
+}
+
 func TestRecipeLatchBounds(t *testing.T) {
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
