@@ -145,7 +145,7 @@ func ExampleMutex() {
 	if err := m.Lock(ctx); err != nil {
 		log.Fatal(err)
 	}
-	defer m.Unlock(ctx)
+	defer func() { _ = m.Unlock(ctx) }()
 	err := m.Lock(ctx)
 	fmt.Println(errors.Is(err, recipe.ErrReentrant))
 	fmt.Println("token", m.Client().Token() > 0)
