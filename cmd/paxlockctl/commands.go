@@ -44,6 +44,8 @@ var commands = map[string]command{
 	"sem":       runHold,
 	"multi":     runHold,
 	"elect":     runElect,
+	"latch":     runLatch,
+	"barrier":   runBarrier,
 	// help and completion read the command table: they join it at init.
 }
 
@@ -54,7 +56,7 @@ func init() {
 
 // holdCommands are the commands with a run form, KEY… -- CMD [ARG…]: CMD
 // runs while paxlockctl holds what they take.
-var holdCommands = map[string]bool{"lock": true, "rlock": true, "wlock": true, "sem": true, "multi": true}
+var holdCommands = map[string]bool{"lock": true, "rlock": true, "wlock": true, "sem": true, "multi": true, "barrier": true}
 
 // runLock runs lock's run form (lock KEY -- CMD) or lock KEY [HOLD].
 func runLock(ctx context.Context, o *options, p printer, cmd string, args []string) error {

@@ -107,6 +107,17 @@ var helps = map[string]cmdHelp{
 		flags: join(clientFlags, []string{"ttl", "wait"})},
 	"help": {forms: []string{"help [COMMAND]"},
 		text: "Print the usage, the environment variables and every flag, or COMMAND's own help (as COMMAND -h does)."},
+	"latch": {forms: []string{"latch count NAME -limit N", "latch wait NAME -limit N", "latch countdown NAME -limit N"},
+		text: "A count-down latch of N (client/recipe.Latch, a semaphore of N permits): it opens once N countdowns are in. " +
+			"latch count prints how many it still needs; latch wait waits until it opens (woken by a watch); latch countdown counts it down by one, then waits until it opens and until every other countdown and every latch wait of the round is done, so that none of them misses the opening, and exits 0. " +
+			"A countdown lasts while its paxlockctl runs: one that is interrupted, or whose -wait passes before the latch opens, withdraws (the count goes up again). With -wait D, wait and countdown exit 124 if the latch has not opened within D.",
+		flags: join(clientFlags, []string{"limit", "wait", "ttl", "value"})},
+	"barrier": {forms: []string{"barrier hold NAME [-- CMD [ARG…]]", "barrier wait NAME", "barrier enter NAME -limit N -- CMD [ARG…]"},
+		text: "barrier hold sets the barrier NAME (client/recipe.Barrier, an exclusive lock) until SIGINT or SIGTERM, or while CMD runs, then releases it; it exits 124 if another holds it, and 125 if the hold is lost (the barrier is then open). " +
+			"barrier wait waits until nobody holds it (woken by a watch); with -wait D it exits 124 if it is still held after D. " +
+			"barrier enter is a double barrier of N (client/recipe.DoubleBarrier): it waits until N participants have entered, runs CMD, then leaves and waits, up to -timeout, until all N have left; it exits with CMD's status. " +
+			"The run forms' environment has PAXLOCK_KEY (and for enter PAXLOCK_PERMITS, N).",
+		flags: join(clientFlags, []string{"limit", "wait", "ttl", "value", "kill-after"})},
 	"completion": {forms: []string{"completion bash|zsh"},
 		text: "Print a script that completes paxlockctl's commands and flags: source <(paxlockctl completion bash) in ~/.bashrc; for zsh, source <(paxlockctl completion zsh) in ~/.zshrc (after compinit)."},
 }
@@ -121,7 +132,7 @@ const runFormText = ". The hold has the TTL -ttl (default 30s), renewed in the b
 // commandNames are the commands in the order the usage lists them.
 var commandNames = []string{
 	"version", "status", "members", "wait", "namespace", "cluster", "member", "unlock", "drain", "backup", "certs",
-	"locks", "state", "check", "watch", "lock", "rlock", "wlock", "sem", "multi", "elect", "help", "completion",
+	"locks", "state", "check", "watch", "lock", "rlock", "wlock", "sem", "multi", "elect", "latch", "barrier", "help", "completion",
 }
 
 // subcommands are the words that may follow a command, for completion.
@@ -132,6 +143,8 @@ var subcommands = map[string][]string{
 	"certs":      {"node", "client"},
 	"sem":        {"acquire"},
 	"elect":      {"campaign", "observe"},
+	"latch":      {"count", "wait", "countdown"},
+	"barrier":    {"hold", "wait", "enter"},
 	"completion": {"bash", "zsh"},
 	"help":       commandNames,
 }

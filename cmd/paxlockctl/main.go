@@ -18,6 +18,8 @@
 //	paxlockctl sem acquire NAME PERMITS -limit N -- CMD [ARG…] (client protocol)
 //	paxlockctl multi KEY… -- CMD [ARG…]                  (client protocol)
 //	paxlockctl elect NAME VALUE|elect campaign NAME VALUE|elect observe NAME (client protocol)
+//	paxlockctl latch count|wait|countdown NAME -limit N  (client protocol)
+//	paxlockctl barrier hold NAME [-- CMD]|wait NAME|enter NAME -limit N -- CMD (client protocol)
 //	paxlockctl help [COMMAND]|completion bash|zsh
 //
 // paxlockctl help prints the usage, the environment variables and every
@@ -146,6 +148,10 @@
 // when -wait passed before it won. elect campaign NAME VALUE is the same,
 // for an election named observe or campaign. elect observe NAME prints
 // the leader and each new leader or value until SIGINT or SIGTERM.
+//
+// latch and barrier are the recipes of package client/recipe: a
+// count-down latch of -limit N (count, wait, countdown), a barrier (hold,
+// wait) and a double barrier of -limit N (enter NAME -- CMD).
 //
 // lock, state, check, watch, locks, the run forms and elect authenticate with SCRAM-SHA-256: the namespace
 // secret never crosses the network. With -ca FILE they connect with TLS,
@@ -278,10 +284,10 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.balanced, "balanced", false, "wait: also wait until every node answers and the masters are spread evenly (each node serves groups/nodes, rounded down or up), as after a node's restart")
 	fs.BoolVar(&o.undo, "undo", false, "drain NODE: undo a drain: the node masters groups again, without a restart")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
-	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many); sem acquire: required: the semaphore's total of permits")
+	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many); sem acquire: required: the semaphore's total of permits; latch, barrier enter: required: the count of countdowns or participants")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "lock, rlock, wlock, sem, multi, elect with -- CMD: the hold's lock-delay: if it is lost (expired or force-unlocked), nobody new is granted the key for that long (at most "+client.MaxLockDelay.String()+"; 0: none)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lock, rlock, wlock, sem, multi, elect: the hold's TTL, renewed every TTL/3 while held (0: 30s; lock KEY HOLD: HOLD+5s, at least 10s)")
-	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD and elect: give up after this long without the hold, exit status 124 (0: try once; unset: wait until acquired or interrupted)")
+	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD, elect, latch wait|countdown, barrier: give up after this long without the hold (latch, barrier wait: without the opening), exit status 124 (0: try once; unset: wait until acquired or interrupted)")
 	fs.IntVar(&o.weight, "weight", 0, "lock, rlock, wlock, sem, multi: the wait's priority in the server's queue, 1 to 10: each unit counts as the server's weight_aging (default 1s) of waiting (0: 1)")
 	fs.StringVar(&o.value, "value", "", "lock, rlock, wlock, sem, multi: the holder value others see in state, watch and a contender's error (host, pid, job id; at most 1 KiB)")
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "run forms (-- CMD): when the hold is lost, SIGKILL the command this long after SIGTERM")
