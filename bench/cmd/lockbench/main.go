@@ -139,7 +139,7 @@ type flags struct {
 // def's, and parses the command line.
 func parseFlags(def peers.Config) *flags {
 	f := &flags{
-		systems:   flag.String("systems", "paxlock,paxlock-tls,redis,redis-aof,etcd,zk", "systems to compare, in report order: paxlock, paxlock-lq (client local queueing on), paxlock-tls (the same cluster through its TLS client listeners), paxlock-api (the same cluster through its nodes' Connect API), redis, redis-aof (Redis fsyncing every write), etcd, zk, mem (in-memory fake)"),
+		systems:   flag.String("systems", "paxlock,paxlock-tls,paxlock-api,redis,redis-aof,etcd,zk", "systems to compare, in report order: paxlock, paxlock-lq (client local queueing on), paxlock-tls (the same cluster through its TLS client listeners), paxlock-api (the same cluster through its nodes' Connect API), redis, redis-aof (Redis fsyncing every write), etcd, zk, mem (in-memory fake)"),
 		scenarios: flag.String("scenarios", "uncontended,contended", "scenarios: uncontended, contended, renew, rw, sweep, or all"),
 		workers:   flag.Int("workers", 64, "concurrent workers (each with its own session)"),
 		duration:  flag.Duration("duration", 15*time.Second, "measured time per run"),
