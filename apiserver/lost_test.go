@@ -1,6 +1,9 @@
 package apiserver
 
 import (
+	"bytes"
+	"encoding/json"
+	"net/http"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -72,5 +75,53 @@ func TestHoldsTimeout(t *testing.T) {
 	}
 	if stream.Receive() {
 		t.Fatalf("an event after TIMEOUT: %v", stream.Msg())
+	}
+}
+
+// TestHoldsStreamsForceUnlock: an operator's force-unlock of a hold is
+// streamed to its owner as REVOKED, and the owner's Release acknowledges
+// it.
+func TestHoldsStreamsForceUnlock(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(2, testNS, testSecret)
+	ctx := tctx(t)
+	stream, err := cl.Holds(ctx, connect.NewRequest(&paxlockv1.HoldsRequest{Owner: "f"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	_ = stream.ResponseHeader()
+	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "holds-forced", Owner: "f", TtlMs: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The force-unlock answers once the holder acknowledged (or its wait
+	// ran out, 202): in the background, while the stream is read.
+	unlocked := make(chan int, 1)
+	go func() {
+		body, _ := json.Marshal(map[string]string{"namespace": testNS, "key": "holds-forced"})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.nodes[0].Config().Nodes[0].Admin+"/locks/unlock", bytes.NewReader(body))
+		if err != nil {
+			unlocked <- 0
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			unlocked <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		unlocked <- resp.StatusCode
+	}()
+	if !stream.Receive() {
+		t.Fatalf("the stream ended: %v", stream.Err())
+	}
+	if ev := stream.Msg(); ev.Key != "holds-forced" || ev.Token != a.Token || ev.Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_REVOKED {
+		t.Fatalf("event %v, want REVOKED of token %d", ev, a.Token)
+	}
+	_, _ = cl.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: "holds-forced", Owner: "f", Token: a.Token}))
+	if code := <-unlocked; code != http.StatusOK && code != http.StatusAccepted {
+		t.Fatalf("force unlock: HTTP %d", code)
 	}
 }
