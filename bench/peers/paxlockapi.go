@@ -138,12 +138,9 @@ func (p *paxlockAPILocker) owner() string {
 
 func (p *paxlockAPILocker) Name() string { return "paxlock-api" }
 
-func (p *paxlockAPILocker) Display() string {
-	if p.grpc {
-		return "paxlock (API, gRPC)"
-	}
-	return "paxlock (API, Connect)"
-}
+// Display is the same whichever protocol the run speaks, as the report
+// names the system where it did not run; Caps' notes say which.
+func (p *paxlockAPILocker) Display() string { return "paxlock (API)" }
 
 func (p *paxlockAPILocker) protocol() string {
 	proto := "Connect protocol, binary protobuf"
