@@ -174,7 +174,7 @@ restart: build
 # cgroup CPU quota of its own, the load generator outside, as if each ran
 # on a machine of its own; skipped with a message where cgroups are not
 # writable, and with BENCH_CPU_BUDGET=0. Flags of that run only:
-# EQUAL_FLAGS. About 13-15 minutes on 2 cores.
+# EQUAL_FLAGS. About 16-18 minutes on 2 cores (estimated: paxlock-api adds ~2.5).
 bench: build
 	cd bench && trap './scripts/paxlock.sh stop; if [ -n "$(BENCH_KEEP)" ]; then ./scripts/peers.sh stop all; else ./scripts/peers.sh clean; fi' EXIT INT TERM; \
 	BIN=$(abspath $(BIN)) ./scripts/paxlock.sh start && \
@@ -184,7 +184,7 @@ bench: build
 		-sweep 1,4,8,16,64,256 -sweep-duration 3s -sweep-warmup 1s \
 		-out results $(BENCH_FLAGS) && \
 	if [ "$(BENCH_CPU_BUDGET)" != 0 ]; then \
-	$(GO) run ./cmd/lockbench -systems paxlock,redis,redis-aof,etcd,zk -scenarios uncontended,contended,sweep \
+	$(GO) run ./cmd/lockbench -systems paxlock,paxlock-api,redis,redis-aof,etcd,zk -scenarios uncontended,contended,sweep \
 		-workers 64 -keys 16 -duration 8s -warmup 2s -repeats 2 \
 		-sweep 1,4,64,256 -sweep-duration 3s -sweep-warmup 1s -idle 0 \
 		-cpu-budget $(BENCH_CPU_BUDGET) -cpu-period 20ms -cpu-budget-optional \

@@ -46,6 +46,12 @@ type Options struct {
 // a holder value) needs a fraction of it.
 const maxRequestBytes = 1 << 20
 
+// compressMinBytes is the smallest answer the service compresses for a
+// caller that accepts gzip: a lock call's answer is tens of bytes, which
+// gzip makes no smaller, and setting up a gzip writer per answer would
+// cost the node more CPU than the rest of the call (docs/api.md, Cost).
+const compressMinBytes = 4 << 10
+
 // retryFor bounds how long a call keeps re-sending a request that found
 // its group between masters (NO_MASTER, a redirect, a namespace moving)
 // before it answers UNAVAILABLE.
@@ -82,7 +88,8 @@ func New(node Node, o Options) *Service {
 
 // Handler returns the service's HTTP path prefix and handler.
 func (s *Service) Handler() (string, http.Handler) {
-	path, h := paxlockv1connect.NewLockServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes))
+	path, h := paxlockv1connect.NewLockServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes),
+		connect.WithCompressMinBytes(compressMinBytes))
 	return path, withCaller(h)
 }
 

@@ -48,6 +48,8 @@ type nsSession struct {
 	calls     map[uint64]chan wire.Response
 	waits     map[uint64]chan wire.Granted
 	watches   map[uint64]*watchSink
+	nextLoss  uint64
+	losses    map[uint64]*lossSink
 	// epochs are the groups' master epochs of the latest view the node
 	// pushed (SubscribeView), nil before the first; viewed is closed
 	// when the first arrives.
@@ -77,6 +79,7 @@ func newSession(ns string) *nsSession {
 		calls:   make(map[uint64]chan wire.Response),
 		waits:   make(map[uint64]chan wire.Granted),
 		watches: make(map[uint64]*watchSink),
+		losses:  make(map[uint64]*lossSink),
 		viewed:  make(chan struct{}),
 	}
 }
@@ -168,11 +171,12 @@ func (ss *nsSession) openErr() error {
 }
 
 // Frame implements session.Handler: replies end their calls, Granted
-// pushes their waits, WatchEvents go to their watches. Lost pushes are
-// not followed: an API client counts its validity itself (docs/api.md).
+// pushes their waits, WatchEvents go to their watches, Lost pushes to
+// the Holds streams of their owner (an API client still counts its
+// validity itself, docs/api.md).
 func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 	switch f.Type {
-	case wire.TypeResponse, wire.TypeGranted, wire.TypeWatchEvent, wire.TypeView, wire.TypeViewChanged:
+	case wire.TypeResponse, wire.TypeGranted, wire.TypeWatchEvent, wire.TypeView, wire.TypeViewChanged, wire.TypeLost:
 	default:
 		return
 	}
@@ -197,6 +201,8 @@ func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 		}
 	case *wire.View:
 		ss.viewLocked(m)
+	case *wire.Lost:
+		ss.lostLocked(m)
 	case *wire.WatchEvent:
 		if w := ss.watches[m.WatchID]; w != nil && !w.overflowed {
 			select {

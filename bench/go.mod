@@ -7,6 +7,7 @@ go 1.26.0
 replace github.com/paxlock/paxlock => ../
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/HdrHistogram/hdrhistogram-go v1.4.0
 	github.com/go-zookeeper/zk v1.0.4
 	github.com/paxlock/paxlock v0.0.0

@@ -40,6 +40,12 @@ type Config struct {
 	// TLS client listeners (system paxlock-tls).
 	PaxlockTLSRegistry []string
 	PaxlockCA          string
+	// PaxlockAPI are the same cluster's Connect API listeners (api_addr;
+	// system paxlock-api), TLS verified against PaxlockCA where that file
+	// exists; PaxlockAPIGRPC speaks gRPC to them instead of the Connect
+	// protocol.
+	PaxlockAPI     []string
+	PaxlockAPIGRPC bool
 }
 
 // DefaultConfig matches bench/scripts/peers.sh and paxlock's
@@ -60,12 +66,13 @@ func DefaultConfig() Config {
 		PaxlockNamespace:   "default",
 		PaxlockSecret:      "paxlock",
 		PaxlockTLSRegistry: []string{"127.0.0.1:7111", "127.0.0.1:7112", "127.0.0.1:7113"},
+		PaxlockAPI:         []string{"127.0.0.1:7121", "127.0.0.1:7122", "127.0.0.1:7123"},
 	}
 }
 
 // Names lists the systems Open knows, in report order; "mem" is the
 // in-memory fake.
-var Names = []string{"paxlock", "paxlock-lq", "paxlock-tls", "redis", "redis-aof", "etcd", "zk", "mem"}
+var Names = []string{"paxlock", "paxlock-lq", "paxlock-tls", "paxlock-api", "redis", "redis-aof", "etcd", "zk", "mem"}
 
 // Open connects to the named system and checks that it answers. A system
 // whose adapter is a placeholder returns an error wrapping load.ErrNotBuilt.
@@ -77,6 +84,8 @@ func Open(ctx context.Context, name string, cfg Config) (load.Locker, error) {
 		return OpenPaxlockLocalQueue(ctx, cfg)
 	case "paxlock-tls":
 		return OpenPaxlockTLS(ctx, cfg)
+	case "paxlock-api":
+		return OpenPaxlockAPI(ctx, cfg)
 	case "redis":
 		return OpenRedis(ctx, cfg)
 	case "redis-aof":

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,13 +25,20 @@ func openOrSkip(t *testing.T, name string) load.Locker {
 	}
 	cfg := peers.DefaultConfig()
 	cfg.MaxWorkers = 4
+	// paxlock-api speaks TLS to a secure make run cluster (its CA under
+	// the repository's .run/), h2c to a plaintext one.
+	cfg.PaxlockCA = os.Getenv("PAXLOCK_CA")
+	if cfg.PaxlockCA == "" {
+		cfg.PaxlockCA = filepath.Join("..", "..", ".run", "certs", "ca.crt")
+	}
 	// Fail fast where nothing listens, instead of waiting out the clients' timeouts.
 	addr := map[string]string{
-		"redis":     cfg.RedisAddr,
-		"redis-aof": cfg.RedisAOFAddr,
-		"etcd":      strings.TrimPrefix(cfg.EtcdEndpoints[0], "http://"),
-		"zk":        cfg.ZKServers[0],
-		"paxlock":   cfg.PaxlockRegistry[0],
+		"redis":       cfg.RedisAddr,
+		"redis-aof":   cfg.RedisAOFAddr,
+		"etcd":        strings.TrimPrefix(cfg.EtcdEndpoints[0], "http://"),
+		"zk":          cfg.ZKServers[0],
+		"paxlock":     cfg.PaxlockRegistry[0],
+		"paxlock-api": cfg.PaxlockAPI[0],
 	}[name]
 	if addr != "" {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -52,7 +61,7 @@ func openOrSkip(t *testing.T, name string) load.Locker {
 }
 
 func TestAdaptersAgainstServers(t *testing.T) {
-	for _, name := range []string{"paxlock", "redis", "redis-aof", "etcd", "zk"} {
+	for _, name := range []string{"paxlock", "paxlock-api", "redis", "redis-aof", "etcd", "zk"} {
 		t.Run(name, func(t *testing.T) {
 			lk := openOrSkip(t, name)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -92,7 +101,7 @@ func TestAdaptersAgainstServers(t *testing.T) {
 // A waiter whose context ends must give up promptly and leave the lock
 // usable for others.
 func TestAcquireHonoursContext(t *testing.T) {
-	for _, name := range []string{"paxlock", "redis", "etcd", "zk"} {
+	for _, name := range []string{"paxlock", "paxlock-api", "redis", "etcd", "zk"} {
 		t.Run(name, func(t *testing.T) {
 			lk := openOrSkip(t, name)
 			ctx := context.Background()

@@ -237,13 +237,13 @@ const PaxlockNodes = 3
 
 // ForSystem returns the meter of a system of the benchmark by its short
 // name, with the servers the start scripts run for it: paxlock's three
-// paxlockd nodes, each Redis's one redis-server, etcd's three members and
+// paxlockd nodes (whichever port the system calls them on), each Redis's one redis-server, etcd's three members and
 // ZooKeeper's three java members. "mem" has no server process (the fake
 // lives in the load generator). ok is false for an unknown name.
 func ForSystem(name string, d Dirs) (m *Meter, ok bool) {
 	var srv []Server
 	switch name {
-	case "paxlock", "paxlock-tls", "paxlock-lq":
+	case "paxlock", "paxlock-tls", "paxlock-lq", "paxlock-api":
 		for i := 1; i <= PaxlockNodes; i++ {
 			srv = append(srv, Server{PIDFile: filepath.Join(d.Paxlock, fmt.Sprintf("n%d.pid", i)), Comm: "paxlockd"})
 		}

@@ -93,7 +93,7 @@ func SystemFrom(lk load.Locker, version string) System {
 
 // displayNames are the names used when a system did not run and so has no
 // Locker to ask.
-var displayNames = map[string]string{"paxlock": "paxlock", "paxlock-tls": "paxlock (TLS clients)", "paxlock-lq": "paxlock (local queue)", "redis": "Redis", "redis-aof": "Redis (AOF, fsync always)", "etcd": "etcd", "zk": "ZooKeeper", "mem": "in-memory fake"}
+var displayNames = map[string]string{"paxlock": "paxlock", "paxlock-tls": "paxlock (TLS clients)", "paxlock-lq": "paxlock (local queue)", "paxlock-api": "paxlock (API)", "redis": "Redis", "redis-aof": "Redis (AOF, fsync always)", "etcd": "etcd", "zk": "ZooKeeper", "mem": "in-memory fake"}
 
 // DisplayName returns the human name of a system's short name.
 func DisplayName(name string) string {

@@ -23,10 +23,10 @@ type budgets struct {
 
 // applyBudgets, with -cpu-budget > 0, holds every server process that the
 // meters found to the same CPU budget, each in a cgroup of its own, and
-// records the budget in rep. A process two systems share (paxlock and
-// paxlock-tls are one cluster) is limited once, under the first. Without
-// writable cgroups it fails, or with -cpu-budget-optional returns
-// errBudgetSkipped after saying why.
+// records the budget in rep. A process two systems share (paxlock,
+// paxlock-tls and paxlock-api are one cluster) is limited once, under
+// the first. Without writable cgroups it fails, or with
+// -cpu-budget-optional returns errBudgetSkipped after saying why.
 func applyBudgets(f *flags, meters map[string]load.CPUMeter, order []load.Locker, rep *report.Report) (*budgets, error) {
 	bs := &budgets{limits: map[string][]*cpuquota.Limit{}}
 	if *f.cpuBudget <= 0 {

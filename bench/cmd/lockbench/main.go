@@ -128,7 +128,8 @@ type flags struct {
 	redisAddr, redisAOF                          *string
 	redisPoll                                    *time.Duration
 	etcdEPs, zkServers, paxReg, paxNS, paxSecret *string
-	paxTLSReg, paxCA                             *string
+	paxTLSReg, paxCA, paxAPI                     *string
+	paxAPIGRPC                                   *bool
 	cpuBudget                                    *float64
 	cpuPeriod                                    *time.Duration
 	cpuOptional                                  *bool
@@ -138,7 +139,7 @@ type flags struct {
 // def's, and parses the command line.
 func parseFlags(def peers.Config) *flags {
 	f := &flags{
-		systems:   flag.String("systems", "paxlock,paxlock-tls,redis,redis-aof,etcd,zk", "systems to compare, in report order: paxlock, paxlock-lq (client local queueing on), paxlock-tls (the same cluster through its TLS client listeners), redis, redis-aof (Redis fsyncing every write), etcd, zk, mem (in-memory fake)"),
+		systems:   flag.String("systems", "paxlock,paxlock-tls,paxlock-api,redis,redis-aof,etcd,zk", "systems to compare, in report order: paxlock, paxlock-lq (client local queueing on), paxlock-tls (the same cluster through its TLS client listeners), paxlock-api (the same cluster through its nodes' Connect API), redis, redis-aof (Redis fsyncing every write), etcd, zk, mem (in-memory fake)"),
 		scenarios: flag.String("scenarios", "uncontended,contended", "scenarios: uncontended, contended, renew, rw, sweep, or all"),
 		workers:   flag.Int("workers", 64, "concurrent workers (each with its own session)"),
 		duration:  flag.Duration("duration", 15*time.Second, "measured time per run"),
@@ -179,6 +180,8 @@ func parseFlags(def peers.Config) *flags {
 		cpuBudget:   flag.Float64("cpu-budget", 0, "equal machines: hold every server process (each node, each peer server) to this many cores with a cgroup CPU quota of its own, the load generator outside (0: no budget; needs writable cgroups)"),
 		cpuPeriod:   flag.Duration("cpu-period", 20*time.Millisecond, "the CPU budget's enforcement period (cfs_period_us / cpu.max)"),
 		cpuOptional: flag.Bool("cpu-budget-optional", false, "with -cpu-budget, skip the run (exit 0, saying why) where cgroups are not writable instead of failing"),
+		paxAPI:      flag.String("paxlock-api", strings.Join(def.PaxlockAPI, ","), "paxlock nodes' API listeners, api_addr (paxlock-api; TLS where -paxlock-ca exists, else h2c)"),
+		paxAPIGRPC:  flag.Bool("paxlock-api-grpc", false, "paxlock-api speaks gRPC instead of the Connect protocol"),
 		paxCA:       flag.String("paxlock-ca", "", "CA certificate of the paxlock cluster's TLS listeners (default: <paxlock-rundir>/certs/ca.crt)"),
 	}
 	flag.Usage = func() {
@@ -294,6 +297,7 @@ func systemsConfig(def peers.Config, f *flags, sweep []load.Scenario) peers.Conf
 	cfg.EtcdEndpoints, cfg.ZKServers = splitList(*f.etcdEPs), splitList(*f.zkServers)
 	cfg.PaxlockRegistry, cfg.PaxlockNamespace = splitList(*f.paxReg), *f.paxNS
 	cfg.PaxlockTLSRegistry, cfg.PaxlockCA = splitList(*f.paxTLSReg), *f.paxCA
+	cfg.PaxlockAPI, cfg.PaxlockAPIGRPC = splitList(*f.paxAPI), *f.paxAPIGRPC
 	if cfg.PaxlockCA == "" {
 		rd := *f.paxRunDir
 		if rd == "" {

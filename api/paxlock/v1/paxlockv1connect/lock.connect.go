@@ -54,6 +54,8 @@ const (
 	// LockServiceMultiAcquireProcedure is the fully-qualified name of the LockService's MultiAcquire
 	// RPC.
 	LockServiceMultiAcquireProcedure = "/paxlock.v1.LockService/MultiAcquire"
+	// LockServiceHoldsProcedure is the fully-qualified name of the LockService's Holds RPC.
+	LockServiceHoldsProcedure = "/paxlock.v1.LockService/Holds"
 )
 
 // LockServiceClient is a client for the paxlock.v1.LockService service.
@@ -85,6 +87,12 @@ type LockServiceClient interface {
 	// MultiAcquire takes exclusive locks on several keys of one lock group
 	// at once, all or none, for one owner; it never waits.
 	MultiAcquire(context.Context, *connect.Request[v1.MultiAcquireRequest]) (*connect.Response[v1.MultiAcquireResponse], error)
+	// Holds streams the ends of owner's holds that owner did not ask for
+	// (expiry, force-unlock), from the moment the stream is open, as the
+	// key's master pushes them to the node the hold was acquired through:
+	// open it on that node. A hint that comes sooner than counting; the
+	// validity rule (docs/api.md) still decides.
+	Holds(context.Context, *connect.Request[v1.HoldsRequest]) (*connect.ServerStreamForClient[v1.HoldEvent], error)
 }
 
 // NewLockServiceClient constructs a client for the paxlock.v1.LockService service. By default, it
@@ -142,6 +150,12 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("MultiAcquire")),
 			connect.WithClientOptions(opts...),
 		),
+		holds: connect.NewClient[v1.HoldsRequest, v1.HoldEvent](
+			httpClient,
+			baseURL+LockServiceHoldsProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Holds")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -154,6 +168,7 @@ type lockServiceClient struct {
 	checkToken   *connect.Client[v1.CheckTokenRequest, v1.CheckTokenResponse]
 	watch        *connect.Client[v1.WatchRequest, v1.WatchEvent]
 	multiAcquire *connect.Client[v1.MultiAcquireRequest, v1.MultiAcquireResponse]
+	holds        *connect.Client[v1.HoldsRequest, v1.HoldEvent]
 }
 
 // Acquire calls paxlock.v1.LockService.Acquire.
@@ -191,6 +206,11 @@ func (c *lockServiceClient) MultiAcquire(ctx context.Context, req *connect.Reque
 	return c.multiAcquire.CallUnary(ctx, req)
 }
 
+// Holds calls paxlock.v1.LockService.Holds.
+func (c *lockServiceClient) Holds(ctx context.Context, req *connect.Request[v1.HoldsRequest]) (*connect.ServerStreamForClient[v1.HoldEvent], error) {
+	return c.holds.CallServerStream(ctx, req)
+}
+
 // LockServiceHandler is an implementation of the paxlock.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire takes the lock on key for owner. wait_ms 0 is a try-lock;
@@ -220,6 +240,12 @@ type LockServiceHandler interface {
 	// MultiAcquire takes exclusive locks on several keys of one lock group
 	// at once, all or none, for one owner; it never waits.
 	MultiAcquire(context.Context, *connect.Request[v1.MultiAcquireRequest]) (*connect.Response[v1.MultiAcquireResponse], error)
+	// Holds streams the ends of owner's holds that owner did not ask for
+	// (expiry, force-unlock), from the moment the stream is open, as the
+	// key's master pushes them to the node the hold was acquired through:
+	// open it on that node. A hint that comes sooner than counting; the
+	// validity rule (docs/api.md) still decides.
+	Holds(context.Context, *connect.Request[v1.HoldsRequest], *connect.ServerStream[v1.HoldEvent]) error
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -273,6 +299,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("MultiAcquire")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceHoldsHandler := connect.NewServerStreamHandler(
+		LockServiceHoldsProcedure,
+		svc.Holds,
+		connect.WithSchema(lockServiceMethods.ByName("Holds")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/paxlock.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -289,6 +321,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceWatchHandler.ServeHTTP(w, r)
 		case LockServiceMultiAcquireProcedure:
 			lockServiceMultiAcquireHandler.ServeHTTP(w, r)
+		case LockServiceHoldsProcedure:
+			lockServiceHoldsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -324,4 +358,8 @@ func (UnimplementedLockServiceHandler) Watch(context.Context, *connect.Request[v
 
 func (UnimplementedLockServiceHandler) MultiAcquire(context.Context, *connect.Request[v1.MultiAcquireRequest]) (*connect.Response[v1.MultiAcquireResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("paxlock.v1.LockService.MultiAcquire is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Holds(context.Context, *connect.Request[v1.HoldsRequest], *connect.ServerStream[v1.HoldEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("paxlock.v1.LockService.Holds is not implemented"))
 }

@@ -1,0 +1,127 @@
+package apiserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
+)
+
+// TestHoldsStreamsOwnLosses: a Holds stream of an owner is told, without
+// polling, when one of its holds expires, and is never told of another
+// owner's: the other owner's hold expires before the owner's second one,
+// whose loss is the stream's next event.
+func TestHoldsStreamsOwnLosses(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(1, testNS, testSecret)
+	ctx := tctx(t)
+	stream, err := cl.Holds(ctx, connect.NewRequest(&paxlockv1.HoldsRequest{Owner: "h"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	_ = stream.ResponseHeader() // the stream is open on the node
+	next := func(what string) *paxlockv1.HoldEvent {
+		t.Helper()
+		if !stream.Receive() {
+			t.Fatalf("%s: the stream ended: %v", what, stream.Err())
+		}
+		return stream.Msg()
+	}
+	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "holds-1", Owner: "h", TtlMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("first loss"); ev.Key != "holds-1" || ev.Token != a.Token || ev.Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_EXPIRED {
+		t.Fatalf("event %v, want EXPIRED of holds-1 token %d", ev, a.Token)
+	}
+	// Another owner's hold expires, seen by a watch (the master pushes
+	// the holder's Lost before it tells the watches).
+	o, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "holds-other", Owner: "someone-else", TtlMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := cl.Watch(ctx, connect.NewRequest(&paxlockv1.WatchRequest{Key: "holds-other", Token: o.Token}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if !w.Receive() || w.Msg().Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_EXPIRED {
+		t.Fatalf("watch of the other owner's hold: %v %v", w.Msg(), w.Err())
+	}
+	b, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "holds-2", Owner: "h", TtlMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := next("second loss"); ev.Key != "holds-2" || ev.Token != b.Token {
+		t.Fatalf("event %v, want the loss of holds-2 token %d (another owner's loss on the stream?)", ev, b.Token)
+	}
+}
+
+// TestHoldsTimeout: max_wait_ms ends the stream with a TIMEOUT event.
+func TestHoldsTimeout(t *testing.T) {
+	c := cluster(t)
+	stream, err := c.client(0, testNS, testSecret).Holds(tctx(t), connect.NewRequest(&paxlockv1.HoldsRequest{Owner: "h", MaxWaitMs: 200}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if !stream.Receive() || stream.Msg().Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_TIMEOUT {
+		t.Fatalf("first event %v (%v), want TIMEOUT", stream.Msg(), stream.Err())
+	}
+	if stream.Receive() {
+		t.Fatalf("an event after TIMEOUT: %v", stream.Msg())
+	}
+}
+
+// TestHoldsStreamsForceUnlock: an operator's force-unlock of a hold is
+// streamed to its owner as REVOKED, and the owner's Release acknowledges
+// it.
+func TestHoldsStreamsForceUnlock(t *testing.T) {
+	c := cluster(t)
+	cl := c.client(2, testNS, testSecret)
+	ctx := tctx(t)
+	stream, err := cl.Holds(ctx, connect.NewRequest(&paxlockv1.HoldsRequest{Owner: "f"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	_ = stream.ResponseHeader()
+	a, err := acquire(ctx, cl, &paxlockv1.AcquireRequest{Key: "holds-forced", Owner: "f", TtlMs: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The force-unlock answers once the holder acknowledged (or its wait
+	// ran out, 202): in the background, while the stream is read.
+	unlocked := make(chan int, 1)
+	go func() {
+		body, _ := json.Marshal(map[string]string{"namespace": testNS, "key": "holds-forced"})
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.nodes[0].Config().Nodes[0].Admin+"/locks/unlock", bytes.NewReader(body))
+		if err != nil {
+			unlocked <- 0
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			unlocked <- 0
+			return
+		}
+		_ = resp.Body.Close()
+		unlocked <- resp.StatusCode
+	}()
+	if !stream.Receive() {
+		t.Fatalf("the stream ended: %v", stream.Err())
+	}
+	if ev := stream.Msg(); ev.Key != "holds-forced" || ev.Token != a.Token || ev.Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_REVOKED {
+		t.Fatalf("event %v, want REVOKED of token %d", ev, a.Token)
+	}
+	_, _ = cl.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: "holds-forced", Owner: "f", Token: a.Token}))
+	if code := <-unlocked; code != http.StatusOK && code != http.StatusAccepted {
+		t.Fatalf("force unlock: HTTP %d", code)
+	}
+}
