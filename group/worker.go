@@ -106,7 +106,7 @@ type worker struct {
 	keys   map[string]*keyState
 	term   uint64 // counts mastership changes; see onResult
 	seq    uint64
-	timers timerHeap  // waiters' and watches' deadlines
+	timers timerHeap // waiters' and watches' deadlines
 	// times is the master's deadline and age of every hold it set one
 	// for, and the expiry heap: master-only soft state, never replicated
 	// (see holdTimes).
