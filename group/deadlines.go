@@ -30,15 +30,6 @@ func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
 	}
 }
 
-// withRecs calls f with shard i's records under its read lock; f must
-// not keep or change the map.
-func (sm *StateMachine) withRecs(i int, f func(locks map[string]*lockRec)) {
-	s := &sm.shards[i]
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	f(s.locks)
-}
-
 // setDeadline records the master's deadline of owner o's hold with token
 // on key, with sink as whom to tell when it is lost, and reports whether
 // that hold exists and the deadline it had (0 when none).
