@@ -9,7 +9,7 @@ import (
 
 // mono converts a time on the worker's clock to nanoseconds since a second
 // before the worker started (so > 0; 0 means unknown), the form stored in
-// holdTime.at and expiry.at.
+// holdSlot.at and expiry.at.
 func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
 
 // timeOf is the inverse of mono.
