@@ -20,6 +20,16 @@ func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (*lockRe
 	return nil, 0
 }
 
+// ownKey returns the lock table's own string for held key, so that what
+// the worker keeps of a hold shares the table's bytes rather than keeping
+// a request's copy alive; key itself when it is not held.
+func (sm *StateMachine) ownKey(key string) string {
+	s := sm.shardOf(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ownKey(key)
+}
+
 // forEach calls f for every record of shard i under its read lock.
 func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
 	s := &sm.shards[i]
@@ -45,7 +55,7 @@ func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, s
 	}
 	switch {
 	case i < 0:
-		i = t.add(key, rec, o, token)
+		i = t.add(w.g.sm.ownKey(key), rec, o, token)
 		t.slots[i].age = ttl
 	case t.slots[i].rec == rec: // renewed (or its expiry retried): granted as long before
 		s := &t.slots[i]

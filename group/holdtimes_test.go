@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/paxlock/paxlock/wire"
 )
@@ -100,5 +102,36 @@ func TestHoldTimesModel(t *testing.T) {
 	checkHoldTimes(t, &ht)
 	if ht.live != 0 || len(ht.heap) != 0 || len(ht.byKey) != 0 || len(ht.slots) >= minCompact {
 		t.Fatalf("after every drop: %d live, %d queued, %d keys, %d slots", ht.live, len(ht.heap), len(ht.byKey), len(ht.slots))
+	}
+}
+
+// TestHoldSlotSharesTheTableKey: a hold's slot keeps the lock table's
+// own key string, not the copy its request came with, so that a held key
+// costs its bytes once on the master.
+func TestHoldSlotSharesTheTableKey(t *testing.T) {
+	t.Parallel()
+	r := newWorkerRig(t)
+	r.master(true)
+	o := owner(1, 1)
+	key := fullKey("ns", "shared")
+	out := r.apply(1, command{op: opAcquire, key: key, owner: o, ttlMs: 1000})
+	if out.status != wire.StatusSuccess {
+		t.Fatal(out.status)
+	}
+	reqKey := fullKey("ns", string([]byte("shared"))) // another copy of the bytes
+	r.w.hold(reqKey, out.token, o, nil, r.fc.Now().Add(time.Second))
+	i := r.w.times.find(key, o, out.token)
+	if i < 0 {
+		t.Fatal("no slot for the hold")
+	}
+	s := r.w.g.sm.shardOf(key)
+	s.mu.RLock()
+	own := s.ownKey(reqKey)
+	s.mu.RUnlock()
+	if unsafe.StringData(own) == unsafe.StringData(reqKey) {
+		t.Fatal("the table's key is the request's copy: the test proves nothing")
+	}
+	if got := r.w.times.slots[i].key; unsafe.StringData(got) != unsafe.StringData(own) {
+		t.Errorf("the slot keeps its own copy of %q, not the table's", got)
 	}
 }
