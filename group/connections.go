@@ -123,9 +123,9 @@ func (w *worker) forget(client uint64, sink Sink) {
 
 // revoke tells sink that client's waits over it failed (AUTH_FAILED) and
 // that its holds in namespace ns are revoked, then forgets the client
-// over sink. The holds are found in the expiry heap: those whose entry
+// over sink. The holds are found in the worker's holdTimes: those whose entry
 // names sink, and those of client in ns whose entry names no open
-// connection (see Service.RevokeClient). A scan of the heap, which is fine
+// connection (see Service.RevokeClient). A scan of the slots, which is fine
 // for what revocation is (an operator removing a namespace or changing a
 // secret).
 func (w *worker) revoke(client uint64, ns string, sink Sink) {
@@ -135,17 +135,14 @@ func (w *worker) revoke(client uint64, ns string, sink Sink) {
 		}
 	}
 	ref := w.refs[sink]
-	for _, e := range w.expiry {
+	w.times.each(func(e *holdSlot) {
 		mine := ref != nil && e.sink == ref
 		orphan := e.owner.Client == client && splitNS(e.key) == ns &&
 			(e.sink == nil || e.sink.sink == nil || closedSink(e.sink.sink))
-		if !mine && !orphan {
-			continue
-		}
-		if at, ok := w.deadline(e.key, e.owner, e.token); ok && at == e.at {
+		if e.pos >= 0 && (mine || orphan) && w.isCurrent(e) {
 			_, name := splitFull(e.key)
 			sink.Push(&wire.Lost{Key: name, Token: e.token, Owner: e.owner, Event: wire.EventRevoked})
 		}
-	}
+	})
 	w.forget(client, sink)
 }

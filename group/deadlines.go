@@ -6,26 +6,8 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// holdTime is the master's clock for one hold, kept by its worker (see
-// worker.times), never in the replicated record.
-type holdTime struct {
-	// rec is the record the hold was in when its deadline was set. A
-	// record that is replaced (a move in, a checkpoint loaded) or that
-	// went and was made anew holds other holds, even under the same
-	// name, so an entry counts only while the key's record is still rec.
-	// It is compared, never read outside the shard's lock.
-	rec *lockRec
-	// at is the hold's deadline in nanoseconds on the worker's monotonic
-	// clock (see worker.mono).
-	at int64
-	// age is how long before at the hold was granted (or this node
-	// became master, whichever was later): the master reads the hold's
-	// age at release from it, for metrics.
-	age time.Duration
-}
-
 // holdRec returns key's record if it has owner o's hold with token, and
-// that hold's TTL; else nil. The pointer is for holdTime.rec, not to be
+// that hold's TTL; else nil. The pointer is for holdSlot.rec, not to be
 // read.
 func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (*lockRec, time.Duration) {
 	s := sm.shardOf(key)
@@ -38,6 +20,16 @@ func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (*lockRe
 	return nil, 0
 }
 
+// ownKey returns the lock table's own string for held key, so that what
+// the worker keeps of a hold shares the table's bytes rather than keeping
+// a request's copy alive; key itself when it is not held.
+func (sm *StateMachine) ownKey(key string) string {
+	s := sm.shardOf(key)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.ownKey(key)
+}
+
 // forEach calls f for every record of shard i under its read lock.
 func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
 	s := &sm.shards[i]
@@ -48,49 +40,52 @@ func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
 	}
 }
 
-// withRecs calls f with shard i's records under its read lock; f must
-// not keep or change the map.
-func (sm *StateMachine) withRecs(i int, f func(locks map[string]*lockRec)) {
-	s := &sm.shards[i]
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	f(s.locks)
-}
-
 // setDeadline records the master's deadline of owner o's hold with token
-// on key, and reports whether that hold exists and the deadline it had (0
-// when none).
-func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64) (prev int64, ok bool) {
+// on key, with sink as whom to tell when it is lost, and reports whether
+// that hold exists and the deadline it had (0 when none).
+func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, sink *sinkRef) (prev int64, ok bool) {
 	rec, ttl := w.g.sm.holdRec(key, o, token)
-	id := holdID{key, o, token}
+	t := &w.times
+	i := t.find(key, o, token)
 	if rec == nil {
-		delete(w.times, id)
+		if i >= 0 {
+			t.drop(i)
+		}
 		return 0, false
 	}
-	t, had := w.times[id]
-	if had && t.rec == rec { // renewed (or its expiry retried): granted as long before
-		prev = t.at
-		t.age += time.Duration(at - prev)
-	} else { // granted now, with a deadline of its TTL
-		t = holdTime{rec: rec, age: ttl}
+	switch {
+	case i < 0:
+		i = t.add(w.g.sm.ownKey(key), rec, o, token)
+		t.slots[i].age = ttl
+	case t.slots[i].rec == rec: // renewed (or its expiry retried): granted as long before
+		s := &t.slots[i]
+		prev = s.at
+		s.age += time.Duration(at - prev)
+	default: // a hold of a record that went: granted now, with a deadline of its TTL
+		s := &t.slots[i]
+		s.rec, s.age = rec, ttl
 	}
-	t.at = at
-	w.times[id] = t
+	t.slots[i].sink = sink
+	t.setAt(i, at)
 	return prev, true
 }
 
 // deadline returns the master's deadline of owner o's hold with token on
-// key (0 when unknown), and whether that hold exists. An entry of a hold
-// that is gone is dropped.
+// key (0 when unknown), and whether that hold exists. A slot of a hold
+// that is gone, or of a record that went, is dropped.
 func (w *worker) deadline(key string, o wire.Owner, token uint64) (int64, bool) {
 	rec, _ := w.g.sm.holdRec(key, o, token)
-	id := holdID{key, o, token}
+	t := &w.times
+	i := t.find(key, o, token)
+	if i >= 0 && t.slots[i].rec != rec {
+		t.drop(i)
+		i = -1
+	}
 	if rec == nil {
-		delete(w.times, id)
 		return 0, false
 	}
-	if t, ok := w.times[id]; ok && t.rec == rec {
-		return t.at, true
+	if i >= 0 {
+		return t.slots[i].at, true
 	}
 	return 0, true
 }
@@ -98,8 +93,8 @@ func (w *worker) deadline(key string, o wire.Owner, token uint64) (int64, bool) 
 // deadlineIn returns the master's deadline of hold h of key's record rec
 // (under view), 0 when unknown.
 func (w *worker) deadlineIn(key string, rec *lockRec, h *holder) int64 {
-	if t, ok := w.times[holdID{key, h.owner, h.token}]; ok && t.rec == rec {
-		return t.at
+	if s := w.times.get(key, rec, h.owner, h.token); s != nil {
+		return s.at
 	}
 	return 0
 }
@@ -119,47 +114,38 @@ func (w *worker) ttlLeft(key string, rec *lockRec, i int, now time.Time) uint32 
 // was later), and whether that is known.
 func (w *worker) grantedAt(key string, o wire.Owner, token uint64) (int64, bool) {
 	rec, _ := w.g.sm.holdRec(key, o, token)
-	if t, ok := w.times[holdID{key, o, token}]; ok && rec != nil && t.rec == rec {
-		return t.at - int64(t.age), true
+	if rec == nil {
+		return 0, false
+	}
+	if s := w.times.get(key, rec, o, token); s != nil {
+		return s.at - int64(s.age), true
 	}
 	return 0, false
 }
 
 // dropDeadline forgets the deadline of a hold that ended.
 func (w *worker) dropDeadline(key string, o wire.Owner, token uint64) {
-	delete(w.times, holdID{key, o, token})
+	w.times.dropHold(key, o, token)
 }
 
 // dropNamespaceDeadlines forgets the deadlines of namespace ns's holds
-// (it moved away): their expiry entries, if any are left, no longer match,
-// and the records they were set on are not kept alive.
+// (it moved away): their slots leave the expiry heap, and the records
+// they were set on are not kept alive.
 func (w *worker) dropNamespaceDeadlines(ns string) {
-	for id := range w.times {
-		if splitNS(id.key) == ns {
-			delete(w.times, id)
+	var keys []string
+	for key := range w.times.byKey {
+		if splitNS(key) == ns {
+			keys = append(keys, key)
 		}
+	}
+	for _, key := range keys {
+		w.times.dropKey(key)
 	}
 }
 
-// liveDeadlines drops the deadlines of holds that are gone and keeps the
-// entries of the expiry heap whose hold still has that deadline, in
-// place.
-func (w *worker) liveDeadlines() {
-	w.g.sm.withRecs(w.idx, func(locks map[string]*lockRec) {
-		for id, t := range w.times {
-			l := locks[id.key]
-			if i := l.find(id.owner); l != t.rec || i < 0 || l.at(i).token != id.token {
-				delete(w.times, id)
-			}
-		}
-	})
-	es := w.expiry
-	out := es[:0]
-	for _, e := range es {
-		if t, ok := w.times[holdID{e.key, e.owner, e.token}]; ok && t.at == e.at {
-			out = append(out, e)
-		}
-	}
-	clear(es[len(out):])
-	w.expiry = out
+// isCurrent reports whether slot s is of a hold its key's record still
+// has (read-only: for scans over the slots).
+func (w *worker) isCurrent(s *holdSlot) bool {
+	rec, _ := w.g.sm.holdRec(s.key, s.owner, s.token)
+	return rec != nil && rec == s.rec
 }

@@ -13,19 +13,17 @@ func (w *worker) becomeMaster() {
 	w.serving = true
 	w.term++
 	now := w.mono(w.clock.Now())
-	w.expiry, w.stale = w.expiry[:0], 0
-	clear(w.times)
+	w.times.reset()
 	w.g.sm.forEach(w.idx, func(key string, l *lockRec) {
 		for i := range l.n() {
 			h := l.at(i)
 			ttl := time.Duration(h.ttlMs) * time.Millisecond
-			at := now + int64(ttl)
 			// Held since now, as far as this master knows.
-			w.times[holdID{key, h.owner, h.token}] = holdTime{rec: l, at: at, age: ttl}
-			w.expiry = append(w.expiry, expiry{at: at, key: key, token: h.token, owner: h.owner})
+			s := w.times.add(key, l, h.owner, h.token)
+			w.times.slots[s].age = ttl
+			w.times.setAt(s, now+int64(ttl))
 		}
 	})
-	w.expiry.init()
 	w.tellAllRevoked()
 }
 
@@ -108,9 +106,7 @@ func (w *worker) loseMastership() {
 	w.nwatch.Store(0)
 	clear(w.defers)
 	w.timers = nil
-	w.expiry = nil
-	clear(w.times) // set anew when mastership returns
-	w.stale = 0
+	w.times.reset() // set anew when mastership returns
 	for _, m := range multis {
 		w.multiFail(m, noMaster)
 	}

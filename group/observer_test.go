@@ -100,11 +100,11 @@ func TestHoldAgeAcrossRenewals(t *testing.T) {
 	}
 	const ms = int64(time.Millisecond)
 	granted := 5000 * ms
-	if _, ok := r.w.setDeadline(key, o, out.token, granted+10000*ms); !ok {
+	if _, ok := r.w.setDeadline(key, o, out.token, granted+10000*ms, nil); !ok {
 		t.Fatal("no hold")
 	}
 	for _, at := range []int64{granted + 17000*ms, granted + 90000*ms, granted + 60000*ms, granted + 3*3600000*ms} {
-		r.w.setDeadline(key, o, out.token, at)
+		r.w.setDeadline(key, o, out.token, at, nil)
 		got, ok := r.w.grantedAt(key, o, out.token)
 		if !ok {
 			t.Fatal("grant time unknown")

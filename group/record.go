@@ -8,7 +8,7 @@ import (
 )
 
 // holder is one owner's hold on a key: what every replica applies. The
-// master's deadline for it is its worker's (see holdTime).
+// master's deadline for it is its worker's (see holdSlot).
 type holder struct {
 	owner wire.Owner
 	token uint64

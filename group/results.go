@@ -220,7 +220,6 @@ func (w *worker) released(ks *keyState, key, name string, p *pending, out *outco
 		w.dropDeadline(key, p.cmd.owner, p.cmd.token)
 		ev := wire.EventReleased
 		if p.cmd.op == opRelease || p.forced && p.req != nil {
-			w.staled() // the released hold's entry
 			if obs != nil {
 				obs.Count(StatRelease)
 				if p.grantedAt != 0 {

@@ -107,17 +107,12 @@ func (w *worker) tellAllRevoked() {
 	})
 }
 
-// expiryOf returns the expiry entry of the current deadline of the hold
-// (key, o, token), found by a scan of the heap (an operator's command
-// pays for it); the entry with no sink if there is none.
+// expiryOf returns the hold (key, o, token) as an expiry: its current
+// deadline and whom to tell; the entry with no sink if it has none.
 func (w *worker) expiryOf(key string, o wire.Owner, token uint64) expiry {
 	e := expiry{key: key, token: token, owner: o}
-	if at, ok := w.deadline(key, o, token); ok {
-		for _, x := range w.expiry {
-			if x.key == key && x.owner == o && x.token == token && x.at == at {
-				return x
-			}
-		}
+	if at, ok := w.deadline(key, o, token); ok && at != 0 {
+		e.at, e.sink = at, w.times.slots[w.times.find(key, o, token)].sink
 	}
 	return e
 }

@@ -9,39 +9,16 @@ import (
 
 // mono converts a time on the worker's clock to nanoseconds since a second
 // before the worker started (so > 0; 0 means unknown), the form stored in
-// holdTime.at and expiry.at.
+// holdSlot.at and expiry.at.
 func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
 
 // timeOf is the inverse of mono.
 func (w *worker) timeOf(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
 
-// hold records a hold's deadline on the master's clock: in the worker's
-// times, and as an entry of the expiry heap that says whom to tell.
+// hold records a hold's deadline on the master's clock, and whom to tell
+// when it is lost, in the worker's holdTimes.
 func (w *worker) hold(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
-	ns := w.mono(at)
-	if prev, ok := w.setDeadline(key, o, token, ns); ok {
-		if prev != 0 {
-			w.staled() // the entry of the deadline it had
-		}
-		w.expiry.push(expiry{at: ns, key: key, token: token, owner: o, sink: w.ref(sink)})
-	}
-}
-
-// staled counts an expiry entry that no longer names a current deadline
-// (its hold was renewed or released before it came up). When they are
-// more than half the heap, the heap is rebuilt without them: a released
-// lock's entry would otherwise stay until its TTL passes, and long TTLs
-// with churn would fill the heap with dead entries.
-func (w *worker) staled() {
-	w.stale++
-	if n := len(w.expiry); n >= 1024 && w.stale > n/2 {
-		w.stale = 0
-		w.liveDeadlines()
-		w.expiry.init()
-		if n := len(w.expiry); cap(w.expiry) > 4*n {
-			w.expiry = append(expiryHeap(nil), w.expiry...)
-		}
-	}
+	w.setDeadline(key, o, token, w.mono(at), w.ref(sink))
 }
 
 func (w *worker) schedule(e timerEntry) {
@@ -59,8 +36,8 @@ func (w *worker) armTimer() {
 	if len(w.timers) > 0 {
 		earliest(w.timers[0].at)
 	}
-	if len(w.expiry) > 0 {
-		earliest(w.timeOf(w.expiry[0].at))
+	if i := w.times.next(); i >= 0 {
+		earliest(w.timeOf(w.times.slots[i].at))
 	}
 	if len(w.early) > 0 {
 		earliest(w.earlyUntil)
@@ -89,9 +66,13 @@ func (w *worker) fireTimers() {
 	}
 	for {
 		waitDue := len(w.timers) > 0 && !w.timers[0].at.After(now)
-		expDue := len(w.expiry) > 0 && w.expiry[0].at <= nowNs
-		if expDue && (!waitDue || w.expiry[0].at <= w.mono(w.timers[0].at)) {
-			w.expire(w.expiry.pop(), now)
+		expAt := int64(0)
+		if i := w.times.next(); i >= 0 {
+			expAt = w.times.slots[i].at
+		}
+		expDue := expAt != 0 && expAt <= nowNs
+		if expDue && (!waitDue || expAt <= w.mono(w.timers[0].at)) {
+			w.expire(w.times.pop(), now)
 			continue
 		}
 		if !waitDue {
@@ -178,8 +159,5 @@ func (w *worker) expire(e expiry, now time.Time) {
 // retryExpire moves the deadline of e's hold a little past now, so that
 // its Expire is proposed again.
 func (w *worker) retryExpire(e expiry, now time.Time) {
-	e.at = w.mono(now.Add(10 * time.Millisecond))
-	if _, ok := w.setDeadline(e.key, e.owner, e.token, e.at); ok {
-		w.expiry.push(e)
-	}
+	w.setDeadline(e.key, e.owner, e.token, w.mono(now.Add(10*time.Millisecond)), e.sink)
 }

@@ -106,12 +106,11 @@ type worker struct {
 	keys   map[string]*keyState
 	term   uint64 // counts mastership changes; see onResult
 	seq    uint64
-	timers timerHeap  // waiters' and watches' deadlines
-	expiry expiryHeap // holds' deadlines
+	timers timerHeap // waiters' and watches' deadlines
 	// times is the master's deadline and age of every hold it set one
-	// for: master-only soft state, never replicated (see holdTime).
-	times   map[holdID]holdTime
-	stale   int // entries of expiry known to be stale, roughly
+	// for, and the expiry heap: master-only soft state, never replicated
+	// (see holdTimes).
+	times   holdTimes
 	timer   Timer
 	timerAt time.Time
 	base    time.Time // origin of mono
@@ -149,7 +148,7 @@ func newWorker(g *Group, idx int, env workerEnv) *worker {
 		clock:     env.cfg.Clock,
 		workerEnv: env,
 		keys:      make(map[string]*keyState),
-		times:     make(map[holdID]holdTime),
+		times:     newHoldTimes(),
 		base:      env.cfg.Clock.Now().Add(-time.Second), // mono(now) > 0
 		refs:      make(map[Sink]*sinkRef),
 		waits:     make(map[Sink]map[*waiter]struct{}),

@@ -155,14 +155,14 @@ func TestFailedExpireIsRetried(t *testing.T) {
 	}
 }
 
-// TestExpiryHeapDropsStaleEntries: released holds' deadline entries are
-// dropped once they are more than half the heap, and the heap still
-// yields the live deadlines in order.
-func TestExpiryHeapDropsStaleEntries(t *testing.T) {
+// TestReleasedHoldsLeaveTheExpiryHeap: a released hold's deadline leaves
+// the heap at once, the slots of many released holds are given back, and
+// the heap still yields the live deadlines in order.
+func TestReleasedHoldsLeaveTheExpiryHeap(t *testing.T) {
 	t.Parallel()
 	r := newWorkerRig(t)
 	r.master(true)
-	const n, released = 2048, 1536
+	const n, released = 8192, 7000
 	now := r.fc.Now()
 	for i := range n {
 		key := fullKey("ns", fmt.Sprint("k", i))
@@ -177,26 +177,25 @@ func TestExpiryHeapDropsStaleEntries(t *testing.T) {
 		if o := r.apply(uint64(n+i+1), command{op: opRelease, key: key, owner: owner(1, uint64(i)), token: uint64(i + 1)}); o.status != wire.StatusSuccess {
 			t.Fatal(o.status)
 		}
-		r.w.staled()
+		r.w.dropDeadline(key, owner(1, uint64(i)), uint64(i+1))
 	}
-	// The compaction ran once, at the 1025th release.
-	if got, want := len(r.w.expiry), n-(n/2+1); got != want {
-		t.Fatalf("%d entries left, want %d", got, want)
+	tt := &r.w.times
+	if got, want := len(tt.heap), n-released; got != want || tt.live != want || len(tt.byKey) != want {
+		t.Fatalf("%d heap entries, %d slots, %d keys left, want %d", len(tt.heap), tt.live, len(tt.byKey), want)
+	}
+	if len(tt.slots) > 4*(n-released) {
+		t.Fatalf("%d slots kept for %d holds", len(tt.slots), n-released)
 	}
 	var last int64
-	live := 0
-	for len(r.w.expiry) > 0 {
-		e := r.w.expiry.pop()
+	for tt.next() >= 0 {
+		e := tt.pop()
 		if e.at < last {
 			t.Fatalf("deadline %d after %d", e.at, last)
 		}
 		last = e.at
-		if dl, ok := r.w.deadline(e.key, e.owner, e.token); ok && dl == e.at {
-			live++
+		if dl, ok := r.w.deadline(e.key, e.owner, e.token); !ok || dl != e.at {
+			t.Fatalf("popped %+v, its hold's deadline is %d (%v)", e, dl, ok)
 		}
-	}
-	if live != n-released {
-		t.Fatalf("%d live entries, want %d", live, n-released)
 	}
 }
 

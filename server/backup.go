@@ -227,7 +227,8 @@ func Restore(cfg Config, file string, log *slog.Logger) (group.BackupInfo, error
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return info, fmt.Errorf("server: restore: data dir: %w", err)
 	}
-	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares,
+		MemTableSize: cfg.memTable(), CacheSize: cfg.blockCache()})
 	if err != nil {
 		undo()
 		return info, fmt.Errorf("server: restore: %w", err)

@@ -305,6 +305,9 @@ type Config struct {
 	// authentication, TLS handshakes, the admin endpoint's and the peer
 	// port's connections (config_limits.go).
 	ConnLimits
+	// Memory sizes the Go heap's soft limit and Pebble's memtable and
+	// cache (config_memory.go).
+	Memory
 	// ConsensusLimits bound what the consensus core takes from a peer
 	// (config_consensus.go).
 	ConsensusLimits

@@ -154,7 +154,8 @@ func (s *Server) openStorage() error {
 		// its snapshot came) must wait for one, not start alone.
 		s.cfg.Join = true
 	}
-	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares})
+	st, err := pebblestore.Open(cfg.DataDir, pebblestore.Options{Logger: log, FS: cfg.storeFS, BlockingSync: cfg.DisableIOURing, NoWALSpares: cfg.DisableWALSpares,
+		MemTableSize: cfg.memTable(), CacheSize: cfg.blockCache()})
 	if err != nil {
 		return err
 	}

@@ -210,6 +210,7 @@ func nodeConfig(f *options, log *slog.Logger) (cfg server.Config, joining bool, 
 // it), serves until SIGTERM or SIGINT or the node fails, and shuts it
 // down.
 func serveNode(cfg server.Config, log *slog.Logger, joining bool, join string) error {
+	cfg.Memory.ApplyMemoryLimit(server.CgroupMemoryLimit(), log)
 	srv, err := server.New(cfg, log)
 	if err != nil {
 		return err
