@@ -195,8 +195,9 @@ func (c *cluster) start(id paxos.NodeID) {
 		c.t.Fatal(err)
 	}
 	nd.store = st
-	h := host.New(host.Config{Self: id, Store: st, Tick: clusterTick, Logger: testutil.Logger()})
-	h.SetTransport(c.net.Join(id, h.Deliver))
+	ep := c.net.Join(id, nil)
+	h := host.New(host.Config{Self: id, Store: st, Tick: clusterTick, Transport: ep, Logger: testutil.Logger()})
+	ep.SetHandler(h.Deliver)
 	c.nmu.Lock()
 	nd.host = h
 	c.nmu.Unlock()
