@@ -163,9 +163,9 @@ func (s *Server) openStorage() error {
 	return nil
 }
 
-// startGroups makes the Paxos host on the store and the peer transport,
-// binds the transport's handler to it, and makes the lock service's
-// groups over peers.
+// startGroups makes the Paxos host on the store and the peer transport
+// and the lock service's groups over peers, then binds the transport's
+// handler to the host.
 func (s *Server) startGroups(peers []paxos.NodeID) error {
 	cfg, log, st := s.cfg, s.log, s.store
 	tick := time.Duration(cfg.Tick)
@@ -174,12 +174,6 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		out = s.faults
 	}
 	s.host = host.New(host.Config{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Transport: out, Logger: log, Observer: s.metrics})
-	if s.faults != nil {
-		s.faults.deliver = s.host.Deliver
-		s.tr.SetHandler(s.faults.Deliver)
-	} else {
-		s.tr.SetHandler(s.host.Deliver)
-	}
 	// Retransmissions and the follower's wait past the lease stay those of
 	// a 100ms heartbeat when the heartbeat is longer (Config.Heartbeat).
 	quick := int(min(time.Duration(cfg.Heartbeat), 100*time.Millisecond) / tick)
@@ -219,6 +213,14 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		return err
 	}
 	s.svc = svc
+	// Bound last: binding starts the transport's inbound connections,
+	// whose Admit (admitPeer) reads the service.
+	if s.faults != nil {
+		s.faults.deliver = s.host.Deliver
+		s.tr.SetHandler(s.faults.Deliver)
+	} else {
+		s.tr.SetHandler(s.host.Deliver)
+	}
 	return nil
 }
 

@@ -191,17 +191,30 @@ type Transport struct {
 
 	sent, writes, dropped, received, local, rejected, refused atomic.Uint64
 
-	handler atomic.Pointer[func(msgs []paxos.Message)] // cfg.Handler, or SetHandler's; nil: drop
+	handler   atomic.Pointer[func(msgs []paxos.Message)] // cfg.Handler, or SetHandler's; nil: drop
+	accepting sync.Once                                  // the accept loop, started with the first handler
 }
 
 // SetHandler binds the handler received messages go to (see
-// Config.Handler), replacing any earlier one.
+// Config.Handler), replacing any earlier one. A transport made without a
+// handler accepts no inbound connection (they wait in the listen
+// backlog) until the first one is bound, so neither the handler nor
+// Admit is called before the program that owns them is made.
 func (t *Transport) SetHandler(handler func(msgs []paxos.Message)) {
 	if handler == nil {
 		t.handler.Store(nil)
 		return
 	}
 	t.handler.Store(&handler)
+	t.accepting.Do(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.closed {
+			return // Close has waited for the goroutines; start none
+		}
+		t.wg.Add(1)
+		go t.acceptLoop()
+	})
 }
 
 // deliver hands msgs to the bound handler; with none they are dropped.
@@ -313,7 +326,6 @@ func New(cfg Config) (*Transport, error) {
 
 		handshakes: make(chan struct{}, cfg.MaxHandshakes),
 	}
-	t.SetHandler(cfg.Handler)
 	if cfg.TLS != nil {
 		t.tlsServer = cfg.TLS.ServerConfig()
 	}
@@ -322,8 +334,7 @@ func New(cfg Config) (*Transport, error) {
 	for id, addr := range cfg.Peers {
 		t.SetPeer(id, addr)
 	}
-	t.wg.Add(1)
-	go t.acceptLoop()
+	t.SetHandler(cfg.Handler) // with one, inbound connections are served at once
 	return t, nil
 }
 
