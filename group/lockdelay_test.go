@@ -126,13 +126,13 @@ func TestLockDelayNotAfterRelease(t *testing.T) {
 			t.Fatalf("replica %d has delay record %+v after releases", i+1, d)
 		}
 	}
-	// A hand-off (the client's local queue) gives the new hold the
+	// A pass-on (the client's local queue) gives the new hold the
 	// lock-delay its release names.
 	const k2 = "handed"
 	r2 := c.do(hs, Request{Op: OpAcquire, Key: k2, Owner: owner(1, 1), TTL: time.Minute})
-	rr := c.do(hs, Request{Op: OpRelease, Key: k2, Owner: owner(1, 1), Token: r2.Token, HandOff: owner(1, 2), TTL: time.Minute, LockDelayMs: 700})
+	rr := c.do(hs, Request{Op: OpRelease, Key: k2, Owner: owner(1, 1), Token: r2.Token, PassOn: owner(1, 2), TTL: time.Minute, LockDelayMs: 700})
 	if rr.Status != wire.StatusSuccess || rr.Holder != owner(1, 2) {
-		t.Fatalf("release with a hand-off: %+v", rr)
+		t.Fatalf("release with a pass-on: %+v", rr)
 	}
 	sm := c.master("ns", k2).Group(wire.GroupOf(wire.KeyHash("ns", k2), c.groups)).StateMachine()
 	if l := sm.get(fullKey("ns", k2)); l.n() != 1 || l.delayAt(0) != 700 {

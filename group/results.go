@@ -26,9 +26,9 @@ type pending struct {
 	// release, or at its deadline; see revocation.go); its holder and
 	// watchers hear EventRevoked, not EventExpired.
 	forced bool
-	// handOff: a release whose cmd.grants[0] is req.HandOff, not a
-	// queued waiter (see Request.HandOff).
-	handOff bool
+	// passOn: a release whose cmd.grants[0] is req.PassOn, not a
+	// queued waiter (see Request.PassOn).
+	passOn bool
 }
 
 func (w *worker) propose(ks *keyState, p *pending) {
@@ -71,7 +71,7 @@ func (w *worker) staleResult(p *pending, res paxos.Result) {
 	if p.cmd.op == opAcquire && out.status == wire.StatusSuccess {
 		resp.TTLLeftMs = p.cmd.ttlMs
 	}
-	if p.handOff && out.status == wire.StatusSuccess && len(out.grants) > 0 && out.grants[0] != 0 {
+	if p.passOn && out.status == wire.StatusSuccess && len(out.grants) > 0 && out.grants[0] != 0 {
 		resp.Holder, resp.Token, resp.TTLLeftMs = p.cmd.grants[0].owner, out.grants[0], p.cmd.grants[0].ttlMs
 	}
 	w.respond(p.req, resp)
@@ -157,7 +157,7 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 	case opRevoke:
 		w.revokeResult(p, out, nil)
 	}
-	if !p.handOff {
+	if !p.passOn {
 		w.settleGrants(ks, key, name, p, out, now)
 	}
 }
@@ -211,7 +211,7 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 }
 
 // released settles an applied release or expire: the metrics, the lost
-// holder's Lost push, the watchers' event, a hand-off's new hold, the
+// holder's Lost push, the watchers' event, a pass-on's new hold, the
 // answer and the end of a revocation.
 func (w *worker) released(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
 	obs := w.obs
@@ -246,8 +246,8 @@ func (w *worker) released(ks *keyState, key, name string, p *pending, out *outco
 	if p.forced {
 		resp.Holder = p.cmd.owner
 	}
-	if p.handOff {
-		w.settleHandOff(ks, key, name, p, out, now, &resp)
+	if p.passOn {
+		w.settlePassOn(ks, key, name, p, out, now, &resp)
 	}
 	w.respond(p.req, resp)
 	w.endRevocation(key, p.cmd.owner, p.cmd.token, wire.Response{Status: out.status, Token: p.cmd.token})
@@ -316,10 +316,10 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 	ks.waiters = w.dropWaiters(ks.waiters)
 }
 
-// settleHandOff completes a release that handed the key on (see
-// Request.HandOff): the new hold's deadline, the watchers' event and the
+// settlePassOn completes a release that handed the key on (see
+// Request.PassOn): the new hold's deadline, the watchers' event and the
 // answer's Holder, Token and TTLLeftMs.
-func (w *worker) settleHandOff(ks *keyState, key, name string, p *pending, out *outcome, now time.Time, resp *wire.Response) {
+func (w *worker) settlePassOn(ks *keyState, key, name string, p *pending, out *outcome, now time.Time, resp *wire.Response) {
 	if out.status != wire.StatusSuccess || len(out.grants) == 0 || out.grants[0] == 0 {
 		return
 	}

@@ -49,7 +49,7 @@ type Sink interface {
 type Request struct {
 	Op Op
 	// LockDelayMs is an acquire's lock-delay in milliseconds, or that of
-	// a release's hand-off grant (see HandOff; at most
+	// a release's pass-on grant (see PassOn; at most
 	// wire.MaxLockDelayMs; see lockdelay.go). A
 	// uint16 in what would be
 	// padding, which keeps Request in its allocation size class.
@@ -86,14 +86,14 @@ type Request struct {
 	// Value is the holder value an acquire attaches, or a renew sets when
 	// SetValue is true (at most wire.MaxValueLen bytes).
 	Value string
-	// HandOff, when not zero, is the owner a release hands the lock on to
-	// (wire.Release.HandOffID: the releasing client's next local waiter):
+	// PassOn, when not zero, is the owner a release hands the lock on to
+	// (wire.Release.PassOnID: the releasing client's next local waiter):
 	// granted in the same command, with TTL, Value and LockDelayMs, if
 	// the key is then free and nobody is queued for it. This is what a
-	// hand-off is in this package; a freed key's grant to queued waiters
-	// is a grant, and the move of a group's mastership to its preferred
-	// node a mastership transfer.
-	HandOff wire.Owner
+	// pass-on; a freed key's grant to queued waiters is a grant, and a
+	// hand-off is only the move of a group's mastership to its preferred
+	// node (paxos).
+	PassOn wire.Owner
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64
 	WatchID uint64

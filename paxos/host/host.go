@@ -452,7 +452,7 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 				items[i].g.startStream(p)
 			}
 		}
-		ok := h.handOff(b, sync, after)
+		ok := h.commitRound(b, sync, after)
 		clear(reqs)
 		h.reqs, h.after = reqs[:0], after[:0]
 		if ok {
@@ -478,7 +478,7 @@ func (h *Host) batchForRound() paxos.Batch {
 	}
 }
 
-// handOff applies b (without waiting for its fsync) and queues it, with
+// commitRound applies b (without waiting for its fsync) and queues it, with
 // the messages that wait for it, to the sync goroutine. A round whose
 // writes need no durability (no Ready's NeedsSync: applies, which a
 // replica that loses them applies again from the log, and a non-voter's
@@ -488,7 +488,7 @@ func (h *Host) batchForRound() paxos.Batch {
 // must wait for the earlier rounds' fsyncs. That halves the fsyncs per
 // command (a master's apply round and a follower's learn round wrote
 // synced batches too). It reports false when storage failed.
-func (h *Host) handOff(b paxos.Batch, sync bool, after []paxos.Message) bool {
+func (h *Host) commitRound(b paxos.Batch, sync bool, after []paxos.Message) bool {
 	var at time.Time // when a synced batch was written, for the Observer
 	switch {
 	case b.Empty():
