@@ -376,7 +376,7 @@ func (s *lockScript) handleElect(t *testing.T, d *datadriven.TestData) {
 
 func (s *lockScript) handleLoseLease(t *testing.T, d *datadriven.TestData) {
 	key := scripttest.Pos(t, d, 0)
-	node, _ := s.c.groupMaster(s.group(key))
+	node, _ := s.c.groupMaster(ID(s.group(key)))
 	fg := s.c.fgs[s.group(key)]
 	r := fg.replica(node)
 	fg.mu.Lock()
@@ -387,7 +387,7 @@ func (s *lockScript) handleLoseLease(t *testing.T, d *datadriven.TestData) {
 
 func (s *lockScript) handleTakeOver(t *testing.T, d *datadriven.TestData) {
 	g := s.group(scripttest.Pos(t, d, 0))
-	old, _ := s.c.groupMaster(g)
+	old, _ := s.c.groupMaster(ID(g))
 	to := s.c.takeOver(g, d.HasArg("stop"))
 	s.logf("group %d: n%d -> n%d", g, old, to)
 }

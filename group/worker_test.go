@@ -29,7 +29,7 @@ func newWorkerRig(t testing.TB) *workerRig {
 	fc := newFakeClock()
 	fg := newFakeGroup(1)
 	svc, err := NewServiceWith(Config{Groups: 1, Workers: 1, Clock: fc, Logger: testutil.Logger()},
-		func(_ int, sm *StateMachine) (Consensus, error) {
+		func(_ ID, sm *StateMachine) (Consensus, error) {
 			fg.replicas[0].sm = sm
 			return fg.replicas[0], nil
 		}, nil)

@@ -208,7 +208,7 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		OnRegistry:          s.registryChanged,
 		Registry:            cfg.RegistryLimits.group(),
 		Join:                cfg.Join,
-	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
+	}, s.host, peers, pcfg, func(g group.ID) paxos.NodeID { return peers[int(g)%len(peers)] })
 	if err != nil {
 		return err
 	}
