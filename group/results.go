@@ -146,7 +146,7 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 	case opDowngrade:
 		resp := wire.Response{Status: out.status, Token: out.token}
 		if out.status == wire.StatusSuccess {
-			w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
+			w.armDeadline(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
 			resp.TTLLeftMs = p.cmd.ttlMs
 		}
 		w.respond(p.req, resp)
@@ -172,7 +172,7 @@ func (w *worker) acquired(ks *keyState, key, name string, p *pending, out *outco
 			obs.Count(StatGrant)
 		}
 		ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
-		w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+		w.armDeadline(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 		resp.TTLLeftMs = p.cmd.ttlMs
 		// A reacquire keeps its token and replaces its value:
 		// watchers that saw the token hear of a new value.
@@ -201,7 +201,7 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 				}
 			})
 		}
-		w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+		w.armDeadline(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 		resp.TTLLeftMs = uint32(ttl / time.Millisecond)
 		if p.valueChanged {
 			w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
@@ -307,7 +307,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 			}
 		}
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
-		w.hold(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
+		w.armDeadline(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
 		if q.req.Sink != nil {
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
 		}
@@ -328,7 +328,7 @@ func (w *worker) settlePassOn(ks *keyState, key, name string, p *pending, out *o
 	if obs := w.obs; obs != nil {
 		obs.Count(StatGrant)
 	}
-	w.hold(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
+	w.armDeadline(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
 	w.notify(ks, name, wire.EventAcquired, tok, g.owner, g.value)
 	resp.Holder, resp.Token, resp.TTLLeftMs = g.owner, tok, g.ttlMs
 }

@@ -15,9 +15,9 @@ func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
 // timeOf is the inverse of mono.
 func (w *worker) timeOf(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
 
-// hold records a hold's deadline on the master's clock: in the worker's
+// armDeadline records a hold's deadline on the master's clock: in the worker's
 // times, and as an entry of the expiry heap that says whom to tell.
-func (w *worker) hold(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
+func (w *worker) armDeadline(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
 	ns := w.mono(at)
 	if prev, ok := w.setDeadline(key, o, token, ns); ok {
 		if prev != 0 {

@@ -170,7 +170,7 @@ func TestExpiryHeapDropsStaleEntries(t *testing.T) {
 		if o.status != wire.StatusSuccess {
 			t.Fatal(o.status)
 		}
-		r.w.hold(key, o.token, owner(1, uint64(i)), nil, now.Add(time.Duration(i*7919%n)*time.Millisecond))
+		r.w.armDeadline(key, o.token, owner(1, uint64(i)), nil, now.Add(time.Duration(i*7919%n)*time.Millisecond))
 	}
 	for i := range released {
 		key := fullKey("ns", fmt.Sprint("k", i))
