@@ -518,7 +518,7 @@ func (h *Host) commitRound(b paxos.Batch, sync bool, after []paxos.Message) bool
 	if b == nil && h.queued.Load() == 0 {
 		// Nothing to wait for: the earlier rounds' fsyncs are done and
 		// their messages sent (the sync goroutine counts a round down only
-		// after both). Sending here saves the hand-off to the sync
+		// after both). Sending here saves the trip through the sync
 		// goroutine, which is most of an idle node's heartbeat acks.
 		if h.storageFailure() == nil {
 			h.self = h.sendAfter(after, h.self)
