@@ -1017,7 +1017,7 @@ func TestConcurrentPipelined(t *testing.T) {
 			}
 		}()
 	}
-	// Contended hand-offs through the server's queue at the same time.
+	// Contended grants through the server's queue at the same time.
 	shared := 0
 	for g := 0; g < 8; g++ {
 		wg.Add(1)

@@ -66,7 +66,7 @@
 //     again. If the Renew fails otherwise, Lock returns the error and
 //     gives the lock back in the background.
 //
-// The first case is the common one under contention (a short hand-off)
+// The first case is the common one under contention (a grant soon after)
 // and costs nothing; an uncontended Lock is answered directly and never
 // waits for a push, so it costs no extra round trip either. A direct
 // answer counts from the Acquire's first send; if that was a third of the

@@ -25,7 +25,7 @@ var (
 // and stopped after every test and example (client.AfterTests).
 func connect(ctx context.Context) *client.Client {
 	exampleOnce.Do(func() {
-		cl, err := paxlocktest.Start(context.Background(), 3, paxlocktest.Options{Namespace: "orders", Secret: "orders-secret"})
+		cl, err := paxlocktest.New(context.Background(), 3, paxlocktest.Options{Namespace: "orders", Secret: "orders-secret"})
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -17,9 +17,9 @@ import (
 // or waits for it in the server's queue, or is being handed it. The others
 // wait in the local queue and send nothing. When the active handle
 // unlocks, the best local waiter (see localAging) is next: the Release
-// asks the server to hand the key on to it (wire.Release.HandOffID) in the
+// asks the server to hand the key on to it (wire.Release.PassOnID) in the
 // same Paxos command, which the server does only if nobody waits in its
-// own queue for the key. The hand-off is a grant like any other: a new,
+// own queue for the key. The pass-on is a grant like any other: a new,
 // higher fencing token, the next handle's TTL and value, its own lease,
 // renewals and Lost. If the server only released (someone from another
 // process is queued) the next local waiter becomes active and queues on
@@ -202,14 +202,14 @@ func (c *Client) passLocal(lc *ownerLock) {
 	}
 }
 
-// giveHold hands w a hold granted to it by a hand-off.
+// giveHold hands w a hold granted to it by a pass-on.
 func (c *Client) giveHold(w *localWaiter, g acquired) {
 	h := c.newHold(w.lc, g, w.m.opts)
 	w.ch <- localTurn{h: h}
 }
 
 // beginClean counts a request whose outcome Close must wait for before it
-// releases the client's holds (a hand-off, whose new hold Close must see);
+// releases the client's holds (a pass-on, whose new hold Close must see);
 // false once Close has begun.
 func (c *Client) beginClean() bool {
 	c.mu.Lock()
@@ -231,10 +231,10 @@ func (c *Client) endClean() {
 	}
 }
 
-// handOff is Unlock of the active handle when a local waiter is next: one
+// passOn is Unlock of the active handle when a local waiter is next: one
 // Release that asks the server to hand the key on to next. Whatever the
 // outcome, next is given either a hold or the active role.
-func (m *Mutex) handOff(ctx context.Context, lc *ownerLock, h *hold, next *localWaiter) error {
+func (m *Mutex) passOn(ctx context.Context, lc *ownerLock, h *hold, next *localWaiter) error {
 	c := m.c
 	local, valid, lost := h.finish()
 	if lost != nil {
@@ -256,12 +256,12 @@ func (m *Mutex) handOff(ctx context.Context, lc *ownerLock, h *hold, next *local
 	from := time.Now()
 	res, err := c.do(ictx, "unlock", lc.key, lc.hash, wire.TypeRelease, &wire.Release{
 		Key: lc.key, Owner: lc.owner, Token: h.token,
-		HandOffID: nm.owner.ID, HandOffTTLMs: ttlMs(ttl), HandOffValue: nm.Value(),
-		HandOffLockDelayMs: lockDelayMs(nm.opts.lockDelay),
+		PassOnID: nm.owner.ID, PassOnTTLMs: ttlMs(ttl), PassOnValue: nm.Value(),
+		PassOnLockDelayMs: lockDelayMs(nm.opts.lockDelay),
 	})
 	if err != nil {
 		if res.unknown {
-			// The hand-off may have been applied: ask whether next holds.
+			// The pass-on may have been applied: ask whether next holds.
 			if tok := m.probeHolder(nm); tok != 0 {
 				c.giveHold(next, acquired{token: tok, ttl: ttl, from: from})
 				return nil
@@ -297,7 +297,7 @@ func (m *Mutex) probeHolder(nm *Mutex) uint64 {
 		&wire.CancelWait{Key: nm.key, Owner: nm.owner, WaitID: c.nextWait.Add(1)})
 	if err != nil || res.resp.Status != wire.StatusSuccess {
 		if err != nil && !errors.Is(err, ErrClosed) {
-			c.log.Debug("paxlock: could not learn the outcome of a hand-off", "key", nm.key, "err", err)
+			c.log.Debug("paxlock: could not learn the outcome of a pass-on", "key", nm.key, "err", err)
 		}
 		return 0
 	}

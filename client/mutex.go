@@ -166,7 +166,7 @@ func (m *Mutex) unlockHeld(ctx context.Context, lc *ownerLock) error {
 	lc.mu.Unlock()
 
 	if next := m.c.takeNext(lc); next != nil {
-		return m.handOff(ctx, lc, h, next)
+		return m.passOn(ctx, lc, h, next)
 	}
 	local, valid, lost := h.finish()
 	if lost != nil {

@@ -60,7 +60,7 @@ func queueBehind(t *testing.T, n *fakeNode, holder, waiter *Mutex) (time.Time, <
 	return before, done
 }
 
-// TestQueuedGrantCountsFromFirstSend: a hand-off well within a third of the
+// TestQueuedGrantCountsFromFirstSend: a pass-on well within a third of the
 // TTL counts from the wait's first Acquire, not from the push's arrival,
 // and needs no renewal; an uncontended Lock needs none either.
 func TestQueuedGrantCountsFromFirstSend(t *testing.T) {
@@ -101,7 +101,7 @@ func TestQueuedGrantCountsFromFirstSend(t *testing.T) {
 		t.Fatalf("queued grant valid until %v, want within [%v, %v] (counted from the first send)", got, lo, hi)
 	}
 	if r := n.count(wire.TypeRenew); r != 0 {
-		t.Fatalf("a quick hand-off sent %d renews, want 0", r)
+		t.Fatalf("a quick pass-on sent %d renews, want 0", r)
 	}
 	if err := waiter.Unlock(ctx); err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ type State struct {
 	// TTLLeft is how long the holder's lock has left without a renewal.
 	TTLLeft time.Duration
 	// QueueLen is the number of waiters (it may be nonzero while the key is
-	// free, during a hand-off).
+	// free, while a grant to a waiter is in flight).
 	QueueLen int
 	// Value is the holder's value (see the Value option); for a read lock,
 	// that of the reader named in Holder.

@@ -120,7 +120,7 @@ func partitionByKey(history []porcupine.Operation, key func(any) string) [][]por
 }
 
 // The read-write lock model: a writer alone, or readers. Readers admitted
-// in one hand-off share a token, so a reader's token may equal the last
+// in one grant share a token, so a reader's token may equal the last
 // one while another reader holds it; every other grant's token exceeds
 // every earlier one. Abandoned holds (release unknown, or lock lost) may
 // expire whenever a conflicting grant needs them gone.
@@ -330,7 +330,7 @@ func (h *history) addHold(x hold) {
 
 // checkTokens: a grant that was called after another grant of the same key
 // returned carries a strictly higher token. (Readers admitted in one
-// hand-off share a token, but their calls overlap.)
+// grant share a token, but their calls overlap.)
 func checkTokens(h *history) []string {
 	byKey := map[string][]grant{}
 	for _, g := range h.grants {

@@ -251,7 +251,7 @@ func hostileMessages(t *testing.T, p *proc) (gA, gB, gC, gD int, attack []paxos.
 	gD = -1
 	for _, g := range gs {
 		// Not the namespace table's group: the checks' clients need it.
-		if g.Serving && g.Group != group.NamespaceGroup {
+		if g.Serving && g.Group != int(group.NamespaceGroup) {
 			gD = g.Group
 			break
 		}
@@ -261,7 +261,7 @@ func hostileMessages(t *testing.T, p *proc) (gA, gB, gC, gD int, attack []paxos.
 	}
 	var rest []int
 	for g := range 15 {
-		if g != gD && g != group.NamespaceGroup {
+		if g != gD && g != int(group.NamespaceGroup) {
 			rest = append(rest, g)
 		}
 	}
@@ -270,7 +270,7 @@ func hostileMessages(t *testing.T, p *proc) (gA, gB, gC, gD int, attack []paxos.
 		i := slices.IndexFunc(gs, func(s groupStatus) bool { return s.Group == g })
 		return gs[i].Applied
 	}
-	rid := group.ReplicationID
+	rid := func(g int) paxos.GroupID { return group.ID(g).ReplicaGroup() }
 	plausible := paxos.Ballot{Round: hostileRound, Node: 2}
 	attack = []paxos.Message{
 		{Type: paxos.MsgAccept, Group: rid(gA), From: 2, To: 1, Ballot: paxos.Ballot{Round: math.MaxUint64, Node: 2}},

@@ -80,7 +80,7 @@ func TestHostilePeerTLS(t *testing.T) {
 	c, certs := hostileSecureSetup(t)
 	p := c.procs[0]
 	addr := peerAddr(t, p)
-	probe := []paxos.Message{{Type: paxos.MsgAccept, Group: group.ReplicationID(1), From: 2, To: 1, Ballot: paxos.Ballot{Round: math.MaxUint64, Node: 2}}}
+	probe := []paxos.Message{{Type: paxos.MsgAccept, Group: group.ID(1).ReplicaGroup(), From: 2, To: 1, Ballot: paxos.Ballot{Round: math.MaxUint64, Node: 2}}}
 
 	before := metric(t, p, "paxlock_peer_refused_total")
 	plain := plainPeer(t, addr)

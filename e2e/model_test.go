@@ -34,7 +34,7 @@ func TestModelRejectsViolations(t *testing.T) {
 }
 
 // The read-write model must reject what a read-write lock must never do,
-// and accept readers sharing the lock (and a hand-off's shared token).
+// and accept readers sharing the lock (and a grant's shared token).
 func TestRWModelRejectsViolations(t *testing.T) {
 	op := func(owner int, read bool, o rwOp, call, ret int64, tok uint64, ok bool) porcupine.Operation {
 		in := rwInput{Key: "k", Owner: owner, Read: read, Op: o}
@@ -71,7 +71,7 @@ func TestRWModelRejectsViolations(t *testing.T) {
 	}
 	good := map[string][]porcupine.Operation{
 		"readers share":      {r(1, rwAcquire, 0, 10, 5), r(2, rwAcquire, 20, 30, 6), r(1, rwRelease, 40, 50, 5), w(3, rwAcquire, 35, 70, 8), r(2, rwRelease, 55, 60, 6)},
-		"hand-off token":     {w(1, rwAcquire, 0, 10, 5), r(2, rwAcquire, 5, 40, 7), r(3, rwAcquire, 6, 40, 7), w(1, rwRelease, 20, 30, 5)},
+		"shared grant token": {w(1, rwAcquire, 0, 10, 5), r(2, rwAcquire, 5, 40, 7), r(3, rwAcquire, 6, 40, 7), w(1, rwRelease, 20, 30, 5)},
 		"lost hold expires":  {w(1, rwAcquire, 0, 10, 5), lost, w(2, rwAcquire, 30, 40, 6)},
 		"failed ops no-ops":  {w(1, rwAcquire, 0, 10, 5), op(2, false, rwAcquire, 20, 30, 0, false), op(2, false, rwRenew, 20, 30, 5, false)},
 		"renew by holder":    {r(1, rwAcquire, 0, 10, 5), r(1, rwRenew, 20, 30, 5), r(1, rwRelease, 40, 50, 5)},
@@ -109,7 +109,7 @@ func TestHistoryChecks(t *testing.T) {
 			{key: "a", owner: 2, token: 5, call: 20, ret: 30}, // not above 5
 			{key: "a", owner: 3, token: 9, call: 25, ret: 40},
 			{key: "b", owner: 1, token: 7, call: 0, ret: 10},
-			{key: "b", owner: 2, token: 7, call: 5, ret: 15}, // overlapping: a shared hand-off
+			{key: "b", owner: 2, token: 7, call: 5, ret: 15}, // overlapping: a shared grant
 		},
 		holds: []hold{
 			{key: "a", owner: 1, token: 5, start: 10, end: 20},
@@ -159,7 +159,7 @@ func TestCheckAnswers(t *testing.T) {
 
 // The semaphore model must reject more permits granted than the total,
 // a token going back and releases of what is not held, and accept
-// holders sharing the permits (and a hand-off's shared token).
+// holders sharing the permits (and a grant's shared token).
 func TestSemModelRejectsViolations(t *testing.T) {
 	acq := func(owner, n int, call, ret int64, tok uint64) porcupine.Operation {
 		return porcupine.Operation{ClientId: owner, Input: semInput{Key: "s", Owner: owner, Acquire: true, Permits: n, Total: 3}, Call: call, Output: lockOutput{OK: true, Token: tok}, Return: ret}
@@ -184,11 +184,11 @@ func TestSemModelRejectsViolations(t *testing.T) {
 		}
 	}
 	good := map[string][]porcupine.Operation{
-		"sharing":          {acq(1, 2, 0, 10, 5), acq(2, 1, 20, 30, 6), rel(1, 40, 50, 5), acq(3, 2, 45, 70, 8)},
-		"hand-off token":   {acq(1, 3, 0, 10, 5), acq(2, 1, 5, 40, 7), acq(3, 2, 6, 40, 7), rel(1, 20, 30, 5)},
-		"lost hold frees":  {acq(1, 3, 0, 10, 5), lost, acq(2, 3, 30, 40, 6)},
-		"lost hold ends":   {acq(1, 1, 0, 10, 5), lost, acq(2, 2, 30, 40, 6), acq(3, 1, 45, 50, 7)},
-		"failed is a noop": {acq(1, 3, 0, 10, 5), {ClientId: 2, Input: semInput{Key: "s", Owner: 2, Acquire: true, Permits: 1, Total: 3}, Call: 20, Output: lockOutput{}, Return: 30}},
+		"sharing":            {acq(1, 2, 0, 10, 5), acq(2, 1, 20, 30, 6), rel(1, 40, 50, 5), acq(3, 2, 45, 70, 8)},
+		"shared grant token": {acq(1, 3, 0, 10, 5), acq(2, 1, 5, 40, 7), acq(3, 2, 6, 40, 7), rel(1, 20, 30, 5)},
+		"lost hold frees":    {acq(1, 3, 0, 10, 5), lost, acq(2, 3, 30, 40, 6)},
+		"lost hold ends":     {acq(1, 1, 0, 10, 5), lost, acq(2, 2, 30, 40, 6), acq(3, 1, 45, 50, 7)},
+		"failed is a noop":   {acq(1, 3, 0, 10, 5), {ClientId: 2, Input: semInput{Key: "s", Owner: 2, Acquire: true, Permits: 1, Total: 3}, Call: 20, Output: lockOutput{}, Return: 30}},
 	}
 	for name, h := range good {
 		if res := porcupine.CheckOperationsTimeout(semModel.ToModel(), h, 10*time.Second); res != porcupine.Ok {

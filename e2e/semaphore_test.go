@@ -16,7 +16,7 @@ import (
 
 // The semaphore model for porcupine, one partition per key: holders with
 // permits, never more than Total in all when a grant is made. Holders
-// granted in one hand-off share a token, so a grant's token may equal the
+// granted in one grant share a token, so a grant's token may equal the
 // last one while another holder has it; every other grant's token exceeds
 // every earlier one. A hold whose release is unknown (or failed) is
 // abandoned: it may have ended, or end at any time later.

@@ -207,7 +207,7 @@ func RestoreBackup(r io.Reader, st paxos.Storage) (BackupInfo, error) {
 		Pairs: func(g int, chunk []byte) error {
 			if in == nil {
 				var err error
-				if in, err = st.BeginInstall(ReplicationID(g)); err != nil {
+				if in, err = st.BeginInstall(ID(g).ReplicaGroup()); err != nil {
 					return err
 				}
 			}
@@ -226,7 +226,7 @@ func RestoreBackup(r io.Reader, st paxos.Storage) (BackupInfo, error) {
 			}
 			if in == nil {
 				var err error
-				if in, err = st.BeginInstall(ReplicationID(g.Group)); err != nil {
+				if in, err = st.BeginInstall(ID(g.Group).ReplicaGroup()); err != nil {
 					return err
 				}
 			}

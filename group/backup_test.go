@@ -32,16 +32,16 @@ func backupFixture(t *testing.T) (*pebblestore.Store, []*StateMachine) {
 		t.Fatal(err)
 	}
 	o := func(n uint64) wire.Owner { return wire.Owner{Client: n, ID: n} }
-	applyCommitted(t, st, ReplicationID(0), sms[0], 3, []command{
+	applyCommitted(t, st, ID(0).ReplicaGroup(), sms[0], 3, []command{
 		{op: opNamespacePut, key: "tenant", data: rec},
 		{op: opMemberInit, data: systable.AppendMember(nil, Member{ID: 1, State: MemberActive, Peer: "p1"})},
 		{op: opAcquire, key: fullKey("ns", "a"), owner: o(1), kind: wire.KindExclusive, ttlMs: 60000, value: "va"},
 		{op: opAcquire, key: fullKey("tenant", "b"), owner: o(2), kind: wire.KindRead, ttlMs: 60000},
 	})
-	applyCommitted(t, st, ReplicationID(0), sms[0], 5, []command{
+	applyCommitted(t, st, ID(0).ReplicaGroup(), sms[0], 5, []command{
 		{op: opAcquire, key: fullKey("tenant", "b"), owner: o(3), kind: wire.KindRead, ttlMs: 30000, value: "r3"},
 	})
-	applyCommitted(t, st, ReplicationID(1), sms[1], 7, []command{
+	applyCommitted(t, st, ID(1).ReplicaGroup(), sms[1], 7, []command{
 		{op: opSetVersion, token: 4},
 		{op: opAcquire, key: fullKey("ns", "c"), owner: o(4), kind: wire.KindWrite, ttlMs: 1000},
 	})
@@ -56,7 +56,7 @@ func writeBackup(t *testing.T, st *pebblestore.Store, groups int) []byte {
 		t.Fatal(err)
 	}
 	for g := range groups {
-		src, err := st.OpenSnapshot(ReplicationID(g), 64) // small chunks: several per group
+		src, err := st.OpenSnapshot(ID(g).ReplicaGroup(), 64) // small chunks: several per group
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,7 +97,7 @@ func TestBackupRestoreStateMachines(t *testing.T) {
 		t.Fatal(err)
 	}
 	for g, sm := range sms {
-		gs, err := dst.LoadGroup(ReplicationID(g))
+		gs, err := dst.LoadGroup(ID(g).ReplicaGroup())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,7 +105,7 @@ func TestBackupRestoreStateMachines(t *testing.T) {
 			t.Fatalf("group %d restored as %+v", g, gs)
 		}
 		got := NewStateMachine(4)
-		if err := got.Load(dst.SMReader(ReplicationID(g)), gs.Applied); err != nil {
+		if err := got.Load(dst.SMReader(ID(g).ReplicaGroup()), gs.Applied); err != nil {
 			t.Fatal(err)
 		}
 		if !reflect.DeepEqual(dumpSM(got), dumpSM(sm)) {
@@ -127,7 +127,7 @@ func TestBackupRestoreStateMachines(t *testing.T) {
 		res := make([]any, 1)
 		cmd := appendCommand(nil, &command{op: opAcquire, key: fullKey("ns", "new"), owner: wire.Owner{Client: 9, ID: 9}, kind: wire.KindExclusive, ttlMs: 1000})
 		b := dst.NewBatch()
-		got.Apply(RestoredApplied+1, [][]byte{cmd}, b.SM(ReplicationID(g)), res)
+		got.Apply(RestoredApplied+1, [][]byte{cmd}, b.SM(ID(g).ReplicaGroup()), res)
 		b.Close()
 		if tok := res[0].(*outcome).token; tok <= maxOld {
 			t.Fatalf("group %d: token %#x after restore, backup's highest %#x", g, tok, maxOld)
@@ -137,7 +137,7 @@ func TestBackupRestoreStateMachines(t *testing.T) {
 		t.Fatal("fixture lacks its namespace")
 	}
 	got := NewStateMachine(4)
-	if err := got.Load(dst.SMReader(ReplicationID(0)), RestoredApplied); err != nil {
+	if err := got.Load(dst.SMReader(ID(0).ReplicaGroup()), RestoredApplied); err != nil {
 		t.Fatal(err)
 	}
 	if !got.ns.Has("tenant") || !got.ns.Initialised() {
@@ -236,7 +236,7 @@ func BenchmarkBackupStream(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	gid := ReplicationID(0)
+	gid := ID(0).ReplicaGroup()
 	sm := NewStateMachine(8)
 	const batch = 1000
 	for i := 0; i < n; i += batch {

@@ -83,7 +83,7 @@ func BenchmarkAcquireRelease15Groups(b *testing.B) {
 				g := wire.GroupOf(r.Hash, c.groups)
 				for {
 					if masters[g] == nil {
-						_, masters[g] = c.groupMaster(g)
+						_, masters[g] = c.groupMaster(ID(g))
 					}
 					r.Sink = sink
 					masters[g].Submit(r)

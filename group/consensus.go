@@ -51,4 +51,4 @@ var _ Consensus = (*host.Replica)(nil)
 // Replicate starts the replication of lock group g (0-based) whose state
 // machine is sm and returns its Consensus. NewServiceWith calls it once
 // per group, in order.
-type Replicate func(g int, sm *StateMachine) (Consensus, error)
+type Replicate func(g ID, sm *StateMachine) (Consensus, error)

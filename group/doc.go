@@ -1,5 +1,5 @@
 // Package group is the lock service on top of paxos: it routes a key to
-// its group and worker, decides on the master what can succeed, proposes
+// its lock group (ID) and worker, decides on the master what can succeed, proposes
 // it, applies acquire, renew, release and expire in a deterministic state
 // machine, expires locks on the master's monotonic clock and grants freed
 // locks to the waiter first in line: earliest arrival minus weight ×
@@ -9,7 +9,7 @@
 //
 // Every replica keeps, per key, the holders of the lock (one writer, or
 // readers) with each holder's owner, fencing token and TTL, in memory and
-// in its Paxos group's Pebble keyspace. It stores TTLs, never deadlines: time
+// in its replica group's Pebble keyspace. It stores TTLs, never deadlines: time
 // enters the log only as an Expire the master decided (invariant I6; the
 // invariants I1–I9 are in docs/design.md).
 // A grant's token is groupVersion<<48 | instanceID; the master puts at most
@@ -27,9 +27,10 @@
 //
 // # Files by job
 //
-//   - The service and its groups: service.go (Service, Group, Config,
-//     Request, Sink, Observer; Submit and the routing of a key to its
-//     worker), consensus.go (Consensus, what a group needs from its
+//   - The service and its groups: lockgroup.go (ID, a lock group, and
+//     the replica group that replicates it), service.go (Service, Group,
+//     Config, Request, Sink, Observer; Submit and the routing of a key to
+//     its worker), consensus.go (Consensus, what a group needs from its
 //     replication), clock.go (Clock, the master's monotonic clock),
 //     limits.go (Config's per-connection and per-namespace bounds and
 //     their accounting), connections.go (the connections holds and

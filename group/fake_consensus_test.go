@@ -261,11 +261,11 @@ func newFakeCluster(t testing.TB, n int, cfg Config) *fakeCluster {
 		nc := cfg
 		nc.Logger = testutil.Logger()
 		nc.Self = id
-		svc, err := NewServiceWith(nc, func(g int, sm *StateMachine) (Consensus, error) {
+		svc, err := NewServiceWith(nc, func(g ID, sm *StateMachine) (Consensus, error) {
 			r := c.fgs[g].replica(id)
 			r.sm = sm
 			return r, nil
-		}, func(g int) paxos.NodeID { return c.peers[g%n] })
+		}, func(g ID) paxos.NodeID { return c.peers[int(g)%n] })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +273,7 @@ func newFakeCluster(t testing.TB, n int, cfg Config) *fakeCluster {
 		t.Cleanup(svc.Close)
 	}
 	for g, fg := range c.fgs {
-		fg.setMaster(c.peers[g%n])
+		fg.setMaster(c.peers[int(g)%n])
 	}
 	return c
 }
@@ -287,7 +287,7 @@ func (c *fakeCluster) svc(id paxos.NodeID) *Service {
 }
 
 // groupMaster returns the node serving lock group g and its service.
-func (c *fakeCluster) groupMaster(g int) (paxos.NodeID, *Service) {
+func (c *fakeCluster) groupMaster(g ID) (paxos.NodeID, *Service) {
 	c.t.Helper()
 	for _, id := range c.peers {
 		if svc := c.svc(id); svc != nil && svc.Group(g).Serving() {
@@ -300,7 +300,7 @@ func (c *fakeCluster) groupMaster(g int) (paxos.NodeID, *Service) {
 
 // master returns the service serving key's group.
 func (c *fakeCluster) master(ns, key string) *Service {
-	_, svc := c.groupMaster(wire.GroupOf(wire.KeyHash(ns, key), c.groups))
+	_, svc := c.groupMaster(Of(wire.KeyHash(ns, key), c.groups))
 	return svc
 }
 
@@ -341,7 +341,7 @@ func (c *fakeCluster) state(key string) wire.Response {
 // master once its lease has run out.
 func (c *fakeCluster) takeOver(g int, stop bool) paxos.NodeID {
 	c.t.Helper()
-	old, svc := c.groupMaster(g)
+	old, svc := c.groupMaster(ID(g))
 	var target paxos.NodeID
 	for _, id := range c.peers {
 		if id != old && !c.down[id] {

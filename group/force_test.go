@@ -227,7 +227,7 @@ func TestRevokeAfterMasterChange(t *testing.T) {
 		t.Fatalf("acquire: %+v", r)
 	}
 	c.takeOver(g, false)
-	_, svc := c.groupMaster(g)
+	_, svc := c.groupMaster(ID(g))
 	other := newSink()
 	svc.AttachClient(5, other)
 	fc.Advance(6 * time.Second)

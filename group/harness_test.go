@@ -152,9 +152,9 @@ func newCluster(t testing.TB, n int, cfg Config) *cluster {
 // no placement transfer moves a master in the middle of a test.
 func (c *cluster) settle() {
 	for g := 0; g < c.groups; g++ {
-		want := c.peers[g%len(c.peers)]
+		want := c.peers[int(g)%len(c.peers)]
 		testutil.Eventually(c.t, 60*time.Second, func() bool {
-			id, _ := c.findMaster(g)
+			id, _ := c.findMaster(ID(g))
 			return id == want
 		}, "group %d to be served by its preferred node %d", g, want)
 	}
@@ -179,13 +179,13 @@ func (c *cluster) svc(id paxos.NodeID) *Service {
 
 // replica returns node id's replica of lock group g's Paxos group, nil
 // while the node is down.
-func (c *cluster) replica(id paxos.NodeID, g int) *host.Replica {
+func (c *cluster) replica(id paxos.NodeID, g ID) *host.Replica {
 	c.nmu.Lock()
 	defer c.nmu.Unlock()
 	if c.nodes[id].host == nil {
 		return nil
 	}
-	return c.nodes[id].host.Replica(ReplicationID(g))
+	return c.nodes[id].host.Replica(ID(g).ReplicaGroup())
 }
 
 func (c *cluster) start(id paxos.NodeID) {
@@ -195,8 +195,9 @@ func (c *cluster) start(id paxos.NodeID) {
 		c.t.Fatal(err)
 	}
 	nd.store = st
-	h := host.New(host.Config{Self: id, Store: st, Tick: clusterTick, Logger: testutil.Logger()})
-	h.SetTransport(c.net.Join(id, h.Deliver))
+	ep := c.net.Join(id, nil)
+	h := host.New(host.Config{Self: id, Store: st, Tick: clusterTick, Transport: ep, Logger: testutil.Logger()})
+	ep.SetHandler(h.Deliver)
 	c.nmu.Lock()
 	nd.host = h
 	c.nmu.Unlock()
@@ -204,7 +205,7 @@ func (c *cluster) start(id paxos.NodeID) {
 	cfg.Logger = testutil.Logger()
 	cfg.Self = id
 	svc, err := NewService(cfg, h, c.peers, paxos.Config{HeartbeatTicks: 5, LeaseTicks: clusterLeaseTicks},
-		func(g int) paxos.NodeID { return c.peers[g%len(c.peers)] })
+		func(g ID) paxos.NodeID { return c.peers[int(g)%len(c.peers)] })
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -229,24 +230,24 @@ func (c *cluster) stop(id paxos.NodeID) {
 
 // master returns the service serving key's group, waiting for one.
 func (c *cluster) master(ns, key string) *Service {
-	_, svc := c.groupMaster(wire.GroupOf(wire.KeyHash(ns, key), c.groups))
+	_, svc := c.groupMaster(Of(wire.KeyHash(ns, key), c.groups))
 	return svc
 }
 
 // groupMaster returns the node serving lock group g and its service,
 // waiting for one.
-func (c *cluster) groupMaster(g int) (paxos.NodeID, *Service) {
+func (c *cluster) groupMaster(g ID) (paxos.NodeID, *Service) {
 	var id paxos.NodeID
 	var svc *Service
 	testutil.Eventually(c.t, 30*time.Second, func() bool {
-		id, svc = c.findMaster(g)
+		id, svc = c.findMaster(ID(g))
 		return svc != nil
 	}, "a master for group %d", g)
 	return id, svc
 }
 
 // findMaster returns the node serving lock group g now, if any.
-func (c *cluster) findMaster(g int) (paxos.NodeID, *Service) {
+func (c *cluster) findMaster(g ID) (paxos.NodeID, *Service) {
 	for _, id := range c.peers {
 		if svc := c.svc(id); svc != nil && svc.Group(g).Serving() {
 			return id, svc

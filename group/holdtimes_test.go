@@ -119,7 +119,7 @@ func TestHoldSlotSharesTheTableKey(t *testing.T) {
 		t.Fatal(out.status)
 	}
 	reqKey := fullKey("ns", string([]byte("shared"))) // another copy of the bytes
-	r.w.hold(reqKey, out.token, o, nil, r.fc.Now().Add(time.Second))
+	r.w.armDeadline(reqKey, out.token, o, nil, r.fc.Now().Add(time.Second))
 	i := r.w.times.find(key, o, out.token)
 	if i < 0 {
 		t.Fatal("no slot for the hold")

@@ -81,7 +81,7 @@ func (w *worker) hotKeys(n int) []HotKey {
 			continue
 		}
 		ns, k := splitFull(key)
-		out = append(out, HotKey{Group: w.g.id, Namespace: ns, Key: k, Waiters: waiting, Watchers: len(ks.watchers)})
+		out = append(out, HotKey{Group: int(w.g.id), Namespace: ns, Key: k, Waiters: waiting, Watchers: len(ks.watchers)})
 	}
 	SortHotKeys(out)
 	out = out[:min(n, len(out))]

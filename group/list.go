@@ -27,8 +27,8 @@ import (
 // throughout, whatever is taken or freed between its pages. A list counts
 // against the namespace's rate as one request per wire.DefaultListLimit
 // of the keys its workers visited (listAdmits).
-func (s *Service) List(ns string, g int, prefix, after string, limit int, done func(wire.Response)) {
-	if g < 0 || g >= len(s.groups) || limit <= 0 {
+func (s *Service) List(ns string, g ID, prefix, after string, limit int, done func(wire.Response)) {
+	if g < 0 || int(g) >= len(s.groups) || limit <= 0 {
 		done(noMaster)
 		return
 	}

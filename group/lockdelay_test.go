@@ -126,15 +126,15 @@ func TestLockDelayNotAfterRelease(t *testing.T) {
 			t.Fatalf("replica %d has delay record %+v after releases", i+1, d)
 		}
 	}
-	// A hand-off (the client's local queue) gives the new hold the
+	// A pass-on (the client's local queue) gives the new hold the
 	// lock-delay its release names.
 	const k2 = "handed"
 	r2 := c.do(hs, Request{Op: OpAcquire, Key: k2, Owner: owner(1, 1), TTL: time.Minute})
-	rr := c.do(hs, Request{Op: OpRelease, Key: k2, Owner: owner(1, 1), Token: r2.Token, HandOff: owner(1, 2), TTL: time.Minute, LockDelayMs: 700})
+	rr := c.do(hs, Request{Op: OpRelease, Key: k2, Owner: owner(1, 1), Token: r2.Token, PassOn: owner(1, 2), TTL: time.Minute, LockDelayMs: 700})
 	if rr.Status != wire.StatusSuccess || rr.Holder != owner(1, 2) {
-		t.Fatalf("release with a hand-off: %+v", rr)
+		t.Fatalf("release with a pass-on: %+v", rr)
 	}
-	sm := c.master("ns", k2).Group(wire.GroupOf(wire.KeyHash("ns", k2), c.groups)).StateMachine()
+	sm := c.master("ns", k2).Group(Of(wire.KeyHash("ns", k2), c.groups)).StateMachine()
 	if l := sm.get(fullKey("ns", k2)); l.n() != 1 || l.delayAt(0) != 700 {
 		t.Fatalf("handed-off hold %+v, want a 700 ms lock-delay", l)
 	}
@@ -420,11 +420,11 @@ func TestLockDelayBackupRestore(t *testing.T) {
 	defer st.Close()
 	sm := NewStateMachine(4)
 	a, b := fullKey("ns", "freed"), fullKey("ns", "held")
-	outs := applyCommitted(t, st, ReplicationID(0), sm, 3, []command{
+	outs := applyCommitted(t, st, ID(0).ReplicaGroup(), sm, 3, []command{
 		{op: opAcquire, key: a, owner: owner(1, 1), ttlMs: 1000, delayMs: 2500},
 		{op: opAcquire, key: b, owner: owner(2, 1), ttlMs: 1000, delayMs: 800},
 	})
-	applyCommitted(t, st, ReplicationID(0), sm, 4, []command{{op: opExpire, key: a, owner: owner(1, 1), token: outs[0].token}})
+	applyCommitted(t, st, ID(0).ReplicaGroup(), sm, 4, []command{{op: opExpire, key: a, owner: owner(1, 1), token: outs[0].token}})
 	want, ok := sm.delayOf(a)
 	if !ok {
 		t.Fatal("no delay after the expire")
@@ -436,7 +436,7 @@ func TestLockDelayBackupRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := NewStateMachine(4)
-	if err := got.Load(dst.SMReader(ReplicationID(0)), RestoredApplied); err != nil {
+	if err := got.Load(dst.SMReader(ID(0).ReplicaGroup()), RestoredApplied); err != nil {
 		t.Fatal(err)
 	}
 	if d, ok := got.delayOf(a); !ok || d != want {

@@ -16,8 +16,8 @@ import (
 func moveAll(t *testing.T, c *fakeCluster, step MoveStep, ns, id, to string) {
 	t.Helper()
 	for g := range c.groups {
-		_, svc := c.groupMaster(g)
-		if err := svc.Group(g).MoveStep(context.Background(), step, ns, id, to, 0); err != nil {
+		_, svc := c.groupMaster(ID(g))
+		if err := svc.Group(ID(g)).MoveStep(context.Background(), step, ns, id, to, 0); err != nil {
 			t.Fatalf("step %d in group %d: %v", step, g, err)
 		}
 	}
@@ -25,7 +25,7 @@ func moveAll(t *testing.T, c *fakeCluster, step MoveStep, ns, id, to string) {
 
 // follower returns a node of c that does not master group g.
 func (c *fakeCluster) follower(g int) *Service {
-	m, _ := c.groupMaster(g)
+	m, _ := c.groupMaster(ID(g))
 	for _, id := range c.peers {
 		if id != m && !c.down[id] {
 			return c.svcs[id]
@@ -47,18 +47,18 @@ func copyNamespace(t *testing.T, src, dst *fakeCluster, ns, id string, batchByte
 	locks := 0
 	for g := range src.groups {
 		batch := uint32(0)
-		ex, err := src.follower(g).Group(g).ExportMove(ns, id, batchBytes, func(pairs []byte) error {
+		ex, err := src.follower(g).Group(ID(g)).ExportMove(ns, id, batchBytes, func(pairs []byte) error {
 			parts, err := dst.svc(1).SplitImport(ns, pairs)
 			if err != nil {
 				return err
 			}
 			for tg, p := range parts {
-				_, svc := dst.groupMaster(tg)
-				if err := svc.Group(tg).Import(ctx, ns, id, uint32(g), batch, p, 0); err != nil {
+				_, svc := dst.groupMaster(ID(tg))
+				if err := svc.Group(ID(tg)).Import(ctx, ns, id, uint32(g), batch, p, 0); err != nil {
 					return err
 				}
 				// A batch repeated changes nothing.
-				if err := svc.Group(tg).Import(ctx, ns, id, uint32(g), batch, p, 0); err != nil {
+				if err := svc.Group(ID(tg)).Import(ctx, ns, id, uint32(g), batch, p, 0); err != nil {
 					return err
 				}
 			}
@@ -72,12 +72,12 @@ func copyNamespace(t *testing.T, src, dst *fakeCluster, ns, id string, batchByte
 		maxVer = max(maxVer, ex.Version)
 	}
 	for g := range dst.groups {
-		_, svc := dst.groupMaster(g)
-		maxVer = max(maxVer, svc.Group(g).StateMachine().Version())
+		_, svc := dst.groupMaster(ID(g))
+		maxVer = max(maxVer, svc.Group(ID(g)).StateMachine().Version())
 	}
 	for g := range dst.groups {
-		_, svc := dst.groupMaster(g)
-		if _, err := svc.Group(g).RaiseVersion(ctx, maxVer+1); err != nil {
+		_, svc := dst.groupMaster(ID(g))
+		if _, err := svc.Group(ID(g)).RaiseVersion(ctx, maxVer+1); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestMoveNamespace(t *testing.T) {
 	if r := dst.do(sk, Request{Op: OpAcquire, Key: "x", Owner: owner(5, 1), Kind: wire.KindExclusive}); r.Status != wire.StatusMoving || r.RetryAfterMs == 0 {
 		t.Fatalf("target before the flip: %v retry %d, want MOVING", r.Status, r.RetryAfterMs)
 	}
-	if err := src.master("ns", "k0").Group(wire.GroupOf(wire.KeyHash("ns", "k0"), 4)).MoveStep(context.Background(), StepIncoming, ns, "other", "", 0); !errors.Is(err, ErrMoveConflict) {
+	if err := src.master("ns", "k0").Group(Of(wire.KeyHash("ns", "k0"), 4)).MoveStep(context.Background(), StepIncoming, ns, "other", "", 0); !errors.Is(err, ErrMoveConflict) {
 		t.Fatalf("incoming on a group holding the namespace: %v", err)
 	}
 
@@ -170,7 +170,7 @@ func TestMoveNamespace(t *testing.T) {
 	fc.Advance(time.Minute)
 	var frozen int64
 	for g := range src.groups {
-		frozen += src.svc(1).Group(g).StateMachine().MoveInfo(ns).Locks
+		frozen += src.svc(1).Group(ID(g)).StateMachine().MoveInfo(ns).Locks
 	}
 	if frozen != 22 {
 		t.Fatalf("the frozen source holds %d keys of the namespace a minute on, want 22", frozen)
@@ -182,7 +182,7 @@ func TestMoveNamespace(t *testing.T) {
 	}
 	var held int64
 	for g := range dst.groups {
-		held += dst.svc(1).Group(g).StateMachine().MoveInfo(ns).Locks
+		held += dst.svc(1).Group(ID(g)).StateMachine().MoveInfo(ns).Locks
 	}
 	if held != 22 {
 		t.Fatalf("target holds %d keys of the namespace, want 22", held)
@@ -223,7 +223,7 @@ func TestMoveNamespace(t *testing.T) {
 		t.Fatalf("source after the drop: %v %q", r.Status, r.Redirect)
 	}
 	for g := range src.groups {
-		if info := src.svc(2).Group(g).StateMachine().MoveInfo(ns); info.Locks != 0 || info.State != MoveDropped {
+		if info := src.svc(2).Group(ID(g)).StateMachine().MoveInfo(ns); info.Locks != 0 || info.State != MoveDropped {
 			t.Fatalf("source group %d after the drop: %+v", g, info)
 		}
 	}
@@ -290,7 +290,7 @@ func TestMoveAbort(t *testing.T) {
 	moveAll(t, src, StepUnfreeze, ns, id, "")
 	moveAll(t, src, StepUnfreeze, ns, id, "")
 	for g := range dst.groups {
-		if info := dst.svc(1).Group(g).StateMachine().MoveInfo(ns); info.Locks != 0 || info.State != MoveNone {
+		if info := dst.svc(1).Group(ID(g)).StateMachine().MoveInfo(ns); info.Locks != 0 || info.State != MoveNone {
 			t.Fatalf("target group %d after the abort: %+v", g, info)
 		}
 	}

@@ -114,7 +114,7 @@ func (w *worker) serveNamespace(ns string) {
 		}
 	})
 	for _, h := range hs {
-		w.hold(h.key, h.token, h.owner, nil, now.Add(h.ttl))
+		w.armDeadline(h.key, h.token, h.owner, nil, now.Add(h.ttl))
 	}
 	var ds []importedDelay
 	w.g.sm.forEachDelay(w.idx, func(key string, d delayRec) {

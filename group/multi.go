@@ -271,7 +271,7 @@ func (w *worker) multiDone(m *multiAcq, n int, res paxos.Result) {
 		if obs := w.obs; obs != nil {
 			obs.Count(StatGrant)
 		}
-		w.hold(key, tok, e.owner, m.req.Sink, w.clock.Now().Add(time.Duration(m.ttl)*time.Millisecond))
+		w.armDeadline(key, tok, e.owner, m.req.Sink, w.clock.Now().Add(time.Duration(m.ttl)*time.Millisecond))
 		w.notify(ks, e.name, wire.EventAcquired, tok, e.owner, m.req.Value)
 	}
 	w.resume(e.key, ks)

@@ -16,9 +16,9 @@ import (
 // the namespace's quota, and is the Service's side of the table.
 
 // NamespaceGroup is the lock group that holds the namespace table
-// (replicated by ReplicationID(NamespaceGroup), like every lock group).
+// (replicated by NamespaceGroup.ReplicaGroup(), like every lock group).
 // Its master seeds and changes namespaces.
-const NamespaceGroup = 0
+const NamespaceGroup ID = 0
 
 // ErrNotSystemMaster means this node does not master group 0, where
 // namespace changes are proposed; MasterNode names the node that does.

@@ -148,7 +148,7 @@ func TestListChargesThePage(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, func() bool { return svc.QuotaUsage()["ns"].Quota == q }, "the quota to be enforced")
 	fc.Advance(time.Minute)
 	got := make(chan wire.Response, 1)
-	svc.List("ns", wire.GroupOf(wire.KeyHash("ns", keys[0]), c.groups), "", "", 10, func(r wire.Response) { got <- r })
+	svc.List("ns", Of(wire.KeyHash("ns", keys[0]), c.groups), "", "", 10, func(r wire.Response) { got <- r })
 	if r := <-got; r.Status != wire.StatusSuccess || len(r.Locks) != 10 {
 		t.Fatalf("list: %s, %d locks; want 10", r.Status, len(r.Locks))
 	}
@@ -195,7 +195,7 @@ func TestListPagingStable(t *testing.T) {
 	pages := 0
 	for after := ""; ; pages++ {
 		got := make(chan wire.Response, 1)
-		svc.List("ns", g, "", after, 7, func(r wire.Response) { got <- r })
+		svc.List("ns", ID(g), "", after, 7, func(r wire.Response) { got <- r })
 		r := <-got
 		if r.Status != wire.StatusSuccess {
 			t.Fatalf("page %d: %+v", pages, r)
@@ -233,7 +233,7 @@ func TestListPagingStable(t *testing.T) {
 		t.Fatalf("%d pages", pages)
 	}
 	for _, id := range c.peers {
-		checkNSIndex(t, "after paging", c.svc(id).Group(g).StateMachine())
+		checkNSIndex(t, "after paging", c.svc(id).Group(ID(g)).StateMachine())
 	}
 }
 

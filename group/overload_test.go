@@ -69,7 +69,7 @@ func keysOn(t *testing.T, c *fakeCluster, node paxos.NodeID, n int) []string {
 		}
 		k := fmt.Sprintf("k%d", i)
 		g := wire.GroupOf(wire.KeyHash("ns", k), c.groups)
-		if m, _ := c.groupMaster(g); m == node && !groups[g] {
+		if m, _ := c.groupMaster(ID(g)); m == node && !groups[g] {
 			groups[g] = true
 			keys = append(keys, k)
 		}

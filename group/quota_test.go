@@ -338,7 +338,7 @@ func TestQuotaSnapshotAndBackup(t *testing.T) {
 	t.Parallel()
 	st := openStore(t, t.TempDir())
 	defer st.Close()
-	gid := ReplicationID(NamespaceGroup)
+	gid := NamespaceGroup.ReplicaGroup()
 	sm := NewStateMachine(2)
 	rec, err := systable.NewNamespaceRecord("pw")
 	if err != nil {
@@ -524,7 +524,7 @@ func TestQuotaHeldOvershoot(t *testing.T) {
 				r := Request{Op: OpAcquire, Namespace: "ns", Key: key, Hash: wire.KeyHash("ns", key), Owner: owner(uint64(a+1), 1), TTL: time.Minute, Sink: sink}
 				var resp wire.Response
 				for range 1000 {
-					_, m := c.findMaster(wire.GroupOf(r.Hash, c.groups))
+					_, m := c.findMaster(Of(r.Hash, c.groups))
 					if m == nil {
 						runtime.Gosched() // no master known yet: ask again
 						continue

@@ -248,25 +248,25 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 	var ws []*waiter
 	var rest int
 	var kind wire.Kind
-	var handOff *holder // the hand-off owner's hold, a copy
+	var passOn *holder // the pass-on owner's hold, a copy
 	w.g.sm.view(key, func(rec *lockRec) {
 		if st = checkHolder(rec, r.Owner, r.Token); st != wire.StatusSuccess {
-			if r.HandOff.IsZero() || st == wire.StatusLockDeleted {
+			if r.PassOn.IsZero() || st == wire.StatusLockDeleted {
 				return
 			}
-			if i := rec.find(r.HandOff); i >= 0 {
+			if i := rec.find(r.PassOn); i >= 0 {
 				h := *rec.at(i)
-				handOff = &h
+				passOn = &h
 			}
 			return
 		}
 		ws, rest, kind = w.pick(ks, rec, r.Owner, r.Token), without(rec, r.Owner, r.Token), rec.kind()
 	})
 	if st != wire.StatusSuccess {
-		if handOff != nil {
-			// A retried hand-off that was applied: the hand-off owner
+		if passOn != nil {
+			// A retried pass-on that was applied: the pass-on owner
 			// holds the key now. Say so again.
-			w.respond(r, wire.Response{Status: wire.StatusSuccess, Holder: r.HandOff, Token: handOff.token, TTLLeftMs: handOff.ttlMs})
+			w.respond(r, wire.Response{Status: wire.StatusSuccess, Holder: r.PassOn, Token: passOn.token, TTLLeftMs: passOn.ttlMs})
 			return
 		}
 		w.respond(r, wire.Response{Status: st})
@@ -280,12 +280,12 @@ func (w *worker) release(r *Request, key string, ks *keyState) {
 		return
 	}
 	p := &pending{req: r, grants: ws, cmd: command{op: opRelease, key: key, owner: r.Owner, token: r.Token, grants: w.grantsFor(ks, ws)}}
-	if !r.HandOff.IsZero() && rest == 0 && len(ks.waiters) == 0 && exclusive(kind) {
-		// The local queue's hand-off: nobody waits here, so the key
+	if !r.PassOn.IsZero() && rest == 0 && len(ks.waiters) == 0 && exclusive(kind) {
+		// The local queue's pass-on: nobody waits here, so the key
 		// goes on to the same client's next waiter in this command,
 		// with a new token (grants are applied after the release).
-		p.handOff = true
-		p.cmd.grants = []grant{{owner: r.HandOff, kind: kind, ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
+		p.passOn = true
+		p.cmd.grants = []grant{{owner: r.PassOn, kind: kind, ttlMs: w.ttl(r), value: r.Value, delayMs: lockDelayOf(r)}}
 	}
 	if w.obs != nil {
 		p.grantedAt, _ = w.grantedAt(key, r.Owner, r.Token)

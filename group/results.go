@@ -26,9 +26,9 @@ type pending struct {
 	// release, or at its deadline; see revocation.go); its holder and
 	// watchers hear EventRevoked, not EventExpired.
 	forced bool
-	// handOff: a release whose cmd.grants[0] is req.HandOff, not a
-	// queued waiter (see Request.HandOff).
-	handOff bool
+	// passOn: a release whose cmd.grants[0] is req.PassOn, not a
+	// queued waiter (see Request.PassOn).
+	passOn bool
 }
 
 func (w *worker) propose(ks *keyState, p *pending) {
@@ -71,7 +71,7 @@ func (w *worker) staleResult(p *pending, res paxos.Result) {
 	if p.cmd.op == opAcquire && out.status == wire.StatusSuccess {
 		resp.TTLLeftMs = p.cmd.ttlMs
 	}
-	if p.handOff && out.status == wire.StatusSuccess && len(out.grants) > 0 && out.grants[0] != 0 {
+	if p.passOn && out.status == wire.StatusSuccess && len(out.grants) > 0 && out.grants[0] != 0 {
 		resp.Holder, resp.Token, resp.TTLLeftMs = p.cmd.grants[0].owner, out.grants[0], p.cmd.grants[0].ttlMs
 	}
 	w.respond(p.req, resp)
@@ -146,7 +146,7 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 	case opDowngrade:
 		resp := wire.Response{Status: out.status, Token: out.token}
 		if out.status == wire.StatusSuccess {
-			w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
+			w.armDeadline(key, out.token, p.req.Owner, p.req.Sink, now.Add(time.Duration(p.cmd.ttlMs)*time.Millisecond))
 			resp.TTLLeftMs = p.cmd.ttlMs
 		}
 		w.respond(p.req, resp)
@@ -157,7 +157,7 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 	case opRevoke:
 		w.revokeResult(p, out, nil)
 	}
-	if !p.handOff {
+	if !p.passOn {
 		w.settleGrants(ks, key, name, p, out, now)
 	}
 }
@@ -172,7 +172,7 @@ func (w *worker) acquired(ks *keyState, key, name string, p *pending, out *outco
 			obs.Count(StatGrant)
 		}
 		ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
-		w.hold(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+		w.armDeadline(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 		resp.TTLLeftMs = p.cmd.ttlMs
 		// A reacquire keeps its token and replaces its value:
 		// watchers that saw the token hear of a new value.
@@ -201,7 +201,7 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 				}
 			})
 		}
-		w.hold(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+		w.armDeadline(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 		resp.TTLLeftMs = uint32(ttl / time.Millisecond)
 		if p.valueChanged {
 			w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
@@ -211,7 +211,7 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 }
 
 // released settles an applied release or expire: the metrics, the lost
-// holder's Lost push, the watchers' event, a hand-off's new hold, the
+// holder's Lost push, the watchers' event, a pass-on's new hold, the
 // answer and the end of a revocation.
 func (w *worker) released(ks *keyState, key, name string, p *pending, out *outcome, now time.Time) {
 	obs := w.obs
@@ -245,8 +245,8 @@ func (w *worker) released(ks *keyState, key, name string, p *pending, out *outco
 	if p.forced {
 		resp.Holder = p.cmd.owner
 	}
-	if p.handOff {
-		w.settleHandOff(ks, key, name, p, out, now, &resp)
+	if p.passOn {
+		w.settlePassOn(ks, key, name, p, out, now, &resp)
 	}
 	w.respond(p.req, resp)
 	w.endRevocation(key, p.cmd.owner, p.cmd.token, wire.Response{Status: out.status, Token: p.cmd.token})
@@ -306,7 +306,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 			}
 		}
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
-		w.hold(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
+		w.armDeadline(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
 		if q.req.Sink != nil {
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
 		}
@@ -315,10 +315,10 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 	ks.waiters = w.dropWaiters(ks.waiters)
 }
 
-// settleHandOff completes a release that handed the key on (see
-// Request.HandOff): the new hold's deadline, the watchers' event and the
+// settlePassOn completes a release that handed the key on (see
+// Request.PassOn): the new hold's deadline, the watchers' event and the
 // answer's Holder, Token and TTLLeftMs.
-func (w *worker) settleHandOff(ks *keyState, key, name string, p *pending, out *outcome, now time.Time, resp *wire.Response) {
+func (w *worker) settlePassOn(ks *keyState, key, name string, p *pending, out *outcome, now time.Time, resp *wire.Response) {
 	if out.status != wire.StatusSuccess || len(out.grants) == 0 || out.grants[0] == 0 {
 		return
 	}
@@ -327,7 +327,7 @@ func (w *worker) settleHandOff(ks *keyState, key, name string, p *pending, out *
 	if obs := w.obs; obs != nil {
 		obs.Count(StatGrant)
 	}
-	w.hold(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
+	w.armDeadline(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
 	w.notify(ks, name, wire.EventAcquired, tok, g.owner, g.value)
 	resp.Holder, resp.Token, resp.TTLLeftMs = g.owner, tok, g.ttlMs
 }

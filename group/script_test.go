@@ -37,7 +37,7 @@ import (
 //	acquire <key> <owner> [kind=exclusive|read|write] [ttl=<d>]
 //	    [wait=<d>|forever] [wait-id=<n>] [weight=<n>] [waited=<d>]
 //	    [value=<v>] [downgrade] [node=<n>]
-//	release <key> <owner> token=<t> [hand-off=<owner>] [ttl=<d>] [value=<v>]
+//	release <key> <owner> token=<t> [pass-on=<owner>] [ttl=<d>] [value=<v>]
 //	renew <key> <owner> token=<t> [ttl=<d>]
 //	cancel <key> <owner> wait-id=<n>  ends a blocking acquire's wait
 //	watch <key> <owner> id=<n> [token=<t>] [wait=<d>]
@@ -240,13 +240,13 @@ func (s *lockScript) handleAcquire(t *testing.T, d *datadriven.TestData) {
 }
 
 func (s *lockScript) handleRelease(t *testing.T, d *datadriven.TestData) {
-	scripttest.Known(t, d, "token", "hand-off", "ttl", "value", "node")
+	scripttest.Known(t, d, "token", "pass-on", "ttl", "value", "node")
 	key, o := keyOwner(t, d)
 	r := Request{Op: OpRelease, Key: key, Owner: o}
 	d.ScanArgs(t, "token", &r.Token)
 	var to string
-	if d.MaybeScanArgs(t, "hand-off", &to) {
-		r.HandOff = parseOwner(t, d, to)
+	if d.MaybeScanArgs(t, "pass-on", &to) {
+		r.PassOn = parseOwner(t, d, to)
 	}
 	scripttest.MaybeDuration(t, d, "ttl", &r.TTL)
 	d.MaybeScanArgs(t, "value", &r.Value)
@@ -376,7 +376,7 @@ func (s *lockScript) handleElect(t *testing.T, d *datadriven.TestData) {
 
 func (s *lockScript) handleLoseLease(t *testing.T, d *datadriven.TestData) {
 	key := scripttest.Pos(t, d, 0)
-	node, _ := s.c.groupMaster(s.group(key))
+	node, _ := s.c.groupMaster(ID(s.group(key)))
 	fg := s.c.fgs[s.group(key)]
 	r := fg.replica(node)
 	fg.mu.Lock()
@@ -387,7 +387,7 @@ func (s *lockScript) handleLoseLease(t *testing.T, d *datadriven.TestData) {
 
 func (s *lockScript) handleTakeOver(t *testing.T, d *datadriven.TestData) {
 	g := s.group(scripttest.Pos(t, d, 0))
-	old, _ := s.c.groupMaster(g)
+	old, _ := s.c.groupMaster(ID(g))
 	to := s.c.takeOver(g, d.HasArg("stop"))
 	s.logf("group %d: n%d -> n%d", g, old, to)
 }

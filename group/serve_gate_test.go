@@ -19,8 +19,8 @@ func TestTransferWaitsForAnswers(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t, 3, Config{Clock: newFakeClock()})
 	const g = 0
-	old, svc := c.groupMaster(g)
-	lg := svc.Group(g)
+	old, svc := c.groupMaster(ID(g))
+	lg := svc.Group(ID(g))
 	var to paxos.NodeID
 	for _, id := range c.peers {
 		if id != old {
@@ -29,7 +29,7 @@ func TestTransferWaitsForAnswers(t *testing.T) {
 		}
 	}
 	lg.serve.RLock() // a worker between its lease check and its answer
-	c.replica(old, g).TransferTo(to)
+	c.replica(old, ID(g)).TransferTo(to)
 	testutil.Eventually(t, 30*time.Second, func() bool { return !lg.Serving() },
 		"node %d to stop serving group %d after the transfer", old, g)
 	// The host loop of the old master now waits in masterChanged, before
@@ -44,7 +44,7 @@ func TestTransferWaitsForAnswers(t *testing.T) {
 	// TimeoutNow needs, and ends well before the lease does.
 	deadline := time.Now().Add(clusterLeaseTicks * clusterTick / 3)
 	for time.Now().Before(deadline) {
-		if id, _ := c.findMaster(g); id != 0 {
+		if id, _ := c.findMaster(ID(g)); id != 0 {
 			lg.serve.RUnlock()
 			t.Fatalf("node %d serves group %d while node %d still answers under its mastership", id, g, old)
 		}
@@ -52,7 +52,7 @@ func TestTransferWaitsForAnswers(t *testing.T) {
 	}
 	lg.serve.RUnlock()
 	// Once the answer is done the transfer goes on.
-	testutil.Eventually(t, 30*time.Second, func() bool { id, _ := c.findMaster(g); return id != 0 },
+	testutil.Eventually(t, 30*time.Second, func() bool { id, _ := c.findMaster(ID(g)); return id != 0 },
 		"a master for group %d after the answer", g)
 }
 

@@ -49,7 +49,7 @@ type Sink interface {
 type Request struct {
 	Op Op
 	// LockDelayMs is an acquire's lock-delay in milliseconds, or that of
-	// a release's hand-off grant (see HandOff; at most
+	// a release's pass-on grant (see PassOn; at most
 	// wire.MaxLockDelayMs; see lockdelay.go). A
 	// uint16 in what would be
 	// padding, which keeps Request in its allocation size class.
@@ -86,14 +86,14 @@ type Request struct {
 	// Value is the holder value an acquire attaches, or a renew sets when
 	// SetValue is true (at most wire.MaxValueLen bytes).
 	Value string
-	// HandOff, when not zero, is the owner a release hands the lock on to
-	// (wire.Release.HandOffID: the releasing client's next local waiter):
+	// PassOn, when not zero, is the owner a release hands the lock on to
+	// (wire.Release.PassOnID: the releasing client's next local waiter):
 	// granted in the same command, with TTL, Value and LockDelayMs, if
 	// the key is then free and nobody is queued for it. This is what a
-	// hand-off is in this package; a freed key's grant to queued waiters
-	// is a grant, and the move of a group's mastership to its preferred
-	// node a mastership transfer.
-	HandOff wire.Owner
+	// pass-on; a freed key's grant to queued waiters is a grant, and a
+	// hand-off is only the move of a group's mastership to its preferred
+	// node (paxos).
+	PassOn wire.Owner
 	// WaitID names a blocking acquire's wait, WatchID a watch.
 	WaitID  uint64
 	WatchID uint64
@@ -212,7 +212,7 @@ type Config struct {
 	// a group's mastership (group index, new state). It runs on the
 	// paxos host's loop, which drives every Paxos group, and must not
 	// block.
-	OnMaster func(group int, s paxos.SoftState)
+	OnMaster func(group ID, s paxos.SoftState)
 	// Observer, if set, is told of requests, proposals, waits and lock
 	// events, for metrics.
 	Observer Observer
@@ -263,10 +263,10 @@ type Service struct {
 }
 
 // Group is one lock group on this node: its state machine, its workers
-// and its replication (a Paxos group, see ReplicationID).
+// and its replication (a replica group, see ID.ReplicaGroup).
 type Group struct {
 	svc     *Service
-	id      int
+	id      ID
 	px      Consensus
 	sm      *StateMachine
 	workers []*worker
@@ -296,21 +296,16 @@ type Group struct {
 	stepping bool
 }
 
-// ReplicationID is the Paxos group that replicates lock group g. Lock
-// groups count from 0 (NamespaceGroup is 0); Paxos group ids count from 1,
-// because 0 is no group on the peer wire.
-func ReplicationID(g int) paxos.GroupID { return paxos.GroupID(g + 1) }
-
 // NewService creates the lock groups on h, lock group g replicated by
-// the Paxos group ReplicationID(g), each with peers as replicas.
+// the replica group g.ReplicaGroup(), each with peers as replicas.
 // preferred(g) names the node that should master group g, 0 for none.
-func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g int) paxos.NodeID) (*Service, error) {
+func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Config, preferred func(g ID) paxos.NodeID) (*Service, error) {
 	if cfg.Self == 0 {
 		cfg.Self = pcfg.ID
 	}
-	return NewServiceWith(cfg, func(g int, sm *StateMachine) (Consensus, error) {
+	return NewServiceWith(cfg, func(g ID, sm *StateMachine) (Consensus, error) {
 		c := pcfg
-		c.Group = ReplicationID(g)
+		c.Group = g.ReplicaGroup()
 		c.Peers = peers
 		return h.AddReplica(host.ReplicaConfig{Core: c, Join: cfg.Join}, sm)
 	}, preferred)
@@ -319,12 +314,12 @@ func NewService(cfg Config, h *host.Host, peers []paxos.NodeID, pcfg paxos.Confi
 // NewServiceWith creates the lock groups, each replicated by what
 // replicate returns for it. preferred(g) names the node that should
 // master group g, 0 for none.
-func NewServiceWith(cfg Config, replicate Replicate, preferred func(g int) paxos.NodeID) (*Service, error) {
+func NewServiceWith(cfg Config, replicate Replicate, preferred func(g ID) paxos.NodeID) (*Service, error) {
 	cfg.EnsureDefaults()
 	_, real := cfg.Clock.(RealClock)
 	s := &Service{cfg: cfg, obs: cfg.Observer, quotaBase: cfg.Clock.Now(), realClock: real}
 	env := workerEnv{cfg: &s.cfg, obs: s.obs, use: &s.use, quota: &s.quota, clients: &s.clients, adm: s}
-	for g := 0; g < cfg.Groups; g++ {
+	for g := ID(0); g < ID(cfg.Groups); g++ {
 		sm := NewStateMachine(cfg.Workers)
 		sm.quota, sm.gid = &s.quota, g
 		lg := &Group{svc: s, id: g, sm: sm, self: cfg.Self}
@@ -375,7 +370,7 @@ func (s *Service) Close() {
 func (s *Service) Groups() []*Group { return s.groups }
 
 // Group returns lock group g.
-func (s *Service) Group(g int) *Group { return s.groups[g] }
+func (s *Service) Group(g ID) *Group { return s.groups[g] }
 
 // Submit routes r to its key's worker. It never blocks; the answer and any
 // later events reach r.Sink.
@@ -543,7 +538,7 @@ func (g *Group) logMaster(prev, s paxos.SoftState) {
 	}
 	log := g.svc.cfg.Logger
 	pref := paxos.NodeID(g.preferred.Load())
-	group := slog.Int("group", g.id)
+	group := slog.Int("group", int(g.id))
 	switch {
 	case s.Master == g.self && prev.Master != g.self:
 		var reason string

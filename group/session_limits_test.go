@@ -170,7 +170,7 @@ func TestQuotaRateList(t *testing.T) {
 	g := wire.GroupOf(wire.KeyHash("ns", keys[0]), c.groups)
 	list := func() wire.Response {
 		got := make(chan wire.Response, 1)
-		svc.List("ns", g, "", "", wire.MaxListLimit, func(r wire.Response) { got <- r })
+		svc.List("ns", ID(g), "", "", wire.MaxListLimit, func(r wire.Response) { got <- r })
 		return <-got
 	}
 	fc.Advance(time.Minute)

@@ -190,8 +190,9 @@ func newSMCluster(t *testing.T, keep uint64) *smCluster {
 
 func (c *smCluster) start(id paxos.NodeID) {
 	st := openStore(c.t, c.dirs[id])
-	h := host.New(host.Config{Self: id, Store: st, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
-	h.SetTransport(c.net.Join(id, h.Deliver))
+	ep := c.net.Join(id, nil)
+	h := host.New(host.Config{Self: id, Store: st, Tick: 5 * time.Millisecond, Transport: ep, Logger: testutil.Logger()})
+	ep.SetHandler(h.Deliver)
 	sm := NewStateMachine(4)
 	g, err := h.AddReplica(host.ReplicaConfig{KeepLog: c.keep, CheckpointEvery: 10, SnapshotChunk: 512, Core: paxos.Config{Group: 1, Peers: c.peers, HeartbeatTicks: 5, LeaseTicks: 60}}, sm)
 	if err != nil {

@@ -112,7 +112,7 @@ type StateMachine struct {
 	// quota is the node's quota table, whose held counts this group's
 	// apply moves, and gid the group's index in it (quotacheck.go).
 	quota *quotaTable
-	gid   int
+	gid   ID
 
 	// moves is the group's move records (move_apply.go), guarded by mu but
 	// for the gates the workers read; the states an Apply applied are

@@ -15,9 +15,9 @@ func (w *worker) mono(t time.Time) int64 { return int64(t.Sub(w.base)) }
 // timeOf is the inverse of mono.
 func (w *worker) timeOf(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
 
-// hold records a hold's deadline on the master's clock, and whom to tell
-// when it is lost, in the worker's holdTimes.
-func (w *worker) hold(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
+// armDeadline records a hold's deadline on the master's clock, and whom
+// to tell when it is lost, in the worker's holdTimes.
+func (w *worker) armDeadline(key string, token uint64, o wire.Owner, sink Sink, at time.Time) {
 	w.setDeadline(key, o, token, w.mono(at), w.ref(sink))
 }
 

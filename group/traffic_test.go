@@ -114,7 +114,7 @@ func (tc *trafficClient) call(r Request) (resp wire.Response, resent bool, err e
 	r.Sink = tc.sink
 	g := wire.GroupOf(r.Hash, tc.c.groups)
 	if werr := testutil.Wait(60*time.Second, func() bool {
-		_, svc := tc.c.findMaster(g)
+		_, svc := tc.c.findMaster(ID(g))
 		if svc == nil {
 			return false
 		}
@@ -286,8 +286,8 @@ func TestFifteenGroupsMasterChanges(t *testing.T) {
 	// stops and comes back (and the preferred masters take their groups back).
 	transferAll := func() {
 		for g := range c.groups {
-			if id, svc := c.findMaster(g); svc != nil {
-				if rep := c.replica(id, g); rep != nil {
+			if id, svc := c.findMaster(ID(g)); svc != nil {
+				if rep := c.replica(id, ID(g)); rep != nil {
 					rep.TransferTo(c.peers[(int(id))%len(c.peers)])
 				}
 			}
@@ -331,9 +331,9 @@ func checkReplicasAgree(t *testing.T, c *cluster, empty bool) {
 			applied, dumps, ids = nil, nil, nil
 			for _, id := range c.peers {
 				if svc := c.svc(id); svc != nil {
-					_, a, _ := svc.Group(g).Consensus().Progress()
+					_, a, _ := svc.Group(ID(g)).Consensus().Progress()
 					applied = append(applied, a)
-					dumps = append(dumps, dumpSM(svc.Group(g).StateMachine()))
+					dumps = append(dumps, dumpSM(svc.Group(ID(g)).StateMachine()))
 					ids = append(ids, id)
 				}
 			}

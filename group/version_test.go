@@ -22,7 +22,7 @@ func TestRaiseVersion(t *testing.T) {
 	defer cancel()
 	const key = "versioned"
 	g := c.groupOf(key)
-	master, svc := c.groupMaster(g)
+	master, svc := c.groupMaster(ID(g))
 	s := newSink()
 	r1 := c.do(s, Request{Op: OpAcquire, Key: key, Owner: owner(1, 1), TTL: time.Minute})
 	if r1.Status != wire.StatusSuccess {
@@ -31,7 +31,7 @@ func TestRaiseVersion(t *testing.T) {
 	if v, _ := wire.SplitToken(r1.Token); v != 0 {
 		t.Fatalf("token %#x before any raise has group version %d", r1.Token, v)
 	}
-	got, err := svc.Group(g).RaiseVersion(ctx, 7)
+	got, err := svc.Group(ID(g)).RaiseVersion(ctx, 7)
 	if err != nil || got != 7 {
 		t.Fatalf("RaiseVersion(7) = %d, %v", got, err)
 	}
@@ -58,12 +58,12 @@ func TestRaiseVersion(t *testing.T) {
 		}
 	}
 	// Lower: nothing changes.
-	if got, err := svc.Group(g).RaiseVersion(ctx, 3); err != nil || got != 7 {
+	if got, err := svc.Group(ID(g)).RaiseVersion(ctx, 3); err != nil || got != 7 {
 		t.Fatalf("RaiseVersion(3) after 7 = %d, %v; want 7", got, err)
 	}
 	// Beyond the 16 bits a token has for it: refused, nothing proposed.
 	before := c.fgs[g].submitted
-	if _, err := svc.Group(g).RaiseVersion(ctx, MaxGroupVersion+1); !errors.Is(err, ErrVersionRange) {
+	if _, err := svc.Group(ID(g)).RaiseVersion(ctx, MaxGroupVersion+1); !errors.Is(err, ErrVersionRange) {
 		t.Fatalf("RaiseVersion(MaxGroupVersion+1): %v, want ErrVersionRange", err)
 	}
 	if c.fgs[g].submitted != before {
@@ -72,7 +72,7 @@ func TestRaiseVersion(t *testing.T) {
 	// Not the master.
 	for _, id := range c.peers {
 		if id != master {
-			if _, err := c.svcs[id].Group(g).RaiseVersion(ctx, 9); !errors.Is(err, ErrNotMaster) {
+			if _, err := c.svcs[id].Group(ID(g)).RaiseVersion(ctx, 9); !errors.Is(err, ErrNotMaster) {
 				t.Fatalf("RaiseVersion on node %d, not the master: %v, want ErrNotMaster", id, err)
 			}
 			break

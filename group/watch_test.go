@@ -227,7 +227,7 @@ func TestStateQuery(t *testing.T) {
 	}
 	// A replica that is not the master refuses.
 	g := wire.GroupOf(wire.KeyHash("ns", "k"), c.groups)
-	m, _ := c.groupMaster(g)
+	m, _ := c.groupMaster(ID(g))
 	for _, id := range c.peers {
 		if id == m {
 			continue

@@ -29,7 +29,7 @@ func newWorkerRig(t testing.TB) *workerRig {
 	fc := newFakeClock()
 	fg := newFakeGroup(1)
 	svc, err := NewServiceWith(Config{Groups: 1, Workers: 1, Clock: fc, Logger: testutil.Logger()},
-		func(_ int, sm *StateMachine) (Consensus, error) {
+		func(_ ID, sm *StateMachine) (Consensus, error) {
 			fg.replicas[0].sm = sm
 			return fg.replicas[0], nil
 		}, nil)
@@ -170,7 +170,7 @@ func TestReleasedHoldsLeaveTheExpiryHeap(t *testing.T) {
 		if o.status != wire.StatusSuccess {
 			t.Fatal(o.status)
 		}
-		r.w.hold(key, o.token, owner(1, uint64(i)), nil, now.Add(time.Duration(i*7919%n)*time.Millisecond))
+		r.w.armDeadline(key, o.token, owner(1, uint64(i)), nil, now.Add(time.Duration(i*7919%n)*time.Millisecond))
 	}
 	for i := range released {
 		key := fullKey("ns", fmt.Sprint("k", i))

@@ -75,7 +75,7 @@ func NewCluster(t testing.TB, n int, opts ...Options) *Cluster {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	c, err := Start(context.Background(), n, o)
+	c, err := New(context.Background(), n, o)
 	if err != nil {
 		t.Fatalf("paxlocktest: %v", err)
 	}
@@ -87,10 +87,10 @@ func NewCluster(t testing.TB, n int, opts ...Options) *Cluster {
 	return c
 }
 
-// Start starts an n-node cluster and waits until every lock group has a
+// New starts an n-node cluster and waits until every lock group has a
 // master: for a TestMain or an example, where there is no testing.TB.
 // Close stops it.
-func Start(ctx context.Context, n int, o Options) (*Cluster, error) {
+func New(ctx context.Context, n int, o Options) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("paxlocktest: %d nodes, want at least 1", n)
 	}
@@ -236,9 +236,9 @@ func (c *Cluster) Client(t testing.TB) *client.Client {
 	return cl
 }
 
-// Stop shuts node i down (its data stays, for Restart). The other nodes'
-// groups it mastered elect new masters after its lease.
-func (c *Cluster) Stop(i int) error {
+// StopNode shuts node i down (its data stays, for RestartNode). The other
+// nodes elect new masters for the groups it mastered after its lease.
+func (c *Cluster) StopNode(i int) error {
 	if i < 1 || i > c.Size() {
 		return fmt.Errorf("%w: %d", ErrNoNode, i)
 	}
@@ -254,9 +254,9 @@ func (c *Cluster) Stop(i int) error {
 	return s.Shutdown(ctx)
 }
 
-// Restart starts a stopped node i again on its data; it returns once the
-// node listens.
-func (c *Cluster) Restart(ctx context.Context, i int) error {
+// RestartNode starts a stopped node i again on its data; it returns once
+// the node listens.
+func (c *Cluster) RestartNode(ctx context.Context, i int) error {
 	if i < 1 || i > c.Size() {
 		return fmt.Errorf("%w: %d", ErrNoNode, i)
 	}
@@ -334,7 +334,7 @@ type wireGroup = wire.GroupView
 func (c *Cluster) Close() error {
 	var errs []error
 	for i := 1; i <= c.Size(); i++ {
-		if err := c.Stop(i); err != nil {
+		if err := c.StopNode(i); err != nil {
 			errs = append(errs, fmt.Errorf("node %d: %w", i, err))
 		}
 	}

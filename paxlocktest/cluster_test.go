@@ -57,7 +57,7 @@ func TestClusterFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := cluster.Stop(2); err != nil {
+	if err := cluster.StopNode(2); err != nil {
 		t.Fatal(err)
 	}
 	c := cluster.Client(t).Mutex(key, client.TTL(2*time.Second))
@@ -67,13 +67,13 @@ func TestClusterFaults(t *testing.T) {
 	if err := c.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Restart(ctx, 2); err != nil {
+	if err := cluster.RestartNode(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.Restart(ctx, 2); err == nil {
-		t.Fatal("Restart of a running node: no error")
+	if err := cluster.RestartNode(ctx, 2); err == nil {
+		t.Fatal("RestartNode of a running node: no error")
 	}
-	if err := cluster.Stop(4); !errors.Is(err, paxlocktest.ErrNoNode) {
-		t.Fatalf("Stop(4) of 3 nodes: %v, want ErrNoNode", err)
+	if err := cluster.StopNode(4); !errors.Is(err, paxlocktest.ErrNoNode) {
+		t.Fatalf("StopNode(4) of 3 nodes: %v, want ErrNoNode", err)
 	}
 }

@@ -91,7 +91,7 @@ func (c *rconn) sendLocked(typ wire.Type, reqID uint64, m wire.Message) {
 	c.enqueueLocked(frame)
 }
 
-// Reply implements session.Host.
+// Reply implements session.Endpoint.
 func (c *rconn) Reply(reqID uint64, r wire.Response) { c.send(wire.TypeResponse, reqID, &r) }
 
 func (c *rconn) writeLoop() {
@@ -172,7 +172,7 @@ func (c *rconn) handle(f wire.Frame) {
 	}
 }
 
-// Credentials implements session.Host: the registry authenticates a
+// Credentials implements session.Endpoint: the registry authenticates a
 // client of any namespace it maps to a cluster, against the verifier of
 // the namespace's configured secret.
 func (c *rconn) Credentials(ns string) (scramauth.Verifier, bool) {
@@ -182,27 +182,27 @@ func (c *rconn) Credentials(ns string) (scramauth.Verifier, bool) {
 	return e.v, ok
 }
 
-// TrustRelay implements session.Host: nodes relay to nodes, never to a
+// TrustRelay implements session.Endpoint: nodes relay to nodes, never to a
 // registry.
 func (c *rconn) TrustRelay(*wire.Hello) error {
 	return errors.New("this is a paxlock registry: it takes no relays")
 }
 
-// RelayCredentials implements session.Host: a registry takes no relays.
+// RelayCredentials implements session.Endpoint: a registry takes no relays.
 func (c *rconn) RelayCredentials(uint32, string) (scramauth.Verifier, bool) {
 	return scramauth.Verifier{}, false
 }
 
-// Send implements session.Host.
+// Send implements session.Endpoint.
 func (c *rconn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
 
-// Refused implements session.Host: a refused handshake is logged at Debug
+// Refused implements session.Endpoint: a refused handshake is logged at Debug
 // (the registry answers views, which are public, and keeps no metrics).
 func (c *rconn) Refused(ns string, err error) {
 	c.s.log.Debug("registry: handshake refused", "namespace", ns, "remote", c.nc.RemoteAddr().String(), "why", err)
 }
 
-// Accepted implements session.Host: the connection is now served the view
+// Accepted implements session.Endpoint: the connection is now served the view
 // of the namespace's cluster, and drops a subscription made for another
 // namespace.
 func (c *rconn) Accepted(_, cur session.Identity) {
@@ -230,7 +230,7 @@ func (c *rconn) entry() (nsEntry, bool) {
 	return e, ok
 }
 
-// ViewVersion implements session.Host: the version of the view the
+// ViewVersion implements session.Endpoint: the version of the view the
 // connection is served (its cluster's cached view's, stamped with the
 // namespace's epoch; 0 before a Hello or a view).
 func (c *rconn) ViewVersion() uint64 {
@@ -245,7 +245,7 @@ func (c *rconn) ViewVersion() uint64 {
 // cluster's view is not known yet.
 const noViewRetryMs = 500
 
-// ServeView implements session.Host: it answers GetView or SubscribeView
+// ServeView implements session.Endpoint: it answers GetView or SubscribeView
 // with the view of the cluster the Hello's namespace is assigned to, so
 // it needs a Hello whatever the session allows. A subscription is
 // recorded and its reply queued under the cluster's lock, so that every

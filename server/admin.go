@@ -16,8 +16,8 @@ import (
 
 // replica returns this node's replica of lock group g's Paxos group (nil
 // for a group the service does not run).
-func (s *Server) replica(g int) *host.Replica {
-	return s.host.Replica(group.ReplicationID(g))
+func (s *Server) replica(g group.ID) *host.Replica {
+	return s.host.Replica(g.ReplicaGroup())
 }
 
 // Status returns the node's report.

@@ -51,7 +51,7 @@ func (n adminNode) ListLocks(ctx context.Context, q adminhttp.LockQuery) (admina
 		switch {
 		case g >= len(n.svc.Groups()):
 			return adminapi.LockPage{}, fmt.Errorf("%w: group %d out of range", wire.ErrInvalid, g)
-		case n.svc.Group(g).Serving():
+		case n.svc.Group(group.ID(g)).Serving():
 			local = append(local, g)
 		case q.Local || g >= len(v.Groups) || v.Groups[g].Master == 0 || n.adminAddr(v.Groups[g].Master) == "":
 			return adminapi.LockPage{}, fmt.Errorf("%w: group %d has no master this node can ask", group.ErrNotMaster, g)
@@ -75,7 +75,7 @@ func (n adminNode) ListLocks(ctx context.Context, q adminhttp.LockQuery) (admina
 		srcs = append(srcs, s)
 	}
 	for _, g := range local {
-		wg.Go(func() { add(n.localLocks(ctx, q, g)) })
+		wg.Go(func() { add(n.localLocks(ctx, q, group.ID(g))) })
 	}
 	for m, gs := range remote {
 		wg.Go(func() { add(n.peerLocks(ctx, q, m, gs)) })
@@ -88,7 +88,7 @@ func (n adminNode) ListLocks(ctx context.Context, q adminhttp.LockQuery) (admina
 }
 
 // localLocks lists group g's share of q on this node, its master.
-func (n adminNode) localLocks(ctx context.Context, q adminhttp.LockQuery, g int) (lockSource, error) {
+func (n adminNode) localLocks(ctx context.Context, q adminhttp.LockQuery, g group.ID) (lockSource, error) {
 	ch := make(chan wire.Response, 1)
 	n.svc.List(q.Namespace, g, q.Prefix, q.After, q.Limit, func(r wire.Response) { ch <- r })
 	var resp wire.Response
@@ -106,7 +106,7 @@ func (n adminNode) localLocks(ctx context.Context, q adminhttp.LockQuery, g int)
 	}
 	s := lockSource{locks: make([]adminapi.LockSummary, len(resp.Locks)), more: resp.More || len(resp.Locks) >= q.Limit}
 	for i, l := range resp.Locks {
-		s.locks[i] = adminapi.LockSummary{Key: l.Key, Group: g, Kind: l.Kind.String(), Holder: l.Holder.String(), Token: l.Token,
+		s.locks[i] = adminapi.LockSummary{Key: l.Key, Group: int(g), Kind: l.Kind.String(), Holder: l.Holder.String(), Token: l.Token,
 			TTLLeftMs: int64(l.TTLLeftMs), Value: l.Value, Readers: l.Readers, Permits: l.Permits, Limit: l.Limit, Waiters: l.QueueLen}
 	}
 	return s, nil

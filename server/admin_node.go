@@ -57,12 +57,12 @@ func (n adminNode) ForceUnlock(ctx context.Context, ns, key string) ([]adminapi.
 }
 
 func (n adminNode) KeyMaster(ns, key string) (int, uint32) {
-	g := wire.GroupOf(wire.KeyHash(ns, key), len(n.svc.Groups()))
+	g := group.Of(wire.KeyHash(ns, key), len(n.svc.Groups()))
 	var m uint32
-	if v := n.view.Load(); g < len(v.Groups) {
+	if v := n.view.Load(); int(g) < len(v.Groups) {
 		m = v.Groups[g].Master
 	}
-	return g, m
+	return int(g), m
 }
 
 func (n adminNode) Registry() adminapi.Registry {
@@ -148,13 +148,13 @@ func (n adminNode) BeginMemberChange(ctx context.Context) (func(), bool) {
 }
 
 func (n adminNode) ChangeGroup(ctx context.Context, g int, ch paxos.MemberChange) error {
-	return n.changeLocalGroup(ctx, g, ch)
+	return n.changeLocalGroup(ctx, group.ID(g), ch)
 }
 
 func (n adminNode) ClusterName() string { return n.cfg.ClusterName }
 
 func (n adminNode) OpenImage(ctx context.Context, g int) (paxos.SnapshotSource, error) {
-	return n.openImage(ctx, g)
+	return n.openImage(ctx, group.ID(g))
 }
 
 func (n adminNode) WriteBackup(ctx context.Context, w io.Writer, at time.Time) (int, int64, error) {
@@ -170,9 +170,9 @@ func (n adminNode) MoveStep(ns, step string, body []byte) (adminhttp.MoveStep, e
 }
 
 func (n adminNode) MoveFrozen(ns, id string, g int) (uint32, string, bool) {
-	return n.moveFrozen(ns, id, g)
+	return n.moveFrozen(ns, id, group.ID(g))
 }
 
 func (n adminNode) ExportMove(ns, id string, g int, emit func(pairs []byte) error) (adminapi.MoveExportLine, error) {
-	return n.exportMove(ns, id, g, emit)
+	return n.exportMove(ns, id, group.ID(g), emit)
 }

@@ -41,7 +41,7 @@ func (s *Server) writeBackup(ctx context.Context, w io.Writer, at time.Time) (in
 	defer peers.CloseIdleConnections()
 	for g := 0; err == nil && g < len(groups); g++ {
 		var gi group.BackupGroup
-		gi, err = s.backupGroup(ctx, bw, g, groups[g], peers)
+		gi, err = s.backupGroup(ctx, bw, group.ID(g), groups[g], peers)
 		locks += gi.Locks
 	}
 	if err == nil {
@@ -58,7 +58,7 @@ func (s *Server) writeBackup(ctx context.Context, w io.Writer, at time.Time) (in
 // fails) is retried, following the master, for up to backupGroupTimeout;
 // then the backup fails naming the group. It never falls back to a
 // follower's replica, which may miss the last acknowledged changes.
-func (s *Server) backupGroup(ctx context.Context, bw *group.BackupWriter, g int, lg *group.Group, peers *http.Client) (group.BackupGroup, error) {
+func (s *Server) backupGroup(ctx context.Context, bw *group.BackupWriter, g group.ID, lg *group.Group, peers *http.Client) (group.BackupGroup, error) {
 	deadline := time.Now().Add(backupGroupTimeout)
 	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
 		src, err := s.openMasterImage(ctx, g, lg, peers)
@@ -85,7 +85,7 @@ func (s *Server) backupGroup(ctx context.Context, bw *group.BackupWriter, g int,
 // admin endpoint. Opening waits up to backupGroupTimeout (the peers
 // client's response header timeout); reading the image is bounded by ctx
 // only, however long it takes.
-func (s *Server) openMasterImage(ctx context.Context, g int, lg *group.Group, peers *http.Client) (paxos.SnapshotSource, error) {
+func (s *Server) openMasterImage(ctx context.Context, g group.ID, lg *group.Group, peers *http.Client) (paxos.SnapshotSource, error) {
 	if lg.Serving() {
 		rep := s.replica(g)
 		if rep == nil {
@@ -96,7 +96,7 @@ func (s *Server) openMasterImage(ctx context.Context, g int, lg *group.Group, pe
 		return rep.OpenImage(octx)
 	}
 	var m uint32
-	if v := s.view.Load(); g < len(v.Groups) {
+	if v := s.view.Load(); int(g) < len(v.Groups) {
 		m = v.Groups[g].Master
 	}
 	if m == 0 || m == s.cfg.NodeID {
@@ -121,7 +121,7 @@ func (s *Server) peerAdminClient() *http.Client {
 }
 
 // remoteImage opens group g's image on node id, its master.
-func (s *Server) remoteImage(ctx context.Context, cl *http.Client, id uint32, g int) (paxos.SnapshotSource, error) {
+func (s *Server) remoteImage(ctx context.Context, cl *http.Client, id uint32, g group.ID) (paxos.SnapshotSource, error) {
 	addr := s.addr(paxos.NodeID(id)).Admin
 	if addr == "" {
 		return nil, fmt.Errorf("no admin address for master node %d", id)
@@ -153,7 +153,7 @@ func (s *Server) remoteImage(ctx context.Context, cl *http.Client, id uint32, g 
 // openImage opens this node's image of group g, which it must serve
 // (adminhttp.ErrNotServing), waiting up to backupGroupTimeout (GET
 // /backup/image).
-func (s *Server) openImage(ctx context.Context, g int) (paxos.SnapshotSource, error) {
+func (s *Server) openImage(ctx context.Context, g group.ID) (paxos.SnapshotSource, error) {
 	rep := s.replica(g)
 	if rep == nil || !s.svc.Group(g).Serving() {
 		return nil, adminhttp.ErrNotServing

@@ -84,7 +84,7 @@ func TestClientAgainstCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		if b.Token() <= a.Token() {
-			t.Fatalf("hand-off token %d not above %d", b.Token(), a.Token())
+			t.Fatalf("pass-on token %d not above %d", b.Token(), a.Token())
 		}
 		if err := b.Unlock(ctx); err != nil {
 			t.Errorf("Unlock: %v", err)

@@ -31,10 +31,10 @@ func (c *conn) Push(m wire.Message) {
 }
 
 // Reply answers a request without going through a group; it implements
-// session.Host.
+// session.Endpoint.
 func (c *conn) Reply(reqID uint64, r wire.Response) { c.sendResponse(reqID, r) }
 
-// ViewVersion implements session.Host.
+// ViewVersion implements session.Endpoint.
 func (c *conn) ViewVersion() uint64 { return c.s.view.Load().Version }
 
 // view is the view this connection is served: a TLS connection's names
@@ -46,7 +46,7 @@ func (c *conn) view() *wire.View {
 	return c.s.view.Load()
 }
 
-// ServeView implements session.Host: the node's view, and its changes as
+// ServeView implements session.Endpoint: the node's view, and its changes as
 // pushes to a subscriber.
 func (c *conn) ServeView(reqID uint64, subscribe bool) {
 	if subscribe {

@@ -1,4 +1,4 @@
-// This file is a connection's side of authentication (session.Host): the
+// This file is a connection's side of authentication (session.Endpoint): the
 // namespaces' verifiers, relays' proofs, accepted handshakes, and the
 // revocation of sessions whose namespace or secret changed.
 
@@ -18,7 +18,7 @@ import (
 // id is the identity of the connection's Hello.
 func (c *conn) id() session.Identity { return c.sess.Identity() }
 
-// Credentials implements session.Host: the namespace's verifier from the
+// Credentials implements session.Endpoint: the namespace's verifier from the
 // replicated namespace table. With client_tls bind_namespace, a
 // connection whose verified client certificate does not name ns gets
 // none, as for an unknown namespace: the SCRAM exchange still runs and
@@ -39,7 +39,7 @@ func (c *conn) Credentials(ns string) (scramauth.Verifier, bool) {
 // AUTH_FAILED only).
 var errCertNamespace = errors.New("the connection's client certificate does not name the namespace (client_tls bind_namespace)")
 
-// TrustRelay implements session.Host. A relay's Hello names a client
+// TrustRelay implements session.Endpoint. A relay's Hello names a client
 // without its secret, so it is accepted only from the node it says it
 // comes from: on the TLS listener, from a connection whose client
 // certificate (verified against the cluster CA) names node Via of this
@@ -64,7 +64,7 @@ func (c *conn) TrustRelay(h *wire.Hello) error {
 // not prove it comes from the node named.
 var errRelayUntrusted = errors.New("a relay's Hello needs the TLS client listener and the relaying node's certificate (without peer TLS, relays prove the relay secret with SCRAM)")
 
-// RelayCredentials implements session.Host: without peer TLS, a relay's
+// RelayCredentials implements session.Endpoint: without peer TLS, a relay's
 // SCRAM exchange (a ScramClientFirst with Via set) proves the cluster's
 // relay secret, for a namespace that exists, from a node that is a
 // member. Without a relay secret there is nothing to prove, and with
@@ -81,7 +81,7 @@ func (c *conn) RelayCredentials(via uint32, ns string) (scramauth.Verifier, bool
 	return c.s.sec.relayVerifier, true
 }
 
-// Refused implements session.Host: a refused handshake is counted
+// Refused implements session.Endpoint: a refused handshake is counted
 // (paxlock_auth_failures_total) and logged, at most once a second; the
 // log says when the connection's client certificate did not name the
 // namespace (see Credentials).
@@ -114,10 +114,10 @@ func (s *Server) logAuthFailure(ns, remote string, why error) {
 // errAuth refuses a relay's Hello for a namespace that does not exist.
 var errAuth = errors.New("unknown namespace")
 
-// Send implements session.Host.
+// Send implements session.Endpoint.
 func (c *conn) Send(typ wire.Type, reqID uint64, m wire.Message) { c.send(typ, reqID, m) }
 
-// Accepted implements session.Host: a handshake that changes the client
+// Accepted implements session.Endpoint: a handshake that changes the client
 // id lets go of what the previous client left on this connection, and one
 // that changes the namespace ends what the session held in the old one
 // (see leaveNamespace), so that nothing of a namespace reaches a session

@@ -50,7 +50,7 @@ type masterLog struct {
 }
 
 // record notes that group g's master is now st (if it is a master).
-func (l *masterLog) record(g int, st paxos.SoftState) {
+func (l *masterLog) record(g group.ID, st paxos.SoftState) {
 	if st.Master == 0 {
 		return
 	}
@@ -59,8 +59,8 @@ func (l *masterLog) record(g int, st paxos.SoftState) {
 	if l.last == nil {
 		l.last = make(map[int]uint32)
 	}
-	c := adminapi.MasterChange{Time: time.Now(), Group: g, From: l.last[g], To: uint32(st.Master), Epoch: st.Ballot.Round}
-	l.last[g] = c.To
+	c := adminapi.MasterChange{Time: time.Now(), Group: int(g), From: l.last[int(g)], To: uint32(st.Master), Epoch: st.Ballot.Round}
+	l.last[int(g)] = c.To
 	if len(l.ring) < ConsoleMasterChanges {
 		l.ring = append(l.ring, c)
 		return

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/gossip"
 	"github.com/paxlock/paxlock/paxos"
 )
@@ -140,7 +141,7 @@ func (g *nodeGossip) livePeers() []uint32 {
 // first, and it campaigns for none.
 func (s *Server) drainReplicas() {
 	for i := range s.svc.Groups() {
-		if rep := s.replica(i); rep != nil {
+		if rep := s.replica(group.ID(i)); rep != nil {
 			rep.Drain()
 		}
 	}
@@ -224,7 +225,7 @@ func (s *Server) undrain(ctx context.Context) (adminapi.Drained, error) {
 		d.Served = true
 	}
 	for i := range s.svc.Groups() {
-		if rep := s.replica(i); rep != nil {
+		if rep := s.replica(group.ID(i)); rep != nil {
 			rep.Undrain()
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 )
@@ -96,7 +97,7 @@ func servedByPeer(tc *testCluster, g int, stopped paxos.NodeID) bool {
 			continue
 		}
 		self := paxos.NodeID(tc.cfgs[j].NodeID)
-		if self != stopped && s.svc.Group(g).Consensus().Status().Master == self {
+		if self != stopped && s.svc.Group(group.ID(g)).Consensus().Status().Master == self {
 			return true
 		}
 	}

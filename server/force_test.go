@@ -10,6 +10,7 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -33,7 +34,7 @@ func TestForceUnlock(t *testing.T) {
 	var other *Server
 	waitFor(t, "a node that does not serve the key's group", func() bool {
 		for _, s := range tc.nodes {
-			if s.svc.Group(g).Serving() {
+			if s.svc.Group(group.ID(g)).Serving() {
 				continue
 			}
 			// Its view names another node as the master (a view that

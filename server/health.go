@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -44,7 +45,7 @@ func (s *Server) Ready() (bool, string) {
 	for g, lg := range s.svc.Groups() {
 		// A group stopped on a failure (a snapshot install or its load)
 		// serves nothing on this node until it restarts.
-		if r := s.replica(g); r != nil {
+		if r := s.replica(group.ID(g)); r != nil {
 			if err := r.Err(); err != nil {
 				return false, fmt.Sprintf("group %d: stopped: %v", g, err)
 			}

@@ -42,7 +42,7 @@ func serverQueue(t *testing.T, c *client.Client, key string) int {
 
 // TestLocalQueueOrderAndTokens: handles of one client that wait for a
 // key wait in the client (nothing queued on the server), are handed the
-// key in weight then arrival order, and every hand-off has a higher
+// key in weight then arrival order, and every pass-on has a higher
 // token than the hold before it.
 func TestLocalQueueOrderAndTokens(t *testing.T) {
 	t.Parallel()
@@ -163,7 +163,7 @@ func TestLocalQueueCancel(t *testing.T) {
 }
 
 // TestLocalQueueYieldsToRemoteWaiter: the rule that bounds what local
-// hand-offs cost others: a release hands on locally only while nobody
+// pass-ons cost others: a release hands on locally only while nobody
 // waits on the server, so a waiter of another client queued there gets
 // the key at the very next release, ahead of the local waiters.
 func TestLocalQueueYieldsToRemoteWaiter(t *testing.T) {
@@ -262,7 +262,7 @@ func isClosedCh(ch <-chan struct{}) bool {
 }
 
 // TestLocalQueueMasterChange: workers of one client contend for one key
-// (local queueing and hand-offs) while the key's master is stopped: no
+// (local queueing and pass-ons) while the key's master is stopped: no
 // two hold it at once and tokens strictly increase.
 func TestLocalQueueMasterChange(t *testing.T) {
 	t.Parallel()

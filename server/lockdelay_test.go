@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -30,7 +31,7 @@ func TestLockDelayAndTokenCheck(t *testing.T) {
 		i := -1
 		waitFor(t, fmt.Sprintf("a master of group %d", g), func() bool {
 			for j, s := range tc.nodes {
-				if s != nil && s.svc.Group(g).Serving() {
+				if s != nil && s.svc.Group(group.ID(g)).Serving() {
 					i = j
 					return true
 				}

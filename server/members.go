@@ -234,7 +234,7 @@ func (s *Server) admitPeer(id paxos.NodeID, inc uint64) error {
 // this node, IDENTITY) told it, now or in an earlier run (PEERS): the nodes
 // of the configuration that seeded the list. Idempotent; the work runs in the background.
 func (s *Server) recordIncarnations() {
-	if h := s.cfg.hooks; (h != nil && h.holdIncarnations.Load()) || !s.svc.Group(group.NamespaceGroup).Serving() {
+	if h := s.cfg.hooks; (h != nil && h.skipIncarnations.Load()) || !s.svc.Group(group.NamespaceGroup).Serving() {
 		return
 	}
 	list, _ := s.svc.Members()

@@ -14,7 +14,7 @@ func (s *Server) groupMembers() []adminapi.GroupMembers {
 	var out []adminapi.GroupMembers
 	for g, lg := range s.svc.Groups() {
 		gm := adminapi.GroupMembers{Group: g, Master: uint32(lg.Consensus().Status().Master)}
-		if rep := s.replica(g); rep != nil {
+		if rep := s.replica(group.ID(g)); rep != nil {
 			ms := rep.Membership()
 			for _, id := range ms.Current.Members {
 				gm.Members = append(gm.Members, uint32(id))

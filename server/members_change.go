@@ -122,7 +122,7 @@ func (s *Server) changeGroups(ctx context.Context, ch paxos.MemberChange, auth s
 	n := len(s.svc.Groups())
 	for g := range n {
 		gctx, cancel := context.WithTimeout(ctx, MemberChangeTimeout)
-		err := s.changeGroup(gctx, g, ch, auth)
+		err := s.changeGroup(gctx, group.ID(g), ch, auth)
 		cancel()
 		if err != nil {
 			if cause := context.Cause(ctx); errors.Is(cause, errLostSystemMaster) {
@@ -207,10 +207,10 @@ var errGroupMaster = adminhttp.ErrNotGroupMaster
 
 // changeGroup applies ch to group g through its master, retrying while a
 // change is in progress or the master is moving, until ctx ends.
-func (s *Server) changeGroup(ctx context.Context, g int, ch paxos.MemberChange, auth string) error {
+func (s *Server) changeGroup(ctx context.Context, g group.ID, ch paxos.MemberChange, auth string) error {
 	if h := s.cfg.hooks; h != nil {
 		if f := h.failGroupChange.Load(); f != nil {
-			if err := (*f)(s.cfg.NodeID, g); err != nil {
+			if err := (*f)(s.cfg.NodeID, int(g)); err != nil {
 				return err
 			}
 		}
@@ -225,7 +225,7 @@ func (s *Server) changeGroup(ctx context.Context, g int, ch paxos.MemberChange, 
 
 // changeLocalGroup applies ch to group g, which this node masters, and
 // returns once it is in force (or was already).
-func (s *Server) changeLocalGroup(ctx context.Context, g int, ch paxos.MemberChange) error {
+func (s *Server) changeLocalGroup(ctx context.Context, g group.ID, ch paxos.MemberChange) error {
 	rep := s.replica(g)
 	if rep == nil {
 		return errors.New("group has no paxos replica")
@@ -248,7 +248,7 @@ func (s *Server) changeLocalGroup(ctx context.Context, g int, ch paxos.MemberCha
 
 // changeRemoteGroup asks group g's master, as this node knows it, to
 // apply ch.
-func (s *Server) changeRemoteGroup(ctx context.Context, g int, ch paxos.MemberChange, auth string) error {
+func (s *Server) changeRemoteGroup(ctx context.Context, g group.ID, ch paxos.MemberChange, auth string) error {
 	m := s.svc.Group(g).Consensus().Status().Master
 	if m == 0 {
 		return errGroupMaster
@@ -262,7 +262,7 @@ func (s *Server) changeRemoteGroup(ctx context.Context, g int, ch paxos.MemberCh
 		scheme = "https://"
 	}
 	body, _ := json.Marshal(adminapi.GroupChange{Add: uint32(ch.Add), Remove: uint32(ch.Remove)})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+n.Admin+"/members/groups/"+strconv.Itoa(g), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, scheme+n.Admin+"/members/groups/"+strconv.Itoa(int(g)), bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("group change request: %w", err)
 	}

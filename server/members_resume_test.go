@@ -336,7 +336,7 @@ func TestMemberRemoveDeadSystemMaster(t *testing.T) {
 // the wiped node is told to take a new id.
 func TestMemberIncarnationBootstrapWindow(t *testing.T) {
 	t.Parallel()
-	tc := startClusterWith(t, 3, func(c *Config) { c.hooks.holdIncarnations.Store(true) })
+	tc := startClusterWith(t, 3, func(c *Config) { c.hooks.skipIncarnations.Store(true) })
 	tc.waitMemberList(3)
 	m := tc.systemMaster()
 	var w *Server

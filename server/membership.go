@@ -239,5 +239,5 @@ func (g *nodeGossip) shutdown(ctx context.Context) error {
 	}
 	cancel()
 	g.wg.Wait()
-	return g.m.Shutdown()
+	return g.m.Stop()
 }

@@ -348,7 +348,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		waiters, watches := lg.Waiting()
 		gauge(c.gWaiters, float64(waiters), id)
 		gauge(c.gWatches, float64(watches), id)
-		if rep := s.replica(g); rep != nil {
+		if rep := s.replica(group.ID(g)); rep != nil {
 			st := rep.Snapshots()
 			counter(c.snapSent, st.Sent, id)
 			counter(c.snapSentBytes, st.SentBytes, id)

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 )
 
@@ -35,7 +36,7 @@ func (c *peerRefusalsCollector) Collect(ch chan<- prometheus.Metric) {
 	var sum paxos.Refusals
 	if s.host != nil && s.svc != nil {
 		for g := range s.svc.Groups() {
-			if rep := s.replica(g); rep != nil {
+			if rep := s.replica(group.ID(g)); rep != nil {
 				r := rep.Refusals()
 				for i, v := range r {
 					sum[i] += v

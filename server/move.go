@@ -95,10 +95,10 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 			if err := json.Unmarshal(body, &imp); err != nil {
 				return fmt.Errorf("%w: %w", wire.ErrInvalid, err)
 			}
-			if !s.svc.Group(g).Serving() {
+			if !s.svc.Group(group.ID(g)).Serving() {
 				return errMoveGroupMaster
 			}
-			return s.svc.Group(g).Import(ctx, ns, imp.ID, uint32(imp.SrcGroup), uint32(imp.Batch), imp.Pairs, imp.Fence)
+			return s.svc.Group(group.ID(g)).Import(ctx, ns, imp.ID, uint32(imp.SrcGroup), uint32(imp.Batch), imp.Pairs, imp.Fence)
 		}
 		a.all = func(ctx context.Context) ([]int, []error) { return a.importAll(ctx, imp) }
 		return a, nil
@@ -113,10 +113,10 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 			return nil, fmt.Errorf("min: want a group version from 1 to %d", group.MaxGroupVersion)
 		}
 		a.local = func(ctx context.Context, g int, _ []byte) error {
-			if !s.svc.Group(g).Serving() {
+			if !s.svc.Group(group.ID(g)).Serving() {
 				return errMoveGroupMaster
 			}
-			_, err := s.svc.Group(g).RaiseVersion(ctx, ms.Min)
+			_, err := s.svc.Group(group.ID(g)).RaiseVersion(ctx, ms.Min)
 			if errors.Is(err, group.ErrNotMaster) {
 				return errMoveGroupMaster
 			}
@@ -124,9 +124,11 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 		}
 		return a, nil
 	case "namespace":
-		a.local = func(ctx context.Context, g int, _ []byte) error { return s.moveNamespaceRecord(ctx, g, ns, ms) }
+		a.local = func(ctx context.Context, g int, _ []byte) error {
+			return s.moveNamespaceRecord(ctx, group.ID(g), ns, ms)
+		}
 		a.all = func(ctx context.Context) ([]int, []error) {
-			return []int{group.NamespaceGroup}, []error{a.onMaster(ctx, group.NamespaceGroup)}
+			return []int{int(group.NamespaceGroup)}, []error{a.onMaster(ctx, group.NamespaceGroup)}
 		}
 		return a, nil
 	}
@@ -138,7 +140,7 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 		return nil, errors.New("body: want {\"id\": ...}")
 	}
 	a.local = func(ctx context.Context, g int, _ []byte) error {
-		err := s.svc.Group(g).MoveStep(ctx, st, ns, ms.ID, ms.MovedTo, ms.Fence)
+		err := s.svc.Group(group.ID(g)).MoveStep(ctx, st, ns, ms.ID, ms.MovedTo, ms.Fence)
 		if errors.Is(err, group.ErrNotMaster) {
 			return errMoveGroupMaster
 		}
@@ -159,7 +161,7 @@ func (s *Server) moveAction(ns, step string, body []byte) (*moveAct, error) {
 // moveNamespaceRecord installs (ms.Verifier or ms.Secret) or removes
 // (ms.Delete) namespace ns's record in the namespace table: group 0,
 // which this node must serve.
-func (s *Server) moveNamespaceRecord(ctx context.Context, g int, ns string, ms adminapi.MoveStep) error {
+func (s *Server) moveNamespaceRecord(ctx context.Context, g group.ID, ns string, ms adminapi.MoveStep) error {
 	if g != group.NamespaceGroup {
 		return fmt.Errorf("%w: the namespace table is group %d's", wire.ErrInvalid, group.NamespaceGroup)
 	}
@@ -193,7 +195,7 @@ func (a *moveAct) everyGroup(ctx context.Context) ([]int, []error) {
 	for g := range n {
 		groups[g] = g
 		go func() {
-			errs[g] = a.onMaster(ctx, g)
+			errs[g] = a.onMaster(ctx, group.ID(g))
 			done <- struct{}{}
 		}()
 	}
@@ -274,7 +276,7 @@ func (a *moveAct) importAll(ctx context.Context, imp adminapi.MoveImport) ([]int
 			defer wg.Done()
 			sub := *a
 			sub.body = body
-			errs[i] = sub.onMaster(ctx, g)
+			errs[i] = sub.onMaster(ctx, group.ID(g))
 		}()
 	}
 	wg.Wait()
@@ -284,10 +286,10 @@ func (a *moveAct) importAll(ctx context.Context, imp adminapi.MoveImport) ([]int
 // onMaster takes the step in group g on its master: here when this node
 // serves g, else forwarded to the master this node knows, again and
 // again until it is taken, refused, or ctx ends.
-func (a *moveAct) onMaster(ctx context.Context, g int) error {
+func (a *moveAct) onMaster(ctx context.Context, g group.ID) error {
 	return retry(ctx, 20*time.Millisecond, 500*time.Millisecond, func() error {
 		if a.s.svc.Group(g).Serving() {
-			return a.local(ctx, g, a.body)
+			return a.local(ctx, int(g), a.body)
 		}
 		return a.forward(ctx, g)
 	}, func(err error) bool {
@@ -298,7 +300,7 @@ func (a *moveAct) onMaster(ctx context.Context, g int) error {
 
 // forward asks group g's master, as this node knows it, to take the step
 // in g (?group=g).
-func (a *moveAct) forward(ctx context.Context, g int) error {
+func (a *moveAct) forward(ctx context.Context, g group.ID) error {
 	m := a.s.svc.Group(g).Consensus().Status().Master
 	if m == 0 || m == paxos.NodeID(a.s.cfg.NodeID) {
 		return errMoveGroupMaster
@@ -311,7 +313,7 @@ func (a *moveAct) forward(ctx context.Context, g int) error {
 	if a.s.sec.adminTLS != nil {
 		scheme = "https://"
 	}
-	url := scheme + n.Admin + "/moves/" + a.ns + "/" + a.step + "?group=" + strconv.Itoa(g)
+	url := scheme + n.Admin + "/moves/" + a.ns + "/" + a.step + "?group=" + strconv.Itoa(int(g))
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(a.body))
 	if err != nil {
 		return fmt.Errorf("move step request: %w", err)
@@ -348,7 +350,7 @@ func (m moveStepOf) Everywhere(ctx context.Context) ([]int, []error) { return m.
 // moveFrozen reports whether this node's replica of group g applied the
 // freeze of move id of namespace ns; when not, why it is not, and the
 // group's master when this node does not serve it (0 otherwise).
-func (s *Server) moveFrozen(ns, id string, g int) (uint32, string, bool) {
+func (s *Server) moveFrozen(ns, id string, g group.ID) (uint32, string, bool) {
 	lg := s.svc.Group(g)
 	info := lg.StateMachine().MoveInfo(ns)
 	if info.State == group.MoveFrozen && info.ID == id {
@@ -364,7 +366,7 @@ func (s *Server) moveFrozen(ns, id string, g int) (uint32, string, bool) {
 // exportMove gives group g's records of ns, frozen by move id, to emit
 // in batches of about moveExportBatch bytes, and returns the end line's
 // figures.
-func (s *Server) exportMove(ns, id string, g int, emit func(pairs []byte) error) (adminapi.MoveExportLine, error) {
+func (s *Server) exportMove(ns, id string, g group.ID, emit func(pairs []byte) error) (adminapi.MoveExportLine, error) {
 	ex, err := s.svc.Group(g).ExportMove(ns, id, moveExportBatch, emit)
 	if err != nil {
 		return adminapi.MoveExportLine{}, err

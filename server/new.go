@@ -52,13 +52,14 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 		return nil, err
 	}
 	undo.push(s.store.Close)
+	if err = s.openTransport(); err != nil {
+		return nil, err
+	}
+	undo.push(s.tr.Close)
 	if err = s.startGroups(peers); err != nil {
 		return nil, err
 	}
 	undo.push(s.stopGroups)
-	if err = s.openTransport(); err != nil {
-		return nil, err
-	}
 	s.applyMembers() // the list loaded from the store, if any
 	s.host.Start()
 	return s, nil
@@ -163,12 +164,17 @@ func (s *Server) openStorage() error {
 	return nil
 }
 
-// startGroups makes the Paxos host on the store and the lock service's
-// groups over peers.
+// startGroups makes the Paxos host on the store and the peer transport
+// and the lock service's groups over peers, then binds the transport's
+// handler to the host.
 func (s *Server) startGroups(peers []paxos.NodeID) error {
 	cfg, log, st := s.cfg, s.log, s.store
 	tick := time.Duration(cfg.Tick)
-	s.host = host.New(host.Config{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Logger: log, Observer: s.metrics})
+	var out paxos.Transport = s.tr
+	if s.faults != nil {
+		out = s.faults
+	}
+	s.host = host.New(host.Config{Self: paxos.NodeID(cfg.NodeID), Store: st, Tick: tick, Transport: out, Logger: log, Observer: s.metrics})
 	// Retransmissions and the follower's wait past the lease stay those of
 	// a 100ms heartbeat when the heartbeat is longer (Config.Heartbeat).
 	quick := int(min(time.Duration(cfg.Heartbeat), 100*time.Millisecond) / tick)
@@ -203,11 +209,19 @@ func (s *Server) startGroups(peers []paxos.NodeID) error {
 		OnRegistry:          s.registryChanged,
 		Registry:            cfg.RegistryLimits.group(),
 		Join:                cfg.Join,
-	}, s.host, peers, pcfg, func(g int) paxos.NodeID { return peers[g%len(peers)] })
+	}, s.host, peers, pcfg, func(g group.ID) paxos.NodeID { return peers[int(g)%len(peers)] })
 	if err != nil {
 		return err
 	}
 	s.svc = svc
+	// Bound last: binding starts the transport's inbound connections,
+	// whose Admit (admitPeer) reads the service.
+	if s.faults != nil {
+		s.faults.deliver = s.host.Deliver
+		s.tr.SetHandler(s.faults.Deliver)
+	} else {
+		s.tr.SetHandler(s.host.Deliver)
+	}
 	return nil
 }
 
@@ -222,7 +236,8 @@ func (s *Server) stopGroups() error {
 }
 
 // openTransport opens the peer transport (behind the fault injector when
-// Config.FaultInjection) and gives it to the host.
+// Config.FaultInjection), for startGroups to give to the host; until the
+// host binds its handler, what peers send is dropped.
 func (s *Server) openTransport() error {
 	cfg, log := s.cfg, s.log
 	self := cfg.self()
@@ -232,24 +247,16 @@ func (s *Server) openTransport() error {
 			others[paxos.NodeID(n.ID)] = n.Peer
 		}
 	}
-	handler := s.host.Deliver
-	if cfg.FaultInjection {
-		s.faults = &partition{deliver: s.host.Deliver}
-		handler = s.faults.Deliver
-		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
-	}
-	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: cfg.bindAddr(self.Peer), Peers: others, Handler: handler, Logger: log, TLS: s.sec.peer,
+	tr, err := tcpnet.New(tcpnet.Config{Self: paxos.NodeID(cfg.NodeID), Listen: cfg.bindAddr(self.Peer), Peers: others, Logger: log, TLS: s.sec.peer,
 		Incarnation: s.incarnation, Cluster: cfg.ClusterName, Admit: s.admitPeer, Refused: s.peerRefused,
 		IdleTimeout: time.Duration(cfg.PeerIdleTimeout), MaxConnsPerPeer: cfg.MaxPeerConnsPerNode, MaxHandshakes: cfg.MaxTLSHandshakes})
 	if err != nil {
 		return err
 	}
 	s.tr = tr
-	if s.faults != nil {
-		s.faults.next = tr
-		s.host.SetTransport(s.faults)
-	} else {
-		s.host.SetTransport(tr)
+	if cfg.FaultInjection {
+		s.faults = &partition{next: tr}
+		log.Warn("fault injection is on: /debug/partition can cut this node off from its peers")
 	}
 	return nil
 }

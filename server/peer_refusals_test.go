@@ -72,7 +72,7 @@ func TestPeerRefusalsMetric(t *testing.T) {
 
 	// Node 2 is no member: its messages are heard (a node being added
 	// may send them) and judged like any peer's.
-	g := paxos.GroupID(group.ReplicationID(3))
+	g := group.ID(3).ReplicaGroup()
 	val := paxos.Value{Cmds: [][]byte{[]byte("x")}}
 	rep := s.replica(3)
 	committed, applied, _ := rep.Progress()

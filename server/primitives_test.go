@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -57,7 +58,7 @@ func TestPrimitivesAcrossMasterChange(t *testing.T) {
 	tc.stop(victim)
 	waitFor(t, "a new master for the keys' group", func() bool {
 		for i, s := range tc.nodes {
-			if s != nil && i != victim && s.svc.Group(wire.GroupOf(wire.KeyHash("ns", doc), groups)).Serving() {
+			if s != nil && i != victim && s.svc.Group(group.ID(wire.GroupOf(wire.KeyHash("ns", doc), groups))).Serving() {
 				return true
 			}
 		}

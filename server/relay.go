@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/session"
 	"github.com/paxlock/paxlock/wire"
@@ -84,7 +85,7 @@ type relay struct {
 // node, to the relay for that master, opening it if needed. raw is the
 // request's whole frame. It runs on the connection's event loop and never
 // blocks.
-func (c *conn) forward(g int, raw []byte, reqID uint64) {
+func (c *conn) forward(g group.ID, raw []byte, reqID uint64) {
 	s := c.s
 	gv := s.view.Load().Groups[g]
 	r := c.relayTo(gv.Master, s.relayAddr(gv.Master))

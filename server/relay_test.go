@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -37,10 +38,10 @@ func (tc *testCluster) masterIndex(ns, key string) int {
 	tc.waitBalanced()
 	g := wire.GroupOf(wire.KeyHash(ns, key), 15)
 	for i, s := range tc.nodes {
-		if s.svc.Group(g).Serving() {
+		if s.svc.Group(group.ID(g)).Serving() {
 			waitFor(tc.t, "every node knows the master", func() bool {
 				for _, o := range tc.nodes {
-					if uint32(o.svc.Group(g).Consensus().Status().Master) != s.cfg.NodeID {
+					if uint32(o.svc.Group(group.ID(g)).Consensus().Status().Master) != s.cfg.NodeID {
 						return false
 					}
 				}

@@ -61,7 +61,7 @@ func (c *conn) submit(f wire.Frame, raw []byte, m wire.Message) {
 	}
 	r.Namespace, r.ReqID, r.Sink, r.Start = id.Namespace, f.ReqID, c, start
 	r.Hash = wire.KeyHash(id.Namespace, r.Key)
-	g := wire.GroupOf(r.Hash, s.cfg.Groups)
+	g := group.Of(r.Hash, s.cfg.Groups)
 	lg := s.svc.Group(g)
 	forward := false
 	// A master-elect (elected, applying what was chosen before its
@@ -128,10 +128,10 @@ func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
 		c.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: "owner's client id is not this session's"})
 		return
 	}
-	g := -1
+	g := group.ID(-1)
 	keys := make([]group.MultiKey, len(m.Keys))
 	for i, k := range m.Keys {
-		kg := wire.GroupOf(wire.KeyHash(id.Namespace, k), s.cfg.Groups)
+		kg := group.Of(wire.KeyHash(id.Namespace, k), s.cfg.Groups)
 		if g >= 0 && kg != g {
 			c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: "multi-acquire: keys of different lock groups"})
 			return
@@ -165,8 +165,8 @@ func (c *conn) multiAcquire(reqID uint64, raw []byte, m *wire.MultiAcquire) {
 // forwards it (a client asks every group's master, so a redirect is cheap).
 func (c *conn) list(reqID uint64, ns string, m *wire.List) {
 	s := c.s
-	g := int(m.Group)
-	if g >= s.cfg.Groups {
+	g := group.ID(m.Group)
+	if int(g) >= s.cfg.Groups {
 		c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: fmt.Sprintf("list: group %d out of range (0..%d)", g, s.cfg.Groups-1)})
 		return
 	}
@@ -212,7 +212,7 @@ func (c *conn) decode(f wire.Frame) (wire.Message, error) {
 // all), the request did not come through another node's relay, and the
 // master is known, is another node, and can be relayed to (see
 // relayAddr). See wire.Routed.
-func (c *conn) forwardable(g int, rt wire.Routed) bool {
+func (c *conn) forwardable(g group.ID, rt wire.Routed) bool {
 	after := c.s.cfg.ForwardAfter
 	if after < 0 || c.sess.Identity().Via != 0 || int(rt.RedirectCount()) < after {
 		return false
@@ -223,7 +223,7 @@ func (c *conn) forwardable(g int, rt wire.Routed) bool {
 
 // redirect tells the client where group g's master is, or that it has
 // none right now.
-func (c *conn) redirect(reqID uint64, g int) {
+func (c *conn) redirect(reqID uint64, g group.ID) {
 	v := c.view()
 	gv := v.Groups[g]
 	if gv.Master != 0 && gv.Master != c.s.cfg.NodeID && gv.Addr != "" {

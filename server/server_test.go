@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/freeport"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/wire"
@@ -270,7 +271,7 @@ func (tc *testCluster) masterConn(ns, key string, client uint64) *rawConn {
 	var master *Server
 	waitFor(tc.t, "a master for "+key, func() bool {
 		for _, s := range tc.nodes {
-			if s != nil && s.svc.Group(g).Serving() {
+			if s != nil && s.svc.Group(group.ID(g)).Serving() {
 				master = s
 				return true
 			}
@@ -299,7 +300,7 @@ func TestServerLockAndRedirect(t *testing.T) {
 	// Another node redirects to the master.
 	g := wire.GroupOf(wire.KeyHash("ns", key), 15)
 	for _, s := range tc.nodes {
-		if s.svc.Group(g).Serving() {
+		if s.svc.Group(group.ID(g)).Serving() {
 			continue
 		}
 		oc := dialRaw(t, s.cfg.self().Client)
@@ -317,7 +318,7 @@ func TestServerLockAndRedirect(t *testing.T) {
 	}
 	og := wire.GroupOf(wire.KeyHash("other", key), 15)
 	for _, s := range tc.nodes {
-		if s.svc.Group(og).Serving() {
+		if s.svc.Group(group.ID(og)).Serving() {
 			c := dialRaw(t, s.cfg.self().Client)
 			c.hello("other", "x", 9)
 			if r := c.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(9), ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
@@ -347,7 +348,7 @@ func TestServerAuth(t *testing.T) {
 	if r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: "k", Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1}); r.Status != wire.StatusAuthFailed {
 		t.Fatalf("acquire after failed hello: %+v", r)
 	}
-	if n := tc.nodes[0].svc.Group(wire.GroupOf(wire.KeyHash("ns", "k"), 15)).StateMachine().Count(); n != 0 {
+	if n := tc.nodes[0].svc.Group(group.ID(wire.GroupOf(wire.KeyHash("ns", "k"), 15))).StateMachine().Count(); n != 0 {
 		t.Fatalf("refused requests changed state: %d locks", n)
 	}
 }

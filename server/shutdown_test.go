@@ -99,7 +99,7 @@ func TestShutdownEndsRelays(t *testing.T) {
 		for i := range 100 {
 			k := fmt.Sprintf("relayed-%d", i)
 			g := wire.GroupOf(wire.KeyHash("ns", k), via.cfg.Groups)
-			if gv := via.View().Groups[g]; gv.Master != 0 && gv.Master != via.cfg.NodeID && !via.svc.Group(g).Serving() {
+			if gv := via.View().Groups[g]; gv.Master != 0 && gv.Master != via.cfg.NodeID && !via.svc.Group(group.ID(g)).Serving() {
 				r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: k, Owner: wire.Owner{Client: cid(7), ID: 1}, Weight: 1,
 					TTLMs: 30000, Redirects: wire.ForwardNow})
 				if r.Status == wire.StatusSuccess {

@@ -11,7 +11,7 @@ type testHooks struct {
 	// procedure starts group g's change, and fails it at once with the
 	// error it returns.
 	failGroupChange atomic.Pointer[func(node uint32, g int) error]
-	// holdIncarnations, when set, keeps recordIncarnations from recording
+	// skipIncarnations, when set, keeps recordIncarnations from recording
 	// anything: the member list stays as during bootstrap.
-	holdIncarnations atomic.Bool
+	skipIncarnations atomic.Bool
 }

@@ -30,11 +30,11 @@ func requestOf(m wire.Message) (*group.Request, bool) {
 		r.SetValue, r.Value = m.SetValue, m.Value
 	case *wire.Release:
 		r.Op, r.Key, r.Owner, r.Token = group.OpRelease, m.Key, m.Owner, m.Token
-		if m.HandOffID != 0 {
-			r.HandOff = wire.Owner{Client: m.Owner.Client, ID: m.HandOffID}
-			r.TTL = time.Duration(m.HandOffTTLMs) * time.Millisecond
-			r.Value = m.HandOffValue
-			r.LockDelayMs = uint16(min(m.HandOffLockDelayMs, wire.MaxLockDelayMs))
+		if m.PassOnID != 0 {
+			r.PassOn = wire.Owner{Client: m.Owner.Client, ID: m.PassOnID}
+			r.TTL = time.Duration(m.PassOnTTLMs) * time.Millisecond
+			r.Value = m.PassOnValue
+			r.LockDelayMs = uint16(min(m.PassOnLockDelayMs, wire.MaxLockDelayMs))
 		}
 	case *wire.State:
 		r.Op, r.Key, r.Token = group.OpState, m.Key, m.Token

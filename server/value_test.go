@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -22,7 +23,7 @@ func keyMaster(t *testing.T, tc *testCluster, key string) int {
 				continue
 			}
 			g := wire.GroupOf(wire.KeyHash("ns", key), len(s.svc.Groups()))
-			if s.svc.Group(g).Serving() {
+			if s.svc.Group(group.ID(g)).Serving() {
 				master = i
 				return true
 			}

@@ -11,7 +11,7 @@ import (
 )
 
 // onMaster records a group's mastership change and publishes a new view.
-func (s *Server) onMaster(g int, st paxos.SoftState) {
+func (s *Server) onMaster(g group.ID, st paxos.SoftState) {
 	s.viewMu.Lock()
 	old := s.masters[g]
 	if st.Master == 0 && old.Master != 0 && st.Ballot == old.Ballot {

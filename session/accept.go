@@ -20,7 +20,7 @@ const viewsNeedHello = false
 // namespace's secret in the clear (protocol version 1's handshake): since
 // protocol version 2 clients authenticate with SCRAM-SHA-256
 // (wire.ScramClientFirst). Only a relay's Hello (Via set) is accepted, and
-// only if the Host trusts the relaying node.
+// only if the Endpoint trusts the relaying node.
 var ErrClearSecret = errors.New("a Hello with a secret in the clear is protocol version 1's handshake and is refused: upgrade the client (this server needs SCRAM-SHA-256)")
 
 // Identity is who an accepted handshake says the peer is.
@@ -46,17 +46,19 @@ type Identity struct {
 	Verifier scramauth.Verifier
 }
 
-// Host is what the accepting side of a session needs from the program
-// that accepted it: the paxlock node or the registry. Accepted calls it on
-// the goroutine (or event loop) that calls Handle.
-type Host interface {
+// Endpoint is the accepting end of one connection: what the accepting
+// side of a session needs from the program that accepted it (the paxlock
+// node's, the registry's and the fake server's connections). Accepted
+// calls it on the goroutine (or event loop) that calls Handle. (Conn is
+// the dialing end.)
+type Endpoint interface {
 	// Credentials returns namespace ns's SCRAM verifier, false if the
 	// namespace does not exist (the exchange then fails, without telling
 	// the client which of namespace and secret was wrong).
 	Credentials(ns string) (scramauth.Verifier, bool)
 	// TrustRelay decides a relay's Hello (Via set, no secret): nil
 	// accepts it, an error refuses it with AUTH_FAILED and the error's
-	// text. Nothing in the Hello proves who sent it, so a Host must
+	// text. Nothing in the Hello proves who sent it, so an Endpoint must
 	// refuse it unless the connection itself proves that it comes from
 	// node Via (a verified TLS client certificate naming that node).
 	TrustRelay(h *wire.Hello) error
@@ -122,7 +124,7 @@ func IsSessionType(typ wire.Type) bool {
 	return false
 }
 
-func refuse(h Host, reqID uint64, ns string, err error) {
+func refuse(h Endpoint, reqID uint64, ns string, err error) {
 	h.Refused(ns, err)
 	h.Reply(reqID, wire.Response{Status: wire.StatusAuthFailed, Msg: err.Error()})
 }
@@ -150,7 +152,7 @@ func refuse(h Host, reqID uint64, ns string, err error) {
 //     handshake.
 //   - GetView, SubscribeView: h.ServeView, with or without a handshake
 //     (see viewsNeedHello).
-func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
+func (a *Accepted) Handle(reqID uint64, m wire.Message, h Endpoint) bool {
 	switch m := m.(type) {
 	case *wire.ScramClientFirst:
 		a.scram = nil
@@ -227,7 +229,7 @@ func (a *Accepted) Handle(reqID uint64, m wire.Message, h Host) bool {
 	return true
 }
 
-func (a *Accepted) accept(cur Identity, h Host) {
+func (a *Accepted) accept(cur Identity, h Endpoint) {
 	prev := a.id
 	a.authenticated = true
 	a.id = cur

@@ -8,7 +8,7 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// host is a Host that records what Accepted asks of it. Its namespace
+// host is an Endpoint that records what Accepted asks of it. Its namespace
 // "ns" has the secret "s3cret".
 type host struct {
 	refuse   error // TrustRelay's answer
@@ -172,7 +172,7 @@ func TestAcceptedSCRAMRefused(t *testing.T) {
 }
 
 // TestAcceptedRelaySCRAM: a ScramClientFirst with Via set is a relaying
-// node's: the exchange checks the relay secret (Host.RelayCredentials,
+// node's: the exchange checks the relay secret (Endpoint.RelayCredentials,
 // asked with the node it claims), not the namespace's, and opens a
 // relay's session (Via set, no verifier). The namespace's secret, the
 // relay secret for an unknown namespace or for a node the host does not

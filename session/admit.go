@@ -2,7 +2,7 @@ package session
 
 import "github.com/paxlock/paxlock/wire"
 
-// Replier answers a request with a Response; every Host is one.
+// Replier answers a request with a Response; every Endpoint is one.
 type Replier interface {
 	Reply(reqID uint64, r wire.Response)
 }
@@ -32,7 +32,7 @@ func DecodeRequest(f wire.Frame, decode func(wire.Frame) (wire.Message, error), 
 // (wire.Request.Validate) is answered BAD_REQUEST; any other before a
 // handshake was accepted is answered AUTH_FAILED. A request the caller
 // gets is valid and comes from an authenticated session.
-func (a *Accepted) Admit(reqID uint64, m wire.Message, h Host) bool {
+func (a *Accepted) Admit(reqID uint64, m wire.Message, h Endpoint) bool {
 	if a.Handle(reqID, m, h) {
 		return false
 	}

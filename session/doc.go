@@ -13,8 +13,8 @@
 //
 // On the accepting side, Accepted holds one connection's handshake state
 // and answers the session's own requests (the SCRAM messages, a relay's
-// Hello, Heartbeat, GetView, SubscribeView) through a Host that the paxlock
-// node and the registry each implement: the namespaces' verifiers, the
+// Hello, Heartbeat, GetView, SubscribeView) through an Endpoint that the
+// paxlock node and the registry each implement: the namespaces' verifiers, the
 // trust in a relaying node, the view, the replies. Whether a session is
 // authenticated is explicit (Accepted.Authenticated); views are served
 // before authentication on purpose (viewsNeedHello).
@@ -25,7 +25,7 @@
 //     goroutines, heartbeats, Close) and the Handler it feeds.
 //   - handshake.go: the handshakes a Conn runs (Handshake and its
 //     Exchange, SCRAM, RelayHello) and RefusedError.
-//   - accept.go: the accepting side: Accepted, its Host and Identity.
+//   - accept.go: the accepting side: Accepted, its Endpoint and Identity.
 //   - admit.go: the prelude every accepting side runs on a request
 //     (DecodeRequest, Accepted.Admit), shared by the node, the registry
 //     and internal/fakewire.

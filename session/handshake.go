@@ -57,9 +57,9 @@ func SCRAM(first wire.ScramClientFirst, secret string) Handshake {
 // the master of their group over a connection that proves which node it
 // is (TLS with the node's certificate): one Hello naming the client
 // (namespace, id, key) with Via set and no secret, which the master
-// accepts only from the node Via names (see Host.TrustRelay). Without
+// accepts only from the node Via names (see Endpoint.TrustRelay). Without
 // such a connection a relay uses SCRAM with first.Via set and the
-// cluster's relay secret (see Host.RelayCredentials).
+// cluster's relay secret (see Endpoint.RelayCredentials).
 func RelayHello(h wire.Hello) Handshake {
 	return func(ex *Exchange) (wire.Response, error) {
 		return ex.RoundTrip(wire.TypeHello, &h)

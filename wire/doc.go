@@ -54,8 +54,8 @@
 //	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID,
 //	                           [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs]
 //	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects, SetValue, Value]
-//	0x04  Release        c→s   Key, Owner, Token, [Redirects, HandOffID, HandOffTTLMs, HandOffValue,
-//	                           HandOffLockDelayMs]
+//	0x04  Release        c→s   Key, Owner, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue,
+//	                           PassOnLockDelayMs]
 //	0x05  State          c→s   Key, [Redirects, Token]
 //	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]
 //	0x07  Unwatch        c→s   Key, WatchID, [Redirects]

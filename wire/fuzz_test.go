@@ -237,8 +237,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	}
 	// Trailing fields that the realistic seeds leave out: a release that
 	// hands the lock on to a local waiter, a semaphore acquire.
-	write("FuzzDecodeRelease", "hand-off", bytesArg(body(&Release{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234),
-		HandOffID: 8, HandOffTTLMs: 30000, HandOffValue: "host-a pid 4242"})))
+	write("FuzzDecodeRelease", "pass-on", bytesArg(body(&Release{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234),
+		PassOnID: 8, PassOnTTLMs: 30000, PassOnValue: "host-a pid 4242"})))
 	write("FuzzDecodeAcquire", "semaphore", bytesArg(body(&Acquire{Key: "pool", Owner: Owner{0x9e3779b97f4a7c15, 9}, Kind: KindSemaphore,
 		TTLMs: 30000, MaxWaitMs: 5000, WaitID: 4, Permits: 2, Limit: 5})))
 	write("FuzzDecode", "unknown-type", "byte('?')", bytesArg([]byte{0x90}))

@@ -456,25 +456,25 @@ type Release struct {
 	// Redirects counts the MASTER_REDIRECTs this request followed, or is
 	// ForwardNow; see Routed.
 	Redirects uint8
-	// HandOffID, when nonzero, asks for a hand-off (the client's local
+	// PassOnID, when nonzero, asks for a pass-on (the client's local
 	// queue): in the same command that releases the lock, grant it to
-	// Owner{Client: Owner.Client, ID: HandOffID}, of the released hold's
-	// kind, with HandOffTTLMs and holder value HandOffValue, if the key
+	// Owner{Client: Owner.Client, ID: PassOnID}, of the released hold's
+	// kind, with PassOnTTLMs and holder value PassOnValue, if the key
 	// then is free and nobody waits in the server's queue for it. The
 	// reply is SUCCESS with Holder set to that owner and Token the new
 	// hold's token when it was handed off; SUCCESS with Holder zero when
 	// the lock was only released. A retry that finds the lock held by the
-	// hand-off owner answers as if handed off. Trailing fields, omitted
+	// pass-on owner answers as if handed off. Trailing fields, omitted
 	// when all three are zero; an older server ignores them and only
 	// releases.
-	HandOffID    uint64
-	HandOffTTLMs uint32
-	HandOffValue string
-	// HandOffLockDelayMs is the hand-off grant's lock-delay (see
+	PassOnID    uint64
+	PassOnTTLMs uint32
+	PassOnValue string
+	// PassOnLockDelayMs is the pass-on grant's lock-delay (see
 	// Acquire.LockDelayMs), at most MaxLockDelayMs. A trailing field after
-	// the hand-off's, omitted when 0; a server that predates it ignores
+	// the pass-on's, omitted when 0; a server that predates it ignores
 	// it.
-	HandOffLockDelayMs uint32
+	PassOnLockDelayMs uint32
 }
 
 func (*Release) wireMessage() {}
@@ -491,10 +491,10 @@ func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	// The hand-off tail is written whole when any of its fields is set.
-	tail := m.HandOffID != 0 || m.HandOffTTLMs != 0 || m.HandOffValue != "" || m.HandOffLockDelayMs != 0
+	// The pass-on tail is written whole when any of its fields is set.
+	tail := m.PassOnID != 0 || m.PassOnTTLMs != 0 || m.PassOnValue != "" || m.PassOnLockDelayMs != 0
 	switch {
-	case m.HandOffLockDelayMs != 0:
+	case m.PassOnLockDelayMs != 0:
 		w.array(9)
 	case tail:
 		w.array(8)
@@ -507,10 +507,10 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w.uint(m.Token)
 	if tail {
 		w.uint(uint64(m.Redirects))
-		w.uint(m.HandOffID)
-		w.uint(uint64(m.HandOffTTLMs))
-		w.bin(m.HandOffValue)
-		w.optionalUint(uint64(m.HandOffLockDelayMs))
+		w.uint(m.PassOnID)
+		w.uint(uint64(m.PassOnTTLMs))
+		w.bin(m.PassOnValue)
+		w.optionalUint(uint64(m.PassOnLockDelayMs))
 		return w.err
 	}
 	w.optionalUint(uint64(m.Redirects))
@@ -525,15 +525,15 @@ func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 		Owner:     Owner{Client: f.u64(), ID: f.u64()},
 		Token:     f.u64(),
 		Redirects: f.u8(),
-		HandOffID: f.u64(),
+		PassOnID:  f.u64(),
 	}
-	m.HandOffTTLMs = f.u32()
-	m.HandOffValue, _ = f.bin()
-	m.HandOffLockDelayMs = f.u32()
+	m.PassOnTTLMs = f.u32()
+	m.PassOnValue, _ = f.bin()
+	m.PassOnLockDelayMs = f.u32()
 	return f.done("Release")
 }
 
-// Validate checks the key, the owner and a hand-off's value.
+// Validate checks the key, the owner and a pass-on's value.
 func (m *Release) Validate() error {
 	if err := ValidateKey(m.Key); err != nil {
 		return err
@@ -541,11 +541,11 @@ func (m *Release) Validate() error {
 	if err := validateOwner(m.Owner); err != nil {
 		return err
 	}
-	if m.HandOffID != 0 && m.HandOffID == m.Owner.ID {
-		return fmt.Errorf("%w: hand-off to the releasing owner", ErrInvalidField)
+	if m.PassOnID != 0 && m.PassOnID == m.Owner.ID {
+		return fmt.Errorf("%w: pass-on to the releasing owner", ErrInvalidField)
 	}
-	if m.HandOffLockDelayMs > MaxLockDelayMs {
-		return fmt.Errorf("%w: hand-off lock-delay %d ms, limit %d ms", ErrInvalidField, m.HandOffLockDelayMs, MaxLockDelayMs)
+	if m.PassOnLockDelayMs > MaxLockDelayMs {
+		return fmt.Errorf("%w: pass-on lock-delay %d ms, limit %d ms", ErrInvalidField, m.PassOnLockDelayMs, MaxLockDelayMs)
 	}
-	return ValidateValue(m.HandOffValue)
+	return ValidateValue(m.PassOnValue)
 }

@@ -15,7 +15,7 @@ import (
 //
 // Replies: SUCCESS with Token, Holder, Kind, Readers, TTLLeftMs and
 // QueueLen; LOCK_DELETED when the key is free (QueueLen may still be
-// nonzero while a hand-off is in flight; RetryAfterMs, when not 0, is
+// nonzero while a grant to a waiter is in flight; RetryAfterMs, when not 0, is
 // what is left of a lock-delay that keeps the key from being granted);
 // and the routing statuses.
 //

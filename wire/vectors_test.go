@@ -76,7 +76,7 @@ func frameVectors() []frameVector {
 		{"renew-clear-value", TypeRenew, 8, &Renew{Key: "order:42", Owner: owner, Token: tok, Redirects: 2, SetValue: true}},
 		{"release", TypeRelease, 9, &Release{Key: "order:42", Owner: owner, Token: tok}},
 		{"release-redirected", TypeRelease, 10, &Release{Key: "order:42", Owner: owner, Token: tok, Redirects: 1}},
-		{"release-hand-off", TypeRelease, 11, &Release{Key: "order:42", Owner: owner, Token: tok, HandOffID: 8, HandOffTTLMs: 30000, HandOffValue: "host-a pid 4242"}},
+		{"release-hand-off", TypeRelease, 11, &Release{Key: "order:42", Owner: owner, Token: tok, PassOnID: 8, PassOnTTLMs: 30000, PassOnValue: "host-a pid 4242"}},
 		{"state", TypeState, 11, &State{Key: "order:42"}},
 		{"watch-continuous", TypeWatch, 12, &Watch{Key: "order:42", WatchID: 3, Token: tok, Flags: FlagContinuous}},
 		{"unwatch", TypeUnwatch, 13, &Unwatch{Key: "order:42", WatchID: 3}},
@@ -119,7 +119,7 @@ func frameVectors() []frameVector {
 		{"acquire-lock-delay", TypeAcquire, 22, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, LockDelayMs: 5000}},
 		{"response-occupied-lock-delay", TypeResponse, 22, &Response{Status: StatusLockOccupied, RetryAfterMs: 4200, Msg: "lock-delay"}},
 		{"state-check-token", TypeState, 23, &State{Key: "order:42", Token: tok}},
-		{"release-hand-off-lock-delay", TypeRelease, 24, &Release{Key: "order:42", Owner: owner, Token: tok, HandOffID: 8, HandOffTTLMs: 30000, HandOffLockDelayMs: 5000}},
+		{"release-hand-off-lock-delay", TypeRelease, 24, &Release{Key: "order:42", Owner: owner, Token: tok, PassOnID: 8, PassOnTTLMs: 30000, PassOnLockDelayMs: 5000}},
 		{"acquire-resent-waited", TypeAcquire, 25, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 12, WaitedMs: 1500}},
 	}
 }
@@ -183,7 +183,7 @@ var fieldNames = map[Type]string{
 	TypeScramServerFinal: "Message, ViewVersion",
 	TypeAcquire:          "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs]",
 	TypeRenew:            "Key, Owner.Client, Owner.ID, Token, TTLMs, [Redirects, SetValue, Value]",
-	TypeRelease:          "Key, Owner.Client, Owner.ID, Token, [Redirects, HandOffID, HandOffTTLMs, HandOffValue]",
+	TypeRelease:          "Key, Owner.Client, Owner.ID, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue]",
 	TypeState:            "Key, [Redirects]",
 	TypeWatch:            "Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]",
 	TypeUnwatch:          "Key, WatchID, [Redirects]",

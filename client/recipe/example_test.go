@@ -26,7 +26,7 @@ var (
 // connect returns a client of the examples' cluster, started on first use.
 func connect(ctx context.Context) *client.Client {
 	exampleOnce.Do(func() {
-		cl, err := paxlocktest.Start(context.Background(), 3, paxlocktest.Options{})
+		cl, err := paxlocktest.New(context.Background(), 3, paxlocktest.Options{})
 		if err != nil {
 			log.Fatal(err)
 		}

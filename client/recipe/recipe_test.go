@@ -31,7 +31,7 @@ func stopMaster(t *testing.T, cl *paxlocktest.Cluster, key string) {
 	if n == 0 {
 		t.Fatalf("no master known for %q", key)
 	}
-	if err := cl.Stop(n); err != nil {
+	if err := cl.StopNode(n); err != nil {
 		t.Fatalf("stop node %d: %v", n, err)
 	}
 }
@@ -280,7 +280,7 @@ func TestRecipeDoubleBarrier(t *testing.T) {
 				t.Errorf("Enter returned with %d of %d participants entering", e, n)
 			}
 			if i == 0 { // between Enter and Leave
-				if err := cl.Stop(cl.MasterOf("db:a")); err != nil {
+				if err := cl.StopNode(cl.MasterOf("db:a")); err != nil {
 					t.Errorf("stop the master: %v", err)
 				}
 			}

@@ -198,7 +198,7 @@ func (s *Server) handler(typ wire.Type) Handler {
 	return s.handlers[typ]
 }
 
-// Conn is one client connection to a Server. It implements session.Host
+// Conn is one client connection to a Server. It implements session.Endpoint
 // for its session, so that the session's handshake and Heartbeat are
 // answered by the real accepting side; tests use Send, Reply, Close and
 // Identity.
@@ -222,7 +222,7 @@ func (c *Conn) Close() { c.nc.Close() }
 // Send writes one frame to the client at once: a reply to request reqID,
 // or a push (reqID 0). A connection that is closed drops it. It is safe
 // for concurrent use, and frames sent by one goroutine arrive in order.
-// It implements session.Host.
+// It implements session.Endpoint.
 func (c *Conn) Send(typ wire.Type, reqID uint64, m wire.Message) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -235,10 +235,10 @@ func (c *Conn) Send(typ wire.Type, reqID uint64, m wire.Message) {
 }
 
 // Reply sends r as the Response to request reqID; see Send. It implements
-// session.Host.
+// session.Endpoint.
 func (c *Conn) Reply(reqID uint64, r wire.Response) { c.Send(wire.TypeResponse, reqID, &r) }
 
-// Credentials implements session.Host with Config.Verifiers.
+// Credentials implements session.Endpoint with Config.Verifiers.
 func (c *Conn) Credentials(ns string) (scramauth.Verifier, bool) {
 	if f := c.s.cfg.Refuse; f != nil && f(ns) {
 		return scramauth.Verifier{}, false
@@ -250,21 +250,21 @@ func (c *Conn) Credentials(ns string) (scramauth.Verifier, bool) {
 // errNoRelays refuses a relay's handshake: a fake node is no cluster's.
 var errNoRelays = errors.New("fakewire: this fake node takes no relays")
 
-// TrustRelay implements session.Host: a fake node takes no relays.
+// TrustRelay implements session.Endpoint: a fake node takes no relays.
 func (c *Conn) TrustRelay(*wire.Hello) error { return errNoRelays }
 
-// RelayCredentials implements session.Host: a fake node takes no relays.
+// RelayCredentials implements session.Endpoint: a fake node takes no relays.
 func (c *Conn) RelayCredentials(uint32, string) (scramauth.Verifier, bool) {
 	return scramauth.Verifier{}, false
 }
 
-// Accepted implements session.Host; the session keeps the identity.
+// Accepted implements session.Endpoint; the session keeps the identity.
 func (c *Conn) Accepted(_, _ session.Identity) {}
 
-// Refused implements session.Host; the client reads the refusal.
+// Refused implements session.Endpoint; the client reads the refusal.
 func (c *Conn) Refused(string, error) {}
 
-// ViewVersion implements session.Host with Config.ViewVersion.
+// ViewVersion implements session.Endpoint with Config.ViewVersion.
 func (c *Conn) ViewVersion() uint64 {
 	if f := c.s.cfg.ViewVersion; f != nil {
 		return f()
@@ -272,7 +272,7 @@ func (c *Conn) ViewVersion() uint64 {
 	return 0
 }
 
-// ServeView implements session.Host: GetView and SubscribeView go to
+// ServeView implements session.Endpoint: GetView and SubscribeView go to
 // their Handlers.
 func (c *Conn) ServeView(reqID uint64, subscribe bool) {
 	typ, m := wire.TypeGetView, wire.Message(&wire.GetView{})

@@ -99,7 +99,7 @@ type MembershipConfig struct {
 	// OnEvent, if set, receives every change in memberlist's order, on a
 	// goroutine of its own (never inside memberlist's callbacks), so it may
 	// call Members and even UpdateMeta. Later events wait while it runs, so
-	// it should be quick; Shutdown waits for it to return.
+	// it should be quick; Stop waits for it to return.
 	OnEvent func(Event)
 	// Logger receives Membership's and memberlist's logs (default
 	// slog.Default()).

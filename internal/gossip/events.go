@@ -14,7 +14,7 @@ import (
 // changes: a join, a leave, a metadata update, a member turning suspect or
 // recovering. Signals coalesce (the channel holds one), so a receiver reads
 // Members after each and never misses the latest state. The channel is
-// closed by cancel or by Shutdown. Receivers must not assume a signal
+// closed by cancel or by Stop. Receivers must not assume a signal
 // means anything changed that they care about.
 func (m *Membership) Subscribe() (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)

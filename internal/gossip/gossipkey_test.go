@@ -25,7 +25,7 @@ func startKeyed(t *testing.T, id uint32, label string, key []byte, old ...[]byte
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	t.Cleanup(func() { _ = m.Stop() })
 	return m
 }
 

@@ -14,7 +14,7 @@ import (
 // StateLeft at once rather than detecting a failure. It gossips metadata
 // with Leaving set, tells every live member directly over TCP, then sends
 // memberlist's leave message, and waits until that went out or ctx ends
-// (5s if ctx has no deadline). Call Shutdown afterwards. Leave stops the
+// (5s if ctx has no deadline). Call Stop afterwards. Leave stops the
 // re-joining of seeds.
 func (m *Membership) Leave(ctx context.Context) error {
 	if err := m.acquire(ctx); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // TestMemberlistLogger: memberlist's bracketed levels become slog levels,
-// and the closed-socket errors of its own Shutdown are only Debug.
+// and the closed-socket errors of its own Stop are only Debug.
 func TestMemberlistLogger(t *testing.T) {
 	var buf testutil.Buffer
 	l := memberlistLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))

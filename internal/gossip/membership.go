@@ -50,7 +50,7 @@ type Membership struct {
 	log    *slog.Logger
 	timing Timing
 
-	sem   chan struct{} // serializes Start, UpdateMeta, Leave, Shutdown
+	sem   chan struct{} // serializes Start, UpdateMeta, Leave, Stop
 	phase atomic.Int32
 	ml    atomic.Pointer[memberlist.Memberlist]
 	addr  atomic.Pointer[string]
@@ -143,9 +143,9 @@ func NewMembership(cfg MembershipConfig) (*Membership, error) {
 	return m, nil
 }
 
-// acquire takes the operation slot, or gives up when ctx ends or Shutdown
+// acquire takes the operation slot, or gives up when ctx ends or Stop
 // begins (so that OnEvent may call UpdateMeta without deadlocking a
-// Shutdown that waits for it).
+// Stop that waits for it).
 func (m *Membership) acquire(ctx context.Context) error {
 	select {
 	case m.sem <- struct{}{}:
@@ -394,11 +394,11 @@ func (m *Membership) runOp(ctx context.Context, fn func(timeout time.Duration) e
 	}
 }
 
-// Shutdown stops memberlist and Membership's goroutines and closes every
-// subscription channel. Without a Leave first, the others detect this node
+// Stop stops memberlist and Membership's goroutines (Start's loop) and
+// closes every subscription channel. Without a Leave first, the others detect this node
 // as failed (StateDead) after their probes time out. It waits for an
 // UpdateMeta or Leave in progress. Safe to call more than once.
-func (m *Membership) Shutdown() error {
+func (m *Membership) Stop() error {
 	m.sem <- struct{}{}
 	defer m.release()
 	prev := m.phase.Swap(phaseShut)

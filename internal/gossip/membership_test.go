@@ -75,7 +75,7 @@ func startMember(t *testing.T, id uint32, label string, seeds []string) testMemb
 	if err := m.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = m.Shutdown() })
+	t.Cleanup(func() { _ = m.Stop() })
 	return tm
 }
 
@@ -190,7 +190,7 @@ func testMembershipCluster(t *testing.T, n int) {
 	if err := last.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := last.Shutdown(); err != nil {
+	if err := last.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	members = members[:n-1]
@@ -205,7 +205,7 @@ func testMembershipCluster(t *testing.T, n int) {
 	// Crash: the next node stops without leaving; survivors mark it dead.
 	crashed := members[len(members)-1]
 	crashedID := crashed.cfg.NodeID
-	if err := crashed.Shutdown(); err != nil {
+	if err := crashed.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	members = members[:len(members)-1]
@@ -237,7 +237,7 @@ func TestMembershipRestartOnNewPort(t *testing.T) {
 	waitLive(t, []testMember{a, b, c}, ids(3))
 
 	old := c.GossipAddr()
-	if err := c.Shutdown(); err != nil {
+	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	testutil.EventuallyWith(t, 30*time.Second, func() (bool, string) {
@@ -323,20 +323,20 @@ func TestMembershipLifecycle(t *testing.T) {
 	if err := m.Leave(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Shutdown(); err != nil {
+	if err := m.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	// memberlist panics on Leave after Shutdown; Membership must not.
 	if err := m.Leave(ctx); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("Leave after Shutdown: %v", err)
+		t.Fatalf("Leave after Stop: %v", err)
 	}
-	if err := m.Shutdown(); err != nil {
-		t.Fatalf("second Shutdown: %v", err)
+	if err := m.Stop(); err != nil {
+		t.Fatalf("second Stop: %v", err)
 	}
 	ch, cancelSub := m.Subscribe()
 	defer cancelSub()
 	if _, ok := <-ch; ok {
-		t.Fatal("subscription after Shutdown is open")
+		t.Fatal("subscription after Stop is open")
 	}
 
 	for _, bad := range []MembershipConfig{

@@ -7,7 +7,7 @@ import (
 )
 
 // rejoin joins every configured seed that is not a live member, at once
-// and then every RejoinInterval, until Leave or Shutdown.
+// and then every RejoinInterval, until Leave or Stop.
 func (m *Membership) rejoin() {
 	defer m.wg.Done()
 	if len(m.cfg.Seeds) == 0 {

@@ -30,8 +30,9 @@ func TestHostRunsOnInjectedClock(t *testing.T) {
 	}()
 	fc := &armCounter{Fake: clock.NewFake(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
 	const tick = 10 * time.Millisecond
-	h := New(Config{Self: 1, Store: st, Tick: tick, Clock: fc, Logger: testutil.Logger()})
-	h.SetTransport(paxostest.NewMemNetwork().Join(1, h.Deliver))
+	ep := paxostest.NewMemNetwork().Join(1, nil)
+	h := New(Config{Self: 1, Store: st, Tick: tick, Clock: fc, Transport: ep, Logger: testutil.Logger()})
+	ep.SetHandler(h.Deliver)
 	sm := newKV()
 	g, err := h.AddReplica(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
 	if err != nil {

@@ -209,14 +209,13 @@ func (tc *testCluster) start(id paxos.NodeID) {
 		t.Fatal(err)
 	}
 	nd.store = st
-	nd.host = New(Config{Self: id, Store: st, Tick: 10 * time.Millisecond, Logger: log, Observer: nd.obs})
 	peers := map[paxos.NodeID]string{}
 	for pid, p := range tc.nodes {
 		if pid != id {
 			peers[pid] = p.addr
 		}
 	}
-	tcfg := tcpnet.Config{Self: id, Listen: nd.addr, Peers: peers, Handler: nd.host.Deliver, Logger: quietLogger()}
+	tcfg := tcpnet.Config{Self: id, Listen: nd.addr, Peers: peers, Logger: quietLogger()}
 	if tc.pki != nil {
 		tcfg.TLS = tc.pki.Peer(id)
 	}
@@ -235,7 +234,8 @@ func (tc *testCluster) start(id paxos.NodeID) {
 	if tc.wrapTr != nil {
 		out = tc.wrapTr(id, tr)
 	}
-	nd.host.SetTransport(out)
+	nd.host = New(Config{Self: id, Store: st, Tick: 10 * time.Millisecond, Transport: out, Logger: log, Observer: nd.obs})
+	tr.SetHandler(nd.host.Deliver)
 	nd.sms = map[paxos.GroupID]*kvSM{}
 	for g := 1; g <= tc.groups; g++ {
 		sm := newKV()

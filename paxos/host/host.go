@@ -91,8 +91,13 @@ type Config struct {
 	Tick time.Duration
 	// Clock is the monotonic clock the host takes its ticks, leases and
 	// timeouts from (nil: the process's, clock.Real).
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock clock.Clock
+	// Transport carries the groups' messages to their peers (a
+	// *tcpnet.Transport in production). Its handler, bound once the host
+	// exists (the transport's SetHandler), is Host.Deliver. Nil: messages
+	// to other nodes are dropped (a node alone, in tests).
+	Transport paxos.Transport
+	Logger    *slog.Logger
 	// Observer, if set, is told of the loop's rounds and the store's
 	// fsyncs, for metrics.
 	Observer Observer
@@ -123,8 +128,9 @@ type Observer interface {
 // clock, never 0.
 func (h *Host) nanotime() int64 { return int64(h.clock.Now().Sub(h.base)) | 1 }
 
-// New returns a Host; set its transport with SetTransport and add
-// this node's replicas of Paxos groups with AddReplica, then Start it.
+// New returns a Host sending by cfg.Transport; bind the transport's
+// handler to Deliver, add this node's replicas of Paxos groups with
+// AddReplica, then Start it.
 func New(cfg Config) *Host {
 	if cfg.Tick <= 0 {
 		cfg.Tick = 10 * time.Millisecond
@@ -136,7 +142,7 @@ func New(cfg Config) *Host {
 		cfg.Clock = clock.Real{}
 	}
 	h := &Host{
-		cfg: cfg, clock: cfg.Clock, base: cfg.Clock.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
+		cfg: cfg, tr: cfg.Transport, clock: cfg.Clock, base: cfg.Clock.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
 		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan paxos.Batch, 64),
 	}
 	empty := map[paxos.GroupID]*Replica{}
@@ -145,10 +151,6 @@ func New(cfg Config) *Host {
 	h.list.Store(&none)
 	return h
 }
-
-// SetTransport sets the transport messages leave by. Its handler should be
-// Host.Deliver.
-func (h *Host) SetTransport(t paxos.Transport) { h.tr = t }
 
 // Deliver routes received messages to their groups; it is the transport's
 // handler.
@@ -450,7 +452,7 @@ func (h *Host) readyRound(groups []*Replica, start time.Time) {
 				items[i].g.startStream(p)
 			}
 		}
-		ok := h.handOff(b, sync, after)
+		ok := h.commitRound(b, sync, after)
 		clear(reqs)
 		h.reqs, h.after = reqs[:0], after[:0]
 		if ok {
@@ -476,7 +478,7 @@ func (h *Host) batchForRound() paxos.Batch {
 	}
 }
 
-// handOff applies b (without waiting for its fsync) and queues it, with
+// commitRound applies b (without waiting for its fsync) and queues it, with
 // the messages that wait for it, to the sync goroutine. A round whose
 // writes need no durability (no Ready's NeedsSync: applies, which a
 // replica that loses them applies again from the log, and a non-voter's
@@ -486,7 +488,7 @@ func (h *Host) batchForRound() paxos.Batch {
 // must wait for the earlier rounds' fsyncs. That halves the fsyncs per
 // command (a master's apply round and a follower's learn round wrote
 // synced batches too). It reports false when storage failed.
-func (h *Host) handOff(b paxos.Batch, sync bool, after []paxos.Message) bool {
+func (h *Host) commitRound(b paxos.Batch, sync bool, after []paxos.Message) bool {
 	var at time.Time // when a synced batch was written, for the Observer
 	switch {
 	case b.Empty():
@@ -516,7 +518,7 @@ func (h *Host) handOff(b paxos.Batch, sync bool, after []paxos.Message) bool {
 	if b == nil && h.queued.Load() == 0 {
 		// Nothing to wait for: the earlier rounds' fsyncs are done and
 		// their messages sent (the sync goroutine counts a round down only
-		// after both). Sending here saves the hand-off to the sync
+		// after both). Sending here saves the trip through the sync
 		// goroutine, which is most of an idle node's heartbeat acks.
 		if h.storageFailure() == nil {
 			h.self = h.sendAfter(after, h.self)

@@ -108,8 +108,9 @@ func TestHostOverStorageInterface(t *testing.T) {
 		}
 	}()
 	cs := &contractStorage{Storage: st}
-	host := New(Config{Self: 1, Store: cs, Tick: 5 * time.Millisecond, Logger: testutil.Logger()})
-	host.SetTransport(paxostest.NewMemNetwork().Join(1, host.Deliver))
+	ep := paxostest.NewMemNetwork().Join(1, nil)
+	host := New(Config{Self: 1, Store: cs, Tick: 5 * time.Millisecond, Transport: ep, Logger: testutil.Logger()})
+	ep.SetHandler(host.Deliver)
 	sm := newKV()
 	g, err := host.AddReplica(ReplicaConfig{Core: paxos.Config{Group: 1, Peers: []paxos.NodeID{1}, HeartbeatTicks: 5, LeaseTicks: 50}}, sm)
 	if err != nil {

@@ -10,11 +10,13 @@ import (
 // per-node queue drained by one goroutine, and links can be cut.
 type MemNetwork struct {
 	mu    sync.Mutex
-	nodes map[paxos.NodeID]*memEndpoint
+	nodes map[paxos.NodeID]*MemEndpoint
 	cut   map[[2]paxos.NodeID]bool
 }
 
-type memEndpoint struct {
+// MemEndpoint is one node's transport on a MemNetwork. Messages that
+// arrive while it has no handler are dropped, as a network may drop them.
+type MemEndpoint struct {
 	net     *MemNetwork
 	id      paxos.NodeID
 	handler func([]paxos.Message)
@@ -27,13 +29,14 @@ type memEndpoint struct {
 
 // NewMemNetwork returns an empty network.
 func NewMemNetwork() *MemNetwork {
-	return &MemNetwork{nodes: map[paxos.NodeID]*memEndpoint{}, cut: map[[2]paxos.NodeID]bool{}}
+	return &MemNetwork{nodes: map[paxos.NodeID]*MemEndpoint{}, cut: map[[2]paxos.NodeID]bool{}}
 }
 
-// Join attaches node id with its handler and returns its transport. A node
-// that joins again replaces its old endpoint (a restart).
-func (n *MemNetwork) Join(id paxos.NodeID, handler func([]paxos.Message)) paxos.Transport {
-	ep := &memEndpoint{net: n, id: id, handler: handler, wake: make(chan struct{}, 1), done: make(chan struct{})}
+// Join attaches node id with its handler (nil: bound later with
+// SetHandler) and returns its transport. A node that joins again replaces
+// its old endpoint (a restart).
+func (n *MemNetwork) Join(id paxos.NodeID, handler func([]paxos.Message)) *MemEndpoint {
+	ep := &MemEndpoint{net: n, id: id, handler: handler, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	n.mu.Lock()
 	if old := n.nodes[id]; old != nil {
 		old.shut()
@@ -72,7 +75,7 @@ func (n *MemNetwork) Heal() {
 }
 
 // Send implements Transport.
-func (ep *memEndpoint) Send(msgs []paxos.Message) {
+func (ep *MemEndpoint) Send(msgs []paxos.Message) {
 	n := ep.net
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -89,7 +92,15 @@ func (ep *memEndpoint) Send(msgs []paxos.Message) {
 	}
 }
 
-func (ep *memEndpoint) enqueue(m paxos.Message) {
+// SetHandler binds the handler ep's received messages go to (a Host's
+// Deliver, once the host exists: the host takes ep in its config).
+func (ep *MemEndpoint) SetHandler(handler func([]paxos.Message)) {
+	ep.mu.Lock()
+	ep.handler = handler
+	ep.mu.Unlock()
+}
+
+func (ep *MemEndpoint) enqueue(m paxos.Message) {
 	ep.mu.Lock()
 	if ep.closed {
 		ep.mu.Unlock()
@@ -106,24 +117,25 @@ func (ep *memEndpoint) enqueue(m paxos.Message) {
 	}
 }
 
-func (ep *memEndpoint) run() {
+func (ep *MemEndpoint) run() {
 	defer close(ep.done)
 	for range ep.wake {
 		ep.mu.Lock()
 		q := ep.queue
 		ep.queue = nil
 		closed := ep.closed
+		handler := ep.handler
 		ep.mu.Unlock()
 		if closed {
 			return
 		}
-		if len(q) > 0 {
-			ep.handler(q)
+		if len(q) > 0 && handler != nil {
+			handler(q)
 		}
 	}
 }
 
-func (ep *memEndpoint) shut() {
+func (ep *MemEndpoint) shut() {
 	ep.mu.Lock()
 	if ep.closed {
 		ep.mu.Unlock()
@@ -138,7 +150,7 @@ func (ep *memEndpoint) shut() {
 }
 
 // Close implements Transport: the node leaves the network.
-func (ep *memEndpoint) Close() error {
+func (ep *MemEndpoint) Close() error {
 	n := ep.net
 	n.mu.Lock()
 	if n.nodes[ep.id] == ep {

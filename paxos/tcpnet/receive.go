@@ -168,7 +168,7 @@ func (t *Transport) serve(c net.Conn) {
 		}
 		if len(batch) > 0 {
 			t.received.Add(uint64(len(batch)))
-			t.cfg.Handler(batch)
+			t.deliver(batch)
 		}
 		if err != nil {
 			t.logReadError(log, err)

@@ -56,7 +56,7 @@ func (t *Transport) Send(msgs []paxos.Message) {
 		}
 	}
 	t.local.Add(uint64(nself))
-	t.cfg.Handler(local)
+	t.deliver(local)
 }
 
 // enqueue appends m's frame to p's queue, or drops it.

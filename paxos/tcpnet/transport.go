@@ -82,6 +82,9 @@ type Config struct {
 	// must not call back into the sender synchronously. It owns the slice
 	// it is given; decoded messages share no memory with the transport,
 	// while messages to Self share Entries and Chunk with Send's caller.
+	// Nil: bound later with SetHandler (a Host's Deliver, once the host
+	// that takes this transport in its config exists); until then
+	// received messages are dropped, as the network may drop them.
 	Handler func(msgs []paxos.Message)
 	// Logger receives connection events; nil means slog.Default().
 	Logger *slog.Logger
@@ -187,6 +190,38 @@ type Transport struct {
 	tlsServer *tls.Config // from cfg.TLS; nil: plaintext
 
 	sent, writes, dropped, received, local, rejected, refused atomic.Uint64
+
+	handler   atomic.Pointer[func(msgs []paxos.Message)] // cfg.Handler, or SetHandler's; nil: drop
+	accepting sync.Once                                  // the accept loop, started with the first handler
+}
+
+// SetHandler binds the handler received messages go to (see
+// Config.Handler), replacing any earlier one. A transport made without a
+// handler accepts no inbound connection (they wait in the listen
+// backlog) until the first one is bound, so neither the handler nor
+// Admit is called before the program that owns them is made.
+func (t *Transport) SetHandler(handler func(msgs []paxos.Message)) {
+	if handler == nil {
+		t.handler.Store(nil)
+		return
+	}
+	t.handler.Store(&handler)
+	t.accepting.Do(func() {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		if t.closed {
+			return // Close has waited for the goroutines; start none
+		}
+		t.wg.Add(1)
+		go t.acceptLoop()
+	})
+}
+
+// deliver hands msgs to the bound handler; with none they are dropped.
+func (t *Transport) deliver(msgs []paxos.Message) {
+	if h := t.handler.Load(); h != nil {
+		(*h)(msgs)
+	}
 }
 
 // tcpPeer is the outbound side towards one peer.
@@ -245,9 +280,6 @@ func New(cfg Config) (*Transport, error) {
 	if cfg.Self == 0 {
 		return nil, errors.New("paxos: tcp transport: Self must not be 0")
 	}
-	if cfg.Handler == nil {
-		return nil, errors.New("paxos: tcp transport: Handler is nil")
-	}
 	if cfg.MaxQueueBytes <= 0 {
 		cfg.MaxQueueBytes = DefaultMaxQueueBytes
 	}
@@ -302,8 +334,7 @@ func New(cfg Config) (*Transport, error) {
 	for id, addr := range cfg.Peers {
 		t.SetPeer(id, addr)
 	}
-	t.wg.Add(1)
-	go t.acceptLoop()
+	t.SetHandler(cfg.Handler) // with one, inbound connections are served at once
 	return t, nil
 }
 

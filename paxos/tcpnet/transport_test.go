@@ -432,11 +432,27 @@ func TestTCPTransportConfigErrors(t *testing.T) {
 	if _, err := New(Config{Self: 0, Listen: "127.0.0.1:0", Handler: func([]paxos.Message) {}}); err == nil {
 		t.Error("Self 0 accepted")
 	}
-	if _, err := New(Config{Self: 1, Listen: "127.0.0.1:0"}); err == nil {
-		t.Error("nil Handler accepted")
-	}
 	if _, err := New(Config{Self: 1, Listen: "256.0.0.1:bad", Handler: func([]paxos.Message) {}}); err == nil {
 		t.Error("bad listen address accepted")
+	}
+}
+
+// TestTCPTransportSetHandler checks that a transport made without a
+// handler drops what it receives until SetHandler binds one (the host that
+// takes it in its config is made after it), and then delivers.
+func TestTCPTransportSetHandler(t *testing.T) {
+	tr, err := New(Config{Self: 1, Listen: "127.0.0.1:0", Logger: tcpTestLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	self := []paxos.Message{{Type: paxos.MsgHeartbeat, From: 1, To: 1}}
+	tr.Send(self) // no handler: dropped, and no panic
+	var got int
+	tr.SetHandler(func(msgs []paxos.Message) { got += len(msgs) })
+	tr.Send(self)
+	if got != 1 {
+		t.Fatalf("delivered %d messages to Self after SetHandler, want 1", got)
 	}
 }
 
