@@ -4,7 +4,10 @@ BIN     := bin
 RUNDIR  ?= .run
 TEST_PARALLEL ?= 4
 BENCH_CPU_BUDGET ?= 0.5
-RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./cmd/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./paxlocktest/... ./apiserver/...
+# The longest-running test binaries first: go test compiles and starts
+# packages in the order listed, so the node's tests (server, the long
+# pole) begin while the smaller packages still compile.
+RACE_PKGS := ./server/... ./client/... ./apiserver/... ./paxos/host/... ./cmd/... ./group/... ./paxlocktest/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/...
 # The package lists, computed when a recipe needs them.
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
