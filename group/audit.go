@@ -26,6 +26,9 @@ type AuditFilter = systable.AuditFilter
 // DefaultAuditKeep is how many audit records group 0 keeps by default.
 const DefaultAuditKeep = systable.DefaultAuditKeep
 
+// MaxAuditKeep bounds how many audit records group 0 keeps.
+const MaxAuditKeep = systable.MaxAuditKeep
+
 func auditOp(sm *StateMachine, c *command, w paxos.Writer) any {
 	// Apply sets sm.applied to the instance before it applies any command.
 	return sm.audit.Apply(sm.applied, c.data, w)
