@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/group"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // auditLog reads GET /audit from node s, nil when it does not answer.
@@ -54,14 +57,29 @@ func TestAuditForceUnlockReadFromAnyNode(t *testing.T) {
 	tc := startCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// A key whose group another node than group 0's master serves: its
+	// force-unlock's record is relayed to group 0's master.
+	key, served := "", uint32(0)
+	waitFor(t, "a key served away from group 0's master", func() bool {
+		sys := servingNode(tc, group.NamespaceGroup)
+		for i := range 200 {
+			k := fmt.Sprintf("audited-%d", i)
+			g := wire.GroupOf(wire.KeyHash("ns", k), len(tc.nodes[0].svc.Groups()))
+			if m := servingNode(tc, g); sys != 0 && m != 0 && m != sys {
+				key, served = k, m
+				return true
+			}
+		}
+		return false
+	})
 	c := newClient(t, tc)
-	m := c.Mutex("audited", client.TTL(time.Hour), client.AutoRenew())
+	m := c.Mutex(key, client.TTL(time.Hour), client.AutoRenew())
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
 	n1, n3 := tc.nodes[0], tc.nodes[2]
 	before := time.Now().Add(-time.Minute)
-	body, _ := json.Marshal(map[string]string{"namespace": "ns", "key": "audited"})
+	body, _ := json.Marshal(map[string]string{"namespace": "ns", "key": key})
 	resp, err := http.Post("http://"+n1.cfg.self().Admin+"/locks/unlock", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +110,11 @@ func TestAuditForceUnlockReadFromAnyNode(t *testing.T) {
 	}
 	fu, _ := findAudit(log, "force_unlock", "ns")
 	when, err := time.Parse(time.RFC3339Nano, fu.Time)
-	if fu.Target != "audited" || fu.Actor == "" || !strings.HasPrefix(fu.Source, "127.0.0.1:") || fu.Node == 0 || fu.Outcome != "ok" || fu.Seq == 0 || err != nil || when.Before(before) {
+	if fu.Target != key || fu.Node < 1 || fu.Node > 3 || fu.Actor == "" || !strings.HasPrefix(fu.Source, "127.0.0.1:") || fu.Node == 0 || fu.Outcome != "ok" || fu.Seq == 0 || err != nil || when.Before(before) {
 		t.Fatalf("force-unlock record %+v (time: %v)", fu, err)
+	}
+	if fu.Node != served {
+		t.Logf("the key's group moved from node %d to node %d before the force-unlock", served, fu.Node)
 	}
 	if q, _ := findAudit(log, "quota_set", "ns"); !strings.Contains(q.Target, "held=5") || q.Outcome != "ok" {
 		t.Fatalf("quota record %+v", q)
@@ -120,6 +141,16 @@ func TestAuditForceUnlockReadFromAnyNode(t *testing.T) {
 	if !strings.Contains(string(metrics), "\npaxlock_audit_records ") || strings.Contains(string(metrics), "\npaxlock_audit_records 0\n") {
 		t.Fatal("paxlock_audit_records missing or 0 on node 3")
 	}
+}
+
+// servingNode returns the node that serves group g now (0: none).
+func servingNode(tc *testCluster, g int) uint32 {
+	for _, s := range tc.nodes {
+		if s.svc.Group(g).Serving() {
+			return s.cfg.NodeID
+		}
+	}
+	return 0
 }
 
 func jsonNum(n uint64) string { b, _ := json.Marshal(n); return string(b) }
