@@ -98,6 +98,30 @@ func groupAuditRecord(r adminapi.AuditRecord) group.AuditRecord {
 		Action: r.Action, Namespace: r.Namespace, Target: r.Target, Outcome: r.Outcome}
 }
 
+// auditSelfTimeout bounds the proposal of a record of this node's own.
+const auditSelfTimeout = 5 * time.Second
+
+// auditResumed records a member change (op: add or remove of node id)
+// this node, as group 0's master, finished on its own.
+func (s *Server) auditResumed(op string, id uint32, err error) {
+	ctx, cancel := context.WithTimeout(s.life, auditSelfTimeout)
+	defer cancel()
+	s.auditSelf(ctx, "member_"+op, fmt.Sprintf("node %d", id), err)
+}
+
+// auditSelf records a change this node made on its own (actor "node
+// N", no source): action on target, ok or err. A record that cannot be
+// kept is logged, as the admin endpoint's are.
+func (s *Server) auditSelf(ctx context.Context, action, target string, err error) {
+	r := adminapi.AuditRecord{Actor: fmt.Sprintf("node %d", s.cfg.NodeID), Action: action, Target: target, Outcome: "ok"}
+	if err != nil {
+		r.Outcome = "error: " + err.Error()
+	}
+	if aerr := (adminNode{s}).Audit(ctx, r, false); aerr != nil {
+		s.log.Error("audit record not kept", "action", r.Action, "target", r.Target, "actor", r.Actor, "outcome", r.Outcome, "err", aerr)
+	}
+}
+
 // auditGauge is paxlock_audit_records: the records this node's replica
 // of the audit log holds.
 func auditGauge(s *Server) prometheus.Collector {
