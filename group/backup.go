@@ -117,7 +117,7 @@ func clusterOwn(k []byte) bool {
 // backupTables are the system tables a backup carries, which check their
 // own pairs (CheckPair leaves the table alone); the member list is left
 // out (clusterOwn).
-var backupTables = []systable.Table{&systable.Namespaces{}, &systable.Quotas{}, &systable.Registry{}}
+var backupTables = []systable.Table{&systable.Namespaces{}, &systable.Quotas{}, &systable.Registry{}, &systable.Audit{}}
 
 // checkPair checks a keyspace pair the lock service knows. Keys it does
 // not know are kept as they are: a newer state machine's, which its Load

@@ -68,7 +68,8 @@
 //     the namespace table, the Service's side of package systable's
 //     Quotas), quotacheck.go (enforcing quotas on the request
 //     path), members.go (the Service's side of the cluster's member
-//     list, package systable's Members),
+//     list, package systable's Members), audit.go (opAudit, the
+//     Service's side of package systable's Audit log),
 //     registry.go (applying a registry change to package systable's
 //     Registry; the registry's types by their group names),
 //     registry_service.go (the Service's registry operations and the

@@ -126,6 +126,7 @@ type StateMachine struct {
 	quotas  systable.Quotas     // the namespaces' quotas (quota.go)
 	members systable.Members    // the cluster's member list (members.go)
 	reg     systable.Registry   // the registry's tables, in a meta cluster (registry.go)
+	audit   systable.Audit      // the audit log (audit.go)
 	// regPropose serialises this node's registry proposals (node-local,
 	// never replicated; see proposeRegistry).
 	regPropose sync.Mutex

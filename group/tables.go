@@ -58,6 +58,7 @@ var tableOps = [...]tableApply{
 	opOwn:             moveOp,
 	opDropNamespace:   moveOp,
 	opIncoming:        moveOp,
+	opAudit:           auditOp,
 }
 
 func namespaceOp(sm *StateMachine, c *command, w paxos.Writer) any { return sm.applyNamespace(c, w) }
@@ -76,7 +77,7 @@ func memberInitOp(sm *StateMachine, c *command, w paxos.Writer) any {
 // systemTables returns group 0's system tables as Load and a backup see
 // them; no two claim one key.
 func (sm *StateMachine) systemTables() []systable.Table {
-	return []systable.Table{&sm.ns, &sm.quotas, &sm.members, &sm.reg}
+	return []systable.Table{&sm.ns, &sm.quotas, &sm.members, &sm.reg, &sm.audit}
 }
 
 // proposeTable proposes c, a change to a system table, in the namespace

@@ -19,6 +19,7 @@ func TestSystemTablesClaimTheirKeys(t *testing.T) {
 		{"ntenant", 0}, {"mnsinit", 0}, {"qtenant", 1}, {"c\x00\x00\x00\x01", 2}, {"mmeminit", 2},
 		{"rcname", 3}, {"rv", 3}, {"l" + fullKey("ns", "k"), -1}, {"d" + fullKey("ns", "k"), -1},
 		{"k" + fullKey("ns", "k"), -1}, {"vns", -1}, {string(versionKey), -1}, {"mnewer", -2}, {"znewer", -2},
+		{"a\x00\x00\x00\x00\x00\x00\x00\x01", 4},
 	} {
 		claimed := -2
 		if (&lockLoad{}).claims([]byte(c.key)) {

@@ -56,7 +56,7 @@ func (s *Server) adminHandler() http.Handler {
 		Node: adminErrNode{adminNode{s}}, Token: s.sec.adminToken, PublicRead: s.cfg.AdminPublicRead,
 		Hosts: s.adminHosts(), HTTPS: s.sec.adminTLS != nil,
 		WriteTimeout: time.Duration(s.cfg.AdminWriteTimeout), MemberChangeTimeout: MemberChangeTimeout, Done: s.life.Done(),
-		Metrics: s.metrics.handler(), Log: s.log,
+		Metrics: s.metrics.handler(), Log: s.log, Audit: adminNode{s},
 	}
 	if s.faults != nil {
 		cfg.Partition = s.faults.handle

@@ -252,6 +252,11 @@ type Config struct {
 	RegistryNamespace string `json:"registry_namespace,omitempty"`
 	// RegistryLimits bound the registry's tables (config_registry.go).
 	RegistryLimits
+	// AuditKeep is how many audit records lock group 0 keeps (default
+	// 10000, at most 1048576): each record this node proposes carries it,
+	// and every replica trims the log to the bound of the record it
+	// applies, so nodes configured differently still agree.
+	AuditKeep int `json:"audit_keep,omitempty"`
 	// AdminTLS, if set, serves the admin endpoint over HTTPS with its cert
 	// and key; when both are empty, the node's tls cert and key are used.
 	AdminTLS *AdminTLS `json:"admin_tls,omitempty"`

@@ -75,6 +75,9 @@ func (c *Config) EnsureDefaults() {
 	}
 	c.SessionLimits.ensureDefaults()
 	c.RegistryLimits.ensureDefaults()
+	if c.AuditKeep <= 0 {
+		c.AuditKeep = group.DefaultAuditKeep
+	}
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = Duration(2 * time.Minute)
 	}

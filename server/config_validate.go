@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -29,6 +30,9 @@ func (c *Config) Validate() error {
 	case "", GossipLAN, GossipLocal:
 	default:
 		errs = append(errs, fmt.Errorf("gossip_timing: %q is neither %q nor %q", c.GossipTiming, GossipLAN, GossipLocal))
+	}
+	if c.AuditKeep > group.MaxAuditKeep {
+		errs = append(errs, fmt.Errorf("audit_keep: %d, at most %d", c.AuditKeep, group.MaxAuditKeep))
 	}
 	if c.NodeID == 0 {
 		errs = append(errs, errors.New("node_id must be set and nonzero"))

@@ -63,7 +63,9 @@
 //     lock service's errors in the endpoint's classes), admin_node.go
 //     (adminNode, the node as adminhttp.Node), admin_guard.go (the names
 //     the endpoint answers to, for internal/adminguard's DNS-rebinding
-//     checks), admin_quota.go (quotas and their use, merged over the
+//     checks), admin_audit.go (the audit log: a record proposed to group 0
+//     or relayed to its master; GET /audit's reads;
+//     paxlock_audit_records), admin_quota.go (quotas and their use, merged over the
 //     nodes), admin_locks.go (the admin lock reads: a page gathered from
 //     every group's master, a key's detail), admin_forward.go (an admin
 //     request forwarded to a peer for the console), security.go (peer and admin TLS, the admin token),

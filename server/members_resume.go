@@ -97,6 +97,7 @@ func (s *Server) resumeMemberChange(id uint32) error {
 	default:
 		return nil // done meanwhile
 	}
+	s.auditResumed(op, id, err)
 	if err != nil {
 		return err
 	}

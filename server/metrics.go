@@ -137,6 +137,7 @@ func newMetrics(s *Server) *metrics {
 		newConnLimitsCollector(s),
 		newPeerRefusalsCollector(s),
 		buildInfoGauge(),
+		auditGauge(s),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -10,6 +10,10 @@
 //
 // # Files by job
 //
+//   - audit.go: Audit, the audit log (the last records of the changes
+//     made through the admin API, trimmed to the bound each command
+//     carries); AuditFilter, AuditOutcome.
+//   - auditrecord.go: AuditRecord, a record's and a command's encoding.
 //   - members.go: Members, the cluster's member list (a record per node
 //     id with its state, incarnation and addresses); MemberOutcome.
 //   - moves.go: Moves, a lock group's move records (every group's, not

@@ -34,6 +34,7 @@ var commands = map[string]command{
 	"unlock":    runUnlock,
 	"drain":     runDrain,
 	"backup":    runBackup,
+	"audit":     runAudit,
 	"locks":     runLocks,
 	"check":     runCheck,
 	"lock":      runLock,

@@ -65,6 +65,10 @@ var helps = map[string]cmdHelp{
 	"drain": {forms: []string{"drain NODE [-undo]"},
 		text:  "Ask node NODE to hand the groups it masters to its peers and to master none until it restarts, for maintenance; exit status 1 if a group did not move within the node's drain_timeout. -undo undoes a drain without a restart.",
 		flags: join(adminFlags, []string{"undo"})},
+	"audit": {forms: []string{"audit [-since SEQ] [-action A] [-in NAMESPACE]"},
+		text: "Print the audit log, oldest first, up to -limit records: every change asked of the admin endpoints (force-unlocks, namespaces, quotas, members, drains, moves, registry changes, backups) with its sequence number, the serving node's time, the node, who asked (the admin token or a client certificate's subject), from which address, the action, its namespace and target, and the outcome. " +
+			"Any node answers from its own replica of lock group 0, which every node keeps in the same order; -since SEQ prints the records after SEQ (the last one printed: the next page).",
+		flags: join(adminFlags, []string{"since", "action", "in", "limit"})},
 	"backup": {forms: []string{"backup FILE"},
 		text:  "Write a consistent backup of every group (from the first node that is ready) to FILE, which it never overwrites, after checking it whole; paxlockd -restore FILE seeds a new cluster from it.",
 		flags: adminFlags},
@@ -131,7 +135,7 @@ const runFormText = ". The hold has the TTL -ttl (default 30s), renewed in the b
 
 // commandNames are the commands in the order the usage lists them.
 var commandNames = []string{
-	"version", "status", "members", "wait", "namespace", "cluster", "member", "unlock", "drain", "backup", "certs",
+	"version", "status", "members", "wait", "namespace", "cluster", "member", "unlock", "drain", "audit", "backup", "certs",
 	"locks", "state", "check", "watch", "lock", "rlock", "wlock", "sem", "multi", "elect", "latch", "barrier", "help", "completion",
 }
 

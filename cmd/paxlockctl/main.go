@@ -9,6 +9,7 @@
 //	paxlockctl member list|add ID peer=… client=…|remove ID (admin endpoints)
 //	paxlockctl unlock --force KEY                        (admin endpoints)
 //	paxlockctl drain NODE                                (admin endpoints)
+//	paxlockctl audit [-since SEQ] [-action A] [-in NS]   (admin endpoints)
 //	paxlockctl backup FILE                               (admin endpoints)
 //	paxlockctl certs|certs node ID|client NS [-renew]    (local files)
 //	paxlockctl lock KEY [HOLD]|state KEY|watch KEY       (client protocol)
@@ -254,6 +255,7 @@ type options struct {
 	ttlGiven, waitGiven   bool
 	limitGiven            bool
 	quota                 quotaFlags // namespace set-quota's limits
+	audit                 auditFlags // audit's selection
 	commandAndArgs        []string
 	// argv is the command a run form runs (what follows "--"), nil
 	// for every other command.
@@ -298,6 +300,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.IntVar(&o.nodes, "nodes", 3, "certs: node certificates to issue (ids 1..N)")
 	fs.BoolVar(&o.renew, "renew", false, "certs node ID, certs client NAMESPACE: replace the certificate and key if they exist")
 	addQuotaFlags(fs, &o.quota)
+	addAuditFlags(fs, &o.audit)
 	fs.StringVar(&o.hosts, "hosts", "127.0.0.1,localhost", "certs: comma-separated host names and IPs the node certificates carry for HTTPS")
 	return fs
 }

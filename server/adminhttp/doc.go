@@ -34,6 +34,10 @@
 //   - Membership: members.go (MemberNode; GET, POST and DELETE
 //     /members, POST /members/groups/{g}, a group's change of
 //     acceptors).
+//   - The audit log: audit.go (AuditNode; the middleware that records
+//     every change answered here, GET /audit, POST /audit from peers),
+//     audit_target.go (a request's action, namespace and target, from
+//     its route and the body's harmless fields only).
 //   - Backups: backup.go (BackupNode; GET /backup, and GET
 //     /backup/image, one group's image between nodes, with ReadImage,
 //     its reader).

@@ -34,6 +34,9 @@ type Config struct {
 	Partition http.HandlerFunc
 	// Log receives the changes made through the endpoint.
 	Log *slog.Logger
+	// Audit, when set, keeps the audit log of the changes made through
+	// the endpoint and serves GET /audit (audit.go).
+	Audit AuditNode
 }
 
 // handler serves the endpoints of one Config.
@@ -78,6 +81,8 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST /members/groups/{g}", h.groupChange)
 	mux.HandleFunc("DELETE /drain", h.undrain)
 	h.moveRoutes(mux)
+	mux.HandleFunc("GET /audit", h.auditRead)
+	mux.HandleFunc("POST /audit", h.auditRelay)
 	mux.HandleFunc("/healthz", healthz)
 	mux.HandleFunc("/readyz", h.readyz)
 	if cfg.Partition != nil {
@@ -86,5 +91,5 @@ func New(cfg Config) http.Handler {
 	if cfg.Metrics != nil {
 		mux.Handle("/metrics", cfg.Metrics)
 	}
-	return RequireToken(cfg.Token, cfg.PublicRead, adminguard.Wrap(cfg.Hosts, mux))
+	return RequireToken(cfg.Token, cfg.PublicRead, adminguard.Wrap(cfg.Hosts, h.audited(mux)))
 }
