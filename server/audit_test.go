@@ -64,7 +64,7 @@ func TestAuditForceUnlockReadFromAnyNode(t *testing.T) {
 		sys := servingNode(tc, group.NamespaceGroup)
 		for i := range 200 {
 			k := fmt.Sprintf("audited-%d", i)
-			g := wire.GroupOf(wire.KeyHash("ns", k), len(tc.nodes[0].svc.Groups()))
+			g := group.Of(wire.KeyHash("ns", k), len(tc.nodes[0].svc.Groups()))
 			if m := servingNode(tc, g); sys != 0 && m != 0 && m != sys {
 				key, served = k, m
 				return true
@@ -144,7 +144,7 @@ func TestAuditForceUnlockReadFromAnyNode(t *testing.T) {
 }
 
 // servingNode returns the node that serves group g now (0: none).
-func servingNode(tc *testCluster, g int) uint32 {
+func servingNode(tc *testCluster, g group.ID) uint32 {
 	for _, s := range tc.nodes {
 		if s.svc.Group(g).Serving() {
 			return s.cfg.NodeID

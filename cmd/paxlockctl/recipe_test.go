@@ -52,7 +52,9 @@ func TestLatchCLI(t *testing.T) {
 
 func TestBarrierCLI(t *testing.T) {
 	n := startNode(t)
-	barrier := func(args ...string) []string { return append(append(append([]string{}, n.flags...), "barrier"), args...) }
+	barrier := func(args ...string) []string {
+		return append(append(append([]string{}, n.flags...), "barrier"), args...)
+	}
 	for _, args := range [][]string{{"hold"}, {"enter", "b1", "--", "true"}, {"enter", "b1", "-limit", "2"}, {"wait", "b1", "--", "true"}} {
 		if code, _, e := runCtl(t, "", barrier(args...)...); code != 2 {
 			t.Errorf("barrier %v: exit %d, want 2 (usage): %s", args, code, e)
