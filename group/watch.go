@@ -59,6 +59,18 @@ func (w *worker) dropWatchers(ws []*watcher) []*watcher {
 	return out
 }
 
+// tellMoved pushes EventMoved to wt, whose watch this worker stops
+// serving without a change of its key (a step-down, its namespace
+// dropped, its client revoked): the client registers it again where the
+// key is served, so that no watch is dropped without a word.
+func tellMoved(wt *watcher) {
+	if wt.sink == nil {
+		return
+	}
+	_, name := splitFull(wt.key)
+	wt.sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: name, Event: wire.EventMoved})
+}
+
 func (w *worker) watch(r *Request, key string) {
 	if !w.admit(useWatch, r) {
 		return
