@@ -123,7 +123,7 @@ func (w *worker) forget(client uint64, sink Sink) {
 
 // revoke tells sink that client's waits over it failed (AUTH_FAILED) and
 // that its holds in namespace ns are revoked, then forgets the client
-// over sink. Every watch over sink goes with it and is told EventMoved. The holds are found in the worker's holdTimes: those whose entry
+// over sink. The holds are found in the worker's holdTimes: those whose entry
 // names sink, and those of client in ns whose entry names no open
 // connection (see Service.RevokeClient). A scan of the slots, which is fine
 // for what revocation is (an operator removing a namespace or changing a
@@ -133,9 +133,6 @@ func (w *worker) revoke(client uint64, ns string, sink Sink) {
 		if q.req.Owner.Client == client && !q.granting {
 			sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusAuthFailed, Owner: q.req.Owner})
 		}
-	}
-	for wt := range w.watching[sink] {
-		tellMoved(wt) // registered again, or refused if its client was the one revoked
 	}
 	ref := w.refs[sink]
 	w.times.each(func(e *holdSlot) {
