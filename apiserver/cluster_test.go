@@ -96,6 +96,7 @@ func startCluster(n int, tune func(dir string, c *server.Config)) (*apiCluster, 
 			Namespaces: []server.Namespace{{Name: testNS, Secret: testSecret}, {Name: "other", Secret: "x"}},
 			EventLoops: 1, Lease: server.Duration(500 * time.Millisecond), Heartbeat: server.Duration(50 * time.Millisecond),
 			GossipTiming: server.GossipLocal, RelaySecretFile: relay, APIAddr: ports[6*i+4],
+			FaultInjection: true, // CutPeers, for TestWatchIsolatedMaster
 		}
 		if tune != nil {
 			tune(dir, &cfg)

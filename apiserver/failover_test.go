@@ -71,3 +71,104 @@ func TestMasterChange(t *testing.T) {
 		t.Fatalf("token %d after the master change, want above %d", b.Token, a.Token)
 	}
 }
+
+// keyOf returns a key of testNS whose group node masters.
+func keyOf(t *testing.T, c *apiCluster, node uint32) string {
+	t.Helper()
+	key := ""
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		st := c.nodes[node-1].Status()
+		for i := 0; i < 1000 && key == ""; i++ {
+			k := "iso-" + strconv.Itoa(i)
+			g := wire.GroupOf(wire.KeyHash(testNS, k), len(st.Groups))
+			for _, gs := range st.Groups {
+				if gs.Group == g && gs.Master == node {
+					key = k
+				}
+			}
+		}
+		return key != ""
+	}, "the node to master a group")
+	return key
+}
+
+// TestWatchIsolatedMaster: a Watch stream served by the API of a key's
+// master does not wait for ever once that master is cut off from its
+// peers and steps down: its session hears EventMoved, or a view with a
+// new epoch for the group, and registers the watch again, so the stream
+// either reports the new master's grant or ends UNAVAILABLE (watch again
+// elsewhere); it never shows the moved event.
+func TestWatchIsolatedMaster(t *testing.T) {
+	c, err := startCluster(3, nil) // not parallel: see TestMasterChange
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	ctx, stop := context.WithTimeout(context.Background(), 120*time.Second)
+	defer stop()
+	key := keyOf(t, c, 3)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.client(2, testNS, testSecret).Watch(sctx, connect.NewRequest(&paxlockv1.WatchRequest{Key: key, Continuous: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if _, err := stream.ResponseHeader(), stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[2].CutPeers(1, 2); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.nodes[2].CutPeers() }()
+	events := make(chan *paxlockv1.WatchEvent)
+	ended := make(chan error, 1)
+	go func() {
+		for stream.Receive() {
+			select {
+			case events <- stream.Msg():
+			case <-sctx.Done():
+				return
+			}
+		}
+		ended <- stream.Err()
+	}()
+	var b *paxlockv1.AcquireResponse
+	testutil.EventuallyWith(t, 60*time.Second, func() (bool, string) {
+		// An attempt that reached the isolated node waits for a proposal
+		// that cannot commit: bounded, as a client's attempt is.
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var err error
+		b, err = acquire(actx, c.client(0, testNS, testSecret), &paxlockv1.AcquireRequest{Key: key, Owner: "o", TtlMs: 10000})
+		if code := codeOfErr(err); code == connect.CodeUnavailable || code == connect.CodeDeadlineExceeded {
+			return false, err.Error()
+		}
+		if err != nil {
+			t.Fatalf("acquire with the old master isolated: %v", err)
+		}
+		return true, ""
+	}, "a new master to grant the key")
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind == paxlockv1.WatchEventKind_WATCH_EVENT_KIND_UNSPECIFIED {
+				t.Fatalf("the stream showed an internal event: %v", ev)
+			}
+			if ev.Kind == paxlockv1.WatchEventKind_WATCH_EVENT_KIND_ACQUIRED && ev.Token == b.Token {
+				t.Logf("the stream reported the new master's grant")
+				return
+			}
+		case err := <-ended:
+			if codeOfErr(err) != connect.CodeUnavailable {
+				t.Fatalf("the stream ended with %v, want UNAVAILABLE or the grant", err)
+			}
+			t.Logf("the stream ended: %v", err)
+			return
+		case <-deadline.C:
+			t.Fatalf("the stream neither reported the grant of token %d nor ended within 30 s of it", b.Token)
+		}
+	}
+}

@@ -59,8 +59,8 @@ type nsSession struct {
 
 // watchSink is where a watch's events go. A watch lives in its master's
 // memory: when the view says the master of its group changed since it
-// was registered (epoch), rewatch is signalled and the watch registers
-// again. overflowed is set (under the session's lock) when the stream
+// was registered (epoch), or the master pushes EventMoved (it dropped the
+// watch), rewatch is signalled and the watch registers again. overflowed is set (under the session's lock) when the stream
 // fell watchBuffer events behind.
 type watchSink struct {
 	ch         chan wire.WatchEvent
@@ -204,7 +204,15 @@ func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 	case *wire.Lost:
 		ss.lostLocked(m)
 	case *wire.WatchEvent:
-		if w := ss.watches[m.WatchID]; w != nil && !w.overflowed {
+		if w := ss.watches[m.WatchID]; w != nil && m.Event == wire.EventMoved {
+			// Its master dropped the watch without a change of the key
+			// (it stepped down): register it again, as after a view
+			// naming a new master; the stream never sees the event.
+			select {
+			case w.rewatch <- struct{}{}:
+			default:
+			}
+		} else if w != nil && !w.overflowed {
 			select {
 			case w.ch <- *m:
 			default:

@@ -312,9 +312,26 @@ func (w *Watcher) reregister() {
 	}()
 }
 
-func (c *Client) onWatchEvent(_ *conn, p *wire.WatchEvent) {
+func (c *Client) onWatchEvent(cn *conn, p *wire.WatchEvent) {
 	c.mu.Lock()
 	w := c.watches[p.WatchID]
+	if p.Event == wire.EventMoved {
+		// The master the watch was registered with over cn dropped it
+		// (it stepped down, or the namespace left it): register it again
+		// where the key is served now, from the last token reported;
+		// the event is not the user's. A watch now registered over
+		// another connection is not the one dropped; one with no
+		// connection is being registered, and may have landed there.
+		moved := w != nil && (w.conn == cn || w.conn == nil)
+		if moved {
+			w.conn = nil
+		}
+		c.mu.Unlock()
+		if moved {
+			w.reregister()
+		}
+		return
+	}
 	c.mu.Unlock()
 	if w != nil {
 		w.deliver(Event{Key: w.key, Type: p.Event, Token: p.Token, Holder: p.Holder, Value: p.Value})

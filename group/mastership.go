@@ -78,7 +78,8 @@ func (w *worker) refuseEarly() {
 }
 
 // loseMastership drops what only a master keeps. Waiters are told
-// NO_MASTER so that their clients re-send to the new master; in-flight
+// NO_MASTER so that their clients re-send to the new master, and watchers
+// EventMoved so that theirs register again there; in-flight
 // requests are answered when their proposal's outcome arrives (see
 // staleResult).
 func (w *worker) loseMastership() {
@@ -95,6 +96,11 @@ func (w *worker) loseMastership() {
 			if q.req.Sink != nil {
 				q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusNoMaster, Owner: q.req.Owner})
 			}
+		}
+	}
+	for _, m := range w.watching {
+		for wt := range m {
+			tellMoved(wt)
 		}
 	}
 	w.giveUsage()

@@ -139,6 +139,12 @@ func TestMoveNamespace(t *testing.T) {
 	if r := src.do(wsk, Request{Op: OpAcquire, Key: "k0", Owner: owner(9, 1), Kind: wire.KindExclusive, MaxWait: -1, WaitID: 7}); r.Status != wire.StatusLockWait {
 		t.Fatalf("waiter: %v", r.Status)
 	}
+	// A continuous watch on k2: kept through the freeze, told EventMoved
+	// when the drop ends it.
+	wch := newSink()
+	if r := src.do(wch, watchReq("k2", 3, holds[2].token, wire.FlagContinuous, 0)); r.Status != wire.StatusSuccess {
+		t.Fatalf("watch: %v", r.Status)
+	}
 
 	// Prepare: the target answers MOVING and refuses an incoming for a
 	// namespace it holds keys of.
@@ -156,6 +162,9 @@ func TestMoveNamespace(t *testing.T) {
 	moveAll(t, src, StepFreeze, ns, id, "")
 	if g := wsk.granted(t, 7); g.Status != wire.StatusMoving {
 		t.Fatalf("queued waiter: %v, want MOVING", g.Status)
+	}
+	if evs := wch.watchEvents(3); len(evs) != 0 {
+		t.Fatalf("the watch heard %+v at the freeze, want nothing", evs)
 	}
 	if r := src.do(sk, Request{Op: OpRenew, Key: "k1", Owner: holds[1].owner, Token: holds[1].token}); r.Status != wire.StatusMoving {
 		t.Fatalf("renew during the freeze: %v", r.Status)
@@ -221,6 +230,9 @@ func TestMoveNamespace(t *testing.T) {
 	moveAll(t, src, StepDrop, ns, id, "t1:7000,t2:7000")
 	if r := src.do(sk, Request{Op: OpAcquire, Key: "k5", Owner: owner(5, 1), Kind: wire.KindExclusive}); r.Status != wire.StatusMoved || r.Redirect != "t1:7000,t2:7000" {
 		t.Fatalf("source after the drop: %v %q", r.Status, r.Redirect)
+	}
+	if e := wch.waitWatch(t, 3, 1)[0]; e.Event != wire.EventMoved || e.Key != "k2" {
+		t.Fatalf("the watch at the drop: %+v, want EventMoved", e)
 	}
 	for g := range src.groups {
 		if info := src.svc(2).Group(ID(g)).StateMachine().MoveInfo(ns); info.Locks != 0 || info.State != MoveDropped {

@@ -27,8 +27,8 @@ func (g *Group) moveChanged(news []systable.MoveNews) {
 // change in flight are answered the same; lock-delay timers stop. The
 // expiry heap's entries stay: expire skips a gated namespace. Watches
 // stay while the namespace is frozen (an aborted move keeps them) and go
-// when it is dropped: its clients register them again where they follow
-// the namespace, as after a master change.
+// when it is dropped, each told EventMoved: its clients register them
+// again where they follow the namespace, as after a master change.
 //
 // Owned, or served again (an abort's unfreeze): every hold of the
 // namespace gets a full TTL from now, and every lock-delay its full
@@ -77,6 +77,7 @@ func (w *worker) stopNamespace(ns string, g systable.Gate, dropWatches bool) {
 		ks.waiters = w.dropWaiters(ks.waiters)
 		if dropWatches {
 			for _, wt := range ks.watchers {
+				tellMoved(wt) // registered again where the client follows ns
 				wt.gone = true
 			}
 			ks.watchers = w.dropWatchers(ks.watchers)

@@ -59,6 +59,21 @@ func (w *worker) dropWatchers(ws []*watcher) []*watcher {
 	return out
 }
 
+// tellMoved pushes EventMoved to wt, whose watch this worker stops
+// serving without a change of its key while its session goes on (a
+// step-down, its namespace dropped here by a move): the client registers
+// it again where the key is served, so that no watch is dropped without a
+// word. A revoked session's watches get nothing: its connection closes,
+// or carries another namespace's session, which must hear nothing of the
+// old one's keys.
+func tellMoved(wt *watcher) {
+	if wt.sink == nil {
+		return
+	}
+	_, name := splitFull(wt.key)
+	wt.sink.Push(&wire.WatchEvent{WatchID: wt.id, Key: name, Event: wire.EventMoved})
+}
+
 func (w *worker) watch(r *Request, key string) {
 	if !w.admit(useWatch, r) {
 		return

@@ -239,3 +239,63 @@ func TestStateQuery(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchMovedOnStepDown: a master that loses its group while its
+// clients' connections stay up tells every watch it drops EventMoved (a
+// one-shot and a continuous one, on two keys and connections), so that
+// their clients register them again at the new master; it keeps none of
+// them in its by-connection index or usage counts, and the new master
+// serves a watch registered again from the last token.
+func TestWatchMovedOnStepDown(t *testing.T) {
+	t.Parallel()
+	c := newFakeCluster(t, 3, Config{})
+	k := groupKeys(t, 0, c.groups, 8, 2) // one group, two workers
+	g := c.groupOf(k[0])
+	old := c.master("ns", k[0])
+	ws, other := newSink(), newSink()
+	for _, r := range []struct {
+		s  *testSink
+		rq Request
+	}{
+		{ws, watchReq(k[0], 1, 0, wire.FlagContinuous, 0)},
+		{ws, watchReq(k[1], 2, 0, 0, time.Hour)},
+		{other, watchReq(k[0], 1, 0, 0, 0)},
+	} {
+		if resp := c.do(r.s, r.rq); resp.Status != wire.StatusSuccess {
+			t.Fatalf("watch %+v: %+v", r.rq, resp)
+		}
+	}
+	c.takeOver(g, false)
+	for _, w := range []struct {
+		s   *testSink
+		id  uint64
+		key string
+	}{{ws, 1, k[0]}, {ws, 2, k[1]}, {other, 1, k[0]}} {
+		e := w.s.waitWatch(t, w.id, 1)[0]
+		if e.Event != wire.EventMoved || e.Key != w.key || e.Token != 0 {
+			t.Fatalf("watch %d on %s after its master stepped down: %+v, want EventMoved", w.id, w.key, e)
+		}
+	}
+	ws.wait(t, "the old master's watch counts to empty", func() bool {
+		var n int64
+		for _, wk := range old.Group(g).workers {
+			n += wk.nwatch.Load()
+		}
+		old.use.mu.Lock()
+		defer old.use.mu.Unlock()
+		return n == 0 && len(old.use.conns) == 0 && len(old.use.nss) == 0
+	})
+	// The client registers again at the new master, which reports the
+	// next grant.
+	if r := c.do(ws, watchReq(k[0], 1, 0, wire.FlagContinuous, 0)); r.Status != wire.StatusSuccess {
+		t.Fatalf("watch again at the new master: %+v", r)
+	}
+	ra := c.do(newSink(), Request{Op: OpAcquire, Key: k[0], Owner: owner(1, 1), TTL: 5 * time.Second})
+	if ra.Status != wire.StatusSuccess {
+		t.Fatalf("acquire: %+v", ra)
+	}
+	wantEvent(t, ws.waitWatch(t, 1, 2)[1], wire.EventAcquired, ra.Token, owner(1, 1))
+	if n := len(ws.watchEvents(2)); n != 1 {
+		t.Fatalf("the one-shot watch had %d events after EventMoved, want none", n)
+	}
+}

@@ -569,3 +569,21 @@ func TestHolderValueFields(t *testing.T) {
 		t.Fatalf("oversized renew value: %v", err)
 	}
 }
+
+// TestEventMoved checks the watch-moved event's number, which is on the
+// wire and never changes, its name, and that a WatchEvent carrying it
+// decodes to itself.
+func TestEventMoved(t *testing.T) {
+	if EventMoved != 6 || EventMoved.String() != "moved" {
+		t.Fatalf("EventMoved = %d %q, want 6 \"moved\"", EventMoved, EventMoved)
+	}
+	ev := WatchEvent{WatchID: 7, Key: "k", Event: EventMoved}
+	b, err := AppendBody(nil, &ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got WatchEvent
+	if err := DecodeInto(b, &got); err != nil || got != ev {
+		t.Fatalf("WatchEvent moved: %+v %v", got, err)
+	}
+}

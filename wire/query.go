@@ -87,7 +87,8 @@ func (m *State) Validate() error { return ValidateKey(m.Key) }
 //
 // Replies: SUCCESS (registered); the routing and overload statuses.
 // Watches live in the master's memory: after a reconnect or master change
-// the client registers them again.
+// the client registers them again, and so when the master pushes
+// EventMoved (it dropped the watch without a change of the key).
 type Watch struct {
 	// Key is the lock's name.
 	Key string

@@ -321,6 +321,13 @@ const (
 	// EventTimeout: a watch's MaxWaitMs ran out with no change; the watch is
 	// gone.
 	EventTimeout Event = 5
+	// EventMoved: the watch's master stopped serving it (it stepped down,
+	// or the watch's namespace left it); the watch is gone from that
+	// master. It is no change of the key: a client registers the watch
+	// again, from the last token it knows of, at the key's current master
+	// (refreshing its view first when the answer is NO_MASTER or
+	// MASTER_REDIRECT), and never reports the event to its user.
+	EventMoved Event = 6
 )
 
 // String returns the event's name, or Event(N).
@@ -336,6 +343,8 @@ func (e Event) String() string {
 		return "revoked"
 	case EventTimeout:
 		return "timeout"
+	case EventMoved:
+		return "moved"
 	}
 	return "Event(" + strconv.Itoa(int(e)) + ")"
 }

@@ -26,13 +26,11 @@
 // Waiting (Latch.Wait, Barrier.Wait, DoubleBarrier.Enter and Leave) is
 // woken by the server's watch pushes: a continuous watch is registered
 // first and the state read after it, then again after each event, so no
-// change between the two is missed. A waiting call also reads the state
-// once every Recheck without an event (one read of the master's memory, no
-// Paxos round): a master that loses its group while cut off from its peers
-// drops its watches without a word, and a client whose connection to it
-// stays up, and whose view comes from it, would not register them again
-// until it learns of the new master; the re-read reaches the new master
-// and so bounds how long such a stranded watch can delay a waiter.
+// change between the two is missed. No polling is needed: the client
+// registers the watches again after a reconnect, a view naming a new
+// master, or the master's own word that it dropped them (a master that
+// steps down while cut off from its peers tells its watches so over the
+// connections it keeps).
 //
 // # Keys
 //
@@ -76,10 +74,6 @@ func transient(err error) bool {
 		errors.Is(err, client.ErrOverloaded) || errors.Is(err, client.ErrTimeout)
 }
 
-// Recheck is how long a waiting call goes without an event before it
-// reads the state again (see the package documentation).
-const Recheck = 5 * time.Second
-
 // retryPause is how long waitFor waits after a transient error of its
 // check before it checks again.
 const retryPause = 200 * time.Millisecond
@@ -87,8 +81,7 @@ const retryPause = 200 * time.Millisecond
 // waitFor returns once done reports true. It registers a continuous watch
 // on each key first, then calls done, and calls it again after every
 // event on any key, so that a change made between the watch's
-// registration and the check is seen, and after Recheck without one. A
-// transient error of done (a
+// registration and the check is seen. A transient error of done (a
 // master change) is retried after retryPause; any other error, ctx's end
 // or a watch that ends is returned.
 func waitFor(ctx context.Context, c *client.Client, keys []string, done func(context.Context) (bool, error)) error {
@@ -102,8 +95,6 @@ func waitFor(ctx context.Context, c *client.Client, keys []string, done func(con
 		defer func() { _ = w.Close() }()
 		go forward(w, k, kick, ended)
 	}
-	recheck := time.NewTimer(Recheck)
-	defer recheck.Stop()
 	for {
 		ok, err := done(ctx)
 		switch {
@@ -120,9 +111,7 @@ func waitFor(ctx context.Context, c *client.Client, keys []string, done func(con
 		case err := <-ended:
 			return err
 		case <-kick:
-		case <-recheck.C:
 		}
-		recheck.Reset(Recheck)
 	}
 }
 
