@@ -278,7 +278,7 @@ func TestWatchMovedOnStepDown(t *testing.T) {
 	}
 	ws.wait(t, "the old master's watch counts to empty", func() bool {
 		var n int64
-		for _, wk := range old.Group(g).workers {
+		for _, wk := range old.Group(ID(g)).workers {
 			n += wk.nwatch.Load()
 		}
 		old.use.mu.Lock()
