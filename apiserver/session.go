@@ -55,6 +55,9 @@ type nsSession struct {
 	// when the first arrives.
 	epochs []uint64
 	viewed chan struct{}
+	// masters are the groups' masters' node ids in that view (0: none),
+	// for the routing hints.
+	masters []uint32
 }
 
 // watchSink is where a watch's events go. A watch lives in its master's
@@ -220,9 +223,12 @@ func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 // session's lock is held.
 func (ss *nsSession) viewLocked(v *wire.View) {
 	epochs := make([]uint64, len(v.Groups))
+	masters := make([]uint32, len(v.Groups))
 	for i, g := range v.Groups {
 		epochs[i] = g.Epoch
+		masters[i] = g.Master
 	}
+	ss.masters = masters
 	if ss.epochs == nil {
 		close(ss.viewed)
 	}
