@@ -33,16 +33,18 @@ type NodeIdentity interface {
 	NodeID() uint32
 }
 
-// hintLocked is the master of key's group in the latest view, the group
-// and the group count; ok is false before the first view or when the
-// group has no master. The session's lock is held.
-func (ss *nsSession) hintLocked(key string) (master uint32, group, groups int, ok bool) {
-	groups = len(ss.masters)
-	if groups == 0 {
+// hint is the master of key's group in the latest view, the group and
+// the group count; ok is false before the first view or when the group
+// has no master.
+func (ss *nsSession) hint(key string) (master uint32, group, groups int, ok bool) {
+	p := ss.masters.Load()
+	if p == nil || len(*p) == 0 {
 		return 0, 0, 0, false
 	}
+	masters := *p
+	groups = len(masters)
 	group = wire.GroupOf(wire.KeyHash(ss.ns, key), groups)
-	master = ss.masters[group]
+	master = masters[group]
 	return master, group, groups, master != 0
 }
 
@@ -54,9 +56,7 @@ func (s *Service) setHint(ctx context.Context, ss *nsSession, key string) {
 	if c.w == nil || s.nodeID == "" {
 		return
 	}
-	ss.sc.Lock()
-	master, group, groups, ok := ss.hintLocked(key)
-	ss.sc.Unlock()
+	master, group, groups, ok := ss.hint(key)
 	h := c.w.Header()
 	h[NodeHeader] = []string{s.nodeID}
 	if !ok {

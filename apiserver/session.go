@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -56,8 +57,8 @@ type nsSession struct {
 	epochs []uint64
 	viewed chan struct{}
 	// masters are the groups' masters' node ids in that view (0: none),
-	// for the routing hints.
-	masters []uint32
+	// for the routing hints; read without the lock.
+	masters atomic.Pointer[[]uint32]
 }
 
 // watchSink is where a watch's events go. A watch lives in its master's
@@ -228,7 +229,7 @@ func (ss *nsSession) viewLocked(v *wire.View) {
 		epochs[i] = g.Epoch
 		masters[i] = g.Master
 	}
-	ss.masters = masters
+	ss.masters.Store(&masters)
 	if ss.epochs == nil {
 		close(ss.viewed)
 	}
