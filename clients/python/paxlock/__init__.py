@@ -27,7 +27,7 @@ from .locks import (KIND_EXCLUSIVE, KIND_READ, KIND_SEMAPHORE, KIND_WRITE,
                     Election, Hold, Mutex, RWMutex, Semaphore)
 from .keeper import Keeper
 from .routing import Router as _Router, key_hash
-from .transport import Transport
+from .transport import ConnectFailed, Transport
 
 __all__ = [
     "Client", "Mutex", "RWMutex", "Semaphore", "Election", "Hold", "LockState", "WatchEvent",
@@ -111,8 +111,21 @@ class Client:
         return self._route.pick(key) if self._route is not None and key else self._t
 
     def _call(self, method, req, timeout=None):
-        t = self._transport(req.get("key") or (req.get("keys") or [""])[0])
-        return t.call(method, req, timeout=self.timeout if timeout is None else timeout)
+        key = req.get("key") or (req.get("keys") or [""])[0]
+        timeout = self.timeout if timeout is None else timeout
+        t = self._transport(key)
+        try:
+            return t.call(method, req, timeout=timeout)
+        except ConnectFailed:
+            # The node is unreachable and the call was never sent: the
+            # hints naming it are dropped and another node forwards it.
+            if self._route is None:
+                raise
+            self._route.down(t)
+            other = self._route.pick(key)
+            if other is t:
+                raise
+            return other.call(method, req, timeout=timeout)
 
     def _stream(self, method, req, timeout=None, on_conn=None):
         return self._transport(req.get("key")).stream(method, req, timeout=timeout, on_conn=on_conn)

@@ -9,6 +9,10 @@ hints are advice: a call that reaches another node is forwarded there.
 """
 
 import threading
+import time
+
+# how long a node whose connection failed is not picked
+DOWN_FOR = 1.0
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
@@ -33,7 +37,7 @@ class Router:
         self._mu = threading.Lock()
         self._by_id = {}       # node id (str) -> transport
         self._masters = None   # group -> master node id (str), once a hint gave the group count
-        self._next = 0
+        self._down = {}        # transport -> time.monotonic() until which it is not picked
         for t in self.ts:
             t.on_hint = self.learn
 
@@ -63,16 +67,41 @@ class Router:
                 m = self._masters
         m[g] = master
 
+    def down(self, t):
+        """Records that t's node could not be reached: it is not picked
+        for DOWN_FOR seconds, and the hints naming it are dropped."""
+        with self._mu:
+            self._down[t] = time.monotonic() + DOWN_FOR
+            m = self._masters
+            if m is not None and t.node_id is not None:
+                for g, master in enumerate(m):
+                    if master == t.node_id:
+                        m[g] = None
+
+    def _up(self, t):
+        until = self._down.get(t)
+        if until is None:
+            return True
+        if time.monotonic() >= until:
+            with self._mu:
+                self._down.pop(t, None)
+            return True
+        return False
+
     def pick(self, key):
         """The transport of the hinted master of key's group; while that
         master's transport is unknown, one not yet identified (its answer
-        names it), else the first."""
+        names it), else the first; a transport recently found down only
+        when every one is."""
         m = self._masters
         if m is not None:
             t = self._by_id.get(m[key_hash(self.ns, key) % len(m)])
-            if t is not None:
+            if t is not None and (not self._down or self._up(t)):
                 return t
         for t in self.ts:
-            if t.node_id is None:
+            if t.node_id is None and (not self._down or self._up(t)):
+                return t
+        for t in self.ts:
+            if not self._down or self._up(t):
                 return t
         return self.ts[0]

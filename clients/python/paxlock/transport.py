@@ -78,7 +78,11 @@ class Transport:
             fresh = conn is None
             try:
                 if fresh:
-                    conn = self._local.uconn = _Conn(self, t)
+                    try:
+                        conn = _Conn(self, t)
+                    except OSError as e:
+                        raise ConnectFailed("unavailable", "", f"{self.url}: {e}") from e
+                    self._local.uconn = conn
                     with self._mu:
                         self._conns.append(conn)
                 status, headers, data = conn.roundtrip(msg, t)
@@ -179,6 +183,11 @@ def _error(http_status, status, data):
         obj = {}
     code = obj.get("code") or _HTTP_CODES.get(http_status, "unknown")
     return error_for(code, status, obj.get("message", f"HTTP {http_status}"))
+
+
+class ConnectFailed(Unavailable):
+    """No connection to the node could be opened: the call was not sent,
+    so another node may be asked instead."""
 
 
 class _Unanswered(Exception):

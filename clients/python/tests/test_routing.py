@@ -35,6 +35,17 @@ class RoutingTest(unittest.TestCase):
         r.learn(ts[0], {"paxlock-node": "1", "paxlock-master": "2", "paxlock-group": "12/15"})
         self.assertIs(r.pick("k"), ts[1], "a newer hint moves the group")
 
+    def test_a_node_found_down_is_not_picked(self):
+        ts = [FakeTransport(i) for i in range(3)]
+        r = Router("default", ts)
+        for i, t in enumerate(ts):
+            r.learn(t, {"paxlock-node": str(i + 1), "paxlock-master": "3", "paxlock-group": "12/15"})
+        self.assertIs(r.pick("k"), ts[2])
+        r.down(ts[2])
+        self.assertIsNot(r.pick("k"), ts[2], "the unreachable master was picked again at once")
+        r.learn(ts[0], {"paxlock-node": "1", "paxlock-master": "2", "paxlock-group": "12/15"})
+        self.assertIs(r.pick("k"), ts[1], "the new master's hint is followed")
+
 
 if __name__ == "__main__":
     unittest.main()
