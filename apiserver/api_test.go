@@ -17,6 +17,7 @@ import (
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // codeOfErr is err's Connect code (0 for nil).
@@ -629,5 +630,53 @@ func TestRequestBound(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode == http.StatusOK || !strings.Contains(string(b), "resource_exhausted") {
 		t.Fatalf("oversized request answered %d %s, want resource_exhausted", resp.StatusCode, b)
+	}
+}
+
+// TestRoutingHints: every answer about a key, an error's too, names the
+// node that answered, the master of the key's group and the group (the
+// documented hash); a call sent to the hinted master is answered by the
+// master itself, whose hint names itself.
+func TestRoutingHints(t *testing.T) {
+	t.Parallel()
+	c := cluster(t)
+	ctx := tctx(t)
+	index := map[string]int{}
+	for i, n := range c.nodes {
+		index[strconv.FormatUint(uint64(n.NodeID()), 10)] = i
+	}
+	for k := range 6 {
+		key := "hint-" + strconv.Itoa(k)
+		r, err := c.client(k%3, testNS, testSecret).Acquire(ctx, connect.NewRequest(&paxlockv1.AcquireRequest{Key: key, Owner: "o"}))
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		h := r.Header()
+		if got, want := h.Get(NodeHeader), strconv.FormatUint(uint64(c.nodes[k%3].NodeID()), 10); got != want {
+			t.Fatalf("%s: %s %q, want %q", key, NodeHeader, got, want)
+		}
+		groups := 0
+		if _, err := fmt.Sscanf(h.Get(GroupHeader), "%d/%d", new(int), &groups); err != nil || groups <= 0 {
+			t.Fatalf("%s: %s %q: %v", key, GroupHeader, h.Get(GroupHeader), err)
+		}
+		if want := fmt.Sprintf("%d/%d", wire.GroupOf(wire.KeyHash(testNS, key), groups), groups); h.Get(GroupHeader) != want {
+			t.Fatalf("%s: %s %q, want %q", key, GroupHeader, h.Get(GroupHeader), want)
+		}
+		m, ok := index[h.Get(MasterHeader)]
+		if !ok {
+			t.Fatalf("%s: %s %q names no node", key, MasterHeader, h.Get(MasterHeader))
+		}
+		rel, err := c.client(m, testNS, testSecret).Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: key, Owner: "o", Token: r.Msg.Token}))
+		if err != nil {
+			t.Fatalf("%s: release at the hinted master: %v", key, err)
+		}
+		if rel.Header().Get(MasterHeader) != rel.Header().Get(NodeHeader) {
+			t.Fatalf("%s: the hinted master's answer names master %q, itself %q", key, rel.Header().Get(MasterHeader), rel.Header().Get(NodeHeader))
+		}
+		_, err = c.client(k%3, testNS, testSecret).Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: key, Owner: "o", Token: r.Msg.Token}))
+		var ce *connect.Error
+		if !errors.As(err, &ce) || ce.Meta().Get(MasterHeader) == "" {
+			t.Fatalf("%s: a second release: %v, want an error carrying %s", key, err, MasterHeader)
+		}
 	}
 }

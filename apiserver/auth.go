@@ -30,11 +30,13 @@ const (
 )
 
 // caller is who an HTTP request says it is: its Basic credentials and
-// the namespaces its verified TLS client certificate names.
+// the namespaces its verified TLS client certificate names; w is the
+// answer's writer, whose headers get the routing hints (setHint).
 type caller struct {
 	ns, secret string
 	basic      bool
 	certNS     []string
+	w          http.ResponseWriter
 }
 
 type callerKey struct{}
@@ -43,7 +45,7 @@ type callerKey struct{}
 // methods, which authenticate it (Service.open).
 func withCaller(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var c caller
+		c := caller{w: w}
 		c.ns, c.secret, c.basic = r.BasicAuth()
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 			c.certNS = pki.ClientNamespaces(r.TLS.PeerCertificates[0])

@@ -36,4 +36,6 @@
 //   - convert.go: owners, kinds, states; errors.go: statuses as Connect
 //     errors.
 //   - listen.go: Listener, the HTTP server (TLS or h2c).
+//   - hint.go: the routing hints every answer about a key carries
+//     (Paxlock-Node, Paxlock-Master, Paxlock-Group; docs/api.md, Routing).
 package apiserver

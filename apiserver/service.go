@@ -63,6 +63,9 @@ type Service struct {
 	log   *slog.Logger
 	drift float64
 	auth  *authCache
+	// nodeID is the node's id as the routing hints say it ("" when the
+	// node does not tell it: no hints).
+	nodeID string
 
 	life context.Context
 	stop context.CancelFunc
@@ -81,7 +84,7 @@ func New(node Node, o Options) *Service {
 	if o.MaxDrift <= 0 {
 		o.MaxDrift = 0.01
 	}
-	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), sessions: make(map[string]*nsSession)}
+	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), nodeID: nodeIDOf(node), sessions: make(map[string]*nsSession)}
 	s.life, s.stop = context.WithCancel(context.Background())
 	return s
 }
@@ -174,6 +177,7 @@ func (s *Service) routed(ctx context.Context, ss *nsSession, typ wire.Type, m wi
 		if err != nil {
 			return nil, err
 		}
+		s.setHint(ctx, ss, m.RoutingKey())
 		switch r.Status {
 		case wire.StatusNoMaster, wire.StatusMasterRedirect, wire.StatusMoving:
 		default:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -55,6 +56,9 @@ type nsSession struct {
 	// when the first arrives.
 	epochs []uint64
 	viewed chan struct{}
+	// masters are the groups' masters' node ids in that view (0: none),
+	// for the routing hints; read without the lock.
+	masters atomic.Pointer[[]uint32]
 }
 
 // watchSink is where a watch's events go. A watch lives in its master's
@@ -228,9 +232,12 @@ func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 // session's lock is held.
 func (ss *nsSession) viewLocked(v *wire.View) {
 	epochs := make([]uint64, len(v.Groups))
+	masters := make([]uint32, len(v.Groups))
 	for i, g := range v.Groups {
 		epochs[i] = g.Epoch
+		masters[i] = g.Master
 	}
+	ss.masters.Store(&masters)
 	if ss.epochs == nil {
 		close(ss.viewed)
 	}

@@ -58,3 +58,7 @@ func (s *Server) ClientTLSConfig() *tls.Config {
 	}
 	return s.clientTLSConfig()
 }
+
+// NodeID is the node's id, which the API's routing hints name
+// (apiserver.NodeIdentity).
+func (s *Server) NodeID() uint32 { return s.cfg.NodeID }

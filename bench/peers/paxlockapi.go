@@ -6,10 +6,12 @@ package peers
 // adapter measures.
 //
 //   - One HTTP/2 connection per node, shared by all workers, as the native
-//     client keeps one multiplexed connection per node: a worker's session
-//     calls node worker mod nodes. The API has no routing to the key's
-//     master; the node called forwards the request over its relay when it
-//     is not the master (two calls in three, with three nodes).
+//     client keeps one multiplexed connection per node. A call for a key
+//     goes to the node the answers' routing hints name as the master of
+//     the key's group (paxlockapiroute.go), else to node worker mod nodes,
+//     which forwards it over its relay when it is not the master; with
+//     Config.PaxlockAPINoRoute every call goes to node worker mod nodes
+//     (two calls in three relayed, with three nodes).
 //   - Acquire is a blocking Acquire whose wait_ms is what is left of the
 //     harness's deadline: the wait happens in the master's queue and ends
 //     with the grant, never by polling. Every acquire names a new owner
@@ -43,6 +45,7 @@ import (
 type paxlockAPILocker struct {
 	nodes []paxlockv1connect.LockServiceClient
 	trs   []*http.Transport
+	route *apiRouter // nil: no routing
 	grpc  bool
 	tls   bool
 	// owners numbers the owner strings of this run's acquires; run keeps
@@ -62,6 +65,9 @@ func OpenPaxlockAPI(ctx context.Context, cfg Config) (load.Locker, error) {
 		return nil, err
 	}
 	p := &paxlockAPILocker{grpc: cfg.PaxlockAPIGRPC, tls: tc != nil, run: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if !cfg.PaxlockAPINoRoute {
+		p.route = &apiRouter{ns: cfg.PaxlockNamespace, byID: make(map[uint32]int)}
+	}
 	auth := "Basic " + base64.StdEncoding.EncodeToString([]byte(cfg.PaxlockNamespace+":"+cfg.PaxlockSecret))
 	opts := []connect.ClientOption{connect.WithInterceptors(basicAuth(auth))}
 	if p.grpc {
@@ -80,8 +86,8 @@ func OpenPaxlockAPI(ctx context.Context, cfg Config) (load.Locker, error) {
 	}
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	for i, n := range p.nodes {
-		if err := p.ping(octx, n); err != nil {
+	for i := range p.nodes {
+		if err := p.ping(octx, i); err != nil {
 			_ = p.Close()
 			return nil, fmt.Errorf("paxlock-api at %s (%s), namespace %q: %w (is it running? make run, or bench/scripts/paxlock.sh start)",
 				cfg.PaxlockAPI[i], scheme, cfg.PaxlockNamespace, err)
@@ -120,11 +126,16 @@ func basicAuth(value string) connect.UnaryInterceptorFunc {
 
 // ping takes and releases a throw-away lock through n: the node answers,
 // the credentials are good and the key's group has a master.
-func (p *paxlockAPILocker) ping(ctx context.Context, n paxlockv1connect.LockServiceClient) error {
+func (p *paxlockAPILocker) ping(ctx context.Context, i int) error {
+	n := p.nodes[i]
 	key, owner := "pxb/api-ping/"+p.run, p.owner()
 	a, err := n.Acquire(ctx, connect.NewRequest(&paxlockv1.AcquireRequest{Key: key, Owner: owner, TtlMs: 5000}))
 	if err != nil {
 		return fmt.Errorf("test lock: %w", err)
+	}
+	if p.route != nil {
+		p.route.identify(i, a.Header())
+		p.route.learn(a.Header())
 	}
 	if _, err := n.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: key, Owner: owner, Token: a.Msg.Token})); err != nil {
 		return fmt.Errorf("test unlock: %w", err)
@@ -165,7 +176,7 @@ func (p *paxlockAPILocker) Caps() load.Caps {
 		CommandsPerRenew: 1,
 		Notes: []string{
 			fmt.Sprintf("the paxlock cluster through its nodes' Connect API (%s)", p.protocol()),
-			fmt.Sprintf("one HTTP/2 connection per node (%d), shared by all workers; worker i calls node i mod %d, which forwards to the key's master when it is not", len(p.nodes), len(p.nodes)),
+			fmt.Sprintf("one HTTP/2 connection per node (%d), shared by all workers; %s", len(p.nodes), p.routing()),
 			"a new owner string per acquire; acquire = Acquire with wait_ms = the deadline; release = Release with the token",
 		},
 	}
@@ -177,8 +188,16 @@ func (p *paxlockAPILocker) Version(context.Context) (string, error) {
 	return repoVersion(), nil
 }
 
+// routing says where the calls go, for the notes.
+func (p *paxlockAPILocker) routing() string {
+	if p.route == nil {
+		return fmt.Sprintf("worker i calls node i mod %d, which forwards to the key's master when it is not", len(p.nodes))
+	}
+	return "a call goes to the node the answers' routing hints name as the key's master (else node worker mod nodes, which forwards)"
+}
+
 func (p *paxlockAPILocker) NewSession(_ context.Context, worker int) (load.Session, error) {
-	return &paxlockAPISession{p: p, n: p.nodes[worker%len(p.nodes)]}, nil
+	return &paxlockAPISession{p: p, home: worker % len(p.nodes)}, nil
 }
 
 func (p *paxlockAPILocker) Close() error {
@@ -189,8 +208,28 @@ func (p *paxlockAPILocker) Close() error {
 }
 
 type paxlockAPISession struct {
-	p *paxlockAPILocker
-	n paxlockv1connect.LockServiceClient
+	p    *paxlockAPILocker
+	home int // the node called where no hint says better
+}
+
+// node is the client of the node to call for key.
+func (s *paxlockAPISession) node(key string) paxlockv1connect.LockServiceClient {
+	return s.p.nodes[s.p.route.pick(key, s.home)]
+}
+
+// learn takes the routing hints of an answer (resp's headers, or err's
+// metadata).
+func (s *paxlockAPISession) learn(h http.Header, err error) {
+	if s.p.route == nil {
+		return
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		h = ce.Meta()
+	}
+	if h != nil {
+		s.p.route.learn(h)
+	}
 }
 
 // apiHold is a lease's handle: who holds it.
@@ -208,30 +247,36 @@ func (s *paxlockAPISession) Acquire(ctx context.Context, req load.Request) (load
 		return load.Lease{}, load.ErrUnsupported
 	}
 	h := &apiHold{owner: s.p.owner()}
-	a, err := s.n.Acquire(ctx, connect.NewRequest(&paxlockv1.AcquireRequest{
+	a, err := s.node(req.Key).Acquire(ctx, connect.NewRequest(&paxlockv1.AcquireRequest{
 		Key: req.Key, Owner: h.owner, TtlMs: durMs(req.TTL), WaitMs: waitMs(ctx), Kind: kind,
 	}))
 	if err != nil {
+		s.learn(nil, err)
 		return load.Lease{}, apiErr(ctx, atDeadline(ctx, err))
 	}
+	s.learn(a.Header(), nil)
 	return load.Lease{Key: req.Key, Mode: req.Mode, Token: a.Msg.Token, Fresh: req.Fresh, Handle: h}, nil
 }
 
 func (s *paxlockAPISession) Renew(ctx context.Context, l load.Lease, ttl time.Duration) error {
 	h := l.Handle.(*apiHold)
-	_, err := s.n.Renew(ctx, connect.NewRequest(&paxlockv1.RenewRequest{Key: l.Key, Owner: h.owner, Token: l.Token, TtlMs: durMs(ttl)}))
+	r, err := s.node(l.Key).Renew(ctx, connect.NewRequest(&paxlockv1.RenewRequest{Key: l.Key, Owner: h.owner, Token: l.Token, TtlMs: durMs(ttl)}))
 	if err != nil {
+		s.learn(nil, err)
 		return apiErr(ctx, err)
 	}
+	s.learn(r.Header(), nil)
 	return nil
 }
 
 func (s *paxlockAPISession) Release(ctx context.Context, l load.Lease) error {
 	h := l.Handle.(*apiHold)
-	_, err := s.n.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: l.Key, Owner: h.owner, Token: l.Token}))
+	r, err := s.node(l.Key).Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: l.Key, Owner: h.owner, Token: l.Token}))
 	if err != nil {
+		s.learn(nil, err)
 		return apiErr(ctx, err)
 	}
+	s.learn(r.Header(), nil)
 	return nil
 }
 

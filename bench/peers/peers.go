@@ -43,9 +43,11 @@ type Config struct {
 	// PaxlockAPI are the same cluster's Connect API listeners (api_addr;
 	// system paxlock-api), TLS verified against PaxlockCA where that file
 	// exists; PaxlockAPIGRPC speaks gRPC to them instead of the Connect
-	// protocol.
-	PaxlockAPI     []string
-	PaxlockAPIGRPC bool
+	// protocol. PaxlockAPINoRoute sends every call of a worker to one
+	// node (worker mod nodes), ignoring the answers' routing hints.
+	PaxlockAPI        []string
+	PaxlockAPIGRPC    bool
+	PaxlockAPINoRoute bool
 }
 
 // DefaultConfig matches bench/scripts/peers.sh and paxlock's

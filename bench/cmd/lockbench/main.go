@@ -130,6 +130,7 @@ type flags struct {
 	etcdEPs, zkServers, paxReg, paxNS, paxSecret *string
 	paxTLSReg, paxCA, paxAPI                     *string
 	paxAPIGRPC                                   *bool
+	paxAPIRoute                                  *bool
 	cpuBudget                                    *float64
 	cpuPeriod                                    *time.Duration
 	cpuOptional                                  *bool
@@ -182,6 +183,7 @@ func parseFlags(def peers.Config) *flags {
 		cpuOptional: flag.Bool("cpu-budget-optional", false, "with -cpu-budget, skip the run (exit 0, saying why) where cgroups are not writable instead of failing"),
 		paxAPI:      flag.String("paxlock-api", strings.Join(def.PaxlockAPI, ","), "paxlock nodes' API listeners, api_addr (paxlock-api; TLS where -paxlock-ca exists, else h2c)"),
 		paxAPIGRPC:  flag.Bool("paxlock-api-grpc", false, "paxlock-api speaks gRPC instead of the Connect protocol"),
+		paxAPIRoute: flag.Bool("paxlock-api-route", true, "paxlock-api sends a key's calls to the node the answers' routing hints name as its master (false: worker i calls node i mod nodes)"),
 		paxCA:       flag.String("paxlock-ca", "", "CA certificate of the paxlock cluster's TLS listeners (default: <paxlock-rundir>/certs/ca.crt)"),
 	}
 	flag.Usage = func() {
@@ -298,6 +300,7 @@ func systemsConfig(def peers.Config, f *flags, sweep []load.Scenario) peers.Conf
 	cfg.PaxlockRegistry, cfg.PaxlockNamespace = splitList(*f.paxReg), *f.paxNS
 	cfg.PaxlockTLSRegistry, cfg.PaxlockCA = splitList(*f.paxTLSReg), *f.paxCA
 	cfg.PaxlockAPI, cfg.PaxlockAPIGRPC = splitList(*f.paxAPI), *f.paxAPIGRPC
+	cfg.PaxlockAPINoRoute = !*f.paxAPIRoute
 	if cfg.PaxlockCA == "" {
 		rd := *f.paxRunDir
 		if rd == "" {

@@ -25,13 +25,15 @@ from .errors import (AuthError, InvalidArgument, LockLost, LockNotFound,
                      PaxlockError, Revoked, Unavailable)
 from .locks import (KIND_EXCLUSIVE, KIND_READ, KIND_SEMAPHORE, KIND_WRITE,
                     Election, Hold, Mutex, RWMutex, Semaphore)
-from .transport import Transport
+from .keeper import Keeper
+from .routing import Router as _Router, key_hash
+from .transport import ConnectFailed, Transport
 
 __all__ = [
     "Client", "Mutex", "RWMutex", "Semaphore", "Election", "Hold", "LockState", "WatchEvent",
     "PaxlockError", "AuthError", "LockOccupied", "LockTimeout", "NotOwner", "LockNotFound",
     "Revoked", "InvalidArgument", "Overloaded", "Unavailable", "LockLost",
-    "KIND_EXCLUSIVE", "KIND_READ", "KIND_WRITE", "KIND_SEMAPHORE",
+    "KIND_EXCLUSIVE", "KIND_READ", "KIND_WRITE", "KIND_SEMAPHORE", "key_hash",
 ]
 
 
@@ -72,19 +74,31 @@ class WatchEvent:
 
 
 class Client:
-    """A client of one namespace through one node's API; every call is
-    forwarded by that node to the key's master. Safe for use from many
-    threads; timeout (seconds) bounds a call that does not wait in a
-    queue."""
+    """A client of one namespace through the nodes' API. url is one node's
+    API address, or several (a list, or comma-separated): every call is
+    served by whichever node it reaches, which forwards it to the key's
+    master, and with several the client sends a key's calls straight to
+    the node the answers' routing hints name as the master of the key's
+    group (docs/api.md, "Routing"), saving that hop; a stale hint costs
+    one forward, never a wrong answer. Safe for use from many threads;
+    timeout (seconds) bounds a call that does not wait in a queue."""
 
     def __init__(self, url, namespace, secret, *, ca_file=None, timeout=30.0):
+        urls = [u.strip() for u in url.split(",")] if isinstance(url, str) else list(url)
+        urls = [u for u in urls if u]
+        if not urls:
+            raise ValueError("paxlock: no url")
         self.timeout = timeout
-        self._t = Transport(url, namespace, secret, ca_file=ca_file, timeout=timeout)
+        self._ts = [Transport(u, namespace, secret, ca_file=ca_file, timeout=timeout) for u in urls]
+        self._t = self._ts[0]
+        self._route = _Router(namespace, self._ts) if len(self._ts) > 1 else None
+        self._keeper = Keeper()
 
     def close(self):
         """Closes the client's connections; held handles keep renewing
         through new ones until released."""
-        self._t.close()
+        for t in self._ts:
+            t.close()
 
     def __enter__(self):
         return self
@@ -93,8 +107,28 @@ class Client:
         self.close()
         return False
 
+    def _transport(self, key):
+        return self._route.pick(key) if self._route is not None and key else self._t
+
     def _call(self, method, req, timeout=None):
-        return self._t.call(method, req, timeout=self.timeout if timeout is None else timeout)
+        key = req.get("key") or (req.get("keys") or [""])[0]
+        timeout = self.timeout if timeout is None else timeout
+        t = self._transport(key)
+        try:
+            return t.call(method, req, timeout=timeout)
+        except ConnectFailed:
+            # The node is unreachable and the call was never sent: the
+            # hints naming it are dropped and another node forwards it.
+            if self._route is None:
+                raise
+            self._route.down(t)
+            other = self._route.pick(key)
+            if other is t:
+                raise
+            return other.call(method, req, timeout=timeout)
+
+    def _stream(self, method, req, timeout=None, on_conn=None):
+        return self._transport(req.get("key")).stream(method, req, timeout=timeout, on_conn=on_conn)
 
     def mutex(self, key, **opts):
         """An exclusive lock handle (options: owner, ttl, auto_renew, value,
@@ -131,6 +165,6 @@ class Client:
         req = {"key": key, "token": str(token), "continuous": continuous}
         if max_wait is not None:
             req["maxWaitMs"] = max(1, int(max_wait * 1000))
-        for ev in self._t.stream("Watch", req):
+        for ev in self._stream("Watch", req):
             yield WatchEvent(key=ev.get("key", key), kind=ev.get("kind", ""), token=int(ev.get("token", 0)),
                              holder=ev.get("holder", ""), value=base64.b64decode(ev.get("value", "")))

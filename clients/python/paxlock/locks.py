@@ -45,7 +45,7 @@ class Hold:
 
     acquire takes it (blocking, optionally within timeout seconds, or a
     try-lock), release frees it, renew extends it; with auto_renew (the
-    default) a background thread renews every ttl/3 until release. Use it
+    default) the client's keeper renews it every ttl/3 until release. Use it
     as a context manager to hold it for a block.
     """
 
@@ -75,6 +75,8 @@ class Hold:
         self.lost = threading.Event()
         self._watch_conn = None
         self._threads = []
+        self._next_renew = 0.0
+        self._renewer = None  # the renewal thread under way
 
     # -- state ------------------------------------------------------------
 
@@ -138,10 +140,10 @@ class Hold:
             self._token, self._valid_until = token, valid_until
             self.lost = threading.Event()
             self._stop = threading.Event()
+            self._next_renew = time.monotonic() + self.ttl / 3
+            self._renewer = None
         self._threads = []
-        t = threading.Thread(target=self._keep, name=f"paxlock-keep-{self.key}", daemon=True)
-        self._threads.append(t)
-        t.start()
+        self._schedule(self._stop)
         if self.watch_loss:
             w = threading.Thread(target=self._watch, args=(token,), name=f"paxlock-watch-{self.key}", daemon=True)
             self._threads.append(w)
@@ -189,7 +191,7 @@ class Hold:
             if self._stop.is_set():
                 return
             self._stop.set()
-            token, conn = self._token, self._watch_conn
+            token, conn, renewer = self._token, self._watch_conn, self._renewer
         if conn is not None:
             close_stream(conn)
         try:
@@ -197,8 +199,8 @@ class Hold:
         except (NotOwner, LockNotFound):
             pass
         finally:
-            for t in self._threads:
-                if t is not threading.current_thread():
+            for t in self._threads + ([renewer] if renewer is not None else []):
+                if t is not threading.current_thread() and t.ident is not None:
                     t.join(timeout=5)
 
     def __enter__(self):
@@ -217,30 +219,55 @@ class Hold:
             self.lost.set()
             self.lost_reason = why
 
-    def _keep(self):
-        """Renews every ttl/3 while auto_renew, and sets lost when the
-        validity passes without a successful renewal."""
-        stop, lost = self._stop, self.lost
-        next_renew = time.monotonic() + self.ttl / 3
-        while not stop.is_set() and not lost.is_set():
-            until = self.valid_until
-            now = time.monotonic()
-            if until == 0.0 or now >= until:
-                if not stop.is_set():
-                    self._lose("validity passed without a renewal")
-                return
-            wake = min(until, next_renew) if self.auto_renew else until
-            if stop.wait(max(0.0, wake - now)):
-                return
-            if not self.auto_renew or time.monotonic() < next_renew:
-                continue
-            try:
-                self._renew(set_value=False)
-                next_renew = time.monotonic() + self.ttl / 3
-            except (NotOwner, LockNotFound, Revoked):
-                return
-            except (Unavailable, Overloaded, PaxlockError, OSError, TimeoutError):
-                next_renew = time.monotonic() + min(1.0, self.ttl / 10)
+    def _schedule(self, stop):
+        """Has the client's keeper tick this term of the hold at its next
+        renewal or the end of its validity, whichever comes first."""
+        with self._mu:
+            until = self._valid_until
+            when = min(until, self._next_renew) if self.auto_renew and self._renewer is None else until
+        self._c._keeper.schedule(self, stop, when)
+
+    def _tick(self, stop):
+        """On the keeper's thread: sets lost when the validity passed
+        without a renewal, starts a renewal when one is due."""
+        if stop is not self._stop or stop.is_set() or self.lost.is_set():
+            return
+        now = time.monotonic()
+        with self._mu:
+            until, renewing = self._valid_until, self._renewer is not None
+            due = self.auto_renew and not renewing and now >= self._next_renew
+            if due:
+                self._renewer = threading.Thread(target=self._renew_bg, args=(stop,),
+                                                 name=f"paxlock-renew-{self.key}", daemon=True)
+        if until == 0.0 or now >= until:
+            self._lose("validity passed without a renewal")
+            return
+        if due:
+            self._renewer.start()
+        elif not renewing:
+            self._schedule(stop)
+        else:
+            # the renewal under way reschedules when it ends; the expiry
+            # is watched meanwhile
+            self._c._keeper.schedule(self, stop, until)
+
+    def _renew_bg(self, stop):
+        """A renewal of the keeper's; the next one is due ttl/3 after a
+        success, sooner after a failure that may pass."""
+        nxt = None
+        try:
+            self._renew(set_value=False)
+            nxt = time.monotonic() + self.ttl / 3
+        except (NotOwner, LockNotFound, Revoked):
+            pass
+        except (Unavailable, Overloaded, PaxlockError, OSError, TimeoutError):
+            nxt = time.monotonic() + min(1.0, self.ttl / 10)
+        with self._mu:
+            self._renewer = None
+            if nxt is not None:
+                self._next_renew = nxt
+        if nxt is not None and not stop.is_set():
+            self._schedule(stop)
 
     def _watch(self, token):
         """Watches the hold's own token: the master's end of the hold
@@ -255,7 +282,7 @@ class Hold:
 
         while not stop.is_set() and not self.lost.is_set():
             try:
-                for ev in self._c._t.stream("Watch", {"key": self.key, "token": str(token)}, on_conn=keep_conn):
+                for ev in self._c._stream("Watch", {"key": self.key, "token": str(token)}, on_conn=keep_conn):
                     kind, t = ev.get("kind"), int(ev.get("token", 0))
                     if stop.is_set():
                         return
