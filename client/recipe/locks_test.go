@@ -12,6 +12,7 @@ import (
 )
 
 func TestRecipeReentrantMutex(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
@@ -49,6 +50,7 @@ func TestRecipeReentrantMutex(t *testing.T) {
 }
 
 func TestRecipeReentrantProcessMutex(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
@@ -71,6 +73,7 @@ func TestRecipeReentrantProcessMutex(t *testing.T) {
 }
 
 func TestRecipeUpgradable(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	u := recipe.NewUpgradableRWMutex(cl.Client(t), "up:a")
@@ -124,6 +127,7 @@ func TestRecipeUpgradable(t *testing.T) {
 
 // Two readers that both upgrade finish, one after the other: no deadlock.
 func TestRecipeUpgradableTwoUpgraders(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	errs := make(chan error, 2)
@@ -154,6 +158,7 @@ func TestRecipeUpgradableTwoUpgraders(t *testing.T) {
 }
 
 func TestRecipeUpgradableModes(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 1)
 	ctx := testCtx(t)
 	u := recipe.NewUpgradableRWMutex(cl.Client(t), "up:modes")

@@ -60,6 +60,7 @@ func expectBlocked(t *testing.T, what string, f func(context.Context) error) {
 }
 
 func TestRecipeLatch(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	waiter := recipe.NewLatch(cl.Client(t), "latch:a", 3)
@@ -102,6 +103,7 @@ func TestRecipeLatch(t *testing.T) {
 // Counters that count down and close at once wait for each other and for
 // the waiter, then leave nothing behind.
 func TestRecipeLatchCloseWaitsForWaiters(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
@@ -144,6 +146,7 @@ func TestRecipeLatchCloseWaitsForWaiters(t *testing.T) {
 // Many processes counting a latch of 4 down at once take exactly 4
 // permits: the rest find the latch open and do nothing.
 func TestRecipeLatchConcurrentCountDown(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
@@ -166,6 +169,7 @@ func TestRecipeLatchConcurrentCountDown(t *testing.T) {
 }
 
 func TestRecipeLatchBounds(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
@@ -199,6 +203,7 @@ func TestRecipeLatchBounds(t *testing.T) {
 }
 
 func TestRecipeLatchMasterChange(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	a := recipe.NewLatch(cl.Client(t), "latch:m", 2)
@@ -223,6 +228,7 @@ func TestRecipeLatchMasterChange(t *testing.T) {
 }
 
 func TestRecipeBarrier(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	b := recipe.NewBarrier(cl.Client(t), "barrier:a")
@@ -257,6 +263,7 @@ func TestRecipeBarrier(t *testing.T) {
 }
 
 func TestRecipeDoubleBarrier(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	if err := recipe.NewDoubleBarrier(cl.Client(t), "db:zero", 0).Enter(ctx); !errors.Is(err, recipe.ErrInvalid) {
@@ -298,6 +305,7 @@ func TestRecipeDoubleBarrier(t *testing.T) {
 }
 
 func TestRecipeDoubleBarrierMasterChangeBeforeFull(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	first := recipe.NewDoubleBarrier(cl.Client(t), "db:m", 2)
@@ -340,6 +348,7 @@ func TestRecipeDoubleBarrierMasterChangeBeforeFull(t *testing.T) {
 // loses the group after its lease; the latch's waiter and a later
 // CountDown go on with the new master.
 func TestRecipeLatchIsolatedMaster(t *testing.T) {
+	t.Parallel()
 	cl := paxlocktest.NewCluster(t, 3)
 	ctx := testCtx(t)
 	a := recipe.NewLatch(cl.Client(t), "latch:iso", 2)
