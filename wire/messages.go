@@ -222,6 +222,10 @@ type Acquire struct {
 	// change. Like Weight it is the client's word: a namespace's clients
 	// are trusted with their order. A trailing field omitted when 0.
 	WaitedMs uint32
+	// Trace is the client span's trace context (see TraceContext): the
+	// node's spans for this request join that trace. A trailing field
+	// omitted when zero, so an untraced acquire's frame is unchanged.
+	Trace TraceContext
 }
 
 func (*Acquire) wireMessage() {}
@@ -251,6 +255,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if m.WaitedMs != 0 {
 		n = 15
 	}
+	if !m.Trace.IsZero() {
+		n = 16
+	}
 	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
@@ -277,6 +284,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if n > 14 {
 		w.uint(uint64(m.WaitedMs))
 	}
+	if n > 15 {
+		w.trace(&m.Trace)
+	}
 	return w.err
 }
 
@@ -299,6 +309,7 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.Limit = f.u32()
 	m.LockDelayMs = f.u32()
 	m.WaitedMs = f.u32()
+	m.Trace = f.trace()
 	return f.done("Acquire")
 }
 
@@ -475,6 +486,10 @@ type Release struct {
 	// the pass-on's, omitted when 0; a server that predates it ignores
 	// it.
 	PassOnLockDelayMs uint32
+	// Trace is the client span's trace context (see Acquire.Trace): the
+	// release's grant to a waiter shows in the release's trace. A
+	// trailing field after PassOnLockDelayMs, omitted when zero.
+	Trace TraceContext
 }
 
 func (*Release) wireMessage() {}
@@ -492,8 +507,11 @@ func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
 	// The pass-on tail is written whole when any of its fields is set.
-	tail := m.PassOnID != 0 || m.PassOnTTLMs != 0 || m.PassOnValue != "" || m.PassOnLockDelayMs != 0
+	traced := !m.Trace.IsZero()
+	tail := traced || m.PassOnID != 0 || m.PassOnTTLMs != 0 || m.PassOnValue != "" || m.PassOnLockDelayMs != 0
 	switch {
+	case traced:
+		w.array(10)
 	case m.PassOnLockDelayMs != 0:
 		w.array(9)
 	case tail:
@@ -510,6 +528,11 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(m.PassOnID)
 		w.uint(uint64(m.PassOnTTLMs))
 		w.bin(m.PassOnValue)
+		if traced {
+			w.uint(uint64(m.PassOnLockDelayMs))
+			w.trace(&m.Trace)
+			return w.err
+		}
 		w.optionalUint(uint64(m.PassOnLockDelayMs))
 		return w.err
 	}
@@ -530,6 +553,7 @@ func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.PassOnTTLMs = f.u32()
 	m.PassOnValue, _ = f.bin()
 	m.PassOnLockDelayMs = f.u32()
+	m.Trace = f.trace()
 	return f.done("Release")
 }
 

@@ -65,6 +65,13 @@ func fill(r *rand.Rand, v reflect.Value) {
 		v.SetBool(r.IntN(2) == 1)
 	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		v.SetUint(randUint(r, uint64(1)<<(v.Type().Bits()-1)<<1-1))
+	case reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			fill(r, v.Index(i))
+		}
+		if v.Type() == reflect.TypeFor[[16]byte]() && v.Index(0).Uint() == 0 {
+			v.Index(0).SetUint(1) // a trace id is never zero when set (TraceContext.IsZero)
+		}
 	case reflect.Slice:
 		n := r.IntN(6)
 		if n == 0 {

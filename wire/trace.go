@@ -1,0 +1,84 @@
+package wire
+
+import (
+	"fmt"
+)
+
+// TraceContextLen is the encoded size of a TraceContext: a 16-byte trace
+// id, an 8-byte span id and one flags byte, W3C Trace Context's
+// traceparent in binary.
+const TraceContextLen = 25
+
+// TraceFlagSampled is TraceContext.Flags' sampled bit (W3C trace-flags).
+const TraceFlagSampled = 0x01
+
+// TraceContext is the W3C trace context (traceparent) of the client span
+// that sent a request, so that the node's spans join the client's trace.
+// Its zero value is "untraced": it is then left out of the frame, which
+// stays byte for byte what an untraced client sends, and what a node that
+// predates it reads.
+type TraceContext struct {
+	// TraceID is the trace's id; all zero is invalid (untraced).
+	TraceID [16]byte
+	// SpanID is the id of the client span the request belongs to.
+	SpanID [8]byte
+	// Flags are the W3C trace-flags: TraceFlagSampled asks the node to
+	// record its spans.
+	Flags byte
+}
+
+// IsZero reports whether t carries no trace (the field is then omitted).
+func (t *TraceContext) IsZero() bool { return t.TraceID == [16]byte{} }
+
+// Sampled reports whether the client sampled the trace.
+func (t *TraceContext) Sampled() bool { return t.Flags&TraceFlagSampled != 0 }
+
+// writeTrace writes t as a bin field of TraceContextLen bytes.
+func (w *fieldWriter) trace(t *TraceContext) {
+	var b [TraceContextLen]byte
+	copy(b[:16], t.TraceID[:])
+	copy(b[16:24], t.SpanID[:])
+	b[24] = t.Flags
+	if w.err == nil {
+		w.err = w.e.EncodeBytesLen(len(b))
+	}
+	if w.err == nil {
+		_, w.err = w.e.Writer().Write(b[:])
+	}
+}
+
+// trace reads a trace context field: absent, nil or empty is the zero
+// value; otherwise it must be exactly TraceContextLen bytes. It reads
+// into a fixed array, so a traced request costs no allocation here.
+func (f *fieldReader) trace() TraceContext {
+	var t TraceContext
+	if !f.next() {
+		return t
+	}
+	if err := checkStrLen(f.d); err != nil {
+		f.err = err
+		return t
+	}
+	n, err := f.d.DecodeBytesLen()
+	if err != nil {
+		f.err = err
+		return t
+	}
+	switch n {
+	case -1, 0:
+		return t
+	case TraceContextLen:
+	default:
+		f.err = fmt.Errorf("trace context of %d bytes, want %d", n, TraceContextLen)
+		return t
+	}
+	var b [TraceContextLen]byte
+	if err := f.d.ReadFull(b[:]); err != nil {
+		f.err = err
+		return t
+	}
+	copy(t.TraceID[:], b[:16])
+	copy(t.SpanID[:], b[16:24])
+	t.Flags = b[24]
+	return t
+}
