@@ -1,7 +1,11 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // TraceContextLen is the encoded size of a TraceContext: a 16-byte trace
@@ -73,7 +77,7 @@ func (f *fieldReader) trace() TraceContext {
 		return t
 	}
 	var b [TraceContextLen]byte
-	if err := f.d.ReadFull(b[:]); err != nil {
+	if err := readFull(f.d, b[:]); err != nil {
 		f.err = err
 		return t
 	}
@@ -81,4 +85,24 @@ func (f *fieldReader) trace() TraceContext {
 	copy(t.SpanID[:], b[16:24])
 	t.Flags = b[24]
 	return t
+}
+
+// readFull reads len(b) bytes of d's input into b: straight from the
+// bytes.Reader a body is decoded from, so that b stays on the caller's
+// stack (io.ReadFull and the Decoder's ReadFull take it through an interface,
+// which moves it to the heap).
+func readFull(d *msgpack.Decoder, b []byte) error {
+	br, ok := d.Buffered().(*bytes.Reader)
+	if !ok {
+		tmp := make([]byte, len(b))
+		if err := d.ReadFull(tmp); err != nil {
+			return err
+		}
+		copy(b, tmp)
+		return nil
+	}
+	if n, _ := br.Read(b); n < len(b) {
+		return io.ErrUnexpectedEOF
+	}
+	return nil
 }
