@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net"
@@ -311,6 +312,13 @@ type Config struct {
 	// ConsensusLimits bound what the consensus core takes from a peer
 	// (config_consensus.go).
 	ConsensusLimits
+	// Tracing configures OpenTelemetry spans and their OTLP exporter
+	// (tracing.go); off by default.
+	Tracing Tracing `json:"tracing,omitzero"`
+	// TracerProvider, when set, is the tracer provider the node's spans
+	// go to instead of Tracing's exporter (an embedder's, or a test's
+	// in-memory recorder); the embedder shuts it down.
+	TracerProvider trace.TracerProvider `json:"-"`
 
 	// storeFS, when set, is the filesystem the store uses (tests inject
 	// storage faults with it).

@@ -30,6 +30,9 @@ func (c *Config) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("gossip_timing: %q is neither %q nor %q", c.GossipTiming, GossipLAN, GossipLocal))
 	}
+	if err := c.Tracing.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.NodeID == 0 {
 		errs = append(errs, errors.New("node_id must be set and nonzero"))
 	}
