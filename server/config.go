@@ -382,7 +382,8 @@ func (c Config) Check() error {
 const Redacted = "[redacted]"
 
 // LogValue implements slog.LogValuer: the configuration as JSON with every
-// namespace secret replaced by Redacted, so that logging a Config never
+// namespace secret (and the tracing exporter's header values, which
+// carry API keys) replaced by Redacted, so that logging a Config never
 // reveals a secret.
 func (c Config) LogValue() slog.Value {
 	c.Namespaces = append([]Namespace(nil), c.Namespaces...)
@@ -397,6 +398,7 @@ func (c Config) LogValue() slog.Value {
 	if len(c.GossipOldKeys) > 0 {
 		c.GossipOldKeys = []string{Redacted}
 	}
+	c.Tracing = c.Tracing.redacted()
 	b, err := json.Marshal(c)
 	if err != nil {
 		return slog.StringValue("unprintable config: " + err.Error())

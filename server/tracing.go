@@ -35,6 +35,19 @@ type Tracing struct {
 	Headers map[string]string `json:"headers,omitempty"`
 }
 
+// redacted is t with its header values replaced by Redacted, for logs.
+func (t Tracing) redacted() Tracing {
+	if len(t.Headers) == 0 {
+		return t
+	}
+	h := make(map[string]string, len(t.Headers))
+	for k := range t.Headers {
+		h[k] = Redacted
+	}
+	t.Headers = h
+	return t
+}
+
 // tracingFlushTimeout bounds how long shutdown waits for the last spans
 // to be exported.
 const tracingFlushTimeout = 5 * time.Second

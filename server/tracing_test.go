@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -207,5 +209,19 @@ func TestTracingExporterShutdown(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("stop took %v", d)
+	}
+}
+
+// TestTracingHeadersRedacted checks that the logged configuration hides
+// the exporter's header values (API keys).
+func TestTracingHeadersRedacted(t *testing.T) {
+	cfg := Config{Tracing: Tracing{OTLPEndpoint: "collector:4318", Headers: map[string]string{"x-api-key": "hunter2"}}}
+	raw, _ := cfg.LogValue().Any().(json.RawMessage)
+	out := string(raw)
+	if strings.Contains(out, "hunter2") || !strings.Contains(out, "x-api-key") {
+		t.Fatalf("logged config: %s", out)
+	}
+	if cfg.Tracing.Headers["x-api-key"] != "hunter2" {
+		t.Fatal("redacting changed the configuration")
 	}
 }
