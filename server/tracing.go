@@ -80,7 +80,9 @@ func (t Tracing) validate() error {
 	return errors.Join(errs...)
 }
 
-func isURL(s string) bool { return len(s) > 7 && (s[:7] == "http://" || (len(s) > 8 && s[:8] == "https://")) }
+func isURL(s string) bool {
+	return len(s) > 7 && (s[:7] == "http://" || (len(s) > 8 && s[:8] == "https://"))
+}
 
 // nodeTracing is the node's tracer and what to shut down with the node;
 // Server.tracing is nil when tracing is off.
