@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -80,9 +81,8 @@ func (t Tracing) validate() error {
 	return errors.Join(errs...)
 }
 
-func isURL(s string) bool {
-	return len(s) > 7 && (s[:7] == "http://" || (len(s) > 8 && s[:8] == "https://"))
-}
+// isURL reports whether an otlp_endpoint is a URL rather than host:port.
+func isURL(s string) bool { return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") }
 
 // nodeTracing is the node's tracer and what to shut down with the node;
 // Server.tracing is nil when tracing is off.
