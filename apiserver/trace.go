@@ -17,15 +17,15 @@ const traceHeader = "traceparent"
 // traceOf is the trace context of an API request's traceparent header
 // (W3C Trace Context), to carry down the in-process session like a
 // native client's (wire.Acquire.Trace); zero when the header is absent or
-// malformed. A request without the header costs one header lookup.
-func traceOf(h http.Header) wire.TraceContext {
+// malformed (nil). A request without the header costs one header lookup.
+func traceOf(h http.Header) *wire.TraceContext {
 	if h.Get(traceHeader) == "" {
-		return wire.TraceContext{}
+		return nil
 	}
 	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(h))
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
-		return wire.TraceContext{}
+		return nil
 	}
-	return wire.TraceContext{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: byte(sc.TraceFlags())}
+	return &wire.TraceContext{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: byte(sc.TraceFlags())}
 }

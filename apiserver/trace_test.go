@@ -25,7 +25,7 @@ func TestTraceparentHeader(t *testing.T) {
 		SpanID:  [8]byte{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
 		Flags:   wire.TraceFlagSampled,
 	}
-	if tc != want {
+	if tc == nil || *tc != want {
 		t.Fatalf("traceparent read as %+v, want %+v", tc, want)
 	}
 	h.Set("traceparent", "00-not-a-trace-01")

@@ -102,8 +102,8 @@ func (c *Client) injectTrace(ctx context.Context, m wire.Message) {
 	tc := wire.TraceContext{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: byte(sc.TraceFlags())}
 	switch m := m.(type) {
 	case *wire.Acquire:
-		m.Trace = tc
+		m.Trace = &tc
 	case *wire.Release:
-		m.Trace = tc
+		m.Trace = &tc
 	}
 }

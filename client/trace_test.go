@@ -95,7 +95,7 @@ func TestTraceInjected(t *testing.T) {
 	c.injectTrace(ctx, acq)
 	c.injectTrace(ctx, rel)
 	want := wire.TraceContext{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Flags: wire.TraceFlagSampled}
-	if acq.Trace != want || rel.Trace != want {
+	if acq.Trace == nil || rel.Trace == nil || *acq.Trace != want || *rel.Trace != want {
 		t.Fatalf("injected %+v and %+v, want %+v", acq.Trace, rel.Trace, want)
 	}
 	untraced := &wire.Acquire{}

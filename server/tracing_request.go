@@ -14,13 +14,17 @@ import (
 
 // traceContextOf is the trace context a request carries (zero if none).
 func traceContextOf(m wire.Message) wire.TraceContext {
+	var tc *wire.TraceContext
 	switch m := m.(type) {
 	case *wire.Acquire:
-		return m.Trace
+		tc = m.Trace
 	case *wire.Release:
-		return m.Trace
+		tc = m.Trace
 	}
-	return wire.TraceContext{}
+	if tc == nil {
+		return wire.TraceContext{}
+	}
+	return *tc
 }
 
 // remoteParent is ctx with tc as its remote parent span (ctx itself when

@@ -151,7 +151,8 @@ func attr(sp sdktrace.ReadOnlySpan, key string) string {
 // TestTracingOffNoRequestWork checks that with tracing off the request
 // path starts nothing: Server.tracing is nil, so a request gets no
 // Trace, and a traced frame decodes with no allocation beyond an
-// untraced one's (wire.TestTraceDecodeAllocs covers the decoder).
+// untraced one's; wire.TestTraceDecodeAllocs checks that an untraced
+// frame decodes with no allocation for the field.
 func TestTracingOffNoRequestWork(t *testing.T) {
 	nt, err := newTracing(Config{NodeID: 1})
 	if err != nil || nt != nil {
@@ -162,7 +163,7 @@ func TestTracingOffNoRequestWork(t *testing.T) {
 	if gt := on.startRequest(&wire.Acquire{Key: "k"}, r, "Acquire"); gt != nil {
 		t.Fatal("an untraced request with sample_ratio 0 was traced")
 	}
-	unsampled := &wire.Acquire{Key: "k", Trace: wire.TraceContext{TraceID: [16]byte{1}, SpanID: [8]byte{1}}}
+	unsampled := &wire.Acquire{Key: "k", Trace: &wire.TraceContext{TraceID: [16]byte{1}, SpanID: [8]byte{1}}}
 	if gt := on.startRequest(unsampled, r, "Acquire"); gt != nil {
 		t.Fatal("a request the client did not sample was traced")
 	}

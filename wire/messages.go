@@ -224,8 +224,10 @@ type Acquire struct {
 	WaitedMs uint32
 	// Trace is the client span's trace context (see TraceContext): the
 	// node's spans for this request join that trace. A trailing field
-	// omitted when zero, so an untraced acquire's frame is unchanged.
-	Trace TraceContext
+	// omitted when nil or zero, so an untraced acquire's frame is
+	// unchanged. A pointer: an untraced Acquire stays in its allocation
+	// size class, and decoding one allocates nothing for it.
+	Trace *TraceContext
 }
 
 func (*Acquire) wireMessage() {}
@@ -285,7 +287,7 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(uint64(m.WaitedMs))
 	}
 	if n > 15 {
-		w.trace(&m.Trace)
+		w.trace(m.Trace)
 	}
 	return w.err
 }
@@ -488,8 +490,8 @@ type Release struct {
 	PassOnLockDelayMs uint32
 	// Trace is the client span's trace context (see Acquire.Trace): the
 	// release's grant to a waiter shows in the release's trace. A
-	// trailing field after PassOnLockDelayMs, omitted when zero.
-	Trace TraceContext
+	// trailing field after PassOnLockDelayMs, omitted when nil or zero.
+	Trace *TraceContext
 }
 
 func (*Release) wireMessage() {}
@@ -530,7 +532,7 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.bin(m.PassOnValue)
 		if traced {
 			w.uint(uint64(m.PassOnLockDelayMs))
-			w.trace(&m.Trace)
+			w.trace(m.Trace)
 			return w.err
 		}
 		w.optionalUint(uint64(m.PassOnLockDelayMs))

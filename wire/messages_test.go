@@ -54,6 +54,9 @@ func randString(r *rand.Rand) string {
 func fill(r *rand.Rand, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
 		fill(r, v.Elem())
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {

@@ -18,9 +18,9 @@ const TraceFlagSampled = 0x01
 
 // TraceContext is the W3C trace context (traceparent) of the client span
 // that sent a request, so that the node's spans join the client's trace.
-// Its zero value is "untraced": it is then left out of the frame, which
-// stays byte for byte what an untraced client sends, and what a node that
-// predates it reads.
+// A nil or zero one is "untraced": it is then left out of the frame,
+// which stays byte for byte what an untraced client sends, and what a
+// node that predates it reads.
 type TraceContext struct {
 	// TraceID is the trace's id; all zero is invalid (untraced).
 	TraceID [16]byte
@@ -31,11 +31,12 @@ type TraceContext struct {
 	Flags byte
 }
 
-// IsZero reports whether t carries no trace (the field is then omitted).
-func (t *TraceContext) IsZero() bool { return t.TraceID == [16]byte{} }
+// IsZero reports whether t (which may be nil) carries no trace (the
+// field is then omitted).
+func (t *TraceContext) IsZero() bool { return t == nil || t.TraceID == [16]byte{} }
 
 // Sampled reports whether the client sampled the trace.
-func (t *TraceContext) Sampled() bool { return t.Flags&TraceFlagSampled != 0 }
+func (t *TraceContext) Sampled() bool { return t != nil && t.Flags&TraceFlagSampled != 0 }
 
 // writeTrace writes t as a bin field of TraceContextLen bytes.
 func (w *fieldWriter) trace(t *TraceContext) {
@@ -51,36 +52,35 @@ func (w *fieldWriter) trace(t *TraceContext) {
 	}
 }
 
-// trace reads a trace context field: absent, nil or empty is the zero
-// value; otherwise it must be exactly TraceContextLen bytes. It reads
-// into a fixed array, so a traced request costs no allocation here.
-func (f *fieldReader) trace() TraceContext {
-	var t TraceContext
+// trace reads a trace context field: absent, nil or empty is nil (no
+// allocation); otherwise it must be exactly TraceContextLen bytes.
+func (f *fieldReader) trace() *TraceContext {
 	if !f.next() {
-		return t
+		return nil
 	}
 	if err := checkStrLen(f.d); err != nil {
 		f.err = err
-		return t
+		return nil
 	}
 	n, err := f.d.DecodeBytesLen()
 	if err != nil {
 		f.err = err
-		return t
+		return nil
 	}
 	switch n {
 	case -1, 0:
-		return t
+		return nil
 	case TraceContextLen:
 	default:
 		f.err = fmt.Errorf("trace context of %d bytes, want %d", n, TraceContextLen)
-		return t
+		return nil
 	}
 	var b [TraceContextLen]byte
 	if err := readFull(f.d, b[:]); err != nil {
 		f.err = err
-		return t
+		return nil
 	}
+	t := new(TraceContext)
 	copy(t.TraceID[:], b[:16])
 	copy(t.SpanID[:], b[16:24])
 	t.Flags = b[24]

@@ -8,9 +8,9 @@ import (
 func TestTraceContextRoundTrip(t *testing.T) {
 	tc := TraceContext{TraceID: [16]byte{9, 8, 7}, SpanID: [8]byte{1}, Flags: TraceFlagSampled}
 	for _, m := range []Message{
-		&Acquire{Key: "k", Owner: Owner{1, 2}, Weight: 1, Trace: tc},
-		&Release{Key: "k", Owner: Owner{1, 2}, Token: 3, Trace: tc},
-		&Release{Key: "k", Owner: Owner{1, 2}, Token: 3, PassOnID: 4, PassOnLockDelayMs: 5, Trace: tc},
+		&Acquire{Key: "k", Owner: Owner{1, 2}, Weight: 1, Trace: &tc},
+		&Release{Key: "k", Owner: Owner{1, 2}, Token: 3, Trace: &tc},
+		&Release{Key: "k", Owner: Owner{1, 2}, Token: 3, PassOnID: 4, PassOnLockDelayMs: 5, Trace: &tc},
 	} {
 		b, err := AppendBody(nil, m)
 		if err != nil {
@@ -23,16 +23,32 @@ func TestTraceContextRoundTrip(t *testing.T) {
 		if err := DecodeInto(b, got); err != nil {
 			t.Fatal(err)
 		}
-		var gt TraceContext
+		var gt *TraceContext
 		switch g := got.(type) {
 		case *Acquire:
 			gt = g.Trace
 		case *Release:
 			gt = g.Trace
 		}
-		if gt != tc || !gt.Sampled() {
+		if gt == nil || *gt != tc || !gt.Sampled() {
 			t.Fatalf("%T: trace %+v, want %+v", m, gt, tc)
 		}
+	}
+}
+
+// TestTraceContextOmitted checks that a nil or zero trace context leaves
+// the frame as an untraced one.
+func TestTraceContextOmitted(t *testing.T) {
+	plain, err := AppendBody(nil, &Acquire{Key: "k", Owner: Owner{1, 2}, Weight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	zero, err := AppendBody(nil, &Acquire{Key: "k", Owner: Owner{1, 2}, Weight: 1, Trace: &TraceContext{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(plain) != string(zero) {
+		t.Fatalf("a zero trace context changed the body: %x, want %x", zero, plain)
 	}
 }
 
@@ -44,10 +60,11 @@ func TestTraceContextBadLength(t *testing.T) {
 	}
 }
 
-// TestTraceDecodeAllocs checks that the trace context costs a decoder no
-// allocation: it is read into a fixed array.
+// TestTraceDecodeAllocs checks that an untraced Acquire decodes with no
+// allocation (the field is a nil pointer), and a traced one with one, the
+// trace context itself.
 func TestTraceDecodeAllocs(t *testing.T) {
-	body, err := AppendBody(nil, &Acquire{Key: "k", Owner: Owner{1, 2}, Weight: 1, Trace: TraceContext{TraceID: [16]byte{1}}})
+	body, err := AppendBody(nil, &Acquire{Key: "k", Owner: Owner{1, 2}, Weight: 1, Trace: &TraceContext{TraceID: [16]byte{1}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,9 +74,9 @@ func TestTraceDecodeAllocs(t *testing.T) {
 	}
 	var m Acquire
 	c := NewCodec()
-	traced := testing.AllocsPerRun(100, func() { _ = c.DecodeInto(body, &m) })
 	untraced := testing.AllocsPerRun(100, func() { _ = c.DecodeInto(plain, &m) })
-	if traced > untraced {
-		t.Fatalf("decoding a trace context allocates: %.1f allocs traced, %.1f untraced", traced, untraced)
+	traced := testing.AllocsPerRun(100, func() { _ = c.DecodeInto(body, &m) })
+	if untraced != 0 || traced > 1 {
+		t.Fatalf("decoding allocates %.1f untraced, %.1f traced; want 0 and at most 1", untraced, traced)
 	}
 }

@@ -121,8 +121,8 @@ func frameVectors() []frameVector {
 		{"state-check-token", TypeState, 23, &State{Key: "order:42", Token: tok}},
 		{"release-hand-off-lock-delay", TypeRelease, 24, &Release{Key: "order:42", Owner: owner, Token: tok, PassOnID: 8, PassOnTTLMs: 30000, PassOnLockDelayMs: 5000}},
 		{"acquire-resent-waited", TypeAcquire, 25, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 12, WaitedMs: 1500}},
-		{"acquire-traced", TypeAcquire, 26, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 13, Trace: vectorTrace}},
-		{"release-traced", TypeRelease, 27, &Release{Key: "order:42", Owner: owner, Token: tok, Trace: vectorTrace}},
+		{"acquire-traced", TypeAcquire, 26, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 13, Trace: &vectorTrace}},
+		{"release-traced", TypeRelease, 27, &Release{Key: "order:42", Owner: owner, Token: tok, Trace: &vectorTrace}},
 	}
 }
 
