@@ -3,6 +3,7 @@ package wire
 import (
 	"errors"
 	"testing"
+	"unsafe"
 )
 
 func TestTraceContextRoundTrip(t *testing.T) {
@@ -78,5 +79,14 @@ func TestTraceDecodeAllocs(t *testing.T) {
 	traced := testing.AllocsPerRun(100, func() { _ = c.DecodeInto(body, &m) })
 	if untraced != 0 || traced > 1 {
 		t.Fatalf("decoding allocates %.1f untraced, %.1f traced; want 0 and at most 1", untraced, traced)
+	}
+}
+
+// TestTraceKeepsSizeClasses checks that the Trace pointer keeps Acquire
+// and Release in the 96-byte allocation size class they had without it,
+// so that untraced requests cost no more memory.
+func TestTraceKeepsSizeClasses(t *testing.T) {
+	if a, r := unsafe.Sizeof(Acquire{}), unsafe.Sizeof(Release{}); a > 96 || r > 96 {
+		t.Fatalf("Acquire %d bytes, Release %d: over the 96-byte size class", a, r)
 	}
 }
