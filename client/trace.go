@@ -73,8 +73,9 @@ func outcomeOf(err error) string {
 	return "error"
 }
 
-// tracing reports whether m's calls are traced.
-func (m *Mutex) tracing() bool { return m.c != nil && m.c.tracer != nil }
+// tracing reports whether m's calls are traced (a nil *Mutex's are not:
+// its calls return their error untraced).
+func (m *Mutex) tracing() bool { return m != nil && m.c != nil && m.c.tracer != nil }
 
 // traced runs call as the span op of the mutex m: directly when tracing
 // is off (one nil check), else within a span that ends with its outcome.
