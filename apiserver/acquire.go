@@ -28,6 +28,7 @@ func (s *Service) Acquire(ctx context.Context, req *connect.Request[paxlockv1.Ac
 	if err != nil {
 		return nil, err
 	}
+	m.Trace = traceOf(req.Header())
 	start := time.Now()
 	var grants chan wire.Granted
 	if m.Blocking() {

@@ -236,7 +236,7 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.Re
 	if q.Owner == "" {
 		return nil, invalid("release: empty owner")
 	}
-	m := &wire.Release{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Token: q.Token}
+	m := &wire.Release{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Token: q.Token, Trace: traceOf(req.Header())}
 	if err := m.Validate(); err != nil {
 		return nil, invalid("release: " + err.Error())
 	}

@@ -5,6 +5,7 @@ import (
 	crand "crypto/rand"
 	"crypto/tls"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net"
@@ -95,6 +96,18 @@ type Config struct {
 	// new fencing token, when nobody from elsewhere waits for it. See
 	// "Local queueing" in client/USAGE.md.
 	LocalQueue bool
+	// TracerProvider, when set, turns tracing on: a span per lock call
+	// (Lock, TryLock, Unlock, Renew, SetValue and the semaphore's and
+	// read-write lock's, which are Mutex calls underneath), whose trace
+	// context travels in the request so that the nodes' spans join the
+	// trace. Nil (the default) is off and costs nothing. Only the
+	// OpenTelemetry API is used: the caller brings the SDK and exporter.
+	TracerProvider trace.TracerProvider
+	// TraceKeys adds the lock's key to its spans (attribute paxlock.key).
+	// Off by default: keys may name customers or resources, and spans
+	// leave the process; spans always carry the key's hash
+	// (paxlock.key_hash), which joins them to the nodes' spans and logs.
+	TraceKeys bool
 }
 
 // EnsureDefaults fills every unset field with its default (as New does),
@@ -158,9 +171,12 @@ func (cfg *Config) validate() error {
 // process and namespace and share it: it is safe for concurrent use.
 type Client struct {
 	cfg Config
-	log *slog.Logger
-	id  uint64 // wire.ClientIDOf(key)
-	key string // the Hello's ClientKey: never logged
+	// tracer is nil when tracing is off (Config.TracerProvider): see
+	// trace.go.
+	tracer trace.Tracer
+	log    *slog.Logger
+	id     uint64 // wire.ClientIDOf(key)
+	key    string // the Hello's ClientKey: never logged
 
 	// ctx is the context of the client's own background work (view
 	// refreshes, renewals, clean-ups); it carries internalKey, so that
@@ -251,6 +267,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	cfg.Registry = slices.Clone(cfg.Registry)
 	cfg.EnsureDefaults()
 	c := &Client{
+		tracer:    tracerOf(cfg.TracerProvider),
 		cfg:       cfg,
 		done:      make(chan struct{}),
 		stopped:   make(chan struct{}),

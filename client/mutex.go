@@ -125,12 +125,22 @@ func (m *Mutex) Owner() wire.Owner {
 // A reentrant Lock on a handle whose lock was lost returns an error
 // wrapping ErrLockLost; Unlock as many times as Lock succeeded before
 // locking again.
-func (m *Mutex) Lock(ctx context.Context) error { return m.lock(ctx, true) }
+func (m *Mutex) Lock(ctx context.Context) error {
+	if m.tracing() {
+		return m.traced(ctx, "paxlock.Lock", func(ctx context.Context) error { return m.lock(ctx, true) })
+	}
+	return m.lock(ctx, true)
+}
 
 // TryLock takes the lock if it is free (or already held by this handle)
 // and returns at once otherwise with a *LockedError, which wraps ErrLocked
 // and names the holder. ctx bounds the request, retries included.
-func (m *Mutex) TryLock(ctx context.Context) error { return m.lock(ctx, false) }
+func (m *Mutex) TryLock(ctx context.Context) error {
+	if m.tracing() {
+		return m.traced(ctx, "paxlock.TryLock", func(ctx context.Context) error { return m.lock(ctx, false) })
+	}
+	return m.lock(ctx, false)
+}
 
 // Unlock undoes one Lock. The lock is released on the server when the
 // count reaches zero. It returns an error wrapping ErrNotHeld if the handle
@@ -138,6 +148,14 @@ func (m *Mutex) TryLock(ctx context.Context) error { return m.lock(ctx, false) }
 // count still drops). If the release cannot reach the cluster, the handle
 // forgets the lock anyway and the server frees it when its TTL runs out.
 func (m *Mutex) Unlock(ctx context.Context) error {
+	if m.tracing() {
+		return m.traced(ctx, "paxlock.Unlock", m.unlock)
+	}
+	return m.unlock(ctx)
+}
+
+// unlock is Unlock.
+func (m *Mutex) unlock(ctx context.Context) error {
 	if err := m.check(); err != nil {
 		return err
 	}
@@ -197,6 +215,14 @@ func (m *Mutex) unlockHeld(ctx context.Context, lc *ownerLock) error {
 // wrapping ErrNotHeld if the handle does not hold the lock, or ErrLockLost
 // if the server says it is no longer the holder (Lost is then closed).
 func (m *Mutex) Renew(ctx context.Context, ttl time.Duration) error {
+	if m.tracing() {
+		return m.traced(ctx, "paxlock.Renew", func(ctx context.Context) error { return m.renew(ctx, ttl) })
+	}
+	return m.renew(ctx, ttl)
+}
+
+// renew is Renew.
+func (m *Mutex) renew(ctx context.Context, ttl time.Duration) error {
 	if err := m.check(); err != nil {
 		return err
 	}
@@ -227,6 +253,14 @@ func (m *Mutex) Renew(ctx context.Context, ttl time.Duration) error {
 // ErrLockLost like Renew. On an error the held value is unchanged, unless
 // the error is a timeout (the Renew's fate is then unknown).
 func (m *Mutex) SetValue(ctx context.Context, v string) error {
+	if m.tracing() {
+		return m.traced(ctx, "paxlock.SetValue", func(ctx context.Context) error { return m.setValue(ctx, v) })
+	}
+	return m.setValue(ctx, v)
+}
+
+// setValue is SetValue.
+func (m *Mutex) setValue(ctx context.Context, v string) error {
 	if err := m.check(); err != nil {
 		return err
 	}

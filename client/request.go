@@ -80,6 +80,7 @@ func (c *Client) doEach(ctx context.Context, op, key string, hash uint64, typ wi
 		// under way, waited out within ctx without using up retries.
 		moving int
 	)
+	c.injectTrace(ctx, m)
 	stop := c.stopFor(ctx)
 	for attempt := 0; ; attempt++ {
 		if isDone(stop) {

@@ -194,6 +194,7 @@ func (w *worker) wait(r *Request, key string, ks *keyState, held bool, now time.
 	ks.waiters = append(ks.waiters, nil)
 	copy(ks.waiters[i+1:], ks.waiters[i:])
 	ks.waiters[i] = q
+	r.mark(StageQueued, wire.StatusLockWait, nil)
 	w.respond(r, wire.Response{Status: wire.StatusLockWait, QueueLen: uint32(len(ks.waiters))})
 	// A free key with waiters (say, the head timed out at the wrong
 	// moment) is handed on at once.

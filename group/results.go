@@ -35,6 +35,9 @@ func (w *worker) propose(ks *keyState, p *pending) {
 	ks.busy = true
 	p.term = w.term
 	cmd := appendCommand(make([]byte, 0, p.cmd.sizeHint()), &p.cmd)
+	if p.traced() {
+		p.markProposed()
+	}
 	w.g.px.Submit(cmd, func(res paxos.Result) {
 		w.post(event{kind: evResult, pend: p, res: res})
 	})
@@ -90,6 +93,9 @@ func (w *worker) onResult(p *pending, res paxos.Result) {
 	ks.busy = false
 	now := w.clock.Now()
 	out, _ := res.Value.(*outcome)
+	if p.traced() {
+		p.markCommitted(committedStatus(out, res.Err))
+	}
 	if res.Err != nil || out == nil {
 		w.notApplied(ks, p, res.Err, now)
 	} else {
@@ -310,6 +316,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 		if q.req.Sink != nil {
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
 		}
+		q.req.mark(StageGranted, wire.StatusSuccess, traceOf(p.req))
 		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner, p.cmd.grants[j].value)
 	}
 	ks.waiters = w.dropWaiters(ks.waiters)

@@ -104,6 +104,8 @@ type Request struct {
 	// answer tells Config.Observer how long it took. An int64 rather than
 	// a time.Time keeps Request in its allocation size class.
 	Start int64
+	// Trace, when not nil, follows the request for tracing (trace.go).
+	Trace *Trace
 }
 
 // nanoBase is the origin of Nanotime.

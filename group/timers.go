@@ -118,6 +118,7 @@ func (w *worker) timeOut(q *waiter) {
 	q.gone = true
 	if q.req.Sink != nil {
 		q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: q.req.Key, Status: wire.StatusTimeout, Owner: q.req.Owner})
+		q.req.mark(StageGranted, wire.StatusTimeout, nil)
 	}
 }
 

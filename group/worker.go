@@ -321,6 +321,7 @@ func (w *worker) handle(e *event) {
 // server stamped it.
 func (w *worker) respond(r *Request, resp wire.Response) {
 	if r != nil && r.Sink != nil {
+		r.mark(StageResponded, resp.Status, nil)
 		r.Sink.Respond(r.ReqID, resp)
 		if obs := w.obs; obs != nil && r.Start != 0 {
 			obs.Responded(r.Op, resp.Status, time.Duration(Nanotime()-r.Start))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net"
@@ -316,6 +317,13 @@ type Config struct {
 	// ConsensusLimits bound what the consensus core takes from a peer
 	// (config_consensus.go).
 	ConsensusLimits
+	// Tracing configures OpenTelemetry spans and their OTLP exporter
+	// (tracing.go); off by default.
+	Tracing Tracing `json:"tracing,omitzero"`
+	// TracerProvider, when set, is the tracer provider the node's spans
+	// go to instead of Tracing's exporter (an embedder's, or a test's
+	// in-memory recorder); the embedder shuts it down.
+	TracerProvider trace.TracerProvider `json:"-"`
 
 	// storeFS, when set, is the filesystem the store uses (tests inject
 	// storage faults with it).
@@ -379,7 +387,8 @@ func (c Config) Check() error {
 const Redacted = "[redacted]"
 
 // LogValue implements slog.LogValuer: the configuration as JSON with every
-// namespace secret replaced by Redacted, so that logging a Config never
+// namespace secret (and the tracing exporter's header values, which
+// carry API keys) replaced by Redacted, so that logging a Config never
 // reveals a secret.
 func (c Config) LogValue() slog.Value {
 	c.Namespaces = append([]Namespace(nil), c.Namespaces...)
@@ -394,6 +403,7 @@ func (c Config) LogValue() slog.Value {
 	if len(c.GossipOldKeys) > 0 {
 		c.GossipOldKeys = []string{Redacted}
 	}
+	c.Tracing = c.Tracing.redacted()
 	b, err := json.Marshal(c)
 	if err != nil {
 		return slog.StringValue("unprintable config: " + err.Error())

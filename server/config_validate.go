@@ -34,6 +34,9 @@ func (c *Config) Validate() error {
 	if c.AuditKeep > group.MaxAuditKeep {
 		errs = append(errs, fmt.Errorf("audit_keep: %d, at most %d", c.AuditKeep, group.MaxAuditKeep))
 	}
+	if err := c.Tracing.validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.NodeID == 0 {
 		errs = append(errs, errors.New("node_id must be set and nonzero"))
 	}

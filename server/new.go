@@ -37,7 +37,12 @@ func New(cfg Config, log *slog.Logger) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
+	tracing, err := newTracing(cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := newServer(cfg, log, sec, secrets, verifiers)
+	s.tracing = tracing
 	var undo cleanups
 	defer func() {
 		if err != nil {

@@ -79,8 +79,14 @@ func (c *conn) submit(f wire.Frame, raw []byte, m wire.Message) {
 		return
 	}
 	if forward {
+		if s.tracing != nil {
+			s.tracing.relayed(m, r, f.Type.String(), uint32(s.view.Load().Groups[g].Master))
+		}
 		c.forward(g, raw, f.ReqID)
 		return
+	}
+	if s.tracing != nil {
+		r.Trace = s.tracing.startRequest(m, r, f.Type.String())
 	}
 	s.svc.Submit(r)
 }

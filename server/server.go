@@ -31,6 +31,8 @@ type Server struct {
 	host  *host.Host
 	tr    *tcpnet.Transport
 	svc   *group.Service
+	// tracing is the node's tracer (tracing.go); nil when tracing is off.
+	tracing *nodeTracing
 
 	// The cluster's nodes (members.go): book is the address book of the
 	// live nodes, placeIDs the active members placement uses (nil: the
@@ -262,6 +264,7 @@ func (s *Server) shutdown(ctx context.Context) error {
 	s.svc.Close()
 	errs = append(errs, s.tr.Close())
 	errs = append(errs, s.store.Close())
+	errs = append(errs, s.tracing.stop(ctx))
 	return errors.Join(errs...)
 }
 

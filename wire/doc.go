@@ -52,10 +52,10 @@
 //	type  name           dir   body fields
 //	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent, [Via, ClientKey]
 //	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID,
-//	                           [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs]
+//	                           [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs, Trace]
 //	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects, SetValue, Value]
 //	0x04  Release        c→s   Key, Owner, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue,
-//	                           PassOnLockDelayMs]
+//	                           PassOnLockDelayMs, Trace]
 //	0x05  State          c→s   Key, [Redirects, Token]
 //	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]
 //	0x07  Unwatch        c→s   Key, WatchID, [Redirects]

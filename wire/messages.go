@@ -167,6 +167,9 @@ func (m *Hello) Validate() error {
 // MASTER_REDIRECT, NO_MASTER, OVERLOADED, TIMEOUT, BAD_REQUEST,
 // AUTH_FAILED, ERROR.
 type Acquire struct {
+	// The fields are declared in the order that packs the struct (an
+	// untraced Acquire fits 96 bytes); the wire order is the encoder's,
+	// as doc.go lists it.
 	// Key is the lock's name within the connection's namespace.
 	Key string
 	// Owner is who will hold the lock.
@@ -180,27 +183,27 @@ type Acquire struct {
 	// so a heavier waiter goes first unless a lighter one has waited
 	// longer than their weights' difference is worth.
 	Weight uint8
+	// Redirects counts the MASTER_REDIRECTs this request followed, or is
+	// ForwardNow; see Routed.
+	Redirects uint8
 	// TTLMs is how long the lock lives without a renewal, in milliseconds;
 	// 0 asks for the server's default. The server enforces its bounds.
 	TTLMs uint32
 	// MaxWaitMs is how long the request may wait in the key's queue: 0 is a
 	// try-lock (never queued), WaitForever has no deadline.
 	MaxWaitMs uint32
+	// Permits is how many permits a semaphore acquire (Kind semaphore)
+	// takes, at least 1 and at most Limit; 0 for locks. A trailing field.
+	Permits uint32
 	// WaitID names this wait in Granted and CancelWait: chosen by the
 	// client, nonzero and unique within its ClientID when MaxWaitMs > 0,
 	// and kept when the request is re-sent to a new master.
 	WaitID uint64
-	// Redirects counts the MASTER_REDIRECTs this request followed, or is
-	// ForwardNow; see Routed.
-	Redirects uint8
 	// Value is the holder value the grant carries (at most MaxValueLen
 	// bytes, opaque to the server): returned by State, in LOCK_OCCUPIED
 	// and in watch events. A reacquire replaces the holder's value. It is
 	// a trailing field omitted when empty, so an older server ignores it.
 	Value string
-	// Permits is how many permits a semaphore acquire (Kind semaphore)
-	// takes, at least 1 and at most Limit; 0 for locks. A trailing field.
-	Permits uint32
 	// Limit is the semaphore's permit total as the caller knows it: it
 	// sets the total when the semaphore has no holders, and must equal
 	// the total otherwise (BAD_REQUEST with Response.Permits the total
@@ -222,6 +225,12 @@ type Acquire struct {
 	// change. Like Weight it is the client's word: a namespace's clients
 	// are trusted with their order. A trailing field omitted when 0.
 	WaitedMs uint32
+	// Trace is the client span's trace context (see TraceContext): the
+	// node's spans for this request join that trace. A trailing field
+	// omitted when nil or zero, so an untraced acquire's frame is
+	// unchanged. A pointer: an untraced Acquire stays in its allocation
+	// size class, and decoding one allocates nothing for it.
+	Trace *TraceContext
 }
 
 func (*Acquire) wireMessage() {}
@@ -251,6 +260,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if m.WaitedMs != 0 {
 		n = 15
 	}
+	if !m.Trace.IsZero() {
+		n = 16
+	}
 	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
@@ -277,6 +289,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if n > 14 {
 		w.uint(uint64(m.WaitedMs))
 	}
+	if n > 15 {
+		w.trace(m.Trace)
+	}
 	return w.err
 }
 
@@ -299,6 +314,7 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.Limit = f.u32()
 	m.LockDelayMs = f.u32()
 	m.WaitedMs = f.u32()
+	m.Trace = f.trace()
 	return f.done("Acquire")
 }
 
@@ -475,6 +491,10 @@ type Release struct {
 	// the pass-on's, omitted when 0; a server that predates it ignores
 	// it.
 	PassOnLockDelayMs uint32
+	// Trace is the client span's trace context (see Acquire.Trace): the
+	// release's grant to a waiter shows in the release's trace. A
+	// trailing field after PassOnLockDelayMs, omitted when nil or zero.
+	Trace *TraceContext
 }
 
 func (*Release) wireMessage() {}
@@ -492,8 +512,11 @@ func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
 	// The pass-on tail is written whole when any of its fields is set.
-	tail := m.PassOnID != 0 || m.PassOnTTLMs != 0 || m.PassOnValue != "" || m.PassOnLockDelayMs != 0
+	traced := !m.Trace.IsZero()
+	tail := traced || m.PassOnID != 0 || m.PassOnTTLMs != 0 || m.PassOnValue != "" || m.PassOnLockDelayMs != 0
 	switch {
+	case traced:
+		w.array(10)
 	case m.PassOnLockDelayMs != 0:
 		w.array(9)
 	case tail:
@@ -510,6 +533,11 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(m.PassOnID)
 		w.uint(uint64(m.PassOnTTLMs))
 		w.bin(m.PassOnValue)
+		if traced {
+			w.uint(uint64(m.PassOnLockDelayMs))
+			w.trace(m.Trace)
+			return w.err
+		}
 		w.optionalUint(uint64(m.PassOnLockDelayMs))
 		return w.err
 	}
@@ -530,6 +558,7 @@ func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.PassOnTTLMs = f.u32()
 	m.PassOnValue, _ = f.bin()
 	m.PassOnLockDelayMs = f.u32()
+	m.Trace = f.trace()
 	return f.done("Release")
 }
 

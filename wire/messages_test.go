@@ -54,6 +54,9 @@ func randString(r *rand.Rand) string {
 func fill(r *rand.Rand, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Pointer:
+		if v.IsNil() {
+			v.Set(reflect.New(v.Type().Elem()))
+		}
 		fill(r, v.Elem())
 	case reflect.Struct:
 		for i := 0; i < v.NumField(); i++ {
@@ -65,6 +68,13 @@ func fill(r *rand.Rand, v reflect.Value) {
 		v.SetBool(r.IntN(2) == 1)
 	case reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
 		v.SetUint(randUint(r, uint64(1)<<(v.Type().Bits()-1)<<1-1))
+	case reflect.Array:
+		for i := 0; i < v.Len(); i++ {
+			fill(r, v.Index(i))
+		}
+		if v.Type() == reflect.TypeFor[[16]byte]() && v.Index(0).Uint() == 0 {
+			v.Index(0).SetUint(1) // a trace id is never zero when set (TraceContext.IsZero)
+		}
 	case reflect.Slice:
 		n := r.IntN(6)
 		if n == 0 {
@@ -209,7 +219,7 @@ func TestDecodeToleratesExtraFields(t *testing.T) {
 		msgpack.RawMessage{0xc7, 0x03, 0x05, 0x01, 0x02, 0x03}, // ext8
 		uint64(math.MaxUint64), int64(math.MinInt64),
 	}
-	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, "", 0, 0, 0, 0}, extras...)
+	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, "", 0, 0, 0, 0, nil}, extras...) // nil: no Trace
 	body := rawArray(t, vals...)
 	var got Acquire
 	if err := DecodeInto(body, &got); err != nil {

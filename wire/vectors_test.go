@@ -121,7 +121,17 @@ func frameVectors() []frameVector {
 		{"state-check-token", TypeState, 23, &State{Key: "order:42", Token: tok}},
 		{"release-hand-off-lock-delay", TypeRelease, 24, &Release{Key: "order:42", Owner: owner, Token: tok, PassOnID: 8, PassOnTTLMs: 30000, PassOnLockDelayMs: 5000}},
 		{"acquire-resent-waited", TypeAcquire, 25, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 12, WaitedMs: 1500}},
+		{"acquire-traced", TypeAcquire, 26, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 13, Trace: &vectorTrace}},
+		{"release-traced", TypeRelease, 27, &Release{Key: "order:42", Owner: owner, Token: tok, Trace: &vectorTrace}},
 	}
+}
+
+// vectorTrace is the traced vectors' trace context: W3C's example
+// traceparent 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01.
+var vectorTrace = TraceContext{
+	TraceID: [16]byte{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+	SpanID:  [8]byte{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+	Flags:   TraceFlagSampled,
 }
 
 // scramExchange is one SCRAM-SHA-256 exchange's four messages.
@@ -199,6 +209,29 @@ var fieldNames = map[Type]string{
 	TypeLost:             "Key, Token, Owner.Client, Owner.ID, Event",
 	TypeWatchEvent:       "WatchID, Key, Event, Token, Holder.Client, Holder.ID, [Value]",
 	TypeViewChanged:      "Version, Groups [[Master, Addr, Epoch]...], Nodes [[ID, Addr, Alive]...]",
+}
+
+// tracedFieldNames names the fields of a message that carries a trace
+// context: all its trailing fields up to Trace, which follows them.
+var tracedFieldNames = map[Type]string{
+	TypeAcquire: "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs, Trace]",
+	TypeRelease: "Key, Owner.Client, Owner.ID, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue, PassOnLockDelayMs, Trace]",
+}
+
+// vectorFieldNames names v's fields: tracedFieldNames for a traced
+// message, so that the untraced vectors read as they always have.
+func vectorFieldNames(v frameVector) string {
+	switch m := v.msg.(type) {
+	case *Acquire:
+		if !m.Trace.IsZero() {
+			return tracedFieldNames[v.typ]
+		}
+	case *Release:
+		if !m.Trace.IsZero() {
+			return tracedFieldNames[v.typ]
+		}
+	}
+	return fieldNames[v.typ]
 }
 
 // hashVectors are the (namespace, key) pairs whose KeyHash, GroupOf and
@@ -299,7 +332,7 @@ func renderVectors() (string, error) {
 			return "", fmt.Errorf("%s: %w", v.name, err)
 		}
 		fmt.Fprintf(&b, "frame %s\ntype 0x%02x %s\nreqid %d\nfields %s\nbody %s\nhex %s\n\n",
-			v.name, uint8(v.typ), v.typ, v.reqID, fieldNames[v.typ], fields, spacedHex(frame))
+			v.name, uint8(v.typ), v.typ, v.reqID, vectorFieldNames(v), fields, spacedHex(frame))
 	}
 	for _, p := range hashVectors {
 		h := KeyHash(p[0], p[1])
