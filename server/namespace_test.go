@@ -5,30 +5,37 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/paxlock/paxlock/wire"
 )
 
 func adminDo(t *testing.T, method, url string, body any) int {
 	t.Helper()
-	var rd *bytes.Reader
+	var b []byte
 	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	} else {
-		rd = bytes.NewReader(nil)
+		b, _ = json.Marshal(body)
 	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
+	// 503: the group the change goes to is between masters (a loaded
+	// machine lets a lease lapse); the change was not made, and is sent
+	// again, as an operator's tool does.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		req, err := http.NewRequest(method, url, bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return resp.StatusCode
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	return resp.StatusCode
 }
 
 // Namespaces live in lock group 0 (Paxos group 1): a change made through any node is

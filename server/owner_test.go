@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/paxlock/paxlock/wire"
@@ -16,30 +17,52 @@ import (
 func TestOwnersBoundToSessions(t *testing.T) {
 	t.Parallel()
 	tc := startCluster(t, 3)
-	const key = "owned"
-	mi := tc.masterIndex("ns", key)
-	master := tc.nodes[mi].cfg.self().Client
-	other := tc.nodes[(mi+1)%3].cfg.self().Client
-
-	holder := dialRaw(t, master)
-	if r := holder.hello("ns", "s3cret", 1); r.Status != wire.StatusSuccess {
-		t.Fatalf("holder hello: %+v", r)
-	}
+	// The setup needs the key's master to stay put from the acquire to
+	// the queued wait; a master change in between (a lease lapsing on a
+	// loaded machine) starts it again on another key.
+	var (
+		key, master, other string
+		holder, waiter     *rawConn
+		tok                uint64
+	)
 	owner := wire.Owner{Client: cid(1), ID: 1}
-	r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: owner, Weight: 1, TTLMs: 60000})
-	if r.Status != wire.StatusSuccess {
-		t.Fatalf("acquire: %+v", r)
-	}
-	tok := r.Token
-	if w := holder.call(wire.TypeWatch, &wire.Watch{Key: key, WatchID: 5, Token: tok}); w.Status != wire.StatusSuccess {
-		t.Fatalf("watch: %+v", w)
-	}
-	waiter := dialRaw(t, master)
-	waiter.hello("ns", "s3cret", 2)
 	waitOwner := wire.Owner{Client: cid(2), ID: 1}
-	if w := waiter.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: waitOwner, Weight: 1, TTLMs: 60000,
-		MaxWaitMs: wire.WaitForever, WaitID: 77}); w.Status != wire.StatusLockWait {
-		t.Fatalf("blocking acquire: %+v", w)
+	moved := func(st wire.Status) bool { return st == wire.StatusMasterRedirect || st == wire.StatusNoMaster }
+	for try := 0; ; try++ {
+		key = fmt.Sprintf("owned-%d", try)
+		mi := tc.masterIndex("ns", key)
+		master = tc.nodes[mi].cfg.self().Client
+		other = tc.nodes[(mi+1)%3].cfg.self().Client
+		holder = dialRaw(t, master)
+		if r := holder.hello("ns", "s3cret", 1); r.Status != wire.StatusSuccess {
+			t.Fatalf("holder hello: %+v", r)
+		}
+		r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: owner, Weight: 1, TTLMs: 60000})
+		if try < 2 && moved(r.Status) {
+			continue
+		}
+		if r.Status != wire.StatusSuccess {
+			t.Fatalf("acquire: %+v", r)
+		}
+		tok = r.Token
+		w := holder.call(wire.TypeWatch, &wire.Watch{Key: key, WatchID: 5, Token: tok})
+		if try < 2 && moved(w.Status) {
+			continue
+		}
+		if w.Status != wire.StatusSuccess {
+			t.Fatalf("watch: %+v", w)
+		}
+		waiter = dialRaw(t, master)
+		waiter.hello("ns", "s3cret", 2)
+		w = waiter.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: waitOwner, Weight: 1, TTLMs: 60000,
+			MaxWaitMs: wire.WaitForever, WaitID: 77})
+		if try < 2 && moved(w.Status) {
+			continue
+		}
+		if w.Status != wire.StatusLockWait {
+			t.Fatalf("blocking acquire: %+v", w)
+		}
+		break
 	}
 
 	unchanged := func(when string) {
