@@ -8,12 +8,11 @@ import (
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/client/recipe"
-	"github.com/paxlock/paxlock/paxlocktest"
 )
 
 func TestRecipeReentrantMutex(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
 	m := recipe.NewMutex(c, "nr:a")
@@ -51,7 +50,7 @@ func TestRecipeReentrantMutex(t *testing.T) {
 
 func TestRecipeReentrantProcessMutex(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
 	a, b := recipe.NewProcessMutex(c, "nr:p"), recipe.NewProcessMutex(c, "nr:p")
@@ -74,7 +73,7 @@ func TestRecipeReentrantProcessMutex(t *testing.T) {
 
 func TestRecipeUpgradable(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	u := recipe.NewUpgradableRWMutex(cl.Client(t), "up:a")
 	reader := recipe.NewUpgradableRWMutex(cl.Client(t), "up:a")
@@ -128,7 +127,7 @@ func TestRecipeUpgradable(t *testing.T) {
 // Two readers that both upgrade finish, one after the other: no deadlock.
 func TestRecipeUpgradableTwoUpgraders(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	errs := make(chan error, 2)
 	var writing atomic.Int32
@@ -159,7 +158,7 @@ func TestRecipeUpgradableTwoUpgraders(t *testing.T) {
 
 func TestRecipeUpgradableModes(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 1)
+	cl := newCluster(t, 1)
 	ctx := testCtx(t)
 	u := recipe.NewUpgradableRWMutex(cl.Client(t), "up:modes")
 	if err := u.Upgrade(ctx); !errors.Is(err, recipe.ErrInvalid) {

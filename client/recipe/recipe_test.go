@@ -61,7 +61,7 @@ func expectBlocked(t *testing.T, what string, f func(context.Context) error) {
 
 func TestRecipeLatch(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	waiter := recipe.NewLatch(cl.Client(t), "latch:a", 3)
 	if n, err := waiter.Count(ctx); err != nil || n != 3 {
@@ -104,7 +104,7 @@ func TestRecipeLatch(t *testing.T) {
 // the waiter, then leave nothing behind.
 func TestRecipeLatchCloseWaitsForWaiters(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
 	waited := make(chan error, 1)
@@ -147,7 +147,7 @@ func TestRecipeLatchCloseWaitsForWaiters(t *testing.T) {
 // permits: the rest find the latch open and do nothing.
 func TestRecipeLatchConcurrentCountDown(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
 	for range 10 {
@@ -170,7 +170,7 @@ func TestRecipeLatchConcurrentCountDown(t *testing.T) {
 
 func TestRecipeLatchBounds(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	c := cl.Client(t)
 	for _, n := range []int{0, -1} {
@@ -204,7 +204,7 @@ func TestRecipeLatchBounds(t *testing.T) {
 
 func TestRecipeLatchMasterChange(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	a := recipe.NewLatch(cl.Client(t), "latch:m", 2)
 	if err := a.CountDown(ctx); err != nil {
@@ -229,7 +229,7 @@ func TestRecipeLatchMasterChange(t *testing.T) {
 
 func TestRecipeBarrier(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	b := recipe.NewBarrier(cl.Client(t), "barrier:a")
 	other := recipe.NewBarrier(cl.Client(t), "barrier:a")
@@ -264,7 +264,7 @@ func TestRecipeBarrier(t *testing.T) {
 
 func TestRecipeDoubleBarrier(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	if err := recipe.NewDoubleBarrier(cl.Client(t), "db:zero", 0).Enter(ctx); !errors.Is(err, recipe.ErrInvalid) {
 		t.Fatalf("Enter with n=0 = %v, want ErrInvalid", err)
@@ -306,7 +306,7 @@ func TestRecipeDoubleBarrier(t *testing.T) {
 
 func TestRecipeDoubleBarrierMasterChangeBeforeFull(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	first := recipe.NewDoubleBarrier(cl.Client(t), "db:m", 2)
 	entered := make(chan error, 1)
@@ -349,7 +349,7 @@ func TestRecipeDoubleBarrierMasterChangeBeforeFull(t *testing.T) {
 // CountDown go on with the new master.
 func TestRecipeLatchIsolatedMaster(t *testing.T) {
 	t.Parallel()
-	cl := paxlocktest.NewCluster(t, 3)
+	cl := newCluster(t, 3)
 	ctx := testCtx(t)
 	a := recipe.NewLatch(cl.Client(t), "latch:iso", 2)
 	if err := a.CountDown(ctx); err != nil {

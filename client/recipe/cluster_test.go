@@ -1,0 +1,22 @@
+package recipe_test
+
+import (
+	"testing"
+
+	"github.com/paxlock/paxlock/paxlocktest"
+)
+
+// clusterSlots bounds the clusters the package's parallel tests run at
+// once: each is three nodes of 15 groups under -race, and more than two
+// beside the other packages' tests starve their leases on a 2-core
+// machine (masters lapse, tests see NO_MASTER).
+var clusterSlots = make(chan struct{}, 2)
+
+// newCluster starts an n-node cluster for t once a slot is free, and
+// frees the slot when t's cluster is gone.
+func newCluster(t *testing.T, n int) *paxlocktest.Cluster {
+	t.Helper()
+	clusterSlots <- struct{}{}
+	t.Cleanup(func() { <-clusterSlots }) // runs after the cluster's own cleanup
+	return paxlocktest.NewCluster(t, n)
+}
