@@ -4,20 +4,10 @@ BIN     := bin
 RUNDIR  ?= .run
 TEST_PARALLEL ?= 4
 BENCH_CPU_BUDGET ?= 0.5
-# make test's two lists. The plain list is the packages that import the
-# standard library alone (the consensus core and its 2,000-seed
-# simulation, which -race would slow several times); every other package
-# is in the race list, so that no dependency (protobuf, connect, msgpack,
-# net/http, x/crypto) is compiled in both flavours. The race list starts
-# with the longest-running test binaries: go test compiles and starts
-# packages in the order listed, so the node's tests (server, the long
-# pole) begin while the smaller packages still compile.
-PLAIN_PKGS := ./paxos ./internal/invariants ./internal/codec ./internal/buildinfo ./backup
-RACE_PKGS := ./server/... ./client/... ./apiserver/... ./paxos/host/... ./cmd/... ./group/... ./paxlocktest/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./...
-# The package lists, computed when a recipe needs them (go list drops the
-# duplicates of ./..., keeping the first place of each).
-PLAIN_LIST = $(shell $(GO) list $(PLAIN_PKGS))
-RACE_LIST = $(filter-out $(PLAIN_LIST),$(shell $(GO) list $(RACE_PKGS)))
+RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./cmd/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./paxlocktest/... ./apiserver/...
+# The package lists, computed when a recipe needs them.
+RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
+PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
 
 .PHONY: api-gen restart size-check all build static docker-image docker-up docker-down docker-test test test-short vet fmt-check mod-check lint run stop bench bench-soak bench-ab pgo bench-failover failover-check e2e hostile backup-check chaos fuzz console-test
 
@@ -86,11 +76,11 @@ size-check:
 	if [ -n "$$big" ]; then echo "files over 700 lines (split them by job):"; echo "$$big"; exit 1; fi
 
 # test runs every test once, with the consensus core's invariants checked
-# after every step (-tags invariants, internal/invariants): every package
-# under -race but those of PLAIN_PKGS (the single-threaded core and its
-# 2,000-seed simulation, importing the standard library alone), so that
-# no dependency (Pebble, gnet, protobuf, net/http...) is compiled in two
-# flavours. The two
+# after every step (-tags invariants, internal/invariants): the packages
+# that run goroutines or link the node (RACE_PKGS, the commands among
+# them) under -race, the others (the single-threaded core and its
+# 2,000-seed simulation among them) without, so that the dependency tree
+# (Pebble, gnet, memberlist...) is compiled in one flavour only. The two
 # lists run at once: the plain list's compile and the core's simulation
 # fill the CPU the race list leaves idle while its nodes wait on leases
 # and the network. The race list's output streams; the plain list's

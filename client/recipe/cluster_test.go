@@ -7,10 +7,11 @@ import (
 )
 
 // clusterSlots bounds the clusters the package's parallel tests run at
-// once: each is three nodes of 15 groups under -race, and more than two
-// beside the other packages' tests starve their leases on a 2-core
-// machine (masters lapse, tests see NO_MASTER).
-var clusterSlots = make(chan struct{}, 2)
+// once to one: each is three nodes of 15 groups under -race, and two or
+// more beside the server package's tests starve leases on a 2-core
+// machine (masters lapse, tests see NO_MASTER). A test's work outside
+// its cluster still overlaps the others'.
+var clusterSlots = make(chan struct{}, 1)
 
 // newCluster starts an n-node cluster for t once a slot is free, and
 // frees the slot when t's cluster is gone.

@@ -18,7 +18,6 @@ import (
 // never gets the ticks it needs to become master, however long it runs;
 // once the clock moves, it is elected, serves, and commits.
 func TestHostRunsOnInjectedClock(t *testing.T) {
-	t.Parallel()
 	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)

@@ -58,7 +58,6 @@ func (tc *testCluster) members(id paxos.NodeID, g paxos.GroupID, want ...paxos.N
 // (the set is recorded with every applied instance) and with one that
 // checkpoints (recorded at checkpoints, the changes above replayed).
 func TestClusterMembershipAddRemove(t *testing.T) {
-	t.Parallel()
 	t.Run("write-through", func(t *testing.T) { testClusterMembership(t, 0) })
 	t.Run("checkpoints", func(t *testing.T) { testClusterMembership(t, 3) })
 }
@@ -127,7 +126,6 @@ func testClusterMembership(t *testing.T, ckptEvery uint64) {
 // member set recorded, as data written before member sets existed: it
 // loads with Config.Peers, serves, and records the set again.
 func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
-	t.Parallel()
 	tc := newTestCluster(t, 3, 1, 0)
 	tc.put(1, "a", "1")
 	tc.waitValue(2, 1, "a", "1")
@@ -163,7 +161,6 @@ func TestClusterLoadsDataWithoutMemberSet(t *testing.T) {
 // take itself for a member (with the set it joined with, it would, and
 // could win an election in a group whose log never added it).
 func TestClusterJoinIdleGroup(t *testing.T) {
-	t.Parallel()
 	tc := newTestCluster(t, 3, 1, 0)
 	for _, id := range []paxos.NodeID{1, 2, 3} {
 		m, err := loadMembership(tc.nodes[id].store.SMReader(1))

@@ -334,7 +334,6 @@ func (tc *testCluster) waitValue(id paxos.NodeID, g paxos.GroupID, k, v string) 
 }
 
 func TestClusterCommitsAllGroups(t *testing.T) {
-	t.Parallel()
 	tc := newTestCluster(t, 3, 15, 0)
 	for g := paxos.GroupID(1); g <= 15; g++ {
 		tc.put(g, "k", fmt.Sprint(g))
@@ -347,7 +346,6 @@ func TestClusterCommitsAllGroups(t *testing.T) {
 }
 
 func TestClusterKillAndRestart(t *testing.T) {
-	t.Parallel()
 	// A short log forces the restarted replica to catch up by snapshot.
 	tc := newTestCluster(t, 3, 3, 20)
 	for g := paxos.GroupID(1); g <= 3; g++ {
@@ -374,7 +372,6 @@ func TestClusterKillAndRestart(t *testing.T) {
 }
 
 func TestClusterFullRestartKeepsChosen(t *testing.T) {
-	t.Parallel()
 	tc := newTestCluster(t, 3, 2, 0)
 	for i := range 20 {
 		tc.put(1, fmt.Sprintf("k%d", i), "v")
@@ -402,7 +399,6 @@ func TestClusterFullRestartKeepsChosen(t *testing.T) {
 // replica that was down past the truncation point catches up by a snapshot
 // taken at a checkpoint.
 func TestClusterCheckpointsReplayAfterCrash(t *testing.T) {
-	t.Parallel()
 	mem := vfs.NewCrashableMem()
 	tc := newTestCluster(t, 3, 2, 20, func(tc *testCluster) {
 		tc.ckptEvery = 7

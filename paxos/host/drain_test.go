@@ -17,7 +17,6 @@ import (
 // delivery never shares its array with the one the loop keeps as spare
 // (were it to, a delivery would write into the slice the loop reads).
 func TestDrainSkipsIdleGroups(t *testing.T) {
-	t.Parallel()
 	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: testutil.Logger(), MemTableSize: 4 << 20, CacheSize: 8 << 20})
 	if err != nil {
 		t.Fatal(err)

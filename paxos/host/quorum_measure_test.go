@@ -38,7 +38,6 @@ func (a *acceptedCount) Close() error { return a.next.Close() }
 //
 //	PAXLOCK_MEASURE_QS=1 go test -count=1 -run TestMeasureQuorumSyncCounts -v ./paxos/host/
 func TestMeasureQuorumSyncCounts(t *testing.T) {
-	t.Parallel()
 	if os.Getenv("PAXLOCK_MEASURE_QS") == "" {
 		t.Skip("a measurement: set PAXLOCK_MEASURE_QS=1")
 	}

@@ -32,7 +32,6 @@ func (tc *testCluster) syncs(id paxos.NodeID) int64 { return tc.nodes[id].obs.(*
 // (5 s), so that a loaded machine does not turn the non-voter into a voter
 // mid-run.
 func TestClusterQuorumSync(t *testing.T) {
-	t.Parallel()
 	tc := newTestCluster(t, 3, 1, 0, func(tc *testCluster) {
 		tc.quorumSync = true
 		tc.retransmit = 500

@@ -16,7 +16,6 @@ import (
 // and its proposals fail with that error) instead of serving the partial
 // state, while the other replicas go on committing.
 func TestClusterSnapshotLoadFailStops(t *testing.T) {
-	t.Parallel()
 	tc := newTestCluster(t, 3, 1, 20, func(tc *testCluster) {
 		tc.failLoads = map[paxos.NodeID]bool{2: true}
 	})
@@ -56,7 +55,6 @@ func TestClusterSnapshotLoadFailStops(t *testing.T) {
 // that a replica did not ask for (a peer's, of an instance far ahead)
 // leaves its keyspace as it was: no install begins.
 func TestClusterUnaskedSnapshotRefused(t *testing.T) {
-	t.Parallel()
 	tc := newTestCluster(t, 3, 1, 0)
 	tc.put(1, "k", "v")
 	tc.waitValue(1, 1, "k", "v")

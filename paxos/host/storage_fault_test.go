@@ -86,7 +86,6 @@ func isStorageStop(err error) bool {
 // the failed replica never voted for a write it had not made durable, and
 // after a restart on a healthy disk it catches up and serves again.
 func TestClusterStorageFailureFailStops(t *testing.T) {
-	t.Parallel()
 	const groups = 6
 	faults := paxostest.WALFaults()
 	logs := testutil.NewErrorCounter()
@@ -229,7 +228,6 @@ func TestClusterStorageFailureFailStops(t *testing.T) {
 // whose WAL write fails (its followers never see the Accept, so nothing
 // can choose it) fails with the storage error.
 func TestClusterStorageFailureFailsPending(t *testing.T) {
-	t.Parallel()
 	faults := paxostest.WALFaults()
 	spy := &voteSpy{accepted: map[[2]uint64]paxos.Ballot{}, promised: map[paxos.GroupID]paxos.Ballot{}}
 	tc := newTestCluster(t, 3, 3, 0, func(tc *testCluster) {

@@ -97,7 +97,6 @@ func (b *contractBatch) SyncWait() error {
 // proposal is applied; no batch is touched between its Apply and its
 // SyncWait; every Apply is synced by the time the Host stops.
 func TestHostOverStorageInterface(t *testing.T) {
-	t.Parallel()
 	st, err := pebblestore.Open(t.TempDir(), pebblestore.Options{Logger: testutil.Logger()})
 	if err != nil {
 		t.Fatal(err)
