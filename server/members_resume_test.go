@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,21 +93,28 @@ func (tc *testCluster) converged(id uint32, state group.MemberState, want []uint
 	}
 }
 
-// dieAfter makes node driver's member changes fail from group k on, as
-// if it died there, and returns a channel closed when it gets there.
-func dieAfter(tc *testCluster, driver uint32, k int) <-chan struct{} {
+// dieAfter makes the member change fail from group k on, as if its
+// driver died there, on the first node that drives it that far: the node
+// asked may lose group 0 for a lease on a loaded machine, and the next
+// master of group 0 resumes the change. It returns a channel closed when
+// a driver gets there and a function that names that driver.
+func dieAfter(tc *testCluster, k int) (<-chan struct{}, func() uint32) {
 	reached := make(chan struct{})
 	var once sync.Once
+	var driver atomic.Uint32
 	hook := func(node uint32, g int) error {
-		if node != driver || g < k {
+		if g < k {
 			return nil
 		}
-		once.Do(func() { close(reached) })
+		once.Do(func() { driver.Store(node); close(reached) })
+		if node != driver.Load() {
+			return nil
+		}
 		return errors.New("injected: the driving master died here")
 	}
 	tc.hooks.failGroupChange.Store(&hook)
 	tc.t.Cleanup(func() { tc.hooks.failGroupChange.Store(nil) })
-	return reached
+	return reached, driver.Load
 }
 
 // awaitClosed fails the test if ch is not closed within a minute.
@@ -155,13 +163,13 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 	tc.waitMemberList(3)
 	s4 := tc.startJoiner(4)
 	d := tc.systemMaster()
-	driver := d.cfg.NodeID
-	reached := dieAfter(tc, driver, k)
+	reached, driverOf := dieAfter(tc, k)
 	answer := adminAsync(http.MethodPost, "http://"+d.cfg.AdminAddr+"/members", s4.selfMember(group.MemberJoining))
 	awaitClosed(t, "the add's driver to reach group 6", reached)
 	if a := <-answer; a.code != http.StatusServiceUnavailable {
 		t.Errorf("the add, its driver failing from group %d on: %d %s %v", k, a.code, a.body, a.err)
 	}
+	driver := driverOf()
 	tc.stop(tc.indexOf(driver))
 	tc.converged(4, group.MemberActive, []uint32{1, 2, 3, 4}, 0)
 
@@ -169,18 +177,23 @@ func TestMemberChangeResumedByNextMaster(t *testing.T) {
 	// dies half-way.
 	tc.start(tc.indexOf(driver))
 	d = tc.systemMaster()
-	driver = d.cfg.NodeID
 	target := uint32(4)
-	if driver == target {
+	if d.cfg.NodeID == target {
 		target = 3
 	}
-	reached = dieAfter(tc, driver, k)
+	reached, driverOf = dieAfter(tc, k)
 	answer = adminAsync(http.MethodDelete, fmt.Sprintf("http://%s/members/%d", d.cfg.AdminAddr, target), nil)
 	awaitClosed(t, "the remove's driver to reach group 6", reached)
 	if a := <-answer; a.code != http.StatusServiceUnavailable {
 		t.Errorf("the remove, its driver failing from group %d on: %d %s %v", k, a.code, a.body, a.err)
 	}
-	if m, _ := d.svc.Member(target); m.State != group.MemberLeaving {
+	driver = driverOf()
+	if driver == target {
+		// The node being removed never drives its own removal past
+		// marking itself leaving (errLeaving).
+		t.Fatalf("node %d drove its own removal", target)
+	}
+	if m, _ := tc.nodes[tc.indexOf(driver)].svc.Member(target); m.State != group.MemberLeaving {
 		t.Errorf("node %d after a half-done remove: %+v, want leaving", target, m)
 	}
 	tc.stop(tc.indexOf(driver))
