@@ -214,14 +214,15 @@ func TestClientAgainstCluster(t *testing.T) {
 	})
 
 	t.Run("auto-renew keeps a short lock", func(t *testing.T) {
-		// A 2 s TTL renewed every ~0.7 s: a renewal would have to stall for
-		// more than a second and a half for the lock to go.
-		a := c1.Mutex("renew", client.TTL(2*time.Second), client.AutoRenew())
+		// A 4 s TTL renewed every ~1.3 s: a renewal would have to stall for
+		// nearly three seconds (a master change on a loaded machine takes
+		// a lease and an election) for the lock to go.
+		a := c1.Mutex("renew", client.TTL(4*time.Second), client.AutoRenew())
 		if err := a.Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		// Several TTLs pass; the lock stays with a.
-		deadline := time.Now().Add(5 * time.Second)
+		// Over two TTLs pass; the lock stays with a.
+		deadline := time.Now().Add(9 * time.Second)
 		for time.Now().Before(deadline) {
 			select {
 			case <-a.Lost():

@@ -78,7 +78,10 @@ func TestMoveDrivenByRegistry(t *testing.T) {
 	}, "a client of the namespace connects through the registries")
 	defer c.Close()
 
-	held := c.Mutex("held", client.TTL(5*time.Second))
+	// The hold must outlive the moves on a loaded machine: a move that
+	// freezes the namespace for longer than the TTL costs the holder its
+	// lock, as it should (its renewals wait out the freeze).
+	held := c.Mutex("held", client.TTL(time.Minute))
 	if err := held.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +154,7 @@ func TestMoveDrivenByRegistry(t *testing.T) {
 		if !held.Held() || held.Token() != tok {
 			t.Fatalf("after move %d the holder lost its lock (held %v, token %d, was %d)", i+1, held.Held(), held.Token(), tok)
 		}
-		if err := held.Renew(ctx, 5*time.Second); err != nil {
+		if err := held.Renew(ctx, time.Minute); err != nil {
 			t.Fatalf("after move %d the holder cannot renew at %s: %v", i+1, hop.to, err)
 		}
 		for k := range 20 {
