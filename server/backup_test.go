@@ -114,7 +114,10 @@ func fetchBackup(t testing.TB, admin, dir string) string {
 // in the backup, in every group.
 func TestBackupRestoreRoundTrip(t *testing.T) {
 	t.Parallel()
-	n := 10000
+	// Some 130 holds a group over two namespaces: every group's image
+	// has many records of both. A larger n only loads the machine, and
+	// starves the other tests' clusters of their leases.
+	n := 2000
 	if testing.Short() {
 		n = 1000
 	}
