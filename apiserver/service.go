@@ -71,7 +71,8 @@ type Service struct {
 	stop context.CancelFunc
 
 	mu       sync.Mutex
-	sessions map[string]*nsSession
+	sessions map[laneKey]*nsSession // lanes.go
+	holds    map[string]*nsHolds    // by namespace
 }
 
 var _ paxlockv1connect.LockServiceHandler = (*Service)(nil)
@@ -84,7 +85,7 @@ func New(node Node, o Options) *Service {
 	if o.MaxDrift <= 0 {
 		o.MaxDrift = 0.01
 	}
-	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), nodeID: nodeIDOf(node), sessions: make(map[string]*nsSession)}
+	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), nodeID: nodeIDOf(node), sessions: make(map[laneKey]*nsSession), holds: make(map[string]*nsHolds)}
 	s.life, s.stop = context.WithCancel(context.Background())
 	return s
 }
@@ -112,19 +113,20 @@ func (s *Service) Close() {
 	}
 }
 
-// open authenticates ctx's caller and returns its namespace's session,
-// opening it if needed.
-func (s *Service) open(ctx context.Context) (*nsSession, error) {
+// open authenticates ctx's caller and returns its namespace's session
+// for calls about key (its lane, lanes.go), opening it if needed.
+func (s *Service) open(ctx context.Context, key string) (*nsSession, error) {
 	c, err := s.authenticate(ctx)
 	if err != nil {
 		return nil, err
 	}
+	lane := s.laneOf(c.ns, key)
 	s.mu.Lock()
 	if s.sessions == nil {
 		s.mu.Unlock()
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("api service closed"))
 	}
-	ss := s.sessions[c.ns]
+	ss := s.sessions[lane]
 	if ss != nil {
 		select {
 		case <-ss.ready:
@@ -135,8 +137,13 @@ func (s *Service) open(ctx context.Context) (*nsSession, error) {
 		}
 	}
 	if ss == nil {
-		ss = newSession(c.ns)
-		s.sessions[c.ns] = ss
+		h := s.holds[c.ns]
+		if h == nil {
+			h = newHolds()
+			s.holds[c.ns] = h
+		}
+		ss = newSession(lane, h)
+		s.sessions[lane] = ss
 		var certNS []string
 		if s.node.BindsNamespaces() {
 			certNS = []string{c.ns} // authenticate checked the caller's certificate
@@ -159,8 +166,8 @@ func (s *Service) open(ctx context.Context) (*nsSession, error) {
 // forget drops ss from the sessions if it is still there.
 func (s *Service) forget(ss *nsSession) {
 	s.mu.Lock()
-	if s.sessions[ss.ns] == ss {
-		delete(s.sessions, ss.ns)
+	if s.sessions[ss.lane] == ss {
+		delete(s.sessions, ss.lane)
 	}
 	s.mu.Unlock()
 }
@@ -200,7 +207,7 @@ func (s *Service) routed(ctx context.Context, ss *nsSession, typ wire.Type, m wi
 
 // Renew implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Renew(ctx context.Context, req *connect.Request[paxlockv1.RenewRequest]) (*connect.Response[paxlockv1.RenewResponse], error) {
-	ss, err := s.open(ctx)
+	ss, err := s.open(ctx, req.Msg.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +235,7 @@ func (s *Service) Renew(ctx context.Context, req *connect.Request[paxlockv1.Rene
 
 // Release implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.ReleaseRequest]) (*connect.Response[paxlockv1.ReleaseResponse], error) {
-	ss, err := s.open(ctx)
+	ss, err := s.open(ctx, req.Msg.Key)
 	if err != nil {
 		return nil, err
 	}
@@ -252,11 +259,7 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.Re
 
 // State implements paxlockv1connect.LockServiceHandler.
 func (s *Service) State(ctx context.Context, req *connect.Request[paxlockv1.StateRequest]) (*connect.Response[paxlockv1.StateResponse], error) {
-	ss, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.state(ctx, ss, req.Msg.Key, 0)
+	r, ss, err := s.state(ctx, req.Msg.Key, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -269,14 +272,13 @@ func (s *Service) State(ctx context.Context, req *connect.Request[paxlockv1.Stat
 
 // CheckToken implements paxlockv1connect.LockServiceHandler.
 func (s *Service) CheckToken(ctx context.Context, req *connect.Request[paxlockv1.CheckTokenRequest]) (*connect.Response[paxlockv1.CheckTokenResponse], error) {
-	ss, err := s.open(ctx)
-	if err != nil {
+	if _, err := s.authenticate(ctx); err != nil {
 		return nil, err
 	}
 	if req.Msg.Token == 0 {
 		return nil, invalid("check token: token 0 is never granted")
 	}
-	r, err := s.state(ctx, ss, req.Msg.Key, req.Msg.Token)
+	r, _, err := s.state(ctx, req.Msg.Key, req.Msg.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -284,20 +286,22 @@ func (s *Service) CheckToken(ctx context.Context, req *connect.Request[paxlockv1
 	return connect.NewResponse(&paxlockv1.CheckTokenResponse{Current: current, State: lockState(r, wire.Owner{})}), nil
 }
 
-// state asks key's master for its state (with token: a token check).
-func (s *Service) state(ctx context.Context, ss *nsSession, key string, token uint64) (*wire.Response, error) {
+// state asks key's master for its state (with token: a token check),
+// over the session it returns; a read, sent again over a fresh session
+// if its session ends under it (readOnly).
+func (s *Service) state(ctx context.Context, key string, token uint64) (*wire.Response, *nsSession, error) {
 	m := &wire.State{Key: key, Token: token}
 	if err := m.Validate(); err != nil {
-		return nil, invalid("state: " + err.Error())
+		return nil, nil, invalid("state: " + err.Error())
 	}
-	r, err := s.routed(ctx, ss, wire.TypeState, m)
+	r, ss, err := s.readOnly(ctx, key, wire.TypeState, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r.Status != wire.StatusSuccess && r.Status != wire.StatusLockDeleted {
-		return nil, statusError("state", key, r)
+		return nil, nil, statusError("state", key, r)
 	}
-	return r, nil
+	return r, ss, nil
 }
 
 // invalid is an INVALID_ARGUMENT error with msg.

@@ -16,7 +16,7 @@ import (
 // events pushed to the stream as they come, dropped (Unwatch) when the
 // call ends.
 func (s *Service) Watch(ctx context.Context, req *connect.Request[paxlockv1.WatchRequest], stream *connect.ServerStream[paxlockv1.WatchEvent]) error {
-	ss, err := s.open(ctx)
+	ss, err := s.open(ctx, req.Msg.Key)
 	if err != nil {
 		return err
 	}
