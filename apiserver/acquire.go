@@ -20,10 +20,15 @@ const abandonTimeout = 5 * time.Second
 
 // Acquire implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Acquire(ctx context.Context, req *connect.Request[paxlockv1.AcquireRequest]) (*connect.Response[paxlockv1.AcquireResponse], error) {
-	ss, err := s.open(ctx, req.Msg.Key)
+	u := useCall
+	if req.Msg.WaitMs != 0 {
+		u = useWait // a blocking acquire (acquireOf)
+	}
+	ss, err := s.open(ctx, req.Msg.Key, u)
 	if err != nil {
 		return nil, err
 	}
+	defer ss.giveBack(u)
 	m, err := acquireOf(ss, req.Msg)
 	if err != nil {
 		return nil, err
@@ -201,7 +206,7 @@ func (s *Service) MultiAcquire(ctx context.Context, req *connect.Request[paxlock
 	if len(req.Msg.Keys) > 0 {
 		key = req.Msg.Keys[0]
 	}
-	ss, err := s.open(ctx, key)
+	ss, err := s.open(ctx, key, useCall)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
 	"github.com/paxlock/paxlock/api/paxlock/v1/paxlockv1connect"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/server"
 	"github.com/paxlock/paxlock/wire"
 )
 
@@ -170,4 +171,82 @@ func brokenRelayAttempt(t *testing.T, c *apiCluster, try int) bool {
 	}
 	_, _ = raw.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: k2, Owner: "waiter", Token: r2.r.Token}))
 	return true
+}
+
+// TestLanePoolExceedsConnBounds: on a node whose connections may keep 4
+// blocked acquires each (max_waits_per_conn), 10 API callers of one
+// namespace all queue for keys of one master, over the several sessions
+// the lane opens for them, and are all granted once their keys are
+// released: the per-connection bound does not bound the API's callers.
+func TestLanePoolExceedsConnBounds(t *testing.T) {
+	t.Parallel()
+	c, err := startCluster(1, func(_ string, cfg *server.Config) {
+		cfg.MaxWaitsPerConn = 4
+		for i := range cfg.Nodes {
+			cfg.Nodes[i].ClientTLS = "" // no TLS here
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	ctx := tctx(t)
+	const n = 10
+	holder, raw := c.client(0, testNS, testSecret), c.rawClient(0, testNS, testSecret)
+	tokens := make([]uint64, n)
+	for i := range n {
+		a, err := acquire(ctx, holder, &paxlockv1.AcquireRequest{Key: fmt.Sprintf("pool-%d", i), Owner: "holder", TtlMs: 30000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[i] = a.Token
+	}
+	type result struct {
+		i   int
+		r   *paxlockv1.AcquireResponse
+		err error
+	}
+	done := make(chan result, n)
+	for i := range n {
+		go func() {
+			r, err := acquire(ctx, raw, &paxlockv1.AcquireRequest{Key: fmt.Sprintf("pool-%d", i), Owner: "waiter", TtlMs: 30000, WaitMs: 25000})
+			done <- result{i, r, err}
+		}()
+	}
+	testutil.Eventually(t, 20*time.Second, func() bool {
+		select {
+		case r := <-done:
+			t.Fatalf("waiter %d answered while its key was held: %v, %v", r.i, r.r, r.err)
+		default:
+		}
+		for i := range n {
+			st, err := holder.State(ctx, connect.NewRequest(&paxlockv1.StateRequest{Key: fmt.Sprintf("pool-%d", i)}))
+			if err != nil || st.Msg.State.QueueLen != 1 {
+				return false
+			}
+		}
+		return true
+	}, "every waiter to queue")
+	c.apis[0].svc.mu.Lock()
+	sessions := 0
+	for lane, ss := range c.apis[0].svc.sessions {
+		if lane.ns == testNS {
+			sessions += len(ss)
+		}
+	}
+	c.apis[0].svc.mu.Unlock()
+	if sessions < 3 {
+		t.Fatalf("%d sessions carry %d waits of at most 4 each", sessions, n)
+	}
+	for i := range n {
+		if _, err := holder.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: fmt.Sprintf("pool-%d", i), Owner: "holder", Token: tokens[i]})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		r := <-done
+		if r.err != nil || r.r.Token <= tokens[r.i] {
+			t.Fatalf("waiter %d: %v, %v; want granted after the release", r.i, r.r, r.err)
+		}
+	}
 }

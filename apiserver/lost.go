@@ -99,7 +99,7 @@ func (s *Service) Holds(ctx context.Context, req *connect.Request[paxlockv1.Hold
 	if q.Owner == "" {
 		return invalid("holds: owner is empty")
 	}
-	ss, err := s.open(ctx, "")
+	ss, err := s.open(ctx, "", useCall)
 	if err != nil {
 		return err
 	}

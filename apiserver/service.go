@@ -71,8 +71,9 @@ type Service struct {
 	stop context.CancelFunc
 
 	mu       sync.Mutex
-	sessions map[laneKey]*nsSession // lanes.go
-	holds    map[string]*nsHolds    // by namespace
+	sessions map[laneKey][]*nsSession // each lane's, lanes.go
+	bounds   connBounds
+	holds    map[string]*nsHolds // by namespace
 }
 
 var _ paxlockv1connect.LockServiceHandler = (*Service)(nil)
@@ -85,7 +86,7 @@ func New(node Node, o Options) *Service {
 	if o.MaxDrift <= 0 {
 		o.MaxDrift = 0.01
 	}
-	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), nodeID: nodeIDOf(node), sessions: make(map[laneKey]*nsSession), holds: make(map[string]*nsHolds)}
+	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), nodeID: nodeIDOf(node), sessions: make(map[laneKey][]*nsSession), holds: make(map[string]*nsHolds), bounds: boundsOf(node)}
 	s.life, s.stop = context.WithCancel(context.Background())
 	return s
 }
@@ -102,20 +103,24 @@ func (s *Service) Handler() (string, http.Handler) {
 func (s *Service) Close() {
 	s.stop()
 	s.mu.Lock()
-	ss := s.sessions
+	lanes := s.sessions
 	s.sessions = nil
 	s.mu.Unlock()
-	for _, x := range ss {
-		<-x.ready
-		if x.sc != nil {
-			x.sc.Close(errors.New("api service closed"))
+	for _, ss := range lanes {
+		for _, x := range ss {
+			<-x.ready
+			if x.sc != nil {
+				x.sc.Close(errors.New("api service closed"))
+			}
 		}
 	}
 }
 
 // open authenticates ctx's caller and returns its namespace's session
-// for calls about key (its lane, lanes.go), opening it if needed.
-func (s *Service) open(ctx context.Context, key string) (*nsSession, error) {
+// for calls about key (its lane, lanes.go), opening it if needed, with u
+// counted on it: the caller gives a wait or a watch back
+// (nsSession.giveBack) when it ends, also on an error after open.
+func (s *Service) open(ctx context.Context, key string, u use) (*nsSession, error) {
 	c, err := s.authenticate(ctx)
 	if err != nil {
 		return nil, err
@@ -126,16 +131,7 @@ func (s *Service) open(ctx context.Context, key string) (*nsSession, error) {
 		s.mu.Unlock()
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("api service closed"))
 	}
-	ss := s.sessions[lane]
-	if ss != nil {
-		select {
-		case <-ss.ready:
-			if ss.failed() {
-				ss = nil
-			}
-		default:
-		}
-	}
+	ss := s.pickLocked(lane, u)
 	if ss == nil {
 		h := s.holds[c.ns]
 		if h == nil {
@@ -143,7 +139,8 @@ func (s *Service) open(ctx context.Context, key string) (*nsSession, error) {
 			s.holds[c.ns] = h
 		}
 		ss = newSession(lane, h)
-		s.sessions[lane] = ss
+		ss.take(u)
+		s.sessions[lane] = append(s.sessions[lane], ss)
 		var certNS []string
 		if s.node.BindsNamespaces() {
 			certNS = []string{c.ns} // authenticate checked the caller's certificate
@@ -154,21 +151,21 @@ func (s *Service) open(ctx context.Context, key string) (*nsSession, error) {
 	select {
 	case <-ss.ready:
 	case <-ctx.Done():
+		ss.giveBack(u)
 		return nil, ctxErr(ctx)
 	}
 	if ss.err != nil {
+		ss.giveBack(u)
 		s.forget(ss)
 		return nil, ss.openErr()
 	}
 	return ss, nil
 }
 
-// forget drops ss from the sessions if it is still there.
+// forget drops ss from its lane's sessions if it is still there.
 func (s *Service) forget(ss *nsSession) {
 	s.mu.Lock()
-	if s.sessions[ss.lane] == ss {
-		delete(s.sessions, ss.lane)
-	}
+	s.dropLocked(ss.lane, ss)
 	s.mu.Unlock()
 }
 
@@ -207,7 +204,7 @@ func (s *Service) routed(ctx context.Context, ss *nsSession, typ wire.Type, m wi
 
 // Renew implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Renew(ctx context.Context, req *connect.Request[paxlockv1.RenewRequest]) (*connect.Response[paxlockv1.RenewResponse], error) {
-	ss, err := s.open(ctx, req.Msg.Key)
+	ss, err := s.open(ctx, req.Msg.Key, useCall)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +232,7 @@ func (s *Service) Renew(ctx context.Context, req *connect.Request[paxlockv1.Rene
 
 // Release implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.ReleaseRequest]) (*connect.Response[paxlockv1.ReleaseResponse], error) {
-	ss, err := s.open(ctx, req.Msg.Key)
+	ss, err := s.open(ctx, req.Msg.Key, useCall)
 	if err != nil {
 		return nil, err
 	}

@@ -59,6 +59,11 @@ type nsSession struct {
 	// masters are the groups' masters' node ids in that view (0: none),
 	// for the routing hints; read without the lock.
 	masters atomic.Pointer[[]uint32]
+	// inflight, nwaits and nwatches count the calls waiting for their
+	// answer, the blocked acquires and the watches on the session (as
+	// Service.open picks it for them: use), which the node bounds per
+	// connection (lanes.go, Pools).
+	inflight, nwaits, nwatches atomic.Int64
 }
 
 // watchSink is where a watch's events go. A watch lives in its master's
@@ -281,6 +286,8 @@ func (ss *nsSession) Closed(error) { ss.holds.sessionEnded() }
 // the wait (the request may still be served).
 func (ss *nsSession) call(ctx context.Context, typ wire.Type, m wire.Message) (*wire.Response, error) {
 	ch := make(chan wire.Response, 1)
+	ss.inflight.Add(1)
+	defer ss.inflight.Add(-1)
 	ss.sc.Lock()
 	ss.nextReq++
 	id := ss.nextReq
