@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,10 +47,13 @@ type Options struct {
 // a holder value) needs a fraction of it.
 const maxRequestBytes = 1 << 20
 
-// compressMinBytes is the smallest answer the service compresses for a
-// caller that accepts gzip: a lock call's answer is tens of bytes, which
+// compressMinBytes is the smallest answer the service would compress for
+// a caller that accepts gzip: a lock call's answer is tens of bytes, which
 // gzip makes no smaller, and setting up a gzip writer per answer would
 // cost the node more CPU than the rest of the call (docs/api.md, Cost).
+// Every answer in protobuf is under it, so the service drops a protobuf
+// caller's offer of answer encodings before Connect reads it
+// (uncompressedAnswers).
 const compressMinBytes = 4 << 10
 
 // retryFor bounds how long a call keeps re-sending a request that found
@@ -95,7 +99,31 @@ func New(node Node, o Options) *Service {
 func (s *Service) Handler() (string, http.Handler) {
 	path, h := paxlockv1connect.NewLockServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes),
 		connect.WithCompressMinBytes(compressMinBytes))
-	return path, withCaller(h)
+	return path, uncompressedAnswers(withCaller(h))
+}
+
+// acceptHeaders are the request headers in which a caller offers the
+// answer encodings it accepts: the Connect protocol's unary and
+// streaming ones, gRPC's and gRPC-Web's.
+var acceptHeaders = []string{"Accept-Encoding", "Connect-Accept-Encoding", "Grpc-Accept-Encoding"}
+
+// uncompressedAnswers serves h with the accept headers of protobuf
+// callers removed: every answer in protobuf is under compressMinBytes
+// (TestLargestAnswersUnderCompressMin), so none would be compressed, and
+// Connect's parsing of the offer for each call (a split of the header
+// into a new slice) is a few percent of a node's CPU under API load. A
+// JSON caller keeps its offer: JSON escaping can take an answer about a
+// key of control characters past compressMinBytes. A compressed request
+// is read as before (its Content-Encoding).
+func uncompressedAnswers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header["Content-Type"]; len(ct) == 0 || !strings.Contains(ct[0], "json") {
+			for _, k := range acceptHeaders {
+				delete(r.Header, k)
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Close ends the service's sessions into the node: calls under way are
