@@ -20,10 +20,15 @@ const abandonTimeout = 5 * time.Second
 
 // Acquire implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Acquire(ctx context.Context, req *connect.Request[paxlockv1.AcquireRequest]) (*connect.Response[paxlockv1.AcquireResponse], error) {
-	ss, err := s.open(ctx)
+	u := useCall
+	if req.Msg.WaitMs != 0 {
+		u = useWait // a blocking acquire (acquireOf)
+	}
+	ss, err := s.open(ctx, req.Msg.Key, u)
 	if err != nil {
 		return nil, err
 	}
+	defer ss.giveBack(u)
 	m, err := acquireOf(ss, req.Msg)
 	if err != nil {
 		return nil, err
@@ -197,7 +202,11 @@ func ttlOf(asked, applied uint32) uint32 {
 
 // MultiAcquire implements paxlockv1connect.LockServiceHandler.
 func (s *Service) MultiAcquire(ctx context.Context, req *connect.Request[paxlockv1.MultiAcquireRequest]) (*connect.Response[paxlockv1.MultiAcquireResponse], error) {
-	ss, err := s.open(ctx)
+	var key string // the keys share a group (the node refuses others), so the first names the lane
+	if len(req.Msg.Keys) > 0 {
+		key = req.Msg.Keys[0]
+	}
+	ss, err := s.open(ctx, key, useCall)
 	if err != nil {
 		return nil, err
 	}

@@ -3,10 +3,11 @@
 // gRPC, gRPC-Web and the Connect protocol (binary or JSON, so curl
 // works) over HTTP/1.1 and HTTP/2.
 //
-// It is a client of its own node, not a second lock service: each
-// namespace that calls it gets one session into the node (Node.ServeLocal:
-// an in-process connection the node serves as one of its client port's),
-// over which every API call becomes the native protocol's request. So the
+// It is a client of its own node, not a second lock service: a
+// namespace's calls go over sessions into the node (Node.ServeLocal:
+// in-process connections the node serves as its client port's), one lane
+// of them per master of the keys' groups (lanes.go), over which every API
+// call becomes the native protocol's request. So the
 // node translates it to the lock service's request as it does a socket's,
 // every bound and quota of the native protocol applies (per session:
 // max_inflight, the waits and watches per connection; per namespace), a
@@ -29,7 +30,9 @@
 // # Files by job
 //
 //   - service.go: Service, the LockService handler methods.
-//   - session.go: a namespace's session into the node: calls, waits,
+//   - lanes.go: which session a call takes: a lane per master, a pool
+//     of sessions per lane, reads sent again over a fresh session.
+//   - session.go: one session into the node: calls, waits,
 //     watches and the pushes that end them.
 //   - acquire.go: Acquire and MultiAcquire, the blocking wait.
 //   - auth.go: Basic credentials, the verifier check and its cache.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -46,10 +47,13 @@ type Options struct {
 // a holder value) needs a fraction of it.
 const maxRequestBytes = 1 << 20
 
-// compressMinBytes is the smallest answer the service compresses for a
-// caller that accepts gzip: a lock call's answer is tens of bytes, which
+// compressMinBytes is the smallest answer the service would compress for
+// a caller that accepts gzip: a lock call's answer is tens of bytes, which
 // gzip makes no smaller, and setting up a gzip writer per answer would
 // cost the node more CPU than the rest of the call (docs/api.md, Cost).
+// Every answer in protobuf is under it, so the service drops a protobuf
+// caller's offer of answer encodings before Connect reads it
+// (uncompressedAnswers).
 const compressMinBytes = 4 << 10
 
 // retryFor bounds how long a call keeps re-sending a request that found
@@ -71,7 +75,9 @@ type Service struct {
 	stop context.CancelFunc
 
 	mu       sync.Mutex
-	sessions map[string]*nsSession
+	sessions map[laneKey][]*nsSession // each lane's, lanes.go
+	bounds   connBounds
+	holds    map[string]*nsHolds // by namespace
 }
 
 var _ paxlockv1connect.LockServiceHandler = (*Service)(nil)
@@ -84,7 +90,7 @@ func New(node Node, o Options) *Service {
 	if o.MaxDrift <= 0 {
 		o.MaxDrift = 0.01
 	}
-	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), nodeID: nodeIDOf(node), sessions: make(map[string]*nsSession)}
+	s := &Service{node: node, log: o.Log, drift: o.MaxDrift, auth: newAuthCache(), nodeID: nodeIDOf(node), sessions: make(map[laneKey][]*nsSession), holds: make(map[string]*nsHolds), bounds: boundsOf(node)}
 	s.life, s.stop = context.WithCancel(context.Background())
 	return s
 }
@@ -93,7 +99,31 @@ func New(node Node, o Options) *Service {
 func (s *Service) Handler() (string, http.Handler) {
 	path, h := paxlockv1connect.NewLockServiceHandler(s, connect.WithReadMaxBytes(maxRequestBytes),
 		connect.WithCompressMinBytes(compressMinBytes))
-	return path, withCaller(h)
+	return path, uncompressedAnswers(withCaller(h))
+}
+
+// acceptHeaders are the request headers in which a caller offers the
+// answer encodings it accepts: the Connect protocol's unary and
+// streaming ones, gRPC's and gRPC-Web's.
+var acceptHeaders = []string{"Accept-Encoding", "Connect-Accept-Encoding", "Grpc-Accept-Encoding"}
+
+// uncompressedAnswers serves h with the accept headers of protobuf
+// callers removed: every answer in protobuf is under compressMinBytes
+// (TestLargestAnswersUnderCompressMin), so none would be compressed, and
+// Connect's parsing of the offer for each call (a split of the header
+// into a new slice) is a few percent of a node's CPU under API load. A
+// JSON caller keeps its offer: JSON escaping can take an answer about a
+// key of control characters past compressMinBytes. A compressed request
+// is read as before (its Content-Encoding).
+func uncompressedAnswers(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if ct := r.Header["Content-Type"]; len(ct) == 0 || !strings.Contains(ct[0], "json") {
+			for _, k := range acceptHeaders {
+				delete(r.Header, k)
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // Close ends the service's sessions into the node: calls under way are
@@ -101,42 +131,44 @@ func (s *Service) Handler() (string, http.Handler) {
 func (s *Service) Close() {
 	s.stop()
 	s.mu.Lock()
-	ss := s.sessions
+	lanes := s.sessions
 	s.sessions = nil
 	s.mu.Unlock()
-	for _, x := range ss {
-		<-x.ready
-		if x.sc != nil {
-			x.sc.Close(errors.New("api service closed"))
+	for _, ss := range lanes {
+		for _, x := range ss {
+			<-x.ready
+			if x.sc != nil {
+				x.sc.Close(errors.New("api service closed"))
+			}
 		}
 	}
 }
 
-// open authenticates ctx's caller and returns its namespace's session,
-// opening it if needed.
-func (s *Service) open(ctx context.Context) (*nsSession, error) {
+// open authenticates ctx's caller and returns its namespace's session
+// for calls about key (its lane, lanes.go), opening it if needed, with u
+// counted on it: the caller gives a wait or a watch back
+// (nsSession.giveBack) when it ends, also on an error after open.
+func (s *Service) open(ctx context.Context, key string, u use) (*nsSession, error) {
 	c, err := s.authenticate(ctx)
 	if err != nil {
 		return nil, err
 	}
+	lane := s.laneOf(c.ns, key)
 	s.mu.Lock()
 	if s.sessions == nil {
 		s.mu.Unlock()
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("api service closed"))
 	}
-	ss := s.sessions[c.ns]
-	if ss != nil {
-		select {
-		case <-ss.ready:
-			if ss.failed() {
-				ss = nil
-			}
-		default:
-		}
-	}
+	ss := s.pickLocked(lane, u)
 	if ss == nil {
-		ss = newSession(c.ns)
-		s.sessions[c.ns] = ss
+		h := s.holds[c.ns]
+		if h == nil {
+			h = newHolds()
+			s.holds[c.ns] = h
+		}
+		ss = newSession(lane, h)
+		ss.take(u)
+		s.sessions[lane] = append(s.sessions[lane], ss)
 		var certNS []string
 		if s.node.BindsNamespaces() {
 			certNS = []string{c.ns} // authenticate checked the caller's certificate
@@ -147,21 +179,21 @@ func (s *Service) open(ctx context.Context) (*nsSession, error) {
 	select {
 	case <-ss.ready:
 	case <-ctx.Done():
+		ss.giveBack(u)
 		return nil, ctxErr(ctx)
 	}
 	if ss.err != nil {
+		ss.giveBack(u)
 		s.forget(ss)
 		return nil, ss.openErr()
 	}
 	return ss, nil
 }
 
-// forget drops ss from the sessions if it is still there.
+// forget drops ss from its lane's sessions if it is still there.
 func (s *Service) forget(ss *nsSession) {
 	s.mu.Lock()
-	if s.sessions[ss.ns] == ss {
-		delete(s.sessions, ss.ns)
-	}
+	s.dropLocked(ss.lane, ss)
 	s.mu.Unlock()
 }
 
@@ -200,7 +232,7 @@ func (s *Service) routed(ctx context.Context, ss *nsSession, typ wire.Type, m wi
 
 // Renew implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Renew(ctx context.Context, req *connect.Request[paxlockv1.RenewRequest]) (*connect.Response[paxlockv1.RenewResponse], error) {
-	ss, err := s.open(ctx)
+	ss, err := s.open(ctx, req.Msg.Key, useCall)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +260,7 @@ func (s *Service) Renew(ctx context.Context, req *connect.Request[paxlockv1.Rene
 
 // Release implements paxlockv1connect.LockServiceHandler.
 func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.ReleaseRequest]) (*connect.Response[paxlockv1.ReleaseResponse], error) {
-	ss, err := s.open(ctx)
+	ss, err := s.open(ctx, req.Msg.Key, useCall)
 	if err != nil {
 		return nil, err
 	}
@@ -252,11 +284,7 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.Re
 
 // State implements paxlockv1connect.LockServiceHandler.
 func (s *Service) State(ctx context.Context, req *connect.Request[paxlockv1.StateRequest]) (*connect.Response[paxlockv1.StateResponse], error) {
-	ss, err := s.open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	r, err := s.state(ctx, ss, req.Msg.Key, 0)
+	r, ss, err := s.state(ctx, req.Msg.Key, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -269,14 +297,13 @@ func (s *Service) State(ctx context.Context, req *connect.Request[paxlockv1.Stat
 
 // CheckToken implements paxlockv1connect.LockServiceHandler.
 func (s *Service) CheckToken(ctx context.Context, req *connect.Request[paxlockv1.CheckTokenRequest]) (*connect.Response[paxlockv1.CheckTokenResponse], error) {
-	ss, err := s.open(ctx)
-	if err != nil {
+	if _, err := s.authenticate(ctx); err != nil {
 		return nil, err
 	}
 	if req.Msg.Token == 0 {
 		return nil, invalid("check token: token 0 is never granted")
 	}
-	r, err := s.state(ctx, ss, req.Msg.Key, req.Msg.Token)
+	r, _, err := s.state(ctx, req.Msg.Key, req.Msg.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -284,20 +311,22 @@ func (s *Service) CheckToken(ctx context.Context, req *connect.Request[paxlockv1
 	return connect.NewResponse(&paxlockv1.CheckTokenResponse{Current: current, State: lockState(r, wire.Owner{})}), nil
 }
 
-// state asks key's master for its state (with token: a token check).
-func (s *Service) state(ctx context.Context, ss *nsSession, key string, token uint64) (*wire.Response, error) {
+// state asks key's master for its state (with token: a token check),
+// over the session it returns; a read, sent again over a fresh session
+// if its session ends under it (readOnly).
+func (s *Service) state(ctx context.Context, key string, token uint64) (*wire.Response, *nsSession, error) {
 	m := &wire.State{Key: key, Token: token}
 	if err := m.Validate(); err != nil {
-		return nil, invalid("state: " + err.Error())
+		return nil, nil, invalid("state: " + err.Error())
 	}
-	r, err := s.routed(ctx, ss, wire.TypeState, m)
+	r, ss, err := s.readOnly(ctx, key, wire.TypeState, m)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if r.Status != wire.StatusSuccess && r.Status != wire.StatusLockDeleted {
-		return nil, statusError("state", key, r)
+		return nil, nil, statusError("state", key, r)
 	}
-	return r, nil
+	return r, ss, nil
 }
 
 // invalid is an INVALID_ARGUMENT error with msg.

@@ -38,7 +38,9 @@ const (
 // its frame cost one lock.
 type nsSession struct {
 	ns     string
-	client uint64 // the namespace's API client id (wire.ClientIDOf(clientKeyOf(ns)))
+	lane   laneKey  // the calls it carries (lanes.go)
+	holds  *nsHolds // the namespace's Holds streams, which its Lost pushes go to
+	client uint64   // the namespace's API client id (wire.ClientIDOf(clientKeyOf(ns)))
 	ready  chan struct{}
 	err    error         // why the session could not be opened; set before ready closes
 	sc     *session.Conn // set before ready closes, when err is nil
@@ -49,8 +51,6 @@ type nsSession struct {
 	calls     map[uint64]chan wire.Response
 	waits     map[uint64]chan wire.Granted
 	watches   map[uint64]*watchSink
-	nextLoss  uint64
-	losses    map[uint64]*lossSink
 	// epochs are the groups' master epochs of the latest view the node
 	// pushed (SubscribeView), nil before the first; viewed is closed
 	// when the first arrives.
@@ -59,6 +59,11 @@ type nsSession struct {
 	// masters are the groups' masters' node ids in that view (0: none),
 	// for the routing hints; read without the lock.
 	masters atomic.Pointer[[]uint32]
+	// inflight, nwaits and nwatches count the calls waiting for their
+	// answer, the blocked acquires and the watches on the session (as
+	// Service.open picks it for them: use), which the node bounds per
+	// connection (lanes.go, Pools).
+	inflight, nwaits, nwatches atomic.Int64
 }
 
 // watchSink is where a watch's events go. A watch lives in its master's
@@ -74,16 +79,18 @@ type watchSink struct {
 	overflowed bool
 }
 
-// newSession returns a session of namespace ns, not yet open.
-func newSession(ns string) *nsSession {
+// newSession returns a session of lane, not yet open, whose Lost pushes
+// go to holds.
+func newSession(lane laneKey, holds *nsHolds) *nsSession {
 	return &nsSession{
-		ns:      ns,
-		client:  wire.ClientIDOf(clientKeyOf(ns)),
+		ns:      lane.ns,
+		lane:    lane,
+		holds:   holds,
+		client:  wire.ClientIDOf(clientKeyOf(lane.ns)),
 		ready:   make(chan struct{}),
 		calls:   make(map[uint64]chan wire.Response),
 		waits:   make(map[uint64]chan wire.Granted),
 		watches: make(map[uint64]*watchSink),
-		losses:  make(map[uint64]*lossSink),
 		viewed:  make(chan struct{}),
 	}
 }
@@ -206,7 +213,9 @@ func (ss *nsSession) Frame(f wire.Frame, _ []byte) {
 	case *wire.View:
 		ss.viewLocked(m)
 	case *wire.Lost:
-		ss.lostLocked(m)
+		if m.Owner.Client == ss.client {
+			ss.holds.lost(m)
+		}
 	case *wire.WatchEvent:
 		if w := ss.watches[m.WatchID]; w != nil && m.Event == wire.EventMoved {
 			// Its master dropped the watch without a change of the key
@@ -269,13 +278,16 @@ func (ss *nsSession) registering(w *watchSink, key string) {
 func (ss *nsSession) Heartbeat(*wire.Response) {}
 
 // Closed implements session.Handler: the calls, waits and watches see
-// the session's Done channel.
-func (ss *nsSession) Closed(error) {}
+// the session's Done channel; the namespace's Holds streams end, since a
+// loss pushed to this session may be missed.
+func (ss *nsSession) Closed(error) { ss.holds.sessionEnded() }
 
 // call sends request m of type typ and returns its answer; ctx bounds
 // the wait (the request may still be served).
 func (ss *nsSession) call(ctx context.Context, typ wire.Type, m wire.Message) (*wire.Response, error) {
 	ch := make(chan wire.Response, 1)
+	ss.inflight.Add(1)
+	defer ss.inflight.Add(-1)
 	ss.sc.Lock()
 	ss.nextReq++
 	id := ss.nextReq

@@ -16,10 +16,11 @@ import (
 // events pushed to the stream as they come, dropped (Unwatch) when the
 // call ends.
 func (s *Service) Watch(ctx context.Context, req *connect.Request[paxlockv1.WatchRequest], stream *connect.ServerStream[paxlockv1.WatchEvent]) error {
-	ss, err := s.open(ctx)
+	ss, err := s.open(ctx, req.Msg.Key, useWatch)
 	if err != nil {
 		return err
 	}
+	defer ss.giveBack(useWatch)
 	q := req.Msg
 	id, sink := ss.addWatch()
 	defer ss.dropWatch(id)

@@ -62,3 +62,9 @@ func (s *Server) ClientTLSConfig() *tls.Config {
 // NodeID is the node's id, which the API's routing hints name
 // (apiserver.NodeIdentity).
 func (s *Server) NodeID() uint32 { return s.cfg.NodeID }
+
+// ConnBounds are the bounds of one client connection: max_inflight,
+// max_waits_per_conn and max_watches_per_conn (apiserver.NodeBounds).
+func (s *Server) ConnBounds() (maxInflight, maxWaits, maxWatches int) {
+	return s.cfg.MaxInflight, s.cfg.MaxWaitsPerConn, s.cfg.MaxWatchesPerConn
+}

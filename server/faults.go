@@ -100,3 +100,30 @@ func (p *partition) handle(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{"cut": ids})
 }
+
+// errRelayFault ends the relays BreakRelays breaks.
+var errRelayFault = errors.New("relay broken by fault injection")
+
+// BreakRelays fails every relay to master of this node's client
+// connections of namespace ns, as a broken connection to that master
+// would (a relay that carried requests closes its client connection),
+// and reports how many it broke. It needs Config.FaultInjection.
+func (s *Server) BreakRelays(ns string, master uint32) (int, error) {
+	if s.faults == nil {
+		return 0, ErrNoFaultInjection
+	}
+	var broken []*relay
+	s.conns.Range(func(k, _ any) bool {
+		c := k.(*conn)
+		c.relayMu.Lock()
+		if r := c.relays[master]; r != nil && r.hello.Namespace == ns && !r.failed() {
+			broken = append(broken, r)
+		}
+		c.relayMu.Unlock()
+		return true
+	})
+	for _, r := range broken {
+		r.fail(errRelayFault)
+	}
+	return len(broken), nil
+}
