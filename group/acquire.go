@@ -127,7 +127,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		ok = false // a blocking acquire waits for a holder to leave
 	}
 	if ok {
-		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}
+		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r), maxHoldMs: maxHoldOf(r)}}
 		if again {
 			p.valueChanged = value != r.Value
 		}
@@ -234,7 +234,7 @@ func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
 	gs := make([]grant, len(ws))
 	for i, q := range ws {
 		q.granting = true
-		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value, permits: q.req.Permits, limit: q.req.Limit, delayMs: lockDelayOf(q.req)}
+		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value, permits: q.req.Permits, limit: q.req.Limit, delayMs: lockDelayOf(q.req), maxHoldMs: maxHoldOf(q.req)}
 	}
 	return gs
 }

@@ -69,6 +69,9 @@ type Request struct {
 	// SetValue: a renew sets the hold's value to Value.
 	SetValue bool
 	Permits  uint32
+	// MaxHoldMs is an acquire's maximum hold time in milliseconds (at
+	// most wire.MaxHoldLimitMs; 0: none; see maxhold.go).
+	MaxHoldMs uint32
 	// TTL is the lock's TTL (0: the default).
 	TTL time.Duration
 	// MaxWait is how long an acquire may wait (0: try-lock; negative: no
@@ -142,6 +145,9 @@ const (
 	// without transferring it (its lease was not renewed, or it lost the
 	// mastership to another ballot).
 	StatLeaseLoss
+	// StatHoldLimit: this master ended a hold that reached its maximum
+	// hold time (see maxhold.go).
+	StatHoldLimit
 	// NumStats is the number of Stat values.
 	NumStats
 )

@@ -24,6 +24,7 @@ func requestOf(m wire.Message) (*group.Request, bool) {
 		r.WaitID, r.Value = m.WaitID, m.Value
 		r.Permits, r.Limit = m.Permits, m.Limit
 		r.LockDelayMs = uint16(min(m.LockDelayMs, wire.MaxLockDelayMs))
+		r.MaxHoldMs = min(m.MaxHoldMs, wire.MaxHoldLimitMs)
 	case *wire.Renew:
 		r.Op, r.Key, r.Owner, r.Token = group.OpRenew, m.Key, m.Owner, m.Token
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
