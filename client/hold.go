@@ -71,10 +71,10 @@ type hold struct {
 	// renewal is sent after it. Zero for no bound.
 	limitAt time.Time
 	ended   bool  // released or lost
-	err        error // why it was lost
-	local      bool  // lost because its validity ran out on our clock
-	renewT     *time.Timer
-	expT       *time.Timer
+	err     error // why it was lost
+	local   bool  // lost because its validity ran out on our clock
+	renewT  *time.Timer
+	expT    *time.Timer
 }
 
 func (c *Client) newHold(lc *ownerLock, g acquired, o options) *hold {

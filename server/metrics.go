@@ -137,6 +137,7 @@ func newMetrics(s *Server) *metrics {
 		newQuotaCollector(s),
 		newConnLimitsCollector(s),
 		newPeerRefusalsCollector(s),
+		newLongHoldsCollector(s),
 		buildInfoGauge(),
 		auditGauge(s),
 		collectors.NewGoCollector(),
