@@ -205,9 +205,9 @@ const MaxHoldLimit = time.Duration(wire.MaxHoldLimitMs) * time.Millisecond
 // acquire is refused with ErrInvalid otherwise); the server raises a
 // bound below the TTL it applies to that TTL. 0, the default, is no
 // bound. It applies to Mutex, RWMutex, Semaphore and Election handles
-// (MultiLock ignores it, as does a local hand-off between a Client's own
-// waiters). A server that predates the option ignores it; the client's
-// own bound still holds.
+// (MultiLock ignores it; a hold handed on between a Client's own waiters
+// is bounded by the client alone). A server that predates the option
+// ignores it; the client's own bound still holds.
 func MaxHold(d time.Duration) Option {
 	return func(o *options) {
 		if d < 0 || d > MaxHoldLimit {
