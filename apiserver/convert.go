@@ -104,7 +104,9 @@ func lockState(r *wire.Response, owner wire.Owner) *paxlockv1.LockState {
 	return st
 }
 
-// eventKind is the API's kind of a watch event.
+// eventKind is the API's kind of a watch event. A hold ended at its
+// maximum hold time (wire.EventHoldLimit), which the API has no kind of
+// its own for, is a revocation.
 func eventKind(e wire.Event) paxlockv1.WatchEventKind {
 	switch e {
 	case wire.EventAcquired:
@@ -113,7 +115,7 @@ func eventKind(e wire.Event) paxlockv1.WatchEventKind {
 		return paxlockv1.WatchEventKind_WATCH_EVENT_KIND_RELEASED
 	case wire.EventExpired:
 		return paxlockv1.WatchEventKind_WATCH_EVENT_KIND_EXPIRED
-	case wire.EventRevoked:
+	case wire.EventRevoked, wire.EventHoldLimit:
 		return paxlockv1.WatchEventKind_WATCH_EVENT_KIND_REVOKED
 	case wire.EventTimeout:
 		return paxlockv1.WatchEventKind_WATCH_EVENT_KIND_TIMEOUT

@@ -12,6 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
+	"github.com/paxlock/paxlock/wire"
 )
 
 // TestHoldsStreamsOwnLosses: a Holds stream of an owner is told, without
@@ -152,5 +153,22 @@ func TestHoldsStreamsForceUnlock(t *testing.T) {
 	_, _ = cl.Release(ctx, connect.NewRequest(&paxlockv1.ReleaseRequest{Key: "holds-forced", Owner: "f", Token: a.Token}))
 	if code := <-unlocked; code != http.StatusOK && code != http.StatusAccepted {
 		t.Fatalf("force unlock: HTTP %d", code)
+	}
+}
+
+// TestEventKindHoldLimit: a hold ended at its maximum hold time reaches
+// the API's Holds and Watch streams as a revocation, the API having no
+// kind of its own for it; the other events keep their kinds.
+func TestEventKindHoldLimit(t *testing.T) {
+	t.Parallel()
+	for ev, want := range map[wire.Event]paxlockv1.WatchEventKind{
+		wire.EventHoldLimit: paxlockv1.WatchEventKind_WATCH_EVENT_KIND_REVOKED,
+		wire.EventRevoked:   paxlockv1.WatchEventKind_WATCH_EVENT_KIND_REVOKED,
+		wire.EventExpired:   paxlockv1.WatchEventKind_WATCH_EVENT_KIND_EXPIRED,
+		wire.EventMoved:     paxlockv1.WatchEventKind_WATCH_EVENT_KIND_UNSPECIFIED,
+	} {
+		if got := eventKind(ev); got != want {
+			t.Errorf("eventKind(%v) = %v, want %v", ev, got, want)
+		}
 	}
 }

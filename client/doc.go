@@ -129,6 +129,11 @@
 // delay TryLock's *LockedError has no holder and says what is left
 // (RetryAfter), and Lock waits to be granted when it ends.
 //
+// The MaxHold option bounds how long a lock is held, renewed or not: the
+// client stops renewing and reports the lock lost (ErrHoldLimit) at the
+// acquire's send time plus the bound, and the master ends the hold the
+// bound after its grant, granting its waiters as it does for an expiry.
+//
 // # Connections and retries
 //
 // The client fetches the cluster view (which node masters each of the

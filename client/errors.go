@@ -39,6 +39,12 @@ var (
 	// token to make that harmless.
 	ErrLockLost = errors.New("client: lock lost")
 
+	// ErrHoldLimit reports that a lock reached its maximum hold time
+	// (the MaxHold option): the client stopped trusting it at its send
+	// time plus the bound, or the server ended it (a Lost push with
+	// EventHoldLimit), renewals or not. It wraps ErrLockLost.
+	ErrHoldLimit = fmt.Errorf("%w: maximum hold time reached", ErrLockLost)
+
 	// ErrAuth reports that the cluster refused the namespace or secret
 	// (AUTH_FAILED). Retrying with the same configuration will not help.
 	// A node that refuses a namespace after the client's registry

@@ -66,11 +66,15 @@ type hold struct {
 	reqTTL     time.Duration           // what renewals ask for
 	ttl        time.Duration           // the effective TTL of the last grant or renewal
 	validUntil time.Time
-	ended      bool  // released or lost
-	err        error // why it was lost
-	local      bool  // lost because its validity ran out on our clock
-	renewT     *time.Timer
-	expT       *time.Timer
+	// limitAt is when the hold reaches its maximum hold time on the
+	// client's clock (see MaxHold): validUntil never passes it, and no
+	// renewal is sent after it. Zero for no bound.
+	limitAt time.Time
+	ended   bool  // released or lost
+	err     error // why it was lost
+	local   bool  // lost because its validity ran out on our clock
+	renewT  *time.Timer
+	expT    *time.Timer
 }
 
 func (c *Client) newHold(lc *ownerLock, g acquired, o options) *hold {
@@ -78,11 +82,14 @@ func (c *Client) newHold(lc *ownerLock, g acquired, o options) *hold {
 		c: c, state: lc, key: lc.key, hash: lc.hash, owner: lc.owner, token: g.token,
 		onTrouble: o.onTrouble,
 		reqTTL:    o.ttl, ttl: g.ttl,
-		validUntil: c.validUntil(g.from, g.ttl),
 	}
+	if o.maxHold > 0 {
+		h.limitAt = c.validUntil(g.from, o.maxHold)
+	}
+	h.validUntil = h.capped(c.validUntil(g.from, g.ttl))
 	h.mu.Lock()
 	h.expT = time.AfterFunc(time.Until(h.validUntil), h.expire)
-	if o.autoRenew {
+	if o.autoRenew && h.renewsBefore(g.from.Add(g.ttl/3)) {
 		h.renewT = time.AfterFunc(time.Until(g.from.Add(g.ttl/3)), h.autoRenew)
 	}
 	h.mu.Unlock()
@@ -90,6 +97,20 @@ func (c *Client) newHold(lc *ownerLock, g acquired, o options) *hold {
 	c.holds[holdKey{key: h.key, token: h.token, owner: h.owner.ID}] = h
 	c.mu.Unlock()
 	return h
+}
+
+// capped returns validity t capped at the hold's maximum hold time.
+func (h *hold) capped(t time.Time) time.Time {
+	if !h.limitAt.IsZero() && t.After(h.limitAt) {
+		return h.limitAt
+	}
+	return t
+}
+
+// renewsBefore reports whether a renewal at t is worth sending: before the
+// hold's maximum hold time, past which no renewal extends it.
+func (h *hold) renewsBefore(t time.Time) bool {
+	return h.limitAt.IsZero() || t.Before(h.limitAt)
 }
 
 // validUntil is when a lock granted for ttl on a request sent at from
@@ -318,7 +339,12 @@ func (h *hold) expire() {
 		h.mu.Unlock()
 		return
 	}
+	limited := !h.limitAt.IsZero() && !h.validUntil.Before(h.limitAt)
 	h.mu.Unlock()
+	if limited {
+		h.markLost(fmt.Errorf("%w: %q (token %d): held for its maximum hold time", ErrHoldLimit, h.key, h.token), true)
+		return
+	}
 	h.markLost(fmt.Errorf("%w: %q (token %d): not renewed within its TTL", ErrLockLost, h.key, h.token), true)
 }
 
@@ -353,10 +379,14 @@ func (h *hold) extend(from time.Time, ttl time.Duration) {
 		return
 	}
 	h.ttl = ttl
-	h.validUntil = h.c.validUntil(from, ttl)
+	h.validUntil = h.capped(h.c.validUntil(from, ttl))
 	h.expT.Reset(time.Until(h.validUntil))
 	if h.renewT != nil {
-		h.renewT.Reset(max(time.Until(from.Add(ttl/3)), 0))
+		if next := from.Add(ttl / 3); h.renewsBefore(next) {
+			h.renewT.Reset(max(time.Until(next), 0))
+		} else {
+			h.renewT.Stop()
+		}
 	}
 }
 
@@ -419,7 +449,7 @@ func (h *hold) applyRenewal(op string, from time.Time, ttl, known time.Duration,
 // declares the lock lost if no renewal succeeds in time.
 func (h *hold) autoRenew() {
 	h.mu.Lock()
-	if h.ended || h.c.isClosed() {
+	if h.ended || h.c.isClosed() || !h.renewsBefore(time.Now()) {
 		h.mu.Unlock()
 		return
 	}

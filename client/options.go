@@ -31,6 +31,7 @@ type options struct {
 	value        string
 	onTrouble    func(RenewTrouble)
 	lockDelay    time.Duration // see LockDelay
+	maxHold      time.Duration // see MaxHold
 	err          error
 }
 
@@ -40,6 +41,9 @@ func buildOptions(opts []Option) options {
 		if f != nil {
 			f(&o)
 		}
+	}
+	if o.maxHold > 0 && o.maxHold < o.ttl {
+		o.fail(invalid("MaxHold %v below the TTL %v", o.maxHold, o.ttl))
 	}
 	return o
 }
@@ -178,5 +182,38 @@ func LockDelay(d time.Duration) Option {
 			return
 		}
 		o.lockDelay = d
+	}
+}
+
+// MaxHoldLimit is the longest maximum hold time the MaxHold option
+// accepts: 24 hours (wire.MaxHoldLimitMs).
+const MaxHoldLimit = time.Duration(wire.MaxHoldLimitMs) * time.Millisecond
+
+// MaxHold bounds how long the handle's grants may be held, renewed or not,
+// so that a stuck process that keeps renewing (AutoRenew) cannot hold a
+// lock for ever. The master ends the hold d after it granted it, as it
+// ends an expired one (the key's LockDelay applies), and pushes the loss;
+// the client stops renewing and treats the hold as lost no later than the
+// acquire's send time plus d (less the clock-drift margin it gives TTLs),
+// so Lost closes, ValidUntil never passes that moment, and Unlock and
+// renewals then return an error wrapping ErrHoldLimit (and ErrLockLost).
+// A new master counts a full d from its takeover (it cannot know when the
+// grant was), so the server's bound may come later, never sooner.
+// Watchers see the end as EventHoldLimit.
+//
+// d must be in [0, MaxHoldLimit] and, when set, at least the TTL (the
+// acquire is refused with ErrInvalid otherwise); the server raises a
+// bound below the TTL it applies to that TTL. 0, the default, is no
+// bound. It applies to Mutex, RWMutex, Semaphore and Election handles
+// (MultiLock ignores it; a hold handed on between a Client's own waiters
+// is bounded by the client alone). A server that predates the option
+// ignores it; the client's own bound still holds.
+func MaxHold(d time.Duration) Option {
+	return func(o *options) {
+		if d < 0 || d > MaxHoldLimit {
+			o.fail(invalid("MaxHold %v not in [0, %v]", d, MaxHoldLimit))
+			return
+		}
+		o.maxHold = d
 	}
 }

@@ -446,6 +446,7 @@ func (m *Mutex) acquireMsg(waitMs uint32, waitID uint64) *wire.Acquire {
 		// LockDelayMs is set only when the option is: 0 leaves the
 		// field out of the frame.
 		LockDelayMs: lockDelayMs(m.opts.lockDelay),
+		MaxHoldMs:   maxHoldMs(m.opts.maxHold),
 	}
 }
 

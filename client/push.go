@@ -36,7 +36,11 @@ func (c *Client) onLost(p *wire.Lost) {
 	if h == nil {
 		return
 	}
-	err := fmt.Errorf("%w: %q (token %d): server says %s", ErrLockLost, p.Key, p.Token, p.Event)
+	cause := ErrLockLost
+	if p.Event == wire.EventHoldLimit {
+		cause = ErrHoldLimit
+	}
+	err := fmt.Errorf("%w: %q (token %d): server says %s", cause, p.Key, p.Token, p.Event)
 	if p.Event == wire.EventRevoked {
 		h.revoked(err)
 		return

@@ -383,6 +383,16 @@ func ttlMs(d time.Duration) uint32 {
 	return uint32(min(max(d, time.Millisecond), maxTTLField) / time.Millisecond)
 }
 
+// maxHoldMs converts a maximum hold time into Acquire.MaxHoldMs, rounding
+// up to the millisecond: the server's bound is then no sooner than the
+// client's.
+func maxHoldMs(d time.Duration) uint32 {
+	if d <= 0 {
+		return 0
+	}
+	return uint32(min((d+time.Millisecond-1)/time.Millisecond, wire.MaxHoldLimitMs))
+}
+
 // lockDelayMs converts a lock-delay into Acquire.LockDelayMs, rounding
 // up: a delay is never shortened.
 func lockDelayMs(d time.Duration) uint32 {

@@ -96,6 +96,10 @@ const (
 	// changed; the hold stays in the lock table until its TTL runs out,
 	// which watchers see as EventExpired.
 	EventRevoked = wire.EventRevoked
+	// EventHoldLimit: the lock reached its maximum hold time (the
+	// holder's MaxHold option) and the server ended it, renewed or not:
+	// a revocation of this cause.
+	EventHoldLimit = wire.EventHoldLimit
 	// EventTimeout: the watch's MaxWait passed; it is the watch's last event.
 	EventTimeout = wire.EventTimeout
 )

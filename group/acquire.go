@@ -27,7 +27,7 @@ type waiter struct {
 }
 
 // rankOf is the queue rank of r arriving at now: see waiter.rank. A
-// re-sent wait (Request.Waited, at most Config.MaxWaited) counts from
+// re-sent wait (Request.WaitedMs, at most Config.MaxWaited) counts from
 // when it first arrived at an earlier master, so a master change or a
 // namespace move keeps the queue's weight-then-arrival order whatever
 // order the waiters' clients re-send in.
@@ -38,7 +38,7 @@ func (w *worker) rankOf(now time.Time, r *Request) int64 {
 	}
 	// The claim is bounded (Config.MaxWaited): beyond it a client could
 	// rank ahead of every waiter.
-	waited := min(max(r.Waited, 0), w.cfg.MaxWaited)
+	waited := min(time.Duration(r.WaitedMs)*time.Millisecond, w.cfg.MaxWaited)
 	return w.mono(now) - int64(waited) - int64(wt)*int64(w.cfg.WeightAging)
 }
 
@@ -127,7 +127,7 @@ func (w *worker) acquire(r *Request, key string, ks *keyState) {
 		ok = false // a blocking acquire waits for a holder to leave
 	}
 	if ok {
-		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r)}}
+		p := &pending{req: r, cmd: command{op: opAcquire, key: key, owner: r.Owner, kind: r.Kind, ttlMs: w.ttl(r), value: r.Value, permits: r.Permits, limit: r.Limit, delayMs: lockDelayOf(r), maxHoldMs: maxHoldOf(r)}}
 		if again {
 			p.valueChanged = value != r.Value
 		}
@@ -234,7 +234,7 @@ func (w *worker) grantsFor(ks *keyState, ws []*waiter) []grant {
 	gs := make([]grant, len(ws))
 	for i, q := range ws {
 		q.granting = true
-		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value, permits: q.req.Permits, limit: q.req.Limit, delayMs: lockDelayOf(q.req)}
+		gs[i] = grant{owner: q.req.Owner, kind: q.req.Kind, ttlMs: w.ttl(q.req), value: q.req.Value, permits: q.req.Permits, limit: q.req.Limit, delayMs: lockDelayOf(q.req), maxHoldMs: maxHoldOf(q.req)}
 	}
 	return gs
 }

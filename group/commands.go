@@ -65,6 +65,9 @@ type grant struct {
 	limit   uint32
 	// delayMs is the hold's lock-delay (see lockdelay.go); 0 for none.
 	delayMs uint32
+	// maxHoldMs is the hold's maximum hold time (see maxhold.go); 0 for
+	// none.
+	maxHoldMs uint32
 }
 
 // command is the decoded form of a replicated command.
@@ -87,6 +90,8 @@ type command struct {
 	limit   uint32
 	// delayMs is an acquire's lock-delay (see grant).
 	delayMs uint32
+	// maxHoldMs is an acquire's maximum hold time (see grant).
+	maxHoldMs uint32
 }
 
 // Command encoding. The fields up to data are those of the first
@@ -109,7 +114,8 @@ type command struct {
 //
 //	delay = delayMs uvarint, grantDelays uvarint, grantDelays × delayMs uvarint
 //
-// with grantDelays 0 or len(grants).
+// with grantDelays 0 or len(grants). Flags bit 4 says maximum hold times
+// follow (cmdHasMaxHold, see maxhold.go).
 const (
 	cmdSetValue = 1 << 0
 	cmdHasValue = 1 << 1
@@ -119,7 +125,7 @@ const (
 )
 
 func (c *command) hasValues() bool {
-	if c.setValue || c.value != "" || c.hasSem() || c.hasDelay() {
+	if c.setValue || c.value != "" || c.hasSem() || c.hasDelay() || c.hasMaxHold() {
 		return true
 	}
 	for _, g := range c.grants {
@@ -154,10 +160,10 @@ func (c *command) sizeHint() int {
 	const v = binary.MaxVarintLen64
 	n := 2 + 7*v + len(c.key) + len(c.data)
 	for _, g := range c.grants {
-		n += 7*v + 1 + len(g.value)
+		n += 8*v + 1 + len(g.value)
 	}
 	if c.hasValues() {
-		n += 8*v + len(c.value)
+		n += 10*v + len(c.value)
 	}
 	return n
 }
@@ -202,6 +208,10 @@ func appendCommand(dst []byte, c *command) []byte {
 	if delay {
 		flags |= cmdHasDelay
 	}
+	maxHold := c.hasMaxHold()
+	if maxHold {
+		flags |= cmdHasMaxHold
+	}
 	dst = binary.AppendUvarint(dst, flags)
 	if c.value != "" {
 		dst = appendValue(dst, c.value)
@@ -223,6 +233,9 @@ func appendCommand(dst []byte, c *command) []byte {
 	}
 	if delay {
 		dst = appendDelay(dst, c)
+	}
+	if maxHold {
+		dst = appendMaxHold(dst, c)
 	}
 	return dst
 }
@@ -302,7 +315,10 @@ func decodeCommand(b []byte) (command, error) {
 		if flags&cmdHasDelay != 0 {
 			decodeDelay(&r, &c)
 		}
-		if flags&^(cmdSetValue|cmdHasValue|cmdHasSem|cmdHasDelay) != 0 {
+		if flags&cmdHasMaxHold != 0 {
+			decodeMaxHold(&r, &c)
+		}
+		if flags&^(cmdSetValue|cmdHasValue|cmdHasSem|cmdHasDelay|cmdHasMaxHold) != 0 {
 			r.Fail()
 		}
 	}

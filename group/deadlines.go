@@ -7,17 +7,17 @@ import (
 )
 
 // holdRec returns key's record if it has owner o's hold with token, and
-// that hold's TTL; else nil. The pointer is for holdSlot.rec, not to be
-// read.
-func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (*lockRec, time.Duration) {
+// that hold's TTL and maximum hold time; else nil. The pointer is for
+// holdSlot.rec, not to be read.
+func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (*lockRec, time.Duration, time.Duration) {
 	s := sm.shardOf(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	l := s.locks[key]
 	if i := l.find(o); i >= 0 && l.at(i).token == token {
-		return l, time.Duration(l.at(i).ttlMs) * time.Millisecond
+		return l, time.Duration(l.at(i).ttlMs) * time.Millisecond, time.Duration(l.maxHoldAt(i)) * time.Millisecond
 	}
-	return nil, 0
+	return nil, 0, 0
 }
 
 // ownKey returns the lock table's own string for held key, so that what
@@ -42,9 +42,11 @@ func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
 
 // setDeadline records the master's deadline of owner o's hold with token
 // on key, with sink as whom to tell when it is lost, and reports whether
-// that hold exists and the deadline it had (0 when none).
+// that hold exists and the deadline it had (0 when none). The deadline is
+// capped at the hold's limit (see maxhold.go), counted from the moment
+// the slot is made: the grant, or this node's takeover.
 func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, sink *sinkRef) (prev int64, ok bool) {
-	rec, ttl := w.g.sm.holdRec(key, o, token)
+	rec, ttl, maxHold := w.g.sm.holdRec(key, o, token)
 	t := &w.times
 	i := t.find(key, o, token)
 	if rec == nil {
@@ -57,24 +59,45 @@ func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, s
 	case i < 0:
 		i = t.add(w.g.sm.ownKey(key), rec, o, token)
 		t.slots[i].age = ttl
+		t.slots[i].limit = holdLimit(at-int64(ttl), ttl, maxHold)
 	case t.slots[i].rec == rec: // renewed (or its expiry retried): granted as long before
 		s := &t.slots[i]
 		prev = s.at
+		at = capDeadline(s, at)
 		s.age += time.Duration(at - prev)
 	default: // a hold of a record that went: granted now, with a deadline of its TTL
 		s := &t.slots[i]
 		s.rec, s.age = rec, ttl
+		s.limit = holdLimit(at-int64(ttl), ttl, maxHold)
 	}
 	t.slots[i].sink = sink
-	t.setAt(i, at)
+	t.setAt(i, capDeadline(&t.slots[i], at))
 	return prev, true
+}
+
+// retryDeadline moves the pending expiry of the hold (key, o, token) to
+// at, past its limit if need be: the expiry is retried, not the hold
+// extended.
+func (w *worker) retryDeadline(key string, o wire.Owner, token uint64, at int64, sink *sinkRef) {
+	if rec, _, _ := w.g.sm.holdRec(key, o, token); rec == nil {
+		w.times.dropHold(key, o, token)
+		return
+	}
+	i := w.times.find(key, o, token)
+	if i < 0 {
+		return
+	}
+	s := &w.times.slots[i]
+	s.age += time.Duration(at - s.at)
+	s.sink = sink
+	w.times.setAt(i, at)
 }
 
 // deadline returns the master's deadline of owner o's hold with token on
 // key (0 when unknown), and whether that hold exists. A slot of a hold
 // that is gone, or of a record that went, is dropped.
 func (w *worker) deadline(key string, o wire.Owner, token uint64) (int64, bool) {
-	rec, _ := w.g.sm.holdRec(key, o, token)
+	rec, _, _ := w.g.sm.holdRec(key, o, token)
 	t := &w.times
 	i := t.find(key, o, token)
 	if i >= 0 && t.slots[i].rec != rec {
@@ -113,7 +136,7 @@ func (w *worker) ttlLeft(key string, rec *lockRec, i int, now time.Time) uint32 
 // with token on key was granted (or this node became master, whichever
 // was later), and whether that is known.
 func (w *worker) grantedAt(key string, o wire.Owner, token uint64) (int64, bool) {
-	rec, _ := w.g.sm.holdRec(key, o, token)
+	rec, _, _ := w.g.sm.holdRec(key, o, token)
 	if rec == nil {
 		return 0, false
 	}
@@ -146,6 +169,6 @@ func (w *worker) dropNamespaceDeadlines(ns string) {
 // isCurrent reports whether slot s is of a hold its key's record still
 // has (read-only: for scans over the slots).
 func (w *worker) isCurrent(s *holdSlot) bool {
-	rec, _ := w.g.sm.holdRec(s.key, s.owner, s.token)
+	rec, _, _ := w.g.sm.holdRec(s.key, s.owner, s.token)
 	return rec != nil && rec == s.rec
 }

@@ -26,6 +26,9 @@ type holdSlot struct {
 	// became master, whichever was later): the master reads the hold's
 	// age at release from it, for metrics.
 	age time.Duration
+	// limit is the hold's hold limit on the same clock (see maxhold.go):
+	// its deadline never passes it; 0 for none.
+	limit int64
 	// sink is whom to tell when the hold is lost: the connection its
 	// grant or last renewal came over (nil: nobody).
 	sink *sinkRef

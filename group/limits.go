@@ -24,7 +24,7 @@ const (
 const DefaultMaxHoldersPerKey = 1024
 
 // DefaultMaxWaited is Config.MaxWaited's default. A re-sent wait ranks as
-// if it had arrived Request.Waited earlier; a claim beyond the bound
+// if it had arrived Request.WaitedMs earlier; a claim beyond the bound
 // counts as the bound, so a client cannot jump a key's queue by more than
 // it, whatever it sends (a wait re-sent after a failover has waited
 // seconds, one after a namespace move minutes at most).

@@ -105,11 +105,19 @@ func trimDelays(d []uint32) []uint32 {
 
 // encodeDelayRec encodes a record some of whose holds have a lock-delay:
 // version 4 for a lock (version 2's layout with each hold's delay after
-// its value), 5 for a semaphore (version 3's, likewise).
+// its value), 5 for a semaphore (version 3's, likewise). When a hold has
+// a maximum hold time, version 6 or 7: 4's or 5's layout with each hold's
+// bound after its delay (see maxhold.go).
 func encodeDelayRec(dst []byte, l *lockRec) []byte {
 	sem := l.kind() == wire.KindSemaphore
+	mh := l.hasMaxHolds()
 	ver := byte(delayRecVersion)
-	if sem {
+	switch {
+	case sem && mh:
+		ver = semMaxHoldRecVersion
+	case mh:
+		ver = maxHoldRecVersion
+	case sem:
 		ver = semDelayRecVersion
 	}
 	dst = append(dst, ver, byte(l.kind()))
@@ -128,15 +136,19 @@ func encodeDelayRec(dst []byte, l *lockRec) []byte {
 		}
 		dst = appendValue(dst, l.value(i))
 		dst = binary.AppendUvarint(dst, uint64(l.delayAt(i)))
+		if mh {
+			dst = binary.AppendUvarint(dst, uint64(l.maxHoldAt(i)))
+		}
 	}
 	return dst
 }
 
-// decodeDelayRec decodes a record of version 4 or 5 after its version
+// decodeDelayRec decodes a record of version 4 to 7 after its version
 // byte.
 func decodeDelayRec(r *reader, ver byte) (*lockRec, error) {
 	kind := wire.Kind(r.Byte())
-	sem := ver == semDelayRecVersion
+	sem := ver == semDelayRecVersion || ver == semMaxHoldRecVersion
+	mh := ver == maxHoldRecVersion || ver == semMaxHoldRecVersion
 	if !kind.Valid() || sem != (kind == wire.KindSemaphore) {
 		return nil, fmt.Errorf("group: lock record version %d of kind %d: %w", ver, kind, errBadCommand)
 	}
@@ -163,12 +175,17 @@ func decodeDelayRec(r *reader, ver byte) (*lockRec, error) {
 		}
 		v := r.value()
 		d := r.u32()
+		var m uint32
+		if mh {
+			m = r.maxHold()
+		}
 		if sem {
 			l.addSem(h, v, p, limit)
 		} else {
 			l.add(h, v)
 		}
 		l.setDelay(l.n()-1, d)
+		l.setMaxHold(l.n()-1, m)
 	}
 	if !r.Done() {
 		return nil, errBadCommand

@@ -18,10 +18,12 @@ func (w *worker) becomeMaster() {
 		for i := range l.n() {
 			h := l.at(i)
 			ttl := time.Duration(h.ttlMs) * time.Millisecond
-			// Held since now, as far as this master knows.
+			// Held since now, as far as this master knows: a full
+			// TTL, and a full maximum hold time (see maxhold.go).
 			s := w.times.add(key, l, h.owner, h.token)
 			w.times.slots[s].age = ttl
-			w.times.setAt(s, now+int64(ttl))
+			w.times.slots[s].limit = holdLimit(now, ttl, time.Duration(l.maxHoldAt(i))*time.Millisecond)
+			w.times.setAt(s, capDeadline(&w.times.slots[s], now+int64(ttl)))
 		}
 	})
 	w.tellAllRevoked()

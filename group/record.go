@@ -42,6 +42,9 @@ type recExt struct {
 	// delays[i] is hold i's lock-delay in milliseconds, like vals: holds
 	// at or past len(delays) have none (see lockdelay.go).
 	delays []uint32
+	// maxHolds[i] is hold i's maximum hold time in milliseconds, like
+	// delays (see maxhold.go).
+	maxHolds []uint32
 }
 
 // n returns the number of holds; l may be nil.
@@ -100,7 +103,8 @@ func (l *lockRec) trim() {
 	}
 	l.x.vals = v
 	l.x.delays = trimDelays(l.x.delays)
-	if len(l.x.more) == 0 && len(l.x.vals) == 0 && l.x.limit == 0 && len(l.x.perm) == 0 && len(l.x.delays) == 0 {
+	l.x.maxHolds = trimDelays(l.x.maxHolds)
+	if len(l.x.more) == 0 && len(l.x.vals) == 0 && l.x.limit == 0 && len(l.x.perm) == 0 && len(l.x.delays) == 0 && len(l.x.maxHolds) == 0 {
 		l.x = nil
 	}
 }
@@ -137,6 +141,9 @@ func (l *lockRec) remove(i int) {
 	}
 	if i < len(l.x.delays) {
 		l.x.delays = append(l.x.delays[:i], l.x.delays[i+1:]...)
+	}
+	if i < len(l.x.maxHolds) {
+		l.x.maxHolds = append(l.x.maxHolds[:i], l.x.maxHolds[i+1:]...)
 	}
 	m := l.x.more
 	if len(m) == 0 {
@@ -211,7 +218,7 @@ func (l *lockRec) canGrant(o wire.Owner, k wire.Kind) (ok, again bool) {
 // values; version 2, written only when a hold has a value, follows each
 // hold with its value. Both load.
 func encodeRec(dst []byte, l *lockRec) []byte {
-	if l.hasDelays() {
+	if l.hasDelays() || l.hasMaxHolds() {
 		return encodeDelayRec(dst, l)
 	}
 	if l.kind() == wire.KindSemaphore {
@@ -242,7 +249,7 @@ func decodeRec(b []byte) (*lockRec, error) {
 	if ver == semRecVersion {
 		return decodeSemRec(&r)
 	}
-	if ver == delayRecVersion || ver == semDelayRecVersion {
+	if ver >= delayRecVersion && ver <= semMaxHoldRecVersion {
 		return decodeDelayRec(&r, ver)
 	}
 	if ver != 1 && ver != 2 {

@@ -26,6 +26,10 @@ type pending struct {
 	// release, or at its deadline; see revocation.go); its holder and
 	// watchers hear EventRevoked, not EventExpired.
 	forced bool
+	// holdLimit: the expire of a hold that reached its maximum hold
+	// time (see maxhold.go); its holder and watchers hear
+	// EventHoldLimit.
+	holdLimit bool
 	// passOn: a release whose cmd.grants[0] is req.PassOn, not a
 	// queued waiter (see Request.PassOn).
 	passOn bool
@@ -234,12 +238,18 @@ func (w *worker) released(ks *keyState, key, name string, p *pending, out *outco
 			}
 		}
 		if p.cmd.op == opExpire {
-			if obs != nil {
+			if obs != nil && !p.holdLimit {
 				obs.Count(StatExpiry)
 			}
 			ev = wire.EventExpired
-			if p.forced {
+			switch {
+			case p.forced:
 				ev = wire.EventRevoked
+			case p.holdLimit:
+				ev = wire.EventHoldLimit
+				if obs != nil {
+					obs.Count(StatHoldLimit)
+				}
 			}
 			if sink := w.holderSink(p.lost, p.lost.owner.Client); sink != nil {
 				sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})

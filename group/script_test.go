@@ -231,7 +231,9 @@ func (s *lockScript) handleAcquire(t *testing.T, d *datadriven.TestData) {
 	}
 	d.MaybeScanArgs(t, "wait-id", &r.WaitID)
 	d.MaybeScanArgs(t, "weight", &r.Weight)
-	scripttest.MaybeDuration(t, d, "waited", &r.Waited)
+	var waited time.Duration
+	scripttest.MaybeDuration(t, d, "waited", &waited)
+	r.WaitedMs = uint32(waited / time.Millisecond)
 	d.MaybeScanArgs(t, "value", &r.Value)
 	if d.HasArg("downgrade") {
 		r.Flags |= wire.FlagDowngrade

@@ -115,6 +115,7 @@ func (sm *StateMachine) semGrant(lp **lockRec, instance uint64, g grant) (wire.S
 		l.x.perm[i] = g.permits
 		l.setValue(i, g.value)
 		l.setDelay(i, g.delayMs)
+		l.setMaxHold(i, g.maxHoldMs)
 		return wire.StatusSuccess, h.token
 	}
 	limit := g.limit
@@ -134,6 +135,7 @@ func (sm *StateMachine) semGrant(lp **lockRec, instance uint64, g grant) (wire.S
 	tok := sm.token(instance)
 	l.addSem(holder{owner: g.owner, token: tok, ttlMs: g.ttlMs, kind: wire.KindSemaphore}, g.value, g.permits, limit)
 	l.setDelay(l.n()-1, g.delayMs)
+	l.setMaxHold(l.n()-1, g.maxHoldMs)
 	return wire.StatusSuccess, tok
 }
 

@@ -69,16 +69,20 @@ type Request struct {
 	// SetValue: a renew sets the hold's value to Value.
 	SetValue bool
 	Permits  uint32
+	// MaxHoldMs is an acquire's maximum hold time in milliseconds (at
+	// most wire.MaxHoldLimitMs; 0: none; see maxhold.go).
+	MaxHoldMs uint32
+	// WaitedMs is how long a re-sent blocking acquire has already waited
+	// at an earlier master, in milliseconds (wire.Acquire.WaitedMs): it
+	// queues as if it had arrived that much before it came, keeping the
+	// weight-then-arrival order it had there. Milliseconds in a uint32
+	// beside MaxHoldMs keep Request in its allocation size class.
+	WaitedMs uint32
 	// TTL is the lock's TTL (0: the default).
 	TTL time.Duration
 	// MaxWait is how long an acquire may wait (0: try-lock; negative: no
 	// limit) or how long a watch lives (0 or negative: no limit).
 	MaxWait time.Duration
-	// Waited is how long a re-sent blocking acquire has already waited
-	// at an earlier master (wire.Acquire.WaitedMs): it queues as if it
-	// had arrived that much before it came, keeping the weight-then-
-	// arrival order it had there.
-	Waited time.Duration
 	// Token is the holder's token (renew, release), the watcher's last
 	// seen token (watch), or the token a state query asks about (state:
 	// a token check, wire.State.Token).
@@ -142,6 +146,9 @@ const (
 	// without transferring it (its lease was not renewed, or it lost the
 	// mastership to another ballot).
 	StatLeaseLoss
+	// StatHoldLimit: this master ended a hold that reached its maximum
+	// hold time (see maxhold.go).
+	StatHoldLimit
 	// NumStats is the number of Stat values.
 	NumStats
 )
@@ -178,7 +185,7 @@ type Config struct {
 	MaxWaiters int
 	// MaxHoldersPerKey bounds the holders of one key (the readers of a
 	// read lock, the holders of a semaphore; default 1024); MaxWaited
-	// the time a re-sent wait may claim it has waited (Request.Waited;
+	// the time a re-sent wait may claim it has waited (Request.WaitedMs;
 	// default 10m). See limits.go.
 	MaxHoldersPerKey int
 	MaxWaited        time.Duration

@@ -27,7 +27,7 @@ func TestMaxWaitedBounded(t *testing.T) {
 	enqueue(t, c, key, honest)
 	fc.Advance(2 * time.Minute)
 	jumper := newSink()
-	if w := c.do(jumper, Request{Op: OpAcquire, Key: key, Owner: owner(3, 1), MaxWait: -1, WaitID: 3, TTL: time.Hour, Waited: 24 * time.Hour}); w.Status != wire.StatusLockWait {
+	if w := c.do(jumper, Request{Op: OpAcquire, Key: key, Owner: owner(3, 1), MaxWait: -1, WaitID: 3, TTL: time.Hour, WaitedMs: 24 * 60 * 60 * 1000}); w.Status != wire.StatusLockWait {
 		t.Fatalf("jumper: %+v, want LOCK_WAIT", w)
 	}
 	if rr := c.do(hs, Request{Op: OpRelease, Key: key, Owner: owner(1, 1), Token: r.Token}); rr.Status != wire.StatusSuccess {

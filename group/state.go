@@ -289,7 +289,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 			out.status = wire.StatusLockOccupied
 			break
 		}
-		out.status, out.token = sm.grant(&l, instance, grant{owner: c.owner, kind: c.kind, ttlMs: c.ttlMs, value: c.value, permits: c.permits, limit: c.limit, delayMs: c.delayMs})
+		out.status, out.token = sm.grant(&l, instance, grant{owner: c.owner, kind: c.kind, ttlMs: c.ttlMs, value: c.value, permits: c.permits, limit: c.limit, delayMs: c.delayMs, maxHoldMs: c.maxHoldMs})
 	case opRenew, opRelease, opExpire, opDowngrade:
 		if !held {
 			out.status = wire.StatusLockDeleted
@@ -427,6 +427,7 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, g grant) (wire.Stat
 		h.ttlMs = ttlMs
 		l.setValue(i, v)
 		l.setDelay(i, g.delayMs)
+		l.setMaxHold(i, g.maxHoldMs)
 		return wire.StatusSuccess, h.token
 	}
 	if l == nil {
@@ -439,6 +440,7 @@ func (sm *StateMachine) grant(lp **lockRec, instance uint64, g grant) (wire.Stat
 	tok := sm.token(instance)
 	l.add(holder{owner: o, token: tok, ttlMs: ttlMs, kind: k}, v)
 	l.setDelay(l.n()-1, g.delayMs)
+	l.setMaxHold(l.n()-1, g.maxHoldMs)
 	return wire.StatusSuccess, tok
 }
 

@@ -154,11 +154,12 @@ func (w *worker) expire(e expiry, now time.Time) {
 		w.g.sm.view(e.key, func(rec *lockRec) { ws = w.pick(ks, rec, e.owner, e.token) })
 	}
 	forced := w.isRevoked(e.key, e.owner, e.token)
-	w.propose(ks, &pending{lost: e, forced: forced, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
+	limited := !forced && w.pastLimit(e.key, e.owner, e.token, e.at)
+	w.propose(ks, &pending{lost: e, forced: forced, holdLimit: limited, grants: ws, cmd: command{op: opExpire, key: e.key, owner: e.owner, token: e.token, grants: w.grantsFor(ks, ws)}})
 }
 
 // retryExpire moves the deadline of e's hold a little past now, so that
 // its Expire is proposed again.
 func (w *worker) retryExpire(e expiry, now time.Time) {
-	w.setDeadline(e.key, e.owner, e.token, w.mono(now.Add(10*time.Millisecond)), e.sink)
+	w.retryDeadline(e.key, e.owner, e.token, w.mono(now.Add(10*time.Millisecond)), e.sink)
 }

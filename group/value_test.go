@@ -102,6 +102,10 @@ func FuzzDecodeCommand(f *testing.F) {
 	// that asked for one.
 	f.Add(appendCommand(nil, &command{op: opAcquire, key: sk, owner: owner(1, 1), ttlMs: 900, delayMs: 5000}))
 	f.Add(appendCommand(nil, &command{op: opUndelay, key: sk, token: 7, grants: []grant{{owner: owner(2, 1), ttlMs: 900, delayMs: 100}}}))
+	// Maximum hold times: an acquire with one, a release granting a
+	// waiter with one and a lock-delay.
+	f.Add(appendCommand(nil, &command{op: opAcquire, key: sk, owner: owner(1, 1), ttlMs: 900, maxHoldMs: 60000}))
+	f.Add(appendCommand(nil, &command{op: opRelease, key: sk, owner: owner(1, 1), token: 3, grants: []grant{{owner: owner(2, 1), ttlMs: 900, delayMs: 100, maxHoldMs: 5000}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeCommand(b)
 		if err != nil {
@@ -136,6 +140,10 @@ func FuzzDecodeRec(f *testing.F) {
 	f.Add(encodeRec(nil, sem)) // version 5
 	l.setDelay(0, 2000)
 	f.Add(encodeRec(nil, l)) // version 4
+	l.setMaxHold(0, 60000)
+	f.Add(encodeRec(nil, l)) // version 6
+	sem.setMaxHold(0, 5000)
+	f.Add(encodeRec(nil, sem)) // version 7
 	f.Fuzz(func(t *testing.T, b []byte) {
 		l, err := decodeRec(b)
 		if err != nil {
@@ -151,7 +159,8 @@ func FuzzDecodeRec(f *testing.F) {
 		for i := range l.n() {
 			a, b := *l.at(i), *l2.at(i)
 			if a.owner != b.owner || a.token != b.token || a.ttlMs != b.ttlMs || l.value(i) != l2.value(i) ||
-				l.permitsAt(i) != l2.permitsAt(i) || l.limit() != l2.limit() || l.kind() != l2.kind() || l.delayAt(i) != l2.delayAt(i) {
+				l.permitsAt(i) != l2.permitsAt(i) || l.limit() != l2.limit() || l.kind() != l2.kind() || l.delayAt(i) != l2.delayAt(i) ||
+				l.maxHoldAt(i) != l2.maxHoldAt(i) {
 				t.Fatalf("hold %d: %+v %q became %+v %q", i, a, l.value(i), b, l2.value(i))
 			}
 		}

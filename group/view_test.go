@@ -25,7 +25,8 @@ func (l *lockRec) clone() *lockRec {
 	cp := &lockRec{first: l.first}
 	if l.x != nil {
 		cp.x = &recExt{more: append([]holder(nil), l.x.more...), vals: append([]string(nil), l.x.vals...),
-			limit: l.x.limit, perm: append([]uint32(nil), l.x.perm...), delays: append([]uint32(nil), l.x.delays...)}
+			limit: l.x.limit, perm: append([]uint32(nil), l.x.perm...), delays: append([]uint32(nil), l.x.delays...),
+			maxHolds: append([]uint32(nil), l.x.maxHolds...)}
 	}
 	return cp
 }

@@ -27,6 +27,7 @@ const (
 	evMove      // a namespace's move state was applied: req.Namespace, MoveState(n) (move_worker.go)
 	evAttach    // a connection of client was attached: tell it its revoked holds (revocation.go)
 	evKeyRead   // an operator's read of one key: keyq (inspect_key.go)
+	evLongHolds // a metrics scrape's count of holds served longer than since (maxhold.go)
 )
 
 type event struct {
@@ -44,6 +45,8 @@ type event struct {
 	list    *listQuery     // evList: what to list; its reply is called once
 	multi   *multiAcq      // evMulti, evMultiDone, evMultiUndo
 	keyq    *keyQuery      // evKeyRead: its done is called once
+	counted func(int)      // evLongHolds: called once with the count (0 if dropped)
+	since   time.Duration  // evLongHolds: the threshold
 }
 
 // keyState is what the master's worker knows of one key beyond the
@@ -208,6 +211,8 @@ func (w *worker) post(e event) {
 			e.list.reply(nil, 0)
 		case evKeyRead:
 			e.keyq.done(nil)
+		case evLongHolds:
+			e.counted(0)
 		case evMulti:
 			w.multiFail(e.multi, noMaster)
 		}
@@ -273,6 +278,8 @@ func (w *worker) handle(e *event) {
 				rest[i].list.reply(nil, 0)
 			case evKeyRead:
 				rest[i].keyq.done(nil)
+			case evLongHolds:
+				rest[i].counted(0)
 			case evMulti:
 				w.multiFail(rest[i].multi, noMaster)
 			}
@@ -306,6 +313,8 @@ func (w *worker) handle(e *event) {
 		e.list.reply(w.listLocks(e.list))
 	case evKeyRead:
 		e.keyq.done(w.inspectKey(e.keyq))
+	case evLongHolds:
+		e.counted(w.longHolds(e.since))
 	case evMulti:
 		w.multiReserve(e.multi)
 	case evMultiDone:

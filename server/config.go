@@ -201,6 +201,11 @@ type Config struct {
 	// IdleTimeout closes a client connection that sent nothing, not even a
 	// heartbeat, for this long (default 2m).
 	IdleTimeout Duration `json:"idle_timeout"`
+	// LongHoldThreshold is how long a hold this node serves as master
+	// must have been held (since its grant, or since this node took its
+	// group over) to count in the paxlock_long_holds gauge (default
+	// DefaultLongHoldThreshold; 0 disables the gauge).
+	LongHoldThreshold *Duration `json:"long_hold_threshold,omitempty"`
 	// EventLoops is the number of gnet event loops (default: one per
 	// CPU), with client_listener gnet.
 	EventLoops int `json:"event_loops"`

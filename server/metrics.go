@@ -48,6 +48,7 @@ var statNames = [group.NumStats]struct{ name, help string }{
 	group.StatMasterTransfer: {"paxlock_master_handoffs_total", "Times this node took a group over as its preferred master (a hand-off)."},
 	group.StatMasterChange:   {"paxlock_master_changes_total", "Changes of a group's master as this node sees them (to another node or to none)."},
 	group.StatLeaseLoss:      {"paxlock_master_lease_losses_total", "Times this node stopped serving a group it mastered other than by handing it off (lease not renewed, or superseded)."},
+	group.StatHoldLimit:      {"paxlock_hold_limit_revocations_total", "Holds this node as master ended at their maximum hold time (Acquire.MaxHoldMs), renewed or not."},
 }
 
 // observerSlot caches one resolved child of the request histogram.
@@ -136,6 +137,7 @@ func newMetrics(s *Server) *metrics {
 		newQuotaCollector(s),
 		newConnLimitsCollector(s),
 		newPeerRefusalsCollector(s),
+		newLongHoldsCollector(s),
 		buildInfoGauge(),
 		auditGauge(s),
 		collectors.NewGoCollector(),

@@ -87,6 +87,7 @@ func TestMetricsScrape(t *testing.T) {
 		"paxlock_storage_wal_spares_taken_total", "paxlock_storage_wal_spares_missed_total",
 		"paxlock_accept_errors_total", "paxlock_tls_handshakes_refused_total", "paxlock_auth_timeouts_total",
 		"paxlock_output_queued_bytes", "paxlock_output_budget_closes_total",
+		"paxlock_hold_limit_revocations_total", "paxlock_long_holds",
 		"go_goroutines", "process_cpu_seconds_total",
 	} {
 		f := fams[name]

@@ -20,10 +20,11 @@ func requestOf(m wire.Message) (*group.Request, bool) {
 		r.Op, r.Key, r.Owner, r.Kind, r.Flags, r.Weight = group.OpAcquire, m.Key, m.Owner, m.Kind, m.Flags, m.Weight
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond
 		r.MaxWait = waitDuration(m.MaxWaitMs)
-		r.Waited = time.Duration(m.WaitedMs) * time.Millisecond
+		r.WaitedMs = m.WaitedMs
 		r.WaitID, r.Value = m.WaitID, m.Value
 		r.Permits, r.Limit = m.Permits, m.Limit
 		r.LockDelayMs = uint16(min(m.LockDelayMs, wire.MaxLockDelayMs))
+		r.MaxHoldMs = min(m.MaxHoldMs, wire.MaxHoldLimitMs)
 	case *wire.Renew:
 		r.Op, r.Key, r.Owner, r.Token = group.OpRenew, m.Key, m.Owner, m.Token
 		r.TTL = time.Duration(m.TTLMs) * time.Millisecond

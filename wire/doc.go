@@ -52,7 +52,8 @@
 //	type  name           dir   body fields
 //	0x01  Hello          c→s   Namespace, Secret, ClientID, Agent, [Via, ClientKey]
 //	0x02  Acquire        c→s   Key, Owner, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID,
-//	                           [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs, Trace]
+//	                           [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs, Trace,
+//	                           MaxHoldMs]
 //	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects, SetValue, Value]
 //	0x04  Release        c→s   Key, Owner, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue,
 //	                           PassOnLockDelayMs, Trace]

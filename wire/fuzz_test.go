@@ -245,6 +245,8 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	trace := TraceContext{TraceID: [16]byte{1, 2, 3}, SpanID: [8]byte{4, 5}, Flags: TraceFlagSampled}
 	write("FuzzDecodeAcquire", "traced", bytesArg(body(&Acquire{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Weight: 5,
 		TTLMs: 30000, MaxWaitMs: 5000, WaitID: 3, Trace: &trace})))
+	write("FuzzDecodeAcquire", "max-hold", bytesArg(body(&Acquire{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Weight: 5,
+		TTLMs: 30000, MaxWaitMs: 5000, WaitID: 3, MaxHoldMs: 600000})))
 	write("FuzzDecodeRelease", "traced", bytesArg(body(&Release{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234), Trace: &trace})))
 	write("FuzzDecode", "unknown-type", "byte('?')", bytesArg([]byte{0x90}))
 	write("FuzzDecode", "view-changed", fmt.Sprintf("byte(%q)", rune(TypeViewChanged)), bytesArg(body(realistic[TypeView])))

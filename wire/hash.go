@@ -32,6 +32,9 @@ const (
 	// MaxLockDelayMs is the longest lock-delay an Acquire may ask for
 	// (Acquire.LockDelayMs), in milliseconds: one minute.
 	MaxLockDelayMs = 60_000
+	// MaxHoldLimitMs is the longest maximum hold time an Acquire may ask
+	// for (Acquire.MaxHoldMs), in milliseconds: 24 hours.
+	MaxHoldLimitMs = 24 * 60 * 60 * 1000
 )
 
 // ErrInvalid is the root of every validation error: errors.Is(err,
@@ -142,6 +145,20 @@ func ValidateNamespace(ns string) error {
 		if !ok {
 			return fmt.Errorf("%w: byte %#x at %d", ErrInvalidNamespace, c, i)
 		}
+	}
+	return nil
+}
+
+// ValidateMaxHold checks an acquire's maximum hold time against
+// MaxHoldLimitMs and against the TTL it asks for: a bound below the TTL
+// (when both are set) would end the hold before its first renewal is
+// due, which is a mistake rather than a bound.
+func ValidateMaxHold(maxHoldMs, ttlMs uint32) error {
+	switch {
+	case maxHoldMs > MaxHoldLimitMs:
+		return fmt.Errorf("%w: max hold %d ms, limit %d ms", ErrInvalidField, maxHoldMs, MaxHoldLimitMs)
+	case maxHoldMs != 0 && ttlMs != 0 && maxHoldMs < ttlMs:
+		return fmt.Errorf("%w: max hold %d ms below the TTL %d ms", ErrInvalidField, maxHoldMs, ttlMs)
 	}
 	return nil
 }

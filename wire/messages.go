@@ -225,6 +225,15 @@ type Acquire struct {
 	// change. Like Weight it is the client's word: a namespace's clients
 	// are trusted with their order. A trailing field omitted when 0.
 	WaitedMs uint32
+	// MaxHoldMs bounds how long the grant may be held, renewals or not,
+	// in milliseconds (at most MaxHoldLimitMs, and not below TTLMs when
+	// both are set; 0, the default, is no bound): the master ends the
+	// hold that long after it granted it (a new master, that long after
+	// it took over) as it ends an expired one, with lock-delay, and pushes
+	// Lost EventHoldLimit. The client treats the hold as lost no later
+	// than its send time plus MaxHoldMs. A trailing field after Trace,
+	// omitted when 0 (Trace is then written empty when unset).
+	MaxHoldMs uint32
 	// Trace is the client span's trace context (see TraceContext): the
 	// node's spans for this request join that trace. A trailing field
 	// omitted when nil or zero, so an untraced acquire's frame is
@@ -263,6 +272,9 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 	if !m.Trace.IsZero() {
 		n = 16
 	}
+	if m.MaxHoldMs != 0 {
+		n = 17
+	}
 	w.array(n)
 	w.str(m.Key)
 	w.uint(m.Owner.Client)
@@ -290,7 +302,10 @@ func (m *Acquire) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(uint64(m.WaitedMs))
 	}
 	if n > 15 {
-		w.trace(m.Trace)
+		w.optionalTrace(m.Trace)
+	}
+	if n > 16 {
+		w.uint(uint64(m.MaxHoldMs))
 	}
 	return w.err
 }
@@ -315,6 +330,7 @@ func (m *Acquire) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.LockDelayMs = f.u32()
 	m.WaitedMs = f.u32()
 	m.Trace = f.trace()
+	m.MaxHoldMs = f.u32()
 	return f.done("Acquire")
 }
 
@@ -347,6 +363,9 @@ func (m *Acquire) Validate() error {
 	}
 	if m.LockDelayMs > MaxLockDelayMs {
 		return fmt.Errorf("%w: lock-delay %d ms, limit %d ms", ErrInvalidField, m.LockDelayMs, MaxLockDelayMs)
+	}
+	if err := ValidateMaxHold(m.MaxHoldMs, m.TTLMs); err != nil {
+		return err
 	}
 	return ValidateValue(m.Value)
 }

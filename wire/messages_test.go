@@ -219,7 +219,7 @@ func TestDecodeToleratesExtraFields(t *testing.T) {
 		msgpack.RawMessage{0xc7, 0x03, 0x05, 0x01, 0x02, 0x03}, // ext8
 		uint64(math.MaxUint64), int64(math.MinInt64),
 	}
-	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, "", 0, 0, 0, 0, nil}, extras...) // nil: no Trace
+	vals := append([]any{"k", 1, 2, 1, 1, 3, 4, 5, 6, 7, "", 0, 0, 0, 0, nil, 0}, extras...) // nil: no Trace; 0: no MaxHoldMs
 	body := rawArray(t, vals...)
 	var got Acquire
 	if err := DecodeInto(body, &got); err != nil {
@@ -457,6 +457,10 @@ func TestValidate(t *testing.T) {
 		{"set permits ok", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindSemaphore, Flags: FlagSetPermits, Limit: 7}, nil},
 		{"lock-delay over the limit", &Acquire{Key: "k", Owner: own, Weight: 1, LockDelayMs: MaxLockDelayMs + 1}, ErrInvalidField},
 		{"lock-delay ok", &Acquire{Key: "k", Owner: own, Weight: 1, LockDelayMs: MaxLockDelayMs}, nil},
+		{"max hold over the limit", &Acquire{Key: "k", Owner: own, Weight: 1, MaxHoldMs: MaxHoldLimitMs + 1}, ErrInvalidField},
+		{"max hold below the ttl", &Acquire{Key: "k", Owner: own, Weight: 1, TTLMs: 30000, MaxHoldMs: 29999}, ErrInvalidField},
+		{"max hold ok", &Acquire{Key: "k", Owner: own, Weight: 1, TTLMs: 30000, MaxHoldMs: MaxHoldLimitMs}, nil},
+		{"max hold with the default ttl", &Acquire{Key: "k", Owner: own, Weight: 1, MaxHoldMs: 1}, nil},
 		{"pass-on lock-delay over the limit", &Release{Key: "k", Owner: own, PassOnID: own.ID + 1, PassOnLockDelayMs: MaxLockDelayMs + 1}, ErrInvalidField},
 		{"acquire downgrade to write", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindWrite, Flags: FlagDowngrade}, ErrInvalidField},
 		{"acquire downgrade blocking", &Acquire{Key: "k", Owner: own, Weight: 1, Kind: KindRead, Flags: FlagDowngrade, MaxWaitMs: 1, WaitID: 1}, ErrInvalidField},

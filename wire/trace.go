@@ -52,6 +52,18 @@ func (w *fieldWriter) trace(t *TraceContext) {
 	}
 }
 
+// optionalTrace writes t, or an empty trace context field when t is nil
+// or zero (a later trailing field follows it).
+func (w *fieldWriter) optionalTrace(t *TraceContext) {
+	if !t.IsZero() {
+		w.trace(t)
+		return
+	}
+	if w.err == nil {
+		w.err = w.e.EncodeBytesLen(0)
+	}
+}
+
 // trace reads a trace context field: absent, nil or empty is nil (no
 // allocation); otherwise it must be exactly TraceContextLen bytes.
 func (f *fieldReader) trace() *TraceContext {

@@ -328,6 +328,11 @@ const (
 	// (refreshing its view first when the answer is NO_MASTER or
 	// MASTER_REDIRECT), and never reports the event to its user.
 	EventMoved Event = 6
+	// EventHoldLimit: the hold reached its maximum hold time
+	// (Acquire.MaxHoldMs) and the master ended it, renewals or not; the
+	// key's lock-delay applies as for any involuntary end. A holder hears
+	// it in a Lost push, watchers as a revocation of this cause.
+	EventHoldLimit Event = 7
 )
 
 // String returns the event's name, or Event(N).
@@ -345,6 +350,8 @@ func (e Event) String() string {
 		return "timeout"
 	case EventMoved:
 		return "moved"
+	case EventHoldLimit:
+		return "hold-limit"
 	}
 	return "Event(" + strconv.Itoa(int(e)) + ")"
 }

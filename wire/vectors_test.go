@@ -123,6 +123,9 @@ func frameVectors() []frameVector {
 		{"acquire-resent-waited", TypeAcquire, 25, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 12, WaitedMs: 1500}},
 		{"acquire-traced", TypeAcquire, 26, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 13, Trace: &vectorTrace}},
 		{"release-traced", TypeRelease, 27, &Release{Key: "order:42", Owner: owner, Token: tok, Trace: &vectorTrace}},
+		{"acquire-max-hold", TypeAcquire, 28, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 14, MaxHoldMs: 600000}},
+		{"acquire-max-hold-traced", TypeAcquire, 29, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 15, Trace: &vectorTrace, MaxHoldMs: 600000}},
+		{"lost-hold-limit", TypeLost, 0, &Lost{Key: "order:42", Token: tok, Owner: owner, Event: EventHoldLimit}},
 	}
 }
 
@@ -218,11 +221,18 @@ var tracedFieldNames = map[Type]string{
 	TypeRelease: "Key, Owner.Client, Owner.ID, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue, PassOnLockDelayMs, Trace]",
 }
 
+// maxHoldFieldNames names the fields of an Acquire with a maximum hold
+// time, which follows Trace (written empty when the acquire is untraced).
+const maxHoldFieldNames = "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs, Trace, MaxHoldMs]"
+
 // vectorFieldNames names v's fields: tracedFieldNames for a traced
 // message, so that the untraced vectors read as they always have.
 func vectorFieldNames(v frameVector) string {
 	switch m := v.msg.(type) {
 	case *Acquire:
+		if m.MaxHoldMs != 0 {
+			return maxHoldFieldNames
+		}
 		if !m.Trace.IsZero() {
 			return tracedFieldNames[v.typ]
 		}

@@ -25,7 +25,7 @@ type cmdHelp struct {
 var (
 	clientFlags = []string{"registry", "namespace", "secret-file", "ca", "cert", "key", "timeout"}
 	adminFlags  = []string{"admin", "admin-ca", "admin-token-file", "timeout"}
-	holdFlags   = []string{"ttl", "wait", "kill-after", "lock-delay", "weight", "value"}
+	holdFlags   = []string{"ttl", "wait", "kill-after", "lock-delay", "max-hold", "weight", "value"}
 )
 
 func join(groups ...[]string) []string { return slices.Concat(groups...) }

@@ -49,8 +49,9 @@ type holder interface {
 
 // holdOptions are the client options of a run form's hold: its TTL
 // (-ttl, the client's default when 0), renewed in the background, its
-// lock-delay (-lock-delay; none when 0), its wait's weight (-weight; the
-// default when 0) and its holder value (-value).
+// lock-delay (-lock-delay; none when 0), its maximum hold time
+// (-max-hold; none when 0), its wait's weight (-weight; the default when
+// 0) and its holder value (-value).
 func holdOptions(o *options) []client.Option {
 	ttl := o.ttl
 	if ttl <= 0 {
@@ -59,6 +60,9 @@ func holdOptions(o *options) []client.Option {
 	opts := []client.Option{client.TTL(ttl), client.AutoRenew()}
 	if o.lockDelay > 0 {
 		opts = append(opts, client.LockDelay(o.lockDelay))
+	}
+	if o.maxHold > 0 {
+		opts = append(opts, client.MaxHold(o.maxHold))
 	}
 	if o.weight != 0 {
 		opts = append(opts, client.Weight(o.weight))
@@ -239,6 +243,21 @@ func checkWeightValue(weight int, value string) error {
 	}
 	if err := wire.ValidateValue(value); err != nil {
 		return fmt.Errorf("%w: -value: %w", errUsage, err)
+	}
+	return nil
+}
+
+// checkMaxHold checks -max-hold against its limit and the hold's TTL.
+func checkMaxHold(o *options) error {
+	ttl := o.ttl
+	if ttl <= 0 {
+		ttl = client.DefaultTTL
+	}
+	switch {
+	case o.maxHold > client.MaxHoldLimit:
+		return fmt.Errorf("%w: -max-hold %v: at most %v", errUsage, o.maxHold, client.MaxHoldLimit)
+	case o.maxHold > 0 && o.maxHold < ttl:
+		return fmt.Errorf("%w: -max-hold %v: below the TTL %v", errUsage, o.maxHold, ttl)
 	}
 	return nil
 }

@@ -250,6 +250,7 @@ type options struct {
 	ttl, wait             time.Duration
 	killAfter             time.Duration
 	lockDelay             time.Duration // the run forms' hold's lock-delay (client.LockDelay)
+	maxHold               time.Duration // the run forms' hold's maximum hold time (client.MaxHold)
 	weight                int           // the run forms' wait's weight (client.Weight; 0: the default)
 	value                 string        // the run forms' holder value (client.Value)
 	ttlGiven, waitGiven   bool
@@ -288,6 +289,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
 	fs.IntVar(&o.limit, "limit", 1000, "locks: most locks to print (it pages through the cluster up to this many); sem acquire: required: the semaphore's total of permits; latch, barrier enter: required: the count of countdowns or participants")
 	fs.DurationVar(&o.lockDelay, "lock-delay", 0, "lock, rlock, wlock, sem, multi, elect with -- CMD: the hold's lock-delay: if it is lost (expired or force-unlocked), nobody new is granted the key for that long (at most "+client.MaxLockDelay.String()+"; 0: none)")
+	fs.DurationVar(&o.maxHold, "max-hold", 0, "lock, rlock, wlock, sem, multi, elect with -- CMD: the hold's maximum hold time: the server ends the hold that long after its grant, renewed or not, and CMD is stopped as for any loss (at least -ttl, at most "+client.MaxHoldLimit.String()+"; 0: none)")
 	fs.DurationVar(&o.ttl, "ttl", 0, "lock, rlock, wlock, sem, multi, elect: the hold's TTL, renewed every TTL/3 while held (0: 30s; lock KEY HOLD: HOLD+5s, at least 10s)")
 	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD, elect, latch wait|countdown, barrier: give up after this long without the hold (latch, barrier wait: without the opening), exit status 124 (0: try once; unset: wait until acquired or interrupted)")
 	fs.IntVar(&o.weight, "weight", 0, "lock, rlock, wlock, sem, multi: the wait's priority in the server's queue, 1 to 10: each unit counts as the server's weight_aging (default 1s) of waiting (0: 1)")

@@ -69,11 +69,14 @@ func runHold(ctx context.Context, o *options, _ printer, name string, args []str
 	if err := checkHoldArgs(name, args, o.limit, o.limitGiven); err != nil {
 		return err
 	}
-	if o.ttl < 0 || o.wait < 0 || o.killAfter < 0 || o.lockDelay < 0 {
-		return fmt.Errorf("%w: -ttl, -wait, -kill-after and -lock-delay cannot be negative", errUsage)
+	if o.ttl < 0 || o.wait < 0 || o.killAfter < 0 || o.lockDelay < 0 || o.maxHold < 0 {
+		return fmt.Errorf("%w: -ttl, -wait, -kill-after, -lock-delay and -max-hold cannot be negative", errUsage)
 	}
 	if o.lockDelay > client.MaxLockDelay {
 		return fmt.Errorf("%w: -lock-delay %v: at most %v", errUsage, o.lockDelay, client.MaxLockDelay)
+	}
+	if err := checkMaxHold(o); err != nil {
+		return err
 	}
 	if err := checkWeightValue(o.weight, o.value); err != nil {
 		return err
