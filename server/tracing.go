@@ -11,10 +11,11 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/paxlock/paxlock/internal/otlpexport"
 )
 
 // Tracing configures the node's OpenTelemetry spans (the config file's
@@ -81,6 +82,24 @@ func (t Tracing) validate() error {
 	return errors.Join(errs...)
 }
 
+// exportURL is where spans are POSTed: a URL endpoint as given (its
+// path, or /v1/traces when it has none), a host:port one at /v1/traces
+// over HTTPS, or HTTP when Insecure.
+func (t Tracing) exportURL() string {
+	if isURL(t.OTLPEndpoint) {
+		if u, err := url.Parse(t.OTLPEndpoint); err == nil && (u.Path == "" || u.Path == "/") {
+			u.Path = "/v1/traces"
+			return u.String()
+		}
+		return t.OTLPEndpoint
+	}
+	scheme := "https"
+	if t.Insecure {
+		scheme = "http"
+	}
+	return scheme + "://" + t.OTLPEndpoint + "/v1/traces"
+}
+
 // isURL reports whether an otlp_endpoint is a URL rather than host:port.
 func isURL(s string) bool { return strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") }
 
@@ -111,17 +130,7 @@ func newTracing(cfg Config) (*nodeTracing, error) {
 	if t.OTLPEndpoint == "" {
 		return nil, nil
 	}
-	opts := []otlptracehttp.Option{otlptracehttp.WithHeaders(t.Headers)}
-	if isURL(t.OTLPEndpoint) {
-		opts = append(opts, otlptracehttp.WithEndpointURL(t.OTLPEndpoint))
-	} else {
-		opts = append(opts, otlptracehttp.WithEndpoint(t.OTLPEndpoint))
-		if t.Insecure {
-			opts = append(opts, otlptracehttp.WithInsecure())
-		}
-	}
-	// New dials nothing: exports are attempted by the batch processor.
-	exp, err := otlptracehttp.New(context.Background(), opts...)
+	exp, err := otlpexport.New(otlpexport.Config{URL: t.exportURL(), Headers: t.Headers})
 	if err != nil {
 		return nil, fmt.Errorf("server: tracing exporter: %w", err)
 	}

@@ -226,3 +226,20 @@ func TestTracingHeadersRedacted(t *testing.T) {
 		t.Fatal("redacting changed the configuration")
 	}
 }
+
+// TestTracingExportURL: where each form of otlp_endpoint sends spans.
+func TestTracingExportURL(t *testing.T) {
+	for _, c := range []struct {
+		t    Tracing
+		want string
+	}{
+		{Tracing{OTLPEndpoint: "collector:4318"}, "https://collector:4318/v1/traces"},
+		{Tracing{OTLPEndpoint: "collector:4318", Insecure: true}, "http://collector:4318/v1/traces"},
+		{Tracing{OTLPEndpoint: "http://collector:4318"}, "http://collector:4318/v1/traces"},
+		{Tracing{OTLPEndpoint: "https://collector.example/custom/path"}, "https://collector.example/custom/path"},
+	} {
+		if got := c.t.exportURL(); got != c.want {
+			t.Errorf("%+v: %s, want %s", c.t, got, c.want)
+		}
+	}
+}
