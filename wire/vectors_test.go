@@ -123,6 +123,9 @@ func frameVectors() []frameVector {
 		{"acquire-resent-waited", TypeAcquire, 25, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: 5000, WaitID: 12, WaitedMs: 1500}},
 		{"acquire-traced", TypeAcquire, 26, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 13, Trace: &vectorTrace}},
 		{"release-traced", TypeRelease, 27, &Release{Key: "order:42", Owner: owner, Token: tok, Trace: &vectorTrace}},
+		{"watch-prefix", TypeWatch, 28, &Watch{Key: "order:", WatchID: 4, Flags: FlagContinuous | FlagPrefix, Group: 3}},
+		{"watch-prefix-namespace", TypeWatch, 29, &Watch{WatchID: 5, Flags: FlagContinuous | FlagPrefix, Redirects: 1}},
+		{"unwatch-prefix", TypeUnwatch, 30, &Unwatch{Key: "order:", WatchID: 4, Flags: FlagPrefix, Group: 3}},
 	}
 }
 
@@ -195,8 +198,8 @@ var fieldNames = map[Type]string{
 	TypeRenew:            "Key, Owner.Client, Owner.ID, Token, TTLMs, [Redirects, SetValue, Value]",
 	TypeRelease:          "Key, Owner.Client, Owner.ID, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue]",
 	TypeState:            "Key, [Redirects]",
-	TypeWatch:            "Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]",
-	TypeUnwatch:          "Key, WatchID, [Redirects]",
+	TypeWatch:            "Key, WatchID, Token, Flags, MaxWaitMs, [Redirects, Group]",
+	TypeUnwatch:          "Key, WatchID, [Redirects, Flags, Group]",
 	TypeCancelWait:       "Key, Owner.Client, Owner.ID, WaitID, [Redirects]",
 	TypeHeartbeat:        "(none)",
 	TypeGetView:          "(none)",
