@@ -105,9 +105,9 @@ const overloadRetryMs = 100
 type useKind uint8
 
 const (
-	useWait  useKind = iota // a blocked acquire in a key's queue
-	useWatch                // a watch in a key's watchers
-	usePrefix               // a prefix watch registered with a group (prefixwatch.go)
+	useWait   useKind = iota // a blocked acquire in a key's queue
+	useWatch                 // a watch in a key's watchers
+	usePrefix                // a prefix watch registered with a group (prefixwatch.go)
 )
 
 // useCount is one connection's or one namespace's waits, watches and
