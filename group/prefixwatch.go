@@ -26,8 +26,10 @@ type prefixSet map[string][]*prefixWatcher
 // ones: a prefix spans every worker's shard, so the set is the group's,
 // read by every worker on each change of a key (notifyPrefix) through one
 // atomic load, and nil while the group has none, so that a change costs
-// nothing more then. Registration and removal go through the group's
-// first worker (Service.SubmitPrefix), under mu.
+// nothing more then. Registrations, unwatches and a closed connection's
+// removal go through the group's first worker (Service.SubmitPrefix,
+// forgetPrefix), which holds the lease while it registers; any worker
+// that stops serving takes them all (movePrefix). Writers hold mu.
 type prefixWatches struct {
 	set atomic.Pointer[prefixSet]
 	mu  sync.Mutex // orders the writers
@@ -81,8 +83,15 @@ func prefixWithout(ws []*prefixWatcher, drop func(*prefixWatcher) bool) (kept, g
 
 // SubmitPrefix passes a prefix watch or unwatch (r.Flags holds
 // wire.FlagPrefix; r.Key is the prefix) to the master of group g, which
-// answers it as Submit's requests are answered. g must be a valid group.
+// answers it as Submit's requests are answered; a group out of range is
+// answered BAD_REQUEST.
 func (s *Service) SubmitPrefix(r *Request, g ID) {
+	if g < 0 || int(g) >= len(s.groups) {
+		if r.Sink != nil {
+			r.Sink.Respond(r.ReqID, wire.Response{Status: wire.StatusBadRequest, Msg: "prefix watch: no such group"})
+		}
+		return
+	}
 	s.groups[g].workers[0].submit(r)
 }
 

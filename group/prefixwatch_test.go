@@ -198,7 +198,8 @@ func TestPrefixWatchMovedOnStepDown(t *testing.T) {
 // prefix watches on a node and a namespace MaxNamespacePrefixWatches;
 // one more is answered OVERLOADED with a message naming the bound, and
 // nothing is set for it; a watch registered again takes no new place;
-// an unwatch and a forgotten connection free theirs.
+// an unwatch and a forgotten connection free theirs; a group out of
+// range is answered BAD_REQUEST.
 func TestPrefixWatchBound(t *testing.T) {
 	t.Parallel()
 	c := newFakeCluster(t, 3, Config{MaxConnPrefixWatches: 2, MaxNamespacePrefixWatches: 3})
@@ -272,6 +273,13 @@ func TestPrefixWatchBound(t *testing.T) {
 		defer svc.use.mu.Unlock()
 		return len(svc.use.conns) == 0
 	})
+	// A group out of range is refused, not served.
+	bad := newSink()
+	c.reqID++
+	svc.SubmitPrefix(&Request{Op: OpWatch, Namespace: "ns", WatchID: 1, Flags: wire.FlagPrefix, ReqID: c.reqID, Sink: bad}, ID(c.groups))
+	if r := bad.response(t, c.reqID); r.Status != wire.StatusBadRequest {
+		t.Fatalf("prefix watch on group %d of %d: %+v, want BAD_REQUEST", c.groups, c.groups, r)
+	}
 }
 
 // TestNotifyPrefixAllocs: with no prefix watch on the group, or none in
