@@ -143,6 +143,10 @@ func TestWatchPrefix(t *testing.T) {
 	if got := n.prefixWatches(); len(got) != fc.groups {
 		t.Fatalf("prefix watches by group %v, want one on each of %d groups", got, fc.groups)
 	}
+	all, err := c.WatchPrefix(wctx, "") // the whole namespace
+	if err != nil {
+		t.Fatal(err)
+	}
 	next := func() Event {
 		t.Helper()
 		select {
@@ -169,6 +173,16 @@ func TestWatchPrefix(t *testing.T) {
 	if ev := next(); ev.Key != "job/a" || ev.Type != EventAcquired || ev.Token != a.Token() {
 		t.Fatalf("first event %+v, want job/a acquired with token %d", ev, a.Token())
 	}
+	for _, want := range []string{"task/1", "job/a"} {
+		select {
+		case ev := <-all:
+			if ev.Key != want || ev.Type != EventAcquired {
+				t.Fatalf("whole-namespace watch: %+v, want %s acquired", ev, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("whole-namespace watch: no event for %s", want)
+		}
+	}
 	// job/a's group's master steps down: the part is registered again
 	// and the user hears EventMoved, then the next change.
 	g := uint32(wire.GroupOf(wire.KeyHash(fakeNS, "job/a"), fc.groups))
@@ -177,9 +191,8 @@ func TestWatchPrefix(t *testing.T) {
 	if ev := next(); ev.Type != EventMoved || ev.Key != "job/" {
 		t.Fatalf("after the group's master moved: %+v, want EventMoved", ev)
 	}
-	if got := n.count(wire.TypeWatch); got != watches+1 {
-		t.Fatalf("%d watch registrations after EventMoved, want %d", got, watches+1)
-	}
+	// Both prefix watches' parts on the group are registered again.
+	n.waitFor(t, "two registrations after EventMoved", func(n *fakeNode) bool { return n.count(wire.TypeWatch) == watches+2 })
 	if err := a.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
