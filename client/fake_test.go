@@ -1,7 +1,9 @@
 package client
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -98,7 +100,14 @@ type fwatch struct {
 	token      uint64
 	continuous bool
 	conn       *fakewire.Conn
+	// prefix and group, for a prefix watch (kept under fakePrefixKey).
+	prefix string
+	group  uint32
 }
+
+// fakePrefixKey is where a fake node keeps the prefix watches of prefix
+// on group g in fakeNode.watches: no key starts with a NUL.
+func fakePrefixKey(g uint32, prefix string) string { return fmt.Sprintf("\x00%d\x00%s", g, prefix) }
 
 // fakeNode is one fake server node: a fakewire.Server, whose session
 // layer answers the handshake and Heartbeats, with the node's lock table
@@ -352,6 +361,11 @@ func (n *fakeNode) handle(c *fakewire.Conn, id uint64, m wire.Message) {
 		c.Reply(id, resp)
 	case *wire.Watch:
 		c.Reply(id, wire.Response{Status: wire.StatusSuccess})
+		if r.Flags.Has(wire.FlagPrefix) {
+			k := fakePrefixKey(r.Group, r.Key)
+			n.watches[k] = append(n.watches[k], &fwatch{id: r.WatchID, continuous: true, conn: c, prefix: r.Key, group: r.Group})
+			return
+		}
 		cur, holder := n.currentLocked(r.Key)
 		w := &fwatch{id: r.WatchID, token: r.Token, continuous: r.Flags.Has(wire.FlagContinuous), conn: c}
 		switch {
@@ -369,10 +383,14 @@ func (n *fakeNode) handle(c *fakewire.Conn, id uint64, m wire.Message) {
 		}
 		n.watches[r.Key] = append(n.watches[r.Key], w)
 	case *wire.Unwatch:
-		ws := n.watches[r.Key]
+		k := r.Key
+		if r.Flags.Has(wire.FlagPrefix) {
+			k = fakePrefixKey(r.Group, r.Key)
+		}
+		ws := n.watches[k]
 		for i, w := range ws {
 			if w.id == r.WatchID && w.conn == c {
-				n.watches[r.Key] = append(ws[:i:i], ws[i+1:]...)
+				n.watches[k] = append(ws[:i:i], ws[i+1:]...)
 				break
 			}
 		}
@@ -554,6 +572,17 @@ func (n *fakeNode) grantWaitersLocked(key string) {
 }
 
 func (n *fakeNode) notifyLocked(key string, ev wire.Event, token uint64, holder wire.Owner) {
+	g := uint32(wire.GroupOf(wire.KeyHash(fakeNS, key), n.fc.groups))
+	for k, ws := range n.watches {
+		if !strings.HasPrefix(k, "\x00") {
+			continue
+		}
+		for _, w := range ws {
+			if w.group == g && strings.HasPrefix(key, w.prefix) {
+				w.conn.Send(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: w.id, Key: key, Event: ev, Token: token, Holder: holder})
+			}
+		}
+	}
 	var keep []*fwatch
 	for _, w := range n.watches[key] {
 		if ev == wire.EventAcquired && token <= w.token {

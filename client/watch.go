@@ -102,6 +102,13 @@ const (
 	EventHoldLimit = wire.EventHoldLimit
 	// EventTimeout: the watch's MaxWait passed; it is the watch's last event.
 	EventTimeout = wire.EventTimeout
+	// EventMoved (WatchPrefix only; Key is the prefix): the prefix watch
+	// was registered again with the next master of one lock group (after
+	// a master change, a reconnect or a namespace move), and changes of
+	// that group's keys made while it was away were not reported. Every
+	// later change is: a List of the prefix after this event gives the
+	// present state to resume from.
+	EventMoved = wire.EventMoved
 )
 
 // Event is a change of a watched key.
@@ -147,6 +154,10 @@ type Watcher struct {
 
 	conn   *conn  // guarded by Client.mu: where the watch is registered
 	master string // guarded by Client.mu: the master it is registered with (conn's address unless relayed)
+
+	// pfx, for one group's part of a prefix watch (WatchPrefix), is the
+	// watch it is part of; key is then the prefix and hash the group.
+	pfx *prefixWatch
 }
 
 // watchBuffer is the capacity of a Watcher's channel. When it is full the
@@ -236,9 +247,13 @@ func (w *Watcher) register(ctx context.Context) error {
 	if w.continuous {
 		flags |= wire.FlagContinuous
 	}
+	msg := &wire.Watch{Key: w.key, WatchID: w.id, Token: tok, Flags: flags, MaxWaitMs: wait}
+	if w.pfx != nil {
+		msg.Flags |= wire.FlagPrefix
+		msg.Group = uint32(w.hash)
+	}
 	before := c.view.Load()
-	res, err := c.do(ctx, "watch", w.key, w.hash, wire.TypeWatch,
-		&wire.Watch{Key: w.key, WatchID: w.id, Token: tok, Flags: flags, MaxWaitMs: wait})
+	res, err := c.do(ctx, "watch", w.key, w.hash, wire.TypeWatch, msg)
 	if err != nil {
 		return err
 	}
@@ -254,13 +269,24 @@ func (w *Watcher) register(ctx context.Context) error {
 	if !live {
 		// Closed while registering: Close could not know where to send
 		// the Unwatch, so send it here.
-		res.cn.post(wire.TypeUnwatch, &wire.Unwatch{Key: w.key, WatchID: w.id})
+		res.cn.post(wire.TypeUnwatch, w.unwatch())
 		return nil
 	}
 	if res.cn.dead() || c.movedSince(before, w.hash, res.master) {
 		return errRetry
 	}
+	if w.pfx != nil {
+		w.pfx.registered(w)
+	}
 	return nil
+}
+
+// unwatch is the Unwatch that drops the watch.
+func (w *Watcher) unwatch() *wire.Unwatch {
+	if w.pfx != nil {
+		return &wire.Unwatch{Key: w.key, WatchID: w.id, Flags: wire.FlagPrefix, Group: uint32(w.hash)}
+	}
+	return &wire.Unwatch{Key: w.key, WatchID: w.id}
 }
 
 // reregister registers the watch again in the background, with backoff,
@@ -337,7 +363,11 @@ func (c *Client) onWatchEvent(cn *conn, p *wire.WatchEvent) {
 		return
 	}
 	c.mu.Unlock()
-	if w != nil {
+	switch {
+	case w == nil:
+	case w.pfx != nil:
+		w.pfx.push(Event{Key: p.Key, Type: p.Event, Token: p.Token, Holder: p.Holder, Value: p.Value})
+	default:
 		w.deliver(Event{Key: w.key, Type: p.Event, Token: p.Token, Holder: p.Holder, Value: p.Value})
 	}
 }
@@ -420,7 +450,7 @@ func (w *Watcher) Close() error {
 	cn := w.finishLocked(nil)
 	w.mu.Unlock()
 	if cn != nil && !cn.dead() {
-		cn.post(wire.TypeUnwatch, &wire.Unwatch{Key: w.key, WatchID: w.id})
+		cn.post(wire.TypeUnwatch, w.unwatch())
 	}
 	return nil
 }
@@ -438,6 +468,9 @@ func (w *Watcher) finish(err error) {
 func (w *Watcher) finishLocked(err error) *conn {
 	w.done, w.err = true, err
 	close(w.ch)
+	if w.pfx != nil && err != nil {
+		w.pfx.cancel() // a part that ends on its own ends the prefix watch
+	}
 	c := w.c
 	c.mu.Lock()
 	cn := w.conn

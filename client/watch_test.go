@@ -1,6 +1,8 @@
 package client
 
 import (
+	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,4 +79,131 @@ func TestWatchMoved(t *testing.T) {
 	if ev := next(); ev.Type != EventAcquired || ev.Token != m.Token() {
 		t.Fatalf("event after the re-registration %+v", ev)
 	}
+}
+
+// movePrefix drops the prefix watches registered with group g, pushing
+// each EventMoved, as a master that steps down does.
+func (n *fakeNode) movePrefix(g uint32) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for k, ws := range n.watches {
+		if !strings.HasPrefix(k, "\x00") {
+			continue
+		}
+		var keep []*fwatch
+		for _, w := range ws {
+			if w.group != g {
+				keep = append(keep, w)
+				continue
+			}
+			w.conn.Send(wire.TypeWatchEvent, 0, &wire.WatchEvent{WatchID: w.id, Key: w.prefix, Event: wire.EventMoved})
+		}
+		n.watches[k] = keep
+	}
+}
+
+// prefixWatches counts the prefix watches a fake node keeps, by group.
+func (n *fakeNode) prefixWatches() map[uint32]int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.prefixWatchesLocked()
+}
+
+// prefixWatchesLocked is prefixWatches with n.mu held.
+func (n *fakeNode) prefixWatchesLocked() map[uint32]int {
+	out := map[uint32]int{}
+	for k, ws := range n.watches {
+		if strings.HasPrefix(k, "\x00") {
+			for _, w := range ws {
+				out[w.group]++
+			}
+		}
+	}
+	return out
+}
+
+// TestWatchPrefix: WatchPrefix registers with every group (FlagPrefix,
+// the group named), delivers the events of the keys under the prefix
+// with their keys and none of the others, registers a group's part again
+// when its master pushes EventMoved and tells the user so (EventMoved,
+// Key the prefix), and when ctx ends unwatches everywhere and closes the
+// channel.
+func TestWatchPrefix(t *testing.T) {
+	t.Parallel()
+	fc := newFakeCluster(t, 1)
+	n := fc.nodes[0]
+	c := newTestClient(t, testConfig(n.addr))
+	ctx := tctx(t)
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	evs, err := c.WatchPrefix(wctx, "job/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.prefixWatches(); len(got) != fc.groups {
+		t.Fatalf("prefix watches by group %v, want one on each of %d groups", got, fc.groups)
+	}
+	all, err := c.WatchPrefix(wctx, "") // the whole namespace
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := func() Event {
+		t.Helper()
+		select {
+		case ev, ok := <-evs:
+			if !ok {
+				t.Fatal("events closed")
+			}
+			return ev
+		case <-time.After(20 * time.Second):
+			t.Fatal("no event")
+		}
+		return Event{}
+	}
+	// A key outside the prefix first, then one under it: the fake pushes
+	// in order over the one connection, so the first event is the second.
+	other := c.Mutex("task/1")
+	if err := other.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := c.Mutex("job/a")
+	if err := a.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Key != "job/a" || ev.Type != EventAcquired || ev.Token != a.Token() {
+		t.Fatalf("first event %+v, want job/a acquired with token %d", ev, a.Token())
+	}
+	for _, want := range []string{"task/1", "job/a"} {
+		select {
+		case ev := <-all:
+			if ev.Key != want || ev.Type != EventAcquired {
+				t.Fatalf("whole-namespace watch: %+v, want %s acquired", ev, want)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("whole-namespace watch: no event for %s", want)
+		}
+	}
+	// job/a's group's master steps down: the part is registered again
+	// and the user hears EventMoved, then the next change.
+	g := uint32(wire.GroupOf(wire.KeyHash(fakeNS, "job/a"), fc.groups))
+	watches := n.count(wire.TypeWatch)
+	n.movePrefix(g)
+	if ev := next(); ev.Type != EventMoved || ev.Key != "job/" {
+		t.Fatalf("after the group's master moved: %+v, want EventMoved", ev)
+	}
+	// Both prefix watches' parts on the group are registered again.
+	n.waitFor(t, "two registrations after EventMoved", func(n *fakeNode) bool { return n.count(wire.TypeWatch) == watches+2 })
+	if err := a.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ev := next(); ev.Key != "job/a" || ev.Type != EventReleased {
+		t.Fatalf("after the re-registration: %+v, want job/a released", ev)
+	}
+	cancel()
+	for ev := range evs {
+		if ev.Key != "job/a" && ev.Key != "job/" {
+			t.Fatalf("event %+v after the end", ev)
+		}
+	}
+	n.waitFor(t, "every group's part unwatched", func(n *fakeNode) bool { return len(n.prefixWatchesLocked()) == 0 })
 }

@@ -77,6 +77,7 @@ func (w *worker) forget(client uint64, sink Sink) {
 		wt.gone = true
 		keys = append(keys, wt.key)
 	}
+	w.forgetPrefix(sink)
 	// Requests parked behind a change in flight or held for the election's
 	// end: dropped, so that they do not become waiters or holds of a
 	// client that is gone.

@@ -17,6 +17,17 @@ const (
 	DefaultMaxNamespaceWatches = 100000
 )
 
+// The defaults of Config's bounds on prefix watches. A client's prefix
+// watch takes a place in every group whose master it registers with, so
+// a connection to a node that masters all of a cluster's 15 groups
+// (wire.DefaultGroups) keeps 4 prefix watches in 64 places. Each change
+// of a key costs its master a prefix test per prefix watch of its
+// namespace on its group: at most DefaultMaxNamespacePrefixWatches.
+const (
+	DefaultMaxConnPrefixWatches      = 64
+	DefaultMaxNamespacePrefixWatches = 256
+)
+
 // DefaultMaxHoldersPerKey is Config.MaxHoldersPerKey's default: a read
 // lock's readers or a semaphore's holders beyond it are refused
 // OVERLOADED, so that one key's record (copied into every State answer
@@ -69,6 +80,12 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxNamespaceWatches <= 0 {
 		c.MaxNamespaceWatches = DefaultMaxNamespaceWatches
 	}
+	if c.MaxConnPrefixWatches <= 0 {
+		c.MaxConnPrefixWatches = DefaultMaxConnPrefixWatches
+	}
+	if c.MaxNamespacePrefixWatches <= 0 {
+		c.MaxNamespacePrefixWatches = DefaultMaxNamespacePrefixWatches
+	}
 	if c.WeightAging <= 0 {
 		c.WeightAging = DefaultWeightAging
 	}
@@ -88,12 +105,14 @@ const overloadRetryMs = 100
 type useKind uint8
 
 const (
-	useWait  useKind = iota // a blocked acquire in a key's queue
-	useWatch                // a watch in a key's watchers
+	useWait   useKind = iota // a blocked acquire in a key's queue
+	useWatch                 // a watch in a key's watchers
+	usePrefix                // a prefix watch registered with a group (prefixwatch.go)
 )
 
-// useCount is one connection's or one namespace's waits and watches.
-type useCount [2]int
+// useCount is one connection's or one namespace's waits, watches and
+// prefix watches.
+type useCount [3]int
 
 // usage counts, per connection (Sink) and per namespace, the blocked
 // acquires and watches this node's masters keep, across groups and
@@ -121,8 +140,11 @@ func (u *usage) take(cfg *Config, k useKind, sink Sink, ns string, bounded bool,
 	c, n := u.conns[sink], u.nss[ns]
 	if bounded {
 		maxConn, maxNS, what := cfg.MaxConnWaits, cfg.MaxNamespaceWaits, "blocked acquires"
-		if k == useWatch {
+		switch k {
+		case useWatch:
 			maxConn, maxNS, what = cfg.MaxConnWatches, cfg.MaxNamespaceWatches, "watches"
+		case usePrefix:
+			maxConn, maxNS, what = cfg.MaxConnPrefixWatches, cfg.MaxNamespacePrefixWatches, "prefix watches"
 		}
 		switch {
 		case c != nil && c[k] >= maxConn:

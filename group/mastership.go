@@ -105,6 +105,7 @@ func (w *worker) loseMastership() {
 			tellMoved(wt)
 		}
 	}
+	w.movePrefix("", true)
 	w.giveUsage()
 	clear(w.keys)
 	clear(w.refs)

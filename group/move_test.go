@@ -145,6 +145,16 @@ func TestMoveNamespace(t *testing.T) {
 	if r := src.do(wch, watchReq("k2", 3, holds[2].token, wire.FlagContinuous, 0)); r.Status != wire.StatusSuccess {
 		t.Fatalf("watch: %v", r.Status)
 	}
+	// Prefix watches on k2's group: the namespace's is told EventMoved at
+	// the drop too; another namespace's stays.
+	g2 := Of(wire.KeyHash(ns, "k2"), src.groups)
+	pother := newSink()
+	if r := src.doPrefix(wch, OpWatch, ns, "k", 4, int(g2)); r.Status != wire.StatusSuccess {
+		t.Fatalf("prefix watch: %v", r.Status)
+	}
+	if r := src.doPrefix(pother, OpWatch, "other-ns", "k", 1, int(g2)); r.Status != wire.StatusSuccess {
+		t.Fatalf("another namespace's prefix watch: %v", r.Status)
+	}
 
 	// Prepare: the target answers MOVING and refuses an incoming for a
 	// namespace it holds keys of.
@@ -233,6 +243,17 @@ func TestMoveNamespace(t *testing.T) {
 	}
 	if e := wch.waitWatch(t, 3, 1)[0]; e.Event != wire.EventMoved || e.Key != "k2" {
 		t.Fatalf("the watch at the drop: %+v, want EventMoved", e)
+	}
+	wch.wait(t, "the prefix watch told EventMoved at the drop", func() bool {
+		for _, m := range wch.pushes {
+			if e, ok := m.(*wire.WatchEvent); ok && e.WatchID == 4 && e.Event == wire.EventMoved && e.Key == "k" {
+				return true
+			}
+		}
+		return false
+	})
+	if _, svc := src.groupMaster(g2); len(pother.watchEvents(1)) != 0 || len(svc.Group(g2).prefix.load()["other-ns"]) != 1 {
+		t.Fatalf("another namespace's prefix watch at the drop: events %+v", pother.watchEvents(1))
 	}
 	for g := range src.groups {
 		if info := src.svc(2).Group(ID(g)).StateMachine().MoveInfo(ns); info.Locks != 0 || info.State != MoveDropped {

@@ -90,6 +90,7 @@ func (w *worker) stopNamespace(ns string, g systable.Gate, dropWatches bool) {
 		}
 	}
 	if dropWatches {
+		w.movePrefix(ns, false)
 		w.dropNamespaceDeadlines(ns) // its records go
 	}
 }

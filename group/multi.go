@@ -272,7 +272,7 @@ func (w *worker) multiDone(m *multiAcq, n int, res paxos.Result) {
 			obs.Count(StatGrant)
 		}
 		w.armDeadline(key, tok, e.owner, m.req.Sink, w.clock.Now().Add(time.Duration(m.ttl)*time.Millisecond))
-		w.notify(ks, e.name, wire.EventAcquired, tok, e.owner, m.req.Value)
+		w.notify(ks, e.key, e.name, wire.EventAcquired, tok, e.owner, m.req.Value)
 	}
 	w.resume(e.key, ks)
 }

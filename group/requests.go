@@ -44,6 +44,10 @@ func (w *worker) decide(r *Request, fresh bool) {
 	if fresh && (r.Op == OpAcquire || r.Op == OpState || r.Op == OpWatch) && !w.rateAdmits(r) {
 		return
 	}
+	if r.Flags.Has(wire.FlagPrefix) && (r.Op == OpWatch || r.Op == OpUnwatch) {
+		w.prefixRequest(r)
+		return
+	}
 	key := w.key(r)
 	switch r.Op {
 	case OpState:

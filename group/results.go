@@ -187,9 +187,9 @@ func (w *worker) acquired(ks *keyState, key, name string, p *pending, out *outco
 		// A reacquire keeps its token and replaces its value:
 		// watchers that saw the token hear of a new value.
 		if p.valueChanged {
-			w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+			w.notifyValue(ks, key, name, out.token, p.req.Owner, p.cmd.value)
 		}
-		w.notify(ks, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
+		w.notify(ks, key, name, wire.EventAcquired, out.token, p.req.Owner, p.cmd.value)
 	}
 	w.respond(p.req, resp)
 }
@@ -214,7 +214,7 @@ func (w *worker) renewed(ks *keyState, key, name string, p *pending, out *outcom
 		w.armDeadline(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 		resp.TTLLeftMs = uint32(ttl / time.Millisecond)
 		if p.valueChanged {
-			w.notifyValue(ks, name, out.token, p.req.Owner, p.cmd.value)
+			w.notifyValue(ks, key, name, out.token, p.req.Owner, p.cmd.value)
 		}
 	}
 	w.respond(p.req, resp)
@@ -255,7 +255,7 @@ func (w *worker) released(ks *keyState, key, name string, p *pending, out *outco
 				sink.Push(&wire.Lost{Key: name, Token: p.cmd.token, Owner: p.lost.owner, Event: ev})
 			}
 		}
-		w.notify(ks, name, ev, p.cmd.token, wire.Owner{}, "")
+		w.notify(ks, key, name, ev, p.cmd.token, wire.Owner{}, "")
 	}
 	resp := wire.Response{Status: out.status, Token: out.token}
 	if p.forced {
@@ -327,7 +327,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
 		}
 		q.req.mark(StageGranted, wire.StatusSuccess, traceOf(p.req))
-		w.notify(ks, name, wire.EventAcquired, tok, q.req.Owner, p.cmd.grants[j].value)
+		w.notify(ks, key, name, wire.EventAcquired, tok, q.req.Owner, p.cmd.grants[j].value)
 	}
 	ks.waiters = w.dropWaiters(ks.waiters)
 }
@@ -345,6 +345,6 @@ func (w *worker) settlePassOn(ks *keyState, key, name string, p *pending, out *o
 		obs.Count(StatGrant)
 	}
 	w.armDeadline(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
-	w.notify(ks, name, wire.EventAcquired, tok, g.owner, g.value)
+	w.notify(ks, key, name, wire.EventAcquired, tok, g.owner, g.value)
 	resp.Holder, resp.Token, resp.TTLLeftMs = g.owner, tok, g.ttlMs
 }

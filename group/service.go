@@ -200,6 +200,12 @@ type Config struct {
 	// that connection holds: it is the same wait, not a new one.
 	MaxConnWaits, MaxConnWatches           int
 	MaxNamespaceWaits, MaxNamespaceWatches int
+	// MaxConnPrefixWatches and MaxNamespacePrefixWatches bound the prefix
+	// watches (wire.FlagPrefix) one connection and one namespace may keep
+	// on this node's masters, counted once per group registered with
+	// (defaults DefaultMaxConnPrefixWatches, DefaultMaxNamespacePrefixWatches):
+	// beyond one, a prefix watch is answered OVERLOADED.
+	MaxConnPrefixWatches, MaxNamespacePrefixWatches int
 	// WeightAging is how much waiting time one unit of a waiter's weight
 	// is worth (default 1s): a key's waiters are served in order of
 	// arrival time minus weight × WeightAging, earliest first. A heavier
@@ -303,6 +309,8 @@ type Group struct {
 	// stepping: this node stopped serving the group and the next master
 	// is not known yet (countMaster; the host's loop only).
 	stepping bool
+	// prefix is the group's prefix watches, while this node masters it.
+	prefix prefixWatches
 }
 
 // NewService creates the lock groups on h, lock group g replicated by

@@ -117,8 +117,10 @@ func (w *worker) watch(r *Request, key string) {
 }
 
 // notifyValue tells the watchers that have seen the hold with token that
-// its holder changed its value: EventAcquired again with the same token.
-func (w *worker) notifyValue(ks *keyState, name string, token uint64, holder wire.Owner, value string) {
+// its holder changed its value: EventAcquired again with the same token;
+// and so the prefix watches of key (full: namespace and name).
+func (w *worker) notifyValue(ks *keyState, key, name string, token uint64, holder wire.Owner, value string) {
+	w.notifyPrefix(key, wire.EventAcquired, token, holder, value)
 	for _, wt := range ks.watchers {
 		if wt.token != token {
 			continue
@@ -131,8 +133,10 @@ func (w *worker) notifyValue(ks *keyState, name string, token uint64, holder wir
 	ks.watchers = w.dropWatchers(ks.watchers)
 }
 
-// notify tells the key's watchers about a change.
-func (w *worker) notify(ks *keyState, name string, ev wire.Event, token uint64, holder wire.Owner, value string) {
+// notify tells the key's watchers, and the prefix watches of key (full:
+// namespace and name), about a change.
+func (w *worker) notify(ks *keyState, key, name string, ev wire.Event, token uint64, holder wire.Owner, value string) {
+	w.notifyPrefix(key, ev, token, holder, value)
 	if len(ks.watchers) == 0 {
 		return
 	}

@@ -190,6 +190,14 @@ type Config struct {
 	MaxWatchesPerConn      int `json:"max_watches_per_conn"`
 	MaxWaitsPerNamespace   int `json:"max_waits_per_namespace"`
 	MaxWatchesPerNamespace int `json:"max_watches_per_namespace"`
+	// MaxPrefixWatchesPerConn and MaxPrefixWatchesPerNamespace bound the
+	// prefix watches (wire.FlagPrefix) of one connection and of one
+	// namespace on this node, counted once per group a watch registers
+	// with (defaults group.DefaultMaxConnPrefixWatches and
+	// group.DefaultMaxNamespacePrefixWatches). Beyond a bound a prefix
+	// watch is answered OVERLOADED. See group.Config.MaxConnPrefixWatches.
+	MaxPrefixWatchesPerConn      int `json:"max_prefix_watches_per_conn"`
+	MaxPrefixWatchesPerNamespace int `json:"max_prefix_watches_per_namespace"`
 	// SessionLimits bound a namespace's sessions and what a request may
 	// claim (config_session.go).
 	SessionLimits

@@ -73,6 +73,12 @@ func (c *Config) EnsureDefaults() {
 	if c.MaxWatchesPerNamespace <= 0 {
 		c.MaxWatchesPerNamespace = group.DefaultMaxNamespaceWatches
 	}
+	if c.MaxPrefixWatchesPerConn <= 0 {
+		c.MaxPrefixWatchesPerConn = group.DefaultMaxConnPrefixWatches
+	}
+	if c.MaxPrefixWatchesPerNamespace <= 0 {
+		c.MaxPrefixWatchesPerNamespace = group.DefaultMaxNamespacePrefixWatches
+	}
 	c.SessionLimits.ensureDefaults()
 	c.RegistryLimits.ensureDefaults()
 	if c.AuditKeep <= 0 {

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/wire"
 )
@@ -96,15 +98,19 @@ func TestMaxInflight(t *testing.T) {
 	}
 }
 
-// TestConnBoundsConfigured: max_waits_per_conn and max_watches_per_conn
-// reach the lock service: on a connection allowed one of each, a second
-// blocked acquire and a second watch are answered OVERLOADED with
-// RetryAfterMs, while another connection still gets its own.
+// TestConnBoundsConfigured: max_waits_per_conn, max_watches_per_conn and
+// max_prefix_watches_per_conn reach the lock service: on a connection
+// allowed one of each, a second blocked acquire, a second watch and a
+// second prefix watch are answered OVERLOADED with RetryAfterMs (the
+// last naming its bound), while another connection still gets its own.
+// A prefix watch sent to a node that does not master its group is
+// redirected, and one naming no group is refused BAD_REQUEST.
 func TestConnBoundsConfigured(t *testing.T) {
 	t.Parallel()
 	tc := startClusterWith(t, 3, func(c *Config) {
 		c.MaxWaitsPerConn = 1
 		c.MaxWatchesPerConn = 1
+		c.MaxPrefixWatchesPerConn = 1
 	})
 	const key = "bounded"
 	mi := tc.masterIndex("ns", key)
@@ -140,5 +146,31 @@ func TestConnBoundsConfigured(t *testing.T) {
 	}
 	if r := watch(b, 1); r.Status != wire.StatusSuccess {
 		t.Fatalf("another connection's watch: %+v", r)
+	}
+	g := uint32(wire.GroupOf(wire.KeyHash("ns", key), 15))
+	prefix := func(rc *rawConn, id uint64, g uint32) *wire.Response {
+		return rc.call(wire.TypeWatch, &wire.Watch{Key: "bound", WatchID: id, Flags: wire.FlagContinuous | wire.FlagPrefix, Group: g})
+	}
+	if r := prefix(a, 3, g); r.Status != wire.StatusSuccess {
+		t.Fatalf("first prefix watch: %+v", r)
+	}
+	if r := prefix(a, 4, g); r.Status != wire.StatusOverloaded || r.RetryAfterMs == 0 || !strings.Contains(r.Msg, "too many prefix watches on this connection (1)") {
+		t.Fatalf("second prefix watch on the connection: %+v, want OVERLOADED naming the bound", r)
+	}
+	if r := prefix(b, 3, g); r.Status != wire.StatusSuccess {
+		t.Fatalf("another connection's prefix watch: %+v", r)
+	}
+	other := g
+	for k := 0; other == g || tc.nodes[mi].svc.Group(group.ID(other)).Serving(); k++ {
+		if k > 1000 {
+			t.Fatal("every group is served by one node")
+		}
+		other = uint32(k % 15)
+	}
+	if r := prefix(a, 5, other); r.Status != wire.StatusMasterRedirect {
+		t.Fatalf("prefix watch on a group served elsewhere: %+v, want MASTER_REDIRECT", r)
+	}
+	if r := prefix(a, 6, 15); r.Status != wire.StatusBadRequest {
+		t.Fatalf("prefix watch on group 15 of 15: %+v, want BAD_REQUEST", r)
 	}
 }

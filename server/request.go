@@ -29,6 +29,18 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.list(f.ReqID, c.sess.Identity().Namespace, m)
 	case *wire.MultiAcquire:
 		c.multiAcquire(f.ReqID, raw, m)
+	case *wire.Watch:
+		if m.Flags.Has(wire.FlagPrefix) {
+			c.prefixWatch(f.ReqID, &group.Request{Op: group.OpWatch, Key: m.Key, WatchID: m.WatchID, Flags: m.Flags}, m.Group)
+			return
+		}
+		c.submit(f, raw, m)
+	case *wire.Unwatch:
+		if m.Flags.Has(wire.FlagPrefix) {
+			c.prefixWatch(f.ReqID, &group.Request{Op: group.OpUnwatch, Key: m.Key, WatchID: m.WatchID, Flags: m.Flags}, m.Group)
+			return
+		}
+		c.submit(f, raw, m)
 	default:
 		c.submit(f, raw, m)
 	}
@@ -188,6 +200,28 @@ func (c *conn) list(reqID uint64, ns string, m *wire.List) {
 		limit = wire.DefaultListLimit
 	}
 	s.svc.List(ns, g, m.Prefix, m.After, limit, func(r wire.Response) { c.Respond(reqID, r) })
+}
+
+// prefixWatch answers a prefix watch or unwatch r (wire.FlagPrefix) on
+// group g: the master of g keeps it (see group.Service.SubmitPrefix);
+// another node redirects, and nothing forwards it (a client registers
+// with every group's master, as it lists).
+func (c *conn) prefixWatch(reqID uint64, r *group.Request, g uint32) {
+	s := c.s
+	if int(g) >= s.cfg.Groups {
+		c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: fmt.Sprintf("prefix watch: group %d out of range (0..%d)", g, s.cfg.Groups-1)})
+		return
+	}
+	lg := s.svc.Group(group.ID(g))
+	if !lg.Serving() && !lg.Elected() {
+		c.redirect(reqID, group.ID(g))
+		return
+	}
+	if !c.takeInflight(reqID) {
+		return
+	}
+	r.Namespace, r.ReqID, r.Sink, r.Start = c.sess.Identity().Namespace, reqID, c, group.Nanotime()
+	s.svc.SubmitPrefix(r, group.ID(g))
 }
 
 // decode decodes a request body, into the connection's reused value for

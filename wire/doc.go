@@ -58,8 +58,8 @@
 //	0x04  Release        c→s   Key, Owner, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue,
 //	                           PassOnLockDelayMs, Trace]
 //	0x05  State          c→s   Key, [Redirects, Token]
-//	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]
-//	0x07  Unwatch        c→s   Key, WatchID, [Redirects]
+//	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects, Group]
+//	0x07  Unwatch        c→s   Key, WatchID, [Redirects, Flags, Group]
 //	0x08  CancelWait     c→s   Key, Owner, WaitID, [Redirects]
 //	0x09  Heartbeat      c→s   (none)
 //	0x0A  GetView        c→s   (none)

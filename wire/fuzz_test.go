@@ -248,6 +248,9 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	write("FuzzDecodeAcquire", "max-hold", bytesArg(body(&Acquire{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Weight: 5,
 		TTLMs: 30000, MaxWaitMs: 5000, WaitID: 3, MaxHoldMs: 600000})))
 	write("FuzzDecodeRelease", "traced", bytesArg(body(&Release{Key: "order:42", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234), Trace: &trace})))
+	// A prefix watch and its unwatch (FlagPrefix, Group).
+	write("FuzzDecodeWatch", "prefix", bytesArg(body(&Watch{Key: "order:", WatchID: 9, Flags: FlagContinuous | FlagPrefix, Group: 3})))
+	write("FuzzDecodeUnwatch", "prefix", bytesArg(body(&Unwatch{Key: "order:", WatchID: 9, Flags: FlagPrefix, Group: 3})))
 	write("FuzzDecode", "unknown-type", "byte('?')", bytesArg([]byte{0x90}))
 	write("FuzzDecode", "view-changed", fmt.Sprintf("byte(%q)", rune(TypeViewChanged)), bytesArg(body(realistic[TypeView])))
 

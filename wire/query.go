@@ -89,6 +89,20 @@ func (m *State) Validate() error { return ValidateKey(m.Key) }
 // Watches live in the master's memory: after a reconnect or master change
 // the client registers them again, and so when the master pushes
 // EventMoved (it dropped the watch without a change of the key).
+//
+// With FlagPrefix the watch is a prefix watch, sent to the master of lock
+// group Group (it is not forwarded: another node redirects): Key is a
+// prefix ("" for the whole namespace) and the master pushes a WatchEvent,
+// whose Key names the key, for every acquire, release, expiry and
+// revocation of a key of the connection's namespace with that prefix on
+// the group, from the registration on (no event for the present state;
+// Token is ignored). It is continuous whatever FlagContinuous says and
+// MaxWaitMs must be 0; it ends with an Unwatch carrying FlagPrefix and
+// Group, with the connection, or with EventMoved (step-down, namespace
+// moved) after which the client registers it with the group's next
+// master. A client watching a prefix registers with every group. OVERLOADED
+// beyond the server's bounds on prefix watches per connection and per
+// namespace.
 type Watch struct {
 	// Key is the lock's name.
 	Key string
@@ -104,6 +118,9 @@ type Watch struct {
 	// Redirects counts the MASTER_REDIRECTs this request followed, or is
 	// ForwardNow; see Routed.
 	Redirects uint8
+	// Group is a prefix watch's lock group, 0..groups-1 (see GroupOf). A
+	// trailing field, written (with Redirects) only when not 0.
+	Group uint32
 }
 
 func (*Watch) wireMessage() {}
@@ -120,13 +137,22 @@ func (m *Watch) SetRedirectCount(n uint8) { m.Redirects = n }
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Watch) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(5 + optional(m.Redirects))
+	n := 5 + optional(m.Redirects)
+	if m.Group != 0 {
+		n = 7
+	}
+	w.array(n)
 	w.str(m.Key)
 	w.uint(m.WatchID)
 	w.uint(m.Token)
 	w.uint(uint64(m.Flags))
 	w.uint(uint64(m.MaxWaitMs))
-	w.optionalUint(uint64(m.Redirects))
+	if n > 5 {
+		w.uint(uint64(m.Redirects))
+	}
+	if n > 6 {
+		w.uint(uint64(m.Group))
+	}
 	return w.err
 }
 
@@ -140,32 +166,57 @@ func (m *Watch) DecodeMsgpack(d *msgpack.Decoder) error {
 		Flags:     Flags(f.u8()),
 		MaxWaitMs: f.u32(),
 		Redirects: f.u8(),
+		Group:     f.u32(),
 	}
 	return f.done("Watch")
 }
 
-// Validate checks the key and that WatchID is nonzero.
+// Validate checks the key (a prefix watch's may be empty), that WatchID
+// is nonzero and that a prefix watch has no MaxWaitMs. The group is the
+// server's to check (it knows the group count).
 func (m *Watch) Validate() error {
-	if err := ValidateKey(m.Key); err != nil {
+	if err := validateWatchKey(m.Key, m.Flags); err != nil {
 		return err
 	}
 	if m.WatchID == 0 {
 		return fmt.Errorf("%w: watch id is 0", ErrInvalidField)
 	}
+	if m.Flags.Has(FlagPrefix) && m.MaxWaitMs != 0 {
+		return fmt.Errorf("%w: a prefix watch has no max wait", ErrInvalidField)
+	}
+	return nil
+}
+
+// validateWatchKey checks a watch's key: a key, or with FlagPrefix a
+// prefix of at most MaxKeyLen bytes ("" for the whole namespace).
+func validateWatchKey(key string, flags Flags) error {
+	if !flags.Has(FlagPrefix) {
+		return ValidateKey(key)
+	}
+	if len(key) > MaxKeyLen {
+		return fmt.Errorf("%w: prefix of %d bytes, limit %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
 	return nil
 }
 
 // Unwatch drops the watch WatchID on Key. Key routes the request to the
-// key's group. Replies: SUCCESS, also when no such watch exists; the
+// key's group; with FlagPrefix it drops the prefix watch WatchID of lock
+// group Group instead, sent to that group's master (Key is the prefix,
+// informational). Replies: SUCCESS, also when no such watch exists; the
 // routing statuses.
 type Unwatch struct {
-	// Key is the watched key.
+	// Key is the watched key (or prefix).
 	Key string
 	// WatchID is the Watch's id.
 	WatchID uint64
 	// Redirects counts the MASTER_REDIRECTs this request followed, or is
 	// ForwardNow; see Routed.
 	Redirects uint8
+	// Flags may hold FlagPrefix; Group is then the prefix watch's group.
+	// Trailing fields, each written (with those before it) only when it
+	// or a later one is not 0.
+	Flags Flags
+	Group uint32
 }
 
 func (*Unwatch) wireMessage() {}
@@ -182,23 +233,39 @@ func (m *Unwatch) SetRedirectCount(n uint8) { m.Redirects = n }
 // EncodeMsgpack implements msgpack.CustomEncoder.
 func (m *Unwatch) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
-	w.array(2 + optional(m.Redirects))
+	n := 2 + optional(m.Redirects)
+	if m.Flags != 0 {
+		n = 4
+	}
+	if m.Group != 0 {
+		n = 5
+	}
+	w.array(n)
 	w.str(m.Key)
 	w.uint(m.WatchID)
-	w.optionalUint(uint64(m.Redirects))
+	if n > 2 {
+		w.uint(uint64(m.Redirects))
+	}
+	if n > 3 {
+		w.uint(uint64(m.Flags))
+	}
+	if n > 4 {
+		w.uint(uint64(m.Group))
+	}
 	return w.err
 }
 
 // DecodeMsgpack implements msgpack.CustomDecoder.
 func (m *Unwatch) DecodeMsgpack(d *msgpack.Decoder) error {
 	f := readFields(d)
-	*m = Unwatch{Key: f.str(), WatchID: f.u64(), Redirects: f.u8()}
+	*m = Unwatch{Key: f.str(), WatchID: f.u64(), Redirects: f.u8(), Flags: Flags(f.u8()), Group: f.u32()}
 	return f.done("Unwatch")
 }
 
-// Validate checks the key and that WatchID is nonzero.
+// Validate checks the key (a prefix watch's may be empty) and that
+// WatchID is nonzero.
 func (m *Unwatch) Validate() error {
-	if err := ValidateKey(m.Key); err != nil {
+	if err := validateWatchKey(m.Key, m.Flags); err != nil {
 		return err
 	}
 	if m.WatchID == 0 {

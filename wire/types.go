@@ -387,6 +387,12 @@ const (
 	// usage drops; raising it may grant queued waiters); a semaphore
 	// without holders keeps no total, and SUCCESS is answered at once.
 	FlagSetPermits Flags = 1 << 3
+	// FlagPrefix (Watch, Unwatch): the watch is a prefix watch on lock
+	// group Group: Key is a key prefix ("" for every key of the
+	// namespace), and the watch reports every change of a key of the
+	// connection's namespace with that prefix whose group is Group. A
+	// prefix watch is always continuous. See Watch.
+	FlagPrefix Flags = 1 << 4
 )
 
 // Has reports whether every bit of x is set in f.

@@ -126,6 +126,9 @@ func frameVectors() []frameVector {
 		{"acquire-max-hold", TypeAcquire, 28, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 14, MaxHoldMs: 600000}},
 		{"acquire-max-hold-traced", TypeAcquire, 29, &Acquire{Key: "order:42", Owner: owner, Weight: 1, TTLMs: 30000, MaxWaitMs: WaitForever, WaitID: 15, Trace: &vectorTrace, MaxHoldMs: 600000}},
 		{"lost-hold-limit", TypeLost, 0, &Lost{Key: "order:42", Token: tok, Owner: owner, Event: EventHoldLimit}},
+		{"watch-prefix", TypeWatch, 30, &Watch{Key: "order:", WatchID: 4, Flags: FlagContinuous | FlagPrefix, Group: 3}},
+		{"watch-prefix-namespace", TypeWatch, 31, &Watch{WatchID: 5, Flags: FlagContinuous | FlagPrefix, Redirects: 1}},
+		{"unwatch-prefix", TypeUnwatch, 32, &Unwatch{Key: "order:", WatchID: 4, Flags: FlagPrefix, Group: 3}},
 	}
 }
 
@@ -198,8 +201,8 @@ var fieldNames = map[Type]string{
 	TypeRenew:            "Key, Owner.Client, Owner.ID, Token, TTLMs, [Redirects, SetValue, Value]",
 	TypeRelease:          "Key, Owner.Client, Owner.ID, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue]",
 	TypeState:            "Key, [Redirects]",
-	TypeWatch:            "Key, WatchID, Token, Flags, MaxWaitMs, [Redirects]",
-	TypeUnwatch:          "Key, WatchID, [Redirects]",
+	TypeWatch:            "Key, WatchID, Token, Flags, MaxWaitMs, [Redirects, Group]",
+	TypeUnwatch:          "Key, WatchID, [Redirects, Flags, Group]",
 	TypeCancelWait:       "Key, Owner.Client, Owner.ID, WaitID, [Redirects]",
 	TypeHeartbeat:        "(none)",
 	TypeGetView:          "(none)",

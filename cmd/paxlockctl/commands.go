@@ -275,6 +275,16 @@ func runCheck(ctx context.Context, o *options, p printer, _ string, args []strin
 
 // runClient runs lock, state or watch.
 func runClient(ctx context.Context, o *options, p printer, cmd string, args []string) error {
+	if cmd == "watch" && o.prefixGiven {
+		if err := wantArgs(args, 0, 0, "watch -prefix PREFIX (no KEY)"); err != nil {
+			return err
+		}
+		cfg, err := o.clientConfig()
+		if err != nil {
+			return err
+		}
+		return watchPrefixCmd(ctx, p, cfg, o.prefix, o.timeout)
+	}
 	form := map[string]string{"lock": "lock KEY [HOLD]", "state": "state KEY", "watch": "watch KEY"}[cmd]
 	hi := 1
 	if cmd == "lock" {

@@ -86,9 +86,11 @@ var helps = map[string]cmdHelp{
 	"check": {forms: []string{"check KEY TOKEN"},
 		text:  "Ask whether TOKEN (decimal, or hex with 0x) is the fencing token of a current hold of KEY: exit status 0 when it is, 3 when it is not (released, expired, revoked, or KEY granted again since), 1 when the cluster could not be asked.",
 		flags: clientFlags},
-	"watch": {forms: []string{"watch KEY [-after TOKEN]"},
-		text:  "Print KEY's changes until interrupted (SIGINT or SIGTERM end it cleanly, exit status 0).",
-		flags: join(clientFlags, []string{"after"})},
+	"watch": {forms: []string{"watch KEY [-after TOKEN]", "watch -prefix PREFIX"},
+		text: "Print KEY's changes until interrupted (SIGINT or SIGTERM end it cleanly, exit status 0). " +
+			"With -prefix, print the changes of every key starting with PREFIX (-prefix '' for the whole namespace), each line naming its key; " +
+			"a moved line (the prefix as its key) says a lock group's master changed and changes in between may be missing (locks PREFIX shows the present state).",
+		flags: join(clientFlags, []string{"after", "prefix"})},
 	"lock": {forms: []string{"lock KEY [HOLD]", "lock KEY -- CMD [ARG…]"},
 		text: "lock KEY [HOLD] takes KEY (waiting in the server's queue if it is held), prints the fencing token, holds it for HOLD (default 5s) and releases it. " +
 			"lock KEY -- CMD runs CMD while paxlockctl holds KEY's exclusive lock" + runFormText,

@@ -238,7 +238,9 @@ type options struct {
 	output                string
 	timeout               time.Duration
 	after                 uint64
-	explicitAdmin         bool // -admin-ca or -admin-token-file given, even empty
+	prefix                string // watch -prefix
+	prefixGiven           bool   // -prefix given, even empty (the whole namespace)
+	explicitAdmin         bool   // -admin-ca or -admin-token-file given, even empty
 	secretFileGiven       bool
 	outputJSON            bool
 	force                 bool
@@ -284,6 +286,7 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.StringVar(&o.output, "o", "table", "output format: table or json")
 	fs.DurationVar(&o.timeout, "timeout", time.Minute, "lock, state, check, wait, unlock: give up after this long (watch runs until interrupted)")
 	fs.Uint64Var(&o.after, "after", 0, "watch: the last fencing token known (0: report the current holder at once)")
+	fs.StringVar(&o.prefix, "prefix", "", "watch: print the changes of every key starting with this prefix instead of one KEY (-prefix '' for the whole namespace)")
 	fs.BoolVar(&o.balanced, "balanced", false, "wait: also wait until every node answers and the masters are spread evenly (each node serves groups/nodes, rounded down or up), as after a node's restart")
 	fs.BoolVar(&o.undo, "undo", false, "drain NODE: undo a drain: the node masters groups again, without a restart")
 	fs.BoolVar(&o.force, "force", false, "unlock: required: free KEY whoever holds it")
@@ -392,6 +395,7 @@ func (o *options) noteGiven() {
 		o.ttlGiven = o.ttlGiven || f.Name == "ttl"
 		o.waitGiven = o.waitGiven || f.Name == "wait"
 		o.limitGiven = o.limitGiven || f.Name == "limit"
+		o.prefixGiven = o.prefixGiven || f.Name == "prefix"
 	})
 }
 

@@ -382,7 +382,9 @@ func freeAddrs(t *testing.T, n int) []string {
 // TestClientCommandsJSON runs lock, state and watch with -o json against
 // one in-process node: every line parses and has the documented fields,
 // watch streams the lock's acquire and release and ends cleanly when its
-// context is cancelled (SIGINT in main).
+// context is cancelled (SIGINT in main); watch -prefix streams those of
+// the keys under its prefix, each named, and not those of a key outside
+// it, and ends so too.
 func TestClientCommandsJSON(t *testing.T) {
 	clientAddr, _ := startOpsNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -397,12 +399,20 @@ func TestClientCommandsJSON(t *testing.T) {
 	go func() {
 		watchDone <- run(watchCtx, append([]string{"watch", "job:1"}, flags...), strings.NewReader(""), &watchOut, io.Discard)
 	}()
+	var prefixOut testutil.Buffer
+	prefixDone := make(chan int, 1)
+	go func() {
+		prefixDone <- run(watchCtx, append([]string{"watch", "-prefix", "job:"}, flags...), strings.NewReader(""), &prefixOut, io.Discard)
+	}()
 
 	// The watch may register after the lock was taken: it reports the
 	// current holder at once then (-after 0), so keep locking until it has
 	// seen an acquire and a release.
 	var lockLines []map[string]any
 	testutil.Eventually(t, 30*time.Second, func() bool {
+		if code, _, errOut := runCtl(t, "", append([]string{"lock", "task:1", "0s"}, flags...)...); code != 0 {
+			t.Fatalf("lock outside the prefix: exit %d, %s", code, errOut)
+		}
 		code, out, errOut := runCtl(t, "", append([]string{"lock", "job:1", "0s"}, flags...)...)
 		if code != 0 {
 			t.Fatalf("lock: exit %d, %s", code, errOut)
@@ -416,9 +426,10 @@ func TestClientCommandsJSON(t *testing.T) {
 			}
 			lockLines = append(lockLines, m)
 		}
-		w := watchOut.String()
-		return strings.Contains(w, `"event":"acquired"`) && strings.Contains(w, `"event":"released"`)
-	}, "watch saw no acquire and release: %q", watchOut.String())
+		w, pw := watchOut.String(), prefixOut.String()
+		return strings.Contains(w, `"event":"acquired"`) && strings.Contains(w, `"event":"released"`) &&
+			strings.Contains(pw, `"key":"job:1","event":"acquired"`) && strings.Contains(pw, `"key":"job:1","event":"released"`)
+	}, "watch saw no acquire and release: %q; watch -prefix: %q", watchOut.String(), prefixOut.String())
 	if len(lockLines) != 2 || lockLines[0]["event"] != "locked" || lockLines[1]["event"] != "released" ||
 		lockLines[0]["key"] != "job:1" || lockLines[0]["token"] == float64(0) || lockLines[0]["token"] != lockLines[1]["token"] {
 		t.Errorf("lock printed %v", lockLines)
@@ -431,6 +442,24 @@ func TestClientCommandsJSON(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("watch did not end when its context was cancelled")
+	}
+	select {
+	case code := <-prefixDone:
+		if code != 0 {
+			t.Errorf("watch -prefix ended with exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("watch -prefix did not end when its context was cancelled")
+	}
+	psc := bufio.NewScanner(strings.NewReader(prefixOut.String()))
+	for psc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(psc.Bytes(), &ev); err != nil {
+			t.Fatalf("watch -prefix printed %q: %v", psc.Text(), err)
+		}
+		if k, _ := ev["key"].(string); !strings.HasPrefix(k, "job:") {
+			t.Errorf("watch -prefix job: printed %v", ev)
+		}
 	}
 	sc := bufio.NewScanner(strings.NewReader(watchOut.String()))
 	for sc.Scan() {

@@ -337,7 +337,8 @@ type watchEvent struct {
 	// Time is when paxlockctl received the event (RFC 3339, UTC).
 	Time string `json:"time"`
 	Key  string `json:"key"`
-	// Event is acquired, released, expired, revoked or timeout.
+	// Event is acquired, released, expired, revoked or timeout; for
+	// watch -prefix also moved (Key: the prefix; see watchPrefixCmd).
 	Event string `json:"event"`
 	Token uint64 `json:"token"`
 	// Holder is the new holder as client/id in hex (acquired), else "".

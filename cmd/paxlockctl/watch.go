@@ -38,6 +38,34 @@ func watchCmd(ctx context.Context, p printer, c *client.Client, key string, afte
 	}
 }
 
+// watchPrefixCmd prints the changes of every key starting with prefix
+// until ctx ends (SIGINT, SIGTERM), which is a clean end; timeout bounds
+// the connection. An EventMoved line (the prefix as its key) says that a
+// group's master changed and changes in between may be missing: locks
+// PREFIX shows the present state.
+func watchPrefixCmd(ctx context.Context, p printer, cfg client.Config, prefix string, timeout time.Duration) error {
+	connectCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := client.New(connectCtx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }() // the command's own result is what it reports
+	events, err := c.WatchPrefix(ctx, prefix)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	for ev := range events {
+		if err := p.emit(watchRecord(ev)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // locksCmd lists the namespace's held locks with keys starting with prefix,
 // page by page, up to limit of them.
 func locksCmd(ctx context.Context, p printer, cfg client.Config, prefix string, limit int, timeout time.Duration) error {
