@@ -92,6 +92,9 @@ type command struct {
 	delayMs uint32
 	// maxHoldMs is an acquire's maximum hold time (see grant).
 	maxHoldMs uint32
+	// keep is a partial release's permits left to the hold (see
+	// permits.go); 0 for a release of the whole hold.
+	keep uint32
 }
 
 // Command encoding. The fields up to data are those of the first
@@ -115,7 +118,8 @@ type command struct {
 //	delay = delayMs uvarint, grantDelays uvarint, grantDelays × delayMs uvarint
 //
 // with grantDelays 0 or len(grants). Flags bit 4 says maximum hold times
-// follow (cmdHasMaxHold, see maxhold.go).
+// follow (cmdHasMaxHold, see maxhold.go); bit 5 that a partial release's
+// permits to keep follow them (cmdKeepPermits, see permits.go).
 const (
 	cmdSetValue = 1 << 0
 	cmdHasValue = 1 << 1
@@ -125,7 +129,7 @@ const (
 )
 
 func (c *command) hasValues() bool {
-	if c.setValue || c.value != "" || c.hasSem() || c.hasDelay() || c.hasMaxHold() {
+	if c.setValue || c.value != "" || c.hasSem() || c.hasDelay() || c.hasMaxHold() || c.keep != 0 {
 		return true
 	}
 	for _, g := range c.grants {
@@ -163,7 +167,7 @@ func (c *command) sizeHint() int {
 		n += 8*v + 1 + len(g.value)
 	}
 	if c.hasValues() {
-		n += 10*v + len(c.value)
+		n += 11*v + len(c.value)
 	}
 	return n
 }
@@ -212,6 +216,9 @@ func appendCommand(dst []byte, c *command) []byte {
 	if maxHold {
 		flags |= cmdHasMaxHold
 	}
+	if c.keep != 0 {
+		flags |= cmdKeepPermits
+	}
 	dst = binary.AppendUvarint(dst, flags)
 	if c.value != "" {
 		dst = appendValue(dst, c.value)
@@ -236,6 +243,9 @@ func appendCommand(dst []byte, c *command) []byte {
 	}
 	if maxHold {
 		dst = appendMaxHold(dst, c)
+	}
+	if c.keep != 0 {
+		dst = binary.AppendUvarint(dst, uint64(c.keep))
 	}
 	return dst
 }
@@ -318,7 +328,10 @@ func decodeCommand(b []byte) (command, error) {
 		if flags&cmdHasMaxHold != 0 {
 			decodeMaxHold(&r, &c)
 		}
-		if flags&^(cmdSetValue|cmdHasValue|cmdHasSem|cmdHasDelay|cmdHasMaxHold) != 0 {
+		if flags&cmdKeepPermits != 0 {
+			decodeKeep(&r, &c)
+		}
+		if flags&^(cmdSetValue|cmdHasValue|cmdHasSem|cmdHasDelay|cmdHasMaxHold|cmdKeepPermits) != 0 {
 			r.Fail()
 		}
 	}

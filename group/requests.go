@@ -248,6 +248,10 @@ func (w *worker) downgrade(r *Request, key string, ks *keyState) {
 }
 
 func (w *worker) release(r *Request, key string, ks *keyState) {
+	if r.Permits != 0 {
+		w.releasePart(r, key, ks)
+		return
+	}
 	var st wire.Status
 	var ws []*waiter
 	var rest int

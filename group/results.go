@@ -163,6 +163,10 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 	case opRenew:
 		w.renewed(ks, key, name, p, out, now)
 	case opRelease, opExpire:
+		if p.cmd.keep != 0 {
+			w.releasedPart(p, out)
+			break
+		}
 		w.released(ks, key, name, p, out, now)
 	case opRevoke:
 		w.revokeResult(p, out, nil)

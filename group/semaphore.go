@@ -254,7 +254,7 @@ func (w *worker) pick(ks *keyState, rec *lockRec, owner wire.Owner, token uint64
 	rest := without(rec, owner, token)
 	var ws []*waiter
 	if isSem(rec) || (rec.n() == 0 && len(ks.waiters) > 0 && ks.waiters[0].req.Kind == wire.KindSemaphore) {
-		ws = pickSemGrants(ks, rec, owner, token, 0)
+		ws = pickSemGrants(ks, rec, owner, token, 0, 0)
 	} else {
 		var kind wire.Kind
 		if rec.n() > 0 {
@@ -294,10 +294,11 @@ func (w *worker) holdersFull(r *Request) bool {
 }
 
 // pickSemGrants chooses the semaphore waiters granted once owner's hold
-// with token is gone: the head waiters in queue order while their permits
-// fit, stopping at the first that does not (no barging). The total is
-// limit when not 0, else the record's, else the head waiter's.
-func pickSemGrants(ks *keyState, rec *lockRec, owner wire.Owner, token uint64, limit uint32) []*waiter {
+// with token is down to keep permits (0: gone): the head waiters in queue
+// order while their permits fit, stopping at the first that does not (no
+// barging). The total is limit when not 0, else the record's, else the
+// head waiter's.
+func pickSemGrants(ks *keyState, rec *lockRec, owner wire.Owner, token uint64, limit, keep uint32) []*waiter {
 	const maxGrants = 64
 	if limit == 0 {
 		limit = rec.limit()
@@ -305,7 +306,7 @@ func pickSemGrants(ks *keyState, rec *lockRec, owner wire.Owner, token uint64, l
 	if limit == 0 && len(ks.waiters) > 0 {
 		limit = ks.waiters[0].req.Limit
 	}
-	used := rec.inUse(owner, token)
+	used := rec.inUse(owner, token) + uint64(keep)
 	var out []*waiter
 	for _, q := range ks.waiters {
 		if q.granting {
@@ -332,7 +333,7 @@ func (w *worker) setPermits(r *Request, key string, ks *keyState) {
 	var ws []*waiter
 	w.g.sm.view(key, func(rec *lockRec) {
 		if n, sem = rec.n(), isSem(rec); sem {
-			ws = w.holderRoom(pickSemGrants(ks, rec, wire.Owner{}, 0, r.Limit), n)
+			ws = w.holderRoom(pickSemGrants(ks, rec, wire.Owner{}, 0, r.Limit, 0), n)
 		}
 	})
 	switch {

@@ -55,7 +55,9 @@ type Request struct {
 	// padding, which keeps Request in its allocation size class.
 	LockDelayMs uint16
 	// Limit is a semaphore acquire's total, Permits (below) the permits
-	// it takes (wire.Acquire). Both sit in what would be padding, which
+	// it takes (wire.Acquire), or on a release the permits the semaphore
+	// hold keeps (a partial release, wire.Release.KeepPermits; 0: the
+	// whole hold goes; see permits.go). Both sit in what would be padding, which
 	// keeps Request in its allocation size class.
 	Limit uint32
 	// Namespace and Key name the lock; Hash is wire.KeyHash(Namespace, Key).

@@ -365,6 +365,10 @@ func (sm *StateMachine) applyToHold(s *shard, lp **lockRec, instance uint64, c *
 		}
 		return
 	}
+	if c.keep != 0 {
+		sm.keepPermits(s, lp, i, instance, c, out)
+		return
+	}
 	delay := l.delayAt(i)
 	l.remove(i)
 	if c.op == opExpire && delay > 0 {

@@ -106,6 +106,9 @@ func FuzzDecodeCommand(f *testing.F) {
 	// waiter with one and a lock-delay.
 	f.Add(appendCommand(nil, &command{op: opAcquire, key: sk, owner: owner(1, 1), ttlMs: 900, maxHoldMs: 60000}))
 	f.Add(appendCommand(nil, &command{op: opRelease, key: sk, owner: owner(1, 1), token: 3, grants: []grant{{owner: owner(2, 1), ttlMs: 900, delayMs: 100, maxHoldMs: 5000}}}))
+	// A partial release keeping 2 permits, granting a waiter.
+	f.Add(appendCommand(nil, &command{op: opRelease, key: sk, owner: owner(1, 1), token: 3, keep: 2, grants: []grant{
+		{owner: owner(2, 1), kind: wire.KindSemaphore, ttlMs: 900, permits: 1, limit: 5}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := decodeCommand(b)
 		if err != nil {
