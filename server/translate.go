@@ -31,6 +31,7 @@ func requestOf(m wire.Message) (*group.Request, bool) {
 		r.SetValue, r.Value = m.SetValue, m.Value
 	case *wire.Release:
 		r.Op, r.Key, r.Owner, r.Token = group.OpRelease, m.Key, m.Owner, m.Token
+		r.Permits = m.KeepPermits
 		if m.PassOnID != 0 {
 			r.PassOn = wire.Owner{Client: m.Owner.Client, ID: m.PassOnID}
 			r.TTL = time.Duration(m.PassOnTTLMs) * time.Millisecond

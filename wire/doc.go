@@ -56,7 +56,7 @@
 //	                           MaxHoldMs]
 //	0x03  Renew          c→s   Key, Owner, Token, TTLMs, [Redirects, SetValue, Value]
 //	0x04  Release        c→s   Key, Owner, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue,
-//	                           PassOnLockDelayMs, Trace]
+//	                           PassOnLockDelayMs, Trace, KeepPermits]
 //	0x05  State          c→s   Key, [Redirects, Token]
 //	0x06  Watch          c→s   Key, WatchID, Token, Flags, MaxWaitMs, [Redirects, Group]
 //	0x07  Unwatch        c→s   Key, WatchID, [Redirects, Flags, Group]

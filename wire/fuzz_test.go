@@ -251,6 +251,7 @@ func TestWriteFuzzCorpus(t *testing.T) {
 	// A prefix watch and its unwatch (FlagPrefix, Group).
 	write("FuzzDecodeWatch", "prefix", bytesArg(body(&Watch{Key: "order:", WatchID: 9, Flags: FlagContinuous | FlagPrefix, Group: 3})))
 	write("FuzzDecodeUnwatch", "prefix", bytesArg(body(&Unwatch{Key: "order:", WatchID: 9, Flags: FlagPrefix, Group: 3})))
+	write("FuzzDecodeRelease", "keep-permits", bytesArg(body(&Release{Key: "pool", Owner: Owner{0x9e3779b97f4a7c15, 7}, Token: MakeToken(1, 1234), KeepPermits: 2})))
 	write("FuzzDecode", "unknown-type", "byte('?')", bytesArg([]byte{0x90}))
 	write("FuzzDecode", "view-changed", fmt.Sprintf("byte(%q)", rune(TypeViewChanged)), bytesArg(body(realistic[TypeView])))
 

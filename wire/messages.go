@@ -510,6 +510,20 @@ type Release struct {
 	// the pass-on's, omitted when 0; a server that predates it ignores
 	// it.
 	PassOnLockDelayMs uint32
+	// KeepPermits, when nonzero, makes the release partial: the owner's
+	// semaphore hold keeps KeepPermits of its permits and gives the rest
+	// back (granting waiters that then fit, in the same command), with
+	// its token, TTL and deadline unchanged. It names what is left, so a
+	// retry changes nothing more. SUCCESS carries the permits kept in
+	// Response.Permits; keeping all the hold has is SUCCESS unchanged;
+	// keeping more, or a hold that is not a semaphore's, is BAD_REQUEST
+	// (Response.Permits: the permits held) and changes nothing. Not with
+	// a pass-on. A trailing field after Trace (written empty when the
+	// release is untraced), omitted when 0; a server that predates it
+	// ignores it and releases the whole hold (its SUCCESS has no
+	// Permits). It sits beside PassOnLockDelayMs in what would be
+	// padding, which keeps Release in its allocation size class.
+	KeepPermits uint32
 	// Trace is the client span's trace context (see Acquire.Trace): the
 	// release's grant to a waiter shows in the release's trace. A
 	// trailing field after PassOnLockDelayMs, omitted when nil or zero.
@@ -531,9 +545,11 @@ func (m *Release) SetRedirectCount(n uint8) { m.Redirects = n }
 func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 	w := fieldWriter{e: e}
 	// The pass-on tail is written whole when any of its fields is set.
-	traced := !m.Trace.IsZero()
-	tail := traced || m.PassOnID != 0 || m.PassOnTTLMs != 0 || m.PassOnValue != "" || m.PassOnLockDelayMs != 0
+	traced, keep := !m.Trace.IsZero(), m.KeepPermits != 0
+	tail := keep || traced || m.PassOnID != 0 || m.PassOnTTLMs != 0 || m.PassOnValue != "" || m.PassOnLockDelayMs != 0
 	switch {
+	case keep:
+		w.array(11)
 	case traced:
 		w.array(10)
 	case m.PassOnLockDelayMs != 0:
@@ -552,6 +568,12 @@ func (m *Release) EncodeMsgpack(e *msgpack.Encoder) error {
 		w.uint(m.PassOnID)
 		w.uint(uint64(m.PassOnTTLMs))
 		w.bin(m.PassOnValue)
+		if keep {
+			w.uint(uint64(m.PassOnLockDelayMs))
+			w.optionalTrace(m.Trace)
+			w.uint(uint64(m.KeepPermits))
+			return w.err
+		}
 		if traced {
 			w.uint(uint64(m.PassOnLockDelayMs))
 			w.trace(m.Trace)
@@ -578,16 +600,21 @@ func (m *Release) DecodeMsgpack(d *msgpack.Decoder) error {
 	m.PassOnValue, _ = f.bin()
 	m.PassOnLockDelayMs = f.u32()
 	m.Trace = f.trace()
+	m.KeepPermits = f.u32()
 	return f.done("Release")
 }
 
-// Validate checks the key, the owner and a pass-on's value.
+// Validate checks the key, the owner, a pass-on's value and that a
+// partial release has no pass-on.
 func (m *Release) Validate() error {
 	if err := ValidateKey(m.Key); err != nil {
 		return err
 	}
 	if err := validateOwner(m.Owner); err != nil {
 		return err
+	}
+	if m.KeepPermits != 0 && m.PassOnID != 0 {
+		return fmt.Errorf("%w: a partial release with a pass-on", ErrInvalidField)
 	}
 	if m.PassOnID != 0 && m.PassOnID == m.Owner.ID {
 		return fmt.Errorf("%w: pass-on to the releasing owner", ErrInvalidField)

@@ -481,6 +481,8 @@ func TestValidate(t *testing.T) {
 		{"release owner", &Release{Key: "k"}, ErrInvalidField},
 		{"release pass-on ok", &Release{Key: "k", Owner: own, PassOnID: own.ID + 1, PassOnValue: "v"}, nil},
 		{"release pass-on to itself", &Release{Key: "k", Owner: own, PassOnID: own.ID}, ErrInvalidField},
+		{"release keep permits ok", &Release{Key: "k", Owner: own, KeepPermits: 2}, nil},
+		{"release keep permits with a pass-on", &Release{Key: "k", Owner: own, PassOnID: own.ID + 1, KeepPermits: 2}, ErrInvalidField},
 		{"release pass-on value", &Release{Key: "k", Owner: own, PassOnID: own.ID + 1, PassOnValue: strings.Repeat("v", MaxValueLen+1)}, ErrValueTooLarge},
 		{"state key", &State{}, ErrInvalidKey},
 		{"watch id", &Watch{Key: "k"}, ErrInvalidField},

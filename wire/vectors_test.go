@@ -129,6 +129,9 @@ func frameVectors() []frameVector {
 		{"watch-prefix", TypeWatch, 30, &Watch{Key: "order:", WatchID: 4, Flags: FlagContinuous | FlagPrefix, Group: 3}},
 		{"watch-prefix-namespace", TypeWatch, 31, &Watch{WatchID: 5, Flags: FlagContinuous | FlagPrefix, Redirects: 1}},
 		{"unwatch-prefix", TypeUnwatch, 32, &Unwatch{Key: "order:", WatchID: 4, Flags: FlagPrefix, Group: 3}},
+		{"release-keep-permits", TypeRelease, 33, &Release{Key: "pool", Owner: owner, Token: tok, KeepPermits: 2}},
+		{"release-keep-permits-traced", TypeRelease, 34, &Release{Key: "pool", Owner: owner, Token: tok, Trace: &vectorTrace, KeepPermits: 1}},
+		{"response-keep-permits", TypeResponse, 33, &Response{Status: StatusSuccess, Token: tok, Permits: 2}},
 	}
 }
 
@@ -228,6 +231,10 @@ var tracedFieldNames = map[Type]string{
 // time, which follows Trace (written empty when the acquire is untraced).
 const maxHoldFieldNames = "Key, Owner.Client, Owner.ID, Kind, Flags, Weight, TTLMs, MaxWaitMs, WaitID, [Redirects, Value, Permits, Limit, LockDelayMs, WaitedMs, Trace, MaxHoldMs]"
 
+// keepPermitsFieldNames names the fields of a partial Release, whose
+// KeepPermits follows Trace (written empty when the release is untraced).
+const keepPermitsFieldNames = "Key, Owner.Client, Owner.ID, Token, [Redirects, PassOnID, PassOnTTLMs, PassOnValue, PassOnLockDelayMs, Trace, KeepPermits]"
+
 // vectorFieldNames names v's fields: tracedFieldNames for a traced
 // message, so that the untraced vectors read as they always have.
 func vectorFieldNames(v frameVector) string {
@@ -240,6 +247,9 @@ func vectorFieldNames(v frameVector) string {
 			return tracedFieldNames[v.typ]
 		}
 	case *Release:
+		if m.KeepPermits != 0 {
+			return keepPermitsFieldNames
+		}
 		if !m.Trace.IsZero() {
 			return tracedFieldNames[v.typ]
 		}
