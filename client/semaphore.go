@@ -52,6 +52,10 @@ func (e *PermitsError) Unwrap() error { return ErrPermitsMismatch }
 // locks): a waiter asking for n permits is granted when n permits are free
 // and no waiter is ahead of it, so a large request at the head is not
 // overtaken by smaller ones behind it.
+//
+// The permits of a grant have ids (PermitIDs), so that a program can hand
+// them to its tasks and give them back one at a time with ReleasePermits;
+// the grant keeps its token while it has permits left.
 type Semaphore struct {
 	onMutex // Key, Token, ValidUntil, Lost, Context: the handle's grant
 	m       *Mutex
@@ -59,7 +63,8 @@ type Semaphore struct {
 	err     error
 
 	mu   sync.Mutex
-	held int // permits the handle holds (its last grant's)
+	held int        // permits the handle holds (its last grant's, less those given back)
+	ids  []PermitID // the ids of those permits (see ReleasePermits)
 }
 
 // Semaphore returns a handle on semaphore name with permits permits in
@@ -146,6 +151,7 @@ func (s *Semaphore) acquire(ctx context.Context, n int, block bool) error {
 		return s.mismatch(ctx, err)
 	}
 	s.held = n
+	s.ids = permitIDs(s.m.Token(), n)
 	return nil
 }
 
@@ -161,7 +167,8 @@ func (s *Semaphore) mismatch(ctx context.Context, err error) error {
 	return fmt.Errorf("%w (%w)", &PermitsError{Key: s.m.key, Have: st.Permits, Want: s.Permits()}, err)
 }
 
-// Release gives the handle's permits back. It returns an error wrapping
+// Release gives the handle's permits back (all it holds; ReleasePermits
+// gives back some). It returns an error wrapping
 // ErrNotHeld if the handle holds none, and ErrLockLost if its grant had
 // been lost; see Mutex.Unlock.
 func (s *Semaphore) Release(ctx context.Context) error {
@@ -173,9 +180,14 @@ func (s *Semaphore) Release(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.releaseLocked(ctx)
+}
+
+// releaseLocked is Release with s.mu held.
+func (s *Semaphore) releaseLocked(ctx context.Context) error {
 	err := s.m.Unlock(ctx)
 	if !errors.Is(err, ErrNotHeld) {
-		s.held = 0
+		s.held, s.ids = 0, nil
 	}
 	return err
 }

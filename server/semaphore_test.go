@@ -76,6 +76,68 @@ func TestSemaphoreAgainstCluster(t *testing.T) {
 	if err := b.Release(ctx); !errors.Is(err, client.ErrNotHeld) {
 		t.Fatalf("second release: %v", err)
 	}
+	semaphorePermitIDs(t, c2, newClient(t, tc))
+}
+
+// semaphorePermitIDs: a grant of 3 gives back 2 permits by id and keeps
+// its token; a waiter for 2 is granted by that release; ids given back,
+// of another token or named twice are refused with nothing changed; the
+// last id given back releases the grant.
+func semaphorePermitIDs(t *testing.T, c1, c2 *client.Client) {
+	ctx := ctxT(t)
+	p := c1.Semaphore("tasks", 3, client.TTL(10*time.Second), client.AutoRenew())
+	if err := p.Acquire(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	ids, tok := p.PermitIDs(), p.Token()
+	if len(ids) != 3 || ids[2] != (client.PermitID{Token: tok, Index: 2}) {
+		t.Fatalf("permit ids %v, token %d", ids, tok)
+	}
+	q := c2.Semaphore("tasks", 3)
+	got := make(chan error, 1)
+	go func() { got <- q.Acquire(ctx, 2) }()
+	waitFor(t, "the waiter queued", func() bool {
+		st, err := p.State(ctx)
+		return err == nil && st.QueueLen == 1
+	})
+	if err := p.ReleasePermits(ctx, ids[0], ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiter: %v", err)
+	}
+	if left := p.PermitIDs(); p.Held() != 1 || p.Token() != tok || len(left) != 1 || left[0] != ids[1] {
+		t.Fatalf("after giving back 2: held %d token %d ids %v", p.Held(), p.Token(), left)
+	}
+	st, err := p.State(ctx)
+	if err != nil || st.InUse != 3 || len(st.Holders) != 2 || st.Holders[0].Token != tok || st.Holders[0].Permits != 1 {
+		t.Fatalf("state after giving back 2: %+v %v", st, err)
+	}
+	for name, bad := range map[string][]client.PermitID{
+		"given back":    {ids[0]},
+		"another token": {{Token: tok + 1, Index: 1}},
+		"twice":         {ids[1], ids[1]},
+		"none":          nil,
+	} {
+		if err := p.ReleasePermits(ctx, bad...); !errors.Is(err, client.ErrUnknownPermit) || !errors.Is(err, client.ErrInvalid) {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	if p.Held() != 1 {
+		t.Fatalf("held %d after the refusals", p.Held())
+	}
+	if err := p.ReleasePermits(ctx, ids[1]); err != nil {
+		t.Fatal(err)
+	}
+	if p.Held() != 0 || p.PermitIDs() != nil {
+		t.Fatalf("after the last id: held %d ids %v", p.Held(), p.PermitIDs())
+	}
+	if err := p.ReleasePermits(ctx, ids[1]); !errors.Is(err, client.ErrNotHeld) {
+		t.Fatalf("release permits after the release: %v", err)
+	}
+	if st, err := p.State(ctx); err != nil || st.InUse != 2 || len(st.Holders) != 1 {
+		t.Fatalf("state at the end: %+v %v", st, err)
+	}
 }
 
 // TestSemaphoreMasterChange: workers on three clients take 1 or 2 of 3
