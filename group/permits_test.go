@@ -24,14 +24,15 @@ func holdOf(c *fakeCluster, key string, o wire.Owner) wire.LockInfo {
 
 // TestSemaphorePartialRelease: a holder gives back some of its permits
 // and keeps its token; a waiter that fits is granted by the same command;
-// keeping more than held is refused with nothing changed; a retry is a
-// no-op; after a master change the hold has the reduced count, renews
-// with its token and is released whole.
+// the kept permits still count against the next waiter; keeping more
+// than held is refused with nothing changed; a retry is a no-op; after a
+// master change the hold has the reduced count, renews with its token and
+// is released whole, which grants the next waiter.
 func TestSemaphorePartialRelease(t *testing.T) {
 	t.Parallel()
 	fc := newFakeClock()
 	c := newFakeCluster(t, 3, Config{Clock: fc})
-	a, w := newSink(), newSink()
+	a, w, w2 := newSink(), newSink(), newSink()
 	ra := c.do(a, semReq(owner(1, 1), 3, 4))
 	if ra.Status != wire.StatusSuccess {
 		t.Fatalf("acquire 3 of 4: %+v", ra)
@@ -39,7 +40,11 @@ func TestSemaphorePartialRelease(t *testing.T) {
 	if r := c.do(w, semWait(owner(2, 1), 2, 4, 21)); r.Status != wire.StatusLockWait {
 		t.Fatalf("wait for 2: %+v", r)
 	}
-	// Keep 1 of 3: two permits go, the waiter's 2 fit.
+	if r := c.do(w2, semWait(owner(3, 1), 2, 4, 31)); r.Status != wire.StatusLockWait {
+		t.Fatalf("second wait for 2: %+v", r)
+	}
+	// Keep 1 of 3: two permits go, the first waiter's 2 fit; the second
+	// waiter's 2 would only fit beside A's kept permit if it were gone.
 	if r := c.do(a, keepReq(owner(1, 1), ra.Token, 1)); r.Status != wire.StatusSuccess || r.Token != ra.Token || r.Permits != 1 {
 		t.Fatalf("keep 1: %+v", r)
 	}
@@ -47,7 +52,7 @@ func TestSemaphorePartialRelease(t *testing.T) {
 		t.Fatalf("waiter after the partial release: %+v", g)
 	}
 	st := c.state("sem")
-	if h := holdOf(c, "sem", owner(1, 1)); st.InUse != 3 || st.QueueLen != 0 || h.Permits != 1 || h.Token != ra.Token {
+	if h := holdOf(c, "sem", owner(1, 1)); st.InUse != 3 || st.QueueLen != 1 || h.Permits != 1 || h.Token != ra.Token {
 		t.Fatalf("state after keeping 1: %+v, a's hold %+v", st, h)
 	}
 	// Keeping more than held: refused, nothing changes.
@@ -70,13 +75,24 @@ func TestSemaphorePartialRelease(t *testing.T) {
 	if h := holdOf(c, "sem", owner(1, 1)); h.Permits != 1 || h.Token != ra.Token {
 		t.Fatalf("a's hold on the new master: %+v", h)
 	}
+	// The second waiter, told NO_MASTER by the old master, waits again.
+	if g := w2.granted(t, 31); g.Status != wire.StatusNoMaster {
+		t.Fatalf("second waiter at the master change: %+v", g)
+	}
+	if r := c.do(w2, semWait(owner(3, 1), 2, 4, 32)); r.Status != wire.StatusLockWait {
+		t.Fatalf("second waiter on the new master: %+v", r)
+	}
 	if r := c.do(a, Request{Op: OpRenew, Key: "sem", Owner: owner(1, 1), Token: ra.Token}); r.Status != wire.StatusSuccess {
 		t.Fatalf("renew on the new master: %+v", r)
 	}
 	if r := c.do(a, Request{Op: OpRelease, Key: "sem", Owner: owner(1, 1), Token: ra.Token}); r.Status != wire.StatusSuccess {
 		t.Fatalf("full release: %+v", r)
 	}
-	if st3 := c.state("sem"); st3.InUse != 2 || len(st3.Locks) != 1 {
+	// A's last permit frees room for the second waiter.
+	if g := w2.granted(t, 32); g.Status != wire.StatusSuccess {
+		t.Fatalf("second waiter after the full release: %+v", g)
+	}
+	if st3 := c.state("sem"); st3.InUse != 4 || len(st3.Locks) != 2 || holdOf(c, "sem", owner(1, 1)).Token != 0 {
 		t.Fatalf("state after the full release: %+v", st3)
 	}
 }
