@@ -340,3 +340,32 @@ func decodeCommand(b []byte) (command, error) {
 	}
 	return c, nil
 }
+
+// hasGrantField reports whether a command's own value of a tail field, or
+// any of its grants' (get), is set.
+func hasGrantField(own uint32, grants []grant, get func(*grant) uint32) bool {
+	if own != 0 {
+		return true
+	}
+	for i := range grants {
+		if get(&grants[i]) != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// appendGrantField writes a tail field the way the command tail lays
+// each out: the command's own value, then 0 when no grant sets it, else
+// len(grants) and each grant's value (read back with reader.perGrant).
+func appendGrantField(dst []byte, own uint32, grants []grant, get func(*grant) uint32) []byte {
+	dst = binary.AppendUvarint(dst, uint64(own))
+	if !hasGrantField(0, grants, get) {
+		return binary.AppendUvarint(dst, 0)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(grants)))
+	for i := range grants {
+		dst = binary.AppendUvarint(dst, uint64(get(&grants[i])))
+	}
+	return dst
+}

@@ -194,34 +194,14 @@ func decodeDelayRec(r *reader, ver byte) (*lockRec, error) {
 }
 
 // hasDelay reports whether c carries a lock-delay.
-func (c *command) hasDelay() bool {
-	if c.delayMs != 0 {
-		return true
-	}
-	for _, g := range c.grants {
-		if g.delayMs != 0 {
-			return true
-		}
-	}
-	return false
-}
+func (c *command) hasDelay() bool { return hasGrantField(c.delayMs, c.grants, grantDelay) }
 
 // appendDelay writes a command's lock-delays (see appendCommand).
 func appendDelay(dst []byte, c *command) []byte {
-	dst = binary.AppendUvarint(dst, uint64(c.delayMs))
-	gd := false
-	for _, g := range c.grants {
-		gd = gd || g.delayMs != 0
-	}
-	if !gd {
-		return binary.AppendUvarint(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(c.grants)))
-	for _, g := range c.grants {
-		dst = binary.AppendUvarint(dst, uint64(g.delayMs))
-	}
-	return dst
+	return appendGrantField(dst, c.delayMs, c.grants, grantDelay)
 }
+
+func grantDelay(g *grant) uint32 { return g.delayMs }
 
 // decodeDelay reads what appendDelay wrote.
 func decodeDelay(r *reader, c *command) {

@@ -27,7 +27,6 @@ package group
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"time"
 
@@ -76,34 +75,14 @@ func (l *lockRec) hasMaxHolds() bool {
 }
 
 // hasMaxHold reports whether c carries a maximum hold time.
-func (c *command) hasMaxHold() bool {
-	if c.maxHoldMs != 0 {
-		return true
-	}
-	for _, g := range c.grants {
-		if g.maxHoldMs != 0 {
-			return true
-		}
-	}
-	return false
-}
+func (c *command) hasMaxHold() bool { return hasGrantField(c.maxHoldMs, c.grants, grantMaxHold) }
 
 // appendMaxHold writes a command's maximum hold times (see appendCommand).
 func appendMaxHold(dst []byte, c *command) []byte {
-	dst = binary.AppendUvarint(dst, uint64(c.maxHoldMs))
-	gm := false
-	for _, g := range c.grants {
-		gm = gm || g.maxHoldMs != 0
-	}
-	if !gm {
-		return binary.AppendUvarint(dst, 0)
-	}
-	dst = binary.AppendUvarint(dst, uint64(len(c.grants)))
-	for _, g := range c.grants {
-		dst = binary.AppendUvarint(dst, uint64(g.maxHoldMs))
-	}
-	return dst
+	return appendGrantField(dst, c.maxHoldMs, c.grants, grantMaxHold)
 }
+
+func grantMaxHold(g *grant) uint32 { return g.maxHoldMs }
 
 // decodeMaxHold reads what appendMaxHold wrote; a bound over
 // wire.MaxHoldLimitMs is an error.
