@@ -94,7 +94,9 @@ func startCluster(n int, tune func(dir string, c *server.Config)) (*apiCluster, 
 			NodeID: uint32(i + 1), Nodes: addrs, AdminAddr: addrs[i].Admin,
 			DataDir:    filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
 			Namespaces: []server.Namespace{{Name: testNS, Secret: testSecret}, {Name: "other", Secret: "x"}},
-			EventLoops: 1, Lease: server.Duration(500 * time.Millisecond), Heartbeat: server.Duration(50 * time.Millisecond),
+			// A lease a master keeps on a loaded machine under -race (see
+			// the server package's testLease).
+			EventLoops: 1, Lease: server.Duration(2 * time.Second), Heartbeat: server.Duration(200 * time.Millisecond),
 			GossipTiming: server.GossipLocal, RelaySecretFile: relay, APIAddr: ports[6*i+4],
 			FaultInjection: true, // CutPeers, for TestWatchIsolatedMaster
 		}

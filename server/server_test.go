@@ -60,6 +60,14 @@ func writeRelaySecret(t testing.TB, secret string) string {
 	return path
 }
 
+// testLease is the test clusters' lease: long enough that a master on a
+// loaded 2-core machine under -race keeps it. At 500 ms, with two busy
+// loops beside the package, 15 of its tests failed on masters that lapsed
+// (NO_MASTER past the client's retries, groups without a master for a
+// minute); at 2 s none did, at the cost of a slower failover in the tests
+// that stop a master.
+const testLease = 2 * time.Second
+
 // startClusterWith starts n nodes, letting tune change each node's
 // configuration first. The nodes share a relay secret (testRelaySecret).
 func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
@@ -81,8 +89,8 @@ func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {
 			// PAXLOCK_TEST_CLIENT_LISTENER runs the suite on another
 			// client listener (gnet); default netpoll.
 			ClientListener:  os.Getenv("PAXLOCK_TEST_CLIENT_LISTENER"),
-			Lease:           Duration(500 * time.Millisecond),
-			Heartbeat:       Duration(50 * time.Millisecond),
+			Lease:           Duration(testLease),
+			Heartbeat:       Duration(testLease / 10),
 			GossipTiming:    GossipLocal,
 			RelaySecretFile: relaySecret,
 			hooks:           tc.hooks,
