@@ -119,8 +119,8 @@ func (e *Exporter) post(ctx context.Context, body []byte) (wait time.Duration, e
 	if err != nil {
 		return 0, fmt.Errorf("otlpexport: %w", err)
 	}
-	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	_ = resp.Body.Close() // read what is needed; the answer decides, not the close
 	switch {
 	case resp.StatusCode/100 == 2:
 		return 0, nil
