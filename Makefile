@@ -3,8 +3,9 @@ GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
 TEST_PARALLEL ?= 4
+TEST_P ?= $(shell n=$$(nproc 2>/dev/null || echo 4); [ $$n -lt 4 ] && n=4; echo $$n)
 BENCH_CPU_BUDGET ?= 0.5
-RACE_PKGS := ./paxos/host/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./cmd/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./paxlocktest/... ./apiserver/...
+RACE_PKGS := ./server ./client/recipe ./apiserver ./cmd/... ./paxos/host/... ./paxlocktest/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./e2e/... ./conformance/...
 # The package lists, computed when a recipe needs them.
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
@@ -46,7 +47,7 @@ api-gen:
 	cd api && PATH="$$($(GO) env GOPATH)/bin:$$PATH" GOFLAGS= $(GO) run $(API_BUF) generate
 
 vet:
-	$(GO) vet -pgo=off ./...
+	$(GO) vet -pgo=off -tags console,invariants ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -78,7 +79,8 @@ size-check:
 # test runs every test once, with the consensus core's invariants checked
 # after every step (-tags invariants, internal/invariants): the packages
 # that run goroutines or link the node (RACE_PKGS, the commands among
-# them) under -race, the others (the single-threaded core and its
+# them, and e2e and conformance, whose tests mostly skip here but whose
+# binaries link the client and the lock service) under -race, the others (the single-threaded core and its
 # 2,000-seed simulation among them) without, so that the dependency tree
 # (Pebble, gnet, memberlist...) is compiled in one flavour only. The two
 # lists run at once: the plain list's compile and the core's simulation
@@ -101,8 +103,8 @@ test: fmt-check mod-check
 	@plain=$$(mktemp); trap 'rm -f "$$plain"' EXIT; \
 	echo "$(GO) test $(TEST_FLAGS) <plain list> (in the background, its output after the race list's)"; \
 	$(GO) test $(TEST_FLAGS) $(PLAIN_LIST) >"$$plain" 2>&1 & pid=$$!; \
-	echo "$(GO) test $(TEST_FLAGS) -race -parallel $(TEST_PARALLEL) <race list>"; \
-	$(GO) test $(TEST_FLAGS) -race -parallel $(TEST_PARALLEL) $(RACE_LIST); race=$$?; \
+	echo "$(GO) test $(TEST_FLAGS) -race -p $(TEST_P) -parallel $(TEST_PARALLEL) <race list>"; \
+	$(GO) test $(TEST_FLAGS) -race -p $(TEST_P) -parallel $(TEST_PARALLEL) $(RACE_LIST); race=$$?; \
 	wait $$pid; plainrc=$$?; \
 	echo "--- the plain list (without -race):"; cat "$$plain"; \
 	if [ $$race -ne 0 ] || [ $$plainrc -ne 0 ]; then \
@@ -269,7 +271,7 @@ backup-check:
 # chromium is installed (apt-get install -y chromium; .ci/run does).
 ARTIFACTS ?= $(CURDIR)/.artifacts
 console-test:
-	PAXLOCK_CONSOLE=1 PAXLOCK_ARTIFACTS=$(ARTIFACTS) $(GO) test -count=1 -v -run '^TestConsoleBrowser$$' -timeout 5m ./e2e/
+	PAXLOCK_CONSOLE=1 PAXLOCK_ARTIFACTS=$(ARTIFACTS) $(GO) test -tags console -count=1 -v -run '^TestConsoleBrowser$$' -timeout 5m ./e2e/
 
 # chaos runs N randomized fault schedules (default 10, about 8 minutes on
 # 2 cores): each a 3- or 5-node cluster with every node in its own network

@@ -1,4 +1,9 @@
+//go:build console
+
 package e2e
+
+// This file builds only with -tags console (make console-test): it links
+// chromedp, which make test would compile only to skip the test.
 
 import (
 	"context"

@@ -59,7 +59,7 @@ func parallel(n, workers int, f func(i int) error) error {
 func clientFor(t testing.TB, tc *testCluster, ns, secret string) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: ns, Secret: secret, Logger: testLogger()})
+	c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: ns, Secret: secret, Logger: testLogger(), MaxRetries: testMaxRetries})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 func newClient(t testing.TB, tc *testCluster) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger()})
+	c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), MaxRetries: testMaxRetries})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,7 +94,7 @@ func TestClientCertRequired(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	c, err := client.New(ctx, client.Config{Registry: tlsAddrs, TLS: clientCertTLS(t, dir, "ns"), Namespace: "ns", Secret: "s3cret", Logger: testLogger()})
+	c, err := client.New(ctx, client.Config{Registry: tlsAddrs, TLS: clientCertTLS(t, dir, "ns"), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), MaxRetries: testMaxRetries})
 	if err != nil {
 		t.Fatalf("New with a client certificate: %v", err)
 	}

@@ -16,7 +16,7 @@ import (
 func newLQClient(t testing.TB, tc *testCluster) *client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), LocalQueue: true})
+	c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), MaxRetries: testMaxRetries, LocalQueue: true})
 	if err != nil {
 		t.Fatal(err)
 	}

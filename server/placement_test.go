@@ -112,7 +112,7 @@ func TestClientOutlivesItsRegistryNode(t *testing.T) {
 	t.Parallel()
 	tc := startCluster(t, 3)
 	ctx := ctxT(t)
-	c, err := client.New(ctx, client.Config{Registry: []string{tc.cfgs[0].Nodes[0].Client}, Namespace: "ns", Secret: "s3cret", Logger: testLogger()})
+	c, err := client.New(ctx, client.Config{Registry: []string{tc.cfgs[0].Nodes[0].Client}, Namespace: "ns", Secret: "s3cret", Logger: testLogger(), MaxRetries: testMaxRetries})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func TestNamespaceRevocation(t *testing.T) {
 	// The Go client surfaces it: a held Mutex's Lost closes, and the
 	// client's later calls fail with ErrAuth.
 	ctx := ctxT(t)
-	gc, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "tenant", Secret: "pw", Logger: testLogger()})
+	gc, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "tenant", Secret: "pw", Logger: testLogger(), MaxRetries: testMaxRetries})
 	if err != nil {
 		t.Fatal(err)
 	}

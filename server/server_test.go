@@ -68,6 +68,11 @@ func writeRelaySecret(t testing.TB, secret string) string {
 // that stop a master.
 const testLease = 2 * time.Second
 
+// testMaxRetries is the test clients' MaxRetries: with the default backoff
+// 40 retries span some 25 s, room for several failovers of testLease on a
+// loaded machine (the default 10, about 4 s, is sized for a 500 ms lease).
+const testMaxRetries = 40
+
 // startClusterWith starts n nodes, letting tune change each node's
 // configuration first. The nodes share a relay secret (testRelaySecret).
 func startClusterWith(t testing.TB, n int, tune func(*Config)) *testCluster {

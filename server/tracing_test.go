@@ -43,7 +43,7 @@ func TestTracingBlockingAcquireEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	newClient := func() *client.Client {
-		c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), TracerProvider: clientTP})
+		c, err := client.New(ctx, client.Config{Registry: tc.clientAddrs(), Namespace: "ns", Secret: "s3cret", Logger: testLogger(), MaxRetries: testMaxRetries, TracerProvider: clientTP})
 		if err != nil {
 			t.Fatal(err)
 		}
