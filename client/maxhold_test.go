@@ -83,13 +83,26 @@ func TestMaxHoldValidity(t *testing.T) {
 	if time.Now().Before(before.Add(maxHold - margin(c, maxHold))) {
 		t.Fatal("Lost closed before the maximum hold time")
 	}
-	renewals := fc.nodes[0].count(wire.TypeRenew)
+	atLoss := fc.nodes[0].count(wire.TypeRenew)
 	err := m.Unlock(ctx)
 	if !errors.Is(err, ErrHoldLimit) || !errors.Is(err, ErrLockLost) {
 		t.Fatalf("Unlock after the bound: %v, want ErrHoldLimit", err)
 	}
-	if n := fc.nodes[0].count(wire.TypeRenew); n != renewals {
-		t.Fatalf("%d renewals after the bound", n-renewals)
+	// A renewal sent just before the bound may still be on its way when
+	// Lost closes: a round trip on the same connection lets it arrive.
+	// Past that one, none may follow.
+	roundTrip := func() int {
+		if _, err := c.State(ctx, "bounded"); err != nil {
+			t.Fatal(err)
+		}
+		return fc.nodes[0].count(wire.TypeRenew)
+	}
+	settled := roundTrip()
+	if settled-atLoss > 1 {
+		t.Fatalf("%d renewals after the bound (at most the one in flight may arrive)", settled-atLoss)
+	}
+	if n := roundTrip(); n != settled {
+		t.Fatalf("%d renewals after the hold ended", n-settled)
 	}
 }
 
