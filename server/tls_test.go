@@ -93,7 +93,7 @@ func TestClientTLSListener(t *testing.T) {
 		"tls":   {Registry: tlsAddrs, TLS: clientTLS(t, dir)},
 		"plain": {Registry: tc.clientAddrs()},
 	} {
-		cfg.Namespace, cfg.Secret, cfg.Logger = "ns", "s3cret", testLogger()
+		cfg.Namespace, cfg.Secret, cfg.Logger, cfg.MaxRetries = "ns", "s3cret", testLogger(), testMaxRetries
 		c, err := client.New(ctx, cfg)
 		if err != nil {
 			t.Fatalf("%s: New: %v", name, err)
