@@ -49,8 +49,10 @@ func TestForceUnlock(t *testing.T) {
 	})
 	body, _ := json.Marshal(map[string]string{"namespace": "ns", "key": key})
 	var out adminapi.ForceUnlocked
-	// 503: the key's group between masters on a loaded machine, nothing
-	// removed; sent again as paxlockctl does.
+	// 503: the key's group between masters on a loaded machine; sent
+	// again as paxlockctl does. The refused attempt's revocation may still
+	// be chosen by the next master, and then the retry finds the key free.
+	refused := false
 	waitFor(t, "the force-unlock to be served", func() bool {
 		resp, err := http.Post("http://"+other.cfg.self().Admin+"/locks/unlock", "application/json", bytes.NewReader(body))
 		if err != nil {
@@ -58,6 +60,7 @@ func TestForceUnlock(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode == http.StatusServiceUnavailable {
+			refused = true
 			return false
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
@@ -65,7 +68,8 @@ func TestForceUnlock(t *testing.T) {
 		}
 		return true
 	})
-	if len(out.Released) != 1 || out.Released[0].Token != m.Token() || out.Released[0].Client != m.Owner().Client {
+	revokedEarlier := refused && len(out.Released) == 0
+	if !revokedEarlier && (len(out.Released) != 1 || out.Released[0].Token != m.Token() || out.Released[0].Client != m.Owner().Client) {
 		t.Fatalf("released %+v, want the hold with token %d", out.Released, m.Token())
 	}
 	// The master frees a revoked key only once its holder acknowledged:
