@@ -123,10 +123,13 @@ func TestDrainOnRequest(t *testing.T) {
 	if !d.Served || d.Node != tc.cfgs[0].NodeID {
 		t.Fatalf("drained: %+v", d)
 	}
+	// A peer that took a group may lapse for a lease on a loaded machine
+	// (another peer then takes it): each group is served by a peer soon,
+	// and never again by the drained node.
 	for _, g := range d.Groups {
-		if !servedByPeer(tc, g, paxos.NodeID(d.Node)) {
-			t.Errorf("group %d, which node %d mastered, has no master among its peers", g, d.Node)
-		}
+		waitFor(t, fmt.Sprintf("group %d, which node %d mastered, served by a peer", g, d.Node), func() bool {
+			return servedByPeer(tc, g, paxos.NodeID(d.Node))
+		})
 	}
 	if m := s.mastered(); len(m) != 0 {
 		t.Fatalf("the drained node still masters %v", m)
