@@ -237,6 +237,82 @@ func (u *UpgradableRWMutex) Token() uint64 {
 	return u.rw.Reader().Token()
 }
 
+// Held reports whether the handle holds every lock of its mode: the
+// read lock (RLock), the gate and the read lock (UpgradableRLock,
+// Downgrade), the gate and the write lock (Lock, Upgrade), or the gate
+// alone (an Upgrade that did not finish). It reads the validity clock,
+// so a loss shows at once; false when the handle holds nothing.
+func (u *UpgradableRWMutex) Held() bool {
+	holds := u.current()
+	for _, m := range holds {
+		if !m.Held() {
+			return false
+		}
+	}
+	return len(holds) > 0
+}
+
+// Lost returns a channel closed when one of the locks the handle holds
+// in its mode at the call (see Held) is lost. It belongs to those holds:
+// a hold that ends by its release (RUnlock, Unlock, or the read an
+// Upgrade gives back) leaves it open, so call it again after Upgrade
+// and Downgrade. If the handle holds nothing, the channel is closed.
+func (u *UpgradableRWMutex) Lost() <-chan struct{} {
+	holds := u.current()
+	if len(holds) == 0 {
+		ch := make(chan struct{})
+		close(ch)
+		return ch
+	}
+	out := make(chan struct{})
+	go lostOf(holds, out)
+	return out
+}
+
+// current is the locks the handle's mode holds.
+func (u *UpgradableRWMutex) current() []*client.Mutex {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.err != nil {
+		return nil
+	}
+	switch u.mode {
+	case modeRead:
+		return []*client.Mutex{u.rw.Reader()}
+	case modeUpRead:
+		return []*client.Mutex{u.gate, u.rw.Reader()}
+	case modeUpGate:
+		return []*client.Mutex{u.gate}
+	case modeWrite:
+		return []*client.Mutex{u.gate, u.rw.Writer()}
+	}
+	return nil
+}
+
+// lostOf closes out when one of holds (one or two) is lost, and returns
+// once one of them has ended, lost or released. A hold's Lost channel
+// is closed before its Context ends, so a hold whose Context ended with
+// its Lost channel open was released.
+func lostOf(holds []*client.Mutex, out chan<- struct{}) {
+	lost := make([]<-chan struct{}, len(holds))
+	done := make([]<-chan struct{}, 2)
+	for i, m := range holds {
+		lost[i], done[i] = m.Lost(), m.Context().Done()
+	}
+	select {
+	case <-done[0]:
+	case <-done[1]: // nil with one hold: never ready
+	}
+	for _, ch := range lost {
+		select {
+		case <-ch:
+			close(out)
+			return
+		default:
+		}
+	}
+}
+
 // takeGate takes the gate and remembers its token (u.mu held).
 func (u *UpgradableRWMutex) takeGate(ctx context.Context) error {
 	if err := u.gate.Lock(ctx); err != nil {
