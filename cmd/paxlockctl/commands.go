@@ -36,6 +36,7 @@ var commands = map[string]command{
 	"backup":    runBackup,
 	"audit":     runAudit,
 	"locks":     runLocks,
+	"clients":   runClients,
 	"check":     runCheck,
 	"lock":      runLock,
 	"state":     runClient,

@@ -80,6 +80,10 @@ var helps = map[string]cmdHelp{
 		text: "List the held locks whose keys start with PREFIX (all without one), in key order, up to -limit. " +
 			"Given the admin token (PAXLOCK_ADMIN_TOKEN or -admin-token-file) and no namespace secret (neither PAXLOCK_SECRET nor -secret-file), it reads -namespace through the admin endpoints (GET /locks) instead of the client protocol: an operator sees any namespace without its secret.",
 		flags: join(clientFlags, []string{"limit"}, adminFlags)},
+	"clients": {forms: []string{"clients [NODE] [-in NAMESPACE]"},
+		text: "List the client sessions the nodes serve (every node, or node NODE; of every namespace, or -in NAMESPACE), by node and longest connected first, up to -limit, through the admin endpoints (GET /clients, a page at a time): client id, namespace, address, TLS, the relaying node, how long connected. " +
+			clientsNote + " A node that did not answer is named.",
+		flags: join(adminFlags, []string{"in", "limit"})},
 	"state": {forms: []string{"state KEY"},
 		text:  "Print who holds KEY. Given the admin token and no namespace secret, as locks, it asks the key's master through the admin endpoints (GET /locks/{ns}/{key}) and prints every holder with its value, token, validity left and lock-delay, the lock-delay in force, and the waiter queue in the order it is served, with weights and time waited.",
 		flags: join(clientFlags, adminFlags)},
@@ -151,7 +155,7 @@ const runFormText = ". The hold has the TTL -ttl (default 30s), renewed in the b
 // commandNames are the commands in the order the usage lists them.
 var commandNames = []string{
 	"version", "status", "members", "wait", "namespace", "cluster", "member", "unlock", "drain", "audit", "backup", "certs",
-	"locks", "state", "check", "watch", "lock", "rlock", "upgrade", "downgrade", "wlock", "sem", "multi", "elect", "latch", "barrier", "help", "completion",
+	"locks", "state", "clients", "check", "watch", "lock", "rlock", "upgrade", "downgrade", "wlock", "sem", "multi", "elect", "latch", "barrier", "help", "completion",
 }
 
 // subcommands are the words that may follow a command, for completion.
