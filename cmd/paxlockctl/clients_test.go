@@ -12,10 +12,13 @@ import (
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/internal/testutil"
+	"github.com/paxlock/paxlock/paxlocktest"
+	"github.com/paxlock/paxlock/server"
 )
 
 // TestClientsCLI: clients lists every node's sessions through any node,
-// with the namespace, a waiter's blocked acquire counted on its session,
+// with the namespace, a waiter's blocked acquire and a watch counted on
+// their sessions,
 // -in filtering by namespace and -limit bounding the list; GET /clients
 // with limit=1 pages through the same sessions, across nodes, as one
 // page of them all; a limit above the largest page is refused (400).
@@ -38,6 +41,11 @@ func TestClientsCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	go func() { _ = waiter.Mutex("cl/a").Lock(ctx) }()
+	w, err := holder.Watch(ctx, "cl/w", 0, client.Continuous())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Close() }()
 
 	t.Setenv(SecretEnv, "")
 	t.Setenv(adminapi.TokenEnv, "s3cret-token")
@@ -50,15 +58,15 @@ func TestClientsCLI(t *testing.T) {
 		}
 		return co
 	}
-	wid := strconv.FormatUint(waiter.ID(), 16)
+	wid, hid := strconv.FormatUint(waiter.ID(), 16), strconv.FormatUint(holder.ID(), 16)
 	testutil.Eventually(t, 30*time.Second, func() bool {
+		waits, watches := false, false
 		for _, s := range list(admins[0]).Clients {
-			if s.Client == wid && s.Waits > 0 {
-				return true
-			}
+			waits = waits || s.Client == wid && s.Waits > 0
+			watches = watches || s.Client == hid && s.Watches > 0
 		}
-		return false
-	}, "the waiter's session with its blocked acquire")
+		return waits && watches
+	}, "the waiter's session with its blocked acquire, the holder's with its watch")
 	for _, a := range admins {
 		co := list(a)
 		seen := map[string]bool{}
@@ -68,7 +76,7 @@ func TestClientsCLI(t *testing.T) {
 			}
 			seen[s.Client] = true
 		}
-		if !seen[wid] || !seen[strconv.FormatUint(holder.ID(), 16)] || len(co.Missing) != 0 {
+		if !seen[wid] || !seen[hid] || len(co.Missing) != 0 {
 			t.Errorf("via %s: sessions %+v, missing %v: want both clients, every node answering", a, co.Clients, co.Missing)
 		}
 	}
@@ -120,4 +128,31 @@ func TestClientsCLI(t *testing.T) {
 	if code, _ := get("limit=" + strconv.Itoa(adminapi.MaxClientsLimit+1)); code != http.StatusBadRequest {
 		t.Errorf("limit above %d: HTTP %d, want 400", adminapi.MaxClientsLimit, code)
 	}
+}
+
+// TestClientsNodeDown: a node that does not answer is named in clients'
+// missing, and the others' sessions are still listed.
+func TestClientsNodeDown(t *testing.T) {
+	var admins []string
+	cl := paxlocktest.NewCluster(t, 3, paxlocktest.Options{Tune: func(c *server.Config) { admins = append(admins, c.AdminAddr) }})
+	c := cl.Client(t)
+	if err := cl.StopNode(3); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(SecretEnv, "")
+	t.Setenv(adminapi.TokenEnv, "")
+	id := strconv.FormatUint(c.ID(), 16)
+	testutil.Eventually(t, 30*time.Second, func() bool {
+		code, out, _ := runCtl(t, "", "-admin", admins[0], "-admin-ca", "", "-admin-token-file", "", "-o", "json", "clients")
+		var co clientsOutput
+		if code != 0 || json.Unmarshal([]byte(out), &co) != nil || len(co.Missing) != 1 || co.Missing[0] != 3 {
+			return false
+		}
+		for _, s := range co.Clients {
+			if s.Client == id && s.Node != 3 {
+				return true
+			}
+		}
+		return false
+	}, "clients to name node 3 missing and list the client's session on another node")
 }
