@@ -241,8 +241,11 @@ func (u *UpgradableRWMutex) Token() uint64 {
 // read lock (RLock), the gate and the read lock (UpgradableRLock,
 // Downgrade), the gate and the write lock (Lock, Upgrade), or the gate
 // alone (an Upgrade that did not finish). It reads the validity clock,
-// so a loss shows at once; false when the handle holds nothing.
+// so a loss shows at once; false when the handle holds nothing. Like
+// every method, it waits for a call in progress on the handle.
 func (u *UpgradableRWMutex) Held() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	holds := u.current()
 	for _, m := range holds {
 		if !m.Held() {
@@ -258,21 +261,26 @@ func (u *UpgradableRWMutex) Held() bool {
 // Upgrade gives back) leaves it open, so call it again after Upgrade
 // and Downgrade. If the handle holds nothing, the channel is closed.
 func (u *UpgradableRWMutex) Lost() <-chan struct{} {
+	u.mu.Lock()
 	holds := u.current()
-	if len(holds) == 0 {
-		ch := make(chan struct{})
-		close(ch)
-		return ch
+	// Each hold's channels, taken now: the holds current at the call.
+	lost := make([]<-chan struct{}, len(holds))
+	done := make([]<-chan struct{}, 2)
+	for i, m := range holds {
+		lost[i], done[i] = m.Lost(), m.Context().Done()
 	}
+	u.mu.Unlock()
 	out := make(chan struct{})
-	go lostOf(holds, out)
+	if len(holds) == 0 {
+		close(out)
+		return out
+	}
+	go lostOf(lost, done, out)
 	return out
 }
 
-// current is the locks the handle's mode holds.
+// current is the locks the handle's mode holds (u.mu held).
 func (u *UpgradableRWMutex) current() []*client.Mutex {
-	u.mu.Lock()
-	defer u.mu.Unlock()
 	if u.err != nil {
 		return nil
 	}
@@ -289,19 +297,15 @@ func (u *UpgradableRWMutex) current() []*client.Mutex {
 	return nil
 }
 
-// lostOf closes out when one of holds (one or two) is lost, and returns
-// once one of them has ended, lost or released. A hold's Lost channel
-// is closed before its Context ends, so a hold whose Context ended with
-// its Lost channel open was released.
-func lostOf(holds []*client.Mutex, out chan<- struct{}) {
-	lost := make([]<-chan struct{}, len(holds))
-	done := make([]<-chan struct{}, 2)
-	for i, m := range holds {
-		lost[i], done[i] = m.Lost(), m.Context().Done()
-	}
+// lostOf closes out when a hold is lost (one of lost closed), and
+// returns once one of the holds has ended (one of done closed), lost or
+// released: done has room for two holds, a nil channel standing for
+// none. A hold's Lost channel is closed before its Context ends, so a
+// hold whose Context ended with its Lost channel open was released.
+func lostOf(lost, done []<-chan struct{}, out chan<- struct{}) {
 	select {
 	case <-done[0]:
-	case <-done[1]: // nil with one hold: never ready
+	case <-done[1]:
 	}
 	for _, ch := range lost {
 		select {
