@@ -100,7 +100,9 @@ func (h *upgradeHold) take(ctx context.Context, _ bool) error {
 		_ = h.release(ctx)
 		return fmt.Errorf("rlock -upgradable: the upgrade socket: %w", err)
 	}
-	go h.serve(ctx)
+	// The requests outlive take's context, which -wait bounds: each
+	// ends with its asker's connection or with the hold (release).
+	go h.serve(context.Background())
 	go h.watch()
 	return nil
 }

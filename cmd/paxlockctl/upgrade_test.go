@@ -69,7 +69,8 @@ paxlockctl lock -nonreentrant -wait 10s "nr other" -- sh -c 'echo "held=$PAXLOCK
 // TestUpgradableRLock: rlock -upgradable holds the upgradable read: a
 // second upgradable reader and an upgradable writer wait, a plain reader
 // shares it; its CMD upgrades (a higher token), downgrades (the same
-// token) and upgrades again through paxlockctl upgrade and downgrade;
+// token) and upgrades again through paxlockctl upgrade and downgrade,
+// after the -wait that bounded the read's acquire has passed;
 // upgrade outside one is a usage error; and when the gate is
 // force-unlocked, CMD is stopped and paxlockctl exits 125.
 func TestUpgradableRLock(t *testing.T) {
@@ -88,7 +89,7 @@ while [ ! -f ` + gate + ` ]; do sleep 0.05; done
 w=$(paxlockctl upgrade -wait 20s) || exit 9; echo "write=$w"
 d=$(paxlockctl downgrade) || exit 10; echo "down=$d"
 w2=$(paxlockctl upgrade) || exit 11; echo "again=$w2"`
-	done, out, errOut := background(context.Background(), nil, append(n.flags, "rlock", "-upgradable", "u", "--", "sh", "-c", script)...)
+	done, out, errOut := background(context.Background(), nil, append(n.flags, "rlock", "-upgradable", "-wait", "20s", "u", "--", "sh", "-c", script)...)
 	outHas(t, out, "read=")
 	for _, args := range [][]string{{"rlock", "-upgradable"}, {"wlock", "-upgradable"}} {
 		if code, _, e := runCtl(t, "", append(append(n.flags, args...), "-wait", "300ms", "u", "--", "true")...); code != exitNotAcquired {
