@@ -14,6 +14,8 @@
 //   - console.go: GET /cluster, the whole cluster as the console shows it.
 //   - members.go: the member list and its changes (GET, POST /members,
 //     DELETE /members/{id}).
+//   - clients.go: GET /clients, a page of the nodes' client sessions,
+//     and its cursor.
 //   - unlock.go: POST /locks/unlock (force-unlock) and its answer.
 //   - drain.go: POST /drain and its answer.
 //   - quota.go: namespace quotas and their use.

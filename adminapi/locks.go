@@ -79,6 +79,10 @@ type LockHolder struct {
 	// TTLLeftMs is the hold's validity left as the master measures it (0
 	// for a revoked hold: it ends when its holder acknowledges).
 	TTLLeftMs int64 `json:"ttl_left_ms"`
+	// HeldMs is how long the hold has been held, as the master's clock
+	// measures it from the grant it knows of (after a master change, at
+	// least as long as this). 0: not known.
+	HeldMs int64 `json:"held_ms,omitempty"`
 	// LockDelayMs is the lock-delay the key gets if this hold is lost.
 	LockDelayMs int64 `json:"lock_delay_ms,omitempty"`
 	// Permits are a semaphore hold's permits.

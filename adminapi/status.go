@@ -104,6 +104,19 @@ type ClientSession struct {
 	// client connected here itself).
 	Relay     uint32    `json:"relay,omitempty"`
 	Connected time.Time `json:"connected"`
+	// Node is the node that serves the session (GET /clients; in a
+	// Status, the node reporting).
+	Node uint32 `json:"node,omitempty"`
+	// TLS: the session came in on the node's TLS client listener.
+	TLS bool `json:"tls,omitempty"`
+	// InFlight counts its requests the node has not answered yet; Waits,
+	// Watches and PrefixWatches its blocked acquires and watches kept by
+	// the groups this node masters (those at other masters are counted
+	// there, under the relaying node's session).
+	InFlight      int64 `json:"in_flight,omitempty"`
+	Waits         int   `json:"waits,omitempty"`
+	Watches       int   `json:"watches,omitempty"`
+	PrefixWatches int   `json:"prefix_watches,omitempty"`
 }
 
 // NamespaceUse is a namespace's locks: its held keys and their holders

@@ -47,7 +47,9 @@ func findChromium() string {
 // and a bearer token. The page asks for the token; once given it shows 15
 // groups with a master and three ready nodes; a lock taken with the Go
 // client and a second client waiting for it appear among the hottest keys
-// with the holder, and leave when the lock is released. A screenshot goes
+// with the holder, and leave when the lock is released; the connected
+// clients show the waiter's blocked acquire, and an election followed by
+// its key shows its leader's value and term. A screenshot goes
 // to $PAXLOCK_ARTIFACTS (make console-test: .artifacts/) or the test's
 // temporary directory. Each step waits for a condition in the page, never
 // for a fixed time. Run with make console-test (PAXLOCK_CONSOLE=1).
@@ -185,7 +187,29 @@ func TestConsoleBrowser(t *testing.T) {
 		return document.querySelector('#clients tbody tr[data-client="%x"][data-namespace="e2e"]') !== null &&
 			nodes.length === 3 && nodes.every(r => Number(r.dataset.uptime) > 0);
 	})()`, holder.Owner().Client))
+	poll("the waiter's blocked acquire counted on a session", `[...document.querySelectorAll("#clients tbody tr")].some(r => Number(r.dataset.waits) >= 1)`)
+
+	// An election, followed by its key: its leader's value and term.
+	leader := newClient().Election("scheduler")
+	if err := leader.Campaign(ctx, "host-a:8080"); err != nil {
+		t.Fatalf("campaign: %v", err)
+	}
+	if err := chromedp.Do(bctx,
+		chromedp.SendKeys(chromedp.CSS("#election-ns"), "e2e"),
+		chromedp.SendKeys(chromedp.CSS("#election-key"), "scheduler"),
+		chromedp.Click(chromedp.CSS(`#election-add button[type="submit"]`)),
+	); err != nil {
+		t.Fatalf("follow the election: %v", err)
+	}
+	poll("the followed election with its leader's value and term", fmt.Sprintf(`(() => {
+		const r = document.querySelector('#elections tbody tr[data-key="scheduler"][data-namespace="e2e"]');
+		return r !== null && r.dataset.value === "host-a:8080" && r.dataset.token === "%d";
+	})()`, leader.Token()))
 	saveShot(bctx, t, "console.png")
+	saveShotOf(bctx, t, "#sessions", "console-clients.png")
+	if err := leader.Resign(ctx); err != nil {
+		t.Errorf("resign: %v", err)
+	}
 
 	// Released, the lock goes to the waiter and the key is no longer hot.
 	if err := holder.Unlock(ctx); err != nil {
@@ -288,6 +312,23 @@ func saveShot(bctx context.Context, t *testing.T, name string) {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
+	writeShot(t, name, shot)
+}
+
+// saveShotOf saves a screenshot of the element sel (CSS) as saveShot
+// does.
+func saveShotOf(bctx context.Context, t *testing.T, sel, name string) {
+	t.Helper()
+	shot, err := chromedp.Run(bctx, chromedp.Screenshot(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("screenshot of %s: %v", sel, err)
+	}
+	writeShot(t, name, shot)
+}
+
+// writeShot writes a screenshot as name under $PAXLOCK_ARTIFACTS.
+func writeShot(t *testing.T, name string, shot []byte) {
+	t.Helper()
 	out := os.Getenv("PAXLOCK_ARTIFACTS")
 	if out == "" {
 		out = t.TempDir()

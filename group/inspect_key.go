@@ -75,6 +75,9 @@ func (w *worker) inspectKey(q *keyQuery) *adminapi.LockDetail {
 			h := rec.at(i)
 			lh := adminapi.LockHolder{Owner: h.owner.String(), Token: h.token, Value: rec.value(i),
 				TTLLeftMs: int64(w.ttlLeft(key, rec, i, now)), LockDelayMs: int64(rec.delayAt(i)), Permits: rec.permitsAt(i)}
+			if at, ok := w.grantedAt(key, h.owner, h.token); ok {
+				lh.HeldMs = max(w.mono(now)-at, 0) / int64(time.Millisecond)
+			}
 			if w.isRevoked(key, h.owner, h.token) {
 				lh.Revoked, lh.TTLLeftMs = true, 0
 			}

@@ -174,6 +174,29 @@ func (u *usage) take(cfg *Config, k useKind, sink Sink, ns string, bounded bool,
 	return "", false
 }
 
+// conn returns sink's counts.
+func (u *usage) conn(sink Sink) useCount {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if c := u.conns[sink]; c != nil {
+		return *c
+	}
+	return useCount{}
+}
+
+// ConnUsage is what one connection (Sink) keeps at this node's masters:
+// its blocked acquires, watches and prefix watches.
+type ConnUsage struct {
+	Waits, Watches, PrefixWatches int
+}
+
+// ConnUsage returns sink's blocked acquires and watches at this node's
+// masters, as the per-connection bounds count them.
+func (s *Service) ConnUsage(sink Sink) ConnUsage {
+	c := s.use.conn(sink)
+	return ConnUsage{Waits: c[useWait], Watches: c[useWatch], PrefixWatches: c[usePrefix]}
+}
+
 // namespace returns namespace ns's counts.
 func (u *usage) namespace(ns string) useCount {
 	u.mu.Lock()

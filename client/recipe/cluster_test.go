@@ -15,9 +15,9 @@ var clusterSlots = make(chan struct{}, 1)
 
 // newCluster starts an n-node cluster for t once a slot is free, and
 // frees the slot when t's cluster is gone.
-func newCluster(t *testing.T, n int) *paxlocktest.Cluster {
+func newCluster(t *testing.T, n int, opts ...paxlocktest.Options) *paxlocktest.Cluster {
 	t.Helper()
 	clusterSlots <- struct{}{}
 	t.Cleanup(func() { <-clusterSlots }) // runs after the cluster's own cleanup
-	return paxlocktest.NewCluster(t, n)
+	return paxlocktest.NewCluster(t, n, opts...)
 }

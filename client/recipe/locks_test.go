@@ -1,13 +1,18 @@
 package recipe_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 
 	"github.com/paxlock/paxlock/client"
 	"github.com/paxlock/paxlock/client/recipe"
+	"github.com/paxlock/paxlock/paxlocktest"
+	"github.com/paxlock/paxlock/server"
 )
 
 func TestRecipeReentrantMutex(t *testing.T) {
@@ -176,4 +181,64 @@ func TestRecipeUpgradableModes(t *testing.T) {
 	if err := u.RUnlock(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRecipeUpgradableLost: Held and Lost follow the holds of the
+// handle's mode: held after UpgradableRLock, and when an operator
+// force-unlocks the gate, Lost closes and Held turns false; a Lost of
+// holds that are released instead stays open; a handle holding nothing
+// has a closed Lost.
+func TestRecipeUpgradableLost(t *testing.T) {
+	t.Parallel()
+	var admins []string
+	cl := newCluster(t, 3, paxlocktest.Options{Tune: func(c *server.Config) { admins = append(admins, c.AdminAddr) }})
+	ctx := testCtx(t)
+	u := recipe.NewUpgradableRWMutex(cl.Client(t), "up:lost")
+	select {
+	case <-u.Lost():
+	default:
+		t.Fatal("Lost of a handle that holds nothing is open")
+	}
+	if err := u.UpgradableRLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept := u.Lost()
+	if err := u.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.UpgradableRLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lost := u.Lost()
+	if !u.Held() {
+		t.Fatal("Held after UpgradableRLock is false")
+	}
+	body, _ := json.Marshal(map[string]string{"namespace": paxlocktest.DefaultNamespace, "key": "up:lost/upgrade"})
+	if err := retry(ctx, func() error {
+		resp, err := http.Post("http://"+admins[0]+"/locks/unlock", "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("force-unlock: %s: %w", resp.Status, client.ErrUnavailable)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lost:
+	case <-ctx.Done():
+		t.Fatal("Lost did not close when the gate was force-unlocked")
+	}
+	if u.Held() {
+		t.Fatal("Held after the gate's loss is true")
+	}
+	select {
+	case <-kept:
+		t.Fatal("the Lost of holds that were released closed")
+	default:
+	}
+	_ = u.Unlock(ctx) // the read is still held: give it back
 }

@@ -237,6 +237,86 @@ func (u *UpgradableRWMutex) Token() uint64 {
 	return u.rw.Reader().Token()
 }
 
+// Held reports whether the handle holds every lock of its mode: the
+// read lock (RLock), the gate and the read lock (UpgradableRLock,
+// Downgrade), the gate and the write lock (Lock, Upgrade), or the gate
+// alone (an Upgrade that did not finish). It reads the validity clock,
+// so a loss shows at once; false when the handle holds nothing. Like
+// every method, it waits for a call in progress on the handle.
+func (u *UpgradableRWMutex) Held() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	holds := u.current()
+	for _, m := range holds {
+		if !m.Held() {
+			return false
+		}
+	}
+	return len(holds) > 0
+}
+
+// Lost returns a channel closed when one of the locks the handle holds
+// in its mode at the call (see Held) is lost. It belongs to those holds:
+// a hold that ends by its release (RUnlock, Unlock, or the read an
+// Upgrade gives back) leaves it open, so call it again after Upgrade
+// and Downgrade. If the handle holds nothing, the channel is closed.
+func (u *UpgradableRWMutex) Lost() <-chan struct{} {
+	u.mu.Lock()
+	holds := u.current()
+	// Each hold's channels, taken now: the holds current at the call.
+	lost := make([]<-chan struct{}, len(holds))
+	done := make([]<-chan struct{}, 2)
+	for i, m := range holds {
+		lost[i], done[i] = m.Lost(), m.Context().Done()
+	}
+	u.mu.Unlock()
+	out := make(chan struct{})
+	if len(holds) == 0 {
+		close(out)
+		return out
+	}
+	go lostOf(lost, done, out)
+	return out
+}
+
+// current is the locks the handle's mode holds (u.mu held).
+func (u *UpgradableRWMutex) current() []*client.Mutex {
+	if u.err != nil {
+		return nil
+	}
+	switch u.mode {
+	case modeRead:
+		return []*client.Mutex{u.rw.Reader()}
+	case modeUpRead:
+		return []*client.Mutex{u.gate, u.rw.Reader()}
+	case modeUpGate:
+		return []*client.Mutex{u.gate}
+	case modeWrite:
+		return []*client.Mutex{u.gate, u.rw.Writer()}
+	}
+	return nil
+}
+
+// lostOf closes out when a hold is lost (one of lost closed), and
+// returns once one of the holds has ended (one of done closed), lost or
+// released: done has room for two holds, a nil channel standing for
+// none. A hold's Lost channel is closed before its Context ends, so a
+// hold whose Context ended with its Lost channel open was released.
+func lostOf(lost, done []<-chan struct{}, out chan<- struct{}) {
+	select {
+	case <-done[0]:
+	case <-done[1]:
+	}
+	for _, ch := range lost {
+		select {
+		case <-ch:
+			close(out)
+			return
+		default:
+		}
+	}
+}
+
 // takeGate takes the gate and remembers its token (u.mu held).
 func (u *UpgradableRWMutex) takeGate(ctx context.Context) error {
 	if err := u.gate.Lock(ctx); err != nil {

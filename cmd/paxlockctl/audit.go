@@ -29,7 +29,7 @@ type auditFlags struct {
 func addAuditFlags(fs *flag.FlagSet, a *auditFlags) {
 	fs.Uint64Var(&a.since, "since", 0, "audit: print the records after this sequence number (`SEQ`; 0: from the oldest kept)")
 	fs.StringVar(&a.action, "action", "", "audit: print only the records of this action (force_unlock, namespace_put, quota_set, member_add, drain, ...)")
-	fs.StringVar(&a.ns, "in", "", "audit: print only the records of this namespace")
+	fs.StringVar(&a.ns, "in", "", "audit: print only the records of this namespace; clients: only its sessions")
 }
 
 func runAudit(ctx context.Context, o *options, p printer, _ string, args []string) error {

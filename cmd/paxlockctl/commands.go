@@ -36,6 +36,7 @@ var commands = map[string]command{
 	"backup":    runBackup,
 	"audit":     runAudit,
 	"locks":     runLocks,
+	"clients":   runClients,
 	"check":     runCheck,
 	"lock":      runLock,
 	"state":     runClient,
@@ -47,6 +48,8 @@ var commands = map[string]command{
 	"elect":     runElect,
 	"latch":     runLatch,
 	"barrier":   runBarrier,
+	"upgrade":   runUpgrade,
+	"downgrade": runUpgrade,
 	// help and completion read the command table: they join it at init.
 }
 
@@ -61,6 +64,11 @@ var holdCommands = map[string]bool{"lock": true, "rlock": true, "wlock": true, "
 
 // runLock runs lock's run form (lock KEY -- CMD) or lock KEY [HOLD].
 func runLock(ctx context.Context, o *options, p printer, cmd string, args []string) error {
+	if len(args) > 0 {
+		if err := checkReentry(o, args[0]); err != nil {
+			return err
+		}
+	}
 	if o.argv != nil {
 		return runHold(ctx, o, p, cmd, args)
 	}

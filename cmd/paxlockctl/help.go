@@ -80,6 +80,10 @@ var helps = map[string]cmdHelp{
 		text: "List the held locks whose keys start with PREFIX (all without one), in key order, up to -limit. " +
 			"Given the admin token (PAXLOCK_ADMIN_TOKEN or -admin-token-file) and no namespace secret (neither PAXLOCK_SECRET nor -secret-file), it reads -namespace through the admin endpoints (GET /locks) instead of the client protocol: an operator sees any namespace without its secret.",
 		flags: join(clientFlags, []string{"limit"}, adminFlags)},
+	"clients": {forms: []string{"clients [NODE] [-in NAMESPACE]"},
+		text: "List the client sessions the nodes serve (every node, or node NODE; of every namespace, or -in NAMESPACE), by node and longest connected first, up to -limit, through the admin endpoints (GET /clients, a page at a time): client id, namespace, address, TLS, the relaying node, how long connected. " +
+			clientsNote + " A node that did not answer is named.",
+		flags: join(adminFlags, []string{"in", "limit"})},
 	"state": {forms: []string{"state KEY"},
 		text:  "Print who holds KEY. Given the admin token and no namespace secret, as locks, it asks the key's master through the admin endpoints (GET /locks/{ns}/{key}) and prints every holder with its value, token, validity left and lock-delay, the lock-delay in force, and the waiter queue in the order it is served, with weights and time waited.",
 		flags: join(clientFlags, adminFlags)},
@@ -91,16 +95,29 @@ var helps = map[string]cmdHelp{
 			"With -prefix, print the changes of every key starting with PREFIX (-prefix '' for the whole namespace), each line naming its key; " +
 			"a moved line (the prefix as its key) says a lock group's master changed and changes in between may be missing (locks PREFIX shows the present state).",
 		flags: join(clientFlags, []string{"after", "prefix"})},
-	"lock": {forms: []string{"lock KEY [HOLD]", "lock KEY -- CMD [ARG…]"},
+	"lock": {forms: []string{"lock [-nonreentrant] KEY [HOLD]", "lock [-nonreentrant] KEY -- CMD [ARG…]"},
 		text: "lock KEY [HOLD] takes KEY (waiting in the server's queue if it is held), prints the fencing token, holds it for HOLD (default 5s) and releases it. " +
-			"lock KEY -- CMD runs CMD while paxlockctl holds KEY's exclusive lock" + runFormText,
-		flags: join(clientFlags, holdFlags)},
-	"rlock": {forms: []string{"rlock KEY -- CMD [ARG…]"},
-		text:  "Run CMD while paxlockctl holds the read side of read-write lock KEY" + runFormText,
-		flags: join(clientFlags, holdFlags)},
-	"wlock": {forms: []string{"wlock KEY -- CMD [ARG…]"},
-		text:  "Run CMD while paxlockctl holds the write side of read-write lock KEY" + runFormText,
-		flags: join(clientFlags, holdFlags)},
+			"lock KEY -- CMD runs CMD while paxlockctl holds KEY's exclusive lock" + runFormText + " " +
+			"With -nonreentrant (client/recipe.Mutex) the lock is not reentrant: a lock of a key that a run form this paxlockctl runs under holds already (in the same namespace: PAXLOCK_HELD lists them) " +
+			"fails at once with exit status 1 and \"not reentrant\", where a plain lock would wait for its own holder forever; a key held by anyone else is waited for as usual.",
+		flags: join(clientFlags, holdFlags, []string{"nonreentrant"})},
+	"rlock": {forms: []string{"rlock [-upgradable] KEY -- CMD [ARG…]"},
+		text: "Run CMD while paxlockctl holds the read side of read-write lock KEY" + runFormText + " " +
+			"With -upgradable (client/recipe.UpgradableRWMutex, which also takes the lock KEY/upgrade) it holds the upgradable read: one at a time, beside plain readers, and CMD may become the writer by running paxlockctl upgrade, with no writer in between, " +
+			"so what CMD read is still current when its write is granted; every writer of KEY must then be an upgradable one (wlock -upgradable). -wait bounds the wait for the read (-wait 0 is refused: it always waits). " +
+			"A loss of the read, the write or KEY/upgrade stops CMD as any loss does (exit status 125).",
+		flags: join(clientFlags, holdFlags, []string{"upgradable"})},
+	"upgrade": {forms: []string{"upgrade [-wait D]"},
+		text: "Inside the CMD of rlock -upgradable KEY (through PAXLOCK_UPGRADE): turn its upgradable read into KEY's write lock, waiting until the plain readers have left, and print the write's fencing token (higher than PAXLOCK_TOKEN, the read's), so tok=$(paxlockctl upgrade) && write. " +
+			"Exit status 0 upgraded; 124 not upgraded within -wait D (the rlock then holds neither read nor write, only KEY/upgrade, so no writer got in: upgrade may be asked again); " +
+			"1 the cluster failed (ask again); 125 KEY/upgrade was lost, so another writer may have written: CMD is stopped as for any loss; 2 not inside rlock -upgradable. Interrupted, it abandons the wait.",
+		flags: []string{"wait"}},
+	"downgrade": {forms: []string{"downgrade"},
+		text: "Inside the CMD of rlock -upgradable KEY after upgrade: turn the write lock back into the upgradable read, atomically (no writer in between), keeping its token, which it prints; upgrade may follow again. Exit status as upgrade's."},
+	"wlock": {forms: []string{"wlock [-upgradable] KEY -- CMD [ARG…]"},
+		text: "Run CMD while paxlockctl holds the write side of read-write lock KEY" + runFormText + " " +
+			"With -upgradable it is the writer of an upgradable lock (client/recipe.UpgradableRWMutex.Lock): it takes KEY/upgrade first, as rlock -upgradable does, so it never writes between an upgradable reader's read and its upgrade; a plain wlock would.",
+		flags: join(clientFlags, holdFlags, []string{"upgradable"})},
 	"sem": {forms: []string{"sem acquire NAME PERMITS -limit N -- CMD [ARG…]"},
 		text:  "Run CMD while paxlockctl holds PERMITS permits of semaphore NAME, whose total -limit N gives; CMD finds PAXLOCK_PERMITS too" + runFormText,
 		flags: join(clientFlags, []string{"limit"}, holdFlags)},
@@ -138,7 +155,7 @@ const runFormText = ". The hold has the TTL -ttl (default 30s), renewed in the b
 // commandNames are the commands in the order the usage lists them.
 var commandNames = []string{
 	"version", "status", "members", "wait", "namespace", "cluster", "member", "unlock", "drain", "audit", "backup", "certs",
-	"locks", "state", "check", "watch", "lock", "rlock", "wlock", "sem", "multi", "elect", "latch", "barrier", "help", "completion",
+	"locks", "state", "clients", "check", "watch", "lock", "rlock", "upgrade", "downgrade", "wlock", "sem", "multi", "elect", "latch", "barrier", "help", "completion",
 }
 
 // subcommands are the words that may follow a command, for completion.

@@ -16,6 +16,7 @@
 //	paxlockctl check KEY TOKEN                           (client protocol)
 //	paxlockctl locks [PREFIX]                            (client protocol)
 //	paxlockctl lock|rlock|wlock KEY -- CMD [ARG…]         (client protocol)
+//	paxlockctl lock -nonreentrant KEY -- CMD, rlock|wlock -upgradable KEY -- CMD, upgrade, downgrade
 //	paxlockctl sem acquire NAME PERMITS -limit N -- CMD [ARG…] (client protocol)
 //	paxlockctl multi KEY… -- CMD [ARG…]                  (client protocol)
 //	paxlockctl elect NAME VALUE|elect campaign NAME VALUE|elect observe NAME (client protocol)
@@ -152,7 +153,14 @@
 //
 // latch and barrier are the recipes of package client/recipe: a
 // count-down latch of -limit N (count, wait, countdown), a barrier (hold,
-// wait) and a double barrier of -limit N (enter NAME -- CMD).
+// wait) and a double barrier of -limit N (enter NAME -- CMD). lock
+// -nonreentrant is its non-reentrant mutex: it fails at once (exit status
+// 1) for a key an enclosing run form holds, which every run form lists in
+// its command's PAXLOCK_HELD (nonreentrant.go). rlock -upgradable KEY --
+// CMD holds its upgradable read; CMD runs paxlockctl upgrade (and
+// downgrade), which asks the rlock over the Unix socket in
+// PAXLOCK_UPGRADE, and wlock -upgradable is that lock's writer
+// (upgrade.go).
 //
 // lock, state, check, watch, locks, the run forms and elect authenticate with SCRAM-SHA-256: the namespace
 // secret never crosses the network. With -ca FILE they connect with TLS,
@@ -255,6 +263,8 @@ type options struct {
 	maxHold               time.Duration // the run forms' hold's maximum hold time (client.MaxHold)
 	weight                int           // the run forms' wait's weight (client.Weight; 0: the default)
 	value                 string        // the run forms' holder value (client.Value)
+	nonreentrant          bool          // lock: refuse a key an enclosing run form holds (recipe.Mutex)
+	upgradable            bool          // rlock -- CMD: the upgradable read (recipe.UpgradableRWMutex)
 	ttlGiven, waitGiven   bool
 	limitGiven            bool
 	quota                 quotaFlags // namespace set-quota's limits
@@ -297,6 +307,8 @@ func newFlagSet(o *options) *flag.FlagSet {
 	fs.DurationVar(&o.wait, "wait", 0, "lock, rlock, wlock, sem, multi -- CMD, elect, latch wait|countdown, barrier: give up after this long without the hold (latch, barrier wait: without the opening), exit status 124 (0: try once; unset: wait until acquired or interrupted)")
 	fs.IntVar(&o.weight, "weight", 0, "lock, rlock, wlock, sem, multi: the wait's priority in the server's queue, 1 to 10: each unit counts as the server's weight_aging (default 1s) of waiting (0: 1)")
 	fs.StringVar(&o.value, "value", "", "lock, rlock, wlock, sem, multi: the holder value others see in state, watch and a contender's error (host, pid, job id; at most 1 KiB)")
+	fs.BoolVar(&o.nonreentrant, "nonreentrant", false, "lock: fail at once (exit status 1) instead of waiting for itself when a run form this paxlockctl runs under holds KEY already (PAXLOCK_HELD)")
+	fs.BoolVar(&o.upgradable, "upgradable", false, "rlock KEY -- CMD: hold the upgradable read: CMD may run paxlockctl upgrade to become the writer, no other writer in between, and paxlockctl downgrade; wlock KEY -- CMD: the writer of such a lock, behind the same gate")
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "run forms (-- CMD): when the hold is lost, SIGKILL the command this long after SIGTERM")
 	fs.StringVar(&o.out, "out", devCertsDir, "certs: directory to write into")
 	fs.StringVar(&o.cluster, "cluster", "paxlock", "certs: cluster name (the nodes' cluster_name); namespace add -meta: the registry cluster that serves the namespace")

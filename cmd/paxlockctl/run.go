@@ -69,6 +69,9 @@ func runHold(ctx context.Context, o *options, _ printer, name string, args []str
 	if err := checkHoldArgs(name, args, o.limit, o.limitGiven); err != nil {
 		return err
 	}
+	if err := checkRecipeHold(o, name, args); err != nil {
+		return err
+	}
 	if o.ttl < 0 || o.wait < 0 || o.killAfter < 0 || o.lockDelay < 0 || o.maxHold < 0 {
 		return fmt.Errorf("%w: -ttl, -wait, -kill-after, -lock-delay and -max-hold cannot be negative", errUsage)
 	}
@@ -86,9 +89,11 @@ func runHold(ctx context.Context, o *options, _ printer, name string, args []str
 		return err
 	}
 	defer func() { _ = c.Close() }() // gives back whatever is still held; the run's result is what it reports
-	h, err := newHolder(c, name, args, o.limit, holdOptions(o))
-	if err != nil {
-		return err
+	h := recipeHolder(c, o, name, args[0], holdOptions(o))
+	if h == nil {
+		if h, err = newHolder(c, name, args, o.limit, holdOptions(o)); err != nil {
+			return err
+		}
 	}
 	r := &runner{o: o, h: h, p: printer{w: o.stderr, json: o.outputJSON}, base: holdEvent{Kind: name}}
 	if err := r.acquire(ctx); err != nil {
@@ -160,9 +165,10 @@ func (r *runner) acquire(ctx context.Context) error {
 }
 
 // env is CMD's environment: paxlockctl's, less any PAXLOCK_* variable
-// that describes a hold, plus this hold's.
+// that describes a hold, plus this hold's, and PAXLOCK_HELD with this
+// hold's keys added.
 func (r *runner) env() []string {
-	ours := []string{envKey, envToken, envKeys, envTokens, envPermits, envNamespace}
+	ours := []string{envKey, envToken, envKeys, envTokens, envPermits, envNamespace, envHeld, envUpgrade}
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
@@ -170,7 +176,7 @@ func (r *runner) env() []string {
 			env = append(env, kv)
 		}
 	}
-	return append(append(env, envNamespace+"="+r.o.ns), r.h.env()...)
+	return append(append(env, envNamespace+"="+r.o.ns, heldEnv(r.o.ns, r.base)), r.h.env()...)
 }
 
 // runCmd starts CMD, supervises it until it exits, and releases the hold.

@@ -21,7 +21,7 @@ func Public(r *http.Request, publicRead bool) bool {
 	switch r.URL.Path {
 	case "/healthz", "/readyz":
 		return true
-	case "/", "/console", "/console/index.html", "/console/console.js", "/console/locks.js", "/console/console.css":
+	case "/", "/console", "/console/index.html", "/console/console.js", "/console/locks.js", "/console/elections.js", "/console/console.css":
 		return r.Method == http.MethodGet || r.Method == http.MethodHead
 	case "/status", "/metrics", "/cluster", "/events":
 		return publicRead

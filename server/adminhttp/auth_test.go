@@ -36,6 +36,8 @@ func TestAdminAuthPublicRead(t *testing.T) {
 		{http.MethodPost, "/", false},
 		{http.MethodGet, "/console/other.js", false},
 		{http.MethodGet, "/console/locks.js", true},
+		{http.MethodGet, "/console/elections.js", true},
+		{http.MethodGet, "/clients", false},
 		{http.MethodGet, "/cluster/locks/ns/k", false},
 		{http.MethodPost, "/cluster/unlock", false},
 	}
@@ -45,7 +47,7 @@ func TestAdminAuthPublicRead(t *testing.T) {
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(c.method, c.path, nil))
 			want := http.StatusUnauthorized
-			page := c.method == http.MethodGet && (c.path == "/" || strings.HasPrefix(c.path, "/console/console.") || c.path == "/console" || c.path == "/console/locks.js")
+			page := c.method == http.MethodGet && (c.path == "/" || strings.HasPrefix(c.path, "/console/console.") || c.path == "/console" || c.path == "/console/locks.js" || c.path == "/console/elections.js")
 			if c.path == "/healthz" || c.path == "/readyz" || page || (publicRead && c.public) {
 				want = http.StatusOK
 			}

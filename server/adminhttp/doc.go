@@ -30,7 +30,8 @@
 //   - The namespace table: namespaces.go (/namespaces and their quotas),
 //     unlock.go (POST /locks/unlock, an operator's force-unlock),
 //     locks.go (LockNode; GET /locks and GET /locks/{ns}/{key}, the
-//     admin token's reads of any namespace's locks).
+//     admin token's reads of any namespace's locks), clients.go
+//     (ClientNode; GET /clients, the nodes' client sessions in pages).
 //   - Membership: members.go (MemberNode; GET, POST and DELETE
 //     /members, POST /members/groups/{g}, a group's change of
 //     acceptors).

@@ -73,6 +73,7 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("/locks/unlock", h.forceUnlock)
 	mux.HandleFunc("GET /locks", h.listLocks)
 	mux.HandleFunc("GET /locks/{ns}/{key...}", h.inspectKey)
+	mux.HandleFunc("GET /clients", h.listClients)
 	mux.HandleFunc("POST /drain", h.drain)
 	mux.HandleFunc("/members", h.members)
 	mux.HandleFunc("/backup", h.backup)

@@ -75,6 +75,7 @@ type Node interface {
 
 	MemberNode
 	LockNode
+	ClientNode
 	ForwardNode
 	BackupNode
 	MoveNode

@@ -119,9 +119,13 @@ function render(cs) {
     cut = cut || n.clients_more;
     for (const c of n.clients || []) {
       nclients++;
-      const tr = row([el("td", n.id), c.client, c.namespace, c.remote, c.relay ? "node " + c.relay : "—", num(uptime(Date.parse(cs.time) - Date.parse(c.connected)))]);
+      const tr = row([el("td", n.id), c.client, c.namespace, c.remote, c.tls ? "yes" : "no", c.relay ? "node " + c.relay : "—",
+        num(uptime(Date.parse(cs.time) - Date.parse(c.connected))), num(c.in_flight || 0), num(c.waits || 0),
+        num((c.watches || 0) + (c.prefix_watches || 0))]);
       tr.dataset.client = c.client;
       tr.dataset.namespace = c.namespace;
+      tr.dataset.waits = c.waits || 0;
+      tr.dataset.tls = c.tls ? "true" : "false";
       clients.appendChild(tr);
     }
   }
