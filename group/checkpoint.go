@@ -32,7 +32,7 @@ func (sm *StateMachine) Checkpoint(w paxos.Writer) {
 		s.mu.Lock()
 		for key, stored := range s.dirty {
 			sm.key = append(append(sm.key[:0], lockPrefix), key...)
-			if l := s.locks[key]; l.n() > 0 {
+			if l := s.locks.get(key); l.n() > 0 {
 				sm.val = encodeRec(sm.val[:0], l)
 				w.Set(sm.key, sm.val)
 			} else if stored {
@@ -96,7 +96,7 @@ type lockLoad struct {
 func (sm *StateMachine) beginLockLoad(applied uint64) *lockLoad {
 	for i := range sm.shards {
 		sm.shards[i].mu.Lock()
-		sm.shards[i].locks = make(map[string]*lockRec)
+		sm.shards[i].locks.reset()
 		sm.shards[i].dirty = make(map[string]bool)
 		sm.shards[i].nsKeys = nil
 		sm.shards[i].resetMarks()
@@ -168,9 +168,10 @@ type loadedRec struct {
 func (l *lockLoad) install() {
 	sm, recs := l.sm, l.recs
 	for i, rs := range recs {
-		m := make(map[string]*lockRec, len(rs))
+		t := &sm.shards[i].locks
+		t.grow(len(rs))
 		for _, x := range rs {
-			m[x.key] = x.l
+			t.set(x.key, x.l)
 		}
 		// The scan is in key order: indexed backwards, the B-tree's
 		// splits leave full nodes of tight capacity behind (forwards,
@@ -178,7 +179,6 @@ func (l *lockLoad) install() {
 		for j := len(rs) - 1; j >= 0; j-- {
 			sm.shards[i].index(rs[j].key)
 		}
-		sm.shards[i].locks = m
 		recs[i] = nil
 	}
 }

@@ -19,12 +19,24 @@ type holder struct {
 
 // lockRec is a key's lock: a writer (kind exclusive or write) or readers.
 // The first hold is inline; the rest (more readers) and the holds' values
-// are out of line in x, so the common held key without a value costs one
-// 48-byte object besides its map entry. A record with no hold (first.used
+// are out of line in x, so the common held key without a value costs its
+// 48 bytes in its lock table's entry (table.go) and nothing else. A record with no hold (first.used
 // false) exists only inside apply.
 type lockRec struct {
 	first holder
 	x     *recExt
+	// gen is the record's generation in its lock table (lockTable.set),
+	// node-local and never encoded; 0 outside a table.
+	gen uint64
+}
+
+// id returns the record's generation, 0 for none (l nil or out of a
+// table).
+func (l *lockRec) id() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.gen
 }
 
 // recExt is the out-of-line part of a lockRec, nil when the key has one
