@@ -96,7 +96,6 @@ func (t *lockTable) get(key string) *lockRec {
 	return nil
 }
 
-
 // set stores a copy of *l as key's record, a new record whether or not
 // key had one, and returns its address. The copy shares l's out-of-line
 // part; the caller drops l. The copy's generation (lockRec.gen) is one
