@@ -12,6 +12,10 @@ const tableChunkBits = 7
 const (
 	tableChunk    = 1 << tableChunkBits
 	tableMinIndex = 16 // the smallest index a table with a key has
+	// tableShrinkMin is the index size below which a table never
+	// shrinks its index: a shard whose keys come and go in bursts would
+	// otherwise allocate an index on every burst (BenchmarkApply).
+	tableShrinkMin = 1024
 )
 
 // lockTable is one shard's lock records by full key, kept for memory: a
@@ -147,9 +151,9 @@ func (t *lockTable) delete(key string) {
 	t.free = append(t.free, num)
 	t.n--
 	t.unslot(i)
-	if t.n == 0 {
-		t.index = nil // an emptied shard keeps its chunks for the next keys
-	} else if len(t.index) > tableMinIndex && t.n*8 < len(t.index) {
+	// A shard keeps its chunks and a small index for its next keys:
+	// taking and freeing keys allocates nothing.
+	if len(t.index) > tableShrinkMin && t.n*8 < len(t.index) {
 		t.resize(len(t.index) / 2)
 	}
 }
