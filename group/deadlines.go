@@ -152,8 +152,7 @@ func (w *worker) dropDeadline(key string, o wire.Owner, token uint64) {
 }
 
 // dropNamespaceDeadlines forgets the deadlines of namespace ns's holds
-// (it moved away): their slots leave the expiry heap, and the records
-// they were set on are not kept alive.
+// (it moved away): their slots leave the expiry heap and are freed.
 func (w *worker) dropNamespaceDeadlines(ns string) {
 	var keys []string
 	for key := range w.times.byKey {
