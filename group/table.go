@@ -59,6 +59,8 @@ type tableEntry struct {
 }
 
 // hash returns key's hash in t's seed, the seed made on first use.
+// Only set makes it (under the shard's write lock): readers hash only
+// when the table holds a key, so the seed is made by then.
 func (t *lockTable) hash(key string) uint64 {
 	if t.seed == (maphash.Seed{}) {
 		t.seed = maphash.MakeSeed()
