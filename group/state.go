@@ -50,7 +50,7 @@ func (o *outcome) stored(key string) string {
 // shard is the part of the lock table one worker decides on.
 type shard struct {
 	mu    sync.RWMutex
-	locks map[string]*lockRec
+	locks lockTable // the keys held and their records (table.go)
 	// dirty holds the keys changed since the last checkpoint, each with
 	// whether the keyspace holds a record for it (it did exactly when
 	// the key was held at the checkpoint: the keyspace equals the table
@@ -136,7 +136,6 @@ type StateMachine struct {
 func NewStateMachine(workers int) *StateMachine {
 	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
 	for i := range sm.shards {
-		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
 	}
 	return sm
@@ -206,7 +205,7 @@ func (sm *StateMachine) view(key string, f func(l *lockRec)) {
 	s := sm.shardOf(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	f(s.locks[key])
+	f(s.locks.get(key))
 }
 
 // outcomeChunk is how many outcomes newOutcome allocates at once.
@@ -279,7 +278,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	s := sm.shardOf(c.key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.locks[c.key]
+	l := s.locks.get(c.key)
 	was := l.n()
 	held := was > 0
 	out := sm.newOutcome()
@@ -458,12 +457,12 @@ func (sm *StateMachine) put(key string, s *shard, l *lockRec, was int) {
 		if !wasHeld {
 			return // nothing changed: a refused or empty command
 		}
-		delete(s.locks, key)
+		s.locks.delete(key)
 		s.unindex(key)
 		sm.count--
 		keys = -1
 	} else if !wasHeld {
-		s.locks[key] = l
+		s.locks.set(key, l)
 		s.index(key)
 		sm.count++
 		keys = 1
