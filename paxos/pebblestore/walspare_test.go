@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/paxlock/paxlock/paxos"
@@ -41,6 +42,9 @@ func TestWALSparesSurviveCrash(t *testing.T) {
 			entries = append(entries, e)
 			if i%perCommit == 0 || i == n {
 				b.SetHardState(g, paxos.HardState{Promised: paxos.Ballot{Round: i, Node: 1}})
+				// The next WAL finds its spare ready however slowly the
+				// preparer runs beside this loop (a loaded machine).
+				waitSpareReady(s.spares)
 				storeMustCommit(t, b, true)
 			}
 		}
@@ -223,5 +227,18 @@ func TestWALSparesOnlyForGrowingWALs(t *testing.T) {
 	}
 	if _, err := mem.Stat("d/000007.log"); err != nil {
 		t.Fatalf("the recycled WAL: %v", err)
+	}
+}
+
+// waitSpareReady waits until no spare is being prepared.
+func waitSpareReady(ws *walSpares) {
+	for {
+		ws.mu.Lock()
+		working := ws.working
+		ws.mu.Unlock()
+		if !working {
+			return
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
