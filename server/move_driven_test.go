@@ -14,9 +14,14 @@ import (
 	"github.com/paxlock/paxlock/registry"
 )
 
+// moverTTL is the test movers' lock TTL: two of the meta cluster's
+// leases, so that a master's lapse for a lease on a loaded machine does
+// not cost the driving registry its lock.
+const moverTTL = 2 * testLease
+
 // startMover starts a registry that takes its tables from the meta
 // cluster and drives namespace moves through the meta nodes' admin API,
-// its mover lock's TTL 1 s.
+// its mover lock's TTL moverTTL.
 func startMover(t *testing.T, meta *testCluster) *registry.Standalone {
 	t.Helper()
 	var admin []string
@@ -25,7 +30,7 @@ func startMover(t *testing.T, meta *testCluster) *registry.Standalone {
 	}
 	return startRegistryWith(t, meta.clientAddrs(), func(c *registry.StandaloneConfig) {
 		c.AdminListen = ""
-		c.Meta.Admin, c.Meta.MoverTTL = admin, time.Second
+		c.Meta.Admin, c.Meta.MoverTTL = admin, moverTTL
 	})
 }
 
@@ -116,7 +121,7 @@ func TestMoveDrivenByRegistry(t *testing.T) {
 		return false, "no registry drives"
 	}, "a registry takes the mover lock")
 	tok0 := first.Report().MoverToken
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * moverTTL)
 	if rep := first.Report(); !rep.Mover || rep.MoverToken != tok0 {
 		t.Fatalf("the driving registry lost its mover lock within 3 TTLs: %+v (token was %d)", rep, tok0)
 	}

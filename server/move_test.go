@@ -131,15 +131,15 @@ func TestMoveNamespaceServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	m := c.Mutex("m", client.Value("mv"), client.TTL(20*time.Second))
+	m := c.Mutex("m", client.Value("mv"), client.TTL(2*time.Minute))
 	if err := m.Lock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	sem := c.Semaphore("sem", 5, client.Value("sv"), client.TTL(20*time.Second))
+	sem := c.Semaphore("sem", 5, client.Value("sv"), client.TTL(2*time.Minute))
 	if err := sem.Acquire(ctx, 2); err != nil {
 		t.Fatal(err)
 	}
-	r1, r2 := c.RWMutex("rw", client.TTL(20*time.Second)), c.RWMutex("rw", client.TTL(20*time.Second))
+	r1, r2 := c.RWMutex("rw", client.TTL(2*time.Minute)), c.RWMutex("rw", client.TTL(2*time.Minute))
 	if err := r1.RLock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func queueMoveWaiters(ctx context.Context, t *testing.T, cl *testCluster, m *cli
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
-		wm := c.Mutex(m.Key(), client.TTL(20*time.Second))
+		wm := c.Mutex(m.Key(), client.TTL(2*time.Minute))
 		w.ms = append(w.ms, wm)
 		go func() {
 			if err := wm.Lock(ctx); err != nil {
