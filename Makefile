@@ -2,7 +2,8 @@
 GO      ?= go
 BIN     := bin
 RUNDIR  ?= .run
-TEST_PARALLEL ?= 4
+TEST_PARALLEL ?= 6
+PLAIN_NICE ?= $(shell command -v nice >/dev/null 2>&1 && echo nice -n 10)
 TEST_P ?= $(shell n=$$(nproc 2>/dev/null || echo 4); [ $$n -lt 4 ] && n=4; echo $$n)
 BENCH_CPU_BUDGET ?= 0.5
 RACE_PKGS := ./server ./client/recipe ./apiserver ./cmd/... ./paxos/host/... ./paxlocktest/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./e2e/... ./conformance/...
@@ -102,7 +103,7 @@ TEST_FLAGS = -pgo=off -vet=off -tags invariants -count=1 -timeout 20m
 test: fmt-check mod-check
 	@plain=$$(mktemp); trap 'rm -f "$$plain"' EXIT; \
 	echo "$(GO) test $(TEST_FLAGS) <plain list> (in the background, its output after the race list's)"; \
-	$(GO) test $(TEST_FLAGS) $(PLAIN_LIST) >"$$plain" 2>&1 & pid=$$!; \
+	$(PLAIN_NICE) $(GO) test $(TEST_FLAGS) $(PLAIN_LIST) >"$$plain" 2>&1 & pid=$$!; \
 	echo "$(GO) test $(TEST_FLAGS) -race -p $(TEST_P) -parallel $(TEST_PARALLEL) <race list>"; \
 	$(GO) test $(TEST_FLAGS) -race -p $(TEST_P) -parallel $(TEST_PARALLEL) $(RACE_LIST); race=$$?; \
 	wait $$pid; plainrc=$$?; \
