@@ -86,12 +86,15 @@ size-check:
 # (Pebble, gnet, memberlist...) is compiled in one flavour only. The two
 # lists run at once: the plain list's compile and the core's simulation
 # fill the CPU the race list leaves idle while its nodes wait on leases
-# and the network. The race list's output streams; the plain list's
-# follows it in one piece; either failing fails make test. Tests of one
-# package run in parallel, TEST_PARALLEL at once under -race (the node's
-# tests mostly wait on leases and the network: 4 at once halve the server
-# package's time on 2 cores at the same CPU; 8 starve each other's
-# leases); the cross-process suites are make e2e and make chaos.
+# and the network; the plain list runs at nice 10 (PLAIN_NICE), so that
+# it takes what the race list leaves and does not slow the compile of the
+# server package, the longest run, which the race list names first. The
+# race list's output streams; the plain list's follows it in one piece;
+# either failing fails make test. The race list's test binaries run
+# TEST_P at once (at least 4: they mostly wait on leases and the network,
+# so 2 at a time on 2 cores left the CPU idle) and the tests of one
+# package TEST_PARALLEL at once (6; 8 made masters lapse under load); the
+# cross-process suites are make e2e and make chaos.
 # -pgo=off: a test binary gains nothing from paxlockd's profile
 # (cmd/paxlockd/default.pgo), which would rebuild every dependency once
 # more for that one package. -vet=off: go vet is make lint's
