@@ -6,18 +6,18 @@ import (
 	"github.com/paxlock/paxlock/wire"
 )
 
-// holdRec returns the generation of key's record (lockRec.id, for
-// holdSlot.rec) if it has owner o's hold with token, and that hold's TTL
-// and maximum hold time; else 0.
-func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (uint64, time.Duration, time.Duration) {
+// holdRec returns key's record if it has owner o's hold with token, and
+// that hold's TTL and maximum hold time; else nil. The pointer is for
+// holdSlot.rec, not to be read.
+func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (*lockRec, time.Duration, time.Duration) {
 	s := sm.shardOf(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	l := s.locks.get(key)
+	l := s.locks[key]
 	if i := l.find(o); i >= 0 && l.at(i).token == token {
-		return l.id(), time.Duration(l.at(i).ttlMs) * time.Millisecond, time.Duration(l.maxHoldAt(i)) * time.Millisecond
+		return l, time.Duration(l.at(i).ttlMs) * time.Millisecond, time.Duration(l.maxHoldAt(i)) * time.Millisecond
 	}
-	return 0, 0, 0
+	return nil, 0, 0
 }
 
 // ownKey returns the lock table's own string for held key, so that what
@@ -35,7 +35,7 @@ func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
 	s := &sm.shards[i]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for k, l := range s.locks.all() {
+	for k, l := range s.locks {
 		f(k, l)
 	}
 }
@@ -49,7 +49,7 @@ func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, s
 	rec, ttl, maxHold := w.g.sm.holdRec(key, o, token)
 	t := &w.times
 	i := t.find(key, o, token)
-	if rec == 0 {
+	if rec == nil {
 		if i >= 0 {
 			t.drop(i)
 		}
@@ -79,7 +79,7 @@ func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, s
 // at, past its limit if need be: the expiry is retried, not the hold
 // extended.
 func (w *worker) retryDeadline(key string, o wire.Owner, token uint64, at int64, sink *sinkRef) {
-	if rec, _, _ := w.g.sm.holdRec(key, o, token); rec == 0 {
+	if rec, _, _ := w.g.sm.holdRec(key, o, token); rec == nil {
 		w.times.dropHold(key, o, token)
 		return
 	}
@@ -104,7 +104,7 @@ func (w *worker) deadline(key string, o wire.Owner, token uint64) (int64, bool) 
 		t.drop(i)
 		i = -1
 	}
-	if rec == 0 {
+	if rec == nil {
 		return 0, false
 	}
 	if i >= 0 {
@@ -116,7 +116,7 @@ func (w *worker) deadline(key string, o wire.Owner, token uint64) (int64, bool) 
 // deadlineIn returns the master's deadline of hold h of key's record rec
 // (under view), 0 when unknown.
 func (w *worker) deadlineIn(key string, rec *lockRec, h *holder) int64 {
-	if s := w.times.get(key, rec.id(), h.owner, h.token); s != nil {
+	if s := w.times.get(key, rec, h.owner, h.token); s != nil {
 		return s.at
 	}
 	return 0
@@ -137,7 +137,7 @@ func (w *worker) ttlLeft(key string, rec *lockRec, i int, now time.Time) uint32 
 // was later), and whether that is known.
 func (w *worker) grantedAt(key string, o wire.Owner, token uint64) (int64, bool) {
 	rec, _, _ := w.g.sm.holdRec(key, o, token)
-	if rec == 0 {
+	if rec == nil {
 		return 0, false
 	}
 	if s := w.times.get(key, rec, o, token); s != nil {
@@ -152,7 +152,8 @@ func (w *worker) dropDeadline(key string, o wire.Owner, token uint64) {
 }
 
 // dropNamespaceDeadlines forgets the deadlines of namespace ns's holds
-// (it moved away): their slots leave the expiry heap and are freed.
+// (it moved away): their slots leave the expiry heap, and the records
+// they were set on are not kept alive.
 func (w *worker) dropNamespaceDeadlines(ns string) {
 	var keys []string
 	for key := range w.times.byKey {
@@ -169,5 +170,5 @@ func (w *worker) dropNamespaceDeadlines(ns string) {
 // has (read-only: for scans over the slots).
 func (w *worker) isCurrent(s *holdSlot) bool {
 	rec, _, _ := w.g.sm.holdRec(s.key, s.owner, s.token)
-	return rec != 0 && rec == s.rec
+	return rec != nil && rec == s.rec
 }

@@ -42,8 +42,6 @@
 //     belongs to; proposing a change to a system table and waiting for
 //     its outcome),
 //     commands.go (the replicated commands and their encoding), record.go (a key's lock record and its holds),
-//     table.go (a shard's records by key: entries by value in chunks,
-//     an open-addressing index),
 //     checkpoint.go (Checkpoint; Load, each table loading its own records), semaphore.go
 //     (counting semaphores), revoke_state.go (a force-unlock's replicated
 //     mark), nslocks.go (holders per namespace, for quotas), nsindex.go

@@ -9,13 +9,13 @@ import (
 // holdSlot is the master's clock for one hold, kept by its worker (see
 // holdTimes), never in the replicated record.
 type holdSlot struct {
-	// rec is the generation (lockRec.id) of the record the hold was in
-	// when its deadline was set. A record that is replaced (a move in, a
-	// checkpoint loaded) or that went and was made anew holds other
-	// holds, even under the same name, and has another generation, so a
-	// slot counts only while the key's record is still rec. 0 marks a
+	// rec is the record the hold was in when its deadline was set. A
+	// record that is replaced (a move in, a checkpoint loaded) or that
+	// went and was made anew holds other holds, even under the same
+	// name, so a slot counts only while the key's record is still rec.
+	// It is compared, never read outside the shard's lock; nil marks a
 	// free slot.
-	rec   uint64
+	rec   *lockRec
 	key   string
 	owner wire.Owner
 	token uint64
@@ -79,7 +79,7 @@ func (t *holdTimes) find(key string, o wire.Owner, token uint64) int32 {
 
 // get returns the slot of the hold (key, o, token) if it was set on
 // record rec; nil otherwise. The pointer is valid until t changes.
-func (t *holdTimes) get(key string, rec uint64, o wire.Owner, token uint64) *holdSlot {
+func (t *holdTimes) get(key string, rec *lockRec, o wire.Owner, token uint64) *holdSlot {
 	if i := t.find(key, o, token); i >= 0 && t.slots[i].rec == rec {
 		return &t.slots[i]
 	}
@@ -88,7 +88,7 @@ func (t *holdTimes) get(key string, rec uint64, o wire.Owner, token uint64) *hol
 
 // add makes a slot for the hold (key, o, token) of record rec, not yet
 // in the heap, and returns its number.
-func (t *holdTimes) add(key string, rec uint64, o wire.Owner, token uint64) int32 {
+func (t *holdTimes) add(key string, rec *lockRec, o wire.Owner, token uint64) int32 {
 	i := t.free
 	if i >= 0 {
 		t.free = t.slots[i].next
@@ -248,7 +248,7 @@ func (t *holdTimes) fix(i int) {
 // each calls f with every slot in use; f must not change t.
 func (t *holdTimes) each(f func(s *holdSlot)) {
 	for i := range t.slots {
-		if s := &t.slots[i]; s.rec != 0 {
+		if s := &t.slots[i]; s.rec != nil {
 			f(s)
 		}
 	}

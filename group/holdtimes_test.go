@@ -26,8 +26,8 @@ func checkHoldTimes(t *testing.T, ht *holdTimes) {
 	seen := 0
 	for key, head := range ht.byKey {
 		for i := head; i >= 0; i = ht.slots[i].next {
-			if s := &ht.slots[i]; s.key != key || s.rec == 0 {
-				t.Fatalf("slot %d (%q, in use %v) in the chain of %q", i, s.key, s.rec != 0, key)
+			if s := &ht.slots[i]; s.key != key || s.rec == nil {
+				t.Fatalf("slot %d (%q, in use %v) in the chain of %q", i, s.key, s.rec != nil, key)
 			}
 			seen++
 		}
@@ -48,7 +48,7 @@ func TestHoldTimesModel(t *testing.T) {
 	t.Parallel()
 	rnd := rand.New(rand.NewPCG(1, 2))
 	ht := newHoldTimes()
-	rec := uint64(1) // any record's generation
+	rec := &lockRec{}
 	type id struct {
 		key   string
 		owner wire.Owner

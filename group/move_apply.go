@@ -45,9 +45,10 @@ func (m moveLocks) Import(ns string, pairs []byte) error {
 	for _, x := range recs {
 		s := sm.shardOf(x.key)
 		s.mu.Lock()
-		was := s.locks.get(x.key).n()
+		l := s.locks[x.key]
+		was := l.n()
 		if was > 0 {
-			s.locks.set(x.key, x.l) // replaced: put indexes only a new key
+			s.locks[x.key] = x.l // replaced: put indexes only a new key
 		}
 		sm.put(x.key, s, x.l, was)
 		s.mu.Unlock()
@@ -132,7 +133,7 @@ func (sm *StateMachine) dropRecords(ns string) {
 		s := &sm.shards[i]
 		s.mu.Lock()
 		for _, key := range s.nsKeysOf(ns) {
-			l := s.locks.get(key)
+			l := s.locks[key]
 			was := l.n()
 			l.first = holder{}
 			l.x = nil

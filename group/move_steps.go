@@ -165,7 +165,7 @@ func (sm *StateMachine) shardPairs(i int, ns string) (pairs []byte, locks, n int
 	var k, v []byte
 	for _, key := range keys {
 		k = append(append(k[:0], lockPrefix), key...)
-		v = encodeRec(v[:0], s.locks.get(key))
+		v = encodeRec(v[:0], s.locks[key])
 		pairs = codec.AppendPair(pairs, k, v)
 		locks++
 		n++

@@ -345,8 +345,7 @@ func (sm *StateMachine) applyMulti(instance uint64, c *command) *outcome {
 	out := &outcome{status: wire.StatusSuccess, multi: mo}
 	for i, k := range keys {
 		s := &sm.shards[idx[i]]
-		l := s.locks.get(k.Key)
-		if ok, _ := l.canGrant(k.Owner, wire.KindExclusive); !ok || s.delayBlocks(k.Key, l, k.Owner) {
+		if ok, _ := s.locks[k.Key].canGrant(k.Owner, wire.KindExclusive); !ok || s.delayBlocks(k.Key, s.locks[k.Key], k.Owner) {
 			out.status, mo.index = wire.StatusLockOccupied, i
 			return out
 		}
@@ -355,7 +354,7 @@ func (sm *StateMachine) applyMulti(instance uint64, c *command) *outcome {
 	mo.keys = make([]string, len(keys))
 	for i, k := range keys {
 		s := &sm.shards[idx[i]]
-		l := s.locks.get(k.Key)
+		l := s.locks[k.Key]
 		was := l.n()
 		_, mo.tokens[i] = sm.grant(&l, instance, grant{owner: k.Owner, kind: wire.KindExclusive, ttlMs: c.ttlMs, value: c.value})
 		sm.put(k.Key, s, l, was)

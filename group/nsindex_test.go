@@ -24,7 +24,7 @@ func checkNSIndex(t *testing.T, where string, sm *StateMachine) {
 		s := &sm.shards[i]
 		s.mu.RLock()
 		byNS := map[string][]string{}
-		for k, l := range s.locks.all() {
+		for k, l := range s.locks {
 			ns, _ := splitFull(k)
 			byNS[ns] = append(byNS[ns], k)
 			u := want[ns]

@@ -413,7 +413,7 @@ func TestQuotaHeldAfterLoad(t *testing.T) {
 	for i := range sm.shards {
 		sh := &sm.shards[i]
 		sh.mu.Lock()
-		for k := range sh.locks.all() {
+		for k := range sh.locks {
 			sh.dirty[k] = false // written by the checkpoint below
 		}
 		sh.mu.Unlock()

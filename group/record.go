@@ -19,24 +19,12 @@ type holder struct {
 
 // lockRec is a key's lock: a writer (kind exclusive or write) or readers.
 // The first hold is inline; the rest (more readers) and the holds' values
-// are out of line in x, so the common held key without a value costs its
-// 48 bytes in its lock table's entry (table.go) and nothing else. A record with no hold (first.used
+// are out of line in x, so the common held key without a value costs one
+// 48-byte object besides its map entry. A record with no hold (first.used
 // false) exists only inside apply.
 type lockRec struct {
 	first holder
 	x     *recExt
-	// gen is the record's generation in its lock table (lockTable.set),
-	// node-local and never encoded; 0 outside a table.
-	gen uint64
-}
-
-// id returns the record's generation, 0 for none (l nil or out of a
-// table).
-func (l *lockRec) id() uint64 {
-	if l == nil {
-		return 0
-	}
-	return l.gen
 }
 
 // recExt is the out-of-line part of a lockRec, nil when the key has one
@@ -256,41 +244,25 @@ func encodeRec(dst []byte, l *lockRec) []byte {
 }
 
 func decodeRec(b []byte) (*lockRec, error) {
-	l := &lockRec{}
-	if err := decodeRecInto(l, b); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-// decodeRecInto decodes a lock record into the empty record l, so that a
-// load decodes the common record without an allocation of its own.
-func decodeRecInto(l *lockRec, b []byte) error {
 	r := newReader(b)
 	ver := r.Byte()
-	if ver == semRecVersion || ver >= delayRecVersion && ver <= semMaxHoldRecVersion {
-		var x *lockRec
-		var err error
-		if ver == semRecVersion {
-			x, err = decodeSemRec(&r)
-		} else {
-			x, err = decodeDelayRec(&r, ver)
-		}
-		if err == nil {
-			*l = *x
-		}
-		return err
+	if ver == semRecVersion {
+		return decodeSemRec(&r)
+	}
+	if ver >= delayRecVersion && ver <= semMaxHoldRecVersion {
+		return decodeDelayRec(&r, ver)
 	}
 	if ver != 1 && ver != 2 {
-		return fmt.Errorf("group: lock record version: %w", errBadCommand)
+		return nil, fmt.Errorf("group: lock record version: %w", errBadCommand)
 	}
 	kind := wire.Kind(r.Byte())
 	if kind == wire.KindSemaphore {
-		return fmt.Errorf("group: a semaphore in a lock record: %w", errBadCommand)
+		return nil, fmt.Errorf("group: a semaphore in a lock record: %w", errBadCommand)
 	}
+	l := &lockRec{}
 	n := r.Uvarint()
 	if n > uint64(r.Len()) {
-		return errBadCommand
+		return nil, errBadCommand
 	}
 	for i := uint64(0); i < n && !r.Failed(); i++ {
 		h := holder{kind: kind}
@@ -305,7 +277,7 @@ func decodeRecInto(l *lockRec, b []byte) error {
 		l.add(h, v)
 	}
 	if r.Failed() {
-		return errBadCommand
+		return nil, errBadCommand
 	}
-	return nil
+	return l, nil
 }

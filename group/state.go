@@ -50,7 +50,7 @@ func (o *outcome) stored(key string) string {
 // shard is the part of the lock table one worker decides on.
 type shard struct {
 	mu    sync.RWMutex
-	locks lockTable // the keys held and their records (table.go)
+	locks map[string]*lockRec
 	// dirty holds the keys changed since the last checkpoint, each with
 	// whether the keyspace holds a record for it (it did exactly when
 	// the key was held at the checkpoint: the keyspace equals the table
@@ -136,6 +136,7 @@ type StateMachine struct {
 func NewStateMachine(workers int) *StateMachine {
 	sm := &StateMachine{workers: workers, shards: make([]shard, workers)}
 	for i := range sm.shards {
+		sm.shards[i].locks = make(map[string]*lockRec)
 		sm.shards[i].dirty = make(map[string]bool)
 	}
 	return sm
@@ -205,7 +206,7 @@ func (sm *StateMachine) view(key string, f func(l *lockRec)) {
 	s := sm.shardOf(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	f(s.locks.get(key))
+	f(s.locks[key])
 }
 
 // outcomeChunk is how many outcomes newOutcome allocates at once.
@@ -278,7 +279,7 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	s := sm.shardOf(c.key)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	l := s.locks.get(c.key)
+	l := s.locks[c.key]
 	was := l.n()
 	held := was > 0
 	out := sm.newOutcome()
@@ -457,12 +458,12 @@ func (sm *StateMachine) put(key string, s *shard, l *lockRec, was int) {
 		if !wasHeld {
 			return // nothing changed: a refused or empty command
 		}
-		s.locks.delete(key)
+		delete(s.locks, key)
 		s.unindex(key)
 		sm.count--
 		keys = -1
 	} else if !wasHeld {
-		s.locks.set(key, l)
+		s.locks[key] = l
 		s.index(key)
 		sm.count++
 		keys = 1
