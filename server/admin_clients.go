@@ -2,14 +2,10 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/server/adminhttp"
@@ -68,10 +64,6 @@ func (n adminNode) nodeClients(ctx context.Context, id uint32, q adminhttp.Clien
 		got, more := n.localSessions(q.Namespace, q.After, q.HasAfter, q.Limit)
 		return got, more, nil
 	}
-	addr := n.adminAddr(id)
-	if addr == "" {
-		return nil, false, fmt.Errorf("node %d has no admin address", id)
-	}
 	vals := url.Values{"node": {strconv.FormatUint(uint64(id), 10)}, "limit": {strconv.Itoa(q.Limit)}, "local": {"1"}}
 	if q.Namespace != "" {
 		vals.Set("namespace", q.Namespace)
@@ -79,29 +71,9 @@ func (n adminNode) nodeClients(ctx context.Context, id uint32, q adminhttp.Clien
 	if q.HasAfter {
 		vals.Set("after", q.After.String())
 	}
-	scheme := "http://"
-	if n.sec.adminTLS != nil {
-		scheme = "https://"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+addr+"/clients?"+vals.Encode(), nil)
-	if err != nil {
-		return nil, false, err
-	}
-	if n.sec.adminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+n.sec.adminToken)
-	}
-	resp, err := n.consoleClient().Do(req)
-	if err != nil {
-		return nil, false, err
-	}
-	defer func() { _ = resp.Body.Close() }() // read below
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, false, fmt.Errorf("node %d: %s: %s", id, resp.Status, strings.TrimSpace(string(b)))
-	}
 	var page adminapi.ClientPage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&page); err != nil {
-		return nil, false, fmt.Errorf("node %d's clients: %w", id, err)
+	if err := n.peerGet(ctx, id, "/clients", vals, &page); err != nil {
+		return nil, false, err
 	}
 	if len(page.Clients) > q.Limit {
 		page.Clients = page.Clients[:q.Limit]

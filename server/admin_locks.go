@@ -2,10 +2,8 @@ package server
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -121,29 +119,12 @@ func (n adminNode) peerLocks(ctx context.Context, q adminhttp.LockQuery, m uint3
 	}
 	vals := url.Values{"namespace": {q.Namespace}, "prefix": {q.Prefix}, "after": {q.After},
 		"limit": {strconv.Itoa(q.Limit)}, "groups": {strings.Join(gstr, ",")}, "local": {"1"}}
-	scheme := "http://"
-	if n.sec.adminTLS != nil {
-		scheme = "https://"
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+n.adminAddr(m)+"/locks?"+vals.Encode(), nil)
-	if err != nil {
-		return lockSource{}, err
-	}
-	if n.sec.adminToken != "" {
-		req.Header.Set("Authorization", "Bearer "+n.sec.adminToken)
-	}
-	resp, err := n.consoleClient().Do(req)
-	if err != nil {
-		return lockSource{}, fmt.Errorf("%w: node %d: %w", group.ErrNotMaster, m, err)
-	}
-	defer func() { _ = resp.Body.Close() }() // read below
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return lockSource{}, fmt.Errorf("%w: node %d: %s: %s", group.ErrNotMaster, m, resp.Status, strings.TrimSpace(string(b)))
-	}
 	var page adminapi.LockPage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&page); err != nil {
-		return lockSource{}, fmt.Errorf("node %d's locks: %w", m, err)
+	if err := n.peerGet(ctx, m, "/locks", vals, &page); err != nil {
+		if errors.Is(err, errPeerUnanswered) {
+			return lockSource{}, fmt.Errorf("%w: %w", group.ErrNotMaster, err)
+		}
+		return lockSource{}, err
 	}
 	return lockSource{locks: page.Locks, more: page.Next != ""}, nil
 }

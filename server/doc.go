@@ -67,7 +67,9 @@
 //     or relayed to its master; GET /audit's reads;
 //     paxlock_audit_records), admin_quota.go (quotas and their use, merged over the
 //     nodes), admin_locks.go (the admin lock reads: a page gathered from
-//     every group's master, a key's detail), admin_forward.go (an admin
+//     every group's master, a key's detail), admin_clients.go (GET /clients:
+//     every node's client sessions, a page at a time), admin_peer.go (a GET
+//     of a peer's admin endpoint, decoded), admin_forward.go (an admin
 //     request forwarded to a peer for the console), security.go (peer and admin TLS, the admin token),
 //     health.go (Ready), backup.go (a backup of every group's image from
 //     its master; Restore), move.go (the namespace-move steps, taken in
