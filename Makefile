@@ -6,7 +6,7 @@ TEST_PARALLEL ?= 6
 PLAIN_NICE ?= $(shell command -v nice >/dev/null 2>&1 && echo nice -n 10)
 TEST_P ?= $(shell n=$$(nproc 2>/dev/null || echo 4); [ $$n -lt 4 ] && n=4; echo $$n)
 BENCH_CPU_BUDGET ?= 0.5
-RACE_PKGS := ./server ./client/recipe ./apiserver ./cmd/... ./paxos/host/... ./paxlocktest/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./group/... ./server/... ./client/... ./registry/... ./internal/gossip/... ./internal/clock/... ./internal/fakewire/... ./session/... ./e2e/... ./conformance/...
+RACE_PKGS := ./server ./clienttests/recipe ./apiserver ./cmd/... ./paxos/host/... ./paxlocktest/... ./paxos/pebblestore/... ./paxos/tcpnet/... ./paxos/paxostest/... ./group/... ./server/... ./clienttests/... ./registry/... ./internal/gossip/... ./internal/clock/... ./e2e/... ./conformance/...
 # The package lists, computed when a recipe needs them.
 RACE_LIST = $(shell $(GO) list $(RACE_PKGS))
 PLAIN_LIST = $(filter-out $(RACE_LIST),$(shell $(GO) list ./...))
@@ -49,24 +49,32 @@ api-gen:
 
 vet:
 	$(GO) vet -pgo=off -tags console,invariants ./...
+	cd client && $(GO) vet ./...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# mod-check fails when go.mod or go.sum of either module (the root and
-# bench/) is not what go mod tidy makes of it, or when they name different
-# Go versions.
+# mod-check fails when go.mod or go.sum of a module (the root, client/
+# and bench/) is not what go mod tidy makes of it, when they name
+# different Go versions, or when the client module's graph holds the root
+# module (a user's go get of the client would then pull the node's
+# dependencies).
 mod-check:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum not tidy: run go mod tidy"; exit 1; }
 	@cd bench && $(GO) mod tidy -diff || { echo "bench/go.mod/go.sum not tidy: run go mod tidy in bench/"; exit 1; }
-	@a=$$($(GO) mod edit -print | sed -n 's/^go //p'); b=$$(cd bench && $(GO) mod edit -print | sed -n 's/^go //p'); \
-	if [ "$$a" != "$$b" ]; then echo "go.mod says go $$a, bench/go.mod go $$b: keep one Go version"; exit 1; fi
+	@cd client && $(GO) mod tidy -diff || { echo "client/go.mod/go.sum not tidy: run go mod tidy in client/"; exit 1; }
+	@a=$$($(GO) mod edit -print | sed -n 's/^go //p'); \
+	for m in bench client; do b=$$(cd $$m && $(GO) mod edit -print | sed -n 's/^go //p'); \
+	if [ "$$a" != "$$b" ]; then echo "go.mod says go $$a, $$m/go.mod go $$b: keep one Go version"; exit 1; fi; done
+	@if (cd client && $(GO) list -m all) | grep -q '^github.com/paxlock/paxlock '; then \
+	echo "client/go.mod requires the root module: the client module must need only what the client needs"; exit 1; fi
 
-# lint runs golangci-lint (v2, configured in .golangci.yml) over both
+# lint runs golangci-lint (v2, configured in .golangci.yml) over the three
 # modules; .ci/run installs the pinned version.
 GOLANGCI_LINT ?= golangci-lint
 lint: size-check
 	$(GOLANGCI_LINT) run ./...
+	cd client && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
 	cd bench && $(GOLANGCI_LINT) run --config ../.golangci.yml ./...
 
 # size-check fails on a Go file, tests aside, of more than 700 lines
@@ -90,7 +98,10 @@ size-check:
 # it takes what the race list leaves and does not slow the compile of the
 # server package, the longest run, which the race list names first. The
 # race list's output streams; the plain list's follows it in one piece;
-# either failing fails make test. The race list's test binaries run
+# either failing fails make test. The client module (client/, its own
+# go.mod) runs after the plain list in the same background job, under
+# -race: its tests talk to fake nodes and finish in seconds; its tests
+# against real nodes are the root's clienttests/. The race list's test binaries run
 # TEST_P at once (at least 4: they mostly wait on leases and the network,
 # so 2 at a time on 2 cores left the CPU idle) and the tests of one
 # package TEST_PARALLEL at once (6; 8 made masters lapse under load); the
@@ -105,14 +116,17 @@ size-check:
 TEST_FLAGS = -pgo=off -vet=off -tags invariants -count=1 -timeout 20m
 test: fmt-check mod-check
 	@plain=$$(mktemp); trap 'rm -f "$$plain"' EXIT; \
-	echo "$(GO) test $(TEST_FLAGS) <plain list> (in the background, its output after the race list's)"; \
-	$(PLAIN_NICE) $(GO) test $(TEST_FLAGS) $(PLAIN_LIST) >"$$plain" 2>&1 & pid=$$!; \
+	echo "$(GO) test $(TEST_FLAGS) <plain list>, then the client module's under -race (in the background, their output after the race list's)"; \
+	{ $(PLAIN_NICE) $(GO) test $(TEST_FLAGS) $(PLAIN_LIST); p=$$?; \
+	  echo "--- the client module (client/, -race):"; \
+	  (cd client && $(PLAIN_NICE) $(GO) test $(TEST_FLAGS) -race ./...); c=$$?; \
+	  [ $$p -eq 0 ] && [ $$c -eq 0 ]; } >"$$plain" 2>&1 & pid=$$!; \
 	echo "$(GO) test $(TEST_FLAGS) -race -p $(TEST_P) -parallel $(TEST_PARALLEL) <race list>"; \
 	$(GO) test $(TEST_FLAGS) -race -p $(TEST_P) -parallel $(TEST_PARALLEL) $(RACE_LIST); race=$$?; \
 	wait $$pid; plainrc=$$?; \
 	echo "--- the plain list (without -race):"; cat "$$plain"; \
 	if [ $$race -ne 0 ] || [ $$plainrc -ne 0 ]; then \
-		echo "make test: FAIL (race list exit $$race, plain list exit $$plainrc)"; exit 1; \
+		echo "make test: FAIL (race list exit $$race, plain list and client module exit $$plainrc)"; exit 1; \
 	fi; echo "make test: PASS"
 
 # docker-up starts a 3-node cluster in containers on a private network

@@ -11,11 +11,10 @@ require (
 	github.com/google/btree v1.1.3
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/panjf2000/gnet/v2 v2.9.4
+	github.com/paxlock/paxlock/client v0.0.0
 	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.71.0
-	github.com/vmihailenco/msgpack/v5 v5.4.1
-	github.com/xdg-go/scram v1.4.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
@@ -25,6 +24,11 @@ require (
 	golang.org/x/net v0.59.0
 	golang.org/x/sys v0.48.0
 	google.golang.org/protobuf v1.36.12
+)
+
+require (
+	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
+	github.com/xdg-go/scram v1.4.0 // indirect
 )
 
 require (
@@ -79,3 +83,8 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
+
+// The client module (client/go.mod: the Go client and the native
+// protocol it shares with the node) comes from this repository, never from
+// a published version.
+replace github.com/paxlock/paxlock/client => ./client

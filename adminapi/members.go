@@ -3,7 +3,7 @@ package adminapi
 import (
 	"fmt"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // MemberState is a node's state in the cluster's member list.

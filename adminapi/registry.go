@@ -3,7 +3,7 @@ package adminapi
 import (
 	"fmt"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // The registry's tables, as a meta cluster's nodes show them (GET

@@ -10,7 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // abandonTimeout bounds leaving the queue for a blocking acquire whose

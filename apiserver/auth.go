@@ -13,9 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Bounds of the verified-secret cache.

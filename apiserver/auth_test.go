@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
 )
 
 func verifier(t *testing.T, secret string) scramauth.Verifier {

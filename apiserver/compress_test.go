@@ -11,7 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestSmallAnswersUncompressed: a caller that accepts gzip (as every

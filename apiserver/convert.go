@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // ownerDomain and keyDomain separate the hashes of API owners and client

@@ -7,7 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // StatusHeader names the metadata every error of the service carries:

@@ -9,8 +9,8 @@ import (
 	"connectrpc.com/connect"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // TestMasterChange: a key whose group node 3 masters is taken through

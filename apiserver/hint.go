@@ -4,7 +4,7 @@ import (
 	"context"
 	"strconv"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Routing hints. Every answer about a key says which node answered and

@@ -12,9 +12,9 @@ import (
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
 	"github.com/paxlock/paxlock/api/paxlock/v1/paxlockv1connect"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/server"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // The namespace TestBrokenRelayCostsItsCallsOnly breaks relays of: no

@@ -12,7 +12,7 @@ import (
 	"connectrpc.com/connect"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestHoldsStreamsOwnLosses: a Holds stream of an owner is told, without

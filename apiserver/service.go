@@ -14,8 +14,8 @@ import (
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
 	"github.com/paxlock/paxlock/api/paxlock/v1/paxlockv1connect"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Node is what the service needs of its node (*server.Server has it).

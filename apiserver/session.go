@@ -10,8 +10,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Session timing and bounds.

@@ -7,7 +7,7 @@ import (
 	"connectrpc.com/connect"
 
 	paxlockv1 "github.com/paxlock/paxlock/api/paxlock/v1"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestTraceparentHeader checks that a W3C traceparent header becomes the

@@ -2,9 +2,14 @@ module github.com/paxlock/paxlock/bench
 
 go 1.26.0
 
-// The paxlock client comes from the enclosing repository, never from a
-// published version; see peers/paxlock.go.
-replace github.com/paxlock/paxlock => ../
+// The paxlock client (the client module, ../client) and the root module
+// (the API's generated code, the admin API's types) come from the
+// enclosing repository, never from a published version; see
+// peers/paxlock.go.
+replace (
+	github.com/paxlock/paxlock => ../
+	github.com/paxlock/paxlock/client => ../client
+)
 
 require (
 	connectrpc.com/connect v1.21.1
@@ -25,6 +30,7 @@ require (
 	github.com/coreos/go-systemd/v22 v22.3.2 // indirect
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/paxlock/paxlock/client v0.0.0
 	github.com/vmihailenco/msgpack/v5 v5.4.1 // indirect
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	github.com/xdg-go/scram v1.4.0 // indirect

@@ -3,7 +3,7 @@ package client
 import (
 	"context"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TokenCheck is CheckTokenState's answer.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/internal/testutil"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Tests assert on events (a push arrived, the fake saw a request), never on

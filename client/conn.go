@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // maxQueued bounds the bytes waiting in one connection's send buffer; a

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // getConn returns a working connection to addr, dialing (once, shared by

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Election is leader election on one key, in the shape of etcd's

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Sentinel errors. Every error the package returns wraps at most a few of

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/internal/fakewire"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/fakewire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // fakeCluster is a set of fake nodes sharing one view: one node masters

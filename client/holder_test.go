@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // The tests here check the holder's contract (doc.go, "The holder's

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // ListPage is one page of List.

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Local queueing (Config.LocalQueue turns it on).

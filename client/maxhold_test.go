@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestMaxHoldOption: the option is checked on the client (nothing is sent

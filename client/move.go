@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // followMoved notes that the namespace moved away from the cluster of the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestMoveFollowed: a hold whose namespace moves to another cluster. A

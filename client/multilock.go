@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // multiRollbackTimeout bounds the release of what a failed MultiLock took

@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // DefaultTTL is a lock's TTL when no TTL option is given.

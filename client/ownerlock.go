@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // lockKey names one lock of an owner: a key, taken in one kind.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // ErrUnknownPermit reports a PermitID that names no permit the Semaphore

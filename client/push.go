@@ -6,7 +6,7 @@ package client
 import (
 	"fmt"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // onPush handles a server push; it runs on a connection's reader and never

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // result is the outcome of a routed request.

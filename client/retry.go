@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // retryPolicy is what doEach does after an attempt's outcome. The zero

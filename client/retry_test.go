@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestStatusRetryTable: every status an answer can carry gets the policy

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestSleepOrMove: a routing failure's pause is not cut short by views

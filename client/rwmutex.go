@@ -6,7 +6,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // RWMutex is a handle on a read-write lock: many readers or one writer,

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // ErrPermitsMismatch reports that a semaphore's permit total on the

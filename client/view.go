@@ -11,7 +11,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // refreshWide asks the background loop to re-read the view soon, from

@@ -3,7 +3,7 @@ package client
 import (
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestViewEpochOrder: a registry's view of a new assignment (higher

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // State is a key's lock state as the master of its group sees it.

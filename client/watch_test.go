@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // moveWatches drops key's watches, pushing each EventMoved, as a master

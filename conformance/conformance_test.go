@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // env is the cluster under test, from the environment make conformance

@@ -23,7 +23,7 @@ import (
 	"github.com/anishathalye/porcupine"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestChaos runs randomized fault schedules (make chaos): each a 3- or

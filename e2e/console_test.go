@@ -22,8 +22,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // findChromium returns the browser TestConsoleBrowser drives:

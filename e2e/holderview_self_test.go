@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // The holder view's own tests: a checker that cannot fail is no checker.

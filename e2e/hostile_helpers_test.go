@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // The hostile suite (make hostile): each test attacks real paxlockd

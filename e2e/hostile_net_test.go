@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // hostileStormHeadroom is how many descriptors node 1 may open beyond

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // hostileReauthKey is the raw connection's client key (16..64 bytes).

@@ -3,7 +3,7 @@ package group
 import (
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // waiter is a blocking acquire queued on its key (keyState.waiters).

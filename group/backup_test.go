@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/backup"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // backupFixture builds two groups' state machines in a store: group 0

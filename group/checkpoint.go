@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // checkpointKeys is how many dirty keys make a checkpoint due before the

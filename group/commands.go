@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/codec"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // op is a replicated command's kind.

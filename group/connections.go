@@ -1,6 +1,6 @@
 package group
 
-import "github.com/paxlock/paxlock/wire"
+import "github.com/paxlock/paxlock/client/wire"
 
 // sinkRef is the connection a hold's Lost goes to. Every hold taken over
 // one connection points to the same sinkRef, so forgetting the connection

@@ -3,7 +3,7 @@ package group
 import (
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // holdRec returns key's record if it has owner o's hold with token, and

@@ -4,9 +4,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // fakeGroup replicates one lock group among a few in-memory replicas for

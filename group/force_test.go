@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // forceAsync runs ForceRelease of key on svc in the background; the

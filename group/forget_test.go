@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestForgetClientByConnection: forgetting (client, connection) drops that

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/clock"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/paxos/paxostest"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // testSink records what the service says to one connection.

@@ -3,7 +3,7 @@ package group
 import (
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // expiry is a hold's deadline on the master, as it came up (see

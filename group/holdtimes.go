@@ -3,7 +3,7 @@ package group
 import (
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // holdSlot is the master's clock for one hold, kept by its worker (see

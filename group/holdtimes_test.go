@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // checkHoldTimes fails t unless ht's heap is ordered, every slot knows its

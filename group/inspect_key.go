@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // InspectKey returns what this node, as the master of key's group, knows

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // The defaults of Config's per-connection and per-namespace bounds.

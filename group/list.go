@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // List lists the locks held in namespace ns on lock group g whose keys

@@ -39,8 +39,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Lock record versions with lock-delays: each hold is followed by its

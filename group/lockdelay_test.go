@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // tryLock is a stranger's try-lock of key.

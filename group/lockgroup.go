@@ -1,8 +1,8 @@
 package group
 
 import (
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // ID names a lock group: one of the Config.Groups (default 15) groups,

@@ -30,7 +30,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Lock record versions with maximum hold times: version 4's and 5's

@@ -5,8 +5,8 @@ import (
 	"fmt"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // The cluster's member list is group 0's table systable.Members; this file

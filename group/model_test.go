@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // memKV is an in-memory state-machine keyspace: a paxos.Writer for Apply

@@ -12,8 +12,8 @@ package group
 import (
 	"errors"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Move commands (see commands.go for the others); key is the namespace,

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // MoveStep is a step of a namespace move that one lock group takes

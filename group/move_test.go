@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/codec"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // moveAll takes step in every lock group of c, on each group's master.

@@ -3,8 +3,8 @@ package group
 import (
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // moveChanged tells every worker of the move states an Apply applied. It

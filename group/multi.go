@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Multi-acquire: exclusive locks on several keys of one group, decided in

@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Namespaces are group 0's table systable.Namespaces (a SCRAM verifier

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // wantOverloaded fails unless r is OVERLOADED with a RetryAfterMs.

@@ -18,7 +18,7 @@ package group
 // (unknown tail flag) rather than apply it as a full release.
 
 import (
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // cmdKeepPermits, in a command tail's flags, says a partial release's

@@ -3,7 +3,7 @@ package group
 import (
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // keepReq is a partial release of o's semaphore hold with token down to

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // A namespace's quota is group 0's table systable.Quotas; this file

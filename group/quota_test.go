@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // quotaCluster is a fake cluster of n nodes with namespaces "ns" and

@@ -5,9 +5,9 @@ import (
 	"fmt"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // This file is the Service's side of the registry tables

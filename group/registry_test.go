@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
 	"github.com/paxlock/paxlock/systable"
 )
 

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // pending is a proposal in flight and what to do with its outcome.

@@ -3,7 +3,7 @@ package group
 import (
 	"sync"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // An operator's force-unlock revokes a hold; it does not free the key at

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestTokenCheckOfRevokedHold: from the moment of a force-unlock, a token

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestRevokeClient: revoking (client, connection) tells the connection

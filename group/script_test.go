@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/clock"
 	"github.com/paxlock/paxlock/internal/scripttest"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // TestLockScripts runs the stories in testdata/scripts: the lock service

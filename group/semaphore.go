@@ -34,7 +34,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // semRecVersion is the checkpoint record version of a semaphore: version,

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestMaxWaitedBounded: a re-sent wait's claim to have waited already

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/paxos/paxostest"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
-	"github.com/paxlock/paxlock/wire"
 )
 
 func openStore(t *testing.T, dir string) *pebblestore.Store {

@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"sync"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/systable"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Keys of the state machine's keyspace (its Paxos group's, in Pebble).

@@ -3,7 +3,7 @@ package group
 import (
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestSystemTablesClaimTheirKeys: Load's multiplexer offers a key to the

@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // mono converts a time on the worker's clock to nanoseconds since a second

@@ -1,6 +1,6 @@
 package group
 
-import "github.com/paxlock/paxlock/wire"
+import "github.com/paxlock/paxlock/client/wire"
 
 // Stage is a point a traced request reaches on the master that serves
 // it (see Trace).

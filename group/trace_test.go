@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // stageLog records a traced request's stages.

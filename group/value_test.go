@@ -7,7 +7,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestHeldKeyWithoutValueDoesNotGrow: a held key's record stays one

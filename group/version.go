@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // ErrVersionRange refuses a group version beyond MaxGroupVersion: a token

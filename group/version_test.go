@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestRaiseVersion: a group version raised through Paxos

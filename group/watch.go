@@ -3,7 +3,7 @@ package group
 import (
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // watcher is a watch set on its key (keyState.watchers).

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 func watchReq(key string, id, token uint64, flags wire.Flags, maxWait time.Duration) Request {

@@ -31,9 +31,9 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/freeport"
 	"github.com/paxlock/paxlock/server"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Default namespace and secret of a Cluster's clients.

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxlocktest"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // clientVia connects a client whose registry is node i alone, so that

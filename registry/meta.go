@@ -18,8 +18,8 @@ import (
 
 	crand "crypto/rand"
 
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // MetaConfig is where a registry gets its tables: the meta cluster, whose

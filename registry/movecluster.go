@@ -19,8 +19,8 @@ import (
 	"sync"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/registry/mover"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // moveCluster implements mover.Cluster over a lock cluster's admin API.

@@ -14,10 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/internal/fakewire"
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/fakewire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // fakeNode is a tiny cluster node: a fakewire.Server whose session

@@ -10,8 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // nsEntry is a namespace's entry in the tables.

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // follow keeps the registry subscribed to one cluster's view: it holds one

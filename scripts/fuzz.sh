@@ -6,10 +6,16 @@ cd "$(dirname "$0")/.."
 COUNT=${FUZZ_COUNT:-3000x}
 # Every package with a fuzz target (a test file declaring func FuzzX).
 pkgs=$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz' | xargs -n1 dirname | sort -u | sed 's|^|./|')
+# A package of the client module (client/, its own go.mod) is fuzzed from
+# that module's directory.
 for pkg in $pkgs; do
-  for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
-    echo "fuzz $pkg $target"
-    go test -run '^$' -fuzz "^${target}\$" -fuzztime "$COUNT" "$pkg" > /tmp/fuzz.$$.log 2>&1 || { cat /tmp/fuzz.$$.log; exit 1; }
+  dir=. name=$pkg
+  case "$pkg" in
+    ./client|./client/*) dir=client; pkg=".${pkg#./client}"; [ "$pkg" = . ] && pkg=./ ;;
+  esac
+  for target in $(cd "$dir" && go test -list '^Fuzz' "$pkg" | grep '^Fuzz'); do
+    echo "fuzz $name $target"
+    (cd "$dir" && go test -run '^$' -fuzz "^${target}\$" -fuzztime "$COUNT" "$pkg") > /tmp/fuzz.$$.log 2>&1 || { cat /tmp/fuzz.$$.log; exit 1; }
   done
 done
 rm -f /tmp/fuzz.$$.log

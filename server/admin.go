@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/buildinfo"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/server/adminhttp"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // replica returns this node's replica of lock group g's Paxos group (nil

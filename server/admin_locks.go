@@ -11,9 +11,9 @@ import (
 	"sync"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/server/adminhttp"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // An operator's admin reads of any namespace's locks (GET /locks, GET

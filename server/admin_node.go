@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/server/adminhttp"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // adminNode is the node as the admin endpoint sees it (adminhttp.Node):

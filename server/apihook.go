@@ -9,7 +9,7 @@ import (
 	"errors"
 	"net"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
 )
 
 // ErrShutDown reports a node that is shutting down.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // auditLog reads GET /audit from node s, nil when it does not answer.

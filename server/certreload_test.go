@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // TestCertificateReload: a node renewed with paxlockctl certs node ID

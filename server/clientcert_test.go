@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // clientCertTLS is clientTLS presenting a client certificate for

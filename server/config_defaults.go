@@ -4,9 +4,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // EnsureDefaults fills every unset field with its default: the lock

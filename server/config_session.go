@@ -4,8 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/client/session"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/session"
 )
 
 // SessionLimits are the bounds of what one namespace's sessions, and one

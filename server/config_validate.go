@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Validate reports a configuration that cannot start.

@@ -5,8 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // frameConn is a client connection's engine: it reads the client's

@@ -1,6 +1,6 @@
 package server
 
-import "github.com/paxlock/paxlock/wire"
+import "github.com/paxlock/paxlock/client/wire"
 
 // Respond implements group.Sink.
 func (c *conn) Respond(reqID uint64, r wire.Response) {

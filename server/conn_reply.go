@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // unsent is told that the reply or push typ for request reqID could not

@@ -9,10 +9,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // id is the identity of the connection's Hello.

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/pki"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // TestConsole runs a secure 3-node cluster (admin HTTPS with a token, as

@@ -10,8 +10,8 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // TestForceUnlock: POST /locks/unlock to a node that does not serve the

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // stormChildEnv makes the test binary run TestGnetDescriptorStorm's

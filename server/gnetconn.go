@@ -6,7 +6,7 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // handler is the gnet event handler for client connections.

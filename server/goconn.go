@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // goConn is the engine of a connection of a goroutine listener (TLS or

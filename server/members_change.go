@@ -12,11 +12,11 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/server/adminhttp"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Adding and removing nodes (admin API: GET /members, POST /members,

@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/registry"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // scrape reads and parses a node's /metrics.

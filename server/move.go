@@ -21,10 +21,10 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // moveExportBatch is about how many bytes of pairs one export batch

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestMultiLockAgainstCluster: all or none, a token per key, rollback of

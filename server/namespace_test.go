@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 func adminDo(t *testing.T, method, url string, body any) int {

@@ -8,8 +8,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/paxlock/paxlock/client/scramauth"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/paxos/pebblestore"

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // paddedFrame is a GetView frame padded to total bytes: its header

@@ -8,8 +8,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // regServe is the node's registry subscribers.

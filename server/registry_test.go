@@ -13,9 +13,9 @@ import (
 
 	"github.com/paxlock/paxlock/adminapi"
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
 	"github.com/paxlock/paxlock/registry"
-	"github.com/paxlock/paxlock/wire"
 )
 
 const (

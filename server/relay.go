@@ -9,10 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // relayDialTimeout bounds the dial and the Hello of a relay connection.

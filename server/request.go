@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paxlock/paxlock/client/session"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/session"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // handleFrame serves one request; raw is its whole frame. It runs the

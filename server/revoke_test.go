@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // systemMaster returns the node serving group 0, which changes the

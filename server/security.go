@@ -6,8 +6,8 @@ import (
 	"log/slog"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/scramauth"
 	"github.com/paxlock/paxlock/internal/pki"
-	"github.com/paxlock/paxlock/internal/scramauth"
 )
 
 // security is a node's loaded security material (read once, at New).

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestSemaphoreAgainstCluster: the client's Semaphore against three

@@ -14,13 +14,13 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/internal/scramauth"
 	"github.com/paxlock/paxlock/paxos"
 	"github.com/paxlock/paxlock/paxos/host"
 	"github.com/paxlock/paxlock/paxos/pebblestore"
 	"github.com/paxlock/paxlock/paxos/tcpnet"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Server is one running node.

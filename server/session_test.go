@@ -11,8 +11,8 @@ import (
 
 	"github.com/paxlock/paxlock/group"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // TestReauthOtherNamespaceEndsOldSession: a connection authenticated to

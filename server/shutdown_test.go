@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // goroutinesIn counts the live goroutines whose stack has a frame of fn

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // spansOf returns the ended spans of rec in trace id whose name is name.

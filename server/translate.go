@@ -3,8 +3,8 @@ package server
 import (
 	"time"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // requestOf translates a request on one key into the lock service's

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/group"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // onMaster records a group's mastership change and publishes a new view.

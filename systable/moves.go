@@ -5,9 +5,9 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // Moving a namespace to another cluster (docs/design.md, "Moving a

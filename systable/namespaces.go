@@ -7,9 +7,9 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // The namespace table is replicated through lock group 0, so every node

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
 )
 
 // v1Record is a namespace record as written before SCRAM: version 1, a

@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/codec"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // A namespace's record holds what authenticates its clients; secrets

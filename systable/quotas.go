@@ -8,9 +8,9 @@ import (
 	"math"
 	"sync"
 
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/internal/codec"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // A namespace's quota is a record of its own in group 0's keyspace ('q' +

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestQuotaRecord: a quota encodes and decodes to itself; limits out of

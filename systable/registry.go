@@ -9,9 +9,9 @@ import (
 	"sync"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/internal/scramauth"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // The registry's tables are replicated through lock group 0 of the meta

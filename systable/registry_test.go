@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // TestRegistryTable: the tables' ops give their own outcomes, raise the

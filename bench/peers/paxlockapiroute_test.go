@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // A key goes to the node its group's latest hint names; a key of a group

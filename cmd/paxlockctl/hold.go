@@ -13,7 +13,7 @@ import (
 	"sync"
 
 	"github.com/paxlock/paxlock/client"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // The environment variables through which a run form's command learns

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Metadata format constants.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 func TestMetaRoundTrip(t *testing.T) {

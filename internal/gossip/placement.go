@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // PreferredMaster returns the node that should master group: the

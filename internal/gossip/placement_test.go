@@ -3,7 +3,7 @@ package gossip
 import (
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 func TestPreferredMasterSpreadsEvenly(t *testing.T) {

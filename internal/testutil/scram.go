@@ -3,8 +3,8 @@ package testutil
 import (
 	"fmt"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // Call sends one request and returns its reply, as a test's raw

@@ -8,7 +8,7 @@ import (
 	"strconv"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // ClientQuery is GET /clients' query: a page of the client sessions

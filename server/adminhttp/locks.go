@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // LockReadTimeout bounds an admin lock read (GET /locks, GET

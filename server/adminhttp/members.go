@@ -9,8 +9,8 @@ import (
 	"strconv"
 
 	"github.com/paxlock/paxlock/adminapi"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxos"
-	"github.com/paxlock/paxlock/wire"
 )
 
 // ErrLeaving says the node a removal names is this one, the master of

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // moveStepTimeout bounds one move step over every group.

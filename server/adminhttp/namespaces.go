@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // changeTimeout bounds a change proposed to lock group 0.

@@ -13,7 +13,7 @@ import (
 	"strconv"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // registryBodyLimit bounds a change's body (a cluster's CA included).

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // registryTablesOrder names the tables in a cursor, in page order.

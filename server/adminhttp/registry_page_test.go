@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // FuzzRegistryCursor: a GET /registry cursor (outside input) is refused

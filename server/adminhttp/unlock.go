@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/adminapi"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // forceUnlockWait bounds how long POST /locks/unlock waits for revoked

@@ -13,7 +13,7 @@ import (
 const transcriptFile = "testdata/session.txt"
 
 // TestTranscript checks testdata/session.txt, a whole recorded session
-// (client/transcript_test.go records its frames): every frame decodes,
+// (the root module's clienttests/transcript_test.go records its frames): every frame decodes,
 // encodes back to the same bytes and shows the fields it decodes to;
 // every response answers an earlier request of the client's, and pushes
 // carry request id 0. With -update it writes the decoded fields of each

@@ -6,7 +6,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // signal is a Handler that wakes the benchmark on each frame.

@@ -4,8 +4,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // host is an Endpoint that records what Accepted asks of it. Its namespace

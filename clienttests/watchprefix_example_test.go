@@ -1,4 +1,4 @@
-package client_test
+package clienttests_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // Watch every lock of a key prefix: the watch registers with every lock
 // group's master and merges their events; a List resynchronises after
 // an EventMoved.
-func ExampleClient_WatchPrefix() {
+func Example_clientWatchPrefix() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := connect(ctx)

@@ -1,4 +1,4 @@
-package client_test
+package clienttests_test
 
 import (
 	"bufio"
@@ -14,20 +14,20 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/client"
+	"github.com/paxlock/paxlock/client/wire"
 	"github.com/paxlock/paxlock/paxlocktest"
-	"github.com/paxlock/paxlock/wire"
 )
 
-// updateTranscript rewrites wire/testdata/session.txt's frames from a
-// session recorded now:
+// updateTranscript rewrites client/wire/testdata/session.txt's frames
+// from a session recorded now:
 //
-//	go test ./client -run TestSessionTranscript -update-transcript
-//	go test ./wire -run TestTranscript -update
+//	go test ./clienttests -run TestSessionTranscript -update-transcript
+//	(cd client && go test ./wire -run TestTranscript -update)
 //
 // (the second fills in each frame's decoded fields).
-var updateTranscript = flag.Bool("update-transcript", false, "record wire/testdata/session.txt's frames from a real session")
+var updateTranscript = flag.Bool("update-transcript", false, "record client/wire/testdata/session.txt's frames from a real session")
 
-const transcriptFile = "../wire/testdata/session.txt"
+const transcriptFile = "../client/wire/testdata/session.txt"
 
 // tap records the frames crossing a connection, both ways, in the order
 // they cross.
@@ -188,7 +188,7 @@ func waitFor(t *testing.T, tp *tap, what string, ok func(wire.Frame, wire.Messag
 }
 
 // TestSessionTranscript records the transcript's session with today's
-// client and node and checks it is the session wire/testdata/session.txt
+// client and node and checks it is the session client/wire/testdata/session.txt
 // shows: the same frames, by direction and type, in the same order. The
 // file's bytes differ from run to run (nonces, client key, tokens); the
 // exchange does not.
@@ -204,7 +204,7 @@ func TestSessionTranscript(t *testing.T) {
 		if err := os.WriteFile(transcriptFile, []byte(strings.TrimSuffix(b.String(), "\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %d frames to %s; now run go test ./wire -run TestTranscript -update", len(got), transcriptFile)
+		t.Logf("wrote %d frames to %s; now run (cd client && go test ./wire -run TestTranscript -update)", len(got), transcriptFile)
 		return
 	}
 	want := transcriptSteps(t)
@@ -252,7 +252,7 @@ func transcriptSteps(t *testing.T) []string {
 
 const transcriptHeader = `# One whole client session of the paxlock client protocol
 # (docs/protocol.md), as the Go client and a node exchanged it: recorded by
-# client/transcript_test.go against a one-node cluster, heartbeats and
+# clienttests/transcript_test.go against a one-node cluster, heartbeats and
 # periodic view refreshes (GetView) left out. The namespace is "test", its secret "paxlocktest-secret": with the
 # nonces and salt below, a client author can check a SCRAM-SHA-256
 # implementation against the proofs here.
@@ -267,9 +267,9 @@ const transcriptHeader = `# One whole client session of the paxlock client proto
 #  6. the Release
 #
 # Records: "frame NN-type", "dir c->s" (client to server) or "s->c", and
-# after go test ./wire -run TestTranscript -update the decoded type,
+# after go test ./wire -run TestTranscript -update (in client/) the decoded type,
 # request id, field names and body (as in vectors.txt); "hex" is the whole
-# frame. go test ./wire -run TestTranscript checks that every frame decodes
+# frame. go test ./wire -run TestTranscript (in client/) checks that every frame decodes
 # to the fields shown and encodes back to the same bytes, and that every
 # response answers an earlier request.
 

@@ -1,6 +1,6 @@
 package session
 
-import "github.com/paxlock/paxlock/wire"
+import "github.com/paxlock/paxlock/client/wire"
 
 // Replier answers a request with a Response; every Endpoint is one.
 type Replier interface {

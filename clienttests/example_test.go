@@ -1,4 +1,4 @@
-package client_test
+package clienttests_test
 
 // These examples run against a 3-node cluster started in this process by
 // package paxlocktest (connect below); a program names its own registry,
@@ -22,7 +22,7 @@ var (
 )
 
 // connect returns a client of the examples' cluster, started on first use
-// and stopped after every test and example (client.AfterTests).
+// and stopped after every test and example (TestMain).
 func connect(ctx context.Context) *client.Client {
 	exampleOnce.Do(func() {
 		cl, err := paxlocktest.New(context.Background(), 3, paxlocktest.Options{Namespace: "orders", Secret: "orders-secret"})
@@ -30,7 +30,6 @@ func connect(ctx context.Context) *client.Client {
 			log.Fatal(err)
 		}
 		exampleCluster = cl
-		client.AfterTests = append(client.AfterTests, func() { _ = cl.Close() })
 	})
 	c, err := client.New(ctx, exampleCluster.ClientConfig())
 	if err != nil {
@@ -40,7 +39,7 @@ func connect(ctx context.Context) *client.Client {
 }
 
 // Connect once per process and namespace, and share the client.
-func ExampleNew() {
+func Example_new() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := client.New(ctx, client.Config{
@@ -60,7 +59,7 @@ func ExampleNew() {
 
 // A blocking lock with a deadline, auto-renewed, whose fencing token guards
 // the write it protects.
-func ExampleClient_Mutex() {
+func Example_clientMutex() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -91,7 +90,7 @@ func ExampleClient_Mutex() {
 }
 
 // TryLock never waits; the error names the holder.
-func ExampleMutex_TryLock() {
+func Example_mutexTryLock() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -116,7 +115,7 @@ func ExampleMutex_TryLock() {
 }
 
 // A handle is reentrant: the lock is released by the last Unlock.
-func ExampleMutex_Lock_reentrant() {
+func Example_mutexLockReentrant() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -135,7 +134,7 @@ func ExampleMutex_Lock_reentrant() {
 
 // Every ProcessOwner handle of a key shares one owner, like WLock's process
 // lock: a lock taken in one goroutine can be released in another.
-func ExampleProcessOwner() {
+func Example_processOwner() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -155,7 +154,7 @@ func ExampleProcessOwner() {
 
 // Readers share the lock; a writer excludes them, and waiting writers go
 // before new readers.
-func ExampleClient_RWMutex() {
+func Example_clientRWMutex() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -179,7 +178,7 @@ func ExampleClient_RWMutex() {
 
 // Watch a key continuously; the client re-registers the watch after a
 // reconnect or a master change.
-func ExampleClient_Watch() {
+func Example_clientWatch() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -216,7 +215,7 @@ func ExampleClient_Watch() {
 
 // Leader election: campaign with a value, lead until leadership is lost,
 // resign; anyone can read or follow the leader.
-func ExampleClient_Election() {
+func Example_clientElection() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -241,7 +240,7 @@ func ExampleClient_Election() {
 }
 
 // Following an election: the current leader, then every change.
-func ExampleElection_Observe() {
+func Example_electionObserve() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c := connect(ctx)
@@ -267,7 +266,7 @@ func ExampleElection_Observe() {
 }
 
 // A holder value tells contenders who holds a lock and what it is doing.
-func ExampleValue() {
+func Example_value() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -287,7 +286,7 @@ func ExampleValue() {
 }
 
 // State reads a key's holder, token and queue from the master.
-func ExampleClient_State() {
+func Example_clientState() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -307,7 +306,7 @@ func ExampleClient_State() {
 // Code written against sync.Locker takes a paxlock lock through Locker. It
 // has no fencing token and cannot say that the lock was lost: use the Mutex
 // where that matters.
-func ExampleMutex_Locker() {
+func Example_mutexLocker() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -323,7 +322,7 @@ func ExampleMutex_Locker() {
 
 // A writer that must go on reading what it wrote downgrades its lock, so
 // no other writer gets in between.
-func ExampleRWMutex_Downgrade() {
+func Example_rwMutexDowngrade() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -345,7 +344,7 @@ func ExampleRWMutex_Downgrade() {
 // many as its job needs, waiting on the server (woken by push) while they
 // are in use, and gives them back. A worker that dies without Release has
 // its permits back when its grant's TTL passes.
-func ExampleClient_Semaphore() {
+func Example_clientSemaphore() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -381,7 +380,7 @@ func ExampleClient_Semaphore() {
 // Move stock between two warehouses under both their locks: all or none,
 // in one global order, so that a transfer the other way cannot deadlock
 // with this one.
-func ExampleClient_MultiLock() {
+func Example_clientMultiLock() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()
@@ -404,7 +403,7 @@ func ExampleClient_MultiLock() {
 // Take two accounts' locks at once with TryLock: keys of one lock group
 // are granted in one Paxos command, all or none, so nobody ever sees one
 // of them held by this transfer and not the other.
-func ExampleMultiLock_TryLock() {
+func Example_multiLockTryLock() {
 	ctx := context.Background()
 	c := connect(ctx)
 	defer c.Close()

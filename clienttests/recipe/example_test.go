@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 // Three workers count a latch down; the coordinator waits for them. A
 // CountDown lasts as long as its permit: each worker keeps its handle
 // until the coordinator is done, and Close gives the permit back.
-func ExampleLatch() {
+func Example_latch() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -82,7 +82,7 @@ func ExampleLatch() {
 }
 
 // A deployer holds a barrier while it migrates; workers wait for it.
-func ExampleBarrier() {
+func Example_barrier() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := connect(ctx)
@@ -107,7 +107,7 @@ func ExampleBarrier() {
 }
 
 // Two participants start and finish a step together.
-func ExampleDoubleBarrier() {
+func Example_doubleBarrier() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := connect(ctx)
@@ -136,7 +136,7 @@ func ExampleDoubleBarrier() {
 }
 
 // A second Lock by the holder fails at once instead of counting.
-func ExampleMutex() {
+func Example_mutex() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := connect(ctx)
@@ -156,7 +156,7 @@ func ExampleMutex() {
 
 // Read, decide, and write only if needed, without letting another writer in
 // between and without deadlocking against another upgrader.
-func ExampleUpgradableRWMutex() {
+func Example_upgradableRWMutex() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c := connect(ctx)

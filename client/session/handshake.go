@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // ErrUnexpectedReply reports a handshake reply that is not a Response.

@@ -3,7 +3,7 @@ package wire_test
 import (
 	"fmt"
 
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // A client encodes pipelined requests into one buffer; the server parses

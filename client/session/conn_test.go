@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/paxlock/paxlock/internal/testutil"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/internal/testutil"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

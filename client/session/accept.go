@@ -3,8 +3,8 @@ package session
 import (
 	"errors"
 
-	"github.com/paxlock/paxlock/internal/scramauth"
-	"github.com/paxlock/paxlock/wire"
+	"github.com/paxlock/paxlock/client/scramauth"
+	"github.com/paxlock/paxlock/client/wire"
 )
 
 // viewsNeedHello says whether GetView and SubscribeView need an
