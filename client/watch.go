@@ -102,12 +102,14 @@ const (
 	EventHoldLimit = wire.EventHoldLimit
 	// EventTimeout: the watch's MaxWait passed; it is the watch's last event.
 	EventTimeout = wire.EventTimeout
-	// EventMoved (WatchPrefix only; Key is the prefix): the prefix watch
-	// was registered again with the next master of one lock group (after
-	// a master change, a reconnect or a namespace move), and changes of
-	// that group's keys made while it was away were not reported. Every
-	// later change is: a List of the prefix after this event gives the
-	// present state to resume from.
+	// EventMoved (WatchPrefix only; Key is the prefix): changes under the
+	// prefix were not reported: the prefix watch was registered again
+	// with the next master of one lock group (after a master change, a
+	// reconnect or a namespace move), and changes of that group's keys
+	// made while it was away were missed; or the reader let the watch's
+	// channel fill, and the changes that came meanwhile were dropped.
+	// Every later change is reported: a List of the prefix after this
+	// event gives the present state to resume from.
 	EventMoved = wire.EventMoved
 )
 

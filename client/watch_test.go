@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -206,4 +207,54 @@ func TestWatchPrefix(t *testing.T) {
 		}
 	}
 	n.waitFor(t, "every group's part unwatched", func(n *fakeNode) bool { return len(n.prefixWatchesLocked()) == 0 })
+}
+
+// TestPrefixWatchOverflow: a reader too slow for the prefix watch's
+// buffer gets every event queued before it filled, then EventMoved
+// before any later event, so that a List on reading it includes every
+// change it was not given; an overflow seen again after that EventMoved
+// gets one of its own.
+func TestPrefixWatchOverflow(t *testing.T) {
+	t.Parallel()
+	pw := &prefixWatch{prefix: "job/", ch: make(chan Event, prefixWatchBuffer)}
+	ev := func(i int) Event { return Event{Key: fmt.Sprintf("job/%d", i), Type: EventAcquired, Token: uint64(i)} }
+	for i := range prefixWatchBuffer + 10 {
+		pw.push(ev(i))
+	}
+	for i := range prefixWatchBuffer {
+		if got := <-pw.ch; got != ev(i) {
+			t.Fatalf("event %d: %+v, want %+v (the events queued before the buffer filled, in order)", i, got, ev(i))
+		}
+	}
+	pw.push(ev(1000))
+	if got := <-pw.ch; got.Type != EventMoved || got.Key != "job/" {
+		t.Fatalf("first event after the overflow: %+v, want EventMoved for job/", got)
+	}
+	if got := <-pw.ch; got != ev(1000) {
+		t.Fatalf("after EventMoved: %+v, want %+v", got, ev(1000))
+	}
+	// Full again, with one slot freed: EventMoved takes it and the event
+	// that found it is covered by a second EventMoved.
+	for i := range prefixWatchBuffer + 1 {
+		pw.push(ev(2000 + i))
+	}
+	<-pw.ch
+	pw.push(ev(3000))
+	pw.push(ev(3001)) // no room: dropped, missed again
+	var last []Event
+	for len(pw.ch) > 0 {
+		last = append(last, <-pw.ch)
+	}
+	if n := len(last); n < 1 || last[n-1].Type != EventMoved {
+		t.Fatalf("after the second overflow the buffer ends with %+v, want EventMoved", last[max(0, n-1):])
+	}
+	pw.push(ev(4000))
+	if got := <-pw.ch; got.Type != EventMoved {
+		t.Fatalf("after the dropped %+v: %+v, want EventMoved", ev(3000), got)
+	}
+	if got := <-pw.ch; got != ev(4000) {
+		t.Fatalf("after EventMoved: %+v, want %+v", got, ev(4000))
+	}
+	pw.end()
+	pw.push(ev(5000)) // after the end: nothing, no panic
 }

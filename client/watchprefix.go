@@ -10,7 +10,8 @@ import (
 )
 
 // prefixWatchBuffer is the capacity of a prefix watch's channel. When it
-// is full the oldest event is dropped.
+// is full, events are dropped until the reader makes room, and the first
+// event queued then is EventMoved (see prefixWatch.push).
 const prefixWatchBuffer = 256
 
 // prefixWatch is one WatchPrefix: a Watcher per lock group (its parts),
@@ -26,6 +27,9 @@ type prefixWatch struct {
 	mu   sync.Mutex
 	ch   chan Event
 	done bool
+	// missed is set when an event was dropped on a full channel: the
+	// next event queued is EventMoved, so that the reader resynchronises.
+	missed bool
 }
 
 // WatchPrefix reports the changes of every key of the client's namespace
@@ -46,7 +50,11 @@ type prefixWatch struct {
 // reported (a watch registers from "now"), and a List of the prefix
 // resynchronises. Events of one key come in order; events of keys of
 // different groups are not ordered with respect to each other. When the
-// caller reads too slowly, the channel (256 events) drops its oldest.
+// caller reads too slowly and the channel (256 events) is full, the
+// changes that follow are not queued until it has room, and the first
+// event queued then is EventMoved: no change is missed without an
+// EventMoved after it, and a List after that EventMoved includes every
+// change that was not reported.
 //
 // The watch lasts until ctx ends (it is then dropped at every master and
 // the channel closed) or the Client closes. A registration refused at
@@ -120,24 +128,34 @@ func (pw *prefixWatch) registered(*Watcher) {
 	}
 }
 
-// push queues ev without blocking, dropping the oldest event when the
-// channel is full.
+// push queues ev without blocking. On a full channel it drops ev and
+// marks the watch missed; the next push that finds room queues
+// EventMoved (Key: the prefix) first, and ev after it when there is
+// room for both. The reader therefore meets an EventMoved after the
+// last event it was given before any change it was not given, and a
+// List it runs on reading that EventMoved sees those changes: dropping
+// the newest events, not the oldest, is what keeps that order.
 func (pw *prefixWatch) push(ev Event) {
 	pw.mu.Lock()
 	defer pw.mu.Unlock()
 	if pw.done {
 		return
 	}
-	for {
+	if pw.missed {
 		select {
-		case pw.ch <- ev:
-			return
+		case pw.ch <- Event{Key: pw.prefix, Type: EventMoved}:
+			pw.missed = false
 		default:
-			select {
-			case <-pw.ch:
-			default:
-			}
+			return // still full: ev is covered by the EventMoved to come
 		}
+		if ev.Type == EventMoved {
+			return // the one just queued says the same
+		}
+	}
+	select {
+	case pw.ch <- ev:
+	default:
+		pw.missed = true
 	}
 }
 
