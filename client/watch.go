@@ -126,7 +126,9 @@ type Event struct {
 	Holder wire.Owner
 	// Value is the new holder's value (EventAcquired). A holder that
 	// changes its value (Mutex.SetValue) causes another EventAcquired with
-	// the same Token and the new value.
+	// the same Token and the new value; one that gives back some of its
+	// semaphore permits (Semaphore.ReleasePermits), another EventAcquired
+	// with the same Token and Value (State gives the permits).
 	Value string
 }
 

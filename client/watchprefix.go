@@ -35,7 +35,8 @@ type prefixWatch struct {
 // WatchPrefix reports the changes of every key of the client's namespace
 // that starts with prefix ("" for the whole namespace): an event for
 // each acquire (EventAcquired, with the holder, its token and value; a
-// holder's SetValue is another EventAcquired with the same token), each
+// holder's SetValue or ReleasePermits is another EventAcquired with the
+// same token), each
 // release (EventReleased), expiry (EventExpired) and revocation
 // (EventRevoked), with Event.Key naming the key. It reports changes from
 // the registration on, not the present state: List(ctx, prefix, "", 0)

@@ -97,12 +97,21 @@ func (sm *StateMachine) keepPermits(s *shard, lp **lockRec, i int, instance uint
 }
 
 // releasedPart answers an applied partial release: the hold stays, with
-// its token and deadline, so only the answer is due (the grants are
-// settled by applied).
-func (w *worker) releasedPart(p *pending, out *outcome) {
+// its token and deadline, so the answer is due, and the watchers that
+// have seen the hold hear that it changed (EventAcquired with its token
+// again, as for a new value; State gives the permits). The grants are
+// settled by applied.
+func (w *worker) releasedPart(ks *keyState, key, name string, p *pending, out *outcome) {
 	resp := wire.Response{Status: out.status, Token: out.token}
 	if out.status == wire.StatusSuccess {
 		resp.Permits = p.cmd.keep
+		var value string
+		w.g.sm.view(key, func(rec *lockRec) {
+			if i := rec.find(p.req.Owner); i >= 0 {
+				value = rec.value(i)
+			}
+		})
+		w.notifyValue(ks, key, name, out.token, p.req.Owner, value)
 	}
 	w.respond(p.req, resp)
 }

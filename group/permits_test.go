@@ -180,3 +180,33 @@ func TestKeepPermitsCommand(t *testing.T) {
 		}
 	})
 }
+
+// TestPartialReleaseWatched: a continuous watcher of a semaphore hears a
+// holder's partial release as EventAcquired with the hold's token again
+// (the hold changed; State gives its permits), then the grant it let in.
+func TestPartialReleaseWatched(t *testing.T) {
+	t.Parallel()
+	c := newFakeCluster(t, 3, Config{Clock: newFakeClock()})
+	ws, a, w := newSink(), newSink(), newSink()
+	if r := c.do(ws, Request{Op: OpWatch, Key: "sem", WatchID: 1, Flags: wire.FlagContinuous}); r.Status != wire.StatusSuccess {
+		t.Fatalf("watch: %+v", r)
+	}
+	ra := c.do(a, semReq(owner(1, 1), 3, 4))
+	if ra.Status != wire.StatusSuccess {
+		t.Fatalf("acquire 3 of 4: %+v", ra)
+	}
+	wantEvent(t, ws.waitWatch(t, 1, 1)[0], wire.EventAcquired, ra.Token, owner(1, 1))
+	if r := c.do(w, semWait(owner(2, 1), 2, 4, 21)); r.Status != wire.StatusLockWait {
+		t.Fatalf("wait for 2: %+v", r)
+	}
+	if r := c.do(a, keepReq(owner(1, 1), ra.Token, 1)); r.Status != wire.StatusSuccess {
+		t.Fatalf("keep 1: %+v", r)
+	}
+	g := w.granted(t, 21)
+	evs := ws.waitWatch(t, 1, 3)
+	wantEvent(t, evs[1], wire.EventAcquired, ra.Token, owner(1, 1))
+	wantEvent(t, evs[2], wire.EventAcquired, g.Token, owner(2, 1))
+	if h := holdOf(c, "sem", owner(1, 1)); h.Permits != 1 {
+		t.Fatalf("a's hold after the partial release: %+v", h)
+	}
+}

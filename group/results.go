@@ -164,7 +164,7 @@ func (w *worker) applied(ks *keyState, key string, p *pending, out *outcome, now
 		w.renewed(ks, key, name, p, out, now)
 	case opRelease, opExpire:
 		if p.cmd.keep != 0 {
-			w.releasedPart(p, out)
+			w.releasedPart(ks, key, name, p, out)
 			break
 		}
 		w.released(ks, key, name, p, out, now)

@@ -123,8 +123,10 @@ type WatchEvent struct {
 	Holder Owner
 	// Value is the new holder's value (EventAcquired), empty when it has
 	// none; a trailing field omitted when empty. A change of value by the
-	// same holder (Renew with SetValue) is reported as EventAcquired with
-	// the same Token to continuous watchers.
+	// same holder (Renew with SetValue), or of the permits of its
+	// semaphore hold (a Release keeping some, Release.KeepPermits), is
+	// reported as EventAcquired with the same Token to continuous
+	// watchers.
 	Value string
 }
 
