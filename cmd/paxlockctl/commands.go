@@ -43,7 +43,7 @@ var commands = map[string]command{
 	"watch":     runClient,
 	"rlock":     runHold,
 	"wlock":     runHold,
-	"sem":       runHold,
+	"sem":       runSem,
 	"multi":     runHold,
 	"elect":     runElect,
 	"latch":     runLatch,

@@ -118,8 +118,10 @@ var helps = map[string]cmdHelp{
 		text: "Run CMD while paxlockctl holds the write side of read-write lock KEY" + runFormText + " " +
 			"With -upgradable it is the writer of an upgradable lock (client/recipe.UpgradableRWMutex.Lock): it takes KEY/upgrade first, as rlock -upgradable does, so it never writes between an upgradable reader's read and its upgrade; a plain wlock would.",
 		flags: join(clientFlags, holdFlags, []string{"upgradable"})},
-	"sem": {forms: []string{"sem acquire NAME PERMITS -limit N -- CMD [ARG…]"},
-		text:  "Run CMD while paxlockctl holds PERMITS permits of semaphore NAME, whose total -limit N gives; CMD finds PAXLOCK_PERMITS too" + runFormText,
+	"sem": {forms: []string{"sem acquire NAME PERMITS -limit N -- CMD [ARG…]", "sem release COUNT"},
+		text: "Run CMD while paxlockctl holds PERMITS permits of semaphore NAME, whose total -limit N gives; CMD finds PAXLOCK_PERMITS too. " +
+			"Inside CMD, sem release COUNT gives back COUNT of the permits early (through PAXLOCK_SEM; client.Semaphore.ReleasePermits), keeping the rest, the token and the renewal, and prints how many are kept, so n=$(paxlockctl sem release 1); " +
+			"the waiters the freed permits let in are granted at once. Exit status 0 given back; 1 the cluster failed (ask again); 2 COUNT not below the permits held, or not inside sem acquire; 125 the permits were lost: CMD is stopped as for any loss" + runFormText,
 		flags: join(clientFlags, []string{"limit"}, holdFlags)},
 	"multi": {forms: []string{"multi KEY… -- CMD [ARG…]"},
 		text:  "Run CMD while paxlockctl holds every KEY (all or none); CMD finds PAXLOCK_KEYS and PAXLOCK_TOKENS (space-separated, in the order given) instead of PAXLOCK_KEY and PAXLOCK_TOKEN" + runFormText,
@@ -164,7 +166,7 @@ var subcommands = map[string][]string{
 	"cluster":    {"list", "add", "remove"},
 	"member":     {"list", "add", "remove"},
 	"certs":      {"node", "client"},
-	"sem":        {"acquire"},
+	"sem":        {"acquire", "release"},
 	"elect":      {"campaign", "observe"},
 	"latch":      {"count", "wait", "countdown"},
 	"barrier":    {"hold", "wait", "enter"},

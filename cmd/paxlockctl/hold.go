@@ -24,6 +24,7 @@ const (
 	envKeys      = "PAXLOCK_KEYS"      // multi: the keys as given, separated by spaces
 	envTokens    = "PAXLOCK_TOKENS"    // multi: their tokens, in the same order
 	envPermits   = "PAXLOCK_PERMITS"   // sem: the permits held
+	envSem       = "PAXLOCK_SEM"       // sem: the socket of sem release (semrelease.go)
 	envNamespace = "PAXLOCK_NAMESPACE" // the namespace
 )
 
@@ -89,7 +90,7 @@ func newHolder(c *client.Client, name string, args []string, limit int, opts []c
 		if err != nil {
 			return nil, err
 		}
-		return semHold{s: c.Semaphore(args[1], limit, opts...), n: n}, nil
+		return &semHold{s: c.Semaphore(args[1], limit, opts...), n: n}, nil
 	}
 	return &multiHold{ml: c.MultiLock(args, opts...), keys: args}, nil
 }
@@ -145,30 +146,60 @@ func (h mutexHold) env() []string {
 	return []string{envKey + "=" + h.m.Key(), envToken + "=" + strconv.FormatUint(h.m.Token(), 10)}
 }
 
-// semHold is sem acquire's hold: n permits of a semaphore.
+// semHold is sem acquire's hold: n permits of a semaphore, of which
+// CMD may give some back early through the socket it is told of
+// (semrelease.go).
 type semHold struct {
-	s *client.Semaphore
-	n int
+	s    *client.Semaphore
+	n    int         // the permits asked
+	sock *holdSocket // nil until take
 }
 
-func (h semHold) take(ctx context.Context, block bool) error {
+func (h *semHold) take(ctx context.Context, block bool) error {
+	var err error
 	if block {
-		return h.s.Acquire(ctx, h.n)
+		err = h.s.Acquire(ctx, h.n)
+	} else {
+		err = h.s.TryAcquire(ctx, h.n)
 	}
-	return h.s.TryAcquire(ctx, h.n)
+	if err != nil {
+		return err
+	}
+	sock, err := openHoldSocket("sem", h.perform)
+	if err != nil {
+		_ = h.s.Release(ctx)
+		return fmt.Errorf("sem acquire: the sem release socket: %w", err)
+	}
+	h.sock = sock
+	return nil
 }
 
-func (h semHold) held() bool                        { return h.s.Held() > 0 }
-func (h semHold) lost() <-chan struct{}             { return h.s.Lost() }
-func (h semHold) release(ctx context.Context) error { return h.s.Release(ctx) }
+func (h *semHold) held() bool            { return h.s.Held() > 0 }
+func (h *semHold) lost() <-chan struct{} { return h.s.Lost() }
 
-func (h semHold) describe(e *holdEvent) {
+func (h *semHold) release(ctx context.Context) error {
+	if h.sock != nil {
+		h.sock.close()
+	}
+	return h.s.Release(ctx)
+}
+
+// describe gives the permits held now: fewer than asked once CMD gave
+// some back.
+func (h *semHold) describe(e *holdEvent) {
 	e.Key, e.Token, e.Permits, e.Limit = h.s.Key(), h.s.Token(), h.n, h.s.Permits()
+	if n := len(h.s.PermitIDs()); n > 0 {
+		e.Permits = n
+	}
 }
 
-func (h semHold) env() []string {
-	return []string{envKey + "=" + h.s.Key(), envToken + "=" + strconv.FormatUint(h.s.Token(), 10),
+func (h *semHold) env() []string {
+	env := []string{envKey + "=" + h.s.Key(), envToken + "=" + strconv.FormatUint(h.s.Token(), 10),
 		envPermits + "=" + strconv.Itoa(h.n)}
+	if h.sock != nil {
+		env = append(env, envSem+"="+h.sock.addr())
+	}
+	return env
 }
 
 // multiHold is multi's hold: every key of a multi-lock, each with its own

@@ -17,7 +17,7 @@
 //	paxlockctl locks [PREFIX]                            (client protocol)
 //	paxlockctl lock|rlock|wlock KEY -- CMD [ARG…]         (client protocol)
 //	paxlockctl lock -nonreentrant KEY -- CMD, rlock|wlock -upgradable KEY -- CMD, upgrade, downgrade
-//	paxlockctl sem acquire NAME PERMITS -limit N -- CMD [ARG…] (client protocol)
+//	paxlockctl sem acquire NAME PERMITS -limit N -- CMD [ARG…], sem release COUNT (client protocol)
 //	paxlockctl multi KEY… -- CMD [ARG…]                  (client protocol)
 //	paxlockctl elect NAME VALUE|elect campaign NAME VALUE|elect observe NAME (client protocol)
 //	paxlockctl latch count|wait|countdown NAME -limit N  (client protocol)
@@ -121,7 +121,9 @@
 // and -wait D waits up to D, then exit with status 124 without running
 // CMD. CMD inherits paxlockctl's standard streams and environment, with
 // PAXLOCK_KEY and PAXLOCK_TOKEN (the fencing token, decimal) set, and
-// PAXLOCK_NAMESPACE; sem sets PAXLOCK_PERMITS; multi sets PAXLOCK_KEYS
+// PAXLOCK_NAMESPACE; sem sets PAXLOCK_PERMITS, and PAXLOCK_SEM, through
+// which CMD's paxlockctl sem release COUNT gives back some permits early
+// (semrelease.go); multi sets PAXLOCK_KEYS
 // and PAXLOCK_TOKENS (as given, space-separated, in the same order)
 // instead of PAXLOCK_KEY and PAXLOCK_TOKEN. CMD runs in a process group of
 // its own (it cannot read from the terminal), to which paxlockctl forwards

@@ -168,7 +168,7 @@ func (r *runner) acquire(ctx context.Context) error {
 // that describes a hold, plus this hold's, and PAXLOCK_HELD with this
 // hold's keys added.
 func (r *runner) env() []string {
-	ours := []string{envKey, envToken, envKeys, envTokens, envPermits, envNamespace, envHeld, envUpgrade}
+	ours := []string{envKey, envToken, envKeys, envTokens, envPermits, envNamespace, envHeld, envUpgrade, envSem}
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
