@@ -261,17 +261,34 @@ func (ss *nsSession) viewLocked(v *wire.View) {
 	}
 }
 
-// registering records that watch w is being registered now, against the
-// master of its group in the latest view: a later view naming another
-// master registers it again.
-func (ss *nsSession) registering(w *watchSink, key string) {
+// registering records that watch w (its request m) is being registered
+// now, against the master of its group in the latest view (a prefix
+// watch's is m.Group): a later view naming another master registers it
+// again.
+func (ss *nsSession) registering(w *watchSink, m *wire.Watch) {
 	ss.sc.Lock()
 	defer ss.sc.Unlock()
 	if len(ss.epochs) == 0 {
 		return
 	}
-	w.group = wire.GroupOf(wire.KeyHash(ss.ns, key), len(ss.epochs))
-	w.epoch = ss.epochs[w.group]
+	w.group = wire.GroupOf(wire.KeyHash(ss.ns, m.Key), len(ss.epochs))
+	if m.Flags.Has(wire.FlagPrefix) {
+		w.group = int(m.Group)
+	}
+	if w.group < len(ss.epochs) {
+		w.epoch = ss.epochs[w.group]
+	}
+}
+
+// groups is the number of lock groups in the session's latest view
+// (wire.DefaultGroups before the first).
+func (ss *nsSession) groups() int {
+	ss.sc.Lock()
+	defer ss.sc.Unlock()
+	if len(ss.epochs) == 0 {
+		return wire.DefaultGroups
+	}
+	return len(ss.epochs)
 }
 
 // Heartbeat implements session.Handler.
