@@ -41,7 +41,7 @@ func (s *Service) WatchPrefix(ctx context.Context, req *connect.Request[paxlockv
 		return err
 	}
 	defer ss.giveBack(useWatch)
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(withoutHints(ctx))
 	defer cancel()
 	parts := make([]*wire.Watch, ss.groups())
 	sinks := make([]*watchSink, len(parts))
