@@ -26,7 +26,8 @@ type prefixEvent struct {
 // group's part to that group's master, wire.ForwardNow), the parts'
 // events merged onto the stream as they come, the parts dropped
 // (Unwatch) when the call ends. The masters bound the parts as they bound
-// a native client's (per connection: the session; per namespace): a
+// a native client's (per connection: the session, which the lane counts
+// as taking one place per group, usePrefix; per namespace): a
 // registration refused OVERLOADED ends the call RESOURCE_EXHAUSTED with
 // no part kept. A part whose group's master changes registers again with
 // the next one, and the stream says RESYNC: that group's changes made
@@ -36,11 +37,11 @@ func (s *Service) WatchPrefix(ctx context.Context, req *connect.Request[paxlockv
 	if len(q.Prefix) > wire.MaxKeyLen {
 		return invalid(fmt.Sprintf("watch prefix: prefix of %d bytes, limit %d", len(q.Prefix), wire.MaxKeyLen))
 	}
-	ss, err := s.open(ctx, "", useWatch)
+	ss, err := s.open(ctx, "", usePrefix)
 	if err != nil {
 		return err
 	}
-	defer ss.giveBack(useWatch)
+	defer ss.giveBack(usePrefix)
 	ctx, cancel := context.WithCancel(withoutHints(ctx))
 	defer cancel()
 	parts := make([]*wire.Watch, ss.groups())

@@ -335,3 +335,55 @@ func TestWatchPrefixNamespaceBound(t *testing.T) {
 		return third.Err() == nil
 	}, "a prefix watch after the first ended")
 }
+
+// TestWatchPrefixPoolExceedsConnBound: on a node whose connections may
+// keep 15 prefix-watch places (one WatchPrefix: one per group), three
+// streams of one namespace all open, over the sessions the lane opens for
+// them: the per-connection bound does not bound the API's callers.
+func TestWatchPrefixPoolExceedsConnBound(t *testing.T) {
+	t.Parallel()
+	c, err := startCluster(1, func(_ string, cfg *server.Config) {
+		cfg.MaxPrefixWatchesPerConn = wire.DefaultGroups
+		for i := range cfg.Nodes {
+			cfg.Nodes[i].ClientTLS = "" // no TLS here
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.stop()
+	cl := c.client(0, testNS, testSecret)
+	ctx := tctx(t)
+	// Each stream lives 5 s from its registration, so the three overlap;
+	// a refused one ends with its error instead of TIMEOUT.
+	var streams []*connect.ServerStreamForClient[paxlockv1.WatchEvent]
+	for range 3 {
+		stream, err := cl.WatchPrefix(ctx, connect.NewRequest(&paxlockv1.WatchPrefixRequest{Prefix: "pool-", MaxWaitMs: 5000}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stream.Close()
+		_ = stream.ResponseHeader()
+		streams = append(streams, stream)
+	}
+	for i, stream := range streams {
+		var last *paxlockv1.WatchEvent
+		for stream.Receive() {
+			last = stream.Msg()
+		}
+		if err := stream.Err(); err != nil || last == nil || last.Kind != paxlockv1.WatchEventKind_WATCH_EVENT_KIND_TIMEOUT {
+			t.Fatalf("stream %d: last event %v, %v; want TIMEOUT", i, last, err)
+		}
+	}
+	c.apis[0].svc.mu.Lock()
+	sessions := 0
+	for lane, ss := range c.apis[0].svc.sessions {
+		if lane.ns == testNS {
+			sessions += len(ss)
+		}
+	}
+	c.apis[0].svc.mu.Unlock()
+	if sessions < 3 {
+		t.Fatalf("%d sessions carry 3 prefix watches of 15 places each, 15 per connection", sessions)
+	}
+}

@@ -59,11 +59,11 @@ type nsSession struct {
 	// masters are the groups' masters' node ids in that view (0: none),
 	// for the routing hints; read without the lock.
 	masters atomic.Pointer[[]uint32]
-	// inflight, nwaits and nwatches count the calls waiting for their
-	// answer, the blocked acquires and the watches on the session (as
-	// Service.open picks it for them: use), which the node bounds per
-	// connection (lanes.go, Pools).
-	inflight, nwaits, nwatches atomic.Int64
+	// inflight, nwaits, nwatches and nprefix count the calls waiting for
+	// their answer, the blocked acquires, the watches and the WatchPrefix
+	// streams on the session (as Service.open picks it for them: use),
+	// which the node bounds per connection (lanes.go, Pools).
+	inflight, nwaits, nwatches, nprefix atomic.Int64
 }
 
 // watchSink is where a watch's events go. A watch lives in its master's
@@ -289,6 +289,16 @@ func (ss *nsSession) groups() int {
 		return wire.DefaultGroups
 	}
 	return len(ss.epochs)
+}
+
+// groupsSeen is groups without the session's lock, from the masters of
+// the latest view (wire.DefaultGroups before the first, or before the
+// session is open).
+func (ss *nsSession) groupsSeen() int {
+	if p := ss.masters.Load(); p != nil && len(*p) > 0 {
+		return len(*p)
+	}
+	return wire.DefaultGroups
 }
 
 // Heartbeat implements session.Handler.
