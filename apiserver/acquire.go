@@ -93,7 +93,7 @@ func acquireOf(ss *nsSession, q *paxlockv1.AcquireRequest) (*wire.Acquire, error
 		weight = wire.DefaultWeight
 	}
 	m := &wire.Acquire{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Kind: kind, Weight: weight,
-		TTLMs: q.TtlMs, Value: string(q.Value), Permits: q.Permits, Limit: q.Limit, LockDelayMs: q.LockDelayMs}
+		TTLMs: q.TtlMs, Value: string(q.Value), Permits: q.Permits, Limit: q.Limit, LockDelayMs: q.LockDelayMs, MaxHoldMs: q.MaxHoldMs}
 	if q.Downgrade {
 		m.Flags |= wire.FlagDowngrade
 	}

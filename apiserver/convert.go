@@ -105,8 +105,9 @@ func lockState(r *wire.Response, owner wire.Owner) *paxlockv1.LockState {
 }
 
 // eventKind is the API's kind of a watch event. A hold ended at its
-// maximum hold time (wire.EventHoldLimit), which the API has no kind of
-// its own for, is a revocation.
+// maximum hold time (wire.EventHoldLimit) is a revocation, with the
+// events' max_hold set (maxHold): a client that knows no max_hold still
+// sees its hold end.
 func eventKind(e wire.Event) paxlockv1.WatchEventKind {
 	switch e {
 	case wire.EventAcquired:
@@ -121,6 +122,19 @@ func eventKind(e wire.Event) paxlockv1.WatchEventKind {
 		return paxlockv1.WatchEventKind_WATCH_EVENT_KIND_TIMEOUT
 	}
 	return paxlockv1.WatchEventKind_WATCH_EVENT_KIND_UNSPECIFIED
+}
+
+// maxHold reports whether e ended a hold at its maximum hold time: the
+// max_hold of the API's events.
+func maxHold(e wire.Event) bool { return e == wire.EventHoldLimit }
+
+// watchEvent is the API's event of a watch's push.
+func watchEvent(ev *wire.WatchEvent) *paxlockv1.WatchEvent {
+	out := &paxlockv1.WatchEvent{Key: ev.Key, Kind: eventKind(ev.Event), Token: ev.Token, Holder: holderName(ev.Holder), MaxHold: maxHold(ev.Event)}
+	if ev.Value != "" {
+		out.Value = []byte(ev.Value)
+	}
+	return out
 }
 
 // validityMs is how long after its send a caller may count a hold of

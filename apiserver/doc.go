@@ -35,6 +35,8 @@
 //   - session.go: one session into the node: calls, waits,
 //     watches and the pushes that end them.
 //   - acquire.go: Acquire and MultiAcquire, the blocking wait.
+//   - watch.go: Watch; prefix.go: WatchPrefix, a native prefix watch
+//     per lock group merged onto one stream.
 //   - auth.go: Basic credentials, the verifier check and its cache.
 //   - convert.go: owners, kinds, states; errors.go: statuses as Connect
 //     errors.

@@ -70,6 +70,19 @@ func (s *Service) setHint(ctx context.Context, ss *nsSession, key string) {
 	h[GroupHeader] = []string{string(b)}
 }
 
+// withoutHints is ctx whose calls write no routing hints: a call that
+// spans every group (WatchPrefix) has no key's master to name, and its
+// parts, which register from goroutines of their own, must not write the
+// caller's headers.
+func withoutHints(ctx context.Context) context.Context {
+	c, ok := ctx.Value(callerKey{}).(caller)
+	if !ok || c.w == nil {
+		return ctx
+	}
+	c.w = nil
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
 // nodeIDOf is node's id as a header value, "" when it does not say.
 func nodeIDOf(node Node) string {
 	if n, ok := node.(NodeIdentity); ok && n.NodeID() != 0 {

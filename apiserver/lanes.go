@@ -27,7 +27,10 @@ import (
 
 // Pools. A lane is a pool of sessions, not one: the node bounds each
 // client connection's requests in flight (max_inflight), blocked
-// acquires and watches (max_waits_per_conn, max_watches_per_conn), and
+// acquires and watches (max_waits_per_conn, max_watches_per_conn), prefix
+// watches (max_prefix_watches_per_conn, one place per group: a
+// WatchPrefix stream is counted as taking one per group on one master,
+// the most it can take on one connection), and
 // the API's callers of a namespace would otherwise share those of one
 // connection per master. A call takes the lane's first session below
 // three quarters of every bound (the one it opens first stays the
@@ -62,23 +65,36 @@ type NodeBounds interface {
 	ConnBounds() (maxInflight, maxWaits, maxWatches int)
 }
 
-// connBounds are the bounds of one session into the node.
-type connBounds struct{ inflight, waits, watches int64 }
+// NodePrefixBounds is what a Node may tell of one client connection's
+// bound on prefix-watch places (max_prefix_watches_per_conn); without it
+// the node's default (64) is assumed.
+type NodePrefixBounds interface {
+	// ConnPrefixWatches is one client connection's bound on prefix-watch
+	// places, one per group a prefix watch registers with.
+	ConnPrefixWatches() int
+}
 
-// boundsOf is node's connection bounds (NodeBounds), or the node's
-// defaults.
+// connBounds are the bounds of one session into the node.
+type connBounds struct{ inflight, waits, watches, prefix int64 }
+
+// boundsOf is node's connection bounds (NodeBounds, NodePrefixBounds), or
+// the node's defaults.
 func boundsOf(node Node) connBounds {
-	b := connBounds{inflight: 4096, waits: 10000, watches: 10000}
+	b := connBounds{inflight: 4096, waits: 10000, watches: 10000, prefix: 64}
 	if nb, ok := node.(NodeBounds); ok {
 		i, w, x := nb.ConnBounds()
-		b = connBounds{inflight: int64(i), waits: int64(w), watches: int64(x)}
+		b.inflight, b.waits, b.watches = int64(i), int64(w), int64(x)
+	}
+	if np, ok := node.(NodePrefixBounds); ok {
+		b.prefix = int64(np.ConnPrefixWatches())
 	}
 	return b
 }
 
 // busy reports whether ss has reached three quarters of a bound b.
 func (ss *nsSession) busy(b connBounds) bool {
-	return ss.inflight.Load()*4 >= b.inflight*3 || ss.nwaits.Load()*4 >= b.waits*3 || ss.nwatches.Load()*4 >= b.watches*3
+	return ss.inflight.Load()*4 >= b.inflight*3 || ss.nwaits.Load()*4 >= b.waits*3 || ss.nwatches.Load()*4 >= b.watches*3 ||
+		ss.nprefix.Load()*int64(ss.groupsSeen())*4 >= b.prefix*3
 }
 
 // use is what a caller of Service.open takes of its session: a call, or
@@ -91,6 +107,7 @@ const (
 	useCall use = iota
 	useWait
 	useWatch
+	usePrefix // a WatchPrefix stream
 )
 
 // pickLocked returns the session of lane a call that takes u picks, and
@@ -133,6 +150,8 @@ func (ss *nsSession) take(u use) {
 		ss.nwaits.Add(1)
 	case useWatch:
 		ss.nwatches.Add(1)
+	case usePrefix:
+		ss.nprefix.Add(1)
 	}
 }
 
@@ -143,6 +162,8 @@ func (ss *nsSession) giveBack(u use) {
 		ss.nwaits.Add(-1)
 	case useWatch:
 		ss.nwatches.Add(-1)
+	case usePrefix:
+		ss.nprefix.Add(-1)
 	}
 }
 

@@ -122,7 +122,7 @@ func (s *Service) Holds(ctx context.Context, req *connect.Request[paxlockv1.Hold
 			if !ok {
 				return apiError(connect.CodeResourceExhausted, wire.StatusOverloaded.String(), errors.New("holds: the stream fell behind its losses"))
 			}
-			if err := stream.Send(&paxlockv1.HoldEvent{Key: m.Key, Token: m.Token, Kind: eventKind(m.Event)}); err != nil {
+			if err := stream.Send(&paxlockv1.HoldEvent{Key: m.Key, Token: m.Token, Kind: eventKind(m.Event), MaxHold: maxHold(m.Event)}); err != nil {
 				return err
 			}
 		case <-timeout:

@@ -157,8 +157,9 @@ func TestHoldsStreamsForceUnlock(t *testing.T) {
 }
 
 // TestEventKindHoldLimit: a hold ended at its maximum hold time reaches
-// the API's Holds and Watch streams as a revocation, the API having no
-// kind of its own for it; the other events keep their kinds.
+// the API's Holds and Watch streams as a revocation with max_hold set (a
+// client that knows no max_hold still sees the end); the other events
+// keep their kinds, without max_hold.
 func TestEventKindHoldLimit(t *testing.T) {
 	t.Parallel()
 	for ev, want := range map[wire.Event]paxlockv1.WatchEventKind{
@@ -169,6 +170,9 @@ func TestEventKindHoldLimit(t *testing.T) {
 	} {
 		if got := eventKind(ev); got != want {
 			t.Errorf("eventKind(%v) = %v, want %v", ev, got, want)
+		}
+		if got := watchEvent(&wire.WatchEvent{Event: ev}).MaxHold; got != (ev == wire.EventHoldLimit) {
+			t.Errorf("watchEvent of %v: max_hold %v", ev, got)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -268,7 +269,7 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.Re
 	if q.Owner == "" {
 		return nil, invalid("release: empty owner")
 	}
-	m := &wire.Release{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Token: q.Token, Trace: traceOf(req.Header())}
+	m := &wire.Release{Key: q.Key, Owner: ownerOf(ss.client, q.Owner), Token: q.Token, KeepPermits: q.KeepPermits, Trace: traceOf(req.Header())}
 	if err := m.Validate(); err != nil {
 		return nil, invalid("release: " + err.Error())
 	}
@@ -279,7 +280,13 @@ func (s *Service) Release(ctx context.Context, req *connect.Request[paxlockv1.Re
 	if r.Status != wire.StatusSuccess {
 		return nil, statusError("release", q.Key, r)
 	}
-	return connect.NewResponse(&paxlockv1.ReleaseResponse{}), nil
+	if q.KeepPermits != 0 && r.Permits != q.KeepPermits {
+		// A master that predates partial releases released the whole
+		// hold: the caller must not count the permits it meant to keep.
+		return nil, apiError(connect.CodeNotFound, wire.StatusLockDeleted.String(),
+			fmt.Errorf("release %q: the master released the whole hold (it predates partial releases)", q.Key))
+	}
+	return connect.NewResponse(&paxlockv1.ReleaseResponse{Permits: r.Permits}), nil
 }
 
 // State implements paxlockv1connect.LockServiceHandler.

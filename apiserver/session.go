@@ -59,11 +59,11 @@ type nsSession struct {
 	// masters are the groups' masters' node ids in that view (0: none),
 	// for the routing hints; read without the lock.
 	masters atomic.Pointer[[]uint32]
-	// inflight, nwaits and nwatches count the calls waiting for their
-	// answer, the blocked acquires and the watches on the session (as
-	// Service.open picks it for them: use), which the node bounds per
-	// connection (lanes.go, Pools).
-	inflight, nwaits, nwatches atomic.Int64
+	// inflight, nwaits, nwatches and nprefix count the calls waiting for
+	// their answer, the blocked acquires, the watches and the WatchPrefix
+	// streams on the session (as Service.open picks it for them: use),
+	// which the node bounds per connection (lanes.go, Pools).
+	inflight, nwaits, nwatches, nprefix atomic.Int64
 }
 
 // watchSink is where a watch's events go. A watch lives in its master's
@@ -261,17 +261,44 @@ func (ss *nsSession) viewLocked(v *wire.View) {
 	}
 }
 
-// registering records that watch w is being registered now, against the
-// master of its group in the latest view: a later view naming another
-// master registers it again.
-func (ss *nsSession) registering(w *watchSink, key string) {
+// registering records that watch w (its request m) is being registered
+// now, against the master of its group in the latest view (a prefix
+// watch's is m.Group): a later view naming another master registers it
+// again.
+func (ss *nsSession) registering(w *watchSink, m *wire.Watch) {
 	ss.sc.Lock()
 	defer ss.sc.Unlock()
 	if len(ss.epochs) == 0 {
 		return
 	}
-	w.group = wire.GroupOf(wire.KeyHash(ss.ns, key), len(ss.epochs))
-	w.epoch = ss.epochs[w.group]
+	w.group = wire.GroupOf(wire.KeyHash(ss.ns, m.Key), len(ss.epochs))
+	if m.Flags.Has(wire.FlagPrefix) {
+		w.group = int(m.Group)
+	}
+	if w.group < len(ss.epochs) {
+		w.epoch = ss.epochs[w.group]
+	}
+}
+
+// groups is the number of lock groups in the session's latest view
+// (wire.DefaultGroups before the first).
+func (ss *nsSession) groups() int {
+	ss.sc.Lock()
+	defer ss.sc.Unlock()
+	if len(ss.epochs) == 0 {
+		return wire.DefaultGroups
+	}
+	return len(ss.epochs)
+}
+
+// groupsSeen is groups without the session's lock, from the masters of
+// the latest view (wire.DefaultGroups before the first, or before the
+// session is open).
+func (ss *nsSession) groupsSeen() int {
+	if p := ss.masters.Load(); p != nil && len(*p) > 0 {
+		return len(*p)
+	}
+	return wire.DefaultGroups
 }
 
 // Heartbeat implements session.Handler.

@@ -35,7 +35,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[paxlockv1.Watc
 	if err := s.register(ctx, ss, sink, m); err != nil {
 		return err
 	}
-	defer s.unwatch(ss, q.Key, id)
+	defer s.unwatch(ss, &wire.Unwatch{Key: q.Key, WatchID: id})
 	// The headers go now, so that a caller knows the watch is registered
 	// before its first event.
 	if err := stream.Send(nil); err != nil {
@@ -47,11 +47,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[paxlockv1.Watc
 			if !ok {
 				return apiError(connect.CodeResourceExhausted, wire.StatusOverloaded.String(), errors.New("watch: the stream fell behind its events"))
 			}
-			out := &paxlockv1.WatchEvent{Key: ev.Key, Kind: eventKind(ev.Event), Token: ev.Token, Holder: holderName(ev.Holder)}
-			if ev.Value != "" {
-				out.Value = []byte(ev.Value)
-			}
-			if err := stream.Send(out); err != nil {
+			if err := stream.Send(watchEvent(&ev)); err != nil {
 				return err
 			}
 			if !q.Continuous || ev.Event == wire.EventTimeout {
@@ -79,7 +75,7 @@ func (s *Service) Watch(ctx context.Context, req *connect.Request[paxlockv1.Watc
 // register registers watch m (its sink) on the master of its key's
 // group.
 func (s *Service) register(ctx context.Context, ss *nsSession, sink *watchSink, m *wire.Watch) error {
-	ss.registering(sink, m.Key)
+	ss.registering(sink, m)
 	r, err := s.routed(ctx, ss, wire.TypeWatch, m)
 	if err != nil {
 		return err
@@ -90,12 +86,14 @@ func (s *Service) register(ctx context.Context, ss *nsSession, sink *watchSink, 
 	return nil
 }
 
-// unwatch drops watch id on key from its master, in the background (the
+// unwatch drops watches ms from their masters, in the background (the
 // caller is gone, or its watch ended).
-func (s *Service) unwatch(ss *nsSession, key string, id uint64) {
+func (s *Service) unwatch(ss *nsSession, ms ...*wire.Unwatch) {
 	go func() {
 		ctx, cancel := context.WithTimeout(s.life, 5*time.Second)
 		defer cancel()
-		_, _ = s.routed(ctx, ss, wire.TypeUnwatch, &wire.Unwatch{Key: key, WatchID: id})
+		for _, m := range ms {
+			_, _ = s.routed(ctx, ss, wire.TypeUnwatch, m)
+		}
 	}()
 }

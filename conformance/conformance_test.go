@@ -128,11 +128,19 @@ if m.token:
 
 func (e *env) python(t *testing.T, key, mode string) *pyHolder {
 	t.Helper()
+	return e.pyRun(t, pyHold, key, mode)
+}
+
+// pyRun runs a Python script with the client on its path in a child
+// process, with the arguments url, namespace, secret, CA file and args;
+// its standard input closes when the test ends.
+func (e *env) pyRun(t *testing.T, script string, args ...string) *pyHolder {
+	t.Helper()
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		t.Skip("no python3")
 	}
-	cmd := exec.Command(py, "-c", pyHold, e.apis[0], e.ns, e.sec, e.ca, key, mode)
+	cmd := exec.Command(py, append([]string{"-c", script, e.apis[0], e.ns, e.sec, e.ca}, args...)...)
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join("..", "clients", "python"), "PYTHONDONTWRITEBYTECODE=1")
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()

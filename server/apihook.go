@@ -68,3 +68,7 @@ func (s *Server) NodeID() uint32 { return s.cfg.NodeID }
 func (s *Server) ConnBounds() (maxInflight, maxWaits, maxWatches int) {
 	return s.cfg.MaxInflight, s.cfg.MaxWaitsPerConn, s.cfg.MaxWatchesPerConn
 }
+
+// ConnPrefixWatches is one client connection's bound on prefix-watch
+// places, max_prefix_watches_per_conn (apiserver.NodePrefixBounds).
+func (s *Server) ConnPrefixWatches() int { return s.cfg.MaxPrefixWatchesPerConn }

@@ -31,13 +31,13 @@ func (c *conn) handleFrame(f wire.Frame, raw []byte) {
 		c.multiAcquire(f.ReqID, raw, m)
 	case *wire.Watch:
 		if m.Flags.Has(wire.FlagPrefix) {
-			c.prefixWatch(f.ReqID, &group.Request{Op: group.OpWatch, Key: m.Key, WatchID: m.WatchID, Flags: m.Flags}, m.Group)
+			c.prefixWatch(f.ReqID, raw, m, &group.Request{Op: group.OpWatch, Key: m.Key, WatchID: m.WatchID, Flags: m.Flags}, m.Group)
 			return
 		}
 		c.submit(f, raw, m)
 	case *wire.Unwatch:
 		if m.Flags.Has(wire.FlagPrefix) {
-			c.prefixWatch(f.ReqID, &group.Request{Op: group.OpUnwatch, Key: m.Key, WatchID: m.WatchID, Flags: m.Flags}, m.Group)
+			c.prefixWatch(f.ReqID, raw, m, &group.Request{Op: group.OpUnwatch, Key: m.Key, WatchID: m.WatchID, Flags: m.Flags}, m.Group)
 			return
 		}
 		c.submit(f, raw, m)
@@ -203,21 +203,31 @@ func (c *conn) list(reqID uint64, ns string, m *wire.List) {
 }
 
 // prefixWatch answers a prefix watch or unwatch r (wire.FlagPrefix) on
-// group g: the master of g keeps it (see group.Service.SubmitPrefix);
-// another node redirects, and nothing forwards it (a client registers
-// with every group's master, as it lists).
-func (c *conn) prefixWatch(reqID uint64, r *group.Request, g uint32) {
+// group g, whose whole frame is raw: the master of g keeps it (see
+// group.Service.SubmitPrefix); another node redirects, or forwards it to
+// the master as it forwards any routed request (forwardable: the API's
+// sessions send theirs with wire.ForwardNow), the master's pushes coming
+// back over the relay. A client of its own registers with every group's
+// master, as it lists.
+func (c *conn) prefixWatch(reqID uint64, raw []byte, rt wire.Routed, r *group.Request, g uint32) {
 	s := c.s
 	if int(g) >= s.cfg.Groups {
 		c.Reply(reqID, wire.Response{Status: wire.StatusBadRequest, Msg: fmt.Sprintf("prefix watch: group %d out of range (0..%d)", g, s.cfg.Groups-1)})
 		return
 	}
 	lg := s.svc.Group(group.ID(g))
+	forward := false
 	if !lg.Serving() && !lg.Elected() {
-		c.redirect(reqID, group.ID(g))
-		return
+		if forward = c.forwardable(group.ID(g), rt); !forward {
+			c.redirect(reqID, group.ID(g))
+			return
+		}
 	}
 	if !c.takeInflight(reqID) {
+		return
+	}
+	if forward {
+		c.forward(group.ID(g), raw, reqID)
 		return
 	}
 	r.Namespace, r.ReqID, r.Sink, r.Start = c.sess.Identity().Namespace, reqID, c, group.Nanotime()

@@ -91,7 +91,8 @@ func (m *State) Validate() error { return ValidateKey(m.Key) }
 // EventMoved (it dropped the watch without a change of the key).
 //
 // With FlagPrefix the watch is a prefix watch, sent to the master of lock
-// group Group (it is not forwarded: another node redirects): Key is a
+// group Group (another node redirects, or forwards it as any Routed
+// request, by Group rather than Key): Key is a
 // prefix ("" for the whole namespace) and the master pushes a WatchEvent,
 // whose Key names the key, for every acquire, release, expiry and
 // revocation of a key of the connection's namespace with that prefix on

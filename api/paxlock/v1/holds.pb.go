@@ -124,7 +124,18 @@ type AcquireRequest struct {
 	Downgrade bool `protobuf:"varint,11,opt,name=downgrade,proto3" json:"downgrade,omitempty"`
 	// Semaphores (wait_ms 0, permits 0): set the permit total to limit;
 	// no permit is taken.
-	SetLimit      bool `protobuf:"varint,12,opt,name=set_limit,json=setLimit,proto3" json:"set_limit,omitempty"`
+	SetLimit bool `protobuf:"varint,12,opt,name=set_limit,json=setLimit,proto3" json:"set_limit,omitempty"`
+	// The maximum hold time: the master ends the hold this long after it
+	// granted it, renewals or not, as it ends an expired one (with the
+	// lock-delay), and reports the end as REVOKED with max_hold set
+	// (Holds, Watch, WatchPrefix). 0 is no bound; at most 86400000 (24
+	// hours), and not below ttl_ms when both are set (INVALID_ARGUMENT); a
+	// bound below the TTL the server applies (ttl_ms 0: its default) is
+	// raised to that TTL. The caller counts the hold valid no later than
+	// its send of this request plus max(max_hold_ms, ttl_ms) less the
+	// drift margin, whatever later renewals answer (docs/api.md, Maximum
+	// hold time).
+	MaxHoldMs     uint32 `protobuf:"varint,13,opt,name=max_hold_ms,json=maxHoldMs,proto3" json:"max_hold_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -241,6 +252,13 @@ func (x *AcquireRequest) GetSetLimit() bool {
 		return x.SetLimit
 	}
 	return false
+}
+
+func (x *AcquireRequest) GetMaxHoldMs() uint32 {
+	if x != nil {
+		return x.MaxHoldMs
+	}
+	return 0
 }
 
 // AcquireResponse is a granted lock.
@@ -460,7 +478,7 @@ var File_paxlock_v1_holds_proto protoreflect.FileDescriptor
 const file_paxlock_v1_holds_proto_rawDesc = "" +
 	"\n" +
 	"\x16paxlock/v1/holds.proto\x12\n" +
-	"paxlock.v1\"\xcf\x02\n" +
+	"paxlock.v1\"\xef\x02\n" +
 	"\x0eAcquireRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x15\n" +
@@ -474,7 +492,8 @@ const file_paxlock_v1_holds_proto_rawDesc = "" +
 	"\x06weight\x18\n" +
 	" \x01(\rR\x06weight\x12\x1c\n" +
 	"\tdowngrade\x18\v \x01(\bR\tdowngrade\x12\x1b\n" +
-	"\tset_limit\x18\f \x01(\bR\bsetLimit\"|\n" +
+	"\tset_limit\x18\f \x01(\bR\bsetLimit\x12\x1e\n" +
+	"\vmax_hold_ms\x18\r \x01(\rR\tmaxHoldMs\"|\n" +
 	"\x0fAcquireResponse\x12\x14\n" +
 	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\x12\x1f\n" +

@@ -179,7 +179,15 @@ type ReleaseRequest struct {
 	// The owner that acquired it.
 	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
 	// The hold's fencing token.
-	Token         uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// Semaphores: when not 0, a partial release: the hold keeps this many
+	// of its permits and gives the others back, keeping its token, TTL and
+	// maximum hold time; the waiters the freed permits let in are granted
+	// in the same step. It names what is left, not what goes, so a retry
+	// changes nothing more. Keeping as many as the hold has changes
+	// nothing; keeping more, or a hold that is not a semaphore's, is
+	// INVALID_ARGUMENT and changes nothing.
+	KeepPermits   uint32 `protobuf:"varint,4,opt,name=keep_permits,json=keepPermits,proto3" json:"keep_permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -235,9 +243,19 @@ func (x *ReleaseRequest) GetToken() uint64 {
 	return 0
 }
 
+func (x *ReleaseRequest) GetKeepPermits() uint32 {
+	if x != nil {
+		return x.KeepPermits
+	}
+	return 0
+}
+
 // ReleaseResponse is a released hold.
 type ReleaseResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The permits the hold keeps after a partial release (keep_permits);
+	// 0 after a full release.
+	Permits       uint32 `protobuf:"varint,1,opt,name=permits,proto3" json:"permits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +290,13 @@ func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_paxlock_v1_keep_proto_rawDescGZIP(), []int{3}
 }
 
+func (x *ReleaseResponse) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
 var File_paxlock_v1_keep_proto protoreflect.FileDescriptor
 
 const file_paxlock_v1_keep_proto_rawDesc = "" +
@@ -288,12 +313,14 @@ const file_paxlock_v1_keep_proto_rawDesc = "" +
 	"\rRenewResponse\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\rR\x05ttlMs\x12\x1f\n" +
 	"\vvalidity_ms\x18\x02 \x01(\rR\n" +
-	"validityMs\"N\n" +
+	"validityMs\"q\n" +
 	"\x0eReleaseRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"\x11\n" +
-	"\x0fReleaseResponseB5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12!\n" +
+	"\fkeep_permits\x18\x04 \x01(\rR\vkeepPermits\"+\n" +
+	"\x0fReleaseResponse\x12\x18\n" +
+	"\apermits\x18\x01 \x01(\rR\apermitsB5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
 
 var (
 	file_paxlock_v1_keep_proto_rawDescOnce sync.Once

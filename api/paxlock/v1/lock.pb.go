@@ -31,7 +31,7 @@ var File_paxlock_v1_lock_proto protoreflect.FileDescriptor
 const file_paxlock_v1_lock_proto_rawDesc = "" +
 	"\n" +
 	"\x15paxlock/v1/lock.proto\x12\n" +
-	"paxlock.v1\x1a\x16paxlock/v1/holds.proto\x1a\x15paxlock/v1/keep.proto\x1a\x15paxlock/v1/lost.proto\x1a\x16paxlock/v1/state.proto\x1a\x16paxlock/v1/watch.proto2\xb4\x04\n" +
+	"paxlock.v1\x1a\x16paxlock/v1/holds.proto\x1a\x15paxlock/v1/keep.proto\x1a\x15paxlock/v1/lost.proto\x1a\x16paxlock/v1/state.proto\x1a\x16paxlock/v1/watch.proto2\xfd\x04\n" +
 	"\vLockService\x12B\n" +
 	"\aAcquire\x12\x1a.paxlock.v1.AcquireRequest\x1a\x1b.paxlock.v1.AcquireResponse\x12<\n" +
 	"\x05Renew\x12\x18.paxlock.v1.RenewRequest\x1a\x19.paxlock.v1.RenewResponse\x12B\n" +
@@ -41,7 +41,8 @@ const file_paxlock_v1_lock_proto_rawDesc = "" +
 	"CheckToken\x12\x1d.paxlock.v1.CheckTokenRequest\x1a\x1e.paxlock.v1.CheckTokenResponse\"\x03\x90\x02\x01\x12;\n" +
 	"\x05Watch\x12\x18.paxlock.v1.WatchRequest\x1a\x16.paxlock.v1.WatchEvent0\x01\x12Q\n" +
 	"\fMultiAcquire\x12\x1f.paxlock.v1.MultiAcquireRequest\x1a .paxlock.v1.MultiAcquireResponse\x12:\n" +
-	"\x05Holds\x12\x18.paxlock.v1.HoldsRequest\x1a\x15.paxlock.v1.HoldEvent0\x01B5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
+	"\x05Holds\x12\x18.paxlock.v1.HoldsRequest\x1a\x15.paxlock.v1.HoldEvent0\x01\x12G\n" +
+	"\vWatchPrefix\x12\x1e.paxlock.v1.WatchPrefixRequest\x1a\x16.paxlock.v1.WatchEvent0\x01B5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
 
 var file_paxlock_v1_lock_proto_goTypes = []any{
 	(*AcquireRequest)(nil),       // 0: paxlock.v1.AcquireRequest
@@ -52,14 +53,15 @@ var file_paxlock_v1_lock_proto_goTypes = []any{
 	(*WatchRequest)(nil),         // 5: paxlock.v1.WatchRequest
 	(*MultiAcquireRequest)(nil),  // 6: paxlock.v1.MultiAcquireRequest
 	(*HoldsRequest)(nil),         // 7: paxlock.v1.HoldsRequest
-	(*AcquireResponse)(nil),      // 8: paxlock.v1.AcquireResponse
-	(*RenewResponse)(nil),        // 9: paxlock.v1.RenewResponse
-	(*ReleaseResponse)(nil),      // 10: paxlock.v1.ReleaseResponse
-	(*StateResponse)(nil),        // 11: paxlock.v1.StateResponse
-	(*CheckTokenResponse)(nil),   // 12: paxlock.v1.CheckTokenResponse
-	(*WatchEvent)(nil),           // 13: paxlock.v1.WatchEvent
-	(*MultiAcquireResponse)(nil), // 14: paxlock.v1.MultiAcquireResponse
-	(*HoldEvent)(nil),            // 15: paxlock.v1.HoldEvent
+	(*WatchPrefixRequest)(nil),   // 8: paxlock.v1.WatchPrefixRequest
+	(*AcquireResponse)(nil),      // 9: paxlock.v1.AcquireResponse
+	(*RenewResponse)(nil),        // 10: paxlock.v1.RenewResponse
+	(*ReleaseResponse)(nil),      // 11: paxlock.v1.ReleaseResponse
+	(*StateResponse)(nil),        // 12: paxlock.v1.StateResponse
+	(*CheckTokenResponse)(nil),   // 13: paxlock.v1.CheckTokenResponse
+	(*WatchEvent)(nil),           // 14: paxlock.v1.WatchEvent
+	(*MultiAcquireResponse)(nil), // 15: paxlock.v1.MultiAcquireResponse
+	(*HoldEvent)(nil),            // 16: paxlock.v1.HoldEvent
 }
 var file_paxlock_v1_lock_proto_depIdxs = []int32{
 	0,  // 0: paxlock.v1.LockService.Acquire:input_type -> paxlock.v1.AcquireRequest
@@ -70,16 +72,18 @@ var file_paxlock_v1_lock_proto_depIdxs = []int32{
 	5,  // 5: paxlock.v1.LockService.Watch:input_type -> paxlock.v1.WatchRequest
 	6,  // 6: paxlock.v1.LockService.MultiAcquire:input_type -> paxlock.v1.MultiAcquireRequest
 	7,  // 7: paxlock.v1.LockService.Holds:input_type -> paxlock.v1.HoldsRequest
-	8,  // 8: paxlock.v1.LockService.Acquire:output_type -> paxlock.v1.AcquireResponse
-	9,  // 9: paxlock.v1.LockService.Renew:output_type -> paxlock.v1.RenewResponse
-	10, // 10: paxlock.v1.LockService.Release:output_type -> paxlock.v1.ReleaseResponse
-	11, // 11: paxlock.v1.LockService.State:output_type -> paxlock.v1.StateResponse
-	12, // 12: paxlock.v1.LockService.CheckToken:output_type -> paxlock.v1.CheckTokenResponse
-	13, // 13: paxlock.v1.LockService.Watch:output_type -> paxlock.v1.WatchEvent
-	14, // 14: paxlock.v1.LockService.MultiAcquire:output_type -> paxlock.v1.MultiAcquireResponse
-	15, // 15: paxlock.v1.LockService.Holds:output_type -> paxlock.v1.HoldEvent
-	8,  // [8:16] is the sub-list for method output_type
-	0,  // [0:8] is the sub-list for method input_type
+	8,  // 8: paxlock.v1.LockService.WatchPrefix:input_type -> paxlock.v1.WatchPrefixRequest
+	9,  // 9: paxlock.v1.LockService.Acquire:output_type -> paxlock.v1.AcquireResponse
+	10, // 10: paxlock.v1.LockService.Renew:output_type -> paxlock.v1.RenewResponse
+	11, // 11: paxlock.v1.LockService.Release:output_type -> paxlock.v1.ReleaseResponse
+	12, // 12: paxlock.v1.LockService.State:output_type -> paxlock.v1.StateResponse
+	13, // 13: paxlock.v1.LockService.CheckToken:output_type -> paxlock.v1.CheckTokenResponse
+	14, // 14: paxlock.v1.LockService.Watch:output_type -> paxlock.v1.WatchEvent
+	15, // 15: paxlock.v1.LockService.MultiAcquire:output_type -> paxlock.v1.MultiAcquireResponse
+	16, // 16: paxlock.v1.LockService.Holds:output_type -> paxlock.v1.HoldEvent
+	14, // 17: paxlock.v1.LockService.WatchPrefix:output_type -> paxlock.v1.WatchEvent
+	9,  // [9:18] is the sub-list for method output_type
+	0,  // [0:9] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -90,7 +90,10 @@ type HoldEvent struct {
 	// Why it ended: EXPIRED (its TTL ran out) or REVOKED (an operator's
 	// force-unlock); TIMEOUT when max_wait_ms ran out (key and token
 	// empty).
-	Kind          WatchEventKind `protobuf:"varint,3,opt,name=kind,proto3,enum=paxlock.v1.WatchEventKind" json:"kind,omitempty"`
+	Kind WatchEventKind `protobuf:"varint,3,opt,name=kind,proto3,enum=paxlock.v1.WatchEventKind" json:"kind,omitempty"`
+	// Set on a REVOKED hold that reached its maximum hold time
+	// (AcquireRequest.max_hold_ms) rather than an operator's force-unlock.
+	MaxHold       bool `protobuf:"varint,4,opt,name=max_hold,json=maxHold,proto3" json:"max_hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -146,6 +149,13 @@ func (x *HoldEvent) GetKind() WatchEventKind {
 	return WatchEventKind_WATCH_EVENT_KIND_UNSPECIFIED
 }
 
+func (x *HoldEvent) GetMaxHold() bool {
+	if x != nil {
+		return x.MaxHold
+	}
+	return false
+}
+
 var File_paxlock_v1_lost_proto protoreflect.FileDescriptor
 
 const file_paxlock_v1_lost_proto_rawDesc = "" +
@@ -154,11 +164,12 @@ const file_paxlock_v1_lost_proto_rawDesc = "" +
 	"paxlock.v1\x1a\x16paxlock/v1/watch.proto\"D\n" +
 	"\fHoldsRequest\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x1e\n" +
-	"\vmax_wait_ms\x18\x02 \x01(\rR\tmaxWaitMs\"c\n" +
+	"\vmax_wait_ms\x18\x02 \x01(\rR\tmaxWaitMs\"~\n" +
 	"\tHoldEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12.\n" +
-	"\x04kind\x18\x03 \x01(\x0e2\x1a.paxlock.v1.WatchEventKindR\x04kindB5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
+	"\x04kind\x18\x03 \x01(\x0e2\x1a.paxlock.v1.WatchEventKindR\x04kind\x12\x19\n" +
+	"\bmax_hold\x18\x04 \x01(\bR\amaxHoldB5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
 
 var (
 	file_paxlock_v1_lost_proto_rawDescOnce sync.Once

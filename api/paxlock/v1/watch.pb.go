@@ -39,6 +39,10 @@ const (
 	WatchEventKind_WATCH_EVENT_KIND_REVOKED WatchEventKind = 4
 	// max_wait_ms ran out; the stream ends.
 	WatchEventKind_WATCH_EVENT_KIND_TIMEOUT WatchEventKind = 5
+	// WatchPrefix only: the watch of one lock group was registered again
+	// with the group's new master (a master change); changes of that
+	// group's keys made meanwhile were not reported (key is the prefix).
+	WatchEventKind_WATCH_EVENT_KIND_RESYNC WatchEventKind = 6
 )
 
 // Enum value maps for WatchEventKind.
@@ -50,6 +54,7 @@ var (
 		3: "WATCH_EVENT_KIND_EXPIRED",
 		4: "WATCH_EVENT_KIND_REVOKED",
 		5: "WATCH_EVENT_KIND_TIMEOUT",
+		6: "WATCH_EVENT_KIND_RESYNC",
 	}
 	WatchEventKind_value = map[string]int32{
 		"WATCH_EVENT_KIND_UNSPECIFIED": 0,
@@ -58,6 +63,7 @@ var (
 		"WATCH_EVENT_KIND_EXPIRED":     3,
 		"WATCH_EVENT_KIND_REVOKED":     4,
 		"WATCH_EVENT_KIND_TIMEOUT":     5,
+		"WATCH_EVENT_KIND_RESYNC":      6,
 	}
 )
 
@@ -174,7 +180,10 @@ type WatchEvent struct {
 	// The new holder (ACQUIRED), as in LockState.holder.
 	Holder string `protobuf:"bytes,4,opt,name=holder,proto3" json:"holder,omitempty"`
 	// The new holder's value (ACQUIRED).
-	Value         []byte `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	Value []byte `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	// Set on REVOKED when the hold reached its maximum hold time
+	// (AcquireRequest.max_hold_ms) rather than an operator's force-unlock.
+	MaxHold       bool `protobuf:"varint,6,opt,name=max_hold,json=maxHold,proto3" json:"max_hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -244,6 +253,70 @@ func (x *WatchEvent) GetValue() []byte {
 	return nil
 }
 
+func (x *WatchEvent) GetMaxHold() bool {
+	if x != nil {
+		return x.MaxHold
+	}
+	return false
+}
+
+// WatchPrefixRequest follows every key that starts with a prefix.
+type WatchPrefixRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The keys' prefix: "" is every key of the namespace; at most 1024
+	// bytes.
+	Prefix string `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// How long the watch lives (0: until the call ends); then it ends with
+	// an event of kind TIMEOUT.
+	MaxWaitMs     uint32 `protobuf:"varint,2,opt,name=max_wait_ms,json=maxWaitMs,proto3" json:"max_wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchPrefixRequest) Reset() {
+	*x = WatchPrefixRequest{}
+	mi := &file_paxlock_v1_watch_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchPrefixRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchPrefixRequest) ProtoMessage() {}
+
+func (x *WatchPrefixRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_paxlock_v1_watch_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchPrefixRequest.ProtoReflect.Descriptor instead.
+func (*WatchPrefixRequest) Descriptor() ([]byte, []int) {
+	return file_paxlock_v1_watch_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *WatchPrefixRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *WatchPrefixRequest) GetMaxWaitMs() uint32 {
+	if x != nil {
+		return x.MaxWaitMs
+	}
+	return 0
+}
+
 var File_paxlock_v1_watch_proto protoreflect.FileDescriptor
 
 const file_paxlock_v1_watch_proto_rawDesc = "" +
@@ -256,21 +329,26 @@ const file_paxlock_v1_watch_proto_rawDesc = "" +
 	"\n" +
 	"continuous\x18\x03 \x01(\bR\n" +
 	"continuous\x12\x1e\n" +
-	"\vmax_wait_ms\x18\x04 \x01(\rR\tmaxWaitMs\"\x92\x01\n" +
+	"\vmax_wait_ms\x18\x04 \x01(\rR\tmaxWaitMs\"\xad\x01\n" +
 	"\n" +
 	"WatchEvent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12.\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1a.paxlock.v1.WatchEventKindR\x04kind\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x16\n" +
 	"\x06holder\x18\x04 \x01(\tR\x06holder\x12\x14\n" +
-	"\x05value\x18\x05 \x01(\fR\x05value*\xca\x01\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12\x19\n" +
+	"\bmax_hold\x18\x06 \x01(\bR\amaxHold\"L\n" +
+	"\x12WatchPrefixRequest\x12\x16\n" +
+	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1e\n" +
+	"\vmax_wait_ms\x18\x02 \x01(\rR\tmaxWaitMs*\xe7\x01\n" +
 	"\x0eWatchEventKind\x12 \n" +
 	"\x1cWATCH_EVENT_KIND_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19WATCH_EVENT_KIND_ACQUIRED\x10\x01\x12\x1d\n" +
 	"\x19WATCH_EVENT_KIND_RELEASED\x10\x02\x12\x1c\n" +
 	"\x18WATCH_EVENT_KIND_EXPIRED\x10\x03\x12\x1c\n" +
 	"\x18WATCH_EVENT_KIND_REVOKED\x10\x04\x12\x1c\n" +
-	"\x18WATCH_EVENT_KIND_TIMEOUT\x10\x05B5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
+	"\x18WATCH_EVENT_KIND_TIMEOUT\x10\x05\x12\x1b\n" +
+	"\x17WATCH_EVENT_KIND_RESYNC\x10\x06B5Z3github.com/paxlock/paxlock/api/paxlock/v1;paxlockv1b\x06proto3"
 
 var (
 	file_paxlock_v1_watch_proto_rawDescOnce sync.Once
@@ -285,11 +363,12 @@ func file_paxlock_v1_watch_proto_rawDescGZIP() []byte {
 }
 
 var file_paxlock_v1_watch_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_paxlock_v1_watch_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_paxlock_v1_watch_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
 var file_paxlock_v1_watch_proto_goTypes = []any{
-	(WatchEventKind)(0),  // 0: paxlock.v1.WatchEventKind
-	(*WatchRequest)(nil), // 1: paxlock.v1.WatchRequest
-	(*WatchEvent)(nil),   // 2: paxlock.v1.WatchEvent
+	(WatchEventKind)(0),        // 0: paxlock.v1.WatchEventKind
+	(*WatchRequest)(nil),       // 1: paxlock.v1.WatchRequest
+	(*WatchEvent)(nil),         // 2: paxlock.v1.WatchEvent
+	(*WatchPrefixRequest)(nil), // 3: paxlock.v1.WatchPrefixRequest
 }
 var file_paxlock_v1_watch_proto_depIdxs = []int32{
 	0, // 0: paxlock.v1.WatchEvent.kind:type_name -> paxlock.v1.WatchEventKind
@@ -311,7 +390,7 @@ func file_paxlock_v1_watch_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_paxlock_v1_watch_proto_rawDesc), len(file_paxlock_v1_watch_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   3,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -23,7 +23,7 @@ import dataclasses
 from .errors import (AuthError, InvalidArgument, LockLost, LockNotFound,
                      LockOccupied, LockTimeout, NotOwner, Overloaded,
                      PaxlockError, Revoked, Unavailable)
-from .locks import (KIND_EXCLUSIVE, KIND_READ, KIND_SEMAPHORE, KIND_WRITE,
+from .locks import (KIND_EXCLUSIVE, KIND_READ, KIND_SEMAPHORE, KIND_WRITE, MAX_HOLD_LIMIT,
                     Election, Hold, Mutex, RWMutex, Semaphore)
 from .keeper import Keeper
 from .routing import Router as _Router, key_hash
@@ -33,7 +33,7 @@ __all__ = [
     "Client", "Mutex", "RWMutex", "Semaphore", "Election", "Hold", "LockState", "WatchEvent",
     "PaxlockError", "AuthError", "LockOccupied", "LockTimeout", "NotOwner", "LockNotFound",
     "Revoked", "InvalidArgument", "Overloaded", "Unavailable", "LockLost",
-    "KIND_EXCLUSIVE", "KIND_READ", "KIND_WRITE", "KIND_SEMAPHORE", "key_hash",
+    "KIND_EXCLUSIVE", "KIND_READ", "KIND_WRITE", "KIND_SEMAPHORE", "MAX_HOLD_LIMIT", "key_hash",
 ]
 
 
@@ -65,12 +65,20 @@ class LockState:
 
 @dataclasses.dataclass
 class WatchEvent:
-    """A change of a watched key."""
+    """A change of a watched key. max_hold is set on a REVOKED hold that
+    reached its maximum hold time."""
     key: str
     kind: str
     token: int
     holder: str
     value: bytes
+    max_hold: bool = False
+
+    @classmethod
+    def from_json(cls, ev, key=""):
+        return cls(key=ev.get("key", key), kind=ev.get("kind", ""), token=int(ev.get("token", 0)),
+                   holder=ev.get("holder", ""), value=base64.b64decode(ev.get("value", "")),
+                   max_hold=bool(ev.get("maxHold", False)))
 
 
 class Client:
@@ -132,7 +140,7 @@ class Client:
 
     def mutex(self, key, **opts):
         """An exclusive lock handle (options: owner, ttl, auto_renew, value,
-        weight, lock_delay, watch_loss)."""
+        weight, lock_delay, watch_loss, max_hold)."""
         return Mutex(self, key, **opts)
 
     def rwmutex(self, key, **opts):
@@ -166,5 +174,19 @@ class Client:
         if max_wait is not None:
             req["maxWaitMs"] = max(1, int(max_wait * 1000))
         for ev in self._stream("Watch", req):
-            yield WatchEvent(key=ev.get("key", key), kind=ev.get("kind", ""), token=int(ev.get("token", 0)),
-                             holder=ev.get("holder", ""), value=base64.b64decode(ev.get("value", "")))
+            yield WatchEvent.from_json(ev, key)
+
+    def watch_prefix(self, prefix="", max_wait=None):
+        """Yields a WatchEvent for every change of every key that starts
+        with prefix ("": the whole namespace) from the moment the stream
+        is open, with key naming the key: ACQUIRED (holder, token, value),
+        RELEASED, EXPIRED, REVOKED. It is not the present state. A RESYNC
+        event (key: the prefix) says changes of some keys were missed (a
+        lock group's master changed). With max_wait (seconds) the stream
+        ends after a TIMEOUT event. A prefix over 1024 bytes raises
+        InvalidArgument; the node's bound on prefix watches, Overloaded."""
+        req = {"prefix": prefix}
+        if max_wait is not None:
+            req["maxWaitMs"] = max(1, int(max_wait * 1000))
+        for ev in self._transport("").stream("WatchPrefix", req):
+            yield WatchEvent.from_json(ev)

@@ -6,7 +6,10 @@ the node answered (the TTL less its clock-drift margin): never counted
 from the answer's arrival (docs/api.md, "Validity"). `lost` is set the
 moment the hold is lost: its validity passed without a renewal, the
 master ended it (a watch of the hold's own token reports it at once), or
-a renewal was refused.
+a renewal was refused. A hold with max_hold is valid no later than its
+Acquire's send time plus max(max_hold, the TTL applied) less the same
+margin, renewals or not: the master ends it then (docs/api.md, "Maximum
+hold time").
 """
 
 import base64
@@ -25,6 +28,9 @@ KIND_WRITE = "LOCK_KIND_WRITE"
 KIND_SEMAPHORE = "LOCK_KIND_SEMAPHORE"
 
 _ENDED = ("WATCH_EVENT_KIND_RELEASED", "WATCH_EVENT_KIND_EXPIRED", "WATCH_EVENT_KIND_REVOKED")
+
+MAX_HOLD_LIMIT = 24 * 3600.0
+"""The longest max_hold a hold may ask for, in seconds (24 hours)."""
 
 
 def _ms(seconds):
@@ -47,15 +53,25 @@ class Hold:
     try-lock), release frees it, renew extends it; with auto_renew (the
     default) the client's keeper renews it every ttl/3 until release. Use it
     as a context manager to hold it for a block.
+
+    max_hold (seconds, 0: none) bounds how long each grant may be held,
+    renewals or not: the master ends the hold that long after its grant
+    and `lost` is set, with lost_reason naming the maximum hold time. It
+    must be at most MAX_HOLD_LIMIT and, when set, at least ttl
+    (ValueError).
     """
 
     def __init__(self, client, key, *, owner=None, kind=KIND_EXCLUSIVE, ttl=30.0,
                  auto_renew=True, value=None, weight=0, lock_delay=0.0,
-                 permits=0, limit=0, watch_loss=True):
+                 permits=0, limit=0, watch_loss=True, max_hold=0.0):
         if not key:
             raise ValueError("paxlock: empty key")
         if ttl <= 0:
             raise ValueError("paxlock: ttl must be positive")
+        if max_hold < 0 or max_hold > MAX_HOLD_LIMIT:
+            raise ValueError(f"paxlock: max_hold must be in [0, {MAX_HOLD_LIMIT:.0f}] seconds")
+        if max_hold and max_hold < ttl:
+            raise ValueError("paxlock: max_hold below the ttl")
         self._c = client
         self.key = key
         self.owner = owner or uuid.uuid4().hex
@@ -67,9 +83,12 @@ class Hold:
         self.lock_delay = lock_delay
         self.permits, self.limit = permits, limit
         self.watch_loss = watch_loss
+        self.max_hold = float(max_hold)
+        self.lost_reason = ""
         self._mu = threading.Lock()
         self._token = 0
         self._valid_until = 0.0
+        self._hold_limit = 0.0  # time.monotonic() past which max_hold ended the grant (0.0: none)
         self._stop = threading.Event()
         self._stop.set()
         self.lost = threading.Event()
@@ -111,6 +130,8 @@ class Hold:
             req["permits"] = self.permits
         if self.limit:
             req["limit"] = self.limit
+        if self.max_hold:
+            req["maxHoldMs"] = _ms(self.max_hold)
         return req
 
     def acquire(self, blocking=True, timeout=None):
@@ -132,12 +153,22 @@ class Hold:
             r = self._c._call("Acquire", self._acquire_request(wait_ms), timeout=http_timeout)
         except (LockOccupied, LockTimeout):
             return False
-        self._start(int(r.get("token", 0)), sent + int(r.get("validityMs", 0)) / 1000)
+        validity_ms, ttl_ms = int(r.get("validityMs", 0)), int(r.get("ttlMs", 0))
+        limit = 0.0
+        if self.max_hold:
+            # The master counts the bound (raised to the TTL it applied)
+            # from its grant, after the send; the drift margin is the
+            # validity's share of the TTL.
+            bound = max(self.max_hold, ttl_ms / 1000)
+            limit = sent + bound * (validity_ms / ttl_ms if ttl_ms else 1.0)
+        self._start(int(r.get("token", 0)), sent + validity_ms / 1000, limit)
         return True
 
-    def _start(self, token, valid_until):
+    def _start(self, token, valid_until, hold_limit=0.0):
         with self._mu:
-            self._token, self._valid_until = token, valid_until
+            self._token, self._hold_limit = token, hold_limit
+            self._valid_until = min(valid_until, hold_limit) if hold_limit else valid_until
+            self.lost_reason = ""
             self.lost = threading.Event()
             self._stop = threading.Event()
             self._next_renew = time.monotonic() + self.ttl / 3
@@ -182,11 +213,16 @@ class Hold:
         with self._mu:
             if self._token == token and not self._stop.is_set():
                 self._valid_until = sent + int(r.get("validityMs", 0)) / 1000
+                if self._hold_limit:
+                    self._valid_until = min(self._valid_until, self._hold_limit)
         return r
 
     def release(self):
         """Frees the hold (the next waiter is granted at once). A hold
         already lost is not an error: Release acknowledges a revocation."""
+        self._release()
+
+    def _release(self):
         with self._mu:
             if self._stop.is_set():
                 return
@@ -240,7 +276,9 @@ class Hold:
                 self._renewer = threading.Thread(target=self._renew_bg, args=(stop,),
                                                  name=f"paxlock-renew-{self.key}", daemon=True)
         if until == 0.0 or now >= until:
-            self._lose("validity passed without a renewal")
+            with self._mu:
+                limited = self._hold_limit and until >= self._hold_limit
+            self._lose("the maximum hold time passed" if limited else "validity passed without a renewal")
             return
         if due:
             self._renewer.start()
@@ -287,7 +325,8 @@ class Hold:
                     if stop.is_set():
                         return
                     if (kind in _ENDED and t == token) or (kind == "WATCH_EVENT_KIND_ACQUIRED" and t > token):
-                        self._lose(f"the master reports {kind} of token {t}")
+                        why = " (its maximum hold time)" if ev.get("maxHold") else ""
+                        self._lose(f"the master reports {kind} of token {t}{why}")
                         return
             except (PaxlockError, OSError, ValueError, http.client.HTTPException):
                 # The stream broke (or release closed it): watch again
@@ -319,12 +358,60 @@ class RWMutex:
 
 
 class Semaphore(Hold):
-    """permits out of a semaphore of limit permits."""
+    """permits out of a semaphore of limit permits. held_permits is how
+    many the handle holds now (0 when not held); release(permits=n) gives
+    back n of them and keeps the grant, its token and its renewals."""
 
     def __init__(self, client, key, limit, permits=1, **opts):
         if limit < 1 or permits < 1 or permits > limit:
             raise ValueError("paxlock: want 1 <= permits <= limit")
         super().__init__(client, key, kind=KIND_SEMAPHORE, permits=permits, limit=limit, **opts)
+        self._want = permits
+        self._held_permits = 0
+
+    @property
+    def held_permits(self):
+        """The permits the handle holds (0 when not held)."""
+        with self._mu:
+            return self._held_permits if not self._stop.is_set() else 0
+
+    def acquire(self, blocking=True, timeout=None):
+        """Takes the handle's permits (see Hold.acquire)."""
+        self.permits = self._want
+        ok = super().acquire(blocking=blocking, timeout=timeout)
+        if ok:
+            with self._mu:
+                self._held_permits = self._want
+        return ok
+
+    def release(self, permits=None):
+        """Gives back permits of the grant (all of them by default, as
+        Hold.release). Fewer than held is a partial release: the grant
+        keeps the rest, its token, TTL and renewals, and waiters the freed
+        permits let in are granted at once; held_permits drops. permits
+        below 1 or above held_permits raises ValueError and sends nothing;
+        the node refusing it raises InvalidArgument and changes nothing. A
+        grant the master no longer has raises LockNotFound (or NotOwner,
+        Revoked) and sets lost."""
+        with self._mu:
+            held, token, stopped = self._held_permits, self._token, self._stop.is_set()
+        if permits is None or (not stopped and permits == held):
+            return self._release()
+        if stopped:
+            raise LockNotFound("not_found", "LOCK_DELETED", f"{self.key!r} is not held")
+        if permits < 1 or permits > held:
+            raise ValueError(f"paxlock: release of {permits} permits of the {held} held")
+        req = {"key": self.key, "owner": self.owner, "token": str(token), "keepPermits": held - permits}
+        try:
+            r = self._c._call("Release", req)
+        except (NotOwner, LockNotFound, Revoked) as e:
+            self._lose(str(e))
+            raise
+        with self._mu:
+            if self._token == token and not self._stop.is_set():
+                self._held_permits = int(r.get("permits", 0))
+                # A re-sent acquire asks for what the grant has now.
+                self.permits = self._held_permits
 
 
 class Election:

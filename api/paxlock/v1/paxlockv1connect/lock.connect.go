@@ -56,6 +56,8 @@ const (
 	LockServiceMultiAcquireProcedure = "/paxlock.v1.LockService/MultiAcquire"
 	// LockServiceHoldsProcedure is the fully-qualified name of the LockService's Holds RPC.
 	LockServiceHoldsProcedure = "/paxlock.v1.LockService/Holds"
+	// LockServiceWatchPrefixProcedure is the fully-qualified name of the LockService's WatchPrefix RPC.
+	LockServiceWatchPrefixProcedure = "/paxlock.v1.LockService/WatchPrefix"
 )
 
 // LockServiceClient is a client for the paxlock.v1.LockService service.
@@ -93,6 +95,15 @@ type LockServiceClient interface {
 	// open it on that node. A hint that comes sooner than counting; the
 	// validity rule (docs/api.md) still decides.
 	Holds(context.Context, *connect.Request[v1.HoldsRequest]) (*connect.ServerStreamForClient[v1.HoldEvent], error)
+	// WatchPrefix streams the changes of every key that starts with
+	// prefix, from the moment the stream's headers come (not the present
+	// state): each acquisition (ACQUIRED, with holder, token and value),
+	// release, expiry and revocation, with key naming the key. Events of
+	// one key come in order; those of keys of different lock groups are
+	// not ordered with respect to each other. RESYNC says changes of some
+	// keys were missed (a master change). Bounded as the native protocol's
+	// prefix watches are (RESOURCE_EXHAUSTED beyond them).
+	WatchPrefix(context.Context, *connect.Request[v1.WatchPrefixRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error)
 }
 
 // NewLockServiceClient constructs a client for the paxlock.v1.LockService service. By default, it
@@ -156,6 +167,12 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("Holds")),
 			connect.WithClientOptions(opts...),
 		),
+		watchPrefix: connect.NewClient[v1.WatchPrefixRequest, v1.WatchEvent](
+			httpClient,
+			baseURL+LockServiceWatchPrefixProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("WatchPrefix")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -169,6 +186,7 @@ type lockServiceClient struct {
 	watch        *connect.Client[v1.WatchRequest, v1.WatchEvent]
 	multiAcquire *connect.Client[v1.MultiAcquireRequest, v1.MultiAcquireResponse]
 	holds        *connect.Client[v1.HoldsRequest, v1.HoldEvent]
+	watchPrefix  *connect.Client[v1.WatchPrefixRequest, v1.WatchEvent]
 }
 
 // Acquire calls paxlock.v1.LockService.Acquire.
@@ -211,6 +229,11 @@ func (c *lockServiceClient) Holds(ctx context.Context, req *connect.Request[v1.H
 	return c.holds.CallServerStream(ctx, req)
 }
 
+// WatchPrefix calls paxlock.v1.LockService.WatchPrefix.
+func (c *lockServiceClient) WatchPrefix(ctx context.Context, req *connect.Request[v1.WatchPrefixRequest]) (*connect.ServerStreamForClient[v1.WatchEvent], error) {
+	return c.watchPrefix.CallServerStream(ctx, req)
+}
+
 // LockServiceHandler is an implementation of the paxlock.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire takes the lock on key for owner. wait_ms 0 is a try-lock;
@@ -246,6 +269,15 @@ type LockServiceHandler interface {
 	// open it on that node. A hint that comes sooner than counting; the
 	// validity rule (docs/api.md) still decides.
 	Holds(context.Context, *connect.Request[v1.HoldsRequest], *connect.ServerStream[v1.HoldEvent]) error
+	// WatchPrefix streams the changes of every key that starts with
+	// prefix, from the moment the stream's headers come (not the present
+	// state): each acquisition (ACQUIRED, with holder, token and value),
+	// release, expiry and revocation, with key naming the key. Events of
+	// one key come in order; those of keys of different lock groups are
+	// not ordered with respect to each other. RESYNC says changes of some
+	// keys were missed (a master change). Bounded as the native protocol's
+	// prefix watches are (RESOURCE_EXHAUSTED beyond them).
+	WatchPrefix(context.Context, *connect.Request[v1.WatchPrefixRequest], *connect.ServerStream[v1.WatchEvent]) error
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -305,6 +337,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("Holds")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceWatchPrefixHandler := connect.NewServerStreamHandler(
+		LockServiceWatchPrefixProcedure,
+		svc.WatchPrefix,
+		connect.WithSchema(lockServiceMethods.ByName("WatchPrefix")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/paxlock.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -323,6 +361,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceMultiAcquireHandler.ServeHTTP(w, r)
 		case LockServiceHoldsProcedure:
 			lockServiceHoldsHandler.ServeHTTP(w, r)
+		case LockServiceWatchPrefixProcedure:
+			lockServiceWatchPrefixHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -362,4 +402,8 @@ func (UnimplementedLockServiceHandler) MultiAcquire(context.Context, *connect.Re
 
 func (UnimplementedLockServiceHandler) Holds(context.Context, *connect.Request[v1.HoldsRequest], *connect.ServerStream[v1.HoldEvent]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("paxlock.v1.LockService.Holds is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) WatchPrefix(context.Context, *connect.Request[v1.WatchPrefixRequest], *connect.ServerStream[v1.WatchEvent]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("paxlock.v1.LockService.WatchPrefix is not implemented"))
 }
