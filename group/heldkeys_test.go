@@ -1,0 +1,110 @@
+package group
+
+import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
+	"testing"
+	"time"
+
+	"github.com/paxlock/paxlock/client/wire"
+)
+
+// heldKey is the i-th key BenchmarkHeldKeys holds: 18 bytes, 21 as a
+// full key of namespace "ns".
+func heldKey(i int) string { return fmt.Sprintf("lock/user-%08d", i) }
+
+// heapNow returns the live heap and its scannable part after a full
+// collection.
+func heapNow() (live, scan uint64) {
+	runtime.GC()
+	runtime.GC() // a second cycle frees what the first one's finalizers and sweeps let go
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s := []metrics.Sample{{Name: "/gc/scan/heap:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		scan = s[0].Value.Uint64()
+	}
+	return ms.HeapAlloc, scan
+}
+
+// BenchmarkHeldKeys measures the live heap a held key costs, in process
+// and deterministically: n acquires of distinct keys (one namespace, a
+// 1 h TTL, one connection) decided by a serving master's worker over
+// fake consensus, so that the lock table, the namespace index and the
+// master's deadline slots are filled as on a node, then a checkpoint
+// (which empties the dirty set, as the node's periodic one does). It
+// reports bytes and GC-scannable bytes per key in all, then per part as
+// each is let go in turn: the deadline slots (master only), the
+// namespace index, the records, and the map with its key strings (every
+// replica). Run with -benchtime=1x.
+func BenchmarkHeldKeys(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
+			for range b.N {
+				heldKeys(b, n)
+			}
+		})
+	}
+}
+
+func heldKeys(b *testing.B, n int) {
+	r := newWorkerRig(b)
+	r.fg.auto = true
+	r.master(true)
+	s := &lastSink{}
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = heldKey(i)
+	}
+	live0, scan0 := heapNow()
+	for i, k := range keys {
+		r.request(Request{Op: OpAcquire, Key: k, Owner: owner(1, uint64(i+1)), TTL: time.Hour, Sink: s})
+		if s.last.Status != wire.StatusSuccess {
+			b.Fatalf("acquire %d: %+v", i, s.last)
+		}
+	}
+	r.sm.Checkpoint(nopWriter{})
+	if got := r.sm.Count(); got != int64(n) {
+		b.Fatalf("held %d keys, want %d", got, n)
+	}
+	if r.w.times.live != n {
+		b.Fatalf("%d deadline slots, want %d", r.w.times.live, n)
+	}
+	live, scan := heapNow()
+	per := func(d uint64) float64 { return float64(d) / float64(n) }
+	b.ReportMetric(per(live-live0), "B/key")
+	b.ReportMetric(per(scan-scan0), "scanB/key")
+
+	// Each part in turn: what letting it go frees.
+	part := func(name string, drop func()) {
+		drop()
+		l, sc := heapNow()
+		b.ReportMetric(per(live-l), name+"-B/key")
+		b.ReportMetric(per(scan-sc), name+"-scanB/key")
+		live, scan = l, sc
+	}
+	part("deadlines", func() { r.w.times = newHoldTimes() })
+	sh := r.sm.shards
+	part("nsindex", func() {
+		for i := range sh {
+			sh[i].nsKeys, sh[i].nsFree = nil, nil
+		}
+	})
+	part("records", func() {
+		one := &lockRec{}
+		for i := range sh {
+			for k := range sh[i].locks {
+				sh[i].locks[k] = one
+			}
+		}
+	})
+	keys = nil
+	part("map+keys", func() {
+		for i := range sh {
+			sh[i].locks = nil
+		}
+	})
+	runtime.KeepAlive(r)
+}
