@@ -148,8 +148,8 @@ func (w *worker) longHolds(threshold time.Duration) int {
 	}
 	cut := w.mono(w.clock.Now()) - int64(threshold)
 	n := 0
-	w.times.each(func(s *holdSlot) {
-		if s.at-int64(s.age) < cut && w.isCurrent(s) {
+	w.times.each(func(s *holdSlot, key string) {
+		if s.at-int64(s.age) < cut && w.isCurrent(s, key) {
 			n++
 		}
 	})

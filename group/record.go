@@ -25,6 +25,12 @@ type holder struct {
 type lockRec struct {
 	first holder
 	x     *recExt
+	// gen tells this record from any other its key had or will have on
+	// this node, for the master's deadline slots (holdSlot.gen): its
+	// shard stamps it when the record enters the table (shard.stamp).
+	// Node-local, never replicated nor read by apply; it fills what
+	// would be the object's padding.
+	gen uint32
 }
 
 // recExt is the out-of-line part of a lockRec, nil when the key has one
