@@ -6,6 +6,7 @@ import (
 	"runtime/metrics"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/paxlock/paxlock/client/wire"
 )
@@ -54,13 +55,9 @@ func heldKeys(b *testing.B, n int) {
 	r.fg.auto = true
 	r.master(true)
 	s := &lastSink{}
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = heldKey(i)
-	}
 	live0, scan0 := heapNow()
-	for i, k := range keys {
-		r.request(Request{Op: OpAcquire, Key: k, Owner: owner(1, uint64(i+1)), TTL: time.Hour, Sink: s})
+	for i := range n {
+		r.request(Request{Op: OpAcquire, Key: heldKey(i), Owner: owner(1, uint64(i+1)), TTL: time.Hour, Sink: s})
 		if s.last.Status != wire.StatusSuccess {
 			b.Fatalf("acquire %d: %+v", i, s.last)
 		}
@@ -85,6 +82,11 @@ func heldKeys(b *testing.B, n int) {
 		b.ReportMetric(per(scan-sc), name+"-scanB/key")
 		live, scan = l, sc
 	}
+	// The deadline slots' arrays, by their capacity; byKey is the rest.
+	tt := &r.w.times
+	b.ReportMetric(per(uint64(cap(tt.slots))*uint64(unsafe.Sizeof(holdSlot{}))), "slots-B/key")
+	b.ReportMetric(per(uint64(cap(tt.keys))), "slotkeys-B/key")
+	b.ReportMetric(per(uint64(cap(tt.heap))*4), "heap-B/key")
 	part("deadlines", func() { r.w.times = newHoldTimes() })
 	sh := r.sm.shards
 	part("nsindex", func() {
@@ -100,7 +102,6 @@ func heldKeys(b *testing.B, n int) {
 			}
 		}
 	})
-	keys = nil
 	part("map+keys", func() {
 		for i := range sh {
 			sh[i].locks = nil

@@ -60,7 +60,7 @@ type holdSlot struct {
 // is pending, never stale entries.
 //
 // Nothing here that grows with the holds holds a pointer: the slots, the
-// heap, byKey (uint64 to int32) and keys (each slot's key bytes, appended
+// heap, byKey (uint32 to int32) and keys (each slot's key bytes, appended
 // and compacted once mostly dead) are all skipped by the collector's
 // scan. What does hold pointers, conns, has one entry per connection
 // with holds.
@@ -68,7 +68,7 @@ type holdTimes struct {
 	slots []holdSlot
 	free  int32 // head of the free slots' chain, -1 when none
 	live  int   // slots in use
-	byKey map[uint64]int32
+	byKey map[uint32]int32
 	heap  []int32
 	// keys holds the slots' key bytes; dead counts those of freed slots.
 	keys []byte
@@ -81,7 +81,7 @@ type holdTimes struct {
 	seed      maphash.Seed
 	// mask is and-ed into every key hash: all ones but in tests, which
 	// narrow it to make chains of colliding keys.
-	mask uint64
+	mask uint32
 }
 
 // minCompact is the slot count below which holdTimes never compacts.
@@ -92,7 +92,7 @@ const minCompact = 4096
 const minKeyCompact = 1 << 16
 
 func newHoldTimes() holdTimes {
-	return holdTimes{free: -1, byKey: make(map[uint64]int32), seed: maphash.MakeSeed(), mask: math.MaxUint64}
+	return holdTimes{free: -1, byKey: make(map[uint32]int32), seed: maphash.MakeSeed(), mask: math.MaxUint32}
 }
 
 // reset forgets every hold and gives their memory back.
@@ -107,8 +107,11 @@ func (t *holdTimes) reset() {
 	t.mask = mask
 }
 
-// hash returns key's hash in byKey.
-func (t *holdTimes) hash(key string) uint64 { return maphash.String(t.seed, key) & t.mask }
+// hash returns key's hash in byKey: 32 bits, half the map's bytes of 64.
+// A million held keys share a few hundred hashes in pairs, each a chain
+// of two keys, and the seed is the worker's own, so no client can aim
+// keys at one chain.
+func (t *holdTimes) hash(key string) uint32 { return uint32(maphash.String(t.seed, key)) & t.mask }
 
 // keyOf returns slot s's full key. The string shares keys' bytes, which
 // are never written again (an append writes past them, a compaction into

@@ -65,12 +65,12 @@ func checkHoldTimes(t *testing.T, ht *holdTimes) {
 // included, and the slots and key bytes shrink once most holds ended.
 func TestHoldTimesModel(t *testing.T) {
 	t.Parallel()
-	for _, mask := range []uint64{math.MaxUint64, 0x3f} {
+	for _, mask := range []uint32{math.MaxUint32, 0x3f} {
 		t.Run(fmt.Sprintf("mask=%x", mask), func(t *testing.T) { holdTimesModel(t, mask) })
 	}
 }
 
-func holdTimesModel(t *testing.T, mask uint64) {
+func holdTimesModel(t *testing.T, mask uint32) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	ht := newHoldTimes()
 	ht.mask = mask
