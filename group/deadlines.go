@@ -48,17 +48,14 @@ func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, s
 	switch {
 	case i < 0:
 		i = t.add(key, gen, o, token)
-		t.slots[i].age = ttl
-		t.slots[i].limit = holdLimit(at-int64(ttl), ttl, maxHold)
-	case t.slots[i].gen == gen: // renewed (or its expiry retried): granted as long before
-		s := &t.slots[i]
-		prev = s.at
-		at = capDeadline(s, at)
-		s.age += time.Duration(at - prev)
+		t.slots[i].start = at - int64(ttl)
+		t.slots[i].bound = holdBound(ttl, maxHold)
+	case t.slots[i].gen == gen: // renewed (or its expiry retried): granted when it was
+		prev = t.slots[i].at
 	default: // a hold of a record that went: granted now, with a deadline of its TTL
 		s := &t.slots[i]
-		s.gen, s.age = gen, ttl
-		s.limit = holdLimit(at-int64(ttl), ttl, maxHold)
+		s.gen, s.start = gen, at-int64(ttl)
+		s.bound = holdBound(ttl, maxHold)
 	}
 	t.setConn(i, sink)
 	t.setAt(i, capDeadline(&t.slots[i], at))
@@ -77,8 +74,6 @@ func (w *worker) retryDeadline(key string, o wire.Owner, token uint64, at int64,
 	if i < 0 {
 		return
 	}
-	s := &w.times.slots[i]
-	s.age += time.Duration(at - s.at)
 	w.times.setConn(i, sink)
 	w.times.setAt(i, at)
 }
@@ -131,7 +126,7 @@ func (w *worker) grantedAt(key string, o wire.Owner, token uint64) (int64, bool)
 		return 0, false
 	}
 	if s := w.times.get(key, gen, o, token); s != nil {
-		return s.at - int64(s.age), true
+		return s.start, true
 	}
 	return 0, false
 }

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"encoding/binary"
 	"hash/maphash"
 	"math"
 	"strings"
@@ -21,16 +22,13 @@ type holdSlot struct {
 	// at is the hold's deadline in nanoseconds on the worker's monotonic
 	// clock (see worker.mono).
 	at int64
-	// age is how long before at the hold was granted (or this node
-	// became master, whichever was later): the master reads the hold's
-	// age at release from it, for metrics.
-	age time.Duration
-	// limit is the hold's hold limit on the same clock (see maxhold.go):
-	// its deadline never passes it; 0 for none.
-	limit int64
-	// key and klen are the hold's full key: holdTimes.keys[key:key+klen].
-	key  uint32
-	klen uint16
+	// start is when, on the same clock, the hold was granted (or this
+	// node became master, whichever was later): the master reads the
+	// hold's age from it, for metrics, and counts its hold limit from it.
+	start int64
+	// key is where the hold's full key is in holdTimes.keys: its length
+	// (2 bytes, little-endian), then its bytes.
+	key uint32
 	// gen is the stamp (lockRec.gen) of the record the hold was in when
 	// its deadline was set. A record that is replaced (a move in, a
 	// checkpoint loaded) or that went and was made anew holds other
@@ -48,6 +46,18 @@ type holdSlot struct {
 	// next is the next slot of the same key hash, or of the free list;
 	// -1 ends either.
 	next int32
+	// bound is the hold's maximum hold time in milliseconds, raised to
+	// its TTL (see holdBound): its deadline never passes start plus
+	// bound (limit); 0 for none.
+	bound uint32
+}
+
+// limit returns the hold's hold limit on the worker's clock, 0 for none.
+func (s *holdSlot) limit() int64 {
+	if s.bound == 0 {
+		return 0
+	}
+	return s.start + int64(s.bound)*int64(time.Millisecond)
 }
 
 // holdTimes is a worker's deadline and age of every hold it set one for:
@@ -118,15 +128,22 @@ func (t *holdTimes) hash(key string) uint32 { return uint32(maphash.String(t.see
 // a new array), so it stays valid; a caller that keeps it long copies it,
 // lest it keep a compacted-away array alive.
 func (t *holdTimes) keyOf(s *holdSlot) string {
-	if s.klen == 0 {
+	n := t.keyLen(s)
+	if n == 0 {
 		return ""
 	}
-	return unsafe.String(&t.keys[s.key], int(s.klen))
+	return unsafe.String(&t.keys[s.key+2], n)
+}
+
+// keyLen returns the length of slot s's key.
+func (t *holdTimes) keyLen(s *holdSlot) int {
+	return int(binary.LittleEndian.Uint16(t.keys[s.key:]))
 }
 
 // isKey reports whether slot s is of key.
 func (t *holdTimes) isKey(s *holdSlot, key string) bool {
-	return int(s.klen) == len(key) && string(t.keys[s.key:s.key+uint32(s.klen)]) == key
+	n := t.keyLen(s)
+	return n == len(key) && string(t.keys[s.key+2:s.key+2+uint32(n)]) == key
 }
 
 // find returns the slot of the hold (key, o, token), -1 if none.
@@ -164,17 +181,18 @@ func (t *holdTimes) add(key string, gen uint32, o wire.Owner, token uint64) int3
 		i = int32(len(t.slots))
 		t.slots = append(t.slots, holdSlot{})
 	}
-	if len(t.keys)+len(key) > math.MaxUint32 {
+	if len(t.keys)+2+len(key) > math.MaxUint32 {
 		t.compactKeys()
 	}
 	off := uint32(len(t.keys))
+	t.keys = binary.LittleEndian.AppendUint16(t.keys, uint16(len(key)))
 	t.keys = append(t.keys, key...)
 	h := t.hash(key)
 	head, ok := t.byKey[h]
 	if !ok {
 		head = -1
 	}
-	t.slots[i] = holdSlot{gen: gen, key: off, klen: uint16(len(key)), owner: o, token: token, conn: -1, pos: -1, next: head}
+	t.slots[i] = holdSlot{gen: gen, key: off, owner: o, token: token, conn: -1, pos: -1, next: head}
 	t.byKey[h] = i
 	t.live++
 	return i
@@ -201,7 +219,7 @@ func (t *holdTimes) drop(i int32) {
 		}
 		t.slots[p].next = s.next
 	}
-	t.dead += int(s.klen)
+	t.dead += 2 + t.keyLen(s)
 	*s = holdSlot{conn: -1, pos: -1, next: t.free}
 	t.free = i
 	t.live--
@@ -409,7 +427,7 @@ func (t *holdTimes) compactKeys() {
 	for i := range t.slots {
 		if s := &t.slots[i]; s.gen != 0 {
 			off := uint32(len(keys))
-			keys = append(keys, t.keys[s.key:s.key+uint32(s.klen)]...)
+			keys = append(keys, t.keys[s.key:s.key+2+uint32(t.keyLen(s))]...)
 			s.key = off
 		}
 	}
