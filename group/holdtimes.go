@@ -60,7 +60,7 @@ func (s *holdSlot) limit() int64 {
 	return s.start + int64(s.bound)*int64(time.Millisecond)
 }
 
-// holdTimes is a worker's deadline and age of every hold it set one for:
+// holdTimes is a worker's deadline and start of every hold it set one for:
 // master-only soft state. Each hold is one slot of one slice; the slots
 // of a key are chained from byKey, by the key's hash (a chain may hold
 // keys whose hashes collide, told apart by their bytes), and the expiry
