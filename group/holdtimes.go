@@ -92,7 +92,13 @@ type holdTimes struct {
 	// mask is and-ed into every key hash: all ones but in tests, which
 	// narrow it to make chains of colliding keys.
 	mask uint32
+	// keyLimit bounds len(keys), so that an offset fits a slot's uint32:
+	// math.MaxUint32 but in tests.
+	keyLimit int
 }
+
+// A slot's key length is 2 bytes: every full key fits.
+var _ [math.MaxUint16 - (wire.MaxNamespaceLen + 1 + wire.MaxKeyLen)]struct{}
 
 // minCompact is the slot count below which holdTimes never compacts.
 const minCompact = 4096
@@ -102,7 +108,7 @@ const minCompact = 4096
 const minKeyCompact = 1 << 16
 
 func newHoldTimes() holdTimes {
-	return holdTimes{free: -1, byKey: make(map[uint32]int32), seed: maphash.MakeSeed(), mask: math.MaxUint32}
+	return holdTimes{free: -1, byKey: make(map[uint32]int32), seed: maphash.MakeSeed(), mask: math.MaxUint32, keyLimit: math.MaxUint32}
 }
 
 // reset forgets every hold and gives their memory back.
@@ -112,9 +118,9 @@ func (t *holdTimes) reset() {
 			r.id, r.holds = -1, 0
 		}
 	}
-	mask := t.mask
+	mask, limit := t.mask, t.keyLimit
 	*t = newHoldTimes()
-	t.mask = mask
+	t.mask, t.keyLimit = mask, limit
 }
 
 // hash returns key's hash in byKey: 32 bits, half the map's bytes of 64.
@@ -181,8 +187,8 @@ func (t *holdTimes) add(key string, gen uint32, o wire.Owner, token uint64) int3
 		i = int32(len(t.slots))
 		t.slots = append(t.slots, holdSlot{})
 	}
-	if len(t.keys)+2+len(key) > math.MaxUint32 {
-		t.compactKeys()
+	if len(t.keys)+2+len(key) > t.keyLimit {
+		t.compactKeys() // live keys are far fewer bytes: a million of the longest are 579 MB
 	}
 	off := uint32(len(t.keys))
 	t.keys = binary.LittleEndian.AppendUint16(t.keys, uint16(len(key)))

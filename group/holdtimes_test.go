@@ -168,6 +168,31 @@ func TestHoldTimesKeysCompact(t *testing.T) {
 	checkHoldTimes(t, &ht)
 }
 
+// TestHoldTimesKeyLimit: an add that would take keys past its bound
+// compacts it first, and every live hold keeps its key.
+func TestHoldTimesKeyLimit(t *testing.T) {
+	t.Parallel()
+	ht := newHoldTimes()
+	ht.keyLimit = 1024
+	o := owner(1, 1)
+	key := func(i int) string { return fmt.Sprintf("ns\x00key-%09d", i) } // 16 bytes, 18 kept
+	for i := range 4096 {
+		ht.setAt(ht.add(key(i), 1, o, uint64(i)), int64(i+1))
+		if i >= 8 {
+			ht.dropHold(key(i-8), o, uint64(i-8)) // 8 live: 144 bytes
+		}
+		if len(ht.keys) > ht.keyLimit {
+			t.Fatalf("after add %d: %d key bytes, bound %d", i, len(ht.keys), ht.keyLimit)
+		}
+	}
+	for i := 4096 - 8; i < 4096; i++ {
+		if j := ht.find(key(i), o, uint64(i)); j < 0 || ht.keyOf(&ht.slots[j]) != key(i) {
+			t.Fatalf("hold %d lost its key", i)
+		}
+	}
+	checkHoldTimes(t, &ht)
+}
+
 // TestHoldSlotIsPointerFree: what grows with the holds in holdTimes
 // holds no pointer, so that the collector never scans it (a million held
 // keys' slots are tens of megabytes).
