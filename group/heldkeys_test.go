@@ -49,7 +49,9 @@ func cpuTime() time.Duration {
 // reports bytes and GC-scannable bytes per key in all, then per part as
 // each is let go in turn: the deadline slots (master only), the
 // namespace index, the records, and the map with its key strings (every
-// replica). Run with -benchtime=1x.
+// replica), and the process's CPU per full collection (gc-cpu-ms). Run
+// with -benchtime=1x -cpu 1: with one P the collection's CPU time is its
+// own work, which load beside it adds little to.
 func BenchmarkHeldKeys(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprint("n=", n), func(b *testing.B) {
