@@ -9,9 +9,9 @@ package group
 // one; the command tail's cmdHasMaxHold fields), so every master knows
 // it. The moment the count starts is master-only soft state, as deadlines
 // are (invariant I6): the master that grants the hold counts from the
-// grant on its own monotonic clock (holdSlot.start, holdSlot.limit); a new master cannot
-// know when the old one granted it and counts a full bound from the moment
-// it takes over, as it gives a held lock a full TTL. A hold therefore
+// grant on its own monotonic clock (holdSlot.start, holdSlot.limit); a
+// new master cannot know when the old one granted it and counts a full
+// bound from the moment it takes over, as it gives a held lock a full TTL. A hold therefore
 // lasts at least its bound (rounded up to its TTL), and at most that plus
 // one bound per master change, the conservative direction for liveness.
 //
