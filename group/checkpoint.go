@@ -170,6 +170,7 @@ func (l *lockLoad) install() {
 	for i, rs := range recs {
 		m := make(map[string]*lockRec, len(rs))
 		for _, x := range rs {
+			sm.shards[i].stamp(x.l)
 			m[x.key] = x.l
 		}
 		// The scan is in key order: indexed backwards, the B-tree's

@@ -3,9 +3,15 @@ package group
 import "github.com/paxlock/paxlock/client/wire"
 
 // sinkRef is the connection a hold's Lost goes to. Every hold taken over
-// one connection points to the same sinkRef, so forgetting the connection
-// is one store, however many locks it holds.
-type sinkRef struct{ sink Sink }
+// one connection names the same sinkRef, so forgetting the connection
+// is one store, however many locks it holds. While holds name it, it has
+// a number in its worker's holdTimes (id, -1 when none), which the holds'
+// slots keep in place of a pointer; holds counts them.
+type sinkRef struct {
+	sink  Sink
+	id    int32
+	holds int32
+}
 
 // closer is implemented by a Sink that can tell its connection closed for
 // good (the server's connections do).
@@ -26,7 +32,7 @@ func (w *worker) ref(sink Sink) *sinkRef {
 	}
 	r := w.refs[sink]
 	if r == nil {
-		r = &sinkRef{sink: sink}
+		r = &sinkRef{sink: sink, id: -1}
 		w.refs[sink] = r
 	}
 	return r
@@ -136,12 +142,13 @@ func (w *worker) revoke(client uint64, ns string, sink Sink) {
 		}
 	}
 	ref := w.refs[sink]
-	w.times.each(func(e *holdSlot) {
-		mine := ref != nil && e.sink == ref
-		orphan := e.owner.Client == client && splitNS(e.key) == ns &&
-			(e.sink == nil || e.sink.sink == nil || closedSink(e.sink.sink))
-		if e.pos >= 0 && (mine || orphan) && w.isCurrent(e) {
-			_, name := splitFull(e.key)
+	w.times.each(func(e *holdSlot, key string) {
+		to := w.times.connOf(e)
+		mine := ref != nil && to == ref
+		orphan := e.owner.Client == client && splitNS(key) == ns &&
+			(to == nil || to.sink == nil || closedSink(to.sink))
+		if e.pos >= 0 && (mine || orphan) && w.isCurrent(e, key) {
+			_, name := splitFull(key)
 			sink.Push(&wire.Lost{Key: name, Token: e.token, Owner: e.owner, Event: wire.EventRevoked})
 		}
 	})

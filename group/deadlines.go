@@ -6,28 +6,18 @@ import (
 	"github.com/paxlock/paxlock/client/wire"
 )
 
-// holdRec returns key's record if it has owner o's hold with token, and
-// that hold's TTL and maximum hold time; else nil. The pointer is for
-// holdSlot.rec, not to be read.
-func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (*lockRec, time.Duration, time.Duration) {
+// holdRec returns the stamp (lockRec.gen) of key's record if it has
+// owner o's hold with token, and that hold's TTL and maximum hold time;
+// else 0.
+func (sm *StateMachine) holdRec(key string, o wire.Owner, token uint64) (uint32, time.Duration, time.Duration) {
 	s := sm.shardOf(key)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	l := s.locks[key]
 	if i := l.find(o); i >= 0 && l.at(i).token == token {
-		return l, time.Duration(l.at(i).ttlMs) * time.Millisecond, time.Duration(l.maxHoldAt(i)) * time.Millisecond
+		return l.gen, time.Duration(l.at(i).ttlMs) * time.Millisecond, time.Duration(l.maxHoldAt(i)) * time.Millisecond
 	}
-	return nil, 0, 0
-}
-
-// ownKey returns the lock table's own string for held key, so that what
-// the worker keeps of a hold shares the table's bytes rather than keeping
-// a request's copy alive; key itself when it is not held.
-func (sm *StateMachine) ownKey(key string) string {
-	s := sm.shardOf(key)
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.ownKey(key)
+	return 0, 0, 0
 }
 
 // forEach calls f for every record of shard i under its read lock.
@@ -46,10 +36,10 @@ func (sm *StateMachine) forEach(i int, f func(key string, l *lockRec)) {
 // capped at the hold's limit (see maxhold.go), counted from the moment
 // the slot is made: the grant, or this node's takeover.
 func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, sink *sinkRef) (prev int64, ok bool) {
-	rec, ttl, maxHold := w.g.sm.holdRec(key, o, token)
+	gen, ttl, maxHold := w.g.sm.holdRec(key, o, token)
 	t := &w.times
 	i := t.find(key, o, token)
-	if rec == nil {
+	if gen == 0 {
 		if i >= 0 {
 			t.drop(i)
 		}
@@ -57,20 +47,17 @@ func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, s
 	}
 	switch {
 	case i < 0:
-		i = t.add(w.g.sm.ownKey(key), rec, o, token)
-		t.slots[i].age = ttl
-		t.slots[i].limit = holdLimit(at-int64(ttl), ttl, maxHold)
-	case t.slots[i].rec == rec: // renewed (or its expiry retried): granted as long before
-		s := &t.slots[i]
-		prev = s.at
-		at = capDeadline(s, at)
-		s.age += time.Duration(at - prev)
+		i = t.add(key, gen, o, token)
+		t.slots[i].start = at - int64(ttl)
+		t.slots[i].bound = holdBound(ttl, maxHold)
+	case t.slots[i].gen == gen: // renewed (or its expiry retried): granted when it was
+		prev = t.slots[i].at
 	default: // a hold of a record that went: granted now, with a deadline of its TTL
 		s := &t.slots[i]
-		s.rec, s.age = rec, ttl
-		s.limit = holdLimit(at-int64(ttl), ttl, maxHold)
+		s.gen, s.start = gen, at-int64(ttl)
+		s.bound = holdBound(ttl, maxHold)
 	}
-	t.slots[i].sink = sink
+	t.setConn(i, sink)
 	t.setAt(i, capDeadline(&t.slots[i], at))
 	return prev, true
 }
@@ -79,7 +66,7 @@ func (w *worker) setDeadline(key string, o wire.Owner, token uint64, at int64, s
 // at, past its limit if need be: the expiry is retried, not the hold
 // extended.
 func (w *worker) retryDeadline(key string, o wire.Owner, token uint64, at int64, sink *sinkRef) {
-	if rec, _, _ := w.g.sm.holdRec(key, o, token); rec == nil {
+	if gen, _, _ := w.g.sm.holdRec(key, o, token); gen == 0 {
 		w.times.dropHold(key, o, token)
 		return
 	}
@@ -87,9 +74,7 @@ func (w *worker) retryDeadline(key string, o wire.Owner, token uint64, at int64,
 	if i < 0 {
 		return
 	}
-	s := &w.times.slots[i]
-	s.age += time.Duration(at - s.at)
-	s.sink = sink
+	w.times.setConn(i, sink)
 	w.times.setAt(i, at)
 }
 
@@ -97,14 +82,14 @@ func (w *worker) retryDeadline(key string, o wire.Owner, token uint64, at int64,
 // key (0 when unknown), and whether that hold exists. A slot of a hold
 // that is gone, or of a record that went, is dropped.
 func (w *worker) deadline(key string, o wire.Owner, token uint64) (int64, bool) {
-	rec, _, _ := w.g.sm.holdRec(key, o, token)
+	gen, _, _ := w.g.sm.holdRec(key, o, token)
 	t := &w.times
 	i := t.find(key, o, token)
-	if i >= 0 && t.slots[i].rec != rec {
+	if i >= 0 && t.slots[i].gen != gen {
 		t.drop(i)
 		i = -1
 	}
-	if rec == nil {
+	if gen == 0 {
 		return 0, false
 	}
 	if i >= 0 {
@@ -116,7 +101,7 @@ func (w *worker) deadline(key string, o wire.Owner, token uint64) (int64, bool) 
 // deadlineIn returns the master's deadline of hold h of key's record rec
 // (under view), 0 when unknown.
 func (w *worker) deadlineIn(key string, rec *lockRec, h *holder) int64 {
-	if s := w.times.get(key, rec, h.owner, h.token); s != nil {
+	if s := w.times.get(key, rec.gen, h.owner, h.token); s != nil {
 		return s.at
 	}
 	return 0
@@ -136,12 +121,12 @@ func (w *worker) ttlLeft(key string, rec *lockRec, i int, now time.Time) uint32 
 // with token on key was granted (or this node became master, whichever
 // was later), and whether that is known.
 func (w *worker) grantedAt(key string, o wire.Owner, token uint64) (int64, bool) {
-	rec, _, _ := w.g.sm.holdRec(key, o, token)
-	if rec == nil {
+	gen, _, _ := w.g.sm.holdRec(key, o, token)
+	if gen == 0 {
 		return 0, false
 	}
-	if s := w.times.get(key, rec, o, token); s != nil {
-		return s.at - int64(s.age), true
+	if s := w.times.get(key, gen, o, token); s != nil {
+		return s.start, true
 	}
 	return 0, false
 }
@@ -152,23 +137,22 @@ func (w *worker) dropDeadline(key string, o wire.Owner, token uint64) {
 }
 
 // dropNamespaceDeadlines forgets the deadlines of namespace ns's holds
-// (it moved away): their slots leave the expiry heap, and the records
-// they were set on are not kept alive.
+// (it moved away): their slots leave the expiry heap.
 func (w *worker) dropNamespaceDeadlines(ns string) {
-	var keys []string
-	for key := range w.times.byKey {
+	var keys []string // keyOf's: valid across the drops' compactions
+	w.times.each(func(_ *holdSlot, key string) {
 		if splitNS(key) == ns {
 			keys = append(keys, key)
 		}
-	}
+	})
 	for _, key := range keys {
 		w.times.dropKey(key)
 	}
 }
 
-// isCurrent reports whether slot s is of a hold its key's record still
-// has (read-only: for scans over the slots).
-func (w *worker) isCurrent(s *holdSlot) bool {
-	rec, _, _ := w.g.sm.holdRec(s.key, s.owner, s.token)
-	return rec != nil && rec == s.rec
+// isCurrent reports whether slot s, of key, is of a hold its key's
+// record still has (read-only: for scans over the slots).
+func (w *worker) isCurrent(s *holdSlot, key string) bool {
+	gen, _, _ := w.g.sm.holdRec(key, s.owner, s.token)
+	return gen != 0 && gen == s.gen
 }

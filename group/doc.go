@@ -50,9 +50,10 @@
 //     and what its service hands it: workerEnv), requests.go (deciding a request before proposing it),
 //     acquire.go (acquires and the wait queue), results.go (a proposal's
 //     outcome back to its requests and waiters), timers.go (holds' deadlines
-//     and waits' timeouts on the worker's clock), heaps.go (the expiry and
-//     timer heaps), deadlines.go (each hold's master deadline and age,
-//     the worker's own, never in a replicated record), mastership.go (becoming
+//     and waits' timeouts on the worker's clock), heaps.go (the expiry
+//     entries and the timer heap), holdtimes.go (the deadline slots and
+//     the expiry heap, pointer-free), deadlines.go (each hold's master
+//     deadline and start, the worker's own, never in a replicated record), mastership.go (becoming
 //     and leaving master; requests held while master-elect), watch.go
 //     (watches), revocation.go (force-unlock: revoke, then free when the
 //     holder acknowledges; reaching a client after a master change), lockdelay.go (lock-delay), multi.go

@@ -20,9 +20,9 @@ func (w *worker) becomeMaster() {
 			ttl := time.Duration(h.ttlMs) * time.Millisecond
 			// Held since now, as far as this master knows: a full
 			// TTL, and a full maximum hold time (see maxhold.go).
-			s := w.times.add(key, l, h.owner, h.token)
-			w.times.slots[s].age = ttl
-			w.times.slots[s].limit = holdLimit(now, ttl, time.Duration(l.maxHoldAt(i))*time.Millisecond)
+			s := w.times.add(key, l.gen, h.owner, h.token)
+			w.times.slots[s].start = now
+			w.times.slots[s].bound = holdBound(ttl, time.Duration(l.maxHoldAt(i))*time.Millisecond)
 			w.times.setAt(s, capDeadline(&w.times.slots[s], now+int64(ttl)))
 		}
 	})

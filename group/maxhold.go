@@ -9,9 +9,9 @@ package group
 // one; the command tail's cmdHasMaxHold fields), so every master knows
 // it. The moment the count starts is master-only soft state, as deadlines
 // are (invariant I6): the master that grants the hold counts from the
-// grant on its own monotonic clock (holdSlot.limit); a new master cannot
-// know when the old one granted it and counts a full bound from the moment
-// it takes over, as it gives a held lock a full TTL. A hold therefore
+// grant on its own monotonic clock (holdSlot.start, holdSlot.limit); a
+// new master cannot know when the old one granted it and counts a full
+// bound from the moment it takes over, as it gives a held lock a full TTL. A hold therefore
 // lasts at least its bound (rounded up to its TTL), and at most that plus
 // one bound per master change, the conservative direction for liveness.
 //
@@ -109,21 +109,22 @@ func maxHoldOf(r *Request) uint32 {
 	return min(r.MaxHoldMs, wire.MaxHoldLimitMs)
 }
 
-// holdLimit returns the limit, on the worker's monotonic clock, of a hold
-// whose count starts at start, with TTL ttl and bound maxHold (0: none).
-// A bound below the TTL is raised to it: the server's default TTL (an
-// acquire that asked for none) may be longer than the bound asked for.
-func holdLimit(start int64, ttl, maxHold time.Duration) int64 {
+// holdBound returns how long after its count starts a hold with TTL ttl
+// and bound maxHold (0: none) ends, in milliseconds (0: never; see
+// holdSlot.limit). A bound below the TTL is raised to it: the server's
+// default TTL (an acquire that asked for none) may be longer than the
+// bound asked for. Both are whole milliseconds of at most 2^32-1.
+func holdBound(ttl, maxHold time.Duration) uint32 {
 	if maxHold <= 0 {
 		return 0
 	}
-	return start + int64(max(maxHold, ttl))
+	return uint32(max(maxHold, ttl) / time.Millisecond)
 }
 
 // capDeadline returns deadline at capped at slot s's limit, if it has one.
 func capDeadline(s *holdSlot, at int64) int64 {
-	if s.limit != 0 && at > s.limit {
-		return s.limit
+	if l := s.limit(); l != 0 && at > l {
+		return l
 	}
 	return at
 }
@@ -136,7 +137,7 @@ func (w *worker) pastLimit(key string, o wire.Owner, token uint64, at int64) boo
 		return false
 	}
 	s := &w.times.slots[i]
-	return s.limit != 0 && at >= s.limit
+	return s.bound != 0 && at >= s.limit()
 }
 
 // longHolds counts the holds of the worker, as master, that it has
@@ -148,8 +149,8 @@ func (w *worker) longHolds(threshold time.Duration) int {
 	}
 	cut := w.mono(w.clock.Now()) - int64(threshold)
 	n := 0
-	w.times.each(func(s *holdSlot) {
-		if s.at-int64(s.age) < cut && w.isCurrent(s) {
+	w.times.each(func(s *holdSlot, key string) {
+		if s.start < cut && w.isCurrent(s, key) {
 			n++
 		}
 	})

@@ -48,7 +48,8 @@ func (m moveLocks) Import(ns string, pairs []byte) error {
 		l := s.locks[x.key]
 		was := l.n()
 		if was > 0 {
-			s.locks[x.key] = x.l // replaced: put indexes only a new key
+			s.stamp(x.l)
+			s.locks[x.key] = x.l // replaced: put stamps and indexes only a new key
 		}
 		sm.put(x.key, s, x.l, was)
 		s.mu.Unlock()

@@ -58,19 +58,6 @@ func (s *shard) index(key string) {
 	t.ReplaceOrInsert(key)
 }
 
-// ownKey returns the table's own string for held full key (the one the
-// lock map and the index share), or key itself if it is not indexed; s.mu
-// is held.
-func (s *shard) ownKey(key string) string {
-	ns, _ := splitFull(key)
-	if t := s.nsKeys[ns]; t != nil {
-		if k, ok := t.Get(key); ok {
-			return k
-		}
-	}
-	return key
-}
-
 // unindex removes full key (free now) from the shard's namespace index,
 // and a namespace's tree with its last key; s.mu is held for writing.
 func (s *shard) unindex(key string) {

@@ -23,8 +23,16 @@ type holder struct {
 // 48-byte object besides its map entry. A record with no hold (first.used
 // false) exists only inside apply.
 type lockRec struct {
-	first holder
+	// x comes first: the collector scans an object up to its last
+	// pointer, so a record is scanned for 8 of its 48 bytes.
 	x     *recExt
+	first holder
+	// gen tells this record from any other its key had or will have on
+	// this node, for the master's deadline slots (holdSlot.gen): its
+	// shard stamps it when the record enters the table (shard.stamp).
+	// Node-local, never replicated nor read by apply; it fills what
+	// would be the object's padding.
+	gen uint32
 }
 
 // recExt is the out-of-line part of a lockRec, nil when the key has one

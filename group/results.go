@@ -186,7 +186,7 @@ func (w *worker) acquired(ks *keyState, key, name string, p *pending, out *outco
 			obs.Count(StatGrant)
 		}
 		ttl := time.Duration(p.cmd.ttlMs) * time.Millisecond
-		w.armDeadline(out.stored(key), out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
+		w.armDeadline(key, out.token, p.req.Owner, p.req.Sink, now.Add(ttl))
 		resp.TTLLeftMs = p.cmd.ttlMs
 		// A reacquire keeps its token and replaces its value:
 		// watchers that saw the token hear of a new value.
@@ -326,7 +326,7 @@ func (w *worker) settleGrants(ks *keyState, key, name string, p *pending, out *o
 			}
 		}
 		ttl := time.Duration(p.cmd.grants[j].ttlMs) * time.Millisecond
-		w.armDeadline(out.stored(key), tok, q.req.Owner, q.req.Sink, now.Add(ttl))
+		w.armDeadline(key, tok, q.req.Owner, q.req.Sink, now.Add(ttl))
 		if q.req.Sink != nil {
 			q.req.Sink.Push(&wire.Granted{WaitID: q.req.WaitID, Key: name, Status: wire.StatusSuccess, Token: tok, Owner: q.req.Owner, TTLMs: p.cmd.grants[j].ttlMs})
 		}
@@ -348,7 +348,7 @@ func (w *worker) settlePassOn(ks *keyState, key, name string, p *pending, out *o
 	if obs := w.obs; obs != nil {
 		obs.Count(StatGrant)
 	}
-	w.armDeadline(out.stored(key), tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
+	w.armDeadline(key, tok, g.owner, p.req.Sink, now.Add(time.Duration(g.ttlMs)*time.Millisecond))
 	w.notify(ks, key, name, wire.EventAcquired, tok, g.owner, g.value)
 	resp.Holder, resp.Token, resp.TTLLeftMs = g.owner, tok, g.ttlMs
 }

@@ -112,7 +112,7 @@ func (w *worker) tellAllRevoked() {
 func (w *worker) expiryOf(key string, o wire.Owner, token uint64) expiry {
 	e := expiry{key: key, token: token, owner: o}
 	if at, ok := w.deadline(key, o, token); ok && at != 0 {
-		e.at, e.sink = at, w.times.slots[w.times.find(key, o, token)].sink
+		e.at, e.sink = at, w.times.connOf(&w.times.slots[w.times.find(key, o, token)])
 	}
 	return e
 }

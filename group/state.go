@@ -30,21 +30,8 @@ type outcome struct {
 	// grants[i] is the token granted to command.grants[i], 0 if it could
 	// not be granted.
 	grants []uint64
-	// key is the key as the lock table stores it when this command put a
-	// new record there, so that the master's expiry entries can share its
-	// bytes instead of keeping a copy of their own; "" otherwise.
-	key string
 	// multi is an opMultiAcquire's per-key outcome.
 	multi *multiOutcome
-}
-
-// stored returns the lock table's copy of key if the command created the
-// record, else key.
-func (o *outcome) stored(key string) string {
-	if o.key != "" {
-		return o.key
-	}
-	return key
 }
 
 // shard is the part of the lock table one worker decides on.
@@ -71,6 +58,20 @@ type shard struct {
 	// nodes of their trees (nsindex.go).
 	nsKeys map[string]*nsTree
 	nsFree *nsFreeList
+	// gen is the last stamp given to a record entering the table (see
+	// stamp).
+	gen uint32
+}
+
+// stamp gives record l, entering the table, a stamp no record of this
+// shard has had for the last 2^32-1 stamps (lockRec.gen; never 0); s.mu
+// is held for writing.
+func (s *shard) stamp(l *lockRec) {
+	s.gen++
+	if s.gen == 0 {
+		s.gen = 1
+	}
+	l.gen = s.gen
 }
 
 // StateMachine is one group's replicated state: its lock table, its move
@@ -315,9 +316,6 @@ func (sm *StateMachine) apply(instance uint64, c *command, w paxos.Writer) *outc
 	if len(s.revoked) > 0 {
 		s.pruneRevoked(c.key, l) // a removed hold's revocation ends with it
 	}
-	if !held && l.n() > 0 {
-		out.key = c.key
-	}
 	return out
 }
 
@@ -463,6 +461,7 @@ func (sm *StateMachine) put(key string, s *shard, l *lockRec, was int) {
 		sm.count--
 		keys = -1
 	} else if !wasHeld {
+		s.stamp(l)
 		s.locks[key] = l
 		s.index(key)
 		sm.count++

@@ -110,7 +110,7 @@ type worker struct {
 	term   uint64 // counts mastership changes; see onResult
 	seq    uint64
 	timers timerHeap // waiters' and watches' deadlines
-	// times is the master's deadline and age of every hold it set one
+	// times is the master's deadline and start of every hold it set one
 	// for, and the expiry heap: master-only soft state, never replicated
 	// (see holdTimes).
 	times   holdTimes
