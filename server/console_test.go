@@ -125,11 +125,11 @@ func TestConsole(t *testing.T) {
 	tc.masterIndex("ns", key) // placement settled: both connections reach one master
 	a := tc.masterConn("ns", key, 1)
 	b := tc.masterConn("ns", key, 2)
-	r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 30000})
+	r := a.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 30000})
 	if r.Status != wire.StatusSuccess {
 		t.Fatalf("acquire: %+v", r)
 	}
-	if w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 1}); w.Status != wire.StatusLockWait {
+	if w := b.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 1}); w.Status != wire.StatusLockWait {
 		t.Fatalf("blocking acquire: %+v", w)
 	}
 	cs = cluster()

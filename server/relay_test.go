@@ -83,7 +83,7 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 		t.Fatalf("redirects=2: %+v, want the master's grant through the relay", r)
 	}
 	tok := r.Token
-	if st := tc.masterConn("ns", key, 99).call(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusSuccess || st.Holder != (wire.Owner{Client: cid(8), ID: 1}) || st.Token != tok {
+	if st := tc.masterConn("ns", key, 99).callMaster(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusSuccess || st.Holder != (wire.Owner{Client: cid(8), ID: 1}) || st.Token != tok {
 		t.Fatalf("the master's state after a forwarded acquire: %+v", st)
 	}
 	if n := via.stats.forwarded.Load(); n != 1 {
