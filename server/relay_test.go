@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -16,18 +17,32 @@ import (
 // waitBalanced waits until every node masters its even share of the 15
 // groups: placement has settled, and moves no master until the cluster
 // changes.
+//
+// Settling takes every group's hand-off to its preferred node, each
+// started again by a lease that lapses on the way; on a loaded machine
+// (two busy loops beside six 3-node clusters under -race) it took longer
+// than 30 s, so the wait is bounded by balanceTimeout, and a wait past
+// 10 s is logged with how long it took.
 func (tc *testCluster) waitBalanced() {
 	tc.t.Helper()
 	per := 15 / len(tc.nodes)
-	waitFor(tc.t, "balanced placement", func() bool {
-		for _, s := range tc.nodes {
-			if countServing(s) != per {
-				return false
-			}
+	start := time.Now()
+	testutil.EventuallyWith(tc.t, balanceTimeout, func() (bool, string) {
+		counts := make([]int, len(tc.nodes))
+		ok := true
+		for i, s := range tc.nodes {
+			counts[i] = countServing(s)
+			ok = ok && counts[i] == per
 		}
-		return true
-	})
+		return ok, fmt.Sprintf("groups served per node %v, want %d each", counts, per)
+	}, "balanced placement")
+	if took := time.Since(start); took > 10*time.Second {
+		tc.t.Logf("placement took %v to settle", took.Round(time.Millisecond))
+	}
 }
+
+// balanceTimeout bounds waitBalanced.
+const balanceTimeout = 90 * time.Second
 
 // masterIndex returns the index of the node serving key's group, after
 // waiting for placement to settle (so the master stays put) and for every
