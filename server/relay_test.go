@@ -151,8 +151,18 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 	if r, err := testutil.ScramHelloVia(relayed.callAny, "ns", testRelaySecret, testKey(10), other); err != nil || r.Status != wire.StatusSuccess {
 		t.Fatalf("a relay's handshake as node %d: %+v, %v", other, r, err)
 	}
-	if r := relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow}); r.Status != wire.StatusMasterRedirect {
-		t.Fatalf("a relayed request was forwarded again: %+v", r)
+	// A node that masters the group answers itself: a lease that lapsed
+	// on a loaded machine may have moved the group to via since
+	// masterIndex. That answer is no forward, as via's count shows.
+	g := group.ID(wire.GroupOf(wire.KeyHash("ns", key), 15))
+	before := via.stats.forwarded.Load()
+	r = relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow})
+	switch forwarded := via.stats.forwarded.Load() - before; {
+	case r.Status == wire.StatusMasterRedirect && forwarded == 0:
+	case r.Status == wire.StatusSuccess && forwarded == 0 && via.svc.Group(g).Serving():
+		t.Logf("node %d masters %q meanwhile: it answered the relayed request itself", via.cfg.NodeID, key)
+	default:
+		t.Fatalf("a relayed request was forwarded again: %+v (%d forwarded by node %d)", r, forwarded, via.cfg.NodeID)
 	}
 
 	// Stopping the master breaks the relay: its client connection is
