@@ -268,7 +268,7 @@ func TestClientAgainstCluster(t *testing.T) {
 			t.Errorf("Lock: %v", err)
 		}
 		rc := tc.masterConn("ns", "owned", 99)
-		if r := rc.call(wire.TypeRelease, &wire.Release{Key: "owned", Owner: wire.Owner{Client: cid(99), ID: 1}, Token: a.Token()}); r.Status != wire.StatusLockChangedOwner {
+		if r := rc.callMaster(wire.TypeRelease, &wire.Release{Key: "owned", Owner: wire.Owner{Client: cid(99), ID: 1}, Token: a.Token()}); r.Status != wire.StatusLockChangedOwner {
 			t.Fatalf("release by non-owner: %+v", r)
 		}
 		st, err := c2.State(ctx, "owned")

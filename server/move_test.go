@@ -258,7 +258,7 @@ func TestMoveNamespaceServer(t *testing.T) {
 	}
 	// The source answers MOVED with the target's addresses.
 	rc := src.masterConn("ns", "m", 77)
-	if r := rc.call(wire.TypeState, &wire.State{Key: "m"}); r.Status != wire.StatusMoved || r.Redirect != to {
+	if r := rc.callMaster(wire.TypeState, &wire.State{Key: "m"}); r.Status != wire.StatusMoved || r.Redirect != to {
 		t.Fatalf("state at the source after the drop: %v %q, want MOVED %q", r.Status, r.Redirect, to)
 	}
 }

@@ -24,6 +24,7 @@ func TestOwnersBoundToSessions(t *testing.T) {
 		key, master, other string
 		holder, waiter     *rawConn
 		tok                uint64
+		wait               *wire.Acquire
 	)
 	owner := wire.Owner{Client: cid(1), ID: 1}
 	waitOwner := wire.Owner{Client: cid(2), ID: 1}
@@ -54,8 +55,8 @@ func TestOwnersBoundToSessions(t *testing.T) {
 		}
 		waiter = dialRaw(t, master)
 		waiter.hello("ns", "s3cret", 2)
-		w = waiter.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: waitOwner, Weight: 1, TTLMs: 60000,
-			MaxWaitMs: wire.WaitForever, WaitID: 77})
+		wait = &wire.Acquire{Key: key, Owner: waitOwner, Weight: 1, TTLMs: 60000, MaxWaitMs: wire.WaitForever, WaitID: 77}
+		w = waiter.call(wire.TypeAcquire, wait)
 		if try < 2 && moved(w.Status) {
 			continue
 		}
@@ -67,7 +68,7 @@ func TestOwnersBoundToSessions(t *testing.T) {
 
 	unchanged := func(when string) {
 		t.Helper()
-		st := tc.masterConn("ns", key, 4).call(wire.TypeState, &wire.State{Key: key})
+		st := tc.masterConn("ns", key, 4).callMaster(wire.TypeState, &wire.State{Key: key})
 		if st.Status != wire.StatusSuccess || st.Holder != owner || st.Token != tok || st.QueueLen != 1 {
 			t.Fatalf("%s: state %+v, want held by %v with token %d and one waiter", when, st, owner, tok)
 		}
@@ -78,7 +79,7 @@ func TestOwnersBoundToSessions(t *testing.T) {
 	if r := attacker.hello("ns", "s3cret", 3); r.Status != wire.StatusSuccess {
 		t.Fatalf("attacker hello: %+v", r)
 	}
-	st := attacker.call(wire.TypeState, &wire.State{Key: key})
+	st := attacker.callMaster(wire.TypeState, &wire.State{Key: key})
 	if st.Holder != owner || st.Token != tok {
 		t.Fatalf("State hides the holder: %+v", st)
 	}
@@ -99,7 +100,7 @@ func TestOwnersBoundToSessions(t *testing.T) {
 	}
 	// A watch belongs to the connection that made it: Unwatch elsewhere
 	// ends nothing (checked below: the holder's watch still fires).
-	if r := attacker.call(wire.TypeUnwatch, &wire.Unwatch{Key: key, WatchID: 5}); r.Status != wire.StatusSuccess {
+	if r := attacker.callMaster(wire.TypeUnwatch, &wire.Unwatch{Key: key, WatchID: 5}); r.Status != wire.StatusSuccess {
 		t.Errorf("unwatch: %+v", r)
 	}
 	unchanged("after forged requests")
@@ -139,17 +140,8 @@ func TestOwnersBoundToSessions(t *testing.T) {
 
 	// The wait the attacker tried to take and cancel is granted to its
 	// owner, and the watch the attacker tried to end fires.
-	for {
-		f, m, err := waiter.read()
-		if err != nil {
-			t.Fatalf("waiting for the grant: %v", err)
-		}
-		if g, ok := m.(*wire.Granted); ok && f.ReqID == 0 {
-			if g.WaitID != 77 || g.Status != wire.StatusSuccess || g.Token <= tok {
-				t.Fatalf("grant %+v", g)
-			}
-			break
-		}
+	if g := waiter.awaitGranted(wait); g.Status != wire.StatusSuccess || g.Token <= tok {
+		t.Fatalf("grant %+v", g)
 	}
 	for {
 		f, m, err := holder.read()

@@ -36,7 +36,7 @@ func TestServerForwardsPrefixWatch(t *testing.T) {
 	}
 	owner := wire.Owner{Client: cid(8), ID: 1}
 	a := tc.masterConn("ns", key, 8)
-	r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: owner, Weight: 1, TTLMs: 10000})
+	r := a.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: owner, Weight: 1, TTLMs: 10000})
 	if r.Status != wire.StatusSuccess {
 		t.Fatalf("acquire at the master: %+v", r)
 	}

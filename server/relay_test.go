@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -16,18 +17,32 @@ import (
 // waitBalanced waits until every node masters its even share of the 15
 // groups: placement has settled, and moves no master until the cluster
 // changes.
+//
+// Settling takes every group's hand-off to its preferred node, each
+// started again by a lease that lapses on the way; on a loaded machine
+// (two busy loops beside six 3-node clusters under -race) it took longer
+// than 30 s, so the wait is bounded by balanceTimeout, and a wait past
+// 10 s is logged with how long it took.
 func (tc *testCluster) waitBalanced() {
 	tc.t.Helper()
 	per := 15 / len(tc.nodes)
-	waitFor(tc.t, "balanced placement", func() bool {
-		for _, s := range tc.nodes {
-			if countServing(s) != per {
-				return false
-			}
+	start := time.Now()
+	testutil.EventuallyWith(tc.t, balanceTimeout, func() (bool, string) {
+		counts := make([]int, len(tc.nodes))
+		ok := true
+		for i, s := range tc.nodes {
+			counts[i] = countServing(s)
+			ok = ok && counts[i] == per
 		}
-		return true
-	})
+		return ok, fmt.Sprintf("groups served per node %v, want %d each", counts, per)
+	}, "balanced placement")
+	if took := time.Since(start); took > 10*time.Second {
+		tc.t.Logf("placement took %v to settle", took.Round(time.Millisecond))
+	}
 }
+
+// balanceTimeout bounds waitBalanced.
+const balanceTimeout = 90 * time.Second
 
 // masterIndex returns the index of the node serving key's group, after
 // waiting for placement to settle (so the master stays put) and for every
@@ -83,7 +98,7 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 		t.Fatalf("redirects=2: %+v, want the master's grant through the relay", r)
 	}
 	tok := r.Token
-	if st := tc.masterConn("ns", key, 99).call(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusSuccess || st.Holder != (wire.Owner{Client: cid(8), ID: 1}) || st.Token != tok {
+	if st := tc.masterConn("ns", key, 99).callMaster(wire.TypeState, &wire.State{Key: key}); st.Status != wire.StatusSuccess || st.Holder != (wire.Owner{Client: cid(8), ID: 1}) || st.Token != tok {
 		t.Fatalf("the master's state after a forwarded acquire: %+v", st)
 	}
 	if n := via.stats.forwarded.Load(); n != 1 {
@@ -136,8 +151,18 @@ func TestServerForwardsAfterRedirectBudget(t *testing.T) {
 	if r, err := testutil.ScramHelloVia(relayed.callAny, "ns", testRelaySecret, testKey(10), other); err != nil || r.Status != wire.StatusSuccess {
 		t.Fatalf("a relay's handshake as node %d: %+v, %v", other, r, err)
 	}
-	if r := relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow}); r.Status != wire.StatusMasterRedirect {
-		t.Fatalf("a relayed request was forwarded again: %+v", r)
+	// A node that masters the group answers itself: a lease that lapsed
+	// on a loaded machine may have moved the group to via since
+	// masterIndex. That answer is no forward, as via's count shows.
+	g := group.ID(wire.GroupOf(wire.KeyHash("ns", key), 15))
+	before := via.stats.forwarded.Load()
+	r = relayed.call(wire.TypeState, &wire.State{Key: key, Redirects: wire.ForwardNow})
+	switch forwarded := via.stats.forwarded.Load() - before; {
+	case r.Status == wire.StatusMasterRedirect && forwarded == 0:
+	case r.Status == wire.StatusSuccess && forwarded == 0 && via.svc.Group(g).Serving():
+		t.Logf("node %d masters %q meanwhile: it answered the relayed request itself", via.cfg.NodeID, key)
+	default:
+		t.Fatalf("a relayed request was forwarded again: %+v (%d forwarded by node %d)", r, forwarded, via.cfg.NodeID)
 	}
 
 	// Stopping the master breaks the relay: its client connection is

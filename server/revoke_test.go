@@ -90,13 +90,13 @@ func TestNamespaceRevocation(t *testing.T) {
 		t.Fatalf("hello: %+v", r)
 	}
 	owner := wire.Owner{Client: cid(1), ID: 1}
-	acq := holder.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: owner, Weight: 1, TTLMs: 60000})
+	acq := holder.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: owner, Weight: 1, TTLMs: 60000})
 	if acq.Status != wire.StatusSuccess {
 		t.Fatalf("acquire: %+v", acq)
 	}
 	waiter := dialRaw(t, master)
 	waiter.hello("tenant", "pw", 2)
-	if w := waiter.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1,
+	if w := waiter.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1,
 		MaxWaitMs: wire.WaitForever, WaitID: 77}); w.Status != wire.StatusLockWait {
 		t.Fatalf("blocking acquire: %+v", w)
 	}

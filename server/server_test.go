@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -160,110 +159,6 @@ func (tc *testCluster) clientAddrs() []string {
 	return out
 }
 
-// rawConn speaks the protocol by hand, for tests of the server's edges.
-type rawConn struct {
-	t   testing.TB
-	c   net.Conn
-	buf []byte
-	id  uint64
-}
-
-func dialRaw(t testing.TB, addr string) *rawConn {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &rawConn{t: t, c: c}
-}
-
-func (r *rawConn) send(typ wire.Type, m wire.Message) uint64 {
-	r.id++
-	b, err := wire.AppendFrame(nil, typ, r.id, m)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	if _, err := r.c.Write(b); err != nil {
-		r.t.Fatal(err)
-	}
-	return r.id
-}
-
-// read returns the next frame (reply or push).
-func (r *rawConn) read() (wire.Frame, wire.Message, error) {
-	if err := r.c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
-		return wire.Frame{}, nil, err
-	}
-	f, buf, err := wire.ReadFrame(r.c, r.buf, wire.DefaultMaxFrame)
-	r.buf = buf
-	if err != nil {
-		return f, nil, err
-	}
-	m, err := wire.Decode(f.Type, f.Body)
-	return f, m, err
-}
-
-// call sends a request and returns its Response, skipping pushes.
-//
-// A NO_MASTER answer (a group between masters: on a loaded machine a
-// lease may lapse right after a cluster's start) is retried after its
-// RetryAfterMs, as a client does, for up to 30 s; the last answer is
-// returned.
-func (r *rawConn) call(typ wire.Type, m wire.Message) *wire.Response {
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp := r.callOnce(typ, m)
-		if resp.Status != wire.StatusNoMaster || time.Now().After(deadline) {
-			return resp
-		}
-		time.Sleep(time.Duration(max(resp.RetryAfterMs, 10)) * time.Millisecond)
-	}
-}
-
-// callOnce sends m and returns its answer, skipping pushes and other
-// replies.
-func (r *rawConn) callOnce(typ wire.Type, m wire.Message) *wire.Response {
-	id := r.send(typ, m)
-	for {
-		f, msg, err := r.read()
-		if err != nil {
-			r.t.Fatalf("read: %v", err)
-		}
-		if f.ReqID == id {
-			resp, ok := msg.(*wire.Response)
-			if !ok {
-				r.t.Fatalf("reply to %v is %T", typ, msg)
-			}
-			return resp
-		}
-	}
-}
-
-// callAny sends a request and returns its reply, whatever its type,
-// skipping pushes.
-func (r *rawConn) callAny(typ wire.Type, m wire.Message) wire.Message {
-	id := r.send(typ, m)
-	for {
-		f, msg, err := r.read()
-		if err != nil {
-			r.t.Fatalf("read: %v", err)
-		}
-		if f.ReqID == id {
-			return msg
-		}
-	}
-}
-
-// hello authenticates (SCRAM) as test client n: with key testKey(n), so
-// with client id cid(n).
-func (r *rawConn) hello(ns, secret string, n uint64) *wire.Response {
-	resp, err := testutil.ScramHello(r.callAny, ns, secret, testKey(n))
-	if err != nil {
-		r.t.Fatalf("handshake: %v", err)
-	}
-	return resp
-}
-
 // testKey is test client n's client key, cid(n) its client id (see
 // wire.ClientIDOf).
 func testKey(n uint64) string { return fmt.Sprintf("test-client-key-%04x", n) }
@@ -306,23 +201,29 @@ func TestServerLockAndRedirect(t *testing.T) {
 	// not move to their preferred nodes between the look and the call.
 	tc.masterIndex("ns", key)
 	rc := tc.masterConn("ns", key, 7)
-	r := rc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(7), ID: 1}, Weight: 1, TTLMs: 10000})
+	r := rc.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(7), ID: 1}, Weight: 1, TTLMs: 10000})
 	if r.Status != wire.StatusSuccess || r.Token == 0 {
 		t.Fatalf("acquire: %+v", r)
 	}
-	// Another node redirects to the master.
+	// Another node redirects to the master. A node that answers otherwise
+	// must have become the master meanwhile (a lease lapsed): the check
+	// is made again of a node that is not.
 	g := wire.GroupOf(wire.KeyHash("ns", key), 15)
-	for _, s := range tc.nodes {
-		if s.svc.Group(group.ID(g)).Serving() {
-			continue
+	redirected := false
+	for try := 0; !redirected; try++ {
+		for _, s := range tc.nodes {
+			if s.svc.Group(group.ID(g)).Serving() {
+				continue
+			}
+			oc := dialRaw(t, s.cfg.self().Client)
+			oc.hello("ns", "s3cret", 8)
+			r := oc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(8), ID: 1}, Weight: 1})
+			redirected = r.Status == wire.StatusMasterRedirect && r.Redirect != ""
+			if !redirected && (try == 2 || !s.svc.Group(group.ID(g)).Serving()) {
+				t.Fatalf("non-master node %d answered %+v", s.cfg.NodeID, r)
+			}
+			break
 		}
-		oc := dialRaw(t, s.cfg.self().Client)
-		oc.hello("ns", "s3cret", 8)
-		r := oc.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(8), ID: 1}, Weight: 1})
-		if r.Status != wire.StatusMasterRedirect || r.Redirect == "" {
-			t.Fatalf("non-master answered %+v", r)
-		}
-		break
 	}
 	// Keys of another namespace never collide.
 	oc := dialRaw(t, tc.nodes[0].cfg.self().Client)
@@ -334,12 +235,12 @@ func TestServerLockAndRedirect(t *testing.T) {
 		if s.svc.Group(group.ID(og)).Serving() {
 			c := dialRaw(t, s.cfg.self().Client)
 			c.hello("other", "x", 9)
-			if r := c.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(9), ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
+			if r := c.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(9), ID: 1}, Weight: 1}); r.Status != wire.StatusSuccess {
 				t.Fatalf("same key in another namespace: %+v", r)
 			}
 		}
 	}
-	if r := rc.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(7), ID: 1}, Token: r.Token}); r.Status != wire.StatusSuccess {
+	if r := rc.callMaster(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(7), ID: 1}, Token: r.Token}); r.Status != wire.StatusSuccess {
 		t.Fatalf("release: %+v", r)
 	}
 }
@@ -425,27 +326,19 @@ func TestServerBlockingAcquirePush(t *testing.T) {
 	key := "hot"
 	a := tc.masterConn("ns", key, 1)
 	b := tc.masterConn("ns", key, 2)
-	r := a.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 10000})
+	r := a.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 10000})
 	if r.Status != wire.StatusSuccess {
 		t.Fatalf("acquire: %+v", r)
 	}
-	if w := b.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 77}); w.Status != wire.StatusLockWait {
+	wait := &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(2), ID: 1}, Weight: 1, MaxWaitMs: wire.WaitForever, WaitID: 77}
+	if w := b.callMaster(wire.TypeAcquire, wait); w.Status != wire.StatusLockWait {
 		t.Fatalf("blocking acquire: %+v", w)
 	}
-	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Token: r.Token}); rr.Status != wire.StatusSuccess {
+	if rr := a.callMaster(wire.TypeRelease, &wire.Release{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Token: r.Token}); rr.Status != wire.StatusSuccess {
 		t.Fatalf("release: %+v", rr)
 	}
-	for {
-		f, m, err := b.read()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if g, ok := m.(*wire.Granted); ok && f.ReqID == 0 {
-			if g.WaitID != 77 || g.Status != wire.StatusSuccess || g.Token <= r.Token {
-				t.Fatalf("granted: %+v", g)
-			}
-			return
-		}
+	if g := b.awaitGranted(wait); g.Status != wire.StatusSuccess || g.Token <= r.Token {
+		t.Fatalf("granted: %+v", g)
 	}
 }
 

@@ -57,12 +57,9 @@ func clientTLS(t testing.TB, dir string) *tls.Config {
 func dialRawTLS(t *testing.T, addr string, conf *tls.Config) *rawConn {
 	t.Helper()
 	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: 5 * time.Second}, Config: conf}
-	c, err := d.DialContext(context.Background(), "tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return &rawConn{t: t, c: c}
+	return dialRawWith(t, addr, func(addr string) (net.Conn, error) {
+		return d.DialContext(context.Background(), "tcp", addr)
+	})
 }
 
 // TestClientTLSListener: a client with client.Config.TLS locks and
@@ -142,7 +139,7 @@ func TestRelayUnderMTLS(t *testing.T) {
 	if r.Status != wire.StatusSuccess || r.Token == 0 {
 		t.Fatalf("acquire through the relay: %+v", r)
 	}
-	if st := tc.masterConn("ns", key, 99).call(wire.TypeState, &wire.State{Key: key}); st.Holder != owner || st.Token != r.Token {
+	if st := tc.masterConn("ns", key, 99).callMaster(wire.TypeState, &wire.State{Key: key}); st.Holder != owner || st.Token != r.Token {
 		t.Fatalf("the master's state after a relayed acquire: %+v", st)
 	}
 	if rr := a.call(wire.TypeRelease, &wire.Release{Key: key, Owner: owner, Token: r.Token, Redirects: wire.ForwardNow}); rr.Status != wire.StatusSuccess {
@@ -308,7 +305,7 @@ func TestTLSSessionRevoked(t *testing.T) {
 	if r := holder.hello("tenant", "old", 1); r.Status != wire.StatusSuccess {
 		t.Fatalf("hello: %+v", r)
 	}
-	if r := holder.call(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 60000}); r.Status != wire.StatusSuccess {
+	if r := holder.callMaster(wire.TypeAcquire, &wire.Acquire{Key: key, Owner: wire.Owner{Client: cid(1), ID: 1}, Weight: 1, TTLMs: 60000}); r.Status != wire.StatusSuccess {
 		t.Fatalf("acquire: %+v", r)
 	}
 	tc.changeNamespace("tenant", "new")

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,26 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asMainEnv) == "1" {
 		main()
 	}
-	os.Exit(m.Run())
+	// What the run forms start is found by runMarkerEnv: killed before
+	// the binary's timeout, and none may be left once the tests ran.
+	if err := os.Setenv(runMarkerEnv, strconv.Itoa(os.Getpid())); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	flag.Parse()
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok {
+			reapBeforeTimeout(d)
+		}
+	}
+	code := m.Run()
+	if left := killRuns(); len(left) > 0 {
+		for _, l := range left {
+			fmt.Fprintf(os.Stderr, "paxlockctl tests: a run form's process was left running after the tests, killed: %v\n", l)
+		}
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 // TestHelp: help, help COMMAND and COMMAND -h print on standard output and

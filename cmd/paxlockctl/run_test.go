@@ -36,6 +36,7 @@ func startNode(t *testing.T) testNode {
 	}
 	clientAddr, adminAddr := startOpsNode(t)
 	t.Setenv(SecretEnv, "ops-secret")
+	reapRuns(t)
 	return testNode{
 		registry: clientAddr,
 		flags:    []string{"-registry", clientAddr, "-namespace", "ops"},
@@ -289,6 +290,7 @@ func TestLockRunSignals(t *testing.T) {
 	script := func(file string) []string {
 		return []string{"--", "sh", "-c", fmt.Sprintf(`trap 'echo int >> %[1]s; exit 4' INT; trap 'echo term >> %[1]s; exit 3' TERM; echo started >> %[1]s; while :; do sleep 0.05; done`, file)}
 	}
+	asMainSignals(t) // CMD's INT trap needs SIGINT not ignored
 	sigs := make(chan os.Signal, 1)
 	file := filepath.Join(dir, "int")
 	done, _, errOut := background(context.Background(), sigs, append(append(n.flags, "-o", "json", "lock", "sig"), script(file)...)...)

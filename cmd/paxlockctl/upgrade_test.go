@@ -135,6 +135,7 @@ func TestRecipeLocksMasterChange(t *testing.T) {
 	}
 	cl := paxlocktest.NewCluster(t, 3)
 	ctlOnPath(t)
+	reapRuns(t)
 	t.Setenv("PAXLOCK_REGISTRY", strings.Join(cl.Registry(), ","))
 	t.Setenv("PAXLOCK_NAMESPACE", paxlocktest.DefaultNamespace)
 	t.Setenv(SecretEnv, paxlocktest.DefaultSecret)
