@@ -4,7 +4,10 @@
 //
 //	go run ./cmd/manylocks -n 1000000
 //
-// then `make stop && make run` to time a restart with that many locks.
+// then `make stop && make run` to time a restart with that many locks. By
+// default the client gives its locks back as it exits (Close), so the
+// cluster holds them only while manylocks runs; -keep exits without
+// giving them back, and they stay held until their TTL (-ttl) runs out.
 package main
 
 import (
@@ -27,6 +30,7 @@ func main() {
 	workers := flag.Int("workers", 1024, "concurrent acquirers")
 	ttl := flag.Duration("ttl", time.Hour, "lock TTL (no renewal)")
 	registry := flag.String("registry", "127.0.0.1:7101,127.0.0.1:7102,127.0.0.1:7103", "node addresses")
+	keep := flag.Bool("keep", false, "exit without giving the locks back: they stay held until their TTL")
 	flag.Parse()
 	ctx := context.Background()
 	c, err := client.New(ctx, client.Config{Registry: strings.Split(*registry, ","), Namespace: "default", Secret: "paxlock",
@@ -35,7 +39,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	defer func() { _ = c.Close() }() // the run's figures are already printed
+	defer func() {
+		if !*keep {
+			_ = c.Close() // the run's figures are already printed
+		}
+	}()
 	var next, done, errs atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
