@@ -1,5 +1,11 @@
 # paxlock — build, test and run targets. See README.md.
 GO      ?= go
+# Every target works on one module at a time (the root, client/, bench/),
+# each with its own go.mod and go.sum, exactly as its users get it. The
+# repository's go.work, which joins the three for commands typed at the
+# root (go vet ./client/..., editors), would merge their requirements
+# into one graph: the targets turn it off.
+export GOWORK := off
 BIN     := bin
 RUNDIR  ?= .run
 TEST_PARALLEL ?= 6

@@ -35,6 +35,9 @@
 # with peers.sh, and on exit stops every server it started and removes the
 # clusters' data. The report is $AB_DIR/report.md (also printed).
 set -euo pipefail
+# One module at a time, as its users get it: the repository's go.work is
+# for commands typed at the root (see the Makefile).
+export GOWORK=off
 
 here=$(cd "$(dirname "$0")" && pwd)
 bench=$(cd "$here/.." && pwd)

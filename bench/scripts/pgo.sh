@@ -12,6 +12,9 @@
 # It needs bin/ built (make build) and the cluster's ports free; it stops the
 # cluster and removes its data on exit.
 set -euo pipefail
+# One module at a time, as its users get it: the repository's go.work is
+# for commands typed at the root (see the Makefile).
+export GOWORK=off
 
 here=$(cd "$(dirname "$0")" && pwd)
 bench=$(cd "$here/.." && pwd)
