@@ -227,14 +227,7 @@ func TestLanePoolExceedsConnBounds(t *testing.T) {
 		}
 		return true
 	}, "every waiter to queue")
-	c.apis[0].svc.mu.Lock()
-	sessions := 0
-	for lane, ss := range c.apis[0].svc.sessions {
-		if lane.ns == testNS {
-			sessions += len(ss)
-		}
-	}
-	c.apis[0].svc.mu.Unlock()
+	sessions := laneSessions(c.apis[0].svc, testNS)
 	if sessions < 3 {
 		t.Fatalf("%d sessions carry %d waits of at most 4 each", sessions, n)
 	}
@@ -249,4 +242,18 @@ func TestLanePoolExceedsConnBounds(t *testing.T) {
 			t.Fatalf("waiter %d: %v, %v; want granted after the release", r.i, r.r, r.err)
 		}
 	}
+}
+
+// laneSessions counts the sessions svc keeps for namespace ns, over all
+// its lanes.
+func laneSessions(svc *Service, ns string) int {
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	n := 0
+	for lane, ss := range svc.sessions {
+		if lane.ns == ns {
+			n += len(ss)
+		}
+	}
+	return n
 }

@@ -375,14 +375,7 @@ func TestWatchPrefixPoolExceedsConnBound(t *testing.T) {
 			t.Fatalf("stream %d: last event %v, %v; want TIMEOUT", i, last, err)
 		}
 	}
-	c.apis[0].svc.mu.Lock()
-	sessions := 0
-	for lane, ss := range c.apis[0].svc.sessions {
-		if lane.ns == testNS {
-			sessions += len(ss)
-		}
-	}
-	c.apis[0].svc.mu.Unlock()
+	sessions := laneSessions(c.apis[0].svc, testNS)
 	if sessions < 3 {
 		t.Fatalf("%d sessions carry 3 prefix watches of 15 places each, 15 per connection", sessions)
 	}

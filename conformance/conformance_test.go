@@ -307,6 +307,29 @@ func (e *env) ctl(t *testing.T, args ...string) string {
 	return string(out)
 }
 
+// curlGrantedAfterLoss has a curl client (owner, waiting up to waitMs)
+// queue for the key Go's m holds until m's hold ends by itself, and
+// returns the token curl was granted; it fails t unless m saw the end
+// before curl's grant (the validity rule) and the token is above m's.
+func (e *env) curlGrantedAfterLoss(t *testing.T, m *client.Mutex, owner string, waitMs int) uint64 {
+	t.Helper()
+	before := m.Token()
+	code, _, a := e.curl(t, 1, "Acquire", map[string]any{"key": m.Key(), "owner": owner, "ttl_ms": 30000, "wait_ms": waitMs}, e.sec)
+	if code != http.StatusOK {
+		t.Fatalf("curl waiter: HTTP %d %v", code, a)
+	}
+	select {
+	case <-m.Lost():
+	default:
+		t.Fatal("the curl waiter was granted the key before its Go holder saw its hold end")
+	}
+	tok := token(t, a["token"])
+	if tok <= before {
+		t.Fatalf("curl's token %d after Go's %d", tok, before)
+	}
+	return tok
+}
+
 // TestExpiryRevocationAndMasterChange: a Go hold left to expire is seen
 // lost by its holder before a curl waiter is granted the key; CheckToken
 // refuses the curl hold once an operator force-unlocks it; after the
@@ -319,20 +342,7 @@ func TestExpiryRevocationAndMasterChange(t *testing.T) {
 	if err := m.Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	t1 := m.Token()
-	code, _, a := e.curl(t, 1, "Acquire", map[string]any{"key": k, "owner": "waiter", "ttl_ms": 30000, "wait_ms": 20000}, e.sec)
-	if code != http.StatusOK {
-		t.Fatalf("curl waiter: HTTP %d %v", code, a)
-	}
-	select {
-	case <-m.Lost():
-	default:
-		t.Fatal("a waiter was granted the key before its Go holder saw the loss")
-	}
-	t2 := token(t, a["token"])
-	if t2 <= t1 {
-		t.Fatalf("token %d after %d", t2, t1)
-	}
+	t2 := e.curlGrantedAfterLoss(t, m, "waiter", 20000)
 
 	e.ctl(t, "unlock", "--force", k)
 	if _, _, c := e.curl(t, 0, "CheckToken", map[string]any{"key": k, "token": strconv.FormatUint(t2, 10)}, e.sec); c["current"] == true {

@@ -44,24 +44,11 @@ func TestMaxHoldAcrossClients(t *testing.T) {
 	if err := m.Lock(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	goTok := m.Token()
-	code, _, a := e.curl(t, 1, "Acquire", map[string]any{"key": k, "owner": "mh-waiter", "ttl_ms": 30000, "wait_ms": 30000}, e.sec)
-	if code != http.StatusOK {
-		t.Fatalf("curl waiter: HTTP %d %v", code, a)
-	}
-	select {
-	case <-m.Lost():
-	default:
-		t.Fatal("the curl waiter was granted before the Go holder saw its hold end")
-	}
+	curlTok := e.curlGrantedAfterLoss(t, m, "mh-waiter", 30000)
 	if cause := context.Cause(m.Context()); !errors.Is(cause, client.ErrHoldLimit) {
 		t.Fatalf("the Go hold's end: %v, want ErrHoldLimit", cause)
 	}
 	_ = m.Unlock(t.Context())
-	curlTok := token(t, a["token"])
-	if curlTok <= goTok {
-		t.Fatalf("curl's token %d after Go's %d", curlTok, goTok)
-	}
 	_, _, _ = e.curl(t, 1, "Release", map[string]any{"key": k, "owner": "mh-waiter", "token": strconv.FormatUint(curlTok, 10)}, e.sec)
 
 	py := e.pyRun(t, pyMaxHold, k, "4")
