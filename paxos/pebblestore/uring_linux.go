@@ -3,6 +3,7 @@ package pebblestore
 import (
 	"errors"
 	"fmt"
+	"github.com/paxlock/paxlock/internal/rawio"
 	"log/slog"
 	"os"
 	"sync"
@@ -252,8 +253,12 @@ func errnoOf(res int32) error {
 func (a *asyncSyncer) reap() {
 	defer close(a.done)
 	var buf [8]byte
+	read := a.efd.Read
+	if f, err := rawio.NewFile(a.efd); err == nil {
+		read = f.Read // no wake of the runtime's monitor per completion (package rawio)
+	}
 	for {
-		if _, err := a.efd.Read(buf[:]); err != nil {
+		if _, err := read(buf[:]); err != nil {
 			return
 		}
 		a.mu.Lock()

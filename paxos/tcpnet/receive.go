@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/paxlock/paxlock/internal/rawio"
 	"io"
 	"log/slog"
 	"net"
@@ -47,7 +48,7 @@ func (t *Transport) acceptLoop() {
 			continue
 		}
 		backoff = 0
-		if !t.track(c) {
+		if !t.track(rawio.Wrap(c)) {
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package tcpnet
 import (
 	"crypto/tls"
 	"net"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -15,7 +16,7 @@ func connRTT(c net.Conn) time.Duration {
 	if tc, ok := c.(*tls.Conn); ok {
 		c = tc.NetConn()
 	}
-	tcp, ok := c.(*net.TCPConn)
+	tcp, ok := c.(syscall.Conn) // a *net.TCPConn, or rawio's wrapper of one
 	if !ok {
 		return 0
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
+	"github.com/paxlock/paxlock/internal/rawio"
 	"github.com/paxlock/paxlock/paxos"
 	"io"
 	"net"
@@ -231,6 +232,7 @@ func (p *tcpPeer) dial(addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	c = rawio.Wrap(c)
 	if p.tls != nil {
 		tc := tls.Client(c, p.tls)
 		ctx, cancel := context.WithTimeout(t.ctx, t.cfg.DialTimeout)
