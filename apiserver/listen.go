@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/paxlock/paxlock/internal/rawio"
 	"log/slog"
 	"net"
 	"net/http"
@@ -58,7 +59,7 @@ func Listen(node TLSNode, addr string, o Options) (*Listener, error) {
 	mux := http.NewServeMux()
 	mux.Handle(path, h)
 	l := &Listener{svc: svc, ln: ln, done: make(chan struct{})}
-	ln = netutil.LimitListener(ln, o.MaxConns)
+	ln = netutil.LimitListener(rawio.Listener(ln), o.MaxConns)
 	// The HTTP server's own complaints (failed TLS handshakes, bad
 	// requests) are the caller's errors: debug level.
 	errLog := slog.NewLogLogger(svc.log.Handler(), slog.LevelDebug)

@@ -173,3 +173,31 @@ func TestNoAllocations(t *testing.T) {
 		t.Fatalf("%.1f allocations per round trip; want none on the wrapped side (the peer's package net allocates none either)", allocs)
 	}
 }
+
+func TestListenerWraps(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := Listener(ln)
+	defer l.Close()
+	go func() {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			_, _ = c.Write([]byte("x"))
+			_ = c.Close()
+		}
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := c.(*net.TCPConn); ok {
+		t.Fatal("Listener's Accept returned the connection unwrapped")
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(c, b); err != nil || b[0] != 'x' {
+		t.Fatalf("read %q, %v", b, err)
+	}
+}
