@@ -47,7 +47,9 @@ type Host struct {
 	running atomic.Bool
 
 	// syncs carries applied batches, in order, from the loop to the sync
-	// goroutine; free holds batches it has synced, for reuse.
+	// goroutine; free holds batches it has synced, for reuse (freeBatches
+	// of them: a few rounds are in flight at a time, and each kept batch
+	// keeps the buffer of the largest round it carried).
 	syncs    chan pendingSync
 	syncDone chan struct{}
 	free     chan paxos.Batch
@@ -124,6 +126,9 @@ type Observer interface {
 	Proposed(d time.Duration, ok bool)
 }
 
+// freeBatches is how many synced batches the host keeps for reuse.
+const freeBatches = 16
+
 // nanotime returns the time since the host was made, on the monotonic
 // clock, never 0.
 func (h *Host) nanotime() int64 { return int64(h.clock.Now().Sub(h.base)) | 1 }
@@ -143,7 +148,7 @@ func New(cfg Config) *Host {
 	}
 	h := &Host{
 		cfg: cfg, tr: cfg.Transport, clock: cfg.Clock, base: cfg.Clock.Now(), stop: make(chan struct{}), wake: make(chan struct{}, 1), done: make(chan struct{}),
-		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan paxos.Batch, 64),
+		syncs: make(chan pendingSync, 256), syncDone: make(chan struct{}), free: make(chan paxos.Batch, freeBatches),
 	}
 	empty := map[paxos.GroupID]*Replica{}
 	h.groups.Store(&empty)

@@ -20,9 +20,20 @@ type storeBatch struct {
 	applied bool
 }
 
+// batchRetained is the largest buffer a batch keeps for its next use
+// once committed; a larger round's buffer goes back to the garbage
+// collector. A round at 256 outstanding commands is tens of KiB; Pebble's
+// default (1 MiB) let each batch the host keeps hold up to that after a
+// burst, for good.
+const batchRetained = 256 << 10
+
 // NewBatch returns an empty batch. Close it when done.
 func (s *Store) NewBatch() paxos.Batch {
-	return &storeBatch{s: s, b: s.db.NewBatch()}
+	return &storeBatch{s: s, b: s.newBatch()}
+}
+
+func (s *Store) newBatch() *pebble.Batch {
+	return s.db.NewBatch(pebble.WithMaxRetainedSizeBytes(batchRetained))
 }
 
 func (b *storeBatch) note(err error) {
@@ -115,7 +126,7 @@ func (b *storeBatch) Commit(sync bool) error {
 		// Pebble refuses to reuse a batch whose commit failed; the
 		// commit's error is the one that matters.
 		_ = b.b.Close()
-		b.b = b.s.db.NewBatch()
+		b.b = b.s.newBatch()
 		return fmt.Errorf("paxos: commit batch: %w", err)
 	}
 	b.b.Reset()
@@ -140,7 +151,7 @@ func (b *storeBatch) Apply() error {
 	}
 	if err := b.s.write(b.b, true); err != nil {
 		_ = b.b.Close() // the write's error is the one that matters
-		b.b = b.s.db.NewBatch()
+		b.b = b.s.newBatch()
 		return fmt.Errorf("paxos: apply batch: %w", err)
 	}
 	b.applied = true
@@ -158,7 +169,7 @@ func (b *storeBatch) SyncWait() error {
 		// Pebble refuses to reuse a batch whose commit failed; the
 		// commit's error is the one that matters.
 		_ = b.b.Close()
-		b.b = b.s.db.NewBatch()
+		b.b = b.s.newBatch()
 		return fmt.Errorf("paxos: sync batch: %w", err)
 	}
 	b.b.Reset()
