@@ -134,6 +134,19 @@ func (fs *fenceFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
 	return &fenceFile{File: f, fs: fs, name: name}, nil
 }
 
+// wrapCreated is wrap for a file created or reused for writing from its
+// start: a WAL's writes then wait for its syncs (see walFile).
+func (fs *fenceFS) wrapCreated(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, fs.observe(err)
+	}
+	ff := &fenceFile{File: f, fs: fs, name: name}
+	if isWAL(name) {
+		return fs.deferWrites(ff), nil
+	}
+	return ff, nil
+}
+
 func (fs *fenceFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
 	if err := fs.guardCreate(name); err != nil {
 		return nil, err
@@ -149,7 +162,7 @@ func (fs *fenceFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 		return fs.wrapWAL(name, f), nil
 	}
 	f, err := fs.FS.Create(name, category)
-	return fs.wrap(name, f, err)
+	return fs.wrapCreated(name, f, err)
 }
 
 // fromSpare renames a WAL spare larger than minSize to name and opens it
@@ -184,7 +197,7 @@ func (fs *fenceFS) lastWALBytes() int64 {
 func (fs *fenceFS) wrapWAL(name string, f vfs.File) vfs.File {
 	wf := &fenceFile{File: f, fs: fs, name: name, wal: true}
 	fs.lastWAL.Store(wf)
-	return wf
+	return fs.deferWrites(wf)
 }
 
 func (fs *fenceFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
@@ -216,7 +229,7 @@ func (fs *fenceFS) ReuseForWrite(oldname, newname string, category vfs.DiskWrite
 	if err == nil && fs.spares != nil && isWAL(newname) {
 		return fs.wrapWAL(newname, f), nil
 	}
-	return fs.wrap(newname, f, err)
+	return fs.wrapCreated(newname, f, err)
 }
 
 // replaceBySpare is ReuseForWrite with a spare larger than oldSize in

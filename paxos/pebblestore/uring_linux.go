@@ -3,15 +3,17 @@ package pebblestore
 import (
 	"errors"
 	"fmt"
-	"github.com/paxlock/paxlock/internal/rawio"
+	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/paxlock/paxlock/internal/rawio"
 	"golang.org/x/sys/unix"
 )
 
@@ -64,6 +66,7 @@ type asyncSyncer struct {
 	next    uint64
 	waiters map[uint64]chan int32
 	broken  bool // a submission failed: plain fdatasync from now on
+	noWrite bool // the kernel refused IORING_OP_WRITE: writeSync declines
 
 	efd       *os.File
 	done      chan struct{} // closed when the reaper returned
@@ -106,6 +109,8 @@ const (
 
 	uringOffSQEs          = 0x10000000
 	uringOpFsync          = 3
+	uringOpWrite          = 23 // IORING_OP_WRITE (5.6)
+	uringSQELink          = 1 << 2
 	uringFsyncDatasync    = 1
 	uringSQEAsync         = 1 << 4 // IOSQE_ASYNC: never try the fsync inline in io_uring_enter
 	uringRegisterEventfd  = 4
@@ -238,6 +243,100 @@ func (a *asyncSyncer) fdatasync(fd uintptr) error {
 		a.log.Warn("an fdatasync through io_uring did not complete; syncing with the blocking system call from now on", "waited", a.stall)
 	}
 	return unix.Fdatasync(int(fd))
+}
+
+// writeSync writes p at off in fd and then syncs fd's data, as one
+// linked pair of io_uring requests that the kernel's worker runs in
+// order (the fdatasync is cancelled if the write fails or is short). It
+// reports done when the kernel ran both, with the first one's error; when
+// it declines (ring full or broken, the kernel without IORING_OP_WRITE, a
+// stall) it reports false and the caller writes and syncs itself, in a
+// buffer other than p: the kernel may still write p at off later.
+func (a *asyncSyncer) writeSync(fd uintptr, p []byte, off int64) (bool, error) {
+	wch, sch := make(chan int32, 1), make(chan int32, 1)
+	a.mu.Lock()
+	tail := atomic.LoadUint32(a.sqTail)
+	if a.broken || a.noWrite || tail-atomic.LoadUint32(a.sqHead)+2 > a.entries || len(a.waiters)+2 > int(a.entries) {
+		a.mu.Unlock()
+		return false, nil
+	}
+	wid, sid := a.next+1, a.next+2
+	a.next += 2
+	put := func(i uint32, id uint64, fill func(sqe *[sqeSize]byte)) {
+		idx := (tail + i) & a.sqMask
+		sqe := (*[sqeSize]byte)(unsafe.Add(a.sqes, uintptr(idx)*sqeSize))
+		clear(sqe[:])
+		*(*int32)(unsafe.Pointer(&sqe[4])) = int32(fd)
+		*(*uint64)(unsafe.Pointer(&sqe[32])) = id
+		fill(sqe)
+		*(*uint32)(unsafe.Add(a.sqArray, uintptr(idx)*4)) = idx
+	}
+	put(0, wid, func(sqe *[sqeSize]byte) {
+		sqe[0] = uringOpWrite
+		sqe[1] = uringSQEAsync | uringSQELink
+		*(*uint64)(unsafe.Pointer(&sqe[8])) = uint64(off)
+		*(*uint64)(unsafe.Pointer(&sqe[16])) = uint64(uintptr(unsafe.Pointer(&p[0])))
+		*(*uint32)(unsafe.Pointer(&sqe[24])) = uint32(len(p))
+	})
+	put(1, sid, func(sqe *[sqeSize]byte) {
+		sqe[0] = uringOpFsync
+		sqe[1] = uringSQEAsync
+		*(*uint32)(unsafe.Pointer(&sqe[28])) = uringFsyncDatasync
+	})
+	atomic.StoreUint32(a.sqTail, tail+2)
+	a.waiters[wid], a.waiters[sid] = wch, sch
+	var e syscall.Errno
+	for range 100 {
+		if a.skipEnter {
+			break
+		}
+		// Submission only, as in fdatasync: the raw call does not wait.
+		_, _, e = syscall.RawSyscall6(sysIOUringEnter, uintptr(a.fd), 2, 0, 0, 0, 0)
+		if e != syscall.EINTR && e != syscall.EAGAIN && e != syscall.EBUSY {
+			break
+		}
+	}
+	if e != 0 {
+		delete(a.waiters, wid)
+		delete(a.waiters, sid)
+		a.broken = true
+		a.mu.Unlock()
+		return false, nil
+	}
+	a.mu.Unlock()
+	stall := time.NewTimer(a.stall)
+	defer stall.Stop()
+	var wres, sres int32
+	for got := 0; got < 2; got++ {
+		select {
+		case wres = <-wch:
+		case sres = <-sch:
+		case <-stall.C:
+			a.mu.Lock()
+			delete(a.waiters, wid) // late completions are ignored
+			delete(a.waiters, sid)
+			first := !a.broken
+			a.broken = true
+			a.mu.Unlock()
+			if first && a.log != nil {
+				a.log.Warn("a WAL write and fdatasync through io_uring did not complete; writing and syncing with blocking system calls from now on", "waited", a.stall)
+			}
+			return false, nil
+		}
+	}
+	runtime.KeepAlive(p)
+	switch {
+	case wres == -int32(syscall.EINVAL):
+		a.mu.Lock()
+		a.noWrite = true
+		a.mu.Unlock()
+		return false, nil
+	case wres < 0:
+		return true, syscall.Errno(-wres)
+	case int(wres) != len(p):
+		return true, fmt.Errorf("io_uring write: %d of %d bytes: %w", wres, len(p), io.ErrShortWrite)
+	}
+	return true, errnoOf(sres)
 }
 
 // errnoOf turns a completion's result into the system call's error.

@@ -5,6 +5,8 @@ package pebblestore
 import (
 	"errors"
 	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // asyncSyncer is io_uring's fdatasync, which exists only on Linux.
@@ -17,3 +19,9 @@ func newAsyncSyncer(uint32) (*asyncSyncer, error) {
 func (*asyncSyncer) fdatasync(uintptr) error { return errors.New("io_uring: Linux only") }
 
 func (*asyncSyncer) close() {}
+
+func (*asyncSyncer) writeSync(uintptr, []byte, int64) (bool, error) { return false, nil }
+
+// deferWrites returns f: WAL writes wait for the sync only where the
+// store syncs through io_uring.
+func (fs *fenceFS) deferWrites(f *fenceFile) vfs.File { return f }

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/paxlock/paxlock/internal/rawio"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/paxlock/paxlock/internal/pki"
+	"github.com/paxlock/paxlock/internal/rawio"
 	"github.com/paxlock/paxlock/paxos"
 )
 

@@ -6,12 +6,13 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"fmt"
-	"github.com/paxlock/paxlock/internal/rawio"
-	"github.com/paxlock/paxlock/paxos"
 	"io"
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/paxlock/paxlock/internal/rawio"
+	"github.com/paxlock/paxlock/paxos"
 )
 
 // Send queues msgs for their peers (by To) and returns without waiting for
