@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+
+	"github.com/paxlock/paxlock/internal/rawio"
 )
 
 // The goroutine client listeners: the TLS one (client_tls_addr) and, with
@@ -41,7 +43,9 @@ func (s *Server) startGoListener(addr string, tlsPort bool) (string, error) {
 	if !s.goBackground(func() {
 		defer stop()
 		s.acceptLoop(ln, h, func(nc net.Conn) bool {
-			return s.goBackground(func() { s.serveGoConn(nc, tlsPort) })
+			// Raw reads and writes (package rawio); gnet's listener takes
+			// the descriptor itself and is left alone.
+			return s.goBackground(func() { s.serveGoConn(rawio.Wrap(nc), tlsPort) })
 		})
 	}) {
 		stop()

@@ -2,7 +2,6 @@ package server
 
 import (
 	"errors"
-	"github.com/paxlock/paxlock/internal/rawio"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -103,7 +102,6 @@ func (s *Server) acceptLoop(ln net.Listener, h *listenerHealth, serve func(net.C
 		}
 		delay = 0
 		h.ok()
-		nc = rawio.Wrap(nc)
 		if !serve(nc) {
 			_ = nc.Close()
 			return
