@@ -5,13 +5,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/paxlock/paxlock/internal/rawio"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/paxlock/paxlock/internal/rawio"
 	"golang.org/x/net/netutil"
 )
 
