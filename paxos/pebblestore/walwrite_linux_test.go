@@ -163,3 +163,33 @@ func TestWALWriteErrorLatches(t *testing.T) {
 	}
 	_ = f.Close()
 }
+
+// TestWALBufferBounded: a burst's buffer larger than walPendRetained is
+// given back once its bytes are on the file; a smaller one is kept.
+func TestWALBufferBounded(t *testing.T) {
+	fs, _ := walFS(t)
+	f, err := fs.Create(filepath.Join(t.TempDir(), "000001.log"), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := f.(*walFile)
+	if _, err := f.Write(make([]byte, 4<<10)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(w.pend) == 0 {
+		t.Fatal("a small round's buffer was not kept for the next")
+	}
+	if _, err := f.Write(make([]byte, walPendRetained+1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SyncData(); err != nil {
+		t.Fatal(err)
+	}
+	if cap(w.pend) != 0 {
+		t.Fatalf("a buffer of %d bytes kept after the sync; the bound is %d", cap(w.pend), walPendRetained)
+	}
+}
