@@ -104,10 +104,10 @@ type Config struct {
 	Join bool `json:"-"`
 	// DataDir holds the node's Pebble database.
 	DataDir string `json:"data_dir"`
-	// DisableIOURing makes the store's fdatasync a plain blocking system
-	// call. By default it goes through io_uring where the kernel allows
-	// it (see pebblestore.Options.BlockingSync), falling back by itself
-	// where it does not.
+	// DisableIOURing makes the store's fdatasync, and the WAL's writes, plain
+	// blocking system calls. By default both go through io_uring where the
+	// kernel allows it (see pebblestore.Options.BlockingSync), falling back
+	// by itself where it does not.
 	DisableIOURing bool `json:"disable_io_uring"`
 	// DisableWALSpares turns off the zero-filled files the store keeps
 	// ready for Pebble's next WAL (see pebblestore.Options.NoWALSpares):

@@ -16,7 +16,9 @@
 //   - storefs.go: the fail-stop latch and the filesystem that fences Pebble
 //     off the disk once the store failed.
 //   - uring_linux.go: fdatasync through io_uring, so that a sync does not
-//     block an OS thread.
+//     block an OS thread, and a WAL's write linked to it.
+//   - walwrite.go: WAL files whose writes wait for their next sync and
+//     leave with it in one io_uring submission (walFile).
 //   - walspare.go: zero-filled spare WAL files, so that the WAL's fsyncs
 //     write over allocated blocks instead of appending.
 //   - metrics.go: the engine's metrics (Metrics) and the directory's

@@ -39,11 +39,11 @@ type Options struct {
 	// positive; tests lower them to save memory.
 	MemTableSize uint64
 	CacheSize    int64
-	// BlockingSync makes fdatasync a plain blocking system call on
-	// Pebble's goroutine. By default, on the operating system's
-	// filesystem, the store submits it through io_uring where the kernel
-	// allows that (see asyncSyncer) and falls back to the plain call where
-	// it does not.
+	// BlockingSync makes fdatasync, and the WAL's writes, plain blocking
+	// system calls on Pebble's goroutine. By default, on the operating
+	// system's filesystem, the store submits them through io_uring where
+	// the kernel allows that (see asyncSyncer and walFile) and falls back
+	// to the plain calls where it does not.
 	BlockingSync bool
 	// NoWALSpares turns off the zero-filled files the store otherwise
 	// keeps ready for Pebble's next WAL on the operating system's
