@@ -26,7 +26,7 @@ func Wrap(c net.Conn) net.Conn {
 		return c
 	}
 	w := &conn{TCPConn: tc, rc: rc}
-	w.readFn, w.writeFn = w.doRead, w.doWrite
+	w.r.fn, w.writeFn = w.r.do, w.doWrite
 	return w
 }
 
@@ -39,10 +39,7 @@ type conn struct {
 	*net.TCPConn
 	rc syscall.RawConn
 
-	readFn func(fd uintptr) bool
-	rbuf   []byte
-	rn     int
-	rerr   syscall.Errno
+	r reader
 
 	writeFn func(fd uintptr) bool
 	wbuf    []byte
@@ -50,21 +47,41 @@ type conn struct {
 	werr    syscall.Errno
 }
 
-func (c *conn) doRead(fd uintptr) bool {
+// reader is one raw read at a time on a descriptor the netpoller
+// watches: fn (bound once to do) is what RawConn.Read calls.
+type reader struct {
+	fn    func(fd uintptr) bool
+	buf   []byte
+	n     int
+	errno syscall.Errno
+}
+
+func (r *reader) do(fd uintptr) bool {
 	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&c.rbuf[0])), uintptr(len(c.rbuf)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&r.buf[0])), uintptr(len(r.buf)))
 		switch e {
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		case 0:
-			c.rn = int(r)
+			r.n = int(n)
 		default:
-			c.rerr = e
+			r.errno = e
 		}
 		return true
 	}
+}
+
+// read reads into p (not empty) through rc, waiting on the netpoller
+// while there is nothing: the bytes read, the system call's error, or
+// rc's (closed, deadline exceeded).
+func (r *reader) read(rc syscall.RawConn, p []byte) (int, syscall.Errno, error) {
+	r.buf, r.n, r.errno = p, 0, 0
+	err := rc.Read(r.fn)
+	n, errno := r.n, r.errno
+	r.buf = nil
+	return n, errno, err
 }
 
 // Read reads as (*net.TCPConn).Read does: at most len(p) bytes, io.EOF
@@ -77,10 +94,7 @@ func (c *conn) Read(p []byte) (int, error) {
 	if len(p) > maxRW {
 		p = p[:maxRW]
 	}
-	c.rbuf, c.rn, c.rerr = p, 0, 0
-	err := c.rc.Read(c.readFn)
-	n, errno := c.rn, c.rerr
-	c.rbuf = nil
+	n, errno, err := c.r.read(c.rc, p)
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
@@ -143,12 +157,9 @@ func (c *conn) opError(op string, err error) error {
 // raw system calls, waiting on the netpoller while it has nothing; see the
 // package comment. One goroutine reads it at a time.
 type File struct {
-	name  string
-	rc    syscall.RawConn
-	fn    func(fd uintptr) bool
-	buf   []byte
-	n     int
-	errno syscall.Errno
+	name string
+	rc   syscall.RawConn
+	r    reader
 }
 
 // NewFile returns a File reading f.
@@ -158,25 +169,8 @@ func NewFile(f *os.File) (*File, error) {
 		return nil, err
 	}
 	r := &File{name: f.Name(), rc: rc}
-	r.fn = r.doRead
+	r.r.fn = r.r.do
 	return r, nil
-}
-
-func (f *File) doRead(fd uintptr) bool {
-	for {
-		r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&f.buf[0])), uintptr(len(f.buf)))
-		switch e {
-		case syscall.EINTR:
-			continue
-		case syscall.EAGAIN:
-			return false
-		case 0:
-			f.n = int(r)
-		default:
-			f.errno = e
-		}
-		return true
-	}
 }
 
 // Read reads into p; it returns 0 and io.EOF at the end of the file, and
@@ -185,10 +179,7 @@ func (f *File) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	f.buf, f.n, f.errno = p, 0, 0
-	err := f.rc.Read(f.fn)
-	n, errno := f.n, f.errno
-	f.buf = nil
+	n, errno, err := f.r.read(f.rc, p)
 	switch {
 	case err != nil:
 		return 0, &os.PathError{Op: "read", Path: f.name, Err: err}

@@ -201,20 +201,7 @@ func (a *asyncSyncer) fdatasync(fd uintptr) error {
 	*(*uint32)(unsafe.Add(a.sqArray, uintptr(idx)*4)) = idx
 	atomic.StoreUint32(a.sqTail, tail+1)
 	a.waiters[id] = ch
-	var e syscall.Errno
-	for range 100 {
-		// Submission only (min_complete 0): with IOSQE_ASYNC the kernel
-		// queues the fsync to its workers and returns at once, so the
-		// raw call does not hold the thread.
-		if a.skipEnter {
-			break
-		}
-		_, _, e = syscall.RawSyscall6(sysIOUringEnter, uintptr(a.fd), 1, 0, 0, 0, 0)
-		if e != syscall.EINTR && e != syscall.EAGAIN && e != syscall.EBUSY {
-			break
-		}
-	}
-	if e != 0 {
+	if e := a.enter(1); e != 0 {
 		// Whether the kernel took the entry is unknown: forget it (a late
 		// completion is ignored) and sync the plain way from now on.
 		delete(a.waiters, id)
@@ -285,18 +272,7 @@ func (a *asyncSyncer) writeSync(fd uintptr, p []byte, off int64) (bool, error) {
 	})
 	atomic.StoreUint32(a.sqTail, tail+2)
 	a.waiters[wid], a.waiters[sid] = wch, sch
-	var e syscall.Errno
-	for range 100 {
-		if a.skipEnter {
-			break
-		}
-		// Submission only, as in fdatasync: the raw call does not wait.
-		_, _, e = syscall.RawSyscall6(sysIOUringEnter, uintptr(a.fd), 2, 0, 0, 0, 0)
-		if e != syscall.EINTR && e != syscall.EAGAIN && e != syscall.EBUSY {
-			break
-		}
-	}
-	if e != 0 {
+	if e := a.enter(2); e != 0 {
 		delete(a.waiters, wid)
 		delete(a.waiters, sid)
 		a.broken = true
@@ -337,6 +313,24 @@ func (a *asyncSyncer) writeSync(fd uintptr, p []byte, off int64) (bool, error) {
 		return true, fmt.Errorf("io_uring write: %d of %d bytes: %w", wres, len(p), io.ErrShortWrite)
 	}
 	return true, errnoOf(sres)
+}
+
+// enter submits the n entries queued last, retrying a busy ring. It is a
+// submission only (min_complete 0): with IOSQE_ASYNC the kernel queues
+// the requests to its workers and returns at once, so the raw call does
+// not hold the thread. a.mu is held.
+func (a *asyncSyncer) enter(n uint32) syscall.Errno {
+	var e syscall.Errno
+	for range 100 {
+		if a.skipEnter {
+			return 0
+		}
+		_, _, e = syscall.RawSyscall6(sysIOUringEnter, uintptr(a.fd), uintptr(n), 0, 0, 0, 0)
+		if e != syscall.EINTR && e != syscall.EAGAIN && e != syscall.EBUSY {
+			return e
+		}
+	}
+	return e
 }
 
 // errnoOf turns a completion's result into the system call's error.
