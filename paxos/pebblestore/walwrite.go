@@ -21,7 +21,7 @@ import (
 // blocking system call for the Go runtime. On a node that was idle it
 // wakes the runtime's monitor (sysmon), which then polls for about a
 // millisecond; with the sockets read and written raw (package rawio) it
-// was the last such wake per round (docs/performance.md).
+// would be the one such wake left per round (docs/performance.md).
 //
 // What Pebble sees is unchanged where it matters: Write returns at once
 // with every byte taken, SyncData returns once those bytes (and every
