@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"syscall"
 	"unsafe"
 )
@@ -31,16 +32,18 @@ func Wrap(c net.Conn) net.Conn {
 }
 
 // conn is a TCP connection whose reads and writes are raw system calls.
-// One goroutine reads and one writes at a time (as every user of a
-// net.Conn here does); the read and write state are apart so that the
-// two run concurrently. The functions handed to RawConn are bound once,
-// so a call allocates nothing.
+// As any net.Conn it may be read and written from several goroutines at
+// once: rmu and wmu hold a Read or a Write whole, as package net's
+// descriptor locks do, so concurrent Writes do not interleave. The
+// functions handed to RawConn are bound once, so a call allocates nothing.
 type conn struct {
 	*net.TCPConn
 	rc syscall.RawConn
 
-	r reader
+	rmu sync.Mutex
+	r   reader
 
+	wmu     sync.Mutex
 	writeFn func(fd uintptr) bool
 	wbuf    []byte
 	wn      int
@@ -94,7 +97,9 @@ func (c *conn) Read(p []byte) (int, error) {
 	if len(p) > maxRW {
 		p = p[:maxRW]
 	}
+	c.rmu.Lock()
 	n, errno, err := c.r.read(c.rc, p)
+	c.rmu.Unlock()
 	switch {
 	case err != nil:
 		return 0, c.opError("read", err)
@@ -136,10 +141,12 @@ func (c *conn) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	c.wmu.Lock()
 	c.wbuf, c.wn, c.werr = p, 0, 0
 	err := c.rc.Write(c.writeFn)
 	n, errno := c.wn, c.werr
 	c.wbuf = nil
+	c.wmu.Unlock()
 	switch {
 	case err != nil:
 		return n, c.opError("write", err)

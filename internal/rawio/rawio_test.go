@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync"
 	"testing"
 	"time"
 )
@@ -199,5 +200,38 @@ func TestListenerWraps(t *testing.T) {
 	b := make([]byte, 1)
 	if _, err := io.ReadFull(c, b); err != nil || b[0] != 'x' {
 		t.Fatalf("read %q, %v", b, err)
+	}
+}
+
+// TestConcurrentWritesWhole: Writes from several goroutines at once each
+// arrive whole, never interleaved, as with package net.
+func TestConcurrentWritesWhole(t *testing.T) {
+	w, s := pair(t)
+	const writers, writes, size = 8, 100, 4096
+	go func() {
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				msg := bytes.Repeat([]byte{byte('a' + i)}, size)
+				for range writes {
+					if _, err := w.Write(msg); err != nil {
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	buf := make([]byte, size)
+	for n := 0; n < writers*writes; n++ {
+		_ = s.SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.ReadFull(s, buf); err != nil {
+			t.Fatalf("after %d messages: %v", n, err)
+		}
+		if !bytes.Equal(buf, bytes.Repeat(buf[:1], size)) {
+			t.Fatalf("message %d mixes two writers' bytes", n)
+		}
 	}
 }

@@ -20,8 +20,6 @@ func (*asyncSyncer) fdatasync(uintptr) error { return errors.New("io_uring: Linu
 
 func (*asyncSyncer) close() {}
 
-func (*asyncSyncer) writeSync(uintptr, []byte, int64) (bool, error) { return false, nil }
-
 // deferWrites returns f: WAL writes wait for the sync only where the
 // store syncs through io_uring.
 func (fs *fenceFS) deferWrites(f *fenceFile) vfs.File { return f }
